@@ -1,0 +1,2 @@
+//! spanset: one StatefulSet across several Kubernetes clusters.
+pub mod sim;
