@@ -1,2 +1,9 @@
-//! spanset: one StatefulSet across several Kubernetes clusters.
+//! spanset: one StatefulSet across several Kubernetes clusters, each pod identity running in at
+//! most one cluster at a time.
+//!
+//! Modules: [`sim`] is the sandbox (a Kubernetes API simulator on loopback); [`cli`] the
+//! command line.
+#![forbid(unsafe_code)]
+
+pub mod cli;
 pub mod sim;

@@ -1,1 +1,23 @@
-fn main() {}
+//! The `spanset` binary: parses the command line and runs the chosen subcommand.
+
+use spanset::cli::{self, Command};
+
+fn main() {
+    let cli = cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let code = runtime.block_on(async {
+        match cli.command {
+            Command::Sim(args) => cli::sim::run(args).await,
+        }
+    });
+    std::process::exit(code);
+}

@@ -1,0 +1,45 @@
+//! The `spanset` command line: one subcommand per job, each in its own module.
+
+use clap::{Parser, Subcommand};
+
+pub mod sim;
+
+/// spanset runs one StatefulSet across several Kubernetes clusters.
+#[derive(Debug, Parser)]
+#[command(name = "spanset", version, about)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run simulated Kubernetes API servers on loopback (the sandbox).
+    Sim(sim::SimArgs),
+}
+
+/// Parses the command line; a bad flag prints one line and exits 2 (help and version exit 0).
+pub fn parse() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => match e.kind() {
+            clap::error::ErrorKind::DisplayHelp
+            | clap::error::ErrorKind::DisplayVersion
+            | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+            _ => usage_error(&e.to_string()),
+        },
+    }
+}
+
+/// Prints a one-line usage error and exits 2.
+pub fn usage_error(message: &str) -> ! {
+    let first = message
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("invalid arguments");
+    let first = first.trim().trim_start_matches("error: ");
+    eprintln!("spanset: {first} (see --help)");
+    std::process::exit(2)
+}

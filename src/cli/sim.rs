@@ -1,0 +1,139 @@
+//! `spanset sim`: starts simulated clusters, writes their kubeconfig, prints `admin: URL` and
+//! `ready`, and runs until SIGINT or SIGTERM.
+
+use std::{io::Write, path::PathBuf};
+
+use crate::sim::{cluster::ClusterConfig, fleet::Fleet, kubeconfig};
+
+/// Flags of `spanset sim`.
+#[derive(Debug, clap::Args)]
+pub struct SimArgs {
+    /// Names of the clusters to simulate, comma-separated (DNS labels, unique).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub clusters: Vec<String>,
+    /// Where to write the kubeconfig (one context per cluster; the first is current).
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// Listen on ports N, N+1, ... (one per cluster, then the admin API); free ports if unset.
+    #[arg(long)]
+    pub port_base: Option<u16>,
+}
+
+/// Why a cluster name is refused, if it is.
+fn bad_cluster_name(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > 63 {
+        return Some("must be 1 to 63 characters");
+    }
+    let ok_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let ok_ends = !name.starts_with('-') && !name.ends_with('-');
+    (!ok_chars || !ok_ends).then_some("must be a DNS label (lowercase letters, digits and '-', starting and ending with a letter or digit)")
+}
+
+/// Checks the flags beyond what clap can; the error is one line for [`super::usage_error`].
+pub fn check(args: &SimArgs) -> Result<(), String> {
+    for (i, name) in args.clusters.iter().enumerate() {
+        if let Some(why) = bad_cluster_name(name) {
+            return Err(format!("--clusters: invalid cluster name {name:?}: {why}"));
+        }
+        if args.clusters[..i].contains(name) {
+            return Err(format!("--clusters: cluster {name:?} is named twice"));
+        }
+    }
+    if let Some(base) = args.port_base {
+        if base == 0 || usize::from(base) + args.clusters.len() > usize::from(u16::MAX) {
+            return Err(format!(
+                "--port-base: {base} leaves no room for {} ports",
+                args.clusters.len() + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// Runs the sandbox until a signal; returns the process exit code.
+pub async fn run(args: SimArgs) -> i32 {
+    if let Err(e) = check(&args) {
+        super::usage_error(&e);
+    }
+    let configs = args
+        .clusters
+        .iter()
+        .map(|n| ClusterConfig::named(n))
+        .collect();
+    let fleet = match Fleet::start(configs, args.port_base).await {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("spanset: {e}");
+            return 1;
+        }
+    };
+    if let Err(e) = kubeconfig::write(&args.kubeconfig, &fleet.endpoints()) {
+        eprintln!(
+            "spanset: cannot write kubeconfig {}: {e}",
+            args.kubeconfig.display()
+        );
+        return 1;
+    }
+    let mut out = std::io::stdout().lock();
+    for (name, url) in fleet.endpoints() {
+        let _ = writeln!(out, "cluster {name}: {url}");
+    }
+    let _ = writeln!(out, "admin: {}", fleet.admin_url());
+    // Listeners were bound before this point, so every one of them accepts now.
+    let _ = writeln!(out, "ready");
+    let _ = out.flush();
+    drop(out);
+    wait_for_signal().await;
+    tracing::info!("signal received, stopping");
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(clusters: &[&str], port_base: Option<u16>) -> SimArgs {
+        SimArgs {
+            clusters: clusters.iter().map(|s| s.to_string()).collect(),
+            kubeconfig: "k".into(),
+            port_base,
+        }
+    }
+
+    #[test]
+    fn refuses_bad_and_duplicate_names() {
+        assert!(check(&args(&["a", "b"], None)).is_ok());
+        assert!(
+            check(&args(&["a", "a"], None))
+                .unwrap_err()
+                .contains("named twice")
+        );
+        assert!(
+            check(&args(&["Bad_Name"], None))
+                .unwrap_err()
+                .contains("DNS label")
+        );
+        assert!(
+            check(&args(&["a"], Some(65535)))
+                .unwrap_err()
+                .contains("--port-base")
+        );
+    }
+}

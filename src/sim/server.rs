@@ -1,0 +1,100 @@
+//! Loopback listeners: one HTTP/1.1 server per simulated cluster, plain HTTP with keep-alive
+//! and chunked streaming, as kube-rs and kubectl need (k8s-api.md A.1).
+
+use std::{net::SocketAddr, sync::Arc};
+
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
+
+use super::{cluster::Cluster, gc, handlers};
+
+/// A running API server for one cluster; stops when dropped or on [`ServerHandle::stop`].
+pub struct ServerHandle {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    /// The cluster it serves.
+    pub cluster: Arc<Cluster>,
+    stop: watch::Sender<bool>,
+    accept: JoinHandle<()>,
+    gc: JoinHandle<()>,
+}
+
+impl ServerHandle {
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting and closes every connection.
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+        self.accept.abort();
+        self.gc.abort();
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Serves a cluster on an already bound listener (bind first, so callers learn the port).
+pub fn serve(cluster: Arc<Cluster>, listener: TcpListener) -> std::io::Result<ServerHandle> {
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = watch::channel(false);
+    let gc = tokio::spawn(gc::run(Arc::downgrade(&cluster)));
+    let accept = tokio::spawn(accept_loop(cluster.clone(), listener, stopped));
+    Ok(ServerHandle {
+        addr,
+        cluster,
+        stop,
+        accept,
+        gc,
+    })
+}
+
+async fn accept_loop(cluster: Arc<Cluster>, listener: TcpListener, stopped: watch::Receiver<bool>) {
+    let server_address = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    loop {
+        let (stream, _peer) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(cluster = %cluster.config.name, error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let cluster = cluster.clone();
+        let server_address = server_address.clone();
+        let mut stopped = stopped.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let cluster = cluster.clone();
+                let server_address = server_address.clone();
+                async move {
+                    Ok::<_, std::convert::Infallible>(
+                        handlers::handle(cluster, server_address, req).await,
+                    )
+                }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                res = conn.as_mut() => {
+                    if let Err(e) = res {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                }
+                _ = stopped.wait_for(|s| *s) => {}
+            }
+        });
+    }
+}

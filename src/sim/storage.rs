@@ -1,0 +1,501 @@
+//! Versioned object storage of one simulated cluster: an etcd-like map with one monotonic
+//! resourceVersion counter shared by every kind, a bounded event history for watch replay,
+//! and non-blocking fan-out to watchers.
+//!
+//! Owned by the cluster's [`super::cluster::Cluster`]; every write from HTTP handlers and from
+//! the simulated controllers goes through one mutex, so events reach each watcher in
+//! resourceVersion order. A watcher whose buffer is full is dropped (its stream ends, as a real
+//! server closes a watch that falls behind) instead of ever blocking a writer.
+
+use std::{
+    collections::{BTreeMap, HashMap, VecDeque},
+    sync::{Arc, OnceLock},
+};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::{
+    error::{ApiError, ApiResult},
+    object,
+    resources::{ResourceKey, ResourceType},
+};
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// The object was created.
+    Added,
+    /// The object changed (including getting a deletionTimestamp).
+    Modified,
+    /// The object was removed; the event carries its last state at a new resourceVersion.
+    Deleted,
+}
+
+impl EventKind {
+    /// The watch event type on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Added => "ADDED",
+            EventKind::Modified => "MODIFIED",
+            EventKind::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, kept in the history and sent to watchers.
+#[derive(Debug)]
+pub struct Event {
+    /// What happened.
+    pub kind: EventKind,
+    /// The resourceVersion the change was written at.
+    pub rv: u64,
+    /// Which resource the object belongs to.
+    pub resource: ResourceKey,
+    /// Namespace and name of the object.
+    pub key: ObjectKey,
+    /// The object after the change (for Deleted: its last state).
+    pub object: Arc<Value>,
+    /// The object before the change, if it existed (lets selector watchers see transitions and
+    /// lets paginated lists rebuild the state at their snapshot).
+    pub prev: Option<Arc<Value>>,
+    /// The compact JSON line `{"type":..,"object":..}\n`, built once for every plain-JSON watcher.
+    line: OnceLock<Bytes>,
+}
+
+impl Event {
+    /// The wire line for plain JSON watchers, serialized once and shared.
+    pub fn json_line(&self) -> Bytes {
+        self.line
+            .get_or_init(|| {
+                let mut out = Vec::with_capacity(256);
+                out.extend_from_slice(b"{\"type\":\"");
+                out.extend_from_slice(self.kind.as_str().as_bytes());
+                out.extend_from_slice(b"\",\"object\":");
+                serde_json::to_writer(&mut out, &*self.object)
+                    .expect("JSON values always serialize");
+                out.extend_from_slice(b"}\n");
+                Bytes::from(out)
+            })
+            .clone()
+    }
+}
+
+/// Namespace (`""` for cluster-scoped) and name.
+pub type ObjectKey = (String, String);
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchStart {
+    /// From now, first replaying every current object as ADDED (resourceVersion unset or 0).
+    Now,
+    /// Only changes after this resourceVersion (exact start); 410 if it left the history.
+    After(u64),
+}
+
+/// A registered watch: the initial events to send, then the live channel.
+pub struct Subscription {
+    /// Events to deliver before the live ones (synthetic ADDEDs, or replayed history).
+    pub initial: Vec<Arc<Event>>,
+    /// The resourceVersion the initial events bring the watcher up to.
+    pub start_rv: u64,
+    /// Live events after `start_rv`.
+    pub live: mpsc::Receiver<Arc<Event>>,
+}
+
+struct Watcher {
+    resource: Option<ResourceKey>,
+    tx: mpsc::Sender<Arc<Event>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    rv: u64,
+    buckets: HashMap<ResourceKey, BTreeMap<ObjectKey, Arc<Value>>>,
+    history: VecDeque<Arc<Event>>,
+    /// Every event at or below this resourceVersion has left the history.
+    compacted_rv: u64,
+    watchers: Vec<Watcher>,
+}
+
+/// Sizes that bound memory and define when clients get 410 Gone.
+#[derive(Debug, Clone, Copy)]
+pub struct StorageLimits {
+    /// Events kept for watch replay and paginated snapshots.
+    pub history: usize,
+    /// Events buffered per watcher before it is dropped as too slow.
+    pub watcher_buffer: usize,
+}
+
+impl Default for StorageLimits {
+    fn default() -> Self {
+        Self {
+            history: 20_000,
+            watcher_buffer: 4_096,
+        }
+    }
+}
+
+/// The versioned store of one simulated cluster.
+pub struct Storage {
+    inner: Mutex<Inner>,
+    limits: StorageLimits,
+}
+
+/// Result of a conditional update: the new object, or the unchanged one when nothing changed.
+pub enum Updated {
+    /// Written at a new resourceVersion.
+    Changed(Arc<Value>),
+    /// The update was a no-op; no new resourceVersion, no event (as a real apiserver).
+    Unchanged(Arc<Value>),
+}
+
+impl Updated {
+    /// The object as stored now.
+    pub fn object(&self) -> &Arc<Value> {
+        match self {
+            Updated::Changed(o) | Updated::Unchanged(o) => o,
+        }
+    }
+}
+
+impl Storage {
+    /// An empty store.
+    pub fn new(limits: StorageLimits) -> Self {
+        Self {
+            inner: Mutex::new(Inner::default()),
+            limits,
+        }
+    }
+
+    /// The newest resourceVersion written.
+    pub fn current_rv(&self) -> u64 {
+        self.inner.lock().rv
+    }
+
+    /// The oldest resourceVersion a watch or continue token may still start from.
+    pub fn compacted_rv(&self) -> u64 {
+        self.inner.lock().compacted_rv
+    }
+
+    /// One object.
+    pub fn get(&self, res: &ResourceKey, ns: &str, name: &str) -> Option<Arc<Value>> {
+        let inner = self.inner.lock();
+        inner
+            .buckets
+            .get(res)?
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// All objects of a resource (in one namespace, if given), sorted by namespace and name,
+    /// with the resourceVersion of the snapshot.
+    pub fn list(&self, res: &ResourceKey, ns: Option<&str>) -> (Vec<Arc<Value>>, u64) {
+        let inner = self.inner.lock();
+        let items = match inner.buckets.get(res) {
+            None => vec![],
+            Some(bucket) => match ns {
+                None => bucket.values().cloned().collect(),
+                Some(ns) => bucket
+                    .range((ns.to_string(), String::new())..)
+                    .take_while(|((n, _), _)| n == ns)
+                    .map(|(_, v)| v.clone())
+                    .collect(),
+            },
+        };
+        (items, inner.rv)
+    }
+
+    /// Objects of a resource as they were at `at_rv` (for paginated and exact lists).
+    /// Fails with 410 when the history no longer reaches back that far.
+    pub fn list_at(
+        &self,
+        res: &ResourceKey,
+        ns: Option<&str>,
+        at_rv: u64,
+    ) -> ApiResult<Vec<Arc<Value>>> {
+        let inner = self.inner.lock();
+        if at_rv < inner.compacted_rv {
+            return Err(ApiError::expired(format!(
+                "too old resource version: {at_rv} ({})",
+                inner.compacted_rv
+            )));
+        }
+        let mut state: BTreeMap<ObjectKey, Arc<Value>> = match inner.buckets.get(res) {
+            None => BTreeMap::new(),
+            Some(b) => b.clone(),
+        };
+        // Roll back: the first event after `at_rv` touching a key tells its state at `at_rv`.
+        let mut seen = std::collections::HashSet::new();
+        for ev in inner
+            .history
+            .iter()
+            .filter(|e| e.rv > at_rv && &e.resource == res)
+        {
+            if seen.insert(ev.key.clone()) {
+                match &ev.prev {
+                    Some(prev) => state.insert(ev.key.clone(), prev.clone()),
+                    None => state.remove(&ev.key),
+                };
+            }
+        }
+        Ok(state
+            .into_iter()
+            .filter(|((n, _), _)| ns.is_none_or(|ns| ns == n))
+            .map(|(_, v)| v)
+            .collect())
+    }
+
+    /// Stores a new object; fails with AlreadyExists if the name is taken.
+    pub fn create(
+        &self,
+        rt: &ResourceType,
+        res: &ResourceKey,
+        mut obj: Value,
+    ) -> ApiResult<Arc<Value>> {
+        let key = object::key_of(&obj);
+        let mut inner = self.inner.lock();
+        if inner.buckets.get(res).is_some_and(|b| b.contains_key(&key)) {
+            return Err(ApiError::already_exists(rt, &key.1));
+        }
+        let rv = inner.next_rv();
+        object::set_resource_version(&mut obj, rv);
+        let obj = Arc::new(obj);
+        inner
+            .buckets
+            .entry(res.clone())
+            .or_default()
+            .insert(key.clone(), obj.clone());
+        inner.publish(
+            &self.limits,
+            EventKind::Added,
+            rv,
+            res,
+            key,
+            obj.clone(),
+            None,
+        );
+        Ok(obj)
+    }
+
+    /// Read-modify-write under the store lock: `f` sees the current object and returns the new
+    /// one (its resourceVersion is set here), or the same value for a no-op.
+    pub fn update(
+        &self,
+        rt: &ResourceType,
+        res: &ResourceKey,
+        ns: &str,
+        name: &str,
+        f: impl FnOnce(&Arc<Value>) -> ApiResult<Value>,
+    ) -> ApiResult<Updated> {
+        let key = (ns.to_string(), name.to_string());
+        let mut inner = self.inner.lock();
+        let current = inner
+            .buckets
+            .get(res)
+            .and_then(|b| b.get(&key))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(rt, name))?;
+        let mut next = f(&current)?;
+        // A no-op write keeps the resourceVersion and sends no event.
+        object::set_resource_version(&mut next, object::resource_version(&current));
+        if next == *current {
+            return Ok(Updated::Unchanged(current));
+        }
+        let rv = inner.next_rv();
+        object::set_resource_version(&mut next, rv);
+        let next = Arc::new(next);
+        inner
+            .buckets
+            .entry(res.clone())
+            .or_default()
+            .insert(key.clone(), next.clone());
+        inner.publish(
+            &self.limits,
+            EventKind::Modified,
+            rv,
+            res,
+            key,
+            next.clone(),
+            Some(current),
+        );
+        Ok(Updated::Changed(next))
+    }
+
+    /// Removes an object after `check` accepted its current state; returns its last state at
+    /// the deletion's resourceVersion.
+    pub fn remove(
+        &self,
+        rt: &ResourceType,
+        res: &ResourceKey,
+        ns: &str,
+        name: &str,
+        check: impl FnOnce(&Value) -> ApiResult<()>,
+    ) -> ApiResult<Arc<Value>> {
+        let key = (ns.to_string(), name.to_string());
+        let mut inner = self.inner.lock();
+        let current = inner
+            .buckets
+            .get(res)
+            .and_then(|b| b.get(&key))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(rt, name))?;
+        check(&current)?;
+        inner.buckets.get_mut(res).map(|b| b.remove(&key));
+        let rv = inner.next_rv();
+        let mut last = (*current).clone();
+        object::set_resource_version(&mut last, rv);
+        let last = Arc::new(last);
+        inner.publish(
+            &self.limits,
+            EventKind::Deleted,
+            rv,
+            res,
+            key,
+            last.clone(),
+            Some(current),
+        );
+        Ok(last)
+    }
+
+    /// Drops every object of a resource (a CRD was deleted), sending DELETED for each.
+    pub fn drop_resource(&self, res: &ResourceKey) {
+        let mut inner = self.inner.lock();
+        let Some(bucket) = inner.buckets.remove(res) else {
+            return;
+        };
+        for (key, current) in bucket {
+            let rv = inner.next_rv();
+            let mut last = (*current).clone();
+            object::set_resource_version(&mut last, rv);
+            inner.publish(
+                &self.limits,
+                EventKind::Deleted,
+                rv,
+                res,
+                key,
+                Arc::new(last),
+                Some(current),
+            );
+        }
+    }
+
+    /// Registers a watch on one resource (or every resource, for internal controllers).
+    pub fn watch(&self, res: Option<&ResourceKey>, start: WatchStart) -> ApiResult<Subscription> {
+        let mut inner = self.inner.lock();
+        let initial: Vec<Arc<Event>> = match start {
+            WatchStart::Now => {
+                let rv = inner.rv;
+                let buckets: Vec<(&ResourceKey, &BTreeMap<ObjectKey, Arc<Value>>)> = match res {
+                    Some(r) => inner.buckets.get_key_value(r).into_iter().collect(),
+                    None => inner.buckets.iter().collect(),
+                };
+                buckets
+                    .into_iter()
+                    .flat_map(|(r, b)| {
+                        b.iter().map(move |(k, o)| {
+                            Arc::new(Event {
+                                kind: EventKind::Added,
+                                rv,
+                                resource: r.clone(),
+                                key: k.clone(),
+                                object: o.clone(),
+                                prev: None,
+                                line: OnceLock::new(),
+                            })
+                        })
+                    })
+                    .collect()
+            }
+            WatchStart::After(from) => {
+                if from < inner.compacted_rv {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {from} ({})",
+                        inner.compacted_rv
+                    )));
+                }
+                inner
+                    .history
+                    .iter()
+                    .filter(|e| e.rv > from && res.is_none_or(|r| &e.resource == r))
+                    .cloned()
+                    .collect()
+            }
+        };
+        let (tx, live) = mpsc::channel(self.limits.watcher_buffer);
+        inner.watchers.retain(|w| !w.tx.is_closed());
+        inner.watchers.push(Watcher {
+            resource: res.cloned(),
+            tx,
+        });
+        Ok(Subscription {
+            initial,
+            start_rv: inner.rv,
+            live,
+        })
+    }
+
+    /// Forgets the whole event history, so every watch or continue token from before now gets
+    /// 410 Gone (what etcd compaction does; used by fault injection and tests).
+    pub fn compact(&self) {
+        let mut inner = self.inner.lock();
+        inner.history.clear();
+        inner.compacted_rv = inner.rv;
+    }
+
+    /// Ends every open watch stream (they end cleanly; clients re-watch).
+    pub fn close_watches(&self) {
+        self.inner.lock().watchers.clear();
+    }
+
+    /// Number of open watches (for tests and metrics).
+    pub fn watcher_count(&self) -> usize {
+        let mut inner = self.inner.lock();
+        inner.watchers.retain(|w| !w.tx.is_closed());
+        inner.watchers.len()
+    }
+}
+
+impl Inner {
+    fn next_rv(&mut self) -> u64 {
+        self.rv += 1;
+        self.rv
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn publish(
+        &mut self,
+        limits: &StorageLimits,
+        kind: EventKind,
+        rv: u64,
+        res: &ResourceKey,
+        key: ObjectKey,
+        object: Arc<Value>,
+        prev: Option<Arc<Value>>,
+    ) {
+        let ev = Arc::new(Event {
+            kind,
+            rv,
+            resource: res.clone(),
+            key,
+            object,
+            prev,
+            line: OnceLock::new(),
+        });
+        self.history.push_back(ev.clone());
+        while self.history.len() > limits.history {
+            if let Some(old) = self.history.pop_front() {
+                self.compacted_rv = old.rv;
+            }
+        }
+        // try_send never blocks: a full or closed watcher is dropped, ending its stream.
+        self.watchers.retain(|w| {
+            if w.resource.as_ref().is_some_and(|r| r != res) {
+                return !w.tx.is_closed();
+            }
+            w.tx.try_send(ev.clone()).is_ok()
+        });
+    }
+}
