@@ -41,13 +41,13 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
             return Err(format!("--clusters: cluster {name:?} is named twice"));
         }
     }
-    if let Some(base) = args.port_base {
-        if base == 0 || usize::from(base) + args.clusters.len() > usize::from(u16::MAX) {
-            return Err(format!(
-                "--port-base: {base} leaves no room for {} ports",
-                args.clusters.len() + 1
-            ));
-        }
+    if let Some(base) = args.port_base
+        && (base == 0 || usize::from(base) + args.clusters.len() > usize::from(u16::MAX))
+    {
+        return Err(format!(
+            "--port-base: {base} leaves no room for {} ports",
+            args.clusters.len() + 1
+        ));
     }
     Ok(())
 }

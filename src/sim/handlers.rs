@@ -187,9 +187,9 @@ async fn resource(
             let lines = watch::start(cluster, rt.clone(), version, ns, q, out)?;
             Ok(response::stream(lines))
         }
-        (&Method::GET, None, None) => Ok(response::json(
+        (&Method::GET, None, None) => Ok(response::json_bytes(
             200,
-            &list::serve(cluster, &rt, version, ns, &q, out)?,
+            list::serve(cluster, &rt, version, ns, &q, out)?,
         )),
         (&Method::GET, Some(name), None) => {
             let obj = cluster.get(&rt, obj_ns, name)?;

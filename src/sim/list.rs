@@ -59,7 +59,7 @@ fn hex(s: &str) -> String {
 }
 
 fn unhex(s: &str) -> Option<String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..s.len())
@@ -92,7 +92,7 @@ fn decode_continue(token: &str) -> ApiResult<(u64, String, String)> {
     Ok((rv, ns, name))
 }
 
-/// Serves a LIST and returns the response document.
+/// Serves a LIST and returns the serialized response document.
 pub fn serve(
     cluster: &Cluster,
     rt: &ResourceType,
@@ -100,7 +100,7 @@ pub fn serve(
     ns: Option<&str>,
     q: &Query,
     out: Output,
-) -> ApiResult<Value> {
+) -> ApiResult<Vec<u8>> {
     let filter = Filter::new(rt, ns, q)?;
     let res = (rt.group.clone(), rt.plural.clone());
     if q.resource_version_match.is_some() && q.resource_version.as_deref().unwrap_or("").is_empty()
@@ -152,17 +152,17 @@ pub fn serve(
         .filter(|o| filter.matches(o))
         .collect();
     let mut meta = json!({"resourceVersion": snapshot_rv.to_string()});
-    if let Some(limit) = q.limit {
-        if matching.len() > limit {
-            let remaining = matching.len() - limit;
-            matching.truncate(limit);
-            meta["continue"] = json!(encode_continue(snapshot_rv, matching[limit - 1]));
-            if !filter.selective {
-                meta["remainingItemCount"] = json!(remaining);
-            }
+    if let Some(limit) = q.limit
+        && matching.len() > limit
+    {
+        let remaining = matching.len() - limit;
+        matching.truncate(limit);
+        meta["continue"] = json!(encode_continue(snapshot_rv, matching[limit - 1]));
+        if !filter.selective {
+            meta["remainingItemCount"] = json!(remaining);
         }
     }
-    Ok(render::list(rt, version, &matching, meta, out, q))
+    Ok(render::list_bytes(rt, version, &matching, meta, out, q))
 }
 
 #[cfg(test)]

@@ -373,7 +373,7 @@ impl Cluster {
                 field: "metadata.name".into(),
                 kind: validate::FieldErrorKind::Invalid,
                 value: Some(Value::String(name.to_string())),
-                detail: format!("must be spec.names.plural+\".\"+spec.group"),
+                detail: "must be spec.names.plural+\".\"+spec.group".to_string(),
             };
             return Err(invalid(rt, name, &[err]));
         }
@@ -423,10 +423,9 @@ impl Cluster {
         if let Updated::Changed(o) = &updated {
             if (rt.group.as_str(), rt.plural.as_str())
                 == ("apiextensions.k8s.io", "customresourcedefinitions")
+                && let Some(t) = resources::from_crd(o)
             {
-                if let Some(t) = resources::from_crd(o) {
-                    self.resources.install(t);
-                }
+                self.resources.install(t);
             }
             // The last finalizer of a deleting object is gone: the object goes too.
             if object::is_deleting(o)
@@ -563,11 +562,10 @@ impl Cluster {
     fn after_removal(&self, rt: &ResourceType, last: &Value) {
         if (rt.group.as_str(), rt.plural.as_str())
             == ("apiextensions.k8s.io", "customresourcedefinitions")
+            && let Some(t) = resources::from_crd(last)
         {
-            if let Some(t) = resources::from_crd(last) {
-                self.resources.remove(&t.group, &t.plural);
-                self.storage.drop_resource(&(t.group, t.plural));
-            }
+            self.resources.remove(&t.group, &t.plural);
+            self.storage.drop_resource(&(t.group, t.plural));
         }
         self.gc_wake.notify_one();
     }
@@ -609,17 +607,17 @@ fn check_preconditions(
     current: &Value,
     opts: &DeleteOptions,
 ) -> ApiResult<()> {
-    if let Some(uid) = &opts.precondition_uid {
-        if uid != object::uid(current) {
-            return Err(ApiError::conflict_because(
-                rt,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    object::uid(current)
-                ),
-            ));
-        }
+    if let Some(uid) = &opts.precondition_uid
+        && uid != object::uid(current)
+    {
+        return Err(ApiError::conflict_because(
+            rt,
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                object::uid(current)
+            ),
+        ));
     }
     if let Some(rv) = &opts.precondition_rv {
         let have = object::resource_version(current).to_string();

@@ -56,6 +56,36 @@ pub fn object(rt: &ResourceType, version: &str, obj: &Value, out: Output, q: &Qu
     }
 }
 
+/// A list in the negotiated form, serialized; plain JSON lists are written item by item
+/// straight from storage, without copying the objects into a new document.
+pub fn list_bytes(
+    rt: &ResourceType,
+    version: &str,
+    items: &[&Value],
+    meta: Value,
+    out: Output,
+    q: &Query,
+) -> Vec<u8> {
+    if out != Output::Json || rt.versions.len() > 1 {
+        return serde_json::to_vec(&list(rt, version, items, meta, out, q))
+            .expect("JSON values always serialize");
+    }
+    let mut buf = Vec::with_capacity(items.len() * 512 + 256);
+    let head = json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(version), "metadata": meta});
+    let head = serde_json::to_vec(&head).expect("JSON values always serialize");
+    // `head` ends with `}`: reopen it to append the items.
+    buf.extend_from_slice(&head[..head.len() - 1]);
+    buf.extend_from_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        serde_json::to_writer(&mut buf, item).expect("JSON values always serialize");
+    }
+    buf.extend_from_slice(b"]}");
+    buf
+}
+
 /// A list in the negotiated form, with its list metadata.
 pub fn list(
     rt: &ResourceType,

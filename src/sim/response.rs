@@ -36,6 +36,17 @@ pub fn json_with_type(code: u16, doc: &Value, content_type: &str) -> Response<Bo
     resp
 }
 
+/// An already serialized JSON document.
+pub fn json_bytes(code: u16, body: Vec<u8>) -> Response<Body> {
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
 /// The `Status` answer for an error.
 pub fn error(err: &ApiError) -> Response<Body> {
     json(err.code, &err.to_status())

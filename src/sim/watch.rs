@@ -161,10 +161,10 @@ impl Watch {
             .unwrap_or(self.cluster.config.default_watch_timeout);
         let deadline = Instant::now() + timeout;
         for ev in std::mem::take(&mut sub.initial) {
-            if let Some(l) = self.encode(&ev) {
-                if tx.send(l).await.is_err() {
-                    return;
-                }
+            if let Some(l) = self.encode(&ev)
+                && tx.send(l).await.is_err()
+            {
+                return;
             }
         }
         let mut last_rv = sub.start_rv;
@@ -193,11 +193,10 @@ impl Watch {
                 ev = sub.live.recv() => {
                     let Some(ev) = ev else { return };
                     last_rv = ev.rv;
-                    if let Some(l) = self.encode(&ev) {
-                        if tx.send(l).await.is_err() {
+                    if let Some(l) = self.encode(&ev)
+                        && tx.send(l).await.is_err() {
                             return;
                         }
-                    }
                 }
             }
         }

@@ -1,0 +1,330 @@
+//! The real kubectl, every installed version from 1.27 to 1.33, against `spanset sim`: each
+//! command must print what it prints against a real cluster.
+
+mod support;
+
+use support::{Background, DEADLINE, Kubectl, Sandbox, wait_until};
+
+const STS: &str = r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: web
+spec:
+  replicas: REPLICAS
+  serviceName: web
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.25
+"#;
+
+const WIDGET_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wg]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#;
+
+fn sts(replicas: u32) -> String {
+    STS.replace("REPLICAS", &replicas.to_string())
+}
+
+fn jsonpath(k: &Kubectl, what: &[&str], path: &str) -> String {
+    let arg = format!("jsonpath={path}");
+    let mut args = vec!["get"];
+    args.extend_from_slice(what);
+    args.extend_from_slice(&["-o", &arg]);
+    k.ok(&args)
+}
+
+/// Runs every kubectl check for one version against its own sandbox.
+fn kubectl_behaves_as_against_a_real_cluster(minor: u32) {
+    let sandbox = Sandbox::start("source,destination");
+    let Some(k) = Kubectl::new(minor, &sandbox) else {
+        return;
+    };
+
+    // version and api-resources come from /version and discovery.
+    let version = k.ok(&["version"]);
+    assert!(
+        version.contains("Server Version: v1.33.1"),
+        "kubectl 1.{minor} version: {version}"
+    );
+    let resources = k.ok(&["api-resources"]);
+    let sts_line = resources
+        .lines()
+        .find(|l| l.starts_with("statefulsets"))
+        .expect("statefulsets listed");
+    let cols: Vec<&str> = sts_line.split_whitespace().collect();
+    assert_eq!(
+        cols,
+        ["statefulsets", "sts", "apps/v1", "true", "StatefulSet"],
+        "kubectl 1.{minor}"
+    );
+    assert!(
+        resources.lines().any(
+            |l| l.split_whitespace().collect::<Vec<_>>() == ["pods", "po", "v1", "true", "Pod"]
+        )
+    );
+
+    // Client-side apply: created, then configured, then unchanged (OpenAPI must be served).
+    assert_eq!(
+        k.ok_with_stdin(&["apply", "-f", "-"], &sts(3)).trim(),
+        "statefulset.apps/web created"
+    );
+    assert_eq!(
+        k.ok_with_stdin(&["apply", "-f", "-"], &sts(4)).trim(),
+        "statefulset.apps/web configured"
+    );
+    assert_eq!(
+        k.ok_with_stdin(&["apply", "-f", "-"], &sts(4)).trim(),
+        "statefulset.apps/web unchanged"
+    );
+    assert_eq!(
+        jsonpath(
+            &k,
+            &["sts", "web"],
+            "{.spec.replicas} {.metadata.generation}"
+        ),
+        "4 2"
+    );
+    assert_eq!(
+        k.ok_with_stdin(&["apply", "--server-side", "-f", "-"], &sts(5))
+            .trim(),
+        "statefulset.apps/web serverside-applied"
+    );
+    assert_eq!(jsonpath(&k, &["sts", "web"], "{.spec.replicas}"), "5");
+
+    // get: the server-side Table columns.
+    let table = k.ok(&["get", "sts"]);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "AGE"],
+        "kubectl 1.{minor} get sts:\n{table}"
+    );
+    let row: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        &row[..2],
+        ["web", "0/5"],
+        "kubectl 1.{minor} get sts:\n{table}"
+    );
+    let yaml = k.ok(&["get", "sts", "web", "-o", "yaml"]);
+    let doc: serde_json::Value = serde_yaml::from_str(&yaml).expect("get -o yaml is YAML");
+    assert_eq!(
+        (doc["kind"].as_str(), doc["metadata"]["name"].as_str()),
+        (Some("StatefulSet"), Some("web"))
+    );
+    assert!(
+        doc["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty())
+    );
+
+    // patch: default strategic (the blog's command), merge, and JSON patch.
+    let out = k.ok(&[
+        "patch",
+        "sts",
+        "web",
+        "-p",
+        r#"{"spec": {"ordinals": {"start": 5}, "replicas": 1}}"#,
+    ]);
+    assert_eq!(out.trim(), "statefulset.apps/web patched");
+    assert_eq!(
+        jsonpath(
+            &k,
+            &["sts", "web"],
+            "{.spec.ordinals.start} {.spec.replicas}"
+        ),
+        "5 1"
+    );
+    k.ok(&[
+        "patch",
+        "sts",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"replicas":2}}"#,
+    ]);
+    assert_eq!(jsonpath(&k, &["sts", "web"], "{.spec.replicas}"), "2");
+    k.ok(&[
+        "patch",
+        "sts",
+        "web",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/replicas","value":3}]"#,
+    ]);
+    assert_eq!(jsonpath(&k, &["sts", "web"], "{.spec.replicas}"), "3");
+
+    // scale goes through statefulsets/scale.
+    assert_eq!(
+        k.ok(&["scale", "sts", "web", "--replicas", "6"]).trim(),
+        "statefulset.apps/web scaled"
+    );
+    assert_eq!(jsonpath(&k, &["sts", "web"], "{.spec.replicas}"), "6");
+
+    // replace of a stale object: the Conflict message, verbatim.
+    let stale = k.ok(&["get", "sts", "web", "-o", "yaml"]);
+    k.ok(&["scale", "sts", "web", "--replicas", "7"]);
+    let err = String::from_utf8_lossy(&k.run_with_stdin(&["replace", "-f", "-"], &stale).stderr)
+        .into_owned();
+    assert!(
+        err.contains(r#"Error from server (Conflict): error when replacing "STDIN": Operation cannot be fulfilled on statefulsets.apps "web": the object has been modified; please apply your changes to the latest version and try again"#),
+        "kubectl 1.{minor} replace stale: {err}"
+    );
+    assert_eq!(
+        jsonpath(&k, &["sts", "web"], "{.spec.replicas}"),
+        "7",
+        "a refused replace changes nothing"
+    );
+
+    // NotFound.
+    let err = k.fails(&["get", "sts", "nope"]);
+    assert_eq!(
+        err.trim(),
+        r#"Error from server (NotFound): statefulsets.apps "nope" not found"#
+    );
+
+    // get --watch sees additions, changes and deletions.
+    let mut watch = k.command();
+    watch.args(["get", "configmaps", "--watch", "--output-watch-events"]);
+    let watcher = Background::spawn(watch);
+    // The watch has started once the initial list is printed; the list is empty here, so wait
+    // for the first object instead: create until it is seen.
+    k.ok(&["create", "configmap", "w1", "--from-literal=k=v1"]);
+    watcher.wait_for_line("ADDED w1", |l| {
+        l.split_whitespace().take(2).eq(["ADDED", "w1"])
+    });
+    k.ok(&["patch", "configmap", "w1", "-p", r#"{"data":{"k":"v2"}}"#]);
+    watcher.wait_for_line("MODIFIED w1", |l| {
+        l.split_whitespace().take(2).eq(["MODIFIED", "w1"])
+    });
+    k.ok(&["delete", "configmap", "w1"]);
+    watcher.wait_for_line("DELETED w1", |l| {
+        l.split_whitespace().take(2).eq(["DELETED", "w1"])
+    });
+    drop(watcher);
+
+    // delete --cascade=orphan keeps dependents (without their owner reference); the default
+    // cascade removes them, and wait --for=delete sees it.
+    let uid = jsonpath(&k, &["sts", "web"], "{.metadata.uid}");
+    let pod = format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"web-9","labels":{{"app":"web"}},"ownerReferences":[{{"apiVersion":"apps/v1","kind":"StatefulSet","name":"web","uid":"{uid}","controller":true,"blockOwnerDeletion":true}}]}},"spec":{{"containers":[{{"name":"c","image":"nginx"}}]}}}}"#
+    );
+    k.ok_with_stdin(&["create", "-f", "-"], &pod);
+    let out = k.ok(&["delete", "sts", "web", "--cascade=orphan"]);
+    assert_eq!(out.trim(), r#"statefulset.apps "web" deleted"#);
+    wait_until(
+        "the orphaned pod to lose its owner reference",
+        DEADLINE,
+        || jsonpath(&k, &["pod", "web-9"], "{.metadata.ownerReferences}").is_empty(),
+    );
+    k.fails(&["get", "sts", "web"]);
+
+    k.ok_with_stdin(&["apply", "-f", "-"], &sts(1));
+    let uid = jsonpath(&k, &["sts", "web"], "{.metadata.uid}");
+    k.ok(&["patch", "pod", "web-9", "--type", "merge", "-p", &format!(
+        r#"{{"metadata":{{"ownerReferences":[{{"apiVersion":"apps/v1","kind":"StatefulSet","name":"web","uid":"{uid}","controller":true,"blockOwnerDeletion":true}}]}}}}"#
+    )]);
+    let mut wait = k.command();
+    wait.args(["wait", "--for=delete", "pod/web-9", "--timeout=60s"]);
+    let mut waiter = Background::spawn(wait);
+    k.ok(&["delete", "sts", "web"]);
+    assert!(
+        waiter.wait_exit().success(),
+        "kubectl 1.{minor} wait --for=delete: {:?}",
+        waiter.lines()
+    );
+    k.fails(&["get", "pod", "web-9"]);
+
+    // A CustomResourceDefinition makes its resource served and discoverable.
+    k.ok_with_stdin(&["apply", "-f", "-"], WIDGET_CRD);
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=60s",
+    ]);
+    let widget =
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n";
+    assert_eq!(
+        k.ok_with_stdin(&["apply", "-f", "-"], widget).trim(),
+        "widget.example.com/w1 created"
+    );
+    assert_eq!(
+        jsonpath(&k, &["wg", "w1"], "{.spec.size}"),
+        "3",
+        "short name from the CRD"
+    );
+    let table = k.ok(&["get", "widgets"]);
+    assert!(
+        table.lines().nth(1).is_some_and(|l| l.starts_with("w1 ")),
+        "kubectl 1.{minor} get widgets:\n{table}"
+    );
+    assert!(
+        k.ok(&["api-resources", "--api-group=example.com"])
+            .contains("widgets")
+    );
+
+    // Namespaces resolve per context; both clusters are independent.
+    let mut dst = Kubectl::new(minor, &sandbox).expect("same binary");
+    dst.context = Some("destination".into());
+    assert!(
+        dst.ok(&["get", "configmaps", "-o", "name"])
+            .trim()
+            .is_empty()
+    );
+    assert_eq!(
+        sandbox.stop().code(),
+        Some(0),
+        "spanset sim exits 0 on SIGTERM"
+    );
+}
+
+macro_rules! per_version {
+    ($($name:ident => $minor:expr),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            kubectl_behaves_as_against_a_real_cluster($minor);
+        }
+    )*};
+}
+
+per_version! {
+    kubectl_1_27 => 27,
+    kubectl_1_28 => 28,
+    kubectl_1_29 => 29,
+    kubectl_1_30 => 30,
+    kubectl_1_31 => 31,
+    kubectl_1_32 => 32,
+    kubectl_1_33 => 33,
+}

@@ -1,0 +1,301 @@
+//! Shared helpers for tests that drive the real `spanset` binary and the real `kubectl`.
+#![allow(dead_code)]
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+/// Generous deadline for conditions on a loaded 2-core machine.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Polls `cond` until it holds or `deadline` passes; panics with `what` on timeout.
+pub fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(10);
+    while !cond() {
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(250));
+    }
+}
+
+/// A `spanset sim` process with its kubeconfig; stopped with SIGTERM on drop.
+pub struct Sandbox {
+    child: Child,
+    /// Scratch directory holding the kubeconfig and kubectl caches.
+    pub dir: tempfile::TempDir,
+    /// The kubeconfig written by the sandbox.
+    pub kubeconfig: PathBuf,
+    /// Base URL of the admin API.
+    pub admin: String,
+    /// Lines printed before `ready`.
+    pub banner: Vec<String>,
+}
+
+impl Sandbox {
+    /// Starts `spanset sim --clusters <clusters>` and waits for `ready`.
+    pub fn start(clusters: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_spanset"))
+            .args(["sim", "--clusters", clusters, "--kubeconfig"])
+            .arg(&kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spanset sim starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut banner = Vec::new();
+        let start = Instant::now();
+        loop {
+            let left = DEADLINE
+                .checked_sub(start.elapsed())
+                .expect("spanset sim printed `ready` in time");
+            let line = rx.recv_timeout(left).expect("spanset sim printed `ready`");
+            if line == "ready" {
+                break;
+            }
+            banner.push(line);
+        }
+        let admin = banner
+            .iter()
+            .find_map(|l| l.strip_prefix("admin: "))
+            .expect("an `admin:` line before `ready`")
+            .to_string();
+        Self {
+            child,
+            dir,
+            kubeconfig,
+            admin,
+            banner,
+        }
+    }
+
+    /// Sends SIGTERM and returns the exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if start.elapsed() > DEADLINE {
+                let _ = self.child.kill();
+                return self.child.wait().expect("child reaped");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.terminate();
+        }
+    }
+}
+
+/// The directory holding `kubectl` (resolved through symlinks), where `kubectl.1.NN` live.
+fn kubectl_dir() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+}
+
+/// The `kubectl.1.NN` binary for a minor version. Missing binaries fail loudly under CI and
+/// skip (returning `None`) elsewhere.
+pub fn kubectl_binary(minor: u32) -> Option<PathBuf> {
+    let found = kubectl_dir()
+        .map(|d| d.join(format!("kubectl.1.{minor}")))
+        .filter(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "kubectl.1.{minor} is required under CI but was not found beside kubectl on PATH"
+        );
+        eprintln!("skipping: kubectl.1.{minor} not found beside kubectl on PATH");
+    }
+    found
+}
+
+/// One kubectl version bound to a sandbox, with its own discovery cache.
+pub struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    cache: PathBuf,
+    /// Context to use, if not the current one.
+    pub context: Option<String>,
+}
+
+impl Kubectl {
+    /// kubectl 1.`minor` against `sandbox`, or `None` when that version is not installed.
+    pub fn new(minor: u32, sandbox: &Sandbox) -> Option<Self> {
+        let bin = kubectl_binary(minor)?;
+        let cache = sandbox.dir.path().join(format!("cache-1.{minor}"));
+        Some(Self {
+            bin,
+            kubeconfig: sandbox.kubeconfig.clone(),
+            cache,
+            context: None,
+        })
+    }
+
+    /// The base command with kubeconfig and cache dir set.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .arg("--request-timeout=30s");
+        if let Some(ctx) = &self.context {
+            cmd.args(["--context", ctx]);
+        }
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs kubectl to completion.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command().args(args).output().expect("kubectl runs")
+    }
+
+    /// Runs kubectl with a file on stdin (`-f -`).
+    pub fn run_with_stdin(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .command()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        child
+            .stdin
+            .take()
+            .expect("piped stdin")
+            .write_all(input.as_bytes())
+            .expect("stdin written");
+        child.wait_with_output().expect("kubectl finishes")
+    }
+
+    /// Runs kubectl and returns stdout, panicking with both streams if it failed.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Like [`Kubectl::ok`] with stdin.
+    pub fn ok_with_stdin(&self, args: &[&str], input: &str) -> String {
+        let out = self.run_with_stdin(args, input);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs kubectl expecting failure; returns stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} unexpectedly succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+/// A background process whose stdout lines are collected (for `kubectl get --watch`).
+pub struct Background {
+    child: Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Background {
+    /// Starts `cmd` with stdout captured line by line.
+    pub fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("background process starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                sink.lock().expect("lines lock").push(line);
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The lines printed so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().expect("lines lock").clone()
+    }
+
+    /// Waits until some printed line satisfies `pred`.
+    pub fn wait_for_line(&self, what: &str, pred: impl Fn(&str) -> bool) {
+        wait_until(what, DEADLINE, || self.lines().iter().any(|l| pred(l)));
+    }
+
+    /// Waits for the process to exit by itself and returns its status.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return s;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "background process did not exit in time; output: {:?}",
+                self.lines()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
