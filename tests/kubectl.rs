@@ -41,6 +41,20 @@ spec:
         x-kubernetes-preserve-unknown-fields: true
 "#;
 
+const NODE: &str = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node-1"},
+  "status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"kubelet is posting ready status"}],
+            "nodeInfo":{"kubeletVersion":"v1.33.1"}}}"#;
+
+const PVC: &str = r#"{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"data-web-0"},
+  "spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}}"#;
+
+fn pod_on_node(name: &str, app: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","labels":{{"app":"{app}"}}}},
+  "spec":{{"nodeName":"node-1","containers":[{{"name":"c","image":"nginx"}}]}}}}"#
+    )
+}
+
 fn sts(replicas: u32) -> String {
     STS.replace("REPLICAS", &replicas.to_string())
 }
@@ -233,6 +247,124 @@ fn kubectl_behaves_as_against_a_real_cluster(minor: u32) {
         l.split_whitespace().take(2).eq(["DELETED", "w1"])
     });
     drop(watcher);
+
+    // Tables for nodes, pods (a pod on a node without a kubelet stays Terminating after a
+    // graceful delete, as on a real cluster whose node died) and PVCs; a watch with a label
+    // selector sees only matching pods.
+    k.ok_with_stdin(&["create", "-f", "-"], NODE);
+    let nodes = k.ok(&["get", "nodes"]);
+    let header: Vec<&str> = nodes
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "kubectl 1.{minor} get nodes:\n{nodes}"
+    );
+    let row: Vec<&str> = nodes
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        (row[0], row[1], row[2], row[4]),
+        ("node-1", "Ready", "<none>", "v1.33.1"),
+        "kubectl 1.{minor}:\n{nodes}"
+    );
+    let mut pod_watch = k.command();
+    pod_watch.args([
+        "get",
+        "pods",
+        "-l",
+        "app=quiz",
+        "--watch",
+        "--output-watch-events",
+    ]);
+    let pod_watcher = Background::spawn(pod_watch);
+    k.ok_with_stdin(&["create", "-f", "-"], &pod_on_node("other", "db"));
+    k.ok_with_stdin(&["create", "-f", "-"], &pod_on_node("quiz-0", "quiz"));
+    pod_watcher.wait_for_line("ADDED quiz-0", |l| {
+        l.split_whitespace().take(2).eq(["ADDED", "quiz-0"])
+    });
+    let pods = k.ok(&["get", "pods"]);
+    let header: Vec<&str> = pods
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "kubectl 1.{minor} get pods:\n{pods}"
+    );
+    assert_eq!(
+        k.ok(&["delete", "pod", "quiz-0", "--wait=false"]).trim(),
+        r#"pod "quiz-0" deleted"#
+    );
+    let pods = k.ok(&["get", "pods", "quiz-0"]);
+    let row: Vec<&str> = pods
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        (row[0], row[1], row[2]),
+        ("quiz-0", "0/1", "Terminating"),
+        "kubectl 1.{minor}:\n{pods}"
+    );
+    pod_watcher.wait_for_line("MODIFIED quiz-0", |l| {
+        l.split_whitespace().take(2).eq(["MODIFIED", "quiz-0"])
+    });
+    let out = k.run(&["delete", "pod", "quiz-0", "--force", "--grace-period", "0"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("Immediate deletion does not wait for confirmation")
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        r#"pod "quiz-0" force deleted"#
+    );
+    pod_watcher.wait_for_line("DELETED quiz-0", |l| {
+        l.split_whitespace().take(2).eq(["DELETED", "quiz-0"])
+    });
+    assert!(
+        !pod_watcher.lines().iter().any(|l| l.contains("other")),
+        "the selector filters the watch: {:?}",
+        pod_watcher.lines()
+    );
+    drop(pod_watcher);
+    k.ok_with_stdin(&["create", "-f", "-"], PVC);
+    let pvcs = k.ok(&["get", "pvc"]);
+    let header: Vec<&str> = pvcs
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .take(2)
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "STATUS"],
+        "kubectl 1.{minor} get pvc:\n{pvcs}"
+    );
+    let row: Vec<&str> = pvcs
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .take(2)
+        .collect();
+    assert_eq!(
+        row,
+        ["data-web-0", "Pending"],
+        "kubectl 1.{minor} get pvc:\n{pvcs}"
+    );
 
     // delete --cascade=orphan keeps dependents (without their owner reference); the default
     // cascade removes them, and wait --for=delete sees it.

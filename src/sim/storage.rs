@@ -499,3 +499,156 @@ impl Inner {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::sim::resources::builtins;
+
+    fn cm_type() -> (ResourceType, ResourceKey) {
+        let rt = builtins()
+            .into_iter()
+            .find(|t| t.plural == "configmaps")
+            .unwrap();
+        let key = (rt.group.clone(), rt.plural.clone());
+        (rt, key)
+    }
+
+    fn cm(name: &str, v: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "ns"}, "data": {"k": v}})
+    }
+
+    fn set_data(v: &'static str) -> impl FnOnce(&Arc<Value>) -> ApiResult<Value> {
+        move |cur| {
+            let mut next = (**cur).clone();
+            next["data"]["k"] = json!(v);
+            Ok(next)
+        }
+    }
+
+    #[test]
+    fn every_write_takes_the_next_resource_version_and_no_ops_take_none() {
+        let (rt, key) = cm_type();
+        let s = Storage::new(StorageLimits::default());
+        let a = s.create(&rt, &key, cm("a", "1")).unwrap();
+        assert_eq!(object::resource_version(&a), 1);
+        let b = s.create(&rt, &key, cm("b", "1")).unwrap();
+        assert_eq!(object::resource_version(&b), 2);
+        assert!(matches!(
+            s.update(&rt, &key, "ns", "a", set_data("1")).unwrap(),
+            Updated::Unchanged(_)
+        ));
+        assert_eq!(s.current_rv(), 2, "a no-op write keeps the resourceVersion");
+        let a2 = s.update(&rt, &key, "ns", "a", set_data("2")).unwrap();
+        assert_eq!(object::resource_version(a2.object()), 3);
+        assert_eq!(s.create(&rt, &key, cm("a", "x")).unwrap_err().code, 409);
+        let gone = s.remove(&rt, &key, "ns", "a", |_| Ok(())).unwrap();
+        assert_eq!(
+            object::resource_version(&gone),
+            4,
+            "DELETED carries a new resourceVersion"
+        );
+        assert_eq!(
+            s.remove(&rt, &key, "ns", "a", |_| Ok(())).unwrap_err().code,
+            404
+        );
+    }
+
+    #[test]
+    fn a_watch_from_before_the_history_gets_410_and_one_inside_replays_exactly() {
+        let (rt, key) = cm_type();
+        let s = Storage::new(StorageLimits {
+            history: 3,
+            watcher_buffer: 16,
+        });
+        for i in 0..5 {
+            s.create(&rt, &key, cm(&format!("c{i}"), "1")).unwrap();
+        }
+        // rv 1..=5 written; the history keeps 3..=5, so a watch may start at 2 or later.
+        assert_eq!(s.compacted_rv(), 2);
+        let err = s
+            .watch(Some(&key), WatchStart::After(1))
+            .err()
+            .expect("410");
+        assert_eq!((err.code, err.reason), (410, "Expired"));
+        assert_eq!(err.message, "too old resource version: 1 (2)");
+        let sub = s.watch(Some(&key), WatchStart::After(3)).unwrap();
+        let rvs: Vec<u64> = sub.initial.iter().map(|e| e.rv).collect();
+        assert_eq!(rvs, [4, 5]);
+        s.compact();
+        assert_eq!(
+            s.watch(Some(&key), WatchStart::After(4))
+                .err()
+                .map(|e| e.code),
+            Some(410)
+        );
+    }
+
+    #[test]
+    fn list_at_rebuilds_the_snapshot_of_an_earlier_resource_version() {
+        let (rt, key) = cm_type();
+        let s = Storage::new(StorageLimits::default());
+        s.create(&rt, &key, cm("a", "1")).unwrap();
+        s.create(&rt, &key, cm("b", "1")).unwrap();
+        let snapshot = s.current_rv();
+        s.update(&rt, &key, "ns", "a", set_data("2")).unwrap();
+        s.remove(&rt, &key, "ns", "b", |_| Ok(())).unwrap();
+        s.create(&rt, &key, cm("c", "1")).unwrap();
+        let then = s.list_at(&key, Some("ns"), snapshot).unwrap();
+        let names: Vec<(&str, &str)> = then
+            .iter()
+            .map(|o| (object::name(o), o["data"]["k"].as_str().unwrap()))
+            .collect();
+        assert_eq!(names, [("a", "1"), ("b", "1")]);
+        let (now, _) = s.list(&key, Some("ns"));
+        let names: Vec<&str> = now.iter().map(|o| object::name(o)).collect();
+        assert_eq!(names, ["a", "c"]);
+    }
+
+    #[tokio::test]
+    async fn a_watcher_that_never_reads_is_dropped_without_blocking_writers() {
+        let (rt, key) = cm_type();
+        let s = Storage::new(StorageLimits {
+            history: 100,
+            watcher_buffer: 4,
+        });
+        let stuck = s.watch(Some(&key), WatchStart::After(0)).unwrap();
+        let mut reader = s.watch(Some(&key), WatchStart::After(0)).unwrap();
+        for i in 0..10 {
+            s.create(&rt, &key, cm(&format!("c{i}"), "1")).unwrap();
+            // The reader keeps up; the stuck watcher does not.
+            let ev = reader.live.recv().await.unwrap();
+            assert_eq!(ev.rv, i + 1);
+        }
+        assert_eq!(s.watcher_count(), 1, "the stuck watcher was dropped");
+        drop(stuck);
+    }
+
+    #[test]
+    fn json_lines_are_compact_single_lines() {
+        let (rt, key) = cm_type();
+        let s = Storage::new(StorageLimits::default());
+        let sub = s.watch(Some(&key), WatchStart::After(0)).unwrap();
+        s.create(
+            &rt,
+            &key,
+            json!({"metadata": {"name": "a", "namespace": "ns"}, "data": {"text": "two\nlines"}}),
+        )
+        .unwrap();
+        let mut live = sub.live;
+        let ev = live.try_recv().unwrap();
+        let line = ev.json_line();
+        assert!(line.ends_with(b"\n"));
+        assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+        let parsed: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(
+            (
+                parsed["type"].as_str(),
+                parsed["object"]["data"]["text"].as_str()
+            ),
+            (Some("ADDED"), Some("two\nlines"))
+        );
+    }
+}
