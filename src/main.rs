@@ -10,14 +10,13 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let code = runtime.block_on(async {
-        match cli.command {
-            Command::Sim(args) => cli::sim::run(args).await,
-        }
-    });
+    let code = match cli.command {
+        Command::SimCtl(args) => cli::sim_ctl::run(args),
+        Command::Sim(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+            .block_on(cli::sim::run(args)),
+    };
     std::process::exit(code);
 }

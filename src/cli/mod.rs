@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod sim;
+pub mod sim_ctl;
 
 /// spanset runs one StatefulSet across several Kubernetes clusters.
 #[derive(Debug, Parser)]
@@ -18,6 +19,8 @@ pub struct Cli {
 pub enum Command {
     /// Run simulated Kubernetes API servers on loopback (the sandbox).
     Sim(sim::SimArgs),
+    /// Inject faults into a running sandbox through its admin API.
+    SimCtl(sim_ctl::SimCtlArgs),
 }
 
 /// Parses the command line; a bad flag prints one line and exits 2 (help and version exit 0).

@@ -1,5 +1,6 @@
-//! The admin API of a running sandbox: lists the simulated clusters and their API servers.
-//! Fault injection and the identity ledger extend it (`spanset sim-ctl`).
+//! The admin API of a running sandbox (what `spanset sim-ctl` talks to): lists the simulated
+//! clusters and injects faults into them. Answers are JSON; errors are `{"error": "..."}`
+//! with one readable line.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -11,7 +12,7 @@ use tokio::net::TcpListener;
 
 use super::{
     cluster::Cluster,
-    error::ApiError,
+    faults::{ErrorRate, Partition},
     response::{self, Body},
 };
 
@@ -38,15 +39,128 @@ pub async fn serve(listener: TcpListener, clusters: Clusters) {
 }
 
 fn handle(clusters: &Clusters, req: http::Request<Incoming>) -> Response<Body> {
-    match (req.method(), req.uri().path()) {
-        (&Method::GET, "/clusters") => {
+    let path: Vec<&str> = req
+        .uri()
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let query: BTreeMap<String, String> =
+        url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+    match (req.method(), path.as_slice()) {
+        (&Method::GET, ["clusters"]) => {
             let list: Vec<_> = clusters
                 .iter()
-                .map(|(name, (c, url))| json!({"name": name, "server": url, "resourceVersion": c.storage.current_rv()}))
+                .map(|(name, (c, url))| {
+                    json!({"name": name, "server": url, "resourceVersion": c.storage.current_rv(), "faults": c.faults.describe()})
+                })
                 .collect();
             response::json(200, &json!({"clusters": list}))
         }
-        (&Method::GET, "/healthz") => response::raw(200, "text/plain; charset=utf-8", "ok"),
-        _ => response::error(&ApiError::no_route()),
+        (&Method::GET, ["healthz"]) => response::raw(200, "text/plain; charset=utf-8", "ok"),
+        (&Method::POST, ["clusters", name, action]) => match clusters.get(*name) {
+            None => admin_error(
+                404,
+                &format!(
+                    "no simulated cluster named {name:?} (have: {})",
+                    names(clusters)
+                ),
+            ),
+            Some((cluster, _)) => match fault_action(cluster, action, &query) {
+                Ok(()) => response::json(
+                    200,
+                    &json!({"cluster": name, "faults": cluster.faults.describe()}),
+                ),
+                Err(msg) => admin_error(400, &msg),
+            },
+        },
+        _ => admin_error(
+            404,
+            &format!(
+                "unknown admin request {} {}",
+                req.method(),
+                req.uri().path()
+            ),
+        ),
     }
+}
+
+fn names(clusters: &Clusters) -> String {
+    clusters.keys().cloned().collect::<Vec<_>>().join(", ")
+}
+
+fn admin_error(code: u16, message: &str) -> Response<Body> {
+    response::json(code, &json!({"error": message}))
+}
+
+fn param<'a>(query: &'a BTreeMap<String, String>, key: &str) -> Result<&'a str, String> {
+    query
+        .get(key)
+        .map(String::as_str)
+        .ok_or_else(|| format!("missing parameter {key:?}"))
+}
+
+/// Applies one fault command to a cluster.
+fn fault_action(
+    cluster: &Cluster,
+    action: &str,
+    query: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let faults = &cluster.faults;
+    match action {
+        "partition" => {
+            let mode = match query.get("mode").map(String::as_str).unwrap_or("refuse") {
+                "refuse" => Partition::Refuse,
+                "hang" => Partition::Hang,
+                other => {
+                    return Err(format!(
+                        "partition mode must be refuse or hang, not {other:?}"
+                    ));
+                }
+            };
+            faults.set_partition(mode);
+        }
+        "heal" => faults.heal(),
+        "latency" => {
+            let ms = param(query, "ms")?;
+            faults.set_latency_ms(ms.parse().map_err(|_| {
+                format!("latency must be a whole number of milliseconds, not {ms:?}")
+            })?);
+        }
+        "errors" => {
+            let rate: f64 = param(query, "rate")?
+                .parse()
+                .map_err(|_| "error rate must be a number from 0 to 1".to_string())?;
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(format!("error rate must be from 0 to 1, not {rate}"));
+            }
+            let code: u16 = query
+                .get("code")
+                .map(String::as_str)
+                .unwrap_or("500")
+                .parse()
+                .map_err(|_| "error code must be an HTTP status code".to_string())?;
+            if !(400..=599).contains(&code) {
+                return Err(format!("error code must be from 400 to 599, not {code}"));
+            }
+            faults.set_errors((rate > 0.0).then_some(ErrorRate { rate, code }));
+        }
+        "cut-watches" => cluster.storage.close_watches(),
+        "expire-watches" => {
+            cluster.storage.compact();
+            cluster.storage.close_watches();
+        }
+        "drop-ordinals" => {
+            let on = param(query, "on")?;
+            faults.set_drop_ordinals(match on {
+                "true" => true,
+                "false" => false,
+                other => return Err(format!("drop-ordinals takes true or false, not {other:?}")),
+            });
+        }
+        other => return Err(format!("unknown fault {other:?}")),
+    }
+    Ok(())
 }

@@ -8,6 +8,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 use super::{
+    faults::Faults,
     resources::ResourceTable,
     storage::{Storage, StorageLimits},
 };
@@ -27,6 +28,8 @@ pub struct ClusterConfig {
     pub default_watch_timeout: Duration,
     /// Largest request body accepted (the apiserver's 3 MiB).
     pub max_body_bytes: usize,
+    /// Seed of every random choice the cluster makes (injected errors, generated names).
+    pub seed: u64,
 }
 
 impl ClusterConfig {
@@ -39,6 +42,7 @@ impl ClusterConfig {
             bookmark_interval: Duration::from_secs(2),
             default_watch_timeout: Duration::from_secs(1800),
             max_body_bytes: 3 * 1024 * 1024,
+            seed: 1,
         }
     }
 }
@@ -53,6 +57,8 @@ pub struct Cluster {
     pub storage: Storage,
     /// Wakes the garbage collector after deletions.
     pub gc_wake: Notify,
+    /// Injected faults.
+    pub faults: Faults,
 }
 
 impl Cluster {
@@ -61,6 +67,7 @@ impl Cluster {
         let cluster = Arc::new(Self {
             storage: Storage::new(config.limits),
             resources: ResourceTable::default(),
+            faults: Faults::new(config.seed),
             config,
             gc_wake: Notify::new(),
         });

@@ -37,6 +37,9 @@ pub async fn handle(
     server_address: String,
     req: http::Request<Incoming>,
 ) -> Response<Body> {
+    if let Some(resp) = injected_fault(&cluster).await {
+        return resp;
+    }
     let (parts, body) = req.into_parts();
     let accept = parts
         .headers
@@ -78,6 +81,34 @@ pub async fn handle(
             Err(e) => response::error(&e),
         },
     }
+}
+
+/// Applies the cluster's injected faults to a request: waits out a hang, adds latency, and
+/// answers with an injected error when one is drawn.
+async fn injected_fault(cluster: &Cluster) -> Option<Response<Body>> {
+    cluster.faults.wait_while_hung().await;
+    let latency = cluster.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let code = cluster.faults.draw_error()?;
+    let (reason, message) = match code {
+        429 => (
+            "TooManyRequests",
+            "the server has received too many requests and has asked us to try again later",
+        ),
+        500 => ("InternalError", "Internal error occurred: injected fault"),
+        503 => (
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+        504 => (
+            "Timeout",
+            "Timeout: the server was unable to return a response in the time allotted",
+        ),
+        _ => ("InternalError", "injected fault"),
+    };
+    Some(response::error(&ApiError::custom(code, reason, message)))
 }
 
 fn aggregated(doc: &Value, dv: &str) -> Response<Body> {

@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod defaults;
 pub mod discovery;
 pub mod error;
+pub mod faults;
 pub mod fleet;
 pub mod gc;
 pub mod handlers;

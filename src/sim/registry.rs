@@ -260,6 +260,7 @@ impl Cluster {
         opts: &WriteOptions,
     ) -> ApiResult<Arc<Value>> {
         check_type(rt, version, body)?;
+        self.drop_unsupported_fields(rt, body);
         let meta = object::metadata_mut(body);
         // Namespace: the URL's wins; a different one in the body is an error.
         if rt.namespaced {
@@ -349,6 +350,18 @@ impl Cluster {
         Ok(created)
     }
 
+    /// Silently drops fields the simulated server does not keep, like an apiserver without the
+    /// feature gate (fault injection: `drop-ordinals`).
+    fn drop_unsupported_fields(&self, rt: &ResourceType, obj: &mut Value) {
+        if (rt.group.as_str(), rt.plural.as_str()) == ("apps", "statefulsets")
+            && self.faults.drops_ordinals()
+        {
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("ordinals");
+            }
+        }
+    }
+
     /// Checks a CRD, fills its status, and returns the resource type it will serve.
     fn accept_crd(
         &self,
@@ -412,6 +425,7 @@ impl Cluster {
         let prepare = |current: &Arc<Value>| -> ApiResult<Value> {
             let mut desired = f(current)?;
             check_type(rt, &version, &mut desired)?;
+            self.drop_unsupported_fields(rt, &mut desired);
             prepare_update(rt, sub, current, desired)
         };
         if opts.dry_run {

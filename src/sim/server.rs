@@ -7,7 +7,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
-use super::{cluster::Cluster, gc, handlers};
+use super::{cluster::Cluster, faults::Partition, gc, handlers};
 
 /// A running API server for one cluster; stops when dropped or on [`ServerHandle::stop`].
 pub struct ServerHandle {
@@ -55,13 +55,44 @@ pub fn serve(cluster: Arc<Cluster>, listener: TcpListener) -> std::io::Result<Se
     })
 }
 
-async fn accept_loop(cluster: Arc<Cluster>, listener: TcpListener, stopped: watch::Receiver<bool>) {
-    let server_address = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+/// Binds `addr` again after a refused partition heals (the port may linger briefly).
+async fn rebind(addr: SocketAddr) -> TcpListener {
+    let mut pause = std::time::Duration::from_millis(10);
     loop {
-        let (stream, _peer) = match listener.accept().await {
+        match TcpListener::bind(addr).await {
+            Ok(l) => return l,
+            Err(e) => {
+                tracing::debug!(%addr, error = %e, "rebinding after partition");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_millis(500));
+            }
+        }
+    }
+}
+
+async fn accept_loop(cluster: Arc<Cluster>, listener: TcpListener, stopped: watch::Receiver<bool>) {
+    let Ok(addr) = listener.local_addr() else {
+        return;
+    };
+    let server_address = addr.to_string();
+    let mut partition = cluster.faults.subscribe();
+    let mut listener = Some(listener);
+    loop {
+        // A refused partition closes the listener, so connects fail with ECONNREFUSED.
+        if cluster.faults.partition() == Partition::Refuse {
+            listener = None;
+            let _ = partition.wait_for(|p| *p != Partition::Refuse).await;
+            continue;
+        }
+        let l = match &listener {
+            Some(l) => l,
+            None => listener.insert(rebind(addr).await),
+        };
+        let accepted = tokio::select! {
+            a = l.accept() => a,
+            _ = partition.changed() => continue,
+        };
+        let (stream, _peer) = match accepted {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(cluster = %cluster.config.name, error = %e, "accept failed");
@@ -73,6 +104,7 @@ async fn accept_loop(cluster: Arc<Cluster>, listener: TcpListener, stopped: watc
         let cluster = cluster.clone();
         let server_address = server_address.clone();
         let mut stopped = stopped.clone();
+        let mut cut = cluster.faults.subscribe();
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let cluster = cluster.clone();
@@ -87,6 +119,7 @@ async fn accept_loop(cluster: Arc<Cluster>, listener: TcpListener, stopped: watc
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
+            // The connection ends with the server, or abruptly when a refused partition starts.
             tokio::select! {
                 res = conn.as_mut() => {
                     if let Err(e) = res {
@@ -94,6 +127,7 @@ async fn accept_loop(cluster: Arc<Cluster>, listener: TcpListener, stopped: watc
                     }
                 }
                 _ = stopped.wait_for(|s| *s) => {}
+                _ = cut.wait_for(|p| *p == Partition::Refuse) => {}
             }
         });
     }

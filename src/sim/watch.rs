@@ -192,6 +192,8 @@ impl Watch {
                 }
                 ev = sub.live.recv() => {
                     let Some(ev) = ev else { return };
+                    // A hung network delivers nothing until it heals.
+                    self.cluster.faults.wait_while_hung().await;
                     last_rv = ev.rv;
                     if let Some(l) = self.encode(&ev)
                         && tx.send(l).await.is_err() {

@@ -1,0 +1,180 @@
+//! `spanset sim-ctl`: drives a running sandbox's admin API (the URL `spanset sim` prints):
+//! lists clusters and injects or heals faults. Errors are one line; exit 1.
+
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    time::Duration,
+};
+
+/// Flags of `spanset sim-ctl`.
+#[derive(Debug, clap::Args)]
+pub struct SimCtlArgs {
+    /// The admin URL printed by `spanset sim` (`admin: http://127.0.0.1:PORT`).
+    #[arg(long, env = "SPANSET_SIM_ADMIN")]
+    pub admin: String,
+    /// What to do.
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+/// Admin commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// List the simulated clusters, their servers and faults.
+    Clusters,
+    /// Cut a cluster off: connections refused, or accepted and never answered (`--hang`).
+    Partition {
+        /// Cluster name.
+        cluster: String,
+        /// Accept connections but never answer, instead of refusing them.
+        #[arg(long)]
+        hang: bool,
+    },
+    /// Clear a cluster's partition, latency and error injection.
+    Heal {
+        /// Cluster name.
+        cluster: String,
+    },
+    /// Delay every request to a cluster.
+    Latency {
+        /// Cluster name.
+        cluster: String,
+        /// Milliseconds added to each request (0 clears).
+        ms: u64,
+    },
+    /// Answer a fraction of a cluster's requests with an error.
+    Errors {
+        /// Cluster name.
+        cluster: String,
+        /// Fraction of requests that fail, 0 to 1 (0 clears).
+        rate: f64,
+        /// HTTP code of the injected errors (500, 503, 429, ...). kube-rs retries 429/503/504.
+        #[arg(long, default_value_t = 500)]
+        code: u16,
+    },
+    /// End every open watch on a cluster (clients re-watch).
+    CutWatches {
+        /// Cluster name.
+        cluster: String,
+    },
+    /// Forget a cluster's watch history: watches from before now get 410 Gone and relist.
+    ExpireWatches {
+        /// Cluster name.
+        cluster: String,
+    },
+    /// Make a cluster silently drop `.spec.ordinals` from StatefulSets (or stop doing so).
+    DropOrdinals {
+        /// Cluster name.
+        cluster: String,
+        /// `true` or `false`.
+        #[arg(action = clap::ArgAction::Set)]
+        on: bool,
+    },
+}
+
+fn request(admin: &str, method: &str, path_and_query: &str) -> Result<String, String> {
+    let hostport = admin
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("--admin must be an http:// URL, not {admin:?}"))?
+        .trim_end_matches('/');
+    let mut stream = TcpStream::connect(hostport)
+        .map_err(|e| format!("cannot reach the sandbox admin API at {admin}: {e}"))?;
+    let timeout = Some(Duration::from_secs(5));
+    stream
+        .set_read_timeout(timeout)
+        .and_then(|_| stream.set_write_timeout(timeout))
+        .map_err(|e| e.to_string())?;
+    let req = format!(
+        "{method} {path_and_query} HTTP/1.1\r\nHost: {hostport}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream
+        .write_all(req.as_bytes())
+        .map_err(|e| format!("admin request failed: {e}"))?;
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("admin response failed: {e}"))?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or("malformed admin response")?;
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or("malformed admin response")?;
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    if status >= 400 {
+        let msg = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_string))
+            .unwrap_or(body);
+        return Err(msg);
+    }
+    Ok(body)
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Runs one admin command; returns the exit code.
+pub fn run(args: SimCtlArgs) -> i32 {
+    let (method, path) = match &args.action {
+        Action::Clusters => ("GET", "/clusters".to_string()),
+        Action::Partition { cluster, hang } => (
+            "POST",
+            format!(
+                "/clusters/{cluster}/partition?mode={}",
+                if *hang { "hang" } else { "refuse" }
+            ),
+        ),
+        Action::Heal { cluster } => ("POST", format!("/clusters/{cluster}/heal")),
+        Action::Latency { cluster, ms } => ("POST", format!("/clusters/{cluster}/latency?ms={ms}")),
+        Action::Errors {
+            cluster,
+            rate,
+            code,
+        } => (
+            "POST",
+            format!("/clusters/{cluster}/errors?rate={rate}&code={code}"),
+        ),
+        Action::CutWatches { cluster } => ("POST", format!("/clusters/{cluster}/cut-watches")),
+        Action::ExpireWatches { cluster } => {
+            ("POST", format!("/clusters/{cluster}/expire-watches"))
+        }
+        Action::DropOrdinals { cluster, on } => {
+            ("POST", format!("/clusters/{cluster}/drop-ordinals?on={on}"))
+        }
+    };
+    match request(&args.admin, method, &path) {
+        Ok(body) => {
+            println!("{}", body.trim());
+            0
+        }
+        Err(e) => {
+            eprintln!(
+                "spanset: {}",
+                e.lines().next().unwrap_or("admin request failed")
+            );
+            1
+        }
+    }
+}
