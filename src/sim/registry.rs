@@ -355,10 +355,9 @@ impl Cluster {
     fn drop_unsupported_fields(&self, rt: &ResourceType, obj: &mut Value) {
         if (rt.group.as_str(), rt.plural.as_str()) == ("apps", "statefulsets")
             && self.faults.drops_ordinals()
+            && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
         {
-            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-                spec.remove("ordinals");
-            }
+            spec.remove("ordinals");
         }
     }
 
