@@ -31,11 +31,7 @@ fn pod(i: usize) -> serde_json::Value {
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
+    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
     pages * 4096
 }
 
@@ -72,31 +68,22 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 #[tokio::main]
 async fn main() {
     // `cargo bench` passes `--bench`; a filter argument other than that is not supported.
-    let fleet = Fleet::start(vec![ClusterConfig::named("bench")], None)
-        .await
-        .expect("sandbox starts");
+    let fleet = Fleet::start(vec![ClusterConfig::named("bench")], None).await.expect("sandbox starts");
     let url = fleet.servers[0].url();
     let cluster = fleet.servers[0].cluster.clone();
-    let pods = cluster
-        .resources
-        .by_plural("", "pods")
-        .expect("pods served");
+    let pods = cluster.resources.by_plural("", "pods").expect("pods served");
 
     // Memory per stored pod: RSS growth while storing 10,000 pods in a separate cluster.
     let scratch = Cluster::new(ClusterConfig::named("scratch"));
     let before = rss_bytes();
     for i in 0..10_000 {
-        scratch
-            .create(&pods, Some("default"), pod(i), &WriteOptions::default())
-            .expect("pod stored");
+        scratch.create(&pods, Some("default"), pod(i), &WriteOptions::default()).expect("pod stored");
     }
     let per_pod = (rss_bytes().saturating_sub(before)) as f64 / 10_000.0;
     drop(scratch);
 
     for i in 0..1_000 {
-        cluster
-            .create(&pods, Some("default"), pod(i), &WriteOptions::default())
-            .expect("pod stored");
+        cluster.create(&pods, Some("default"), pod(i), &WriteOptions::default()).expect("pod stored");
     }
     let c = client(&url);
     let api: Api<Pod> = Api::namespaced(c.clone(), "default");
@@ -125,33 +112,18 @@ async fn main() {
 
     // Watch fan-out: 100 watchers on configmaps; time from write to the last watcher's event.
     let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
-    let rv = cms
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .unwrap_or_default();
+    let rv = cms.list(&ListParams::default()).await.expect("list").metadata.resource_version.unwrap_or_default();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
     for _ in 0..100 {
         let cms = cms.clone();
         let tx = tx.clone();
         let rv = rv.clone();
         tokio::spawn(async move {
-            let mut stream = cms
-                .watch(&WatchParams::default().timeout(290), &rv)
-                .await
-                .expect("watch")
-                .boxed();
+            let mut stream = cms.watch(&WatchParams::default().timeout(290), &rv).await.expect("watch").boxed();
             while let Ok(Some(ev)) = stream.try_next().await {
                 if let WatchEvent::Added(cm) = ev {
-                    let seq: usize = cm
-                        .metadata
-                        .name
-                        .unwrap_or_default()
-                        .trim_start_matches("fan-")
-                        .parse()
-                        .unwrap_or(0);
+                    let seq: usize =
+                        cm.metadata.name.unwrap_or_default().trim_start_matches("fan-").parse().unwrap_or(0);
                     let _ = tx.send((seq, Instant::now()));
                 }
             }
@@ -162,12 +134,9 @@ async fn main() {
     let mut latencies = Vec::with_capacity(rounds);
     for seq in 0..rounds {
         let cm: ConfigMap =
-            serde_json::from_value(json!({"metadata": {"name": format!("fan-{seq}")}}))
-                .expect("configmap");
+            serde_json::from_value(json!({"metadata": {"name": format!("fan-{seq}")}})).expect("configmap");
         let sent = Instant::now();
-        cms.create(&PostParams::default(), &cm)
-            .await
-            .expect("create");
+        cms.create(&PostParams::default(), &cm).await.expect("create");
         let mut seen = 0;
         let mut last = sent;
         while seen < 100 {
@@ -187,8 +156,5 @@ async fn main() {
         percentile(&latencies, 0.5).as_secs_f64() * 1e3,
         percentile(&latencies, 0.99).as_secs_f64() * 1e3,
     );
-    println!(
-        "sandbox memory per stored pod: {:.0} bytes (RSS growth over 10,000 pods)",
-        per_pod
-    );
+    println!("sandbox memory per stored pod: {:.0} bytes (RSS growth over 10,000 pods)", per_pod);
 }

@@ -41,7 +41,7 @@ spec:
         x-kubernetes-preserve-unknown-fields: true
 "#;
 
-const NODE: &str = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node-1"},
+const NODE: &str = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"node-9"},
   "status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"kubelet is posting ready status"}],
             "nodeInfo":{"kubeletVersion":"v1.33.1"}}}"#;
 
@@ -51,7 +51,7 @@ const PVC: &str = r#"{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata
 fn pod_on_node(name: &str, app: &str) -> String {
     format!(
         r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","labels":{{"app":"{app}"}}}},
-  "spec":{{"nodeName":"node-1","containers":[{{"name":"c","image":"nginx"}}]}}}}"#
+  "spec":{{"nodeName":"node-9","containers":[{{"name":"c","image":"nginx"}}]}}}}"#
     )
 }
 
@@ -76,157 +76,61 @@ fn kubectl_behaves_as_against_a_real_cluster(minor: u32) {
 
     // version and api-resources come from /version and discovery.
     let version = k.ok(&["version"]);
-    assert!(
-        version.contains("Server Version: v1.33.1"),
-        "kubectl 1.{minor} version: {version}"
-    );
+    assert!(version.contains("Server Version: v1.33.1"), "kubectl 1.{minor} version: {version}");
     let resources = k.ok(&["api-resources"]);
-    let sts_line = resources
-        .lines()
-        .find(|l| l.starts_with("statefulsets"))
-        .expect("statefulsets listed");
+    let sts_line = resources.lines().find(|l| l.starts_with("statefulsets")).expect("statefulsets listed");
     let cols: Vec<&str> = sts_line.split_whitespace().collect();
-    assert_eq!(
-        cols,
-        ["statefulsets", "sts", "apps/v1", "true", "StatefulSet"],
-        "kubectl 1.{minor}"
-    );
-    assert!(
-        resources.lines().any(
-            |l| l.split_whitespace().collect::<Vec<_>>() == ["pods", "po", "v1", "true", "Pod"]
-        )
-    );
+    assert_eq!(cols, ["statefulsets", "sts", "apps/v1", "true", "StatefulSet"], "kubectl 1.{minor}");
+    assert!(resources.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["pods", "po", "v1", "true", "Pod"]));
 
     // Client-side apply: created, then configured, then unchanged (OpenAPI must be served).
+    assert_eq!(k.ok_with_stdin(&["apply", "-f", "-"], &sts(3)).trim(), "statefulset.apps/web created");
+    assert_eq!(k.ok_with_stdin(&["apply", "-f", "-"], &sts(4)).trim(), "statefulset.apps/web configured");
+    assert_eq!(k.ok_with_stdin(&["apply", "-f", "-"], &sts(4)).trim(), "statefulset.apps/web unchanged");
+    assert_eq!(jsonpath(&k, &["sts", "web"], "{.spec.replicas} {.metadata.generation}"), "4 2");
     assert_eq!(
-        k.ok_with_stdin(&["apply", "-f", "-"], &sts(3)).trim(),
-        "statefulset.apps/web created"
-    );
-    assert_eq!(
-        k.ok_with_stdin(&["apply", "-f", "-"], &sts(4)).trim(),
-        "statefulset.apps/web configured"
-    );
-    assert_eq!(
-        k.ok_with_stdin(&["apply", "-f", "-"], &sts(4)).trim(),
-        "statefulset.apps/web unchanged"
-    );
-    assert_eq!(
-        jsonpath(
-            &k,
-            &["sts", "web"],
-            "{.spec.replicas} {.metadata.generation}"
-        ),
-        "4 2"
-    );
-    assert_eq!(
-        k.ok_with_stdin(&["apply", "--server-side", "-f", "-"], &sts(5))
-            .trim(),
+        k.ok_with_stdin(&["apply", "--server-side", "-f", "-"], &sts(5)).trim(),
         "statefulset.apps/web serverside-applied"
     );
     assert_eq!(jsonpath(&k, &["sts", "web"], "{.spec.replicas}"), "5");
 
     // get: the server-side Table columns.
     let table = k.ok(&["get", "sts"]);
-    let header: Vec<&str> = table
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    assert_eq!(
-        header,
-        ["NAME", "READY", "AGE"],
-        "kubectl 1.{minor} get sts:\n{table}"
-    );
-    let row: Vec<&str> = table
-        .lines()
-        .nth(1)
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    assert_eq!(
-        &row[..2],
-        ["web", "0/5"],
-        "kubectl 1.{minor} get sts:\n{table}"
-    );
+    let header: Vec<&str> = table.lines().next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "AGE"], "kubectl 1.{minor} get sts:\n{table}");
+    let row: Vec<&str> = table.lines().nth(1).unwrap_or("").split_whitespace().collect();
+    assert_eq!(&row[..2], ["web", "0/5"], "kubectl 1.{minor} get sts:\n{table}");
     let yaml = k.ok(&["get", "sts", "web", "-o", "yaml"]);
     let doc: serde_json::Value = serde_yaml::from_str(&yaml).expect("get -o yaml is YAML");
-    assert_eq!(
-        (doc["kind"].as_str(), doc["metadata"]["name"].as_str()),
-        (Some("StatefulSet"), Some("web"))
-    );
-    assert!(
-        doc["metadata"]["uid"]
-            .as_str()
-            .is_some_and(|u| !u.is_empty())
-    );
+    assert_eq!((doc["kind"].as_str(), doc["metadata"]["name"].as_str()), (Some("StatefulSet"), Some("web")));
+    assert!(doc["metadata"]["uid"].as_str().is_some_and(|u| !u.is_empty()));
 
     // patch: default strategic (the blog's command), merge, and JSON patch.
-    let out = k.ok(&[
-        "patch",
-        "sts",
-        "web",
-        "-p",
-        r#"{"spec": {"ordinals": {"start": 5}, "replicas": 1}}"#,
-    ]);
+    let out = k.ok(&["patch", "sts", "web", "-p", r#"{"spec": {"ordinals": {"start": 5}, "replicas": 1}}"#]);
     assert_eq!(out.trim(), "statefulset.apps/web patched");
-    assert_eq!(
-        jsonpath(
-            &k,
-            &["sts", "web"],
-            "{.spec.ordinals.start} {.spec.replicas}"
-        ),
-        "5 1"
-    );
-    k.ok(&[
-        "patch",
-        "sts",
-        "web",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"replicas":2}}"#,
-    ]);
+    assert_eq!(jsonpath(&k, &["sts", "web"], "{.spec.ordinals.start} {.spec.replicas}"), "5 1");
+    k.ok(&["patch", "sts", "web", "--type", "merge", "-p", r#"{"spec":{"replicas":2}}"#]);
     assert_eq!(jsonpath(&k, &["sts", "web"], "{.spec.replicas}"), "2");
-    k.ok(&[
-        "patch",
-        "sts",
-        "web",
-        "--type",
-        "json",
-        "-p",
-        r#"[{"op":"replace","path":"/spec/replicas","value":3}]"#,
-    ]);
+    k.ok(&["patch", "sts", "web", "--type", "json", "-p", r#"[{"op":"replace","path":"/spec/replicas","value":3}]"#]);
     assert_eq!(jsonpath(&k, &["sts", "web"], "{.spec.replicas}"), "3");
 
     // scale goes through statefulsets/scale.
-    assert_eq!(
-        k.ok(&["scale", "sts", "web", "--replicas", "6"]).trim(),
-        "statefulset.apps/web scaled"
-    );
+    assert_eq!(k.ok(&["scale", "sts", "web", "--replicas", "6"]).trim(), "statefulset.apps/web scaled");
     assert_eq!(jsonpath(&k, &["sts", "web"], "{.spec.replicas}"), "6");
 
     // replace of a stale object: the Conflict message, verbatim.
     let stale = k.ok(&["get", "sts", "web", "-o", "yaml"]);
     k.ok(&["scale", "sts", "web", "--replicas", "7"]);
-    let err = String::from_utf8_lossy(&k.run_with_stdin(&["replace", "-f", "-"], &stale).stderr)
-        .into_owned();
+    let err = String::from_utf8_lossy(&k.run_with_stdin(&["replace", "-f", "-"], &stale).stderr).into_owned();
     assert!(
         err.contains(r#"Error from server (Conflict): error when replacing "STDIN": Operation cannot be fulfilled on statefulsets.apps "web": the object has been modified; please apply your changes to the latest version and try again"#),
         "kubectl 1.{minor} replace stale: {err}"
     );
-    assert_eq!(
-        jsonpath(&k, &["sts", "web"], "{.spec.replicas}"),
-        "7",
-        "a refused replace changes nothing"
-    );
+    assert_eq!(jsonpath(&k, &["sts", "web"], "{.spec.replicas}"), "7", "a refused replace changes nothing");
 
     // NotFound.
     let err = k.fails(&["get", "sts", "nope"]);
-    assert_eq!(
-        err.trim(),
-        r#"Error from server (NotFound): statefulsets.apps "nope" not found"#
-    );
+    assert_eq!(err.trim(), r#"Error from server (NotFound): statefulsets.apps "nope" not found"#);
 
     // get --watch sees additions, changes and deletions.
     let mut watch = k.command();
@@ -235,17 +139,11 @@ fn kubectl_behaves_as_against_a_real_cluster(minor: u32) {
     // The watch has started once the initial list is printed; the list is empty here, so wait
     // for the first object instead: create until it is seen.
     k.ok(&["create", "configmap", "w1", "--from-literal=k=v1"]);
-    watcher.wait_for_line("ADDED w1", |l| {
-        l.split_whitespace().take(2).eq(["ADDED", "w1"])
-    });
+    watcher.wait_for_line("ADDED w1", |l| l.split_whitespace().take(2).eq(["ADDED", "w1"]));
     k.ok(&["patch", "configmap", "w1", "-p", r#"{"data":{"k":"v2"}}"#]);
-    watcher.wait_for_line("MODIFIED w1", |l| {
-        l.split_whitespace().take(2).eq(["MODIFIED", "w1"])
-    });
+    watcher.wait_for_line("MODIFIED w1", |l| l.split_whitespace().take(2).eq(["MODIFIED", "w1"]));
     k.ok(&["delete", "configmap", "w1"]);
-    watcher.wait_for_line("DELETED w1", |l| {
-        l.split_whitespace().take(2).eq(["DELETED", "w1"])
-    });
+    watcher.wait_for_line("DELETED w1", |l| l.split_whitespace().take(2).eq(["DELETED", "w1"]));
     drop(watcher);
 
     // Tables for nodes, pods (a pod on a node without a kubelet stays Terminating after a
@@ -253,86 +151,30 @@ fn kubectl_behaves_as_against_a_real_cluster(minor: u32) {
     // selector sees only matching pods.
     k.ok_with_stdin(&["create", "-f", "-"], NODE);
     let nodes = k.ok(&["get", "nodes"]);
-    let header: Vec<&str> = nodes
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    assert_eq!(
-        header,
-        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
-        "kubectl 1.{minor} get nodes:\n{nodes}"
-    );
-    let row: Vec<&str> = nodes
-        .lines()
-        .nth(1)
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    assert_eq!(
-        (row[0], row[1], row[2], row[4]),
-        ("node-1", "Ready", "<none>", "v1.33.1"),
-        "kubectl 1.{minor}:\n{nodes}"
-    );
+    let header: Vec<&str> = nodes.lines().next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "STATUS", "ROLES", "AGE", "VERSION"], "kubectl 1.{minor} get nodes:\n{nodes}");
+    let names: Vec<&str> = nodes.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(names, ["node-1", "node-2", "node-3", "node-9"], "kubectl 1.{minor}:\n{nodes}");
+    let row: Vec<&str> = nodes.lines().nth(4).unwrap_or("").split_whitespace().collect();
+    assert_eq!((row[1], row[2], row[4]), ("Ready", "<none>", "v1.33.1"), "kubectl 1.{minor}:\n{nodes}");
     let mut pod_watch = k.command();
-    pod_watch.args([
-        "get",
-        "pods",
-        "-l",
-        "app=quiz",
-        "--watch",
-        "--output-watch-events",
-    ]);
+    pod_watch.args(["get", "pods", "-l", "app=quiz", "--watch", "--output-watch-events"]);
     let pod_watcher = Background::spawn(pod_watch);
     k.ok_with_stdin(&["create", "-f", "-"], &pod_on_node("other", "db"));
     k.ok_with_stdin(&["create", "-f", "-"], &pod_on_node("quiz-0", "quiz"));
-    pod_watcher.wait_for_line("ADDED quiz-0", |l| {
-        l.split_whitespace().take(2).eq(["ADDED", "quiz-0"])
-    });
+    pod_watcher.wait_for_line("ADDED quiz-0", |l| l.split_whitespace().take(2).eq(["ADDED", "quiz-0"]));
     let pods = k.ok(&["get", "pods"]);
-    let header: Vec<&str> = pods
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    assert_eq!(
-        header,
-        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
-        "kubectl 1.{minor} get pods:\n{pods}"
-    );
-    assert_eq!(
-        k.ok(&["delete", "pod", "quiz-0", "--wait=false"]).trim(),
-        r#"pod "quiz-0" deleted"#
-    );
+    let header: Vec<&str> = pods.lines().next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], "kubectl 1.{minor} get pods:\n{pods}");
+    assert_eq!(k.ok(&["delete", "pod", "quiz-0", "--wait=false"]).trim(), r#"pod "quiz-0" deleted"#);
     let pods = k.ok(&["get", "pods", "quiz-0"]);
-    let row: Vec<&str> = pods
-        .lines()
-        .nth(1)
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    assert_eq!(
-        (row[0], row[1], row[2]),
-        ("quiz-0", "0/1", "Terminating"),
-        "kubectl 1.{minor}:\n{pods}"
-    );
-    pod_watcher.wait_for_line("MODIFIED quiz-0", |l| {
-        l.split_whitespace().take(2).eq(["MODIFIED", "quiz-0"])
-    });
+    let row: Vec<&str> = pods.lines().nth(1).unwrap_or("").split_whitespace().collect();
+    assert_eq!((row[0], row[1], row[2]), ("quiz-0", "0/1", "Terminating"), "kubectl 1.{minor}:\n{pods}");
+    pod_watcher.wait_for_line("MODIFIED quiz-0", |l| l.split_whitespace().take(2).eq(["MODIFIED", "quiz-0"]));
     let out = k.run(&["delete", "pod", "quiz-0", "--force", "--grace-period", "0"]);
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("Immediate deletion does not wait for confirmation")
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        r#"pod "quiz-0" force deleted"#
-    );
-    pod_watcher.wait_for_line("DELETED quiz-0", |l| {
-        l.split_whitespace().take(2).eq(["DELETED", "quiz-0"])
-    });
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Immediate deletion does not wait for confirmation"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), r#"pod "quiz-0" force deleted"#);
+    pod_watcher.wait_for_line("DELETED quiz-0", |l| l.split_whitespace().take(2).eq(["DELETED", "quiz-0"]));
     assert!(
         !pod_watcher.lines().iter().any(|l| l.contains("other")),
         "the selector filters the watch: {:?}",
@@ -341,30 +183,10 @@ fn kubectl_behaves_as_against_a_real_cluster(minor: u32) {
     drop(pod_watcher);
     k.ok_with_stdin(&["create", "-f", "-"], PVC);
     let pvcs = k.ok(&["get", "pvc"]);
-    let header: Vec<&str> = pvcs
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .take(2)
-        .collect();
-    assert_eq!(
-        header,
-        ["NAME", "STATUS"],
-        "kubectl 1.{minor} get pvc:\n{pvcs}"
-    );
-    let row: Vec<&str> = pvcs
-        .lines()
-        .nth(1)
-        .unwrap_or("")
-        .split_whitespace()
-        .take(2)
-        .collect();
-    assert_eq!(
-        row,
-        ["data-web-0", "Pending"],
-        "kubectl 1.{minor} get pvc:\n{pvcs}"
-    );
+    let header: Vec<&str> = pvcs.lines().next().unwrap_or("").split_whitespace().take(2).collect();
+    assert_eq!(header, ["NAME", "STATUS"], "kubectl 1.{minor} get pvc:\n{pvcs}");
+    let row: Vec<&str> = pvcs.lines().nth(1).unwrap_or("").split_whitespace().take(2).collect();
+    assert_eq!(row, ["data-web-0", "Pending"], "kubectl 1.{minor} get pvc:\n{pvcs}");
 
     // delete --cascade=orphan keeps dependents (without their owner reference); the default
     // cascade removes them, and wait --for=delete sees it.
@@ -375,11 +197,9 @@ fn kubectl_behaves_as_against_a_real_cluster(minor: u32) {
     k.ok_with_stdin(&["create", "-f", "-"], &pod);
     let out = k.ok(&["delete", "sts", "web", "--cascade=orphan"]);
     assert_eq!(out.trim(), r#"statefulset.apps "web" deleted"#);
-    wait_until(
-        "the orphaned pod to lose its owner reference",
-        DEADLINE,
-        || jsonpath(&k, &["pod", "web-9"], "{.metadata.ownerReferences}").is_empty(),
-    );
+    wait_until("the orphaned pod to lose its owner reference", DEADLINE, || {
+        jsonpath(&k, &["pod", "web-9"], "{.metadata.ownerReferences}").is_empty()
+    });
     k.fails(&["get", "sts", "web"]);
 
     k.ok_with_stdin(&["apply", "-f", "-"], &sts(1));
@@ -391,55 +211,24 @@ fn kubectl_behaves_as_against_a_real_cluster(minor: u32) {
     wait.args(["wait", "--for=delete", "pod/web-9", "--timeout=60s"]);
     let mut waiter = Background::spawn(wait);
     k.ok(&["delete", "sts", "web"]);
-    assert!(
-        waiter.wait_exit().success(),
-        "kubectl 1.{minor} wait --for=delete: {:?}",
-        waiter.lines()
-    );
+    assert!(waiter.wait_exit().success(), "kubectl 1.{minor} wait --for=delete: {:?}", waiter.lines());
     k.fails(&["get", "pod", "web-9"]);
 
     // A CustomResourceDefinition makes its resource served and discoverable.
     k.ok_with_stdin(&["apply", "-f", "-"], WIDGET_CRD);
-    k.ok(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/widgets.example.com",
-        "--timeout=60s",
-    ]);
-    let widget =
-        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n";
-    assert_eq!(
-        k.ok_with_stdin(&["apply", "-f", "-"], widget).trim(),
-        "widget.example.com/w1 created"
-    );
-    assert_eq!(
-        jsonpath(&k, &["wg", "w1"], "{.spec.size}"),
-        "3",
-        "short name from the CRD"
-    );
+    k.ok(&["wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=60s"]);
+    let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n";
+    assert_eq!(k.ok_with_stdin(&["apply", "-f", "-"], widget).trim(), "widget.example.com/w1 created");
+    assert_eq!(jsonpath(&k, &["wg", "w1"], "{.spec.size}"), "3", "short name from the CRD");
     let table = k.ok(&["get", "widgets"]);
-    assert!(
-        table.lines().nth(1).is_some_and(|l| l.starts_with("w1 ")),
-        "kubectl 1.{minor} get widgets:\n{table}"
-    );
-    assert!(
-        k.ok(&["api-resources", "--api-group=example.com"])
-            .contains("widgets")
-    );
+    assert!(table.lines().nth(1).is_some_and(|l| l.starts_with("w1 ")), "kubectl 1.{minor} get widgets:\n{table}");
+    assert!(k.ok(&["api-resources", "--api-group=example.com"]).contains("widgets"));
 
     // Namespaces resolve per context; both clusters are independent.
     let mut dst = Kubectl::new(minor, &sandbox).expect("same binary");
     dst.context = Some("destination".into());
-    assert!(
-        dst.ok(&["get", "configmaps", "-o", "name"])
-            .trim()
-            .is_empty()
-    );
-    assert_eq!(
-        sandbox.stop().code(),
-        Some(0),
-        "spanset sim exits 0 on SIGTERM"
-    );
+    assert!(dst.ok(&["get", "configmaps", "-o", "name"]).trim().is_empty());
+    assert_eq!(sandbox.stop().code(), Some(0), "spanset sim exits 0 on SIGTERM");
 }
 
 macro_rules! per_version {

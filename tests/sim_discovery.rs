@@ -20,41 +20,23 @@ impl Answer {
 
 async fn get(addr: std::net::SocketAddr, path: &str, accept: &str) -> Answer {
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!(
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
-    );
-    stream
-        .write_all(req.as_bytes())
-        .await
-        .expect("request written");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.expect("request written");
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).await.expect("response read");
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("header end");
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("header end");
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status code");
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("status code");
     let header = |name: &str| {
         head.lines().find_map(|l| {
-            l.split_once(':')
-                .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.trim().to_string())
+            l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_string())
         })
     };
     let mut body = raw[split + 4..].to_vec();
     if header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
         body = dechunk(&body);
     }
-    Answer {
-        status,
-        content_type: header("content-type").unwrap_or_default(),
-        body,
-    }
+    Answer { status, content_type: header("content-type").unwrap_or_default(), body }
 }
 
 fn dechunk(mut data: &[u8]) -> Vec<u8> {
@@ -63,9 +45,7 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
         let Some(eol) = data.windows(2).position(|w| w == b"\r\n") else {
             return out;
         };
-        let size =
-            usize::from_str_radix(std::str::from_utf8(&data[..eol]).unwrap_or("0").trim(), 16)
-                .unwrap_or(0);
+        let size = usize::from_str_radix(std::str::from_utf8(&data[..eol]).unwrap_or("0").trim(), 16).unwrap_or(0);
         if size == 0 {
             return out;
         }
@@ -74,14 +54,11 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
     }
 }
 
-const KUBECTL_127: &str =
-    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+const KUBECTL_127: &str = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
 const KUBECTL_133: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
 
 async fn fleet() -> Fleet {
-    Fleet::start(vec![ClusterConfig::named("a")], None)
-        .await
-        .expect("sandbox starts")
+    Fleet::start(vec![ClusterConfig::named("a")], None).await.expect("sandbox starts")
 }
 
 #[tokio::test]
@@ -91,10 +68,7 @@ async fn aggregated_discovery_answers_the_version_offered_first_with_its_content
 
     let core = get(addr, "/api?timeout=32s", KUBECTL_127).await;
     assert_eq!(core.status, 200);
-    assert_eq!(
-        core.content_type,
-        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
-    );
+    assert_eq!(core.content_type, "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList");
     let doc = core.json();
     assert_eq!(doc["apiVersion"], "apidiscovery.k8s.io/v2beta1");
     assert_eq!(doc["items"][0]["metadata"]["name"], "");
@@ -109,19 +83,11 @@ async fn aggregated_discovery_answers_the_version_offered_first_with_its_content
     assert_eq!(pods["scope"], "Namespaced");
 
     let apis = get(addr, "/apis", KUBECTL_133).await;
-    assert_eq!(
-        apis.content_type,
-        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-    );
+    assert_eq!(apis.content_type, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
     let doc = apis.json();
     assert_eq!(doc["kind"], "APIGroupDiscoveryList");
-    let apps = doc["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["metadata"]["name"] == "apps")
-        .cloned()
-        .expect("apps group");
+    let apps =
+        doc["items"].as_array().unwrap().iter().find(|g| g["metadata"]["name"] == "apps").cloned().expect("apps group");
     let sts = apps["versions"][0]["resources"]
         .as_array()
         .unwrap()
@@ -131,13 +97,7 @@ async fn aggregated_discovery_answers_the_version_offered_first_with_its_content
         .unwrap();
     assert_eq!(sts["shortNames"][0], "sts");
     assert_eq!(sts["categories"][0], "all");
-    let scale = sts["subresources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["subresource"] == "scale")
-        .cloned()
-        .unwrap();
+    let scale = sts["subresources"].as_array().unwrap().iter().find(|s| s["subresource"] == "scale").cloned().unwrap();
     assert_eq!(scale["responseKind"]["group"], "autoscaling");
     assert_eq!(scale["responseKind"]["kind"], "Scale");
 }
@@ -151,79 +111,36 @@ async fn legacy_discovery_lists_groups_and_subresources() {
     assert_eq!(api.json()["versions"][0], "v1");
 
     let groups = get(addr, "/apis", "application/json").await.json();
-    let names: Vec<&str> = groups["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|g| g["name"].as_str())
-        .collect();
-    for g in [
-        "apps",
-        "coordination.k8s.io",
-        "storage.k8s.io",
-        "apiextensions.k8s.io",
-    ] {
+    let names: Vec<&str> = groups["groups"].as_array().unwrap().iter().filter_map(|g| g["name"].as_str()).collect();
+    for g in ["apps", "coordination.k8s.io", "storage.k8s.io", "apiextensions.k8s.io"] {
         assert!(names.contains(&g), "{g} in {names:?}");
     }
 
-    let apps = get(addr, "/apis/apps/v1", "application/json, */*")
-        .await
-        .json();
+    let apps = get(addr, "/apis/apps/v1", "application/json, */*").await.json();
     assert_eq!(apps["groupVersion"], "apps/v1");
-    let scale = apps["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "statefulsets/scale")
-        .cloned()
-        .unwrap();
+    let scale =
+        apps["resources"].as_array().unwrap().iter().find(|r| r["name"] == "statefulsets/scale").cloned().unwrap();
     assert_eq!(
-        (
-            scale["group"].as_str(),
-            scale["version"].as_str(),
-            scale["kind"].as_str()
-        ),
+        (scale["group"].as_str(), scale["version"].as_str(), scale["kind"].as_str()),
         (Some("autoscaling"), Some("v1"), Some("Scale"))
     );
-    assert!(
-        apps["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["name"] == "statefulsets/status")
-    );
+    assert!(apps["resources"].as_array().unwrap().iter().any(|r| r["name"] == "statefulsets/status"));
 
-    assert_eq!(
-        get(addr, "/apis/nope.example.com/v1", "application/json")
-            .await
-            .status,
-        404
-    );
+    assert_eq!(get(addr, "/apis/nope.example.com/v1", "application/json").await.status, 404);
 }
 
 #[tokio::test]
 async fn openapi_v2_is_an_empty_protobuf_document_and_version_is_served() {
     let f = fleet().await;
     let addr = f.servers[0].addr;
-    let v2 = get(
-        addr,
-        "/openapi/v2?timeout=32s",
-        "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
-    )
-    .await;
+    let v2 = get(addr, "/openapi/v2?timeout=32s", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf").await;
     assert_eq!(v2.status, 200);
     assert!(v2.body.is_empty());
     // The `@` form must not be echoed: Go's MIME parser rejects it.
-    assert_eq!(
-        v2.content_type,
-        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
-    );
+    assert_eq!(v2.content_type, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
 
     let version = get(addr, "/version", "application/json").await.json();
-    assert_eq!(
-        (version["major"].as_str(), version["minor"].as_str()),
-        (Some("1"), Some("33"))
-    );
+    assert_eq!((version["major"].as_str(), version["minor"].as_str()), (Some("1"), Some("33")));
     assert_eq!(version["gitVersion"], "v1.33.1");
 }
 
@@ -231,10 +148,7 @@ async fn openapi_v2_is_an_empty_protobuf_document_and_version_is_served() {
 async fn a_new_crd_is_discoverable_in_both_forms() {
     let f = fleet().await;
     let cluster = f.servers[0].cluster.clone();
-    let crds = cluster
-        .resources
-        .by_plural("apiextensions.k8s.io", "customresourcedefinitions")
-        .unwrap();
+    let crds = cluster.resources.by_plural("apiextensions.k8s.io", "customresourcedefinitions").unwrap();
     let crd = serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "widgets.example.com"},
@@ -244,9 +158,7 @@ async fn a_new_crd_is_discoverable_in_both_forms() {
                                "subresources": {"status": {}},
                                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
     });
-    let stored = cluster
-        .create(&crds, None, crd, &Default::default())
-        .expect("CRD accepted");
+    let stored = cluster.create(&crds, None, crd, &Default::default()).expect("CRD accepted");
     let established = stored["status"]["conditions"]
         .as_array()
         .unwrap()
@@ -254,34 +166,11 @@ async fn a_new_crd_is_discoverable_in_both_forms() {
         .any(|c| c["type"] == "Established" && c["status"] == "True");
     assert!(established);
     let addr = f.servers[0].addr;
-    let legacy = get(addr, "/apis/example.com/v1", "application/json")
-        .await
-        .json();
-    let widgets = legacy["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "widgets")
-        .cloned()
-        .unwrap();
-    assert_eq!(
-        (
-            widgets["namespaced"].as_bool(),
-            widgets["shortNames"][0].as_str()
-        ),
-        (Some(false), Some("wg"))
-    );
+    let legacy = get(addr, "/apis/example.com/v1", "application/json").await.json();
+    let widgets = legacy["resources"].as_array().unwrap().iter().find(|r| r["name"] == "widgets").cloned().unwrap();
+    assert_eq!((widgets["namespaced"].as_bool(), widgets["shortNames"][0].as_str()), (Some(false), Some("wg")));
     let agg = get(addr, "/apis", KUBECTL_133).await.json();
-    assert!(
-        agg["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|g| g["metadata"]["name"] == "example.com")
-    );
+    assert!(agg["items"].as_array().unwrap().iter().any(|g| g["metadata"]["name"] == "example.com"));
     let list = get(addr, "/apis/example.com/v1/widgets", "application/json").await;
-    assert_eq!(
-        (list.status, list.json()["kind"].as_str()),
-        (200, Some("WidgetList"))
-    );
+    assert_eq!((list.status, list.json()["kind"].as_str()), (200, Some("WidgetList")));
 }

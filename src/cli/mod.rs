@@ -38,10 +38,7 @@ pub fn parse() -> Cli {
 
 /// Prints a one-line usage error and exits 2.
 pub fn usage_error(message: &str) -> ! {
-    let first = message
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("invalid arguments");
+    let first = message.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
     let first = first.trim().trim_start_matches("error: ");
     eprintln!("spanset: {first} (see --help)");
     std::process::exit(2)

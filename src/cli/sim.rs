@@ -17,6 +17,15 @@ pub struct SimArgs {
     /// Listen on ports N, N+1, ... (one per cluster, then the admin API); free ports if unset.
     #[arg(long)]
     pub port_base: Option<u16>,
+    /// Real seconds per simulated second (e.g. 0.01 runs grace periods and node timeouts 100x faster).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_factor: f64,
+    /// Worker nodes per cluster.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Seed of every random choice (injected errors, generated names).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 /// Why a cluster name is refused, if it is.
@@ -24,11 +33,11 @@ fn bad_cluster_name(name: &str) -> Option<&'static str> {
     if name.is_empty() || name.len() > 63 {
         return Some("must be 1 to 63 characters");
     }
-    let ok_chars = name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let ok_chars = name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     let ok_ends = !name.starts_with('-') && !name.ends_with('-');
-    (!ok_chars || !ok_ends).then_some("must be a DNS label (lowercase letters, digits and '-', starting and ending with a letter or digit)")
+    (!ok_chars || !ok_ends).then_some(
+        "must be a DNS label (lowercase letters, digits and '-', starting and ending with a letter or digit)",
+    )
 }
 
 /// Checks the flags beyond what clap can; the error is one line for [`super::usage_error`].
@@ -44,10 +53,7 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
     if let Some(base) = args.port_base
         && (base == 0 || usize::from(base) + args.clusters.len() > usize::from(u16::MAX))
     {
-        return Err(format!(
-            "--port-base: {base} leaves no room for {} ports",
-            args.clusters.len() + 1
-        ));
+        return Err(format!("--port-base: {base} leaves no room for {} ports", args.clusters.len() + 1));
     }
     Ok(())
 }
@@ -56,8 +62,8 @@ async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}
@@ -72,11 +78,7 @@ pub async fn run(args: SimArgs) -> i32 {
     if let Err(e) = check(&args) {
         super::usage_error(&e);
     }
-    let configs = args
-        .clusters
-        .iter()
-        .map(|n| ClusterConfig::named(n))
-        .collect();
+    let configs = args.clusters.iter().map(|n| ClusterConfig::named(n)).collect();
     let fleet = match Fleet::start(configs, args.port_base).await {
         Ok(f) => f,
         Err(e) => {
@@ -85,10 +87,7 @@ pub async fn run(args: SimArgs) -> i32 {
         }
     };
     if let Err(e) = kubeconfig::write(&args.kubeconfig, &fleet.endpoints()) {
-        eprintln!(
-            "spanset: cannot write kubeconfig {}: {e}",
-            args.kubeconfig.display()
-        );
+        eprintln!("spanset: cannot write kubeconfig {}: {e}", args.kubeconfig.display());
         return 1;
     }
     let mut out = std::io::stdout().lock();
@@ -114,26 +113,17 @@ mod tests {
             clusters: clusters.iter().map(|s| s.to_string()).collect(),
             kubeconfig: "k".into(),
             port_base,
+            time_factor: 1.0,
+            nodes: 3,
+            seed: 1,
         }
     }
 
     #[test]
     fn refuses_bad_and_duplicate_names() {
         assert!(check(&args(&["a", "b"], None)).is_ok());
-        assert!(
-            check(&args(&["a", "a"], None))
-                .unwrap_err()
-                .contains("named twice")
-        );
-        assert!(
-            check(&args(&["Bad_Name"], None))
-                .unwrap_err()
-                .contains("DNS label")
-        );
-        assert!(
-            check(&args(&["a"], Some(65535)))
-                .unwrap_err()
-                .contains("--port-base")
-        );
+        assert!(check(&args(&["a", "a"], None)).unwrap_err().contains("named twice"));
+        assert!(check(&args(&["Bad_Name"], None)).unwrap_err().contains("DNS label"));
+        assert!(check(&args(&["a"], Some(65535))).unwrap_err().contains("--port-base"));
     }
 }

@@ -78,40 +78,21 @@ fn request(admin: &str, method: &str, path_and_query: &str) -> Result<String, St
         .strip_prefix("http://")
         .ok_or_else(|| format!("--admin must be an http:// URL, not {admin:?}"))?
         .trim_end_matches('/');
-    let mut stream = TcpStream::connect(hostport)
-        .map_err(|e| format!("cannot reach the sandbox admin API at {admin}: {e}"))?;
+    let mut stream =
+        TcpStream::connect(hostport).map_err(|e| format!("cannot reach the sandbox admin API at {admin}: {e}"))?;
     let timeout = Some(Duration::from_secs(5));
-    stream
-        .set_read_timeout(timeout)
-        .and_then(|_| stream.set_write_timeout(timeout))
-        .map_err(|e| e.to_string())?;
+    stream.set_read_timeout(timeout).and_then(|_| stream.set_write_timeout(timeout)).map_err(|e| e.to_string())?;
     let req = format!(
         "{method} {path_and_query} HTTP/1.1\r\nHost: {hostport}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     );
-    stream
-        .write_all(req.as_bytes())
-        .map_err(|e| format!("admin request failed: {e}"))?;
+    stream.write_all(req.as_bytes()).map_err(|e| format!("admin request failed: {e}"))?;
     let mut raw = Vec::new();
-    stream
-        .read_to_end(&mut raw)
-        .map_err(|e| format!("admin response failed: {e}"))?;
+    stream.read_to_end(&mut raw).map_err(|e| format!("admin response failed: {e}"))?;
     let text = String::from_utf8_lossy(&raw);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or("malformed admin response")?;
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or("malformed admin response")?;
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
+    let (head, body) = text.split_once("\r\n\r\n").ok_or("malformed admin response")?;
+    let status: u16 = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or("malformed admin response")?;
+    let body =
+        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(body) } else { body.to_string() };
     if status >= 400 {
         let msg = serde_json::from_str::<serde_json::Value>(&body)
             .ok()
@@ -139,30 +120,17 @@ fn dechunk(mut body: &str) -> String {
 pub fn run(args: SimCtlArgs) -> i32 {
     let (method, path) = match &args.action {
         Action::Clusters => ("GET", "/clusters".to_string()),
-        Action::Partition { cluster, hang } => (
-            "POST",
-            format!(
-                "/clusters/{cluster}/partition?mode={}",
-                if *hang { "hang" } else { "refuse" }
-            ),
-        ),
+        Action::Partition { cluster, hang } => {
+            ("POST", format!("/clusters/{cluster}/partition?mode={}", if *hang { "hang" } else { "refuse" }))
+        }
         Action::Heal { cluster } => ("POST", format!("/clusters/{cluster}/heal")),
         Action::Latency { cluster, ms } => ("POST", format!("/clusters/{cluster}/latency?ms={ms}")),
-        Action::Errors {
-            cluster,
-            rate,
-            code,
-        } => (
-            "POST",
-            format!("/clusters/{cluster}/errors?rate={rate}&code={code}"),
-        ),
+        Action::Errors { cluster, rate, code } => {
+            ("POST", format!("/clusters/{cluster}/errors?rate={rate}&code={code}"))
+        }
         Action::CutWatches { cluster } => ("POST", format!("/clusters/{cluster}/cut-watches")),
-        Action::ExpireWatches { cluster } => {
-            ("POST", format!("/clusters/{cluster}/expire-watches"))
-        }
-        Action::DropOrdinals { cluster, on } => {
-            ("POST", format!("/clusters/{cluster}/drop-ordinals?on={on}"))
-        }
+        Action::ExpireWatches { cluster } => ("POST", format!("/clusters/{cluster}/expire-watches")),
+        Action::DropOrdinals { cluster, on } => ("POST", format!("/clusters/{cluster}/drop-ordinals?on={on}")),
     };
     match request(&args.admin, method, &path) {
         Ok(body) => {
@@ -170,10 +138,7 @@ pub fn run(args: SimCtlArgs) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!(
-                "spanset: {}",
-                e.lines().next().unwrap_or("admin request failed")
-            );
+            eprintln!("spanset: {}", e.lines().next().unwrap_or("admin request failed"));
             1
         }
     }

@@ -31,24 +31,15 @@ pub async fn serve(listener: TcpListener, clusters: Clusters) {
                 let clusters = clusters.clone();
                 async move { Ok::<_, std::convert::Infallible>(handle(&clusters, req)) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
         });
     }
 }
 
 fn handle(clusters: &Clusters, req: http::Request<Incoming>) -> Response<Body> {
-    let path: Vec<&str> = req
-        .uri()
-        .path()
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .collect();
+    let path: Vec<&str> = req.uri().path().split('/').filter(|s| !s.is_empty()).collect();
     let query: BTreeMap<String, String> =
-        url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
-            .into_owned()
-            .collect();
+        url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()).into_owned().collect();
     match (req.method(), path.as_slice()) {
         (&Method::GET, ["clusters"]) => {
             let list: Vec<_> = clusters
@@ -61,29 +52,13 @@ fn handle(clusters: &Clusters, req: http::Request<Incoming>) -> Response<Body> {
         }
         (&Method::GET, ["healthz"]) => response::raw(200, "text/plain; charset=utf-8", "ok"),
         (&Method::POST, ["clusters", name, action]) => match clusters.get(*name) {
-            None => admin_error(
-                404,
-                &format!(
-                    "no simulated cluster named {name:?} (have: {})",
-                    names(clusters)
-                ),
-            ),
+            None => admin_error(404, &format!("no simulated cluster named {name:?} (have: {})", names(clusters))),
             Some((cluster, _)) => match fault_action(cluster, action, &query) {
-                Ok(()) => response::json(
-                    200,
-                    &json!({"cluster": name, "faults": cluster.faults.describe()}),
-                ),
+                Ok(()) => response::json(200, &json!({"cluster": name, "faults": cluster.faults.describe()})),
                 Err(msg) => admin_error(400, &msg),
             },
         },
-        _ => admin_error(
-            404,
-            &format!(
-                "unknown admin request {} {}",
-                req.method(),
-                req.uri().path()
-            ),
-        ),
+        _ => admin_error(404, &format!("unknown admin request {} {}", req.method(), req.uri().path())),
     }
 }
 
@@ -96,18 +71,11 @@ fn admin_error(code: u16, message: &str) -> Response<Body> {
 }
 
 fn param<'a>(query: &'a BTreeMap<String, String>, key: &str) -> Result<&'a str, String> {
-    query
-        .get(key)
-        .map(String::as_str)
-        .ok_or_else(|| format!("missing parameter {key:?}"))
+    query.get(key).map(String::as_str).ok_or_else(|| format!("missing parameter {key:?}"))
 }
 
 /// Applies one fault command to a cluster.
-fn fault_action(
-    cluster: &Cluster,
-    action: &str,
-    query: &BTreeMap<String, String>,
-) -> Result<(), String> {
+fn fault_action(cluster: &Cluster, action: &str, query: &BTreeMap<String, String>) -> Result<(), String> {
     let faults = &cluster.faults;
     match action {
         "partition" => {
@@ -115,9 +83,7 @@ fn fault_action(
                 "refuse" => Partition::Refuse,
                 "hang" => Partition::Hang,
                 other => {
-                    return Err(format!(
-                        "partition mode must be refuse or hang, not {other:?}"
-                    ));
+                    return Err(format!("partition mode must be refuse or hang, not {other:?}"));
                 }
             };
             faults.set_partition(mode);
@@ -125,14 +91,13 @@ fn fault_action(
         "heal" => faults.heal(),
         "latency" => {
             let ms = param(query, "ms")?;
-            faults.set_latency_ms(ms.parse().map_err(|_| {
-                format!("latency must be a whole number of milliseconds, not {ms:?}")
-            })?);
+            faults.set_latency_ms(
+                ms.parse().map_err(|_| format!("latency must be a whole number of milliseconds, not {ms:?}"))?,
+            );
         }
         "errors" => {
-            let rate: f64 = param(query, "rate")?
-                .parse()
-                .map_err(|_| "error rate must be a number from 0 to 1".to_string())?;
+            let rate: f64 =
+                param(query, "rate")?.parse().map_err(|_| "error rate must be a number from 0 to 1".to_string())?;
             if !(0.0..=1.0).contains(&rate) {
                 return Err(format!("error rate must be from 0 to 1, not {rate}"));
             }

@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 
 use super::{
     faults::Faults,
+    ledger::Ledger,
     resources::ResourceTable,
     storage::{Storage, StorageLimits},
 };
@@ -30,6 +31,19 @@ pub struct ClusterConfig {
     pub max_body_bytes: usize,
     /// Seed of every random choice the cluster makes (injected errors, generated names).
     pub seed: u64,
+    /// Real time per simulated time: every simulated delay (pod start, grace periods, node
+    /// timeouts) is multiplied by it, so tests run the same story in a fraction of the time.
+    pub time_factor: f64,
+    /// Number of worker nodes, named `node-1`, `node-2`, ...
+    pub nodes: usize,
+    /// Simulated time from scheduling to Running.
+    pub pod_start_delay: Duration,
+    /// Simulated time from Running to Ready.
+    pub pod_ready_delay: Duration,
+    /// Simulated time without heartbeats before a node is marked Unknown (`node-monitor-grace-period`).
+    pub node_monitor_grace: Duration,
+    /// Simulated toleration of the unreachable taint before pods are evicted (`DefaultTolerationSeconds`).
+    pub unreachable_toleration: Duration,
 }
 
 impl ClusterConfig {
@@ -43,7 +57,18 @@ impl ClusterConfig {
             default_watch_timeout: Duration::from_secs(1800),
             max_body_bytes: 3 * 1024 * 1024,
             seed: 1,
+            time_factor: 1.0,
+            nodes: 3,
+            pod_start_delay: Duration::from_secs(1),
+            pod_ready_delay: Duration::from_secs(1),
+            node_monitor_grace: Duration::from_secs(40),
+            unreachable_toleration: Duration::from_secs(300),
         }
+    }
+
+    /// The real duration of a simulated one.
+    pub fn real(&self, simulated: Duration) -> Duration {
+        simulated.mul_f64(self.time_factor.max(0.0))
     }
 }
 
@@ -59,22 +84,27 @@ pub struct Cluster {
     pub gc_wake: Notify,
     /// Injected faults.
     pub faults: Faults,
+    /// The identity ledger, shared with the other clusters of the sandbox.
+    pub ledger: Arc<Ledger>,
 }
 
 impl Cluster {
     /// A new cluster holding the namespaces every real cluster starts with.
     pub fn new(config: ClusterConfig) -> Arc<Self> {
+        Self::with_ledger(config, Arc::new(Ledger::default()))
+    }
+
+    /// A new cluster that records pod incarnations in a shared ledger.
+    pub fn with_ledger(config: ClusterConfig, ledger: Arc<Ledger>) -> Arc<Self> {
         let cluster = Arc::new(Self {
+            ledger,
             storage: Storage::new(config.limits),
             resources: ResourceTable::default(),
             faults: Faults::new(config.seed),
             config,
             gc_wake: Notify::new(),
         });
-        let ns = cluster
-            .resources
-            .by_plural("", "namespaces")
-            .expect("namespaces are built in");
+        let ns = cluster.resources.by_plural("", "namespaces").expect("namespaces are built in");
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             cluster
                 .create(

@@ -28,11 +28,7 @@ fn default_pod_spec(spec: &mut Value) {
     default_field(spec, &["securityContext"], json!({}));
     if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
         for c in containers {
-            default_field(
-                c,
-                &["terminationMessagePath"],
-                json!("/dev/termination-log"),
-            );
+            default_field(c, &["terminationMessagePath"], json!("/dev/termination-log"));
             default_field(c, &["terminationMessagePolicy"], json!("File"));
             default_field(c, &["imagePullPolicy"], json!("IfNotPresent"));
             default_field(c, &["resources"], json!({}));
@@ -50,43 +46,16 @@ pub fn apply(rt: &ResourceType, obj: &mut Value) {
             default_field(obj, &["spec", "replicas"], json!(1));
             default_field(obj, &["spec", "podManagementPolicy"], json!("OrderedReady"));
             default_field(obj, &["spec", "revisionHistoryLimit"], json!(10));
-            default_field(
-                obj,
-                &["spec", "updateStrategy", "type"],
-                json!("RollingUpdate"),
-            );
-            if obj
-                .pointer("/spec/updateStrategy/type")
-                .and_then(Value::as_str)
-                == Some("RollingUpdate")
-            {
-                default_field(
-                    obj,
-                    &["spec", "updateStrategy", "rollingUpdate", "partition"],
-                    json!(0),
-                );
+            default_field(obj, &["spec", "updateStrategy", "type"], json!("RollingUpdate"));
+            if obj.pointer("/spec/updateStrategy/type").and_then(Value::as_str) == Some("RollingUpdate") {
+                default_field(obj, &["spec", "updateStrategy", "rollingUpdate", "partition"], json!(0));
             }
-            default_field(
-                obj,
-                &[
-                    "spec",
-                    "persistentVolumeClaimRetentionPolicy",
-                    "whenDeleted",
-                ],
-                json!("Retain"),
-            );
-            default_field(
-                obj,
-                &["spec", "persistentVolumeClaimRetentionPolicy", "whenScaled"],
-                json!("Retain"),
-            );
+            default_field(obj, &["spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted"], json!("Retain"));
+            default_field(obj, &["spec", "persistentVolumeClaimRetentionPolicy", "whenScaled"], json!("Retain"));
             if let Some(tpl) = obj.pointer_mut("/spec/template/spec") {
                 default_pod_spec(tpl);
             }
-            if let Some(claims) = obj
-                .pointer_mut("/spec/volumeClaimTemplates")
-                .and_then(Value::as_array_mut)
-            {
+            if let Some(claims) = obj.pointer_mut("/spec/volumeClaimTemplates").and_then(Value::as_array_mut) {
                 for c in claims {
                     default_field(c, &["spec", "volumeMode"], json!("Filesystem"));
                 }
@@ -97,15 +66,9 @@ pub fn apply(rt: &ResourceType, obj: &mut Value) {
                 default_pod_spec(spec);
             }
         }
-        ("", "persistentvolumeclaims") => {
-            default_field(obj, &["spec", "volumeMode"], json!("Filesystem"))
-        }
+        ("", "persistentvolumeclaims") => default_field(obj, &["spec", "volumeMode"], json!("Filesystem")),
         ("", "persistentvolumes") => {
-            default_field(
-                obj,
-                &["spec", "persistentVolumeReclaimPolicy"],
-                json!("Retain"),
-            );
+            default_field(obj, &["spec", "persistentVolumeReclaimPolicy"], json!("Retain"));
             default_field(obj, &["spec", "volumeMode"], json!("Filesystem"));
         }
         ("", "services") => {

@@ -57,10 +57,8 @@ pub fn api_versions(server_address: &str) -> Value {
 }
 
 fn api_group(name: &str, versions: &[String]) -> Value {
-    let gvs: Vec<Value> = versions
-        .iter()
-        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
-        .collect();
+    let gvs: Vec<Value> =
+        versions.iter().map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v})).collect();
     json!({"name": name, "versions": gvs, "preferredVersion": gvs[0].clone()})
 }
 
@@ -90,12 +88,7 @@ fn scale_kind() -> Value {
 
 /// `/api/v1` or `/apis/GROUP/VERSION`, if served.
 pub fn api_resource_list(cluster: &Cluster, group: &str, version: &str) -> Option<Value> {
-    let types: Vec<_> = cluster
-        .resources
-        .all()
-        .into_iter()
-        .filter(|t| t.group == group && t.serves(version))
-        .collect();
+    let types: Vec<_> = cluster.resources.all().into_iter().filter(|t| t.group == group && t.serves(version)).collect();
     if types.is_empty() {
         return None;
     }
@@ -128,14 +121,8 @@ pub fn api_resource_list(cluster: &Cluster, group: &str, version: &str) -> Optio
             }));
         }
     }
-    let gv = if group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{group}/{version}")
-    };
-    Some(
-        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
-    )
+    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
 }
 
 fn aggregated_resource(rt: &ResourceType, version: &str) -> Value {
@@ -148,7 +135,8 @@ fn aggregated_resource(rt: &ResourceType, version: &str) -> Value {
         }));
     }
     if rt.scale.is_some() {
-        subresources.push(json!({"subresource": "scale", "responseKind": scale_kind(), "verbs": ["get", "patch", "update"]}));
+        subresources
+            .push(json!({"subresource": "scale", "responseKind": scale_kind(), "verbs": ["get", "patch", "update"]}));
     }
     let mut entry = json!({
         "resource": rt.plural,
@@ -178,11 +166,8 @@ pub fn aggregated(cluster: &Cluster, core: bool, dv: &str) -> Value {
             let versions: Vec<Value> = group_versions(types)
                 .iter()
                 .map(|v| {
-                    let resources: Vec<Value> = types
-                        .iter()
-                        .filter(|t| t.serves(v))
-                        .map(|t| aggregated_resource(t, v))
-                        .collect();
+                    let resources: Vec<Value> =
+                        types.iter().filter(|t| t.serves(v)).map(|t| aggregated_resource(t, v)).collect();
                     json!({"version": v, "resources": resources, "freshness": "Current"})
                 })
                 .collect();

@@ -33,12 +33,7 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            reason,
-            message: message.into(),
-            details: None,
-        }
+        Self { code, reason, message: message.into(), details: None }
     }
 
     fn with_details(mut self, details: Value) -> Self {
@@ -48,32 +43,19 @@ impl ApiError {
 
     /// `404 NotFound` for a named object: `statefulsets.apps "quiz" not found`.
     pub fn not_found(rt: &ResourceType, name: &str) -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", rt.group_resource()),
-        )
-        .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
+        Self::new(404, "NotFound", format!("{} \"{name}\" not found", rt.group_resource()))
+            .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
     }
 
     /// `404 NotFound` for a path the server does not serve at all.
     pub fn no_route() -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-        )
-        .with_details(json!({}))
+        Self::new(404, "NotFound", "the server could not find the requested resource").with_details(json!({}))
     }
 
     /// `409 AlreadyExists` on create.
     pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
-        Self::new(
-            409,
-            "AlreadyExists",
-            format!("{} \"{name}\" already exists", rt.group_resource()),
-        )
-        .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
+        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", rt.group_resource()))
+            .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
     }
 
     /// `409 Conflict` for a stale `resourceVersion` (optimistic concurrency).
@@ -90,37 +72,18 @@ impl ApiError {
         Self::new(
             409,
             "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": {why}",
-                rt.group_resource()
-            ),
+            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", rt.group_resource()),
         )
         .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
     }
 
     /// `422 Invalid` with field causes: `StatefulSet.apps "web" is invalid: spec.replicas: ...`.
-    pub fn invalid(
-        kind: &str,
-        group: &str,
-        name: &str,
-        summary: String,
-        causes: Vec<Cause>,
-    ) -> Self {
-        let qualified = if group.is_empty() {
-            kind.to_string()
-        } else {
-            format!("{kind}.{group}")
-        };
-        let causes: Vec<Value> = causes
-            .into_iter()
-            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
-            .collect();
-        Self::new(
-            422,
-            "Invalid",
-            format!("{qualified} \"{name}\" is invalid: {summary}"),
-        )
-        .with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
+    pub fn invalid(kind: &str, group: &str, name: &str, summary: String, causes: Vec<Cause>) -> Self {
+        let qualified = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+        let causes: Vec<Value> =
+            causes.into_iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect();
+        Self::new(422, "Invalid", format!("{qualified} \"{name}\" is invalid: {summary}"))
+            .with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
     }
 
     /// `400 BadRequest` with free text.
@@ -130,12 +93,8 @@ impl ApiError {
 
     /// `403 Forbidden`, e.g. creating in a terminating namespace.
     pub fn forbidden(rt: &ResourceType, name: &str, why: &str) -> Self {
-        Self::new(
-            403,
-            "Forbidden",
-            format!("{} \"{name}\" is forbidden: {why}", rt.group_resource()),
-        )
-        .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
+        Self::new(403, "Forbidden", format!("{} \"{name}\" is forbidden: {why}", rt.group_resource()))
+            .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
     }
 
     /// `405 MethodNotAllowed` for a verb the resource does not support.
@@ -152,9 +111,7 @@ impl ApiError {
         Self::new(
             406,
             "NotAcceptable",
-            format!(
-                "only the following media types are accepted: application/json, application/yaml; got {accept}"
-            ),
+            format!("only the following media types are accepted: application/json, application/yaml; got {accept}"),
         )
     }
 
@@ -165,11 +122,7 @@ impl ApiError {
 
     /// `413 RequestEntityTooLarge`: bodies over the apiserver's 3 MiB limit.
     pub fn too_large(limit: usize) -> Self {
-        Self::new(
-            413,
-            "RequestEntityTooLarge",
-            format!("Request entity too large: limit is {limit}"),
-        )
+        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
     }
 
     /// `415 UnsupportedMediaType` for a patch or body type the resource cannot take.
@@ -179,11 +132,7 @@ impl ApiError {
 
     /// `500 InternalError`.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(
-            500,
-            "InternalError",
-            format!("Internal error occurred: {}", message.into()),
-        )
+        Self::new(500, "InternalError", format!("Internal error occurred: {}", message.into()))
     }
 
     /// Any other code with a reason chosen by the caller (fault injection).

@@ -1,12 +1,16 @@
 //! Faults injected into one simulated cluster through the admin API: network partitions
-//! (refused or hung), latency, error responses, and a server that silently drops
-//! `.spec.ordinals` (one without the StatefulSetStartOrdinal feature).
+//! (refused or hung), latency, error responses, a server that silently drops `.spec.ordinals`
+//! (one without the StatefulSetStartOrdinal feature), dead nodes and failing readiness.
 //!
 //! Owned by the [`super::cluster::Cluster`]; read on every request by the server and handlers,
 //! written only by the admin API. Random choices come from a seeded generator, so a run with
 //! the same seed injects the same errors.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::{
+    collections::BTreeMap,
+    sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering},
+    time::Instant,
+};
 
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -41,6 +45,10 @@ pub struct Faults {
     rng: Mutex<StdRng>,
     /// Bumped whenever the partition changes, so connections and watches can react.
     changed: watch::Sender<Partition>,
+    /// Nodes whose kubelet is down, with when they went down.
+    nodes_down: Mutex<BTreeMap<String, Instant>>,
+    /// Pods whose readiness probe is forced, by namespace and name.
+    pod_ready: Mutex<BTreeMap<(String, String), bool>>,
 }
 
 impl Faults {
@@ -53,6 +61,8 @@ impl Faults {
             drop_ordinals: AtomicBool::new(false),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             changed: watch::channel(Partition::None).0,
+            nodes_down: Mutex::new(BTreeMap::new()),
+            pod_ready: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -119,6 +129,35 @@ impl Faults {
         self.drop_ordinals.store(on, Ordering::SeqCst);
     }
 
+    /// Stops (or restarts) a node's kubelet: no heartbeats, no pod updates.
+    pub fn set_node_down(&self, node: &str, down: bool) {
+        let mut nodes = self.nodes_down.lock();
+        if down {
+            nodes.entry(node.to_string()).or_insert_with(Instant::now);
+        } else {
+            nodes.remove(node);
+        }
+    }
+
+    /// When a node went down, if it is down.
+    pub fn node_down_since(&self, node: &str) -> Option<Instant> {
+        self.nodes_down.lock().get(node).copied()
+    }
+
+    /// Forces a pod's readiness probe result (`None` lets the kubelet decide).
+    pub fn set_pod_ready(&self, namespace: &str, pod: &str, ready: Option<bool>) {
+        let key = (namespace.to_string(), pod.to_string());
+        match ready {
+            Some(r) => self.pod_ready.lock().insert(key, r),
+            None => self.pod_ready.lock().remove(&key),
+        };
+    }
+
+    /// The forced readiness of a pod, if any.
+    pub fn pod_ready(&self, namespace: &str, pod: &str) -> Option<bool> {
+        self.pod_ready.lock().get(&(namespace.to_string(), pod.to_string())).copied()
+    }
+
     /// Clears every fault.
     pub fn heal(&self) {
         self.set_partition(Partition::None);
@@ -133,6 +172,8 @@ impl Faults {
             "latencyMs": self.latency_ms.load(Ordering::SeqCst),
             "errors": (*self.errors.lock()).map(|e| serde_json::json!({"rate": e.rate, "code": e.code})),
             "dropOrdinals": self.drops_ordinals(),
+            "nodesDown": self.nodes_down.lock().keys().cloned().collect::<Vec<_>>(),
+            "podReady": self.pod_ready.lock().iter().map(|((ns, p), r)| serde_json::json!({"namespace": ns, "pod": p, "ready": r})).collect::<Vec<_>>(),
         })
     }
 }

@@ -8,6 +8,7 @@ use tokio::net::TcpListener;
 use super::{
     admin,
     cluster::{Cluster, ClusterConfig},
+    ledger::Ledger,
     server::{self, ServerHandle},
 };
 
@@ -34,65 +35,50 @@ pub struct Fleet {
     /// Address of the admin API.
     pub admin_addr: SocketAddr,
     admin: tokio::task::JoinHandle<()>,
+    /// The identity ledger shared by all clusters.
+    pub ledger: Arc<Ledger>,
 }
 
 async fn bind(cluster: &str, port: u16) -> Result<TcpListener, FleetError> {
-    TcpListener::bind(("127.0.0.1", port))
-        .await
-        .map_err(|source| FleetError::Bind {
-            cluster: cluster.to_string(),
-            port,
-            source,
-        })
+    TcpListener::bind(("127.0.0.1", port)).await.map_err(|source| FleetError::Bind {
+        cluster: cluster.to_string(),
+        port,
+        source,
+    })
 }
 
 impl Fleet {
     /// Starts one API server per config, on `port_base + i` (or free ports), and the admin API
     /// on `port_base + n`.
-    pub async fn start(
-        configs: Vec<ClusterConfig>,
-        port_base: Option<u16>,
-    ) -> Result<Self, FleetError> {
+    pub async fn start(configs: Vec<ClusterConfig>, port_base: Option<u16>) -> Result<Self, FleetError> {
         let port_at = |i: usize| port_base.map(|b| b.saturating_add(i as u16)).unwrap_or(0);
         let mut servers = Vec::new();
+        let ledger = Arc::new(Ledger::default());
         for (i, config) in configs.into_iter().enumerate() {
             let listener = bind(&config.name, port_at(i)).await?;
-            let cluster = Cluster::new(config);
-            servers.push(
-                server::serve(cluster, listener).map_err(|source| FleetError::Bind {
-                    cluster: "?".into(),
-                    port: port_at(i),
-                    source,
-                })?,
-            );
+            let cluster = Cluster::with_ledger(config, ledger.clone());
+            servers.push(server::serve(cluster, listener).map_err(|source| FleetError::Bind {
+                cluster: "?".into(),
+                port: port_at(i),
+                source,
+            })?);
         }
         let n = servers.len();
         let admin_listener = bind("admin", port_at(n)).await?;
-        let admin_addr = admin_listener
-            .local_addr()
-            .map_err(|source| FleetError::Bind {
-                cluster: "admin".into(),
-                port: port_at(n),
-                source,
-            })?;
-        let clusters: BTreeMap<String, (Arc<Cluster>, String)> = servers
-            .iter()
-            .map(|s| (s.cluster.config.name.clone(), (s.cluster.clone(), s.url())))
-            .collect();
+        let admin_addr = admin_listener.local_addr().map_err(|source| FleetError::Bind {
+            cluster: "admin".into(),
+            port: port_at(n),
+            source,
+        })?;
+        let clusters: BTreeMap<String, (Arc<Cluster>, String)> =
+            servers.iter().map(|s| (s.cluster.config.name.clone(), (s.cluster.clone(), s.url()))).collect();
         let admin = tokio::spawn(admin::serve(admin_listener, Arc::new(clusters)));
-        Ok(Self {
-            servers,
-            admin_addr,
-            admin,
-        })
+        Ok(Self { servers, admin_addr, admin, ledger })
     }
 
     /// `(name, url)` of each cluster, in order.
     pub fn endpoints(&self) -> Vec<(String, String)> {
-        self.servers
-            .iter()
-            .map(|s| (s.cluster.config.name.clone(), s.url()))
-            .collect()
+        self.servers.iter().map(|s| (s.cluster.config.name.clone(), s.url())).collect()
     }
 
     /// The server of one cluster.

@@ -41,13 +41,8 @@ struct Item {
 pub fn sweep(cluster: &Cluster) -> usize {
     let mut items = Vec::new();
     for rt in cluster.resources.all() {
-        let (objs, _) = cluster
-            .storage
-            .list(&(rt.group.clone(), rt.plural.clone()), None);
-        items.extend(objs.into_iter().map(|obj| Item {
-            rt: rt.clone(),
-            obj,
-        }));
+        let (objs, _) = cluster.storage.list(&(rt.group.clone(), rt.plural.clone()), None);
+        items.extend(objs.into_iter().map(|obj| Item { rt: rt.clone(), obj }));
     }
     let by_uid: HashMap<&str, &Item> = items.iter().map(|i| (object::uid(&i.obj), i)).collect();
     let mut writes = 0;
@@ -81,9 +76,7 @@ pub fn sweep(cluster: &Cluster) -> usize {
                     let fins = object::finalizers(&o.obj);
                     if object::is_deleting(&o.obj) && fins.iter().any(|f| f == "orphan") {
                         orphaned_by.push(uid.to_string());
-                    } else if object::is_deleting(&o.obj)
-                        && fins.iter().any(|f| f == "foregroundDeletion")
-                    {
+                    } else if object::is_deleting(&o.obj) && fins.iter().any(|f| f == "foregroundDeletion") {
                         foreground_owner = true;
                         live_owner = true;
                     } else {
@@ -97,19 +90,9 @@ pub fn sweep(cluster: &Cluster) -> usize {
             continue;
         }
         if (!live_owner || foreground_owner) && !object::is_deleting(&item.obj) {
-            let policy = if foreground_owner {
-                Propagation::Foreground
-            } else {
-                Propagation::Background
-            };
-            let opts = DeleteOptions {
-                propagation: Some(policy),
-                ..Default::default()
-            };
-            if cluster
-                .delete(&item.rt, ns, object::name(&item.obj), &opts)
-                .is_ok()
-            {
+            let policy = if foreground_owner { Propagation::Foreground } else { Propagation::Background };
+            let opts = DeleteOptions { propagation: Some(policy), ..Default::default() };
+            if cluster.delete(&item.rt, ns, object::name(&item.obj), &opts).is_ok() {
                 writes += 1;
             }
         }
@@ -129,32 +112,21 @@ pub fn sweep(cluster: &Cluster) -> usize {
     }
 
     // Terminating namespaces: delete their contents, then the namespace itself.
-    for ns in items.iter().filter(|i| {
-        i.rt.plural == "namespaces" && i.rt.group.is_empty() && object::is_deleting(&i.obj)
-    }) {
+    for ns in
+        items.iter().filter(|i| i.rt.plural == "namespaces" && i.rt.group.is_empty() && object::is_deleting(&i.obj))
+    {
         let name = object::name(&ns.obj);
-        let contents: Vec<&Item> = items
-            .iter()
-            .filter(|i| i.rt.namespaced && object::namespace(&i.obj) == name)
-            .collect();
+        let contents: Vec<&Item> =
+            items.iter().filter(|i| i.rt.namespaced && object::namespace(&i.obj) == name).collect();
         for item in &contents {
             if !object::is_deleting(&item.obj) {
-                let _ = cluster.delete(
-                    &item.rt,
-                    name,
-                    object::name(&item.obj),
-                    &DeleteOptions::default(),
-                );
+                let _ = cluster.delete(&item.rt, name, object::name(&item.obj), &DeleteOptions::default());
                 writes += 1;
             }
         }
         if contents.is_empty() && object::finalizers(&ns.obj).is_empty() {
             let res = (ns.rt.group.clone(), ns.rt.plural.clone());
-            if cluster
-                .storage
-                .remove(&ns.rt, &res, "", name, |_| Ok(()))
-                .is_ok()
-            {
+            if cluster.storage.remove(&ns.rt, &res, "", name, |_| Ok(())).is_ok() {
                 writes += 1;
             }
         }
@@ -174,11 +146,7 @@ fn strip_owner_refs(cluster: &Cluster, item: &Item, uids: &[String]) -> usize {
             let mut next = cur.clone();
             let kept: Vec<Value> = object::owner_refs(cur)
                 .iter()
-                .filter(|r| {
-                    !uids
-                        .iter()
-                        .any(|u| r.get("uid").and_then(Value::as_str) == Some(u))
-                })
+                .filter(|r| !uids.iter().any(|u| r.get("uid").and_then(Value::as_str) == Some(u)))
                 .cloned()
                 .collect();
             let meta = object::metadata_mut(&mut next);
@@ -203,10 +171,7 @@ fn remove_finalizers(cluster: &Cluster, item: &Item, done: &dyn Fn(&str) -> bool
         &WriteOptions::default(),
         |cur| {
             let mut next = cur.clone();
-            let kept: Vec<String> = object::finalizers(cur)
-                .into_iter()
-                .filter(|f| !done(f))
-                .collect();
+            let kept: Vec<String> = object::finalizers(cur).into_iter().filter(|f| !done(f)).collect();
             let meta = object::metadata_mut(&mut next);
             if kept.is_empty() {
                 meta.remove("finalizers");

@@ -32,20 +32,12 @@ use super::{
 const OPENAPI_V2_TYPE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
 /// Answers one request.
-pub async fn handle(
-    cluster: Arc<Cluster>,
-    server_address: String,
-    req: http::Request<Incoming>,
-) -> Response<Body> {
+pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Request<Incoming>) -> Response<Body> {
     if let Some(resp) = injected_fault(&cluster).await {
         return resp;
     }
     let (parts, body) = req.into_parts();
-    let accept = parts
-        .headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
     let accept = accept.as_deref();
     match routes::parse(parts.uri.path()) {
         Route::Version => response::json(200, &discovery::version(&cluster)),
@@ -65,12 +57,10 @@ pub async fn handle(
             Some(doc) => response::json(200, &doc),
             None => response::error(&ApiError::no_route()),
         },
-        Route::GroupVersion { group, version } => {
-            match discovery::api_resource_list(&cluster, &group, &version) {
-                Some(doc) => response::json(200, &doc),
-                None => response::error(&ApiError::no_route()),
-            }
-        }
+        Route::GroupVersion { group, version } => match discovery::api_resource_list(&cluster, &group, &version) {
+            Some(doc) => response::json(200, &doc),
+            None => response::error(&ApiError::no_route()),
+        },
         Route::OpenApiV2 => response::raw(200, OPENAPI_V2_TYPE, Bytes::new()),
         Route::OpenApiV3 if parts.uri.path().trim_end_matches('/') == "/openapi/v3" => {
             response::json(200, &json!({"paths": {}}))
@@ -93,19 +83,10 @@ async fn injected_fault(cluster: &Cluster) -> Option<Response<Body>> {
     }
     let code = cluster.faults.draw_error()?;
     let (reason, message) = match code {
-        429 => (
-            "TooManyRequests",
-            "the server has received too many requests and has asked us to try again later",
-        ),
+        429 => ("TooManyRequests", "the server has received too many requests and has asked us to try again later"),
         500 => ("InternalError", "Internal error occurred: injected fault"),
-        503 => (
-            "ServiceUnavailable",
-            "the server is currently unable to handle the request",
-        ),
-        504 => (
-            "Timeout",
-            "Timeout: the server was unable to return a response in the time allotted",
-        ),
+        503 => ("ServiceUnavailable", "the server is currently unable to handle the request"),
+        504 => ("Timeout", "Timeout: the server was unable to return a response in the time allotted"),
         _ => ("InternalError", "injected fault"),
     };
     Some(response::error(&ApiError::custom(code, reason, message)))
@@ -124,15 +105,8 @@ async fn read_body(cluster: &Cluster, body: Incoming) -> ApiResult<Bytes> {
     let limit = cluster.config.max_body_bytes;
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(ApiError::too_large(limit))
-        }
-        Err(e) => Err(ApiError::bad_request(format!(
-            "unable to read the request body: {e}"
-        ))),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::too_large(limit)),
+        Err(e) => Err(ApiError::bad_request(format!("unable to read the request body: {e}"))),
     }
 }
 
@@ -141,13 +115,7 @@ fn content_type(parts: &Parts) -> String {
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
         .unwrap_or_default()
 }
 
@@ -157,9 +125,8 @@ fn decode_object(parts: &Parts, bytes: &[u8]) -> ApiResult<Value> {
         serde_yaml::from_slice(bytes)
             .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?
     } else {
-        serde_json::from_slice(bytes).map_err(|e| {
-            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-        })?
+        serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?
     };
     if !value.is_object() {
         return Err(ApiError::bad_request(format!(
@@ -182,11 +149,7 @@ fn kind_of(v: &Value) -> &'static str {
 }
 
 fn write_options(q: &Query) -> WriteOptions {
-    WriteOptions {
-        dry_run: q.dry_run,
-        field_manager: q.field_manager.clone(),
-        force: q.force.unwrap_or(false),
-    }
+    WriteOptions { dry_run: q.dry_run, field_manager: q.field_manager.clone(), force: q.force.unwrap_or(false) }
 }
 
 async fn resource(
@@ -196,10 +159,7 @@ async fn resource(
     body: Incoming,
     accept: Option<&str>,
 ) -> ApiResult<Response<Body>> {
-    let rt = cluster
-        .resources
-        .lookup(&path.group, &path.version, &path.plural)
-        .ok_or_else(ApiError::no_route)?;
+    let rt = cluster.resources.lookup(&path.group, &path.version, &path.plural).ok_or_else(ApiError::no_route)?;
     // A namespaced object needs a namespace in its URL; a cluster-scoped one must not have one.
     if (!rt.namespaced && path.namespace.is_some())
         || (rt.namespaced && path.name.is_some() && path.namespace.is_none())
@@ -207,8 +167,7 @@ async fn resource(
         return Err(ApiError::no_route());
     }
     let q = Query::parse(parts.uri.query())?;
-    let out =
-        negotiate::output(accept).ok_or_else(|| ApiError::not_acceptable(accept.unwrap_or("")))?;
+    let out = negotiate::output(accept).ok_or_else(|| ApiError::not_acceptable(accept.unwrap_or("")))?;
     let ns = path.namespace.as_deref();
     let obj_ns = ns.unwrap_or("");
     let version = path.version.as_str();
@@ -218,79 +177,55 @@ async fn resource(
             let lines = watch::start(cluster, rt.clone(), version, ns, q, out)?;
             Ok(response::stream(lines))
         }
-        (&Method::GET, None, None) => Ok(response::json_bytes(
-            200,
-            list::serve(cluster, &rt, version, ns, &q, out)?,
-        )),
+        (&Method::GET, None, None) => Ok(response::json_bytes(200, list::serve(cluster, &rt, version, ns, &q, out)?)),
         (&Method::GET, Some(name), None) => {
             let obj = cluster.get(&rt, obj_ns, name)?;
-            Ok(response::json(
-                200,
-                &render::object(&rt, version, &obj, out, &q),
-            ))
+            Ok(response::json(200, &render::object(&rt, version, &obj, out, &q)))
         }
-        (&Method::GET, Some(name), Some("status")) if rt.status_subresource => Ok(response::json(
-            200,
-            &render::as_version(&rt, version, &*cluster.get(&rt, obj_ns, name)?),
-        )),
-        (&Method::GET, Some(name), Some("scale")) if rt.scale.is_some() => Ok(response::json(
-            200,
-            &scale::get(cluster, &rt, obj_ns, name)?,
-        )),
+        (&Method::GET, Some(name), Some("status")) if rt.status_subresource => {
+            Ok(response::json(200, &render::as_version(&rt, version, &*cluster.get(&rt, obj_ns, name)?)))
+        }
+        (&Method::GET, Some(name), Some("scale")) if rt.scale.is_some() => {
+            Ok(response::json(200, &scale::get(cluster, &rt, obj_ns, name)?))
+        }
         (&Method::POST, None, None) => {
             let bytes = read_body(cluster, body).await?;
             let mut obj = decode_object(parts, &bytes)?;
-            let created =
-                cluster.create_versioned(&rt, version, ns, &mut obj, &write_options(&q))?;
-            Ok(response::json(
-                201,
-                &render::as_version(&rt, version, &created),
-            ))
+            let created = cluster.create_versioned(&rt, version, ns, &mut obj, &write_options(&q))?;
+            Ok(response::json(201, &render::as_version(&rt, version, &created)))
         }
         (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
             let sub = subresource(&rt, sub)?;
             let bytes = read_body(cluster, body).await?;
             let obj = decode_object(parts, &bytes)?;
             let updated = cluster.replace(&rt, obj_ns, name, sub, obj, &write_options(&q))?;
-            Ok(response::json(
-                200,
-                &render::as_version(&rt, version, &updated),
-            ))
+            Ok(response::json(200, &render::as_version(&rt, version, &updated)))
         }
         (&Method::PUT, Some(name), Some("scale")) if rt.scale.is_some() => {
             let bytes = read_body(cluster, body).await?;
             let obj = decode_object(parts, &bytes)?;
-            Ok(response::json(
-                200,
-                &scale::replace(cluster, &rt, obj_ns, name, obj, &write_options(&q))?,
-            ))
+            Ok(response::json(200, &scale::replace(cluster, &rt, obj_ns, name, obj, &write_options(&q))?))
         }
         (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
             let sub = subresource(&rt, sub)?;
             let bytes = read_body(cluster, body).await?;
             let (code, obj) = patch_object(cluster, &rt, parts, ns, name, sub, &bytes, &q)?;
-            Ok(response::json(
-                code,
-                &render::as_version(&rt, version, &obj),
-            ))
+            Ok(response::json(code, &render::as_version(&rt, version, &obj)))
         }
         (&Method::PATCH, Some(name), Some("scale")) if rt.scale.is_some() => {
             let bytes = read_body(cluster, body).await?;
             let kind = patch_kind(&content_type(parts))?;
             let patch_doc = decode_patch(kind, &bytes)?;
             let opts = write_options(&q);
-            let scaled = scale::patch(cluster, &rt, obj_ns, name, &opts, |cur| {
-                apply_patch(kind, cur, &patch_doc, None)
-            })?;
+            let scaled =
+                scale::patch(cluster, &rt, obj_ns, name, &opts, |cur| apply_patch(kind, cur, &patch_doc, None))?;
             Ok(response::json(200, &scaled))
         }
         (&Method::DELETE, Some(name), None) => {
             let bytes = read_body(cluster, body).await?;
             let opts = delete_options(&bytes, &q)?;
             match cluster.delete(&rt, obj_ns, name, &opts)? {
-                Deleted::Pending(obj) => {
-                    Ok(response::json(200, &render::as_version(&rt, version, &obj)))
-                }
+                Deleted::Pending(obj) => Ok(response::json(200, &render::as_version(&rt, version, &obj))),
                 Deleted::Gone(obj) if rt.plural == "pods" && rt.group.is_empty() => {
                     Ok(response::json(200, &render::as_version(&rt, version, &obj)))
                 }
@@ -301,9 +236,7 @@ async fn resource(
             let bytes = read_body(cluster, body).await?;
             let opts = delete_options(&bytes, &q)?;
             let filter = list::Filter::new(&rt, ns, &q)?;
-            let (items, _) = cluster
-                .storage
-                .list(&(rt.group.clone(), rt.plural.clone()), ns);
+            let (items, _) = cluster.storage.list(&(rt.group.clone(), rt.plural.clone()), ns);
             let mut deleted = Vec::new();
             for obj in items.iter().filter(|o| filter.matches(o)) {
                 match cluster.delete(&rt, object::namespace(obj), object::name(obj), &opts) {
@@ -314,14 +247,10 @@ async fn resource(
             }
             let refs: Vec<&Value> = deleted.iter().map(|o| o.as_ref()).collect();
             let meta = json!({"resourceVersion": cluster.storage.current_rv().to_string()});
-            Ok(response::json(
-                200,
-                &render::list(&rt, version, &refs, meta, Output::Json, &q),
-            ))
+            Ok(response::json(200, &render::list(&rt, version, &refs, meta, Output::Json, &q)))
         }
         (m, _, Some(sub))
-            if !matches!(m, &Method::GET | &Method::PUT | &Method::PATCH)
-                || !matches!(sub, "status" | "scale") =>
+            if !matches!(m, &Method::GET | &Method::PUT | &Method::PATCH) || !matches!(sub, "status" | "scale") =>
         {
             Err(ApiError::no_route())
         }
@@ -393,21 +322,16 @@ fn patch_kind(content_type: &str) -> ApiResult<PatchKind> {
 
 fn decode_patch(kind: PatchKind, bytes: &[u8]) -> ApiResult<Value> {
     let doc: Value = if kind == PatchKind::Apply {
-        serde_yaml::from_slice(bytes)
-            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+        serde_yaml::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
     } else {
-        serde_json::from_slice(bytes)
-            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
     };
     let shape_ok = match kind {
         PatchKind::Json => doc.is_array(),
         _ => doc.is_object(),
     };
     if !shape_ok {
-        return Err(ApiError::bad_request(format!(
-            "invalid patch: the patch document is {}",
-            kind_of(&doc)
-        )));
+        return Err(ApiError::bad_request(format!("invalid patch: the patch document is {}", kind_of(&doc))));
     }
     Ok(doc)
 }
@@ -422,20 +346,11 @@ fn patch_error(e: PatchError) -> ApiError {
 
 /// Applies a patch document to the current object. `kind_of_object` is the (group, kind) for
 /// strategic merge; `None` means the Scale subresource (built in).
-fn apply_patch(
-    kind: PatchKind,
-    current: &Value,
-    doc: &Value,
-    rt: Option<&ResourceType>,
-) -> ApiResult<Value> {
+fn apply_patch(kind: PatchKind, current: &Value, doc: &Value, rt: Option<&ResourceType>) -> ApiResult<Value> {
     let strategic = |doc: &Value| -> ApiResult<Value> {
-        let (group, k) = rt
-            .map(|r| (r.group.as_str(), r.kind.as_str()))
-            .unwrap_or(("autoscaling", "Scale"));
+        let (group, k) = rt.map(|r| (r.group.as_str(), r.kind.as_str())).unwrap_or(("autoscaling", "Scale"));
         match (rt.is_some_and(|r| r.custom), patch::builtin_kind(group, k)) {
-            (false, Some(bk)) => {
-                patch::apply_strategic_merge_patch(current, doc, bk).map_err(patch_error)
-            }
+            (false, Some(bk)) => patch::apply_strategic_merge_patch(current, doc, bk).map_err(patch_error),
             _ if rt.is_none() => patch::apply_merge_patch(current, doc).map_err(patch_error),
             _ => Err(ApiError::unsupported_media_type(
                 "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
@@ -447,21 +362,13 @@ fn apply_patch(
         PatchKind::Json => patch::apply_json_patch(current, doc).map_err(patch_error),
         PatchKind::Strategic => strategic(doc),
         // Server-side apply, approximated: the applied configuration merges into the object.
-        PatchKind::Apply if rt.is_some_and(|r| r.custom) => {
-            patch::apply_merge_patch(current, doc).map_err(patch_error)
-        }
+        PatchKind::Apply if rt.is_some_and(|r| r.custom) => patch::apply_merge_patch(current, doc).map_err(patch_error),
         PatchKind::Apply => strategic(doc),
     }
 }
 
 fn patch_options_invalid(message: &str) -> ApiError {
-    ApiError::invalid(
-        "PatchOptions",
-        "meta.k8s.io",
-        "",
-        message.to_string(),
-        vec![],
-    )
+    ApiError::invalid("PatchOptions", "meta.k8s.io", "", message.to_string(), vec![])
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -477,31 +384,22 @@ fn patch_object(
 ) -> ApiResult<(u16, Arc<Value>)> {
     let kind = patch_kind(&content_type(parts))?;
     if kind == PatchKind::Apply && q.field_manager.is_none() {
-        return Err(patch_options_invalid(
-            "fieldManager: Required value: is required for apply patch",
-        ));
+        return Err(patch_options_invalid("fieldManager: Required value: is required for apply patch"));
     }
     if kind != PatchKind::Apply && q.force.is_some() {
-        return Err(patch_options_invalid(
-            "force: Forbidden: may not be specified for non-apply patch",
-        ));
+        return Err(patch_options_invalid("force: Forbidden: may not be specified for non-apply patch"));
     }
     let doc = decode_patch(kind, bytes)?;
     let opts = write_options(q);
     let obj_ns = ns.unwrap_or("");
     // Server-side apply creates the object when it does not exist yet.
-    if kind == PatchKind::Apply
-        && sub == Subresource::Main
-        && cluster.get(rt, obj_ns, name).is_err()
-    {
+    if kind == PatchKind::Apply && sub == Subresource::Main && cluster.get(rt, obj_ns, name).is_err() {
         let mut obj = doc.clone();
         let meta = object::metadata_mut(&mut obj);
         meta.insert("name".into(), json!(name));
         let created = cluster.create(rt, ns, obj, &opts)?;
         return Ok((201, created));
     }
-    let updated = cluster.update_with(rt, obj_ns, name, sub, &opts, |cur| {
-        apply_patch(kind, cur, &doc, Some(rt))
-    })?;
+    let updated = cluster.update_with(rt, obj_ns, name, sub, &opts, |cur| apply_patch(kind, cur, &doc, Some(rt)))?;
     Ok((200, updated))
 }

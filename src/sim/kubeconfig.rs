@@ -32,17 +32,11 @@ mod tests {
 
     #[test]
     fn one_context_per_cluster_and_first_is_current() {
-        let text = render(&[
-            ("a".into(), "http://127.0.0.1:1".into()),
-            ("b".into(), "http://127.0.0.1:2".into()),
-        ]);
+        let text = render(&[("a".into(), "http://127.0.0.1:1".into()), ("b".into(), "http://127.0.0.1:2".into())]);
         let doc: serde_json::Value = serde_yaml::from_str(&text).unwrap();
         assert_eq!(doc["current-context"], "a");
         assert_eq!(doc["contexts"][1]["context"]["cluster"], "b");
         assert_eq!(doc["contexts"][1]["context"]["user"], "b");
-        assert_eq!(
-            doc["clusters"][1]["cluster"]["server"],
-            "http://127.0.0.1:2"
-        );
+        assert_eq!(doc["clusters"][1]["cluster"]["server"], "http://127.0.0.1:2");
     }
 }

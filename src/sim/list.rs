@@ -28,27 +28,16 @@ pub struct Filter {
 impl Filter {
     /// Parses the selectors of a request; errors are 400 with the apiserver's wording.
     pub fn new(rt: &ResourceType, ns: Option<&str>, q: &Query) -> ApiResult<Self> {
-        let labels = LabelSelector::parse(q.label_selector.as_deref().unwrap_or(""))
-            .map_err(ApiError::bad_request)?;
-        let fields = FieldSelector::parse(q.field_selector.as_deref().unwrap_or(""))
-            .map_err(ApiError::bad_request)?;
-        fields
-            .check_supported(supported_field_selectors(&rt.group, &rt.plural))
-            .map_err(ApiError::bad_request)?;
+        let labels = LabelSelector::parse(q.label_selector.as_deref().unwrap_or("")).map_err(ApiError::bad_request)?;
+        let fields = FieldSelector::parse(q.field_selector.as_deref().unwrap_or("")).map_err(ApiError::bad_request)?;
+        fields.check_supported(supported_field_selectors(&rt.group, &rt.plural)).map_err(ApiError::bad_request)?;
         let selective = q.label_selector.is_some() || q.field_selector.is_some();
-        Ok(Self {
-            labels,
-            fields,
-            namespace: ns.map(str::to_string),
-            selective,
-        })
+        Ok(Self { labels, fields, namespace: ns.map(str::to_string), selective })
     }
 
     /// Whether an object passes the namespace, label and field selectors.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.namespace
-            .as_deref()
-            .is_none_or(|ns| object::namespace(obj) == ns)
+        self.namespace.as_deref().is_none_or(|ns| object::namespace(obj) == ns)
             && self.labels.matches(object::labels(obj))
             && self.fields.matches(obj)
     }
@@ -62,20 +51,14 @@ fn unhex(s: &str) -> Option<String> {
     if !s.len().is_multiple_of(2) {
         return None;
     }
-    let bytes: Option<Vec<u8>> = (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect();
+    let bytes: Option<Vec<u8>> =
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
     String::from_utf8(bytes?).ok()
 }
 
 /// A continue token: the snapshot's resourceVersion and the last key returned.
 fn encode_continue(rv: u64, last: &Value) -> String {
-    hex(&format!(
-        "{rv}\n{}\n{}",
-        object::namespace(last),
-        object::name(last)
-    ))
+    hex(&format!("{rv}\n{}\n{}", object::namespace(last), object::name(last)))
 }
 
 fn decode_continue(token: &str) -> ApiResult<(u64, String, String)> {
@@ -103,19 +86,17 @@ pub fn serve(
 ) -> ApiResult<Vec<u8>> {
     let filter = Filter::new(rt, ns, q)?;
     let res = (rt.group.clone(), rt.plural.clone());
-    if q.resource_version_match.is_some() && q.resource_version.as_deref().unwrap_or("").is_empty()
-    {
+    if q.resource_version_match.is_some() && q.resource_version.as_deref().unwrap_or("").is_empty() {
         return Err(ApiError::invalid(
             "ListOptions",
             "meta.k8s.io",
             "",
-            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".into(),
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+                .into(),
             vec![],
         ));
     }
-    let (items, snapshot_rv, after): (Vec<Arc<Value>>, u64, Option<(String, String)>) = match &q
-        .continue_token
-    {
+    let (items, snapshot_rv, after): (Vec<Arc<Value>>, u64, Option<(String, String)>) = match &q.continue_token {
         Some(token) => {
             let (rv, last_ns, last_name) = decode_continue(token)?;
             let items = cluster.storage.list_at(&res, ns, rv).map_err(|_| {
@@ -125,14 +106,10 @@ pub fn serve(
             })?;
             (items, rv, Some((last_ns, last_name)))
         }
-        None => match (
-            q.resource_version.as_deref(),
-            q.resource_version_match.as_deref(),
-        ) {
+        None => match (q.resource_version.as_deref(), q.resource_version_match.as_deref()) {
             (Some(rv), Some("Exact")) => {
-                let rv: u64 = rv.parse().map_err(|_| {
-                    ApiError::bad_request(format!("invalid resource version: {rv}"))
-                })?;
+                let rv: u64 =
+                    rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
                 (cluster.storage.list_at(&res, ns, rv)?, rv, None)
             }
             _ => {
@@ -145,9 +122,9 @@ pub fn serve(
         .iter()
         .map(|o| o.as_ref())
         .filter(|o| {
-            after.as_ref().is_none_or(|(a_ns, a_name)| {
-                (object::namespace(o), object::name(o)) > (a_ns.as_str(), a_name.as_str())
-            })
+            after
+                .as_ref()
+                .is_none_or(|(a_ns, a_name)| (object::namespace(o), object::name(o)) > (a_ns.as_str(), a_name.as_str()))
         })
         .filter(|o| filter.matches(o))
         .collect();
@@ -173,10 +150,7 @@ mod tests {
     fn continue_tokens_round_trip() {
         let obj = json!({"metadata": {"namespace": "ns", "name": "web-3"}});
         let token = encode_continue(42, &obj);
-        assert_eq!(
-            decode_continue(&token).unwrap(),
-            (42, "ns".into(), "web-3".into())
-        );
+        assert_eq!(decode_continue(&token).unwrap(), (42, "ns".into(), "web-3".into()));
         assert_eq!(decode_continue("zz").unwrap_err().code, 400);
     }
 }

@@ -15,6 +15,8 @@ pub mod fleet;
 pub mod gc;
 pub mod handlers;
 pub mod kubeconfig;
+pub mod kubelet;
+pub mod ledger;
 pub mod list;
 pub mod negotiate;
 pub mod object;

@@ -10,10 +10,7 @@ struct MediaRange {
 
 impl MediaRange {
     fn param(&self, key: &str) -> Option<&str> {
-        self.params
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.params.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 }
 
@@ -27,10 +24,7 @@ fn parse_accept(accept: &str) -> Vec<MediaRange> {
                 return None;
             }
             let params = pieces
-                .filter_map(|p| {
-                    p.split_once('=')
-                        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                })
+                .filter_map(|p| p.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
                 .collect();
             Some(MediaRange { mime, params })
         })
@@ -65,15 +59,9 @@ pub fn output(accept: Option<&str>) -> Option<Output> {
         match (r.param("as"), r.param("g"), r.param("v")) {
             (None, _, _) => return Some(Output::Json),
             (Some("Table"), Some("meta.k8s.io"), Some(v @ ("v1" | "v1beta1"))) => {
-                return Some(Output::Table {
-                    v1beta1: v == "v1beta1",
-                });
+                return Some(Output::Table { v1beta1: v == "v1beta1" });
             }
-            (
-                Some("PartialObjectMetadata" | "PartialObjectMetadataList"),
-                Some("meta.k8s.io"),
-                Some("v1"),
-            ) => {
+            (Some("PartialObjectMetadata" | "PartialObjectMetadataList"), Some("meta.k8s.io"), Some("v1")) => {
                 return Some(Output::Metadata);
             }
             _ => continue,
@@ -128,7 +116,8 @@ pub fn discovery(accept: Option<&str>) -> Discovery {
 mod tests {
     use super::*;
 
-    const KUBECTL_127: &str = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+    const KUBECTL_127: &str =
+        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
     const KUBECTL_133: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
     const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
 
@@ -146,17 +135,10 @@ mod tests {
         assert_eq!(output(Some("application/json, */*")), Some(Output::Json));
         assert_eq!(output(None), Some(Output::Json));
         assert_eq!(
-            output(Some(
-                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-            )),
+            output(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")),
             Some(Output::Metadata)
         );
         assert_eq!(output(Some("application/vnd.kubernetes.protobuf")), None);
-        assert_eq!(
-            output(Some(
-                "application/vnd.kubernetes.protobuf, application/json"
-            )),
-            Some(Output::Json)
-        );
+        assert_eq!(output(Some("application/vnd.kubernetes.protobuf, application/json")), Some(Output::Json));
     }
 }

@@ -6,16 +6,12 @@ use super::storage::ObjectKey;
 
 /// `metadata.name`, or `""`.
 pub fn name(obj: &Value) -> &str {
-    obj.pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
 }
 
 /// `metadata.namespace`, or `""` for cluster-scoped objects.
 pub fn namespace(obj: &Value) -> &str {
-    obj.pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("")
 }
 
 /// The storage key of an object.
@@ -25,17 +21,12 @@ pub fn key_of(obj: &Value) -> ObjectKey {
 
 /// `metadata.uid`, or `""`.
 pub fn uid(obj: &Value) -> &str {
-    obj.pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("")
 }
 
 /// `metadata.resourceVersion` as a number (0 when absent or not numeric).
 pub fn resource_version(obj: &Value) -> u64 {
-    obj.pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+    obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
 /// Sets `metadata.resourceVersion`.
@@ -65,43 +56,28 @@ pub fn labels(obj: &Value) -> Option<&Map<String, Value>> {
 pub fn finalizers(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|f| f.as_str().map(str::to_string))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
         .unwrap_or_default()
 }
 
 /// Whether `metadata.deletionTimestamp` is set.
 pub fn is_deleting(obj: &Value) -> bool {
-    obj.pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
+    obj.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null())
 }
 
 /// `metadata.ownerReferences`.
 pub fn owner_refs(obj: &Value) -> &[Value] {
-    obj.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
+    obj.pointer("/metadata/ownerReferences").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
 }
 
 /// Reads a simple JSONPath such as `.spec.replicas` (dots only, as CRD scale paths use).
 pub fn at_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
-    path.trim_start_matches('.')
-        .split('.')
-        .filter(|s| !s.is_empty())
-        .try_fold(obj, |v, seg| v.get(seg))
+    path.trim_start_matches('.').split('.').filter(|s| !s.is_empty()).try_fold(obj, |v, seg| v.get(seg))
 }
 
 /// Writes a simple JSONPath, creating objects on the way.
 pub fn set_path(obj: &mut Value, path: &str, value: Value) {
-    let segs: Vec<&str> = path
-        .trim_start_matches('.')
-        .split('.')
-        .filter(|s| !s.is_empty())
-        .collect();
+    let segs: Vec<&str> = path.trim_start_matches('.').split('.').filter(|s| !s.is_empty()).collect();
     let mut cur = obj;
     for (i, seg) in segs.iter().enumerate() {
         if !cur.is_object() {

@@ -45,11 +45,7 @@ fn truthy(v: &str) -> bool {
 }
 
 fn number<T: std::str::FromStr>(key: &str, v: &str) -> ApiResult<T> {
-    v.parse().map_err(|_| {
-        ApiError::bad_request(format!(
-            "invalid value for {key}: {v:?} is not a valid number"
-        ))
-    })
+    v.parse().map_err(|_| ApiError::bad_request(format!("invalid value for {key}: {v:?} is not a valid number")))
 }
 
 impl Query {
@@ -61,9 +57,7 @@ impl Query {
             match k.as_ref() {
                 "watch" => q.watch = truthy(&v),
                 "resourceVersion" => q.resource_version = Some(v),
-                "resourceVersionMatch" => {
-                    q.resource_version_match = Some(v).filter(|s| !s.is_empty())
-                }
+                "resourceVersionMatch" => q.resource_version_match = Some(v).filter(|s| !s.is_empty()),
                 "limit" => q.limit = Some(number::<usize>("limit", &v)?).filter(|l| *l > 0),
                 "continue" => q.continue_token = Some(v).filter(|s| !s.is_empty()),
                 "labelSelector" => q.label_selector = Some(v).filter(|s| !s.is_empty()),
@@ -75,9 +69,7 @@ impl Query {
                 "fieldManager" => q.field_manager = Some(v).filter(|s| !s.is_empty()),
                 "force" => q.force = Some(truthy(&v)),
                 "includeObject" => q.include_object = Some(v),
-                "gracePeriodSeconds" => {
-                    q.grace_period_seconds = Some(number("gracePeriodSeconds", &v)?)
-                }
+                "gracePeriodSeconds" => q.grace_period_seconds = Some(number("gracePeriodSeconds", &v)?),
                 "propagationPolicy" => q.propagation_policy = Some(v),
                 _ => {}
             }
@@ -92,25 +84,14 @@ mod tests {
 
     #[test]
     fn tolerates_kube_rs_shapes() {
-        let q = Query::parse(Some(
-            "&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion=0",
-        ))
-        .unwrap();
+        let q =
+            Query::parse(Some("&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion=0")).unwrap();
         assert!(q.watch && q.allow_watch_bookmarks);
-        assert_eq!(
-            (q.timeout_seconds, q.resource_version.as_deref()),
-            (Some(290), Some("0"))
-        );
+        assert_eq!((q.timeout_seconds, q.resource_version.as_deref()), (Some(290), Some("0")));
         let q = Query::parse(Some("")).unwrap();
         assert!(!q.watch && q.limit.is_none());
-        let q = Query::parse(Some(
-            "labelSelector=app%3Dquiz&limit=500&pretty=true&fieldValidation=Strict",
-        ))
-        .unwrap();
-        assert_eq!(
-            (q.label_selector.as_deref(), q.limit),
-            (Some("app=quiz"), Some(500))
-        );
+        let q = Query::parse(Some("labelSelector=app%3Dquiz&limit=500&pretty=true&fieldValidation=Strict")).unwrap();
+        assert_eq!((q.label_selector.as_deref(), q.limit), (Some("app=quiz"), Some(500)));
     }
 
     #[test]

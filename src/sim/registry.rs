@@ -87,29 +87,17 @@ impl DeleteOptions {
                 ));
             }
         };
-        let grace =
-            match map.get("gracePeriodSeconds") {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(v.as_i64().ok_or_else(|| {
-                    ApiError::bad_request("gracePeriodSeconds must be an integer")
-                })?),
-            };
+        let grace = match map.get("gracePeriodSeconds") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_i64().ok_or_else(|| ApiError::bad_request("gracePeriodSeconds must be an integer"))?),
+        };
         Ok(Self {
             grace_period_seconds: grace,
             propagation,
             orphan_dependents: map.get("orphanDependents").and_then(Value::as_bool),
-            precondition_uid: body
-                .pointer("/preconditions/uid")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            precondition_rv: body
-                .pointer("/preconditions/resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            dry_run: map
-                .get("dryRun")
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.iter().any(|v| v == "All")),
+            precondition_uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string),
+            precondition_rv: body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string),
+            dry_run: map.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All")),
         })
     }
 }
@@ -132,25 +120,14 @@ fn invalid(rt: &ResourceType, name: &str, errs: &[validate::FieldError]) -> ApiE
         .iter()
         .map(|e| {
             let text = e.to_string();
-            let message = text
-                .strip_prefix(&format!("{}: ", e.field))
-                .unwrap_or(&text)
-                .to_string();
-            Cause {
-                reason: e.cause_reason().to_string(),
-                message,
-                field: e.field.clone(),
-            }
+            let message = text.strip_prefix(&format!("{}: ", e.field)).unwrap_or(&text).to_string();
+            Cause { reason: e.cause_reason().to_string(), message, field: e.field.clone() }
         })
         .collect();
     let full = validate::invalid_message(&rt.kind, &rt.group, name, errs);
     let prefix = format!(
         "{} \"{name}\" is invalid: ",
-        if rt.group.is_empty() {
-            rt.kind.clone()
-        } else {
-            format!("{}.{}", rt.kind, rt.group)
-        }
+        if rt.group.is_empty() { rt.kind.clone() } else { format!("{}.{}", rt.kind, rt.group) }
     );
     let summary = full.strip_prefix(&prefix).unwrap_or(&full).to_string();
     ApiError::invalid(&rt.kind, &rt.group, name, summary, causes)
@@ -193,9 +170,7 @@ const GENERATE_NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 fn generated_suffix() -> String {
     use rand::Rng;
     let mut rng = rand::rng();
-    (0..5)
-        .map(|_| GENERATE_NAME_ALPHABET[rng.random_range(0..GENERATE_NAME_ALPHABET.len())] as char)
-        .collect()
+    (0..5).map(|_| GENERATE_NAME_ALPHABET[rng.random_range(0..GENERATE_NAME_ALPHABET.len())] as char).collect()
 }
 
 /// The part of an object whose change bumps `metadata.generation`.
@@ -215,24 +190,17 @@ fn generation_relevant(rt: &ResourceType, obj: &Value) -> Value {
 impl Cluster {
     /// One object, or 404.
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> ApiResult<Arc<Value>> {
-        self.storage
-            .get(&key(rt), ns, name)
-            .ok_or_else(|| ApiError::not_found(rt, name))
+        self.storage.get(&key(rt), ns, name).ok_or_else(|| ApiError::not_found(rt, name))
     }
 
     fn check_namespace_for_create(&self, rt: &ResourceType, ns: &str, name: &str) -> ApiResult<()> {
-        let ns_rt = self
-            .resources
-            .by_plural("", "namespaces")
-            .expect("namespaces are built in");
+        let ns_rt = self.resources.by_plural("", "namespaces").expect("namespaces are built in");
         match self.storage.get(&key(&ns_rt), "", ns) {
             None => Err(ApiError::not_found(&ns_rt, ns)),
             Some(n) if object::is_deleting(&n) => Err(ApiError::forbidden(
                 rt,
                 name,
-                &format!(
-                    "unable to create new content in namespace {ns} because it is being terminated"
-                ),
+                &format!("unable to create new content in namespace {ns} because it is being terminated"),
             )),
             Some(_) => Ok(()),
         }
@@ -278,11 +246,7 @@ impl Cluster {
         } else {
             meta.remove("namespace");
         }
-        let name = meta
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         let name = if name.is_empty() {
             match meta.get("generateName").and_then(Value::as_str) {
                 Some(prefix) if !prefix.is_empty() => {
@@ -304,21 +268,9 @@ impl Cluster {
             name
         };
         // Server-owned metadata.
-        meta.insert(
-            "uid".into(),
-            Value::String(uuid::Uuid::new_v4().to_string()),
-        );
-        meta.insert(
-            "creationTimestamp".into(),
-            Value::String(object::now_rfc3339()),
-        );
-        for owned in [
-            "resourceVersion",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "selfLink",
-            "generation",
-        ] {
+        meta.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+        meta.insert("creationTimestamp".into(), Value::String(object::now_rfc3339()));
+        for owned in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "generation"] {
             meta.remove(owned);
         }
         if rt.has_generation() {
@@ -333,13 +285,12 @@ impl Cluster {
         if rt.namespaced {
             self.check_namespace_for_create(rt, object::namespace(body), &name)?;
         }
-        let crd_type = if (rt.group.as_str(), rt.plural.as_str())
-            == ("apiextensions.k8s.io", "customresourcedefinitions")
-        {
-            Some(self.accept_crd(rt, &name, body)?)
-        } else {
-            None
-        };
+        let crd_type =
+            if (rt.group.as_str(), rt.plural.as_str()) == ("apiextensions.k8s.io", "customresourcedefinitions") {
+                Some(self.accept_crd(rt, &name, body)?)
+            } else {
+                None
+            };
         if opts.dry_run {
             return Ok(Arc::new(body.clone()));
         }
@@ -362,20 +313,13 @@ impl Cluster {
     }
 
     /// Checks a CRD, fills its status, and returns the resource type it will serve.
-    fn accept_crd(
-        &self,
-        rt: &ResourceType,
-        name: &str,
-        crd: &mut Value,
-    ) -> ApiResult<ResourceType> {
+    fn accept_crd(&self, rt: &ResourceType, name: &str, crd: &mut Value) -> ApiResult<ResourceType> {
         let Some(t) = resources::from_crd(crd) else {
             let err = validate::FieldError {
                 field: "spec".into(),
                 kind: validate::FieldErrorKind::Required,
                 value: None,
-                detail:
-                    "group, names.plural, names.kind and at least one served version are required"
-                        .into(),
+                detail: "group, names.plural, names.kind and at least one served version are required".into(),
             };
             return Err(invalid(rt, name, &[err]));
         };
@@ -389,11 +333,7 @@ impl Cluster {
             };
             return Err(invalid(rt, name, &[err]));
         }
-        if self
-            .resources
-            .by_plural(&t.group, &t.plural)
-            .is_some_and(|existing| !existing.custom)
-        {
+        if self.resources.by_plural(&t.group, &t.plural).is_some_and(|existing| !existing.custom) {
             return Err(ApiError::already_exists(rt, name));
         }
         let now = object::now_rfc3339();
@@ -434,24 +374,16 @@ impl Cluster {
         let updated = self.storage.update(rt, &res, ns, name, prepare)?;
         let obj = updated.object().clone();
         if let Updated::Changed(o) = &updated {
-            if (rt.group.as_str(), rt.plural.as_str())
-                == ("apiextensions.k8s.io", "customresourcedefinitions")
+            if (rt.group.as_str(), rt.plural.as_str()) == ("apiextensions.k8s.io", "customresourcedefinitions")
                 && let Some(t) = resources::from_crd(o)
             {
                 self.resources.install(t);
             }
             // The last finalizer of a deleting object is gone: the object goes too.
-            if object::is_deleting(o)
-                && object::finalizers(o).is_empty()
-                && !self.waits_for_kubelet(rt, o)
-            {
+            if object::is_deleting(o) && object::finalizers(o).is_empty() && !self.waits_for_kubelet(rt, o) {
                 let rv = object::resource_version(o);
                 match self.storage.remove(rt, &res, ns, name, |cur| {
-                    if object::resource_version(cur) == rv {
-                        Ok(())
-                    } else {
-                        Err(ApiError::conflict(rt, name))
-                    }
+                    if object::resource_version(cur) == rv { Ok(()) } else { Err(ApiError::conflict(rt, name)) }
                 }) {
                     Ok(last) => {
                         self.after_removal(rt, &last);
@@ -495,38 +427,22 @@ impl Cluster {
     /// A pod with a node and a grace period is removed only when its kubelet confirms.
     fn waits_for_kubelet(&self, rt: &ResourceType, obj: &Value) -> bool {
         (rt.group.as_str(), rt.plural.as_str()) == ("", "pods")
-            && obj
-                .pointer("/metadata/deletionGracePeriodSeconds")
-                .and_then(Value::as_i64)
-                .unwrap_or(0)
-                > 0
+            && obj.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) > 0
     }
 
     /// Deletes an object: at once, or by marking it (grace period, finalizers, propagation).
-    pub fn delete(
-        &self,
-        rt: &ResourceType,
-        ns: &str,
-        name: &str,
-        opts: &DeleteOptions,
-    ) -> ApiResult<Deleted> {
+    pub fn delete(&self, rt: &ResourceType, ns: &str, name: &str, opts: &DeleteOptions) -> ApiResult<Deleted> {
         let res = key(rt);
         let current = self.get(rt, ns, name)?;
         check_preconditions(rt, name, &current, opts)?;
-        let propagation = opts
-            .propagation
-            .unwrap_or(if opts.orphan_dependents == Some(true) {
-                Propagation::Orphan
-            } else {
-                Propagation::Background
-            });
+        let propagation = opts.propagation.unwrap_or(if opts.orphan_dependents == Some(true) {
+            Propagation::Orphan
+        } else {
+            Propagation::Background
+        });
         let is_pod = (rt.group.as_str(), rt.plural.as_str()) == ("", "pods");
         let is_namespace = (rt.group.as_str(), rt.plural.as_str()) == ("", "namespaces");
-        let grace = if is_pod {
-            pod_grace(&current, opts.grace_period_seconds)
-        } else {
-            0
-        };
+        let grace = if is_pod { pod_grace(&current, opts.grace_period_seconds) } else { 0 };
         let mut add: Vec<&str> = match propagation {
             Propagation::Orphan => vec!["orphan"],
             Propagation::Foreground => vec!["foregroundDeletion"],
@@ -545,10 +461,7 @@ impl Cluster {
             let marked = self.storage.update(rt, &res, ns, name, |cur| {
                 let mut next = (**cur).clone();
                 let meta = object::metadata_mut(&mut next);
-                meta.insert(
-                    "deletionTimestamp".into(),
-                    Value::String(object::format_time(deadline)),
-                );
+                meta.insert("deletionTimestamp".into(), Value::String(object::format_time(deadline)));
                 meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
                 if !add.is_empty() {
                     let fins = meta.entry("finalizers").or_insert_with(|| json!([]));
@@ -564,17 +477,14 @@ impl Cluster {
             self.gc_wake.notify_one();
             return Ok(Deleted::Pending(marked.object().clone()));
         }
-        let last = self.storage.remove(rt, &res, ns, name, |cur| {
-            check_preconditions(rt, name, cur, opts)
-        })?;
+        let last = self.storage.remove(rt, &res, ns, name, |cur| check_preconditions(rt, name, cur, opts))?;
         self.after_removal(rt, &last);
         Ok(Deleted::Gone(last))
     }
 
     /// Follow-up of a removal: CRDs stop serving their resource; the collector looks for orphans.
     fn after_removal(&self, rt: &ResourceType, last: &Value) {
-        if (rt.group.as_str(), rt.plural.as_str())
-            == ("apiextensions.k8s.io", "customresourcedefinitions")
+        if (rt.group.as_str(), rt.plural.as_str()) == ("apiextensions.k8s.io", "customresourcedefinitions")
             && let Some(t) = resources::from_crd(last)
         {
             self.resources.remove(&t.group, &t.plural);
@@ -585,51 +495,30 @@ impl Cluster {
 }
 
 fn current_grace(obj: &Value) -> i64 {
-    obj.pointer("/metadata/deletionGracePeriodSeconds")
-        .and_then(Value::as_i64)
-        .unwrap_or(i64::MAX)
+    obj.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(i64::MAX)
 }
 
 /// A pod's grace period: the request's, else its spec's (default 30); 0 for a pod that never ran
 /// on a node or has finished (`CheckGracefulDelete`).
 fn pod_grace(pod: &Value, requested: Option<i64>) -> i64 {
-    let unscheduled = pod
-        .pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .is_empty();
-    let finished = matches!(
-        pod.pointer("/status/phase").and_then(Value::as_str),
-        Some("Succeeded" | "Failed")
-    );
+    let unscheduled = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").is_empty();
+    let finished = matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
     if unscheduled || finished {
         return 0;
     }
     requested
-        .unwrap_or_else(|| {
-            pod.pointer("/spec/terminationGracePeriodSeconds")
-                .and_then(Value::as_i64)
-                .unwrap_or(30)
-        })
+        .unwrap_or_else(|| pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(30))
         .max(0)
 }
 
-fn check_preconditions(
-    rt: &ResourceType,
-    name: &str,
-    current: &Value,
-    opts: &DeleteOptions,
-) -> ApiResult<()> {
+fn check_preconditions(rt: &ResourceType, name: &str, current: &Value, opts: &DeleteOptions) -> ApiResult<()> {
     if let Some(uid) = &opts.precondition_uid
         && uid != object::uid(current)
     {
         return Err(ApiError::conflict_because(
             rt,
             name,
-            &format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                object::uid(current)
-            ),
+            &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", object::uid(current)),
         ));
     }
     if let Some(rv) = &opts.precondition_rv {
@@ -648,17 +537,9 @@ fn check_preconditions(
 }
 
 /// The update rules of the kind: what the caller may change, what the server keeps.
-fn prepare_update(
-    rt: &ResourceType,
-    sub: Subresource,
-    current: &Value,
-    desired: Value,
-) -> ApiResult<Value> {
+fn prepare_update(rt: &ResourceType, sub: Subresource, current: &Value, desired: Value) -> ApiResult<Value> {
     let name = object::name(current).to_string();
-    let wanted_rv = desired
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let wanted_rv = desired.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
     if !wanted_rv.is_empty() && wanted_rv != object::resource_version(current).to_string() {
         return Err(ApiError::conflict(rt, &name));
     }
@@ -736,11 +617,7 @@ fn prepare_update(
         && sub == Subresource::Main
         && generation_relevant(rt, current) != generation_relevant(rt, &next)
     {
-        let generation = current
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-            + 1;
+        let generation = current.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
         object::metadata_mut(&mut next).insert("generation".into(), json!(generation));
     }
     let errs = validate::validate_update(&rt.group, &rt.plural, current, &next);

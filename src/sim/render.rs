@@ -50,7 +50,8 @@ pub fn object(rt: &ResourceType, version: &str, obj: &Value, out: Output, q: &Qu
         Output::Metadata => partial_metadata(obj),
         Output::Table { v1beta1 } => {
             let mut t = table_of(rt, &[obj], q, v1beta1);
-            t["metadata"] = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""))});
+            t["metadata"] =
+                json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""))});
             t
         }
     }
@@ -58,17 +59,9 @@ pub fn object(rt: &ResourceType, version: &str, obj: &Value, out: Output, q: &Qu
 
 /// A list in the negotiated form, serialized; plain JSON lists are written item by item
 /// straight from storage, without copying the objects into a new document.
-pub fn list_bytes(
-    rt: &ResourceType,
-    version: &str,
-    items: &[&Value],
-    meta: Value,
-    out: Output,
-    q: &Query,
-) -> Vec<u8> {
+pub fn list_bytes(rt: &ResourceType, version: &str, items: &[&Value], meta: Value, out: Output, q: &Query) -> Vec<u8> {
     if out != Output::Json || rt.versions.len() > 1 {
-        return serde_json::to_vec(&list(rt, version, items, meta, out, q))
-            .expect("JSON values always serialize");
+        return serde_json::to_vec(&list(rt, version, items, meta, out, q)).expect("JSON values always serialize");
     }
     let mut buf = Vec::with_capacity(items.len() * 512 + 256);
     let head = json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(version), "metadata": meta});
@@ -87,14 +80,7 @@ pub fn list_bytes(
 }
 
 /// A list in the negotiated form, with its list metadata.
-pub fn list(
-    rt: &ResourceType,
-    version: &str,
-    items: &[&Value],
-    meta: Value,
-    out: Output,
-    q: &Query,
-) -> Value {
+pub fn list(rt: &ResourceType, version: &str, items: &[&Value], meta: Value, out: Output, q: &Query) -> Value {
     match out {
         Output::Json => json!({
             "kind": format!("{}List", rt.kind),
@@ -117,12 +103,6 @@ pub fn list(
 }
 
 /// A watch event's object in the negotiated form.
-pub fn watch_object(
-    rt: &ResourceType,
-    version: &str,
-    obj: &Value,
-    out: Output,
-    q: &Query,
-) -> Value {
+pub fn watch_object(rt: &ResourceType, version: &str, obj: &Value, out: Output, q: &Query) -> Value {
     object(rt, version, obj, out, q)
 }

@@ -50,11 +50,7 @@ pub struct ResourceType {
 impl ResourceType {
     /// `statefulsets.apps`, or `pods` for the core group: the prefix of most error messages.
     pub fn group_resource(&self) -> String {
-        if self.group.is_empty() {
-            self.plural.clone()
-        } else {
-            format!("{}.{}", self.plural, self.group)
-        }
+        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
     }
 
     /// The preferred version.
@@ -64,11 +60,7 @@ impl ResourceType {
 
     /// `apps/v1` or `v1`.
     pub fn api_version(&self, version: &str) -> String {
-        if self.group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{}/{version}", self.group)
-        }
+        if self.group.is_empty() { version.to_string() } else { format!("{}/{version}", self.group) }
     }
 
     /// Whether a given version is served.
@@ -78,16 +70,7 @@ impl ResourceType {
 
     /// The verbs discovery advertises.
     pub fn verbs(&self) -> Vec<&'static str> {
-        vec![
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ]
+        vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
     }
 
     /// Whether a change to this field set bumps `metadata.generation`: built-ins bump on `.spec`
@@ -96,13 +79,7 @@ impl ResourceType {
         self.custom
             || !matches!(
                 self.plural.as_str(),
-                "configmaps"
-                    | "secrets"
-                    | "events"
-                    | "endpoints"
-                    | "leases"
-                    | "controllerrevisions"
-                    | "storageclasses"
+                "configmaps" | "secrets" | "events" | "endpoints" | "leases" | "controllerrevisions" | "storageclasses"
             )
     }
 }
@@ -138,101 +115,21 @@ fn builtin(
 
 /// The built-in resources every simulated cluster serves.
 pub fn builtins() -> Vec<ResourceType> {
-    let mut sts = builtin(
-        "apps",
-        "v1",
-        "statefulsets",
-        "statefulset",
-        "StatefulSet",
-        true,
-        &["sts"],
-        true,
-        true,
-    );
+    let mut sts = builtin("apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, &["sts"], true, true);
     sts.scale = Some(ScalePaths {
         spec_replicas: ".spec.replicas".into(),
         status_replicas: ".status.replicas".into(),
         label_selector: None,
     });
     vec![
-        builtin(
-            "",
-            "v1",
-            "namespaces",
-            "namespace",
-            "Namespace",
-            false,
-            &["ns"],
-            true,
-            false,
-        ),
-        builtin(
-            "",
-            "v1",
-            "nodes",
-            "node",
-            "Node",
-            false,
-            &["no"],
-            true,
-            false,
-        ),
+        builtin("", "v1", "namespaces", "namespace", "Namespace", false, &["ns"], true, false),
+        builtin("", "v1", "nodes", "node", "Node", false, &["no"], true, false),
         builtin("", "v1", "pods", "pod", "Pod", true, &["po"], true, true),
-        builtin(
-            "",
-            "v1",
-            "services",
-            "service",
-            "Service",
-            true,
-            &["svc"],
-            true,
-            true,
-        ),
-        builtin(
-            "",
-            "v1",
-            "endpoints",
-            "endpoints",
-            "Endpoints",
-            true,
-            &["ep"],
-            false,
-            false,
-        ),
-        builtin(
-            "",
-            "v1",
-            "configmaps",
-            "configmap",
-            "ConfigMap",
-            true,
-            &["cm"],
-            false,
-            false,
-        ),
-        builtin(
-            "",
-            "v1",
-            "secrets",
-            "secret",
-            "Secret",
-            true,
-            &[],
-            false,
-            false,
-        ),
-        builtin(
-            "",
-            "v1",
-            "serviceaccounts",
-            "serviceaccount",
-            "ServiceAccount",
-            true,
-            &["sa"],
-            false,
-            false,
-        ),
+        builtin("", "v1", "services", "service", "Service", true, &["svc"], true, true),
+        builtin("", "v1", "endpoints", "endpoints", "Endpoints", true, &["ep"], false, false),
+        builtin("", "v1", "configmaps", "configmap", "ConfigMap", true, &["cm"], false, false),
+        builtin("", "v1", "secrets", "secret", "Secret", true, &[], false, false),
+        builtin("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, &["sa"], false, false),
         builtin(
             "",
             "v1",
@@ -244,28 +141,8 @@ pub fn builtins() -> Vec<ResourceType> {
             true,
             false,
         ),
-        builtin(
-            "",
-            "v1",
-            "persistentvolumes",
-            "persistentvolume",
-            "PersistentVolume",
-            false,
-            &["pv"],
-            true,
-            false,
-        ),
-        builtin(
-            "",
-            "v1",
-            "events",
-            "event",
-            "Event",
-            true,
-            &["ev"],
-            false,
-            false,
-        ),
+        builtin("", "v1", "persistentvolumes", "persistentvolume", "PersistentVolume", false, &["pv"], true, false),
+        builtin("", "v1", "events", "event", "Event", true, &["ev"], false, false),
         sts,
         builtin(
             "apps",
@@ -278,28 +155,8 @@ pub fn builtins() -> Vec<ResourceType> {
             false,
             false,
         ),
-        builtin(
-            "coordination.k8s.io",
-            "v1",
-            "leases",
-            "lease",
-            "Lease",
-            true,
-            &[],
-            false,
-            false,
-        ),
-        builtin(
-            "storage.k8s.io",
-            "v1",
-            "storageclasses",
-            "storageclass",
-            "StorageClass",
-            false,
-            &["sc"],
-            false,
-            false,
-        ),
+        builtin("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, &[], false, false),
+        builtin("storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", false, &["sc"], false, false),
         builtin(
             "apiextensions.k8s.io",
             "v1",
@@ -325,13 +182,8 @@ pub struct ResourceTable {
 
 impl Default for ResourceTable {
     fn default() -> Self {
-        let types = builtins()
-            .into_iter()
-            .map(|t| ((t.group.clone(), t.plural.clone()), Arc::new(t)))
-            .collect();
-        Self {
-            types: RwLock::new(types),
-        }
+        let types = builtins().into_iter().map(|t| ((t.group.clone(), t.plural.clone()), Arc::new(t))).collect();
+        Self { types: RwLock::new(types) }
     }
 }
 
@@ -339,27 +191,17 @@ impl ResourceTable {
     /// The resource served at `group/version/plural`, if any.
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
         let types = self.types.read();
-        types
-            .get(&(group.to_string(), plural.to_string()))
-            .filter(|t| t.serves(version))
-            .cloned()
+        types.get(&(group.to_string(), plural.to_string())).filter(|t| t.serves(version)).cloned()
     }
 
     /// The resource of a group and plural, any version.
     pub fn by_plural(&self, group: &str, plural: &str) -> Option<Arc<ResourceType>> {
-        self.types
-            .read()
-            .get(&(group.to_string(), plural.to_string()))
-            .cloned()
+        self.types.read().get(&(group.to_string(), plural.to_string())).cloned()
     }
 
     /// The resource of a group, version and kind (for owner references and bodies).
     pub fn by_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceType>> {
-        self.types
-            .read()
-            .values()
-            .find(|t| t.group == group && t.kind == kind)
-            .cloned()
+        self.types.read().values().find(|t| t.group == group && t.kind == kind).cloned()
     }
 
     /// Every served resource, sorted by group then plural.
@@ -369,16 +211,12 @@ impl ResourceTable {
 
     /// Serve a custom resource (from a CRD); replaces an earlier definition of the same name.
     pub fn install(&self, rt: ResourceType) {
-        self.types
-            .write()
-            .insert((rt.group.clone(), rt.plural.clone()), Arc::new(rt));
+        self.types.write().insert((rt.group.clone(), rt.plural.clone()), Arc::new(rt));
     }
 
     /// Stop serving a custom resource.
     pub fn remove(&self, group: &str, plural: &str) {
-        self.types
-            .write()
-            .remove(&(group.to_string(), plural.to_string()));
+        self.types.write().remove(&(group.to_string(), plural.to_string()));
     }
 }
 
@@ -389,11 +227,7 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
     let str_of = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
     let list_of = |v: Option<&Value>| -> Vec<String> {
         v.and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(str::to_string))
-                    .collect()
-            })
+            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
             .unwrap_or_default()
     };
     let plural = str_of(names.get("plural"))?;
@@ -409,21 +243,14 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
     ordered.sort_by_key(|v| !v.get("storage").and_then(Value::as_bool).unwrap_or(false));
     let first = *ordered.first()?;
     let subresources = first.get("subresources");
-    let scale = subresources
-        .and_then(|s| s.get("scale"))
-        .map(|s| ScalePaths {
-            spec_replicas: str_of(s.get("specReplicasPath"))
-                .unwrap_or_else(|| ".spec.replicas".into()),
-            status_replicas: str_of(s.get("statusReplicasPath"))
-                .unwrap_or_else(|| ".status.replicas".into()),
-            label_selector: str_of(s.get("labelSelectorPath")),
-        });
+    let scale = subresources.and_then(|s| s.get("scale")).map(|s| ScalePaths {
+        spec_replicas: str_of(s.get("specReplicasPath")).unwrap_or_else(|| ".spec.replicas".into()),
+        status_replicas: str_of(s.get("statusReplicasPath")).unwrap_or_else(|| ".status.replicas".into()),
+        label_selector: str_of(s.get("labelSelectorPath")),
+    });
     Some(ResourceType {
         group: str_of(spec.get("group"))?,
-        versions: ordered
-            .iter()
-            .filter_map(|v| str_of(v.get("name")))
-            .collect(),
+        versions: ordered.iter().filter_map(|v| str_of(v.get("name"))).collect(),
         singular: str_of(names.get("singular")).unwrap_or_else(|| kind.to_lowercase()),
         plural,
         kind,
@@ -432,10 +259,7 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
         categories: list_of(names.get("categories")),
         status_subresource: subresources.and_then(|s| s.get("status")).is_some(),
         scale,
-        printer_columns: first
-            .get("additionalPrinterColumns")
-            .and_then(Value::as_array)
-            .cloned(),
+        printer_columns: first.get("additionalPrinterColumns").and_then(Value::as_array).cloned(),
         custom: true,
     })
 }

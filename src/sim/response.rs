@@ -40,10 +40,7 @@ pub fn json_with_type(code: u16, doc: &Value, content_type: &str) -> Response<Bo
 pub fn json_bytes(code: u16, body: Vec<u8>) -> Response<Body> {
     let mut resp = Response::new(full(body));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp
 }
 
@@ -55,19 +52,11 @@ pub fn error(err: &ApiError) -> Response<Body> {
 /// A chunked streaming body fed by a channel of lines (watch).
 pub fn stream(lines: mpsc::Receiver<Bytes>) -> Response<Body> {
     let frames = futures::stream::unfold(lines, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
     });
     let mut resp = Response::new(StreamBody::new(frames).boxed_unsync());
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    resp.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache, private"),
-    );
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     resp
 }
 
@@ -75,7 +64,6 @@ pub fn stream(lines: mpsc::Receiver<Bytes>) -> Response<Body> {
 pub fn raw(code: u16, content_type: &'static str, bytes: impl Into<Bytes>) -> Response<Body> {
     let mut resp = Response::new(full(bytes));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
 }

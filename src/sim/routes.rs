@@ -53,15 +53,9 @@ pub fn parse(path: &str) -> Route {
         ["apis"] => Route::Apis,
         ["openapi", "v2"] => Route::OpenApiV2,
         ["openapi", "v3", ..] => Route::OpenApiV3,
-        ["api", version] => Route::GroupVersion {
-            group: String::new(),
-            version: version.to_string(),
-        },
+        ["api", version] => Route::GroupVersion { group: String::new(), version: version.to_string() },
         ["apis", group] => Route::Group(group.to_string()),
-        ["apis", group, version] => Route::GroupVersion {
-            group: group.to_string(),
-            version: version.to_string(),
-        },
+        ["apis", group, version] => Route::GroupVersion { group: group.to_string(), version: version.to_string() },
         ["api", version, rest @ ..] => resource("", version, rest),
         ["apis", group, version, rest @ ..] => resource(group, version, rest),
         _ => Route::Unknown,
@@ -82,9 +76,7 @@ fn resource(group: &str, version: &str, rest: &[&str]) -> Route {
     match rest {
         // `/namespaces/NS/RESOURCE...` addresses namespaced resources; `/namespaces/NS` and
         // `/namespaces/NS/status` address the namespace object itself.
-        ["namespaces", ns, "status" | "finalize"] => {
-            mk(None, "namespaces", Some(ns), Some(rest[2]))
-        }
+        ["namespaces", ns, "status" | "finalize"] => mk(None, "namespaces", Some(ns), Some(rest[2])),
         ["namespaces", ns, plural] => mk(Some(ns), plural, None, None),
         ["namespaces", ns, plural, name] => mk(Some(ns), plural, Some(name), None),
         ["namespaces", ns, plural, name, sub] => mk(Some(ns), plural, Some(name), Some(sub)),
@@ -108,17 +100,11 @@ mod tests {
 
     #[test]
     fn namespaced_object_with_subresource() {
-        let p = res(parse(
-            "/apis/apps/v1/namespaces/default/statefulsets/quiz/scale",
-        ));
+        let p = res(parse("/apis/apps/v1/namespaces/default/statefulsets/quiz/scale"));
         assert_eq!((p.group.as_str(), p.version.as_str()), ("apps", "v1"));
         assert_eq!(p.namespace.as_deref(), Some("default"));
         assert_eq!(
-            (
-                p.plural.as_str(),
-                p.name.as_deref(),
-                p.subresource.as_deref()
-            ),
+            (p.plural.as_str(), p.name.as_deref(), p.subresource.as_deref()),
             ("statefulsets", Some("quiz"), Some("scale"))
         );
     }
@@ -126,28 +112,16 @@ mod tests {
     #[test]
     fn namespace_object_is_cluster_scoped() {
         let p = res(parse("/api/v1/namespaces/kube-system"));
-        assert_eq!(
-            (p.plural.as_str(), p.name.as_deref(), p.namespace),
-            ("namespaces", Some("kube-system"), None)
-        );
+        assert_eq!((p.plural.as_str(), p.name.as_deref(), p.namespace), ("namespaces", Some("kube-system"), None));
         let s = res(parse("/api/v1/namespaces/x/status"));
-        assert_eq!(
-            (s.name.as_deref(), s.subresource.as_deref()),
-            (Some("x"), Some("status"))
-        );
+        assert_eq!((s.name.as_deref(), s.subresource.as_deref()), (Some("x"), Some("status")));
     }
 
     #[test]
     fn collections_and_discovery() {
         assert_eq!(res(parse("/api/v1/pods")).namespace, None);
         assert_eq!(res(parse("/api/v1/namespaces/ns/secrets")).name, None);
-        assert_eq!(
-            parse("/apis/apps/v1"),
-            Route::GroupVersion {
-                group: "apps".into(),
-                version: "v1".into()
-            }
-        );
+        assert_eq!(parse("/apis/apps/v1"), Route::GroupVersion { group: "apps".into(), version: "v1".into() });
         assert_eq!(parse("/api"), Route::Api);
         assert_eq!(parse("/openapi/v2"), Route::OpenApiV2);
         assert_eq!(parse("/nope/x"), Route::Unknown);

@@ -22,10 +22,7 @@ fn paths(rt: &ResourceType) -> ApiResult<&ScalePaths> {
 pub fn scale_of(rt: &ResourceType, obj: &Value) -> ApiResult<Value> {
     let p = paths(rt)?;
     let selector = match &p.label_selector {
-        Some(path) => object::at_path(obj, path)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
+        Some(path) => object::at_path(obj, path).and_then(Value::as_str).unwrap_or("").to_string(),
         None => obj
             .pointer("/spec/selector")
             .and_then(|s| LabelSelector::from_api(s).ok())
@@ -34,13 +31,7 @@ pub fn scale_of(rt: &ResourceType, obj: &Value) -> ApiResult<Value> {
     };
     let meta = obj.get("metadata").cloned().unwrap_or(json!({}));
     let mut scale_meta = json!({});
-    for k in [
-        "name",
-        "namespace",
-        "uid",
-        "resourceVersion",
-        "creationTimestamp",
-    ] {
+    for k in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
         if let Some(v) = meta.get(k) {
             scale_meta[k] = v.clone();
         }

@@ -6,10 +6,7 @@ impl LabelSelector {
         Ok(Self(
             s.split(',')
                 .filter(|p| !p.is_empty())
-                .filter_map(|p| {
-                    p.split_once('=')
-                        .map(|(a, b)| (a.to_string(), b.to_string()))
-                })
+                .filter_map(|p| p.split_once('=').map(|(a, b)| (a.to_string(), b.to_string())))
                 .collect(),
         ))
     }
@@ -17,9 +14,7 @@ impl LabelSelector {
         Ok(Self(vec![]))
     }
     pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
-        self.0
-            .iter()
-            .all(|(k, v)| labels.and_then(|l| l.get(k)).and_then(Value::as_str) == Some(v))
+        self.0.iter().all(|(k, v)| labels.and_then(|l| l.get(k)).and_then(Value::as_str) == Some(v))
     }
     pub fn is_everything(&self) -> bool {
         self.0.is_empty()
@@ -34,10 +29,7 @@ impl FieldSelector {
         Ok(Self(
             s.split(',')
                 .filter(|p| !p.is_empty())
-                .filter_map(|p| {
-                    p.split_once('=')
-                        .map(|(a, b)| (a.to_string(), b.to_string()))
-                })
+                .filter_map(|p| p.split_once('=').map(|(a, b)| (a.to_string(), b.to_string())))
                 .collect(),
         ))
     }
@@ -45,12 +37,9 @@ impl FieldSelector {
         Ok(())
     }
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(k, v)| {
-            obj.pointer(&format!("/{}", k.replace('.', "/")))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                == v
-        })
+        self.0
+            .iter()
+            .all(|(k, v)| obj.pointer(&format!("/{}", k.replace('.', "/"))).and_then(Value::as_str).unwrap_or("") == v)
     }
     pub fn exact_name(&self) -> Option<&str> {
         None

@@ -7,7 +7,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
-use super::{cluster::Cluster, faults::Partition, gc, handlers};
+use super::{cluster::Cluster, faults::Partition, gc, handlers, kubelet};
 
 /// A running API server for one cluster; stops when dropped or on [`ServerHandle::stop`].
 pub struct ServerHandle {
@@ -18,6 +18,7 @@ pub struct ServerHandle {
     stop: watch::Sender<bool>,
     accept: JoinHandle<()>,
     gc: JoinHandle<()>,
+    kubelet: JoinHandle<()>,
 }
 
 impl ServerHandle {
@@ -31,6 +32,7 @@ impl ServerHandle {
         let _ = self.stop.send(true);
         self.accept.abort();
         self.gc.abort();
+        self.kubelet.abort();
     }
 }
 
@@ -45,14 +47,9 @@ pub fn serve(cluster: Arc<Cluster>, listener: TcpListener) -> std::io::Result<Se
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
     let gc = tokio::spawn(gc::run(Arc::downgrade(&cluster)));
+    let kubelet = tokio::spawn(kubelet::run(Arc::downgrade(&cluster)));
     let accept = tokio::spawn(accept_loop(cluster.clone(), listener, stopped));
-    Ok(ServerHandle {
-        addr,
-        cluster,
-        stop,
-        accept,
-        gc,
-    })
+    Ok(ServerHandle { addr, cluster, stop, accept, gc, kubelet })
 }
 
 /// Binds `addr` again after a refused partition heals (the port may linger briefly).
@@ -109,15 +106,10 @@ async fn accept_loop(cluster: Arc<Cluster>, listener: TcpListener, stopped: watc
             let svc = service_fn(move |req| {
                 let cluster = cluster.clone();
                 let server_address = server_address.clone();
-                async move {
-                    Ok::<_, std::convert::Infallible>(
-                        handlers::handle(cluster, server_address, req).await,
-                    )
-                }
+                async move { Ok::<_, std::convert::Infallible>(handlers::handle(cluster, server_address, req).await) }
             });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), svc);
+            let conn =
+                hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
             // The connection ends with the server, or abruptly when a refused partition starts.
             tokio::select! {

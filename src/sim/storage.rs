@@ -74,8 +74,7 @@ impl Event {
                 out.extend_from_slice(b"{\"type\":\"");
                 out.extend_from_slice(self.kind.as_str().as_bytes());
                 out.extend_from_slice(b"\",\"object\":");
-                serde_json::to_writer(&mut out, &*self.object)
-                    .expect("JSON values always serialize");
+                serde_json::to_writer(&mut out, &*self.object).expect("JSON values always serialize");
                 out.extend_from_slice(b"}\n");
                 Bytes::from(out)
             })
@@ -131,10 +130,7 @@ pub struct StorageLimits {
 
 impl Default for StorageLimits {
     fn default() -> Self {
-        Self {
-            history: 20_000,
-            watcher_buffer: 4_096,
-        }
+        Self { history: 20_000, watcher_buffer: 4_096 }
     }
 }
 
@@ -164,10 +160,7 @@ impl Updated {
 impl Storage {
     /// An empty store.
     pub fn new(limits: StorageLimits) -> Self {
-        Self {
-            inner: Mutex::new(Inner::default()),
-            limits,
-        }
+        Self { inner: Mutex::new(Inner::default()), limits }
     }
 
     /// The newest resourceVersion written.
@@ -183,11 +176,7 @@ impl Storage {
     /// One object.
     pub fn get(&self, res: &ResourceKey, ns: &str, name: &str) -> Option<Arc<Value>> {
         let inner = self.inner.lock();
-        inner
-            .buckets
-            .get(res)?
-            .get(&(ns.to_string(), name.to_string()))
-            .cloned()
+        inner.buckets.get(res)?.get(&(ns.to_string(), name.to_string())).cloned()
     }
 
     /// All objects of a resource (in one namespace, if given), sorted by namespace and name,
@@ -210,18 +199,10 @@ impl Storage {
 
     /// Objects of a resource as they were at `at_rv` (for paginated and exact lists).
     /// Fails with 410 when the history no longer reaches back that far.
-    pub fn list_at(
-        &self,
-        res: &ResourceKey,
-        ns: Option<&str>,
-        at_rv: u64,
-    ) -> ApiResult<Vec<Arc<Value>>> {
+    pub fn list_at(&self, res: &ResourceKey, ns: Option<&str>, at_rv: u64) -> ApiResult<Vec<Arc<Value>>> {
         let inner = self.inner.lock();
         if at_rv < inner.compacted_rv {
-            return Err(ApiError::expired(format!(
-                "too old resource version: {at_rv} ({})",
-                inner.compacted_rv
-            )));
+            return Err(ApiError::expired(format!("too old resource version: {at_rv} ({})", inner.compacted_rv)));
         }
         let mut state: BTreeMap<ObjectKey, Arc<Value>> = match inner.buckets.get(res) {
             None => BTreeMap::new(),
@@ -229,11 +210,7 @@ impl Storage {
         };
         // Roll back: the first event after `at_rv` touching a key tells its state at `at_rv`.
         let mut seen = std::collections::HashSet::new();
-        for ev in inner
-            .history
-            .iter()
-            .filter(|e| e.rv > at_rv && &e.resource == res)
-        {
+        for ev in inner.history.iter().filter(|e| e.rv > at_rv && &e.resource == res) {
             if seen.insert(ev.key.clone()) {
                 match &ev.prev {
                     Some(prev) => state.insert(ev.key.clone(), prev.clone()),
@@ -241,20 +218,11 @@ impl Storage {
                 };
             }
         }
-        Ok(state
-            .into_iter()
-            .filter(|((n, _), _)| ns.is_none_or(|ns| ns == n))
-            .map(|(_, v)| v)
-            .collect())
+        Ok(state.into_iter().filter(|((n, _), _)| ns.is_none_or(|ns| ns == n)).map(|(_, v)| v).collect())
     }
 
     /// Stores a new object; fails with AlreadyExists if the name is taken.
-    pub fn create(
-        &self,
-        rt: &ResourceType,
-        res: &ResourceKey,
-        mut obj: Value,
-    ) -> ApiResult<Arc<Value>> {
+    pub fn create(&self, rt: &ResourceType, res: &ResourceKey, mut obj: Value) -> ApiResult<Arc<Value>> {
         let key = object::key_of(&obj);
         let mut inner = self.inner.lock();
         if inner.buckets.get(res).is_some_and(|b| b.contains_key(&key)) {
@@ -263,20 +231,8 @@ impl Storage {
         let rv = inner.next_rv();
         object::set_resource_version(&mut obj, rv);
         let obj = Arc::new(obj);
-        inner
-            .buckets
-            .entry(res.clone())
-            .or_default()
-            .insert(key.clone(), obj.clone());
-        inner.publish(
-            &self.limits,
-            EventKind::Added,
-            rv,
-            res,
-            key,
-            obj.clone(),
-            None,
-        );
+        inner.buckets.entry(res.clone()).or_default().insert(key.clone(), obj.clone());
+        inner.publish(&self.limits, EventKind::Added, rv, res, key, obj.clone(), None);
         Ok(obj)
     }
 
@@ -292,12 +248,8 @@ impl Storage {
     ) -> ApiResult<Updated> {
         let key = (ns.to_string(), name.to_string());
         let mut inner = self.inner.lock();
-        let current = inner
-            .buckets
-            .get(res)
-            .and_then(|b| b.get(&key))
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(rt, name))?;
+        let current =
+            inner.buckets.get(res).and_then(|b| b.get(&key)).cloned().ok_or_else(|| ApiError::not_found(rt, name))?;
         let mut next = f(&current)?;
         // A no-op write keeps the resourceVersion and sends no event.
         object::set_resource_version(&mut next, object::resource_version(&current));
@@ -307,20 +259,8 @@ impl Storage {
         let rv = inner.next_rv();
         object::set_resource_version(&mut next, rv);
         let next = Arc::new(next);
-        inner
-            .buckets
-            .entry(res.clone())
-            .or_default()
-            .insert(key.clone(), next.clone());
-        inner.publish(
-            &self.limits,
-            EventKind::Modified,
-            rv,
-            res,
-            key,
-            next.clone(),
-            Some(current),
-        );
+        inner.buckets.entry(res.clone()).or_default().insert(key.clone(), next.clone());
+        inner.publish(&self.limits, EventKind::Modified, rv, res, key, next.clone(), Some(current));
         Ok(Updated::Changed(next))
     }
 
@@ -336,27 +276,15 @@ impl Storage {
     ) -> ApiResult<Arc<Value>> {
         let key = (ns.to_string(), name.to_string());
         let mut inner = self.inner.lock();
-        let current = inner
-            .buckets
-            .get(res)
-            .and_then(|b| b.get(&key))
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(rt, name))?;
+        let current =
+            inner.buckets.get(res).and_then(|b| b.get(&key)).cloned().ok_or_else(|| ApiError::not_found(rt, name))?;
         check(&current)?;
         inner.buckets.get_mut(res).map(|b| b.remove(&key));
         let rv = inner.next_rv();
         let mut last = (*current).clone();
         object::set_resource_version(&mut last, rv);
         let last = Arc::new(last);
-        inner.publish(
-            &self.limits,
-            EventKind::Deleted,
-            rv,
-            res,
-            key,
-            last.clone(),
-            Some(current),
-        );
+        inner.publish(&self.limits, EventKind::Deleted, rv, res, key, last.clone(), Some(current));
         Ok(last)
     }
 
@@ -370,15 +298,7 @@ impl Storage {
             let rv = inner.next_rv();
             let mut last = (*current).clone();
             object::set_resource_version(&mut last, rv);
-            inner.publish(
-                &self.limits,
-                EventKind::Deleted,
-                rv,
-                res,
-                key,
-                Arc::new(last),
-                Some(current),
-            );
+            inner.publish(&self.limits, EventKind::Deleted, rv, res, key, Arc::new(last), Some(current));
         }
     }
 
@@ -416,25 +336,13 @@ impl Storage {
                         inner.compacted_rv
                     )));
                 }
-                inner
-                    .history
-                    .iter()
-                    .filter(|e| e.rv > from && res.is_none_or(|r| &e.resource == r))
-                    .cloned()
-                    .collect()
+                inner.history.iter().filter(|e| e.rv > from && res.is_none_or(|r| &e.resource == r)).cloned().collect()
             }
         };
         let (tx, live) = mpsc::channel(self.limits.watcher_buffer);
         inner.watchers.retain(|w| !w.tx.is_closed());
-        inner.watchers.push(Watcher {
-            resource: res.cloned(),
-            tx,
-        });
-        Ok(Subscription {
-            initial,
-            start_rv: inner.rv,
-            live,
-        })
+        inner.watchers.push(Watcher { resource: res.cloned(), tx });
+        Ok(Subscription { initial, start_rv: inner.rv, live })
     }
 
     /// Forgets the whole event history, so every watch or continue token from before now gets
@@ -475,15 +383,7 @@ impl Inner {
         object: Arc<Value>,
         prev: Option<Arc<Value>>,
     ) {
-        let ev = Arc::new(Event {
-            kind,
-            rv,
-            resource: res.clone(),
-            key,
-            object,
-            prev,
-            line: OnceLock::new(),
-        });
+        let ev = Arc::new(Event { kind, rv, resource: res.clone(), key, object, prev, line: OnceLock::new() });
         self.history.push_back(ev.clone());
         while self.history.len() > limits.history {
             if let Some(old) = self.history.pop_front() {
@@ -508,10 +408,7 @@ mod tests {
     use crate::sim::resources::builtins;
 
     fn cm_type() -> (ResourceType, ResourceKey) {
-        let rt = builtins()
-            .into_iter()
-            .find(|t| t.plural == "configmaps")
-            .unwrap();
+        let rt = builtins().into_iter().find(|t| t.plural == "configmaps").unwrap();
         let key = (rt.group.clone(), rt.plural.clone());
         (rt, key)
     }
@@ -536,54 +433,33 @@ mod tests {
         assert_eq!(object::resource_version(&a), 1);
         let b = s.create(&rt, &key, cm("b", "1")).unwrap();
         assert_eq!(object::resource_version(&b), 2);
-        assert!(matches!(
-            s.update(&rt, &key, "ns", "a", set_data("1")).unwrap(),
-            Updated::Unchanged(_)
-        ));
+        assert!(matches!(s.update(&rt, &key, "ns", "a", set_data("1")).unwrap(), Updated::Unchanged(_)));
         assert_eq!(s.current_rv(), 2, "a no-op write keeps the resourceVersion");
         let a2 = s.update(&rt, &key, "ns", "a", set_data("2")).unwrap();
         assert_eq!(object::resource_version(a2.object()), 3);
         assert_eq!(s.create(&rt, &key, cm("a", "x")).unwrap_err().code, 409);
         let gone = s.remove(&rt, &key, "ns", "a", |_| Ok(())).unwrap();
-        assert_eq!(
-            object::resource_version(&gone),
-            4,
-            "DELETED carries a new resourceVersion"
-        );
-        assert_eq!(
-            s.remove(&rt, &key, "ns", "a", |_| Ok(())).unwrap_err().code,
-            404
-        );
+        assert_eq!(object::resource_version(&gone), 4, "DELETED carries a new resourceVersion");
+        assert_eq!(s.remove(&rt, &key, "ns", "a", |_| Ok(())).unwrap_err().code, 404);
     }
 
     #[test]
     fn a_watch_from_before_the_history_gets_410_and_one_inside_replays_exactly() {
         let (rt, key) = cm_type();
-        let s = Storage::new(StorageLimits {
-            history: 3,
-            watcher_buffer: 16,
-        });
+        let s = Storage::new(StorageLimits { history: 3, watcher_buffer: 16 });
         for i in 0..5 {
             s.create(&rt, &key, cm(&format!("c{i}"), "1")).unwrap();
         }
         // rv 1..=5 written; the history keeps 3..=5, so a watch may start at 2 or later.
         assert_eq!(s.compacted_rv(), 2);
-        let err = s
-            .watch(Some(&key), WatchStart::After(1))
-            .err()
-            .expect("410");
+        let err = s.watch(Some(&key), WatchStart::After(1)).err().expect("410");
         assert_eq!((err.code, err.reason), (410, "Expired"));
         assert_eq!(err.message, "too old resource version: 1 (2)");
         let sub = s.watch(Some(&key), WatchStart::After(3)).unwrap();
         let rvs: Vec<u64> = sub.initial.iter().map(|e| e.rv).collect();
         assert_eq!(rvs, [4, 5]);
         s.compact();
-        assert_eq!(
-            s.watch(Some(&key), WatchStart::After(4))
-                .err()
-                .map(|e| e.code),
-            Some(410)
-        );
+        assert_eq!(s.watch(Some(&key), WatchStart::After(4)).err().map(|e| e.code), Some(410));
     }
 
     #[test]
@@ -597,10 +473,8 @@ mod tests {
         s.remove(&rt, &key, "ns", "b", |_| Ok(())).unwrap();
         s.create(&rt, &key, cm("c", "1")).unwrap();
         let then = s.list_at(&key, Some("ns"), snapshot).unwrap();
-        let names: Vec<(&str, &str)> = then
-            .iter()
-            .map(|o| (object::name(o), o["data"]["k"].as_str().unwrap()))
-            .collect();
+        let names: Vec<(&str, &str)> =
+            then.iter().map(|o| (object::name(o), o["data"]["k"].as_str().unwrap())).collect();
         assert_eq!(names, [("a", "1"), ("b", "1")]);
         let (now, _) = s.list(&key, Some("ns"));
         let names: Vec<&str> = now.iter().map(|o| object::name(o)).collect();
@@ -610,10 +484,7 @@ mod tests {
     #[tokio::test]
     async fn a_watcher_that_never_reads_is_dropped_without_blocking_writers() {
         let (rt, key) = cm_type();
-        let s = Storage::new(StorageLimits {
-            history: 100,
-            watcher_buffer: 4,
-        });
+        let s = Storage::new(StorageLimits { history: 100, watcher_buffer: 4 });
         let stuck = s.watch(Some(&key), WatchStart::After(0)).unwrap();
         let mut reader = s.watch(Some(&key), WatchStart::After(0)).unwrap();
         for i in 0..10 {
@@ -631,12 +502,8 @@ mod tests {
         let (rt, key) = cm_type();
         let s = Storage::new(StorageLimits::default());
         let sub = s.watch(Some(&key), WatchStart::After(0)).unwrap();
-        s.create(
-            &rt,
-            &key,
-            json!({"metadata": {"name": "a", "namespace": "ns"}, "data": {"text": "two\nlines"}}),
-        )
-        .unwrap();
+        s.create(&rt, &key, json!({"metadata": {"name": "a", "namespace": "ns"}, "data": {"text": "two\nlines"}}))
+            .unwrap();
         let mut live = sub.live;
         let ev = live.try_recv().unwrap();
         let line = ev.json_line();
@@ -644,10 +511,7 @@ mod tests {
         assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
         let parsed: Value = serde_json::from_slice(&line).unwrap();
         assert_eq!(
-            (
-                parsed["type"].as_str(),
-                parsed["object"]["data"]["text"].as_str()
-            ),
+            (parsed["type"].as_str(), parsed["object"]["data"]["text"].as_str()),
             (Some("ADDED"), Some("two\nlines"))
         );
     }

@@ -32,9 +32,6 @@ pub fn validate_update(_g: &str, _r: &str, _o: &Value, _n: &Value) -> Vec<FieldE
 pub fn invalid_message(kind: &str, group: &str, name: &str, errs: &[FieldError]) -> String {
     format!(
         "{kind}.{group} \"{name}\" is invalid: {}",
-        errs.iter()
-            .map(|e| e.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+        errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
     )
 }

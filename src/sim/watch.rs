@@ -39,8 +39,7 @@ struct Watch {
 }
 
 fn line(kind: &str, object: &Value) -> Bytes {
-    let mut out = serde_json::to_vec(&json!({"type": kind, "object": object}))
-        .expect("JSON values always serialize");
+    let mut out = serde_json::to_vec(&json!({"type": kind, "object": object})).expect("JSON values always serialize");
     out.push(b'\n');
     Bytes::from(out)
 }
@@ -77,21 +76,13 @@ pub fn start(
     let start = match q.resource_version.as_deref() {
         _ if streaming_list => WatchStart::Now,
         None | Some("") | Some("0") => WatchStart::Now,
-        Some(rv) => WatchStart::After(
-            rv.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?,
-        ),
+        Some(rv) => {
+            WatchStart::After(rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?)
+        }
     };
     let (tx, rx) = mpsc::channel(BODY_BUFFER);
     let res = (rt.group.clone(), rt.plural.clone());
-    let watch = Watch {
-        cluster: cluster.clone(),
-        rt,
-        version: version.to_string(),
-        filter,
-        out,
-        q,
-    };
+    let watch = Watch { cluster: cluster.clone(), rt, version: version.to_string(), filter, out, q };
     match cluster.storage.watch(Some(&res), start) {
         Err(expired) => {
             // A too-old resourceVersion is an ERROR event in a 200 stream, never an HTTP 410.
@@ -124,41 +115,24 @@ impl Watch {
         if kind == ev.kind.as_str() && self.out == Output::Json && self.rt.versions.len() == 1 {
             return Some(ev.json_line());
         }
-        Some(line(
-            kind,
-            &render::watch_object(&self.rt, &self.version, &ev.object, self.out, &self.q),
-        ))
+        Some(line(kind, &render::watch_object(&self.rt, &self.version, &ev.object, self.out, &self.q)))
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
         let (kind, api_version) = match self.out {
-            Output::Metadata => (
-                "PartialObjectMetadata".to_string(),
-                "meta.k8s.io/v1".to_string(),
-            ),
+            Output::Metadata => ("PartialObjectMetadata".to_string(), "meta.k8s.io/v1".to_string()),
             _ => (self.rt.kind.clone(), self.rt.api_version(&self.version)),
         };
         let mut meta = json!({"resourceVersion": rv.to_string()});
         if initial_end {
             meta["annotations"] = json!({INITIAL_EVENTS_END: "true"});
         }
-        line(
-            "BOOKMARK",
-            &json!({"kind": kind, "apiVersion": api_version, "metadata": meta}),
-        )
+        line("BOOKMARK", &json!({"kind": kind, "apiVersion": api_version, "metadata": meta}))
     }
 
-    async fn run(
-        self,
-        mut sub: super::storage::Subscription,
-        tx: mpsc::Sender<Bytes>,
-        streaming_list: bool,
-    ) {
-        let timeout = self
-            .q
-            .timeout_seconds
-            .map(Duration::from_secs)
-            .unwrap_or(self.cluster.config.default_watch_timeout);
+    async fn run(self, mut sub: super::storage::Subscription, tx: mpsc::Sender<Bytes>, streaming_list: bool) {
+        let timeout =
+            self.q.timeout_seconds.map(Duration::from_secs).unwrap_or(self.cluster.config.default_watch_timeout);
         let deadline = Instant::now() + timeout;
         for ev in std::mem::take(&mut sub.initial) {
             if let Some(l) = self.encode(&ev)

@@ -17,10 +17,7 @@ pub fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool
     let start = Instant::now();
     let mut pause = Duration::from_millis(10);
     while !cond() {
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
+        assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}");
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(250));
     }
@@ -45,7 +42,7 @@ impl Sandbox {
         let dir = tempfile::tempdir().expect("temp dir");
         let kubeconfig = dir.path().join("kubeconfig");
         let mut child = Command::new(env!("CARGO_BIN_EXE_spanset"))
-            .args(["sim", "--clusters", clusters, "--kubeconfig"])
+            .args(["sim", "--time-factor", "0.01", "--clusters", clusters, "--kubeconfig"])
             .arg(&kubeconfig)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -63,27 +60,16 @@ impl Sandbox {
         let mut banner = Vec::new();
         let start = Instant::now();
         loop {
-            let left = DEADLINE
-                .checked_sub(start.elapsed())
-                .expect("spanset sim printed `ready` in time");
+            let left = DEADLINE.checked_sub(start.elapsed()).expect("spanset sim printed `ready` in time");
             let line = rx.recv_timeout(left).expect("spanset sim printed `ready`");
             if line == "ready" {
                 break;
             }
             banner.push(line);
         }
-        let admin = banner
-            .iter()
-            .find_map(|l| l.strip_prefix("admin: "))
-            .expect("an `admin:` line before `ready`")
-            .to_string();
-        Self {
-            child,
-            dir,
-            kubeconfig,
-            admin,
-            banner,
-        }
+        let admin =
+            banner.iter().find_map(|l| l.strip_prefix("admin: ")).expect("an `admin:` line before `ready`").to_string();
+        Self { child, dir, kubeconfig, admin, banner }
     }
 
     /// Sends SIGTERM and returns the exit status.
@@ -92,9 +78,7 @@ impl Sandbox {
     }
 
     fn terminate(&mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         let start = Instant::now();
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -130,9 +114,7 @@ fn kubectl_dir() -> Option<PathBuf> {
 /// The `kubectl.1.NN` binary for a minor version. Missing binaries fail loudly under CI and
 /// skip (returning `None`) elsewhere.
 pub fn kubectl_binary(minor: u32) -> Option<PathBuf> {
-    let found = kubectl_dir()
-        .map(|d| d.join(format!("kubectl.1.{minor}")))
-        .filter(|p| p.is_file());
+    let found = kubectl_dir().map(|d| d.join(format!("kubectl.1.{minor}"))).filter(|p| p.is_file());
     if found.is_none() {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -157,22 +139,13 @@ impl Kubectl {
     pub fn new(minor: u32, sandbox: &Sandbox) -> Option<Self> {
         let bin = kubectl_binary(minor)?;
         let cache = sandbox.dir.path().join(format!("cache-1.{minor}"));
-        Some(Self {
-            bin,
-            kubeconfig: sandbox.kubeconfig.clone(),
-            cache,
-            context: None,
-        })
+        Some(Self { bin, kubeconfig: sandbox.kubeconfig.clone(), cache, context: None })
     }
 
     /// The base command with kubeconfig and cache dir set.
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(&self.bin);
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(&self.cache)
-            .arg("--request-timeout=30s");
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).arg("--cache-dir").arg(&self.cache).arg("--request-timeout=30s");
         if let Some(ctx) = &self.context {
             cmd.args(["--context", ctx]);
         }
@@ -196,12 +169,7 @@ impl Kubectl {
             .stderr(Stdio::piped())
             .spawn()
             .expect("kubectl runs");
-        child
-            .stdin
-            .take()
-            .expect("piped stdin")
-            .write_all(input.as_bytes())
-            .expect("stdin written");
+        child.stdin.take().expect("piped stdin").write_all(input.as_bytes()).expect("stdin written");
         child.wait_with_output().expect("kubectl finishes")
     }
 
@@ -250,11 +218,7 @@ pub struct Background {
 impl Background {
     /// Starts `cmd` with stdout captured line by line.
     pub fn spawn(mut cmd: Command) -> Self {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("background process starts");
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("background process starts");
         let stdout = child.stdout.take().expect("piped stdout");
         let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = lines.clone();
@@ -283,11 +247,7 @@ impl Background {
             if let Ok(Some(s)) = self.child.try_wait() {
                 return s;
             }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "background process did not exit in time; output: {:?}",
-                self.lines()
-            );
+            assert!(start.elapsed() < DEADLINE, "background process did not exit in time; output: {:?}", self.lines());
             std::thread::sleep(Duration::from_millis(20));
         }
     }

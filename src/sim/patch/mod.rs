@@ -31,11 +31,7 @@ pub fn apply_merge_patch(target: &Value, patch: &Value) -> Result<Value, PatchEr
 pub fn apply_json_patch(_target: &Value, _patch: &Value) -> Result<Value, PatchError> {
     Err(PatchError::Invalid("todo".into()))
 }
-pub fn apply_strategic_merge_patch(
-    target: &Value,
-    patch: &Value,
-    _kind: BuiltinKind,
-) -> Result<Value, PatchError> {
+pub fn apply_strategic_merge_patch(target: &Value, patch: &Value, _kind: BuiltinKind) -> Result<Value, PatchError> {
     Ok(merge(target, patch))
 }
 pub fn builtin_kind(group: &str, _kind: &str) -> Option<BuiltinKind> {

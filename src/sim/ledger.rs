@@ -1,0 +1,203 @@
+//! The identity ledger: every pod incarnation across all simulated clusters of one sandbox, so
+//! a test can check the at-most-one rule over a whole run, not only at the end.
+//!
+//! An incarnation runs from the moment its kubelet starts it until the kubelet confirms its
+//! termination, or until its node is declared dead (the process may still run, but nothing on
+//! that node can be observed any more; a force delete does not end it earlier). Pods of
+//! StatefulSets with the same name in the same namespace count as one identity per ordinal,
+//! whatever cluster they run in.
+
+use std::collections::BTreeMap;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+
+/// A StatefulSet pod identity: namespace, StatefulSet name and ordinal.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Identity {
+    /// Namespace of the StatefulSet.
+    pub namespace: String,
+    /// StatefulSet name.
+    pub statefulset: String,
+    /// Ordinal.
+    pub ordinal: u32,
+}
+
+/// One pod incarnation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Incarnation {
+    /// Simulated cluster the pod ran in.
+    pub cluster: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub pod: String,
+    /// Pod uid.
+    pub uid: String,
+    /// Node it ran on.
+    pub node: String,
+    /// Its StatefulSet identity, if it belongs to one.
+    pub identity: Option<Identity>,
+    /// When it started running (RFC 3339 with microseconds).
+    pub running_from: jiff::Timestamp,
+    /// When it stopped, if it has.
+    pub running_until: Option<jiff::Timestamp>,
+}
+
+/// Two incarnations of one identity that ran at the same time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Overlap {
+    /// The identity.
+    pub identity: Identity,
+    /// The earlier incarnation.
+    pub first: Incarnation,
+    /// The one that started while the first still ran.
+    pub second: Incarnation,
+}
+
+impl std::fmt::Display for Overlap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let until = |i: &Incarnation| i.running_until.map(|t| t.to_string()).unwrap_or_else(|| "now".into());
+        write!(
+            f,
+            "{}/{} ordinal {} ran in two places at once: {} pod {} ({} to {}) and {} pod {} ({} to {})",
+            self.identity.namespace,
+            self.identity.statefulset,
+            self.identity.ordinal,
+            self.first.cluster,
+            self.first.pod,
+            self.first.running_from,
+            until(&self.first),
+            self.second.cluster,
+            self.second.pod,
+            self.second.running_from,
+            until(&self.second),
+        )
+    }
+}
+
+/// The ledger, shared by every cluster of a sandbox.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Incarnations by pod uid, in start order.
+    entries: Mutex<Vec<Incarnation>>,
+}
+
+impl Ledger {
+    /// Records that a pod started running.
+    pub fn started(&self, inc: Incarnation) {
+        let mut entries = self.entries.lock();
+        // A pod already running (not ended) is not started twice.
+        if !entries.iter().any(|e| e.uid == inc.uid && e.cluster == inc.cluster && e.running_until.is_none()) {
+            entries.push(inc);
+        }
+    }
+
+    /// Records that a pod stopped (terminated, or its node was declared dead).
+    pub fn stopped(&self, cluster: &str, uid: &str, at: jiff::Timestamp) {
+        let mut entries = self.entries.lock();
+        if let Some(e) = entries.iter_mut().find(|e| e.uid == uid && e.cluster == cluster && e.running_until.is_none())
+        {
+            e.running_until = Some(at);
+        }
+    }
+
+    /// Every incarnation so far.
+    pub fn entries(&self) -> Vec<Incarnation> {
+        self.entries.lock().clone()
+    }
+
+    /// Every pair of incarnations of one identity whose running intervals overlap.
+    pub fn overlaps(&self) -> Vec<Overlap> {
+        let entries = self.entries();
+        let mut by_identity: BTreeMap<&Identity, Vec<&Incarnation>> = BTreeMap::new();
+        for e in &entries {
+            if let Some(id) = &e.identity {
+                by_identity.entry(id).or_default().push(e);
+            }
+        }
+        let mut out = Vec::new();
+        for (id, mut incs) in by_identity {
+            incs.sort_by_key(|i| i.running_from);
+            for (i, a) in incs.iter().enumerate() {
+                for b in &incs[i + 1..] {
+                    let a_until = a.running_until.unwrap_or(jiff::Timestamp::MAX);
+                    if b.running_from < a_until {
+                        out.push(Overlap { identity: id.clone(), first: (*a).clone(), second: (*b).clone() });
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The StatefulSet identity of a pod: its controller owner is a StatefulSet and its name ends in
+/// `-<ordinal>` after the set's name.
+pub fn identity_of(pod: &serde_json::Value) -> Option<Identity> {
+    let owner = pod.pointer("/metadata/ownerReferences")?.as_array()?.iter().find(|r| {
+        r.get("kind").and_then(|k| k.as_str()) == Some("StatefulSet")
+            && r.get("controller").and_then(|c| c.as_bool()) == Some(true)
+    })?;
+    let set = owner.get("name")?.as_str()?;
+    let name = pod.pointer("/metadata/name")?.as_str()?;
+    let ordinal = name.strip_prefix(set)?.strip_prefix('-')?.parse().ok()?;
+    Some(Identity {
+        namespace: pod.pointer("/metadata/namespace").and_then(|n| n.as_str()).unwrap_or("").to_string(),
+        statefulset: set.to_string(),
+        ordinal,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inc(cluster: &str, uid: &str, from: i64, until: Option<i64>) -> Incarnation {
+        Incarnation {
+            cluster: cluster.into(),
+            namespace: "default".into(),
+            pod: "web-1".into(),
+            uid: uid.into(),
+            node: "node-1".into(),
+            identity: Some(Identity { namespace: "default".into(), statefulset: "web".into(), ordinal: 1 }),
+            running_from: jiff::Timestamp::from_second(from).unwrap(),
+            running_until: until.map(|u| jiff::Timestamp::from_second(u).unwrap()),
+        }
+    }
+
+    #[test]
+    fn sequential_incarnations_across_clusters_do_not_overlap() {
+        let l = Ledger::default();
+        l.started(inc("source", "u1", 10, None));
+        l.stopped("source", "u1", jiff::Timestamp::from_second(20).unwrap());
+        l.started(inc("destination", "u2", 20, None));
+        assert!(l.overlaps().is_empty());
+    }
+
+    #[test]
+    fn an_identity_running_in_two_clusters_is_reported_with_both() {
+        let l = Ledger::default();
+        l.started(inc("source", "u1", 10, None));
+        l.started(inc("destination", "u2", 15, None));
+        let o = l.overlaps();
+        assert_eq!(o.len(), 1);
+        assert_eq!((o[0].first.cluster.as_str(), o[0].second.cluster.as_str()), ("source", "destination"));
+        let text = o[0].to_string();
+        assert!(
+            text.contains("default/web ordinal 1") && text.contains("source") && text.contains("destination"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn identity_needs_a_statefulset_controller_and_a_matching_name() {
+        let pod = serde_json::json!({"metadata": {"name": "web-3", "namespace": "ns",
+            "ownerReferences": [{"kind": "StatefulSet", "name": "web", "controller": true, "uid": "x", "apiVersion": "apps/v1"}]}});
+        assert_eq!(identity_of(&pod), Some(Identity { namespace: "ns".into(), statefulset: "web".into(), ordinal: 3 }));
+        let stray = serde_json::json!({"metadata": {"name": "web-3", "namespace": "ns"}});
+        assert_eq!(identity_of(&stray), None);
+    }
+}
