@@ -42,6 +42,9 @@ fn bad_cluster_name(name: &str) -> Option<&'static str> {
 
 /// Checks the flags beyond what clap can; the error is one line for [`super::usage_error`].
 pub fn check(args: &SimArgs) -> Result<(), String> {
+    if !(args.time_factor > 0.0 && args.time_factor <= 100.0) {
+        return Err(format!("--time-factor: must be above 0 and at most 100, not {}", args.time_factor));
+    }
     for (i, name) in args.clusters.iter().enumerate() {
         if let Some(why) = bad_cluster_name(name) {
             return Err(format!("--clusters: invalid cluster name {name:?}: {why}"));
@@ -78,7 +81,17 @@ pub async fn run(args: SimArgs) -> i32 {
     if let Err(e) = check(&args) {
         super::usage_error(&e);
     }
-    let configs = args.clusters.iter().map(|n| ClusterConfig::named(n)).collect();
+    let configs = args
+        .clusters
+        .iter()
+        .enumerate()
+        .map(|(i, n)| ClusterConfig {
+            time_factor: args.time_factor,
+            nodes: args.nodes,
+            seed: args.seed.wrapping_add(i as u64),
+            ..ClusterConfig::named(n)
+        })
+        .collect();
     let fleet = match Fleet::start(configs, args.port_base).await {
         Ok(f) => f,
         Err(e) => {
@@ -125,5 +138,8 @@ mod tests {
         assert!(check(&args(&["a", "a"], None)).unwrap_err().contains("named twice"));
         assert!(check(&args(&["Bad_Name"], None)).unwrap_err().contains("DNS label"));
         assert!(check(&args(&["a"], Some(65535))).unwrap_err().contains("--port-base"));
+        let mut slow = args(&["a"], None);
+        slow.time_factor = 0.0;
+        assert!(check(&slow).unwrap_err().contains("--time-factor"));
     }
 }

@@ -30,6 +30,7 @@ pub mod routes;
 pub mod scale;
 pub mod selector;
 pub mod server;
+pub mod statefulset;
 pub mod storage;
 pub mod table;
 pub mod validate;

@@ -7,7 +7,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
-use super::{cluster::Cluster, faults::Partition, gc, handlers, kubelet};
+use super::{cluster::Cluster, faults::Partition, gc, handlers, kubelet, statefulset};
 
 /// A running API server for one cluster; stops when dropped or on [`ServerHandle::stop`].
 pub struct ServerHandle {
@@ -19,6 +19,7 @@ pub struct ServerHandle {
     accept: JoinHandle<()>,
     gc: JoinHandle<()>,
     kubelet: JoinHandle<()>,
+    statefulsets: JoinHandle<()>,
 }
 
 impl ServerHandle {
@@ -33,6 +34,7 @@ impl ServerHandle {
         self.accept.abort();
         self.gc.abort();
         self.kubelet.abort();
+        self.statefulsets.abort();
     }
 }
 
@@ -48,8 +50,9 @@ pub fn serve(cluster: Arc<Cluster>, listener: TcpListener) -> std::io::Result<Se
     let (stop, stopped) = watch::channel(false);
     let gc = tokio::spawn(gc::run(Arc::downgrade(&cluster)));
     let kubelet = tokio::spawn(kubelet::run(Arc::downgrade(&cluster)));
+    let statefulsets = tokio::spawn(statefulset::run(Arc::downgrade(&cluster)));
     let accept = tokio::spawn(accept_loop(cluster.clone(), listener, stopped));
-    Ok(ServerHandle { addr, cluster, stop, accept, gc, kubelet })
+    Ok(ServerHandle { addr, cluster, stop, accept, gc, kubelet, statefulsets })
 }
 
 /// Binds `addr` again after a refused partition heals (the port may linger briefly).
