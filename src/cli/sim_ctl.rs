@@ -63,6 +63,50 @@ pub enum Action {
         /// Cluster name.
         cluster: String,
     },
+    /// Stop a node's kubelet: no heartbeats; after the grace period the node goes Unknown and
+    /// its pods are evicted but stay Terminating until force-deleted.
+    NodeDown {
+        /// Cluster name.
+        cluster: String,
+        /// Node name (`node-1`, ...).
+        node: String,
+    },
+    /// Restart a node's kubelet.
+    NodeUp {
+        /// Cluster name.
+        cluster: String,
+        /// Node name.
+        node: String,
+    },
+    /// Force a pod's readiness (`auto` returns it to the kubelet's own timing).
+    PodReady {
+        /// Cluster name.
+        cluster: String,
+        /// Pod name.
+        pod: String,
+        /// `true`, `false` or `auto`.
+        ready: String,
+        /// Pod namespace.
+        #[arg(long, default_value = "default")]
+        namespace: String,
+    },
+    /// Print the identity ledger as JSON; with `--check`, exit 1 naming every identity that ran
+    /// in two places at once.
+    Ledger {
+        /// Check the at-most-one rule instead of printing the ledger.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Read (or with `--write`, set) the data marker of the volume behind a PersistentVolume.
+    Volume {
+        /// Cluster name.
+        cluster: String,
+        /// PersistentVolume name.
+        pv: String,
+        /// New data marker.
+        #[arg(long)]
+        write: Option<String>,
+    },
     /// Make a cluster silently drop `.spec.ordinals` from StatefulSets (or stop doing so).
     DropOrdinals {
         /// Cluster name.
@@ -116,6 +160,32 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
+fn enc(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// Prints the ledger's verdict: exit 0 when no identity ran twice at once, else 1 with one line
+/// per violation naming the identity, the clusters and the times.
+fn check_ledger(body: &str) -> i32 {
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(body) else {
+        eprintln!("spanset: the admin API returned a ledger that is not JSON");
+        return 1;
+    };
+    let count = doc["incarnations"].as_array().map(Vec::len).unwrap_or(0);
+    let violations: Vec<&str> =
+        doc["violations"].as_array().map(|v| v.iter().filter_map(|s| s.as_str()).collect()).unwrap_or_default();
+    if violations.is_empty() {
+        println!("ledger ok: {count} pod incarnations, no identity ran in two places at once");
+        0
+    } else {
+        for v in &violations {
+            println!("{v}");
+        }
+        eprintln!("spanset: at-most-one violated {} time(s)", violations.len());
+        1
+    }
+}
+
 /// Runs one admin command; returns the exit code.
 pub fn run(args: SimCtlArgs) -> i32 {
     let (method, path) = match &args.action {
@@ -131,7 +201,27 @@ pub fn run(args: SimCtlArgs) -> i32 {
         Action::CutWatches { cluster } => ("POST", format!("/clusters/{cluster}/cut-watches")),
         Action::ExpireWatches { cluster } => ("POST", format!("/clusters/{cluster}/expire-watches")),
         Action::DropOrdinals { cluster, on } => ("POST", format!("/clusters/{cluster}/drop-ordinals?on={on}")),
+        Action::NodeDown { cluster, node } => ("POST", format!("/clusters/{cluster}/node-down?node={}", enc(node))),
+        Action::NodeUp { cluster, node } => ("POST", format!("/clusters/{cluster}/node-up?node={}", enc(node))),
+        Action::PodReady { cluster, pod, ready, namespace } => (
+            "POST",
+            format!("/clusters/{cluster}/pod-ready?pod={}&ready={}&namespace={}", enc(pod), enc(ready), enc(namespace)),
+        ),
+        Action::Ledger { .. } => ("GET", "/ledger".to_string()),
+        Action::Volume { cluster, pv, write: None } => ("GET", format!("/clusters/{cluster}/volumes/{}", enc(pv))),
+        Action::Volume { cluster, pv, write: Some(data) } => {
+            ("POST", format!("/clusters/{cluster}/volumes/{}?data={}", enc(pv), enc(data)))
+        }
     };
+    if let Action::Ledger { check: true } = args.action {
+        return match request(&args.admin, method, &path) {
+            Ok(body) => check_ledger(&body),
+            Err(e) => {
+                eprintln!("spanset: {}", e.lines().next().unwrap_or("admin request failed"));
+                1
+            }
+        };
+    }
     match request(&args.admin, method, &path) {
         Ok(body) => {
             println!("{}", body.trim());

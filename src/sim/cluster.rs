@@ -12,6 +12,7 @@ use super::{
     ledger::Ledger,
     resources::ResourceTable,
     storage::{Storage, StorageLimits},
+    volumes::VolumeStore,
 };
 
 /// Settings of one simulated cluster.
@@ -86,18 +87,21 @@ pub struct Cluster {
     pub faults: Faults,
     /// The identity ledger, shared with the other clusters of the sandbox.
     pub ledger: Arc<Ledger>,
+    /// Volumes, shared with the other clusters of the sandbox.
+    pub volumes: Arc<VolumeStore>,
 }
 
 impl Cluster {
     /// A new cluster holding the namespaces every real cluster starts with.
     pub fn new(config: ClusterConfig) -> Arc<Self> {
-        Self::with_ledger(config, Arc::new(Ledger::default()))
+        Self::in_sandbox(config, Arc::default(), Arc::default())
     }
 
-    /// A new cluster that records pod incarnations in a shared ledger.
-    pub fn with_ledger(config: ClusterConfig, ledger: Arc<Ledger>) -> Arc<Self> {
+    /// A new cluster sharing the ledger and volumes of a sandbox with its other clusters.
+    pub fn in_sandbox(config: ClusterConfig, ledger: Arc<Ledger>, volumes: Arc<VolumeStore>) -> Arc<Self> {
         let cluster = Arc::new(Self {
             ledger,
+            volumes,
             storage: Storage::new(config.limits),
             resources: ResourceTable::default(),
             faults: Faults::new(config.seed),

@@ -10,6 +10,7 @@ use super::{
     cluster::{Cluster, ClusterConfig},
     ledger::Ledger,
     server::{self, ServerHandle},
+    volumes::VolumeStore,
 };
 
 /// Errors starting a fleet.
@@ -54,9 +55,10 @@ impl Fleet {
         let port_at = |i: usize| port_base.map(|b| b.saturating_add(i as u16)).unwrap_or(0);
         let mut servers = Vec::new();
         let ledger = Arc::new(Ledger::default());
+        let volumes = Arc::new(VolumeStore::default());
         for (i, config) in configs.into_iter().enumerate() {
             let listener = bind(&config.name, port_at(i)).await?;
-            let cluster = Cluster::with_ledger(config, ledger.clone());
+            let cluster = Cluster::in_sandbox(config, ledger.clone(), volumes.clone());
             servers.push(server::serve(cluster, listener).map_err(|source| FleetError::Bind {
                 cluster: "?".into(),
                 port: port_at(i),
@@ -72,7 +74,8 @@ impl Fleet {
         })?;
         let clusters: BTreeMap<String, (Arc<Cluster>, String)> =
             servers.iter().map(|s| (s.cluster.config.name.clone(), (s.cluster.clone(), s.url()))).collect();
-        let admin = tokio::spawn(admin::serve(admin_listener, Arc::new(clusters)));
+        let sandbox = admin::Sandbox { clusters: Arc::new(clusters), ledger: ledger.clone(), volumes: volumes.clone() };
+        let admin = tokio::spawn(admin::serve(admin_listener, Arc::new(sandbox)));
         Ok(Self { servers, admin_addr, admin, ledger })
     }
 

@@ -24,6 +24,7 @@ use super::{
     registry::{DeleteOptions, Subresource, WriteOptions},
     resources::ResourceType,
     storage::WatchStart,
+    volumes,
 };
 
 /// Real time between sweeps when nothing changes.
@@ -169,6 +170,20 @@ fn sweep(cluster: &Cluster, timers: &mut Timers) {
     timers.since.retain(|uid, _| live.contains(uid.as_str()));
 }
 
+/// The node a pod must run on because one of its volumes is local to it, if any.
+fn required_node(cluster: &Cluster, pod: &Value) -> Option<String> {
+    let ns = object::namespace(pod);
+    let claims = pod.pointer("/spec/volumes").and_then(Value::as_array)?;
+    claims.iter().filter_map(|v| v.pointer("/persistentVolumeClaim/claimName").and_then(Value::as_str)).find_map(
+        |claim| {
+            let pvc = cluster.storage.get(&(String::new(), "persistentvolumeclaims".into()), ns, claim)?;
+            let pv_name = pvc.pointer("/spec/volumeName").and_then(Value::as_str)?;
+            let pv = cluster.storage.get(&(String::new(), "persistentvolumes".into()), "", pv_name)?;
+            volumes::pv_node(&pv).map(str::to_string)
+        },
+    )
+}
+
 fn schedule(
     cluster: &Cluster,
     pods_rt: &ResourceType,
@@ -176,8 +191,16 @@ fn schedule(
     load: &mut HashMap<&str, usize>,
     timers: &mut Timers,
 ) {
-    // Least-loaded ready node, ties broken by name: deterministic placement.
-    let Some(node) = load.iter().min_by_key(|(n, l)| (**l, **n)).map(|(n, _)| n.to_string()) else { return };
+    // A pod whose volume is local to a node goes there or nowhere (it stays Pending while that
+    // node is down); otherwise the least-loaded ready node, ties broken by name.
+    let node = match required_node(cluster, pod) {
+        Some(n) if load.contains_key(n.as_str()) => n,
+        Some(_) => return,
+        None => match load.iter().min_by_key(|(n, l)| (**l, **n)) {
+            Some((n, _)) => n.to_string(),
+            None => return,
+        },
+    };
     let ns = object::namespace(pod);
     let res = (String::new(), "pods".to_string());
     let bound = cluster.storage.update(pods_rt, &res, ns, object::name(pod), |cur| {

@@ -34,4 +34,5 @@ pub mod statefulset;
 pub mod storage;
 pub mod table;
 pub mod validate;
+pub mod volumes;
 pub mod watch;

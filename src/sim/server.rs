@@ -7,7 +7,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
-use super::{cluster::Cluster, faults::Partition, gc, handlers, kubelet, statefulset};
+use super::{cluster::Cluster, faults::Partition, gc, handlers, kubelet, statefulset, volumes};
 
 /// A running API server for one cluster; stops when dropped or on [`ServerHandle::stop`].
 pub struct ServerHandle {
@@ -20,6 +20,7 @@ pub struct ServerHandle {
     gc: JoinHandle<()>,
     kubelet: JoinHandle<()>,
     statefulsets: JoinHandle<()>,
+    volumes: JoinHandle<()>,
 }
 
 impl ServerHandle {
@@ -35,6 +36,7 @@ impl ServerHandle {
         self.gc.abort();
         self.kubelet.abort();
         self.statefulsets.abort();
+        self.volumes.abort();
     }
 }
 
@@ -51,8 +53,9 @@ pub fn serve(cluster: Arc<Cluster>, listener: TcpListener) -> std::io::Result<Se
     let gc = tokio::spawn(gc::run(Arc::downgrade(&cluster)));
     let kubelet = tokio::spawn(kubelet::run(Arc::downgrade(&cluster)));
     let statefulsets = tokio::spawn(statefulset::run(Arc::downgrade(&cluster)));
+    let volumes = tokio::spawn(volumes::run(Arc::downgrade(&cluster)));
     let accept = tokio::spawn(accept_loop(cluster.clone(), listener, stopped));
-    Ok(ServerHandle { addr, cluster, stop, accept, gc, kubelet, statefulsets })
+    Ok(ServerHandle { addr, cluster, stop, accept, gc, kubelet, statefulsets, volumes })
 }
 
 /// Binds `addr` again after a refused partition heals (the port may linger briefly).
