@@ -18,6 +18,7 @@ use super::{
     negotiate::{self, Output},
     object,
     patch::{self, PatchError},
+    protobuf,
     query::Query,
     registry::{DeleteOptions, Deleted, Propagation, Subresource, WriteOptions},
     render,
@@ -37,6 +38,14 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
         return resp;
     }
     let (parts, body) = req.into_parts();
+    tracing::debug!(
+        cluster = %cluster.config.name,
+        method = %parts.method,
+        uri = %parts.uri,
+        content_type = ?parts.headers.get(header::CONTENT_TYPE),
+        accept = ?parts.headers.get(header::ACCEPT),
+        "request"
+    );
     let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
     let accept = accept.as_deref();
     match routes::parse(parts.uri.path()) {
@@ -121,6 +130,12 @@ fn content_type(parts: &Parts) -> String {
 
 /// Decodes an object body (JSON, or YAML when the client says so).
 fn decode_object(parts: &Parts, bytes: &[u8]) -> ApiResult<Value> {
+    if content_type(parts) == "application/vnd.kubernetes.protobuf" {
+        return protobuf::decode_object(bytes).map_err(|e| match e {
+            protobuf::ProtobufError::Unsupported(_) => ApiError::unsupported_media_type(e.to_string()),
+            protobuf::ProtobufError::Malformed(_) => ApiError::bad_request(e.to_string()),
+        });
+    }
     let value: Value = if content_type(parts).contains("yaml") {
         serde_yaml::from_slice(bytes)
             .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?

@@ -21,6 +21,7 @@ pub mod list;
 pub mod negotiate;
 pub mod object;
 pub mod patch;
+pub mod protobuf;
 pub mod query;
 pub mod registry;
 pub mod render;

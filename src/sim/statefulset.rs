@@ -291,10 +291,9 @@ fn retention_refs(
         if when_deleted && !scaled_away {
             refs.push(set_owner_ref(set));
         }
-        if scaled_away
-            && let Some(pod) = pod {
-                refs.push(json!({"apiVersion": "v1", "kind": "Pod", "name": object::name(pod), "uid": object::uid(pod), "controller": true, "blockOwnerDeletion": true}));
-            }
+        if scaled_away && let Some(pod) = pod {
+            refs.push(json!({"apiVersion": "v1", "kind": "Pod", "name": object::name(pod), "uid": object::uid(pod), "controller": true, "blockOwnerDeletion": true}));
+        }
         if refs != before {
             let _ = cluster.update_with(
                 &k.pvcs,

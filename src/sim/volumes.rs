@@ -297,9 +297,10 @@ fn bind(cluster: &Cluster, k: &Kinds, pv: &Value, pvc: &Value) {
             let mut next = cur.clone();
             next["spec"]["volumeName"] = json!(pv_name);
             if let Some(c) = &class
-                && next.pointer("/spec/storageClassName").is_none() {
-                    next["spec"]["storageClassName"] = c.clone();
-                }
+                && next.pointer("/spec/storageClassName").is_none()
+            {
+                next["spec"]["storageClassName"] = c.clone();
+            }
             let meta = object::metadata_mut(&mut next);
             let ann = meta.entry("annotations").or_insert(json!({}));
             ann["pv.kubernetes.io/bind-completed"] = json!("yes");

@@ -72,6 +72,27 @@ impl Sandbox {
         Self { child, dir, kubeconfig, admin, banner }
     }
 
+    /// Runs `spanset sim-ctl --admin <this sandbox> ARGS`.
+    pub fn ctl(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_spanset"))
+            .args(["sim-ctl", "--admin", &self.admin])
+            .args(args)
+            .output()
+            .expect("spanset sim-ctl runs")
+    }
+
+    /// Runs `sim-ctl` expecting success; returns stdout.
+    pub fn ctl_ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        assert!(
+            out.status.success(),
+            "sim-ctl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Sends SIGTERM and returns the exit status.
     pub fn stop(mut self) -> std::process::ExitStatus {
         self.terminate()
