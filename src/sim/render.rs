@@ -35,7 +35,7 @@ pub fn table_of(rt: &ResourceType, items: &[&Value], q: &Query, v1beta1: bool) -
         items,
         include(q),
         jiff::Timestamp::now(),
-        rt.printer_columns.as_deref(),
+        rt.printer_columns.as_deref().or(if rt.custom { Some(&[]) } else { None }),
     );
     if v1beta1 {
         t["apiVersion"] = json!("meta.k8s.io/v1beta1");
