@@ -264,12 +264,11 @@ fn cell_of(v: Option<&Value>, ty: &str, now: jiff::Timestamp) -> Value {
     }
 }
 
+/// Computes a row's cells from an object at a time.
+type CellsFn = Box<dyn Fn(&Value, jiff::Timestamp) -> Vec<Value>>;
+
 /// Columns and cells for one resource.
-fn columns_and_cells(
-    group: &str,
-    resource: &str,
-    printer_columns: Option<&[Value]>,
-) -> (Vec<Value>, Box<dyn Fn(&Value, jiff::Timestamp) -> Vec<Value>>) {
+fn columns_and_cells(group: &str, resource: &str, printer_columns: Option<&[Value]>) -> (Vec<Value>, CellsFn) {
     let text = |name: &str, priority: u32, d: &str| col(name, "string", "", priority, d);
     match (group, resource, printer_columns) {
         (_, _, Some(pcs)) => {

@@ -247,24 +247,26 @@ fn validate_statefulset_spec(obj: &Value, errs: &mut Vec<FieldError>) {
         s.get("matchLabels").and_then(Value::as_object).is_none_or(|m| m.is_empty())
             && s.get("matchExpressions").and_then(Value::as_array).is_none_or(|e| e.is_empty())
     });
-    if selector.is_none() {
-        errs.push(FieldError::new("spec.selector", FieldErrorKind::Required, None, ""));
-    } else if empty_selector {
-        errs.push(FieldError::new(
+    match selector {
+        None => errs.push(FieldError::new("spec.selector", FieldErrorKind::Required, None, "")),
+        Some(sel) if empty_selector => errs.push(FieldError::new(
             "spec.selector",
             FieldErrorKind::Invalid,
-            selector.cloned(),
+            Some(sel.clone()),
             "empty selector is invalid for statefulset",
-        ));
-    } else if let Ok(sel) = super::selector::LabelSelector::from_api(selector.expect("checked above")) {
-        let labels = obj.pointer("/spec/template/metadata/labels").and_then(Value::as_object);
-        if !sel.matches(labels) {
-            errs.push(FieldError::new(
-                "spec.template.metadata.labels",
-                FieldErrorKind::Invalid,
-                Some(labels.map(|l| Value::Object(l.clone())).unwrap_or(json!({}))),
-                "`selector` does not match template `labels`",
-            ));
+        )),
+        Some(sel) => {
+            if let Ok(sel) = super::selector::LabelSelector::from_api(sel) {
+                let labels = obj.pointer("/spec/template/metadata/labels").and_then(Value::as_object);
+                if !sel.matches(labels) {
+                    errs.push(FieldError::new(
+                        "spec.template.metadata.labels",
+                        FieldErrorKind::Invalid,
+                        Some(labels.map(|l| Value::Object(l.clone())).unwrap_or(json!({}))),
+                        "`selector` does not match template `labels`",
+                    ));
+                }
+            }
         }
     }
     validate_labels(obj, "/spec/template/metadata/labels", errs);
