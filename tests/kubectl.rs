@@ -76,7 +76,9 @@ fn kubectl_behaves_as_against_a_real_cluster(minor: u32) {
 
     // version and api-resources come from /version and discovery.
     let version = k.ok(&["version"]);
-    assert!(version.contains("Server Version: v1.33.1"), "kubectl 1.{minor} version: {version}");
+    // 1.27 prints `Server Version: version.Info{... GitVersion:"v1.33.1" ...}`, later ones `v1.33.1`.
+    let server = version.lines().find(|l| l.starts_with("Server Version:")).unwrap_or("");
+    assert!(server.contains("v1.33.1"), "kubectl 1.{minor} version: {version}");
     let resources = k.ok(&["api-resources"]);
     let sts_line = resources.lines().find(|l| l.starts_with("statefulsets")).expect("statefulsets listed");
     let cols: Vec<&str> = sts_line.split_whitespace().collect();
@@ -99,7 +101,9 @@ fn kubectl_behaves_as_against_a_real_cluster(minor: u32) {
     let header: Vec<&str> = table.lines().next().unwrap_or("").split_whitespace().collect();
     assert_eq!(header, ["NAME", "READY", "AGE"], "kubectl 1.{minor} get sts:\n{table}");
     let row: Vec<&str> = table.lines().nth(1).unwrap_or("").split_whitespace().collect();
-    assert_eq!(&row[..2], ["web", "0/5"], "kubectl 1.{minor} get sts:\n{table}");
+    // READY is readyReplicas/replicas; the simulated controller may have started some pods.
+    assert_eq!(row[0], "web", "kubectl 1.{minor} get sts:\n{table}");
+    assert!(row[1].ends_with("/5") && row[1].len() == 3, "kubectl 1.{minor} get sts:\n{table}");
     let yaml = k.ok(&["get", "sts", "web", "-o", "yaml"]);
     let doc: serde_json::Value = serde_yaml::from_str(&yaml).expect("get -o yaml is YAML");
     assert_eq!((doc["kind"].as_str(), doc["metadata"]["name"].as_str()), (Some("StatefulSet"), Some("web")));
@@ -182,37 +186,47 @@ fn kubectl_behaves_as_against_a_real_cluster(minor: u32) {
     );
     drop(pod_watcher);
     k.ok_with_stdin(&["create", "-f", "-"], PVC);
+    wait_until("the claim to bind", DEADLINE, || jsonpath(&k, &["pvc", "data-web-0"], "{.status.phase}") == "Bound");
     let pvcs = k.ok(&["get", "pvc"]);
-    let header: Vec<&str> = pvcs.lines().next().unwrap_or("").split_whitespace().take(2).collect();
-    assert_eq!(header, ["NAME", "STATUS"], "kubectl 1.{minor} get pvc:\n{pvcs}");
-    let row: Vec<&str> = pvcs.lines().nth(1).unwrap_or("").split_whitespace().take(2).collect();
-    assert_eq!(row, ["data-web-0", "Pending"], "kubectl 1.{minor} get pvc:\n{pvcs}");
+    let header: Vec<&str> = pvcs.lines().next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "AGE"],
+        "kubectl 1.{minor} get pvc:\n{pvcs}"
+    );
+    let row: Vec<&str> = pvcs.lines().nth(1).unwrap_or("").split_whitespace().collect();
+    assert_eq!(
+        (row[0], row[1], row[3], row[4], row[5]),
+        ("data-web-0", "Bound", "1Gi", "RWO", "standard"),
+        "kubectl 1.{minor}:\n{pvcs}"
+    );
+    assert!(row[2].starts_with("pvc-"), "a provisioned volume: {pvcs}");
 
     // delete --cascade=orphan keeps dependents (without their owner reference); the default
     // cascade removes them, and wait --for=delete sees it.
     let uid = jsonpath(&k, &["sts", "web"], "{.metadata.uid}");
-    let pod = format!(
-        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"web-9","labels":{{"app":"web"}},"ownerReferences":[{{"apiVersion":"apps/v1","kind":"StatefulSet","name":"web","uid":"{uid}","controller":true,"blockOwnerDeletion":true}}]}},"spec":{{"containers":[{{"name":"c","image":"nginx"}}]}}}}"#
+    let dependent = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"web-config","ownerReferences":[{{"apiVersion":"apps/v1","kind":"StatefulSet","name":"web","uid":"{uid}","controller":false,"blockOwnerDeletion":true}}]}},"data":{{"k":"v"}}}}"#
     );
-    k.ok_with_stdin(&["create", "-f", "-"], &pod);
+    k.ok_with_stdin(&["create", "-f", "-"], &dependent);
     let out = k.ok(&["delete", "sts", "web", "--cascade=orphan"]);
     assert_eq!(out.trim(), r#"statefulset.apps "web" deleted"#);
     wait_until("the orphaned pod to lose its owner reference", DEADLINE, || {
-        jsonpath(&k, &["pod", "web-9"], "{.metadata.ownerReferences}").is_empty()
+        jsonpath(&k, &["configmap", "web-config"], "{.metadata.ownerReferences}").is_empty()
     });
     k.fails(&["get", "sts", "web"]);
 
     k.ok_with_stdin(&["apply", "-f", "-"], &sts(1));
     let uid = jsonpath(&k, &["sts", "web"], "{.metadata.uid}");
-    k.ok(&["patch", "pod", "web-9", "--type", "merge", "-p", &format!(
-        r#"{{"metadata":{{"ownerReferences":[{{"apiVersion":"apps/v1","kind":"StatefulSet","name":"web","uid":"{uid}","controller":true,"blockOwnerDeletion":true}}]}}}}"#
+    k.ok(&["patch", "configmap", "web-config", "--type", "merge", "-p", &format!(
+        r#"{{"metadata":{{"ownerReferences":[{{"apiVersion":"apps/v1","kind":"StatefulSet","name":"web","uid":"{uid}","controller":false,"blockOwnerDeletion":true}}]}}}}"#
     )]);
     let mut wait = k.command();
-    wait.args(["wait", "--for=delete", "pod/web-9", "--timeout=60s"]);
+    wait.args(["wait", "--for=delete", "configmap/web-config", "--timeout=60s"]);
     let mut waiter = Background::spawn(wait);
     k.ok(&["delete", "sts", "web"]);
     assert!(waiter.wait_exit().success(), "kubectl 1.{minor} wait --for=delete: {:?}", waiter.lines());
-    k.fails(&["get", "pod", "web-9"]);
+    k.fails(&["get", "configmap", "web-config"]);
 
     // A CustomResourceDefinition makes its resource served and discoverable.
     k.ok_with_stdin(&["apply", "-f", "-"], WIDGET_CRD);
