@@ -89,6 +89,17 @@ pub struct Cluster {
     pub ledger: Arc<Ledger>,
     /// Volumes, shared with the other clusters of the sandbox.
     pub volumes: Arc<VolumeStore>,
+    /// Counts of list and watch requests served (tests read them to see client behaviour).
+    pub requests: RequestCounts,
+}
+
+/// Counts of requests by kind, for tests and diagnostics.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    /// LIST requests (each page counts).
+    pub lists: std::sync::atomic::AtomicU64,
+    /// WATCH requests.
+    pub watches: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
@@ -102,6 +113,7 @@ impl Cluster {
         let cluster = Arc::new(Self {
             ledger,
             volumes,
+            requests: RequestCounts::default(),
             storage: Storage::new(config.limits),
             resources: ResourceTable::default(),
             faults: Faults::new(config.seed),

@@ -346,10 +346,13 @@ impl Storage {
     }
 
     /// Forgets the whole event history, so every watch or continue token from before now gets
-    /// 410 Gone (what etcd compaction does; used by fault injection and tests).
+    /// 410 Gone (what etcd compaction does; used by fault injection and tests). The
+    /// resourceVersion moves on by one, so a client that had seen everything is expired too,
+    /// while a fresh list returns a version that can be watched from.
     pub fn compact(&self) {
         let mut inner = self.inner.lock();
         inner.history.clear();
+        inner.rv += 1;
         inner.compacted_rv = inner.rv;
     }
 
@@ -358,11 +361,18 @@ impl Storage {
         self.inner.lock().watchers.clear();
     }
 
-    /// Number of open watches (for tests and metrics).
+    /// Number of open watches (for tests and metrics), including the simulated controllers'.
     pub fn watcher_count(&self) -> usize {
         let mut inner = self.inner.lock();
         inner.watchers.retain(|w| !w.tx.is_closed());
         inner.watchers.len()
+    }
+
+    /// Number of open watches on one resource (clients' watches; controllers watch everything).
+    pub fn watchers_of(&self, res: &ResourceKey) -> usize {
+        let mut inner = self.inner.lock();
+        inner.watchers.retain(|w| !w.tx.is_closed());
+        inner.watchers.iter().filter(|w| w.resource.as_ref() == Some(res)).count()
     }
 }
 
@@ -459,7 +469,15 @@ mod tests {
         let rvs: Vec<u64> = sub.initial.iter().map(|e| e.rv).collect();
         assert_eq!(rvs, [4, 5]);
         s.compact();
-        assert_eq!(s.watch(Some(&key), WatchStart::After(4)).err().map(|e| e.code), Some(410));
+        assert_eq!(
+            s.watch(Some(&key), WatchStart::After(5)).err().map(|e| e.code),
+            Some(410),
+            "even an up-to-date client"
+        );
+        assert!(
+            s.watch(Some(&key), WatchStart::After(s.current_rv())).is_ok(),
+            "a fresh list's version can be watched"
+        );
     }
 
     #[test]

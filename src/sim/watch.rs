@@ -134,15 +134,21 @@ impl Watch {
         let timeout =
             self.q.timeout_seconds.map(Duration::from_secs).unwrap_or(self.cluster.config.default_watch_timeout);
         let deadline = Instant::now() + timeout;
+        // Every send gives up at the deadline: a client that stopped reading cannot keep the
+        // watch (and its task) alive past its timeout.
+        let send = |line: Bytes| {
+            let tx = tx.clone();
+            async move { matches!(tokio::time::timeout_at(deadline, tx.send(line)).await, Ok(Ok(()))) }
+        };
         for ev in std::mem::take(&mut sub.initial) {
             if let Some(l) = self.encode(&ev)
-                && tx.send(l).await.is_err()
+                && !send(l).await
             {
                 return;
             }
         }
         let mut last_rv = sub.start_rv;
-        if streaming_list && tx.send(self.bookmark(last_rv, true)).await.is_err() {
+        if streaming_list && !send(self.bookmark(last_rv, true)).await {
             return;
         }
         let mut ticks = tokio::time::interval_at(
@@ -160,7 +166,7 @@ impl Watch {
                     if sub.live.is_empty() {
                         last_rv = last_rv.max(rv);
                     }
-                    if tx.send(self.bookmark(last_rv, false)).await.is_err() {
+                    if !send(self.bookmark(last_rv, false)).await {
                         return;
                     }
                 }
@@ -170,9 +176,10 @@ impl Watch {
                     self.cluster.faults.wait_while_hung().await;
                     last_rv = ev.rv;
                     if let Some(l) = self.encode(&ev)
-                        && tx.send(l).await.is_err() {
-                            return;
-                        }
+                        && !send(l).await
+                    {
+                        return;
+                    }
                 }
             }
         }

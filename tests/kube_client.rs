@@ -1,0 +1,548 @@
+//! The real kube-rs client against the sandbox: CRUD and every error kind, status and scale
+//! subresources, watchers (pages, 410 relists, bookmarks, streaming lists), a kube Controller,
+//! garbage collection, bad input, and many watchers at once.
+
+use std::{
+    sync::{Arc, atomic::Ordering},
+    time::{Duration, Instant},
+};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    core::v1::{ConfigMap, Pod},
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy, WatchEvent, WatchParams},
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::Action,
+        reflector,
+        watcher::{self, Event},
+    },
+};
+use serde_json::{Value, json};
+use spanset::sim::{cluster::ClusterConfig, fleet::Fleet, storage::StorageLimits};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+async fn sandbox(config: ClusterConfig) -> (Fleet, Client) {
+    let fleet = Fleet::start(vec![config], None).await.expect("sandbox starts");
+    let client = Client::try_from(kube::Config::new(fleet.servers[0].url().parse().unwrap())).expect("client");
+    (fleet, client)
+}
+
+fn fast() -> ClusterConfig {
+    ClusterConfig { time_factor: 0.01, ..ClusterConfig::named("a") }
+}
+
+/// A cluster with no worker nodes: pods stay Pending, nothing changes behind the test's back.
+fn quiet() -> ClusterConfig {
+    ClusterConfig { nodes: 0, ..fast() }
+}
+
+async fn eventually<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !cond().await {
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn sts(name: &str, replicas: i32) -> StatefulSet {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "serviceName": name, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}},
+    }))
+    .unwrap()
+}
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": "x"}}, "data": {"k": "v"}})).unwrap()
+}
+
+fn api_error(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn crud_and_every_error_kind_look_like_a_real_apiserver() {
+    let (_f, client) = sandbox(quiet()).await;
+    let api: Api<StatefulSet> = Api::default_namespaced(client.clone());
+    let created = api.create(&PostParams::default(), &sts("web", 2)).await.unwrap();
+    assert!(created.metadata.uid.is_some() && created.metadata.creation_timestamp.is_some());
+    assert_eq!(created.metadata.namespace.as_deref(), Some("default"), "namespace defaulted");
+    assert_eq!(created.metadata.generation, Some(1));
+    let first_rv: u64 = created.resource_version().unwrap().parse().unwrap();
+
+    let dup = api_error(api.create(&PostParams::default(), &sts("web", 2)).await.unwrap_err());
+    assert!(dup.is_already_exists() && dup.code == 409, "{dup:?}");
+    let missing = api_error(api.get("nope").await.unwrap_err());
+    assert!(missing.is_not_found());
+    assert_eq!(missing.message, r#"statefulsets.apps "nope" not found"#);
+
+    // Optimistic concurrency: a stale resourceVersion conflicts, the current one succeeds.
+    let mut stale = created.clone();
+    api.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}}))).await.unwrap();
+    stale.spec.as_mut().unwrap().replicas = Some(5);
+    let conflict = api_error(api.replace("web", &PostParams::default(), &stale).await.unwrap_err());
+    assert!(conflict.is_conflict(), "{conflict:?}");
+    let current = api.get("web").await.unwrap();
+    assert_eq!(current.spec.as_ref().unwrap().replicas, Some(3));
+    assert_eq!(current.metadata.generation, Some(2), "a spec change bumps generation");
+    assert!(current.resource_version().unwrap().parse::<u64>().unwrap() > first_rv);
+
+    // Apply needs a field manager; invalid names and negative replicas are 422.
+    let no_manager = api_error(
+        api.patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Apply(json!({"apiVersion": "apps/v1", "kind": "StatefulSet"})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(no_manager.code, 422);
+    assert!(no_manager.message.contains("fieldManager: Required value"), "{no_manager:?}");
+    let bad_name = api_error(api.create(&PostParams::default(), &sts("Bad_Name", 1)).await.unwrap_err());
+    assert!(bad_name.is_invalid() && bad_name.message.contains("RFC 1123"), "{bad_name:?}");
+    let negative = api_error(
+        api.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": -1}}))).await.unwrap_err(),
+    );
+    assert_eq!(
+        negative.message,
+        r#"StatefulSet.apps "web" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"#
+    );
+    let immutable = api_error(
+        api.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"serviceName": "x"}})))
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        immutable.is_invalid() && immutable.message.contains("spec: Forbidden: updates to statefulset spec"),
+        "{immutable:?}"
+    );
+
+    // Server-side apply creates when absent.
+    let applied = api
+        .patch("applied", &PatchParams::apply("test"), &Patch::Apply(serde_json::to_value(sts("applied", 1)).unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(applied.name_any(), "applied");
+
+    // A missing namespace is 404 on create.
+    let elsewhere: Api<ConfigMap> = Api::namespaced(client.clone(), "nowhere");
+    let no_ns = api_error(elsewhere.create(&PostParams::default(), &cm("c")).await.unwrap_err());
+    assert_eq!((no_ns.code, no_ns.message.as_str()), (404, r#"namespaces "nowhere" not found"#));
+
+    // delete returns the object (pods) or a Status (others).
+    let deleted = api.delete("applied", &DeleteParams::default()).await.unwrap();
+    assert!(deleted.is_right(), "a StatefulSet delete answers with a Status");
+    assert!(api_error(api.get("applied").await.unwrap_err()).is_not_found());
+}
+
+#[tokio::test]
+async fn status_and_scale_subresources_split_spec_from_status() {
+    let (_f, client) = sandbox(quiet()).await;
+    let api: Api<StatefulSet> = Api::default_namespaced(client);
+    api.create(&PostParams::default(), &sts("web", 2)).await.unwrap();
+    // The main endpoint ignores status; /status changes only status.
+    let ignored =
+        api.patch("web", &PatchParams::default(), &Patch::Merge(json!({"status": {"replicas": 9}}))).await.unwrap();
+    assert_ne!(ignored.status.as_ref().map(|s| s.replicas), Some(9));
+    let st = api
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 7}, "status": {"replicas": 9, "readyReplicas": 1}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(st.status.as_ref().unwrap().replicas, 9);
+    assert_eq!(st.spec.as_ref().unwrap().replicas, Some(2), "/status cannot change spec");
+    assert_eq!(st.metadata.generation, Some(1), "status writes do not bump generation");
+    // Scale reads and writes replicas.
+    let scale = api.get_scale("web").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(2));
+    assert_eq!(scale.status.unwrap().selector.as_deref(), Some("app=web"));
+    api.patch_scale("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 4}}))).await.unwrap();
+    let after = api.get("web").await.unwrap();
+    assert_eq!((after.spec.unwrap().replicas, after.metadata.generation), (Some(4), Some(2)));
+}
+
+#[tokio::test]
+async fn the_watcher_lists_in_pages_then_streams_changes() {
+    let (f, client) = sandbox(quiet()).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    for i in 0..5 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}"))).await.unwrap();
+    }
+    let lists_before = f.servers[0].cluster.requests.lists.load(Ordering::SeqCst);
+    let mut events = watcher(api.clone(), watcher::Config::default().page_size(2)).boxed();
+    assert!(matches!(events.try_next().await.unwrap(), Some(Event::Init)));
+    let mut names = Vec::new();
+    loop {
+        match events.try_next().await.unwrap() {
+            Some(Event::InitApply(c)) => names.push(c.name_any()),
+            Some(Event::InitDone) => break,
+            other => panic!("unexpected event during the initial list: {other:?}"),
+        }
+    }
+    assert_eq!(names, ["c0", "c1", "c2", "c3", "c4"]);
+    let lists = f.servers[0].cluster.requests.lists.load(Ordering::SeqCst) - lists_before;
+    assert_eq!(lists, 3, "5 objects in pages of 2 take 3 list requests");
+
+    api.patch("c1", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "changed"}}))).await.unwrap();
+    match events.try_next().await.unwrap() {
+        Some(Event::Apply(c)) => assert_eq!((c.name_any(), c.data.unwrap()["k"].as_str()), ("c1".into(), "changed")),
+        other => panic!("expected Apply, got {other:?}"),
+    }
+    api.delete("c2", &DeleteParams::default()).await.unwrap();
+    match events.try_next().await.unwrap() {
+        Some(Event::Delete(c)) => assert_eq!(c.name_any(), "c2"),
+        other => panic!("expected Delete, got {other:?}"),
+    }
+}
+
+fn watcher(
+    api: Api<ConfigMap>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = Result<Event<ConfigMap>, watcher::Error>> {
+    kube::runtime::watcher(api, config)
+}
+
+#[tokio::test]
+async fn a_410_makes_the_watcher_relist_and_the_reflector_matches_the_server() {
+    let (f, client) = sandbox(quiet()).await;
+    let cluster = f.servers[0].cluster.clone();
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    for i in 0..3 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}"))).await.unwrap();
+    }
+    let (reader, writer) = reflector::store();
+    let errors = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen_errors = errors.clone();
+    let stream =
+        reflector(writer, watcher(api.clone(), watcher::Config::default())).default_backoff().for_each(move |e| {
+            if let Err(watcher::Error::WatchError(s)) = &e
+                && s.code == 410
+            {
+                seen_errors.fetch_add(1, Ordering::SeqCst);
+            }
+            futures::future::ready(())
+        });
+    let task = tokio::spawn(stream);
+    eventually("the initial list", || async { reader.state().len() == 3 }).await;
+    // Changes made while the history is being dropped, then every watch is cut: the re-watch
+    // from the old resourceVersion gets an ERROR 410 event and the watcher relists.
+    api.delete("c0", &DeleteParams::default()).await.unwrap();
+    api.create(&PostParams::default(), &cm("c9")).await.unwrap();
+    cluster.storage.compact();
+    cluster.storage.close_watches();
+    api.create(&PostParams::default(), &cm("c10")).await.unwrap();
+    eventually("the 410 to be seen", || async { errors.load(Ordering::SeqCst) >= 1 }).await;
+    eventually("the store to match the server", || async {
+        let mut ours: Vec<String> = reader.state().iter().map(|c| c.name_any()).collect();
+        ours.sort();
+        let mut theirs: Vec<String> =
+            api.list(&ListParams::default()).await.unwrap().items.iter().map(|c| c.name_any()).collect();
+        theirs.sort();
+        ours == theirs
+    })
+    .await;
+    task.abort();
+}
+
+#[tokio::test]
+async fn bookmarks_decode_and_streaming_lists_end_with_the_initial_events_bookmark() {
+    let config = ClusterConfig { bookmark_interval: Duration::from_millis(50), ..quiet() };
+    let (_f, client) = sandbox(config).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    api.create(&PostParams::default(), &cm("c0")).await.unwrap();
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut raw = api.watch(&WatchParams::default().timeout(30), &rv).await.unwrap().boxed();
+    match raw.try_next().await.unwrap() {
+        Some(WatchEvent::Bookmark(b)) => {
+            assert_eq!((b.types.kind.as_str(), b.types.api_version.as_str()), ("ConfigMap", "v1"));
+            assert!(b.metadata.resource_version.parse::<u64>().unwrap() >= rv.parse::<u64>().unwrap());
+        }
+        other => panic!("expected a bookmark, got {other:?}"),
+    }
+    let mut events = watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
+    let mut initial = 0;
+    loop {
+        match events.try_next().await.unwrap() {
+            Some(Event::Init) => {}
+            Some(Event::InitApply(_)) => initial += 1,
+            Some(Event::InitDone) => break,
+            other => panic!("unexpected event {other:?}"),
+        }
+    }
+    assert_eq!(initial, 1);
+}
+
+#[tokio::test]
+async fn a_watch_ends_at_its_timeout_and_the_watcher_rewatches_without_relisting() {
+    let (f, client) = sandbox(quiet()).await;
+    let cluster = f.servers[0].cluster.clone();
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let mut events = watcher(api.clone(), watcher::Config::default().timeout(1)).boxed();
+    while !matches!(events.try_next().await.unwrap(), Some(Event::InitDone)) {}
+    let lists = cluster.requests.lists.load(Ordering::SeqCst);
+    let watches = cluster.requests.watches.load(Ordering::SeqCst);
+    // Keep reading while the 1 s watches expire and are re-established.
+    let reader = tokio::spawn(async move { while events.try_next().await.is_ok() {} });
+    eventually("a second watch", || async { cluster.requests.watches.load(Ordering::SeqCst) >= watches + 2 }).await;
+    assert_eq!(cluster.requests.lists.load(Ordering::SeqCst), lists, "re-watching does not relist");
+    reader.abort();
+}
+
+#[tokio::test]
+async fn a_controller_reconciles_its_statefulset_when_an_owned_pod_changes() {
+    let (_f, client) = sandbox(quiet()).await;
+    let sts_api: Api<StatefulSet> = Api::default_namespaced(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let set = sts_api.create(&PostParams::default(), &sts("owner", 0)).await.unwrap();
+    let reconciles = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = reconciles.clone();
+    let controller = Controller::new(sts_api.clone(), watcher::Config::default())
+        .owns(pods.clone(), watcher::Config::default())
+        .run(
+            move |obj: Arc<StatefulSet>, _ctx: Arc<()>| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(obj.name_any());
+                    Ok::<_, kube::Error>(Action::await_change())
+                }
+            },
+            |_, _, _| Action::await_change(),
+            Arc::new(()),
+        )
+        .for_each(|_| futures::future::ready(()));
+    let task = tokio::spawn(controller);
+    eventually("the first reconcile", || async { !reconciles.lock().unwrap().is_empty() }).await;
+    let before = reconciles.lock().unwrap().len();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "owned", "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "owner", "uid": set.uid().unwrap(), "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    eventually("a reconcile caused by the owned pod", || async { reconciles.lock().unwrap().len() > before }).await;
+    assert!(reconciles.lock().unwrap().iter().all(|n| n == "owner"));
+    task.abort();
+}
+
+async fn owner_with_dependents(client: &Client, name: &str) -> (Api<StatefulSet>, Api<ConfigMap>) {
+    let sts_api: Api<StatefulSet> = Api::default_namespaced(client.clone());
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let owner = sts_api.create(&PostParams::default(), &sts(name, 0)).await.unwrap();
+    for i in 0..2 {
+        let dep: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("{name}-dep-{i}"),
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name, "uid": owner.uid().unwrap(), "blockOwnerDeletion": true}]}}))
+        .unwrap();
+        cms.create(&PostParams::default(), &dep).await.unwrap();
+    }
+    (sts_api, cms)
+}
+
+#[tokio::test]
+async fn garbage_collection_follows_the_propagation_policy() {
+    let (_f, client) = sandbox(quiet()).await;
+    // Background: the owner goes at once, dependents after.
+    let (sets, cms) = owner_with_dependents(&client, "bg").await;
+    sets.delete("bg", &DeleteParams::background()).await.unwrap();
+    assert!(api_error(sets.get("bg").await.unwrap_err()).is_not_found());
+    eventually("background collection", || async {
+        cms.get_opt("bg-dep-0").await.unwrap().is_none() && cms.get_opt("bg-dep-1").await.unwrap().is_none()
+    })
+    .await;
+
+    // Foreground: the owner waits with a finalizer until its dependents are gone.
+    let (sets, cms) = owner_with_dependents(&client, "fg").await;
+    let pending = sets.delete("fg", &DeleteParams::foreground()).await.unwrap();
+    let marked = pending.left().expect("a foreground delete answers with the marked object");
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert!(marked.finalizers().iter().any(|f| f == "foregroundDeletion"));
+    eventually("foreground collection", || async { sets.get_opt("fg").await.unwrap().is_none() }).await;
+    assert!(cms.get_opt("fg-dep-0").await.unwrap().is_none(), "dependents go before the owner");
+
+    // Orphan: dependents stay, without the owner reference.
+    let (sets, cms) = owner_with_dependents(&client, "or").await;
+    sets.delete("or", &DeleteParams { propagation_policy: Some(PropagationPolicy::Orphan), ..Default::default() })
+        .await
+        .unwrap();
+    eventually("the orphaned owner to go", || async { sets.get_opt("or").await.unwrap().is_none() }).await;
+    let dep = cms.get("or-dep-0").await.unwrap();
+    assert!(dep.owner_references().is_empty());
+}
+
+async fn raw(addr: std::net::SocketAddr, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    // The server may answer (413) before reading a huge body; ignore a broken pipe then.
+    let _ = s.write_all(body).await;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    let text = String::from_utf8_lossy(&out);
+    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("status line");
+    let json_start = text.find('{').expect("a JSON body");
+    let json_end = text.rfind('}').expect("a JSON body");
+    (code, serde_json::from_str(&text[json_start..=json_end]).expect("a Status body"))
+}
+
+#[tokio::test]
+async fn bad_input_gets_real_status_codes_and_changes_nothing() {
+    let (f, client) = sandbox(quiet()).await;
+    let addr = f.servers[0].addr;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    api.create(&PostParams::default(), &cm("keep")).await.unwrap();
+    let before = serde_json::to_value(api.list(&ListParams::default()).await.unwrap().items).unwrap();
+    let rv_before = f.servers[0].cluster.storage.current_rv();
+    // (method, path, content type, body, expected code, expected reason)
+    type Case = (&'static str, &'static str, &'static str, Vec<u8>, u16, &'static str);
+    let cases: Vec<Case> = vec![
+        ("POST", "/api/v1/namespaces/default/configmaps", "application/json", b"{not json".to_vec(), 400, "BadRequest"),
+        ("POST", "/api/v1/namespaces/default/configmaps", "application/json", b"[1,2]".to_vec(), 400, "BadRequest"),
+        ("GET", "/api/v1/namespaces/default/widgets", "application/json", vec![], 404, "NotFound"),
+        (
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}"#.to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            br#"{"apiVersion":"apps/v1","kind":"ConfigMap","metadata":{"name":"x"}}"#.to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            br#"{"metadata":{"name":"Not_Valid"}}"#.to_vec(),
+            422,
+            "Invalid",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            vec![b' '; 4 * 1024 * 1024],
+            413,
+            "RequestEntityTooLarge",
+        ),
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/keep",
+            "application/json-patch+json",
+            br#"{"op":"add"}"#.to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/keep",
+            "text/plain",
+            b"x".to_vec(),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "PUT",
+            "/api/v1/namespaces/default/configmaps/keep",
+            "application/json",
+            br#"{"metadata":{"name":"other"}}"#.to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?labelSelector=a%20in%20b",
+            "application/json",
+            vec![],
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?fieldSelector=spec.x%3Dy",
+            "application/json",
+            vec![],
+            400,
+            "BadRequest",
+        ),
+    ];
+    for (method, path, ctype, body, code, reason) in cases {
+        let (got, status) = raw(addr, method, path, ctype, &body).await;
+        assert_eq!((got, status["reason"].as_str()), (code, Some(reason)), "{method} {path}: {status}");
+        assert_eq!(status["kind"], "Status");
+        assert!(status["message"].as_str().is_some_and(|m| !m.is_empty()), "{status}");
+    }
+    let after = serde_json::to_value(api.list(&ListParams::default()).await.unwrap().items).unwrap();
+    assert_eq!(before, after, "bad input changed nothing");
+    assert_eq!(f.servers[0].cluster.storage.current_rv(), rv_before);
+}
+
+#[tokio::test]
+async fn a_hundred_watchers_see_a_write_and_a_stuck_one_is_dropped_without_blocking() {
+    let config = ClusterConfig { limits: StorageLimits { history: 10_000, watcher_buffer: 8 }, ..quiet() };
+    let (f, client) = sandbox(config).await;
+    let cluster = f.servers[0].cluster.clone();
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    // A watcher that never reads: a raw connection whose response body is left unread.
+    let stuck = {
+        use tokio::io::AsyncWriteExt;
+        let mut s = tokio::net::TcpStream::connect(f.servers[0].addr).await.unwrap();
+        let req = format!(
+            "GET /api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv} HTTP/1.1\r\nHost: x\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        s
+    };
+    let mut streams = Vec::new();
+    for _ in 0..100 {
+        streams.push(api.watch(&WatchParams::default().timeout(60), &rv).await.unwrap().boxed());
+    }
+    let configmaps = (String::new(), "configmaps".to_string());
+    eventually("101 registered watches", || async { cluster.storage.watchers_of(&configmaps) == 101 }).await;
+    // Many writes, each small; the stuck watcher's buffers fill and it is dropped.
+    // 200 x 256 KiB overflows the kernel's socket buffers, the body buffer and the watcher's.
+    let big = "x".repeat(256 * 1024);
+    for i in 0..200 {
+        let c: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("w{i}")}, "data": {"big": big}})).unwrap();
+        api.create(&PostParams::default(), &c).await.unwrap();
+        if i == 0 {
+            for s in streams.iter_mut() {
+                match s.try_next().await.unwrap() {
+                    Some(WatchEvent::Added(c)) => assert_eq!(c.name_any(), "w0"),
+                    other => panic!("expected ADDED w0, got {other:?}"),
+                }
+            }
+        }
+    }
+    drop(streams);
+    eventually("the stuck watcher to be dropped", || async { cluster.storage.watchers_of(&configmaps) == 0 }).await;
+    drop(stuck);
+}
