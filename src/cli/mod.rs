@@ -36,10 +36,17 @@ pub fn parse() -> Cli {
     }
 }
 
-/// Prints a one-line usage error and exits 2.
+/// Prints a usage error on one line (the error's text without clap's usage and tips) and
+/// exits 2.
 pub fn usage_error(message: &str) -> ! {
-    let first = message.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
-    let first = first.trim().trim_start_matches("error: ");
-    eprintln!("spanset: {first} (see --help)");
+    let parts: Vec<&str> = message
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+        .collect();
+    let line = parts.join(" ");
+    let line = line.trim_start_matches("error: ");
+    eprintln!("spanset: {} (see --help)", if line.is_empty() { "invalid arguments" } else { line });
     std::process::exit(2)
 }

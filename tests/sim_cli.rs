@@ -1,0 +1,65 @@
+//! `spanset sim` and `spanset sim-ctl` as a user runs them: the banner, the kubeconfig, clean
+//! exit on SIGTERM, and one-line errors with exit code 2 for bad flags.
+
+mod support;
+
+use std::process::Command;
+
+use support::Sandbox;
+
+fn spanset(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_spanset")).args(args).output().expect("spanset runs")
+}
+
+fn one_line_error(out: &std::process::Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.trim_end().lines().count(), 1, "one line expected, got: {err}");
+    assert!(err.starts_with("spanset: "), "{err}");
+    err
+}
+
+#[test]
+fn bad_flags_get_one_line_and_exit_2() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["sim", "--kubeconfig", "k"], "--clusters"),
+        (&["sim", "--clusters", "a", "--kubeconfig", "k", "--bogus"], "--bogus"),
+        (&["sim", "--clusters", "a,a", "--kubeconfig", "k"], "named twice"),
+        (&["sim", "--clusters", "Bad_Name", "--kubeconfig", "k"], "Bad_Name"),
+        (&["sim", "--clusters", "a", "--kubeconfig", "k", "--time-factor", "0"], "--time-factor"),
+        (&["sim", "--clusters", "a", "--kubeconfig", "k", "--port-base", "notaport"], "--port-base"),
+    ];
+    for (args, mentions) in cases {
+        let out = spanset(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = one_line_error(&out);
+        assert!(err.contains(mentions), "{args:?}: {err}");
+    }
+    let help = spanset(&["sim", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--port-base"));
+}
+
+#[test]
+fn the_sandbox_writes_one_context_per_cluster_and_exits_0_on_sigterm() {
+    let sandbox = Sandbox::start("east,west,north");
+    let clusters: Vec<&str> = sandbox.banner.iter().filter_map(|l| l.strip_prefix("cluster ")).collect();
+    assert_eq!(clusters.len(), 3, "{:?}", sandbox.banner);
+    assert!(sandbox.admin.starts_with("http://127.0.0.1:"));
+    let config: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&sandbox.kubeconfig).unwrap()).unwrap();
+    assert_eq!(config["current-context"], "east");
+    let contexts: Vec<&str> =
+        config["contexts"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(contexts, ["east", "west", "north"]);
+    for c in config["contexts"].as_array().unwrap() {
+        assert_eq!(c["context"]["cluster"], c["name"]);
+        assert_eq!(c["context"]["user"], c["name"]);
+    }
+    // sim-ctl errors are one line too.
+    let out = sandbox.ctl(&["heal", "nowhere"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(one_line_error(&out).contains("no simulated cluster named \"nowhere\""));
+    let listed: serde_json::Value = serde_json::from_str(&sandbox.ctl_ok(&["clusters"])).unwrap();
+    assert_eq!(listed["clusters"].as_array().unwrap().len(), 3);
+    assert_eq!(sandbox.stop().code(), Some(0));
+}
