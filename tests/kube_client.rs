@@ -546,3 +546,57 @@ async fn a_hundred_watchers_see_a_write_and_a_stuck_one_is_dropped_without_block
     eventually("the stuck watcher to be dropped", || async { cluster.storage.watchers_of(&configmaps) == 0 }).await;
     drop(stuck);
 }
+
+#[tokio::test]
+async fn pages_share_one_snapshot_and_an_expired_continue_token_is_410() {
+    let (f, client) = sandbox(quiet()).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    for i in 0..4 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}"))).await.unwrap();
+    }
+    let first = api.list(&ListParams::default().limit(2)).await.unwrap();
+    let token = first.metadata.continue_.clone().expect("a continue token");
+    assert_eq!(first.metadata.remaining_item_count, Some(2));
+    // A change after the first page does not show on the second: one snapshot.
+    api.delete("c3", &DeleteParams::default()).await.unwrap();
+    let second = api.list(&ListParams::default().limit(2).continue_token(&token)).await.unwrap();
+    assert_eq!(second.items.iter().map(|c| c.name_any()).collect::<Vec<_>>(), ["c2", "c3"]);
+    assert_eq!(second.metadata.resource_version, first.metadata.resource_version);
+    assert!(second.metadata.continue_.as_deref().unwrap_or("").is_empty());
+    f.servers[0].cluster.storage.compact();
+    let expired = api_error(api.list(&ListParams::default().limit(2).continue_token(&token)).await.unwrap_err());
+    assert_eq!((expired.code, expired.reason.as_str()), (410, "Expired"));
+}
+
+#[tokio::test]
+async fn deletecollection_preconditions_and_graceful_pods() {
+    let (_f, client) = sandbox(quiet()).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    for (name, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let c: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": app}}})).unwrap();
+        api.create(&PostParams::default(), &c).await.unwrap();
+    }
+    api.delete_collection(&DeleteParams::default(), &ListParams::default().labels("app=x")).await.unwrap();
+    let left: Vec<String> =
+        api.list(&ListParams::default()).await.unwrap().items.iter().map(|c| c.name_any()).collect();
+    assert_eq!(left, ["c"]);
+    // Preconditions: a wrong uid conflicts and deletes nothing.
+    let wrong = DeleteParams {
+        preconditions: Some(kube::api::Preconditions { uid: Some("not-it".into()), resource_version: None }),
+        ..Default::default()
+    };
+    let e = api_error(api.delete("c", &wrong).await.unwrap_err());
+    assert!(e.is_conflict() && e.message.contains("Precondition failed: UID in precondition: not-it"), "{e:?}");
+    assert!(api.get_opt("c").await.unwrap().is_some());
+    // A pod on a node waits for its kubelet: here the node has none, so it stays Terminating
+    // until a forced delete (grace period 0).
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "far-away", "containers": [{"name": "c", "image": "i"}]}})).unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let pending = pods.delete("p", &DeleteParams::default()).await.unwrap().left().expect("the pod, marked");
+    assert_eq!(pending.metadata.deletion_grace_period_seconds, Some(30));
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    assert!(pods.get_opt("p").await.unwrap().is_some(), "still there, Terminating");
+    pods.delete("p", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    assert!(pods.get_opt("p").await.unwrap().is_none(), "a forced delete removes it at once");
+}
