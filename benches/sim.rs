@@ -68,13 +68,14 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 #[tokio::main]
 async fn main() {
     // `cargo bench` passes `--bench`; a filter argument other than that is not supported.
-    let fleet = Fleet::start(vec![ClusterConfig::named("bench")], None).await.expect("sandbox starts");
+    // No worker nodes: the figures are the API server's, without kubelets starting the pods.
+    let fleet = Fleet::start(vec![ClusterConfig { nodes: 0, ..ClusterConfig::named("bench") }], None).await.expect("sandbox starts");
     let url = fleet.servers[0].url();
     let cluster = fleet.servers[0].cluster.clone();
     let pods = cluster.resources.by_plural("", "pods").expect("pods served");
 
     // Memory per stored pod: RSS growth while storing 10,000 pods in a separate cluster.
-    let scratch = Cluster::new(ClusterConfig::named("scratch"));
+    let scratch = Cluster::new(ClusterConfig { nodes: 0, ..ClusterConfig::named("scratch") });
     let before = rss_bytes();
     for i in 0..10_000 {
         scratch.create(&pods, Some("default"), pod(i), &WriteOptions::default()).expect("pod stored");
