@@ -69,7 +69,9 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 async fn main() {
     // `cargo bench` passes `--bench`; a filter argument other than that is not supported.
     // No worker nodes: the figures are the API server's, without kubelets starting the pods.
-    let fleet = Fleet::start(vec![ClusterConfig { nodes: 0, ..ClusterConfig::named("bench") }], None).await.expect("sandbox starts");
+    let fleet = Fleet::start(vec![ClusterConfig { nodes: 0, ..ClusterConfig::named("bench") }], None)
+        .await
+        .expect("sandbox starts");
     let url = fleet.servers[0].url();
     let cluster = fleet.servers[0].cluster.clone();
     let pods = cluster.resources.by_plural("", "pods").expect("pods served");

@@ -186,7 +186,7 @@ async fn the_watcher_lists_in_pages_then_streams_changes() {
     for i in 0..5 {
         api.create(&PostParams::default(), &cm(&format!("c{i}"))).await.unwrap();
     }
-    let lists_before = f.servers[0].cluster.requests.lists.load(Ordering::SeqCst);
+    let lists_before = f.servers[0].cluster.counters.lists.load(Ordering::SeqCst);
     let mut events = watcher(api.clone(), watcher::Config::default().page_size(2)).boxed();
     assert!(matches!(events.try_next().await.unwrap(), Some(Event::Init)));
     let mut names = Vec::new();
@@ -198,7 +198,7 @@ async fn the_watcher_lists_in_pages_then_streams_changes() {
         }
     }
     assert_eq!(names, ["c0", "c1", "c2", "c3", "c4"]);
-    let lists = f.servers[0].cluster.requests.lists.load(Ordering::SeqCst) - lists_before;
+    let lists = f.servers[0].cluster.counters.lists.load(Ordering::SeqCst) - lists_before;
     assert_eq!(lists, 3, "5 objects in pages of 2 take 3 list requests");
 
     api.patch("c1", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "changed"}}))).await.unwrap();
@@ -297,12 +297,12 @@ async fn a_watch_ends_at_its_timeout_and_the_watcher_rewatches_without_relisting
     let api: Api<ConfigMap> = Api::default_namespaced(client);
     let mut events = watcher(api.clone(), watcher::Config::default().timeout(1)).boxed();
     while !matches!(events.try_next().await.unwrap(), Some(Event::InitDone)) {}
-    let lists = cluster.requests.lists.load(Ordering::SeqCst);
-    let watches = cluster.requests.watches.load(Ordering::SeqCst);
+    let lists = cluster.counters.lists.load(Ordering::SeqCst);
+    let watches = cluster.counters.watches.load(Ordering::SeqCst);
     // Keep reading while the 1 s watches expire and are re-established.
     let reader = tokio::spawn(async move { while events.try_next().await.is_ok() {} });
-    eventually("a second watch", || async { cluster.requests.watches.load(Ordering::SeqCst) >= watches + 2 }).await;
-    assert_eq!(cluster.requests.lists.load(Ordering::SeqCst), lists, "re-watching does not relist");
+    eventually("a second watch", || async { cluster.counters.watches.load(Ordering::SeqCst) >= watches + 2 }).await;
+    assert_eq!(cluster.counters.lists.load(Ordering::SeqCst), lists, "re-watching does not relist");
     reader.abort();
 }
 

@@ -89,17 +89,22 @@ pub struct Cluster {
     pub ledger: Arc<Ledger>,
     /// Volumes, shared with the other clusters of the sandbox.
     pub volumes: Arc<VolumeStore>,
-    /// Counts of list and watch requests served (tests read them to see client behaviour).
-    pub requests: RequestCounts,
+    /// Counts of requests served and controller sweeps made (tests read them to see client
+    /// behaviour, and to wait for "N more sweeps" instead of sleeping).
+    pub counters: Counters,
 }
 
-/// Counts of requests by kind, for tests and diagnostics.
+/// Counts of requests and controller sweeps, for tests and diagnostics.
 #[derive(Debug, Default)]
-pub struct RequestCounts {
+pub struct Counters {
     /// LIST requests (each page counts).
     pub lists: std::sync::atomic::AtomicU64,
     /// WATCH requests.
     pub watches: std::sync::atomic::AtomicU64,
+    /// Sweeps of the StatefulSet controller.
+    pub statefulset_sweeps: std::sync::atomic::AtomicU64,
+    /// Sweeps of the kubelets and node lifecycle.
+    pub kubelet_sweeps: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
@@ -113,7 +118,7 @@ impl Cluster {
         let cluster = Arc::new(Self {
             ledger,
             volumes,
-            requests: RequestCounts::default(),
+            counters: Counters::default(),
             storage: Storage::new(config.limits),
             resources: ResourceTable::default(),
             faults: Faults::new(config.seed),

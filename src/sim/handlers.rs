@@ -189,12 +189,12 @@ async fn resource(
     let method = &parts.method;
     match (method, path.name.as_deref(), path.subresource.as_deref()) {
         (&Method::GET, None, None) if q.watch => {
-            cluster.requests.watches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            cluster.counters.watches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let lines = watch::start(cluster, rt.clone(), version, ns, q, out)?;
             Ok(response::stream(lines))
         }
         (&Method::GET, None, None) => {
-            cluster.requests.lists.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            cluster.counters.lists.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(response::json_bytes(200, list::serve(cluster, &rt, version, ns, &q, out)?))
         }
         (&Method::GET, Some(name), None) => {

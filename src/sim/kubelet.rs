@@ -127,6 +127,7 @@ fn has_unreachable_taint(node: &Value) -> bool {
 
 /// One pass over nodes and pods.
 fn sweep(cluster: &Cluster, timers: &mut Timers) {
+    cluster.counters.kubelet_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nodes_rt = rt(cluster, "nodes");
     let pods_rt = rt(cluster, "pods");
     let (nodes, _) = cluster.storage.list(&(String::new(), "nodes".into()), None);

@@ -83,6 +83,7 @@ fn kinds(cluster: &Cluster) -> Kinds {
 
 /// One pass over every StatefulSet of the cluster.
 pub fn sweep(cluster: &Cluster) {
+    cluster.counters.statefulset_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let k = kinds(cluster);
     let (sets, _) = cluster.storage.list(&("apps".into(), "statefulsets".into()), None);
     for set in sets {

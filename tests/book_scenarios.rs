@@ -1,0 +1,260 @@
+//! The StatefulSet behaviour of "Understanding StatefulSet behavior" (Kubernetes in Action,
+//! 2nd ed.) played on simulated clusters through kube-rs: stable identity and storage, scale
+//! down and up, PVC retention, OrderedReady (and its deadlock), and a node failure that leaves
+//! the pod Terminating until an operator force-deletes it.
+
+use std::{
+    sync::{Arc, atomic::Ordering},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    core::v1::{PersistentVolumeClaim, Pod},
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+use spanset::sim::{
+    cluster::{Cluster, ClusterConfig},
+    fleet::Fleet,
+};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+struct Sim {
+    fleet: Fleet,
+    cluster: Arc<Cluster>,
+    sets: Api<StatefulSet>,
+    pods: Api<Pod>,
+    pvcs: Api<PersistentVolumeClaim>,
+}
+
+async fn sim() -> Sim {
+    let configs = ["source", "destination"].map(|n| ClusterConfig { time_factor: 0.01, ..ClusterConfig::named(n) });
+    let fleet = Fleet::start(configs.to_vec(), None).await.expect("sandbox starts");
+    let client = Client::try_from(kube::Config::new(fleet.servers[0].url().parse().unwrap())).unwrap();
+    let cluster = fleet.servers[0].cluster.clone();
+    Sim {
+        fleet,
+        cluster,
+        sets: Api::default_namespaced(client.clone()),
+        pods: Api::default_namespaced(client.clone()),
+        pvcs: Api::default_namespaced(client),
+    }
+}
+
+async fn eventually<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !cond().await {
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until the StatefulSet controller and kubelets have each swept `n` more times: long
+/// enough for anything that was going to happen to have happened.
+async fn settle(cluster: &Cluster, n: u64) {
+    let sts = cluster.counters.statefulset_sweeps.load(Ordering::SeqCst);
+    let kubelet = cluster.counters.kubelet_sweeps.load(Ordering::SeqCst);
+    eventually("controllers to sweep", || async {
+        cluster.counters.statefulset_sweeps.load(Ordering::SeqCst) >= sts + n
+            && cluster.counters.kubelet_sweeps.load(Ordering::SeqCst) >= kubelet + n
+    })
+    .await;
+}
+
+fn quiz(replicas: i32, extra: serde_json::Value) -> StatefulSet {
+    let mut spec = json!({
+        "replicas": replicas, "serviceName": "quiz",
+        "selector": {"matchLabels": {"app": "quiz"}},
+        "template": {"metadata": {"labels": {"app": "quiz"}}, "spec": {"terminationGracePeriodSeconds": 10, "containers": [{"name": "quiz", "image": "quiz:1"}]}},
+        "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}],
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        spec[k] = v.clone();
+    }
+    serde_json::from_value(json!({"metadata": {"name": "quiz"}, "spec": spec})).unwrap()
+}
+
+fn ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn ready_pods(s: &Sim) -> Vec<String> {
+    let mut names: Vec<String> = s
+        .pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|p| ready(p) && p.metadata.deletion_timestamp.is_none())
+        .map(|p| p.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn pvc_uids(s: &Sim) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = s
+        .pvcs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| (p.name_any(), p.uid().unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+fn claim_of(p: &Pod) -> Option<String> {
+    p.spec
+        .as_ref()?
+        .volumes
+        .as_ref()?
+        .iter()
+        .find_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone()))
+}
+
+#[tokio::test]
+async fn a_deleted_pod_comes_back_with_the_same_name_and_claim() {
+    let s = sim().await;
+    s.sets.create(&PostParams::default(), &quiz(3, json!({}))).await.unwrap();
+    eventually("three ready pods", || async { ready_pods(&s).await == ["quiz-0", "quiz-1", "quiz-2"] }).await;
+    let old = s.pods.get("quiz-1").await.unwrap();
+    let claims = pvc_uids(&s).await;
+    s.pods.delete("quiz-1", &DeleteParams::default()).await.unwrap();
+    eventually("a new quiz-1", || async {
+        s.pods.get_opt("quiz-1").await.unwrap().is_some_and(|p| p.uid() != old.uid() && ready(&p))
+    })
+    .await;
+    let new = s.pods.get("quiz-1").await.unwrap();
+    assert_eq!(claim_of(&new).as_deref(), Some("data-quiz-1"));
+    assert_eq!(pvc_uids(&s).await, claims, "the same claims, not new ones");
+    assert!(s.fleet.ledger.overlaps().is_empty());
+}
+
+#[tokio::test]
+async fn scale_down_keeps_claims_and_scale_up_reattaches_them() {
+    let s = sim().await;
+    s.sets.create(&PostParams::default(), &quiz(3, json!({}))).await.unwrap();
+    eventually("three ready pods", || async { ready_pods(&s).await.len() == 3 }).await;
+    let claims = pvc_uids(&s).await;
+    assert_eq!(claims.len(), 3);
+    s.sets.patch_scale("quiz", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}}))).await.unwrap();
+    eventually("one pod left", || async { s.pods.list(&ListParams::default()).await.unwrap().items.len() == 1 }).await;
+    assert_eq!(pvc_uids(&s).await, claims, "whenScaled: Retain keeps every claim");
+    s.sets.patch_scale("quiz", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}}))).await.unwrap();
+    eventually("three ready pods again", || async { ready_pods(&s).await.len() == 3 }).await;
+    assert_eq!(pvc_uids(&s).await, claims, "scale-up reattaches the same claims");
+}
+
+#[tokio::test]
+async fn when_scaled_delete_removes_the_claims_of_removed_pods() {
+    let s = sim().await;
+    let policy = json!({"persistentVolumeClaimRetentionPolicy": {"whenScaled": "Delete", "whenDeleted": "Retain"}});
+    s.sets.create(&PostParams::default(), &quiz(3, policy)).await.unwrap();
+    eventually("three ready pods", || async { ready_pods(&s).await.len() == 3 }).await;
+    s.sets.patch_scale("quiz", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}}))).await.unwrap();
+    eventually("only data-quiz-0 left", || async {
+        pvc_uids(&s).await.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>() == ["data-quiz-0"]
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn ordered_ready_creates_in_order_and_deadlocks_while_pod_0_is_never_ready() {
+    let s = sim().await;
+    // Pod 0's readiness probe fails from the start.
+    s.cluster.faults.set_pod_ready("default", "quiz-0", Some(false));
+    s.sets.create(&PostParams::default(), &quiz(3, json!({}))).await.unwrap();
+    eventually("quiz-0 running", || async {
+        s.pods
+            .get_opt("quiz-0")
+            .await
+            .unwrap()
+            .is_some_and(|p| p.status.and_then(|st| st.phase).as_deref() == Some("Running"))
+    })
+    .await;
+    settle(&s.cluster, 20).await;
+    let names: Vec<String> =
+        s.pods.list(&ListParams::default()).await.unwrap().items.iter().map(|p| p.name_any()).collect();
+    assert_eq!(names, ["quiz-0"], "OrderedReady waits for quiz-0 to be Ready before quiz-1");
+    // The probe recovers: the set proceeds, one pod at a time, in order.
+    s.cluster.faults.set_pod_ready("default", "quiz-0", None);
+    eventually("all three ready", || async { ready_pods(&s).await.len() == 3 }).await;
+    let pods = s.pods.list(&ListParams::default()).await.unwrap().items;
+    let created =
+        |n: &str| pods.iter().find(|p| p.name_any() == n).unwrap().metadata.creation_timestamp.clone().unwrap().0;
+    assert!(created("quiz-0") <= created("quiz-1") && created("quiz-1") <= created("quiz-2"));
+}
+
+#[tokio::test]
+async fn parallel_creates_every_pod_without_waiting() {
+    let s = sim().await;
+    s.cluster.faults.set_pod_ready("default", "quiz-0", Some(false));
+    s.sets.create(&PostParams::default(), &quiz(3, json!({"podManagementPolicy": "Parallel"}))).await.unwrap();
+    eventually("all three pods", || async { s.pods.list(&ListParams::default()).await.unwrap().items.len() == 3 })
+        .await;
+}
+
+#[tokio::test]
+async fn a_pod_on_a_failed_node_stays_terminating_until_force_deleted_then_returns() {
+    let s = sim().await;
+    s.sets.create(&PostParams::default(), &quiz(3, json!({}))).await.unwrap();
+    eventually("three ready pods", || async { ready_pods(&s).await.len() == 3 }).await;
+    let victim = s.pods.get("quiz-1").await.unwrap();
+    let node = victim.spec.as_ref().unwrap().node_name.clone().unwrap();
+    s.cluster.faults.set_node_down(&node, true);
+    eventually("quiz-1 evicted", || async {
+        s.pods.get("quiz-1").await.unwrap().metadata.deletion_timestamp.is_some()
+    })
+    .await;
+    settle(&s.cluster, 30).await;
+    let still = s.pods.get("quiz-1").await.unwrap();
+    assert_eq!(still.uid(), victim.uid(), "not replaced: the pod object stays, Terminating");
+    assert!(still.metadata.deletion_timestamp.is_some());
+    // The operator confirms the node is dead: force delete.
+    s.pods.delete("quiz-1", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    eventually("a new quiz-1 running elsewhere", || async {
+        s.pods.get_opt("quiz-1").await.unwrap().is_some_and(|p| {
+            p.uid() != victim.uid() && ready(&p) && p.spec.as_ref().unwrap().node_name.as_deref() != Some(node.as_str())
+        })
+    })
+    .await;
+    assert!(s.fleet.ledger.overlaps().is_empty(), "{:?}", s.fleet.ledger.overlaps());
+}
+
+#[tokio::test]
+async fn a_pod_whose_local_volume_is_on_a_dead_node_stays_pending() {
+    let s = sim().await;
+    let local = json!({"volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]});
+    s.sets.create(&PostParams::default(), &quiz(1, local)).await.unwrap();
+    eventually("quiz-0 ready", || async { ready_pods(&s).await == ["quiz-0"] }).await;
+    let node = s.pods.get("quiz-0").await.unwrap().spec.unwrap().node_name.unwrap();
+    s.cluster.faults.set_node_down(&node, true);
+    eventually("quiz-0 evicted", || async {
+        s.pods.get("quiz-0").await.unwrap().metadata.deletion_timestamp.is_some()
+    })
+    .await;
+    s.pods.delete("quiz-0", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    eventually("a new quiz-0", || async { s.pods.get_opt("quiz-0").await.unwrap().is_some() }).await;
+    settle(&s.cluster, 20).await;
+    let pod = s.pods.get("quiz-0").await.unwrap();
+    assert_eq!(pod.status.and_then(|st| st.phase).as_deref(), Some("Pending"));
+    assert!(pod.spec.unwrap().node_name.is_none(), "it cannot be scheduled away from its volume");
+    s.cluster.faults.set_node_down(&node, false);
+    eventually("quiz-0 back on its node", || async { ready_pods(&s).await == ["quiz-0"] }).await;
+}
