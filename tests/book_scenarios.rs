@@ -258,3 +258,169 @@ async fn a_pod_whose_local_volume_is_on_a_dead_node_stays_pending() {
     s.cluster.faults.set_node_down(&node, false);
     eventually("quiz-0 back on its node", || async { ready_pods(&s).await == ["quiz-0"] }).await;
 }
+
+fn revision(p: &Pod) -> String {
+    p.labels().get("controller-revision-hash").cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn rolling_updates_go_from_the_highest_ordinal_down_to_the_partition() {
+    let s = sim().await;
+    let extra = json!({"ordinals": {"start": 3}, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}});
+    s.sets.create(&PostParams::default(), &quiz(3, extra)).await.unwrap();
+    eventually("three ready pods", || async { ready_pods(&s).await == ["quiz-3", "quiz-4", "quiz-5"] }).await;
+    let pod = s.pods.get("quiz-4").await.unwrap();
+    assert_eq!(pod.labels().get("apps.kubernetes.io/pod-index").map(String::as_str), Some("4"));
+    assert_eq!(pod.labels().get("statefulset.kubernetes.io/pod-name").map(String::as_str), Some("quiz-4"));
+    let old = revision(&pod);
+    s.sets
+        .patch(
+            "quiz",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "quiz", "image": "quiz:2"}]}}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    // The partition is relative to ordinals.start: quiz-4 and quiz-5 update, quiz-3 does not.
+    eventually("the update above the partition", || async {
+        let pods = s.pods.list(&ListParams::default()).await.unwrap().items;
+        let rev = |n: &str| pods.iter().find(|p| p.name_any() == n).map(revision);
+        rev("quiz-4").is_some_and(|r| r != old) && rev("quiz-5").is_some_and(|r| r != old) && ready_pods_in(&pods) == 3
+    })
+    .await;
+    settle(&s.cluster, 20).await;
+    assert_eq!(revision(&s.pods.get("quiz-3").await.unwrap()), old, "below the partition nothing changes");
+    let status = s.sets.get("quiz").await.unwrap().status.unwrap();
+    assert_ne!(status.update_revision, status.current_revision);
+    assert_eq!((status.updated_replicas, status.current_replicas), (Some(2), Some(1)));
+    assert_eq!(s.pods.get("quiz-4").await.unwrap().spec.unwrap().containers[0].image.as_deref(), Some("quiz:2"));
+    // Lowering the partition to 0 finishes the rollout; then currentRevision catches up.
+    s.sets
+        .patch(
+            "quiz",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the rollout to complete", || async {
+        let st = s.sets.get("quiz").await.unwrap().status.unwrap();
+        st.current_revision == st.update_revision && st.updated_replicas == Some(3) && st.ready_replicas == Some(3)
+    })
+    .await;
+}
+
+fn ready_pods_in(pods: &[Pod]) -> usize {
+    pods.iter().filter(|p| ready(p) && p.metadata.deletion_timestamp.is_none()).count()
+}
+
+#[tokio::test]
+async fn on_delete_updates_a_pod_only_when_it_is_deleted() {
+    let s = sim().await;
+    s.sets.create(&PostParams::default(), &quiz(2, json!({"updateStrategy": {"type": "OnDelete"}}))).await.unwrap();
+    eventually("two ready pods", || async { ready_pods(&s).await.len() == 2 }).await;
+    let old = revision(&s.pods.get("quiz-1").await.unwrap());
+    s.sets
+        .patch(
+            "quiz",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "quiz", "image": "quiz:2"}]}}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    settle(&s.cluster, 20).await;
+    assert_eq!(revision(&s.pods.get("quiz-1").await.unwrap()), old, "OnDelete leaves running pods alone");
+    s.pods.delete("quiz-1", &DeleteParams::default()).await.unwrap();
+    eventually("quiz-1 recreated at the new revision", || async {
+        s.pods.get_opt("quiz-1").await.unwrap().is_some_and(|p| revision(&p) != old && ready(&p))
+    })
+    .await;
+    assert_eq!(revision(&s.pods.get("quiz-0").await.unwrap()), old);
+}
+
+#[tokio::test]
+async fn scale_down_waits_while_a_pod_is_unready() {
+    let s = sim().await;
+    // With minReadySeconds, status counts a pod available once Ready for that long.
+    s.sets.create(&PostParams::default(), &quiz(3, json!({"minReadySeconds": 30}))).await.unwrap();
+    eventually("three available pods", || async {
+        s.sets.get("quiz").await.unwrap().status.and_then(|st| st.available_replicas) == Some(3)
+    })
+    .await;
+    // quiz-0 becomes unready; scaling down to 1 must not remove quiz-2 while it is.
+    s.cluster.faults.set_pod_ready("default", "quiz-0", Some(false));
+    eventually("quiz-0 unready", || async { !ready(&s.pods.get("quiz-0").await.unwrap()) }).await;
+    s.sets.patch_scale("quiz", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}}))).await.unwrap();
+    settle(&s.cluster, 20).await;
+    assert_eq!(
+        s.pods.list(&ListParams::default()).await.unwrap().items.len(),
+        3,
+        "scale-down is blocked by an unready pod"
+    );
+    s.cluster.faults.set_pod_ready("default", "quiz-0", None);
+    eventually("the scale-down to finish", || async {
+        s.pods.list(&ListParams::default()).await.unwrap().items.len() == 1
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn reclaim_delete_removes_the_volume_and_retain_keeps_it_released() {
+    let s = sim().await;
+    let client = Client::try_from(kube::Config::new(s.fleet.servers[0].url().parse().unwrap())).unwrap();
+    let pvs: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(client);
+    for name in ["gone", "kept"] {
+        let pvc: PersistentVolumeClaim = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})).unwrap();
+        s.pvcs.create(&PostParams::default(), &pvc).await.unwrap();
+    }
+    let volume_of = |name: &'static str| {
+        let pvcs = s.pvcs.clone();
+        async move { pvcs.get(name).await.unwrap().spec.unwrap().volume_name.unwrap_or_default() }
+    };
+    eventually("both claims bound", || async {
+        !volume_of("gone").await.is_empty() && !volume_of("kept").await.is_empty()
+    })
+    .await;
+    let (gone_pv, kept_pv) = (volume_of("gone").await, volume_of("kept").await);
+    pvs.patch(
+        &kept_pv,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"persistentVolumeReclaimPolicy": "Retain"}})),
+    )
+    .await
+    .unwrap();
+    s.pvcs.delete("gone", &DeleteParams::default()).await.unwrap();
+    s.pvcs.delete("kept", &DeleteParams::default()).await.unwrap();
+    eventually("the Delete volume gone", || async { pvs.get_opt(&gone_pv).await.unwrap().is_none() }).await;
+    eventually("the Retain volume released", || async {
+        pvs.get(&kept_pv).await.unwrap().status.and_then(|st| st.phase).as_deref() == Some("Released")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_same_seed_gives_the_same_uids() {
+    let uids = |fleet: &Fleet| {
+        let c = fleet.servers[0].cluster.clone();
+        let cms = c.resources.by_plural("", "configmaps").unwrap();
+        (0..3)
+            .map(|i| {
+                let obj = c
+                    .create(&cms, Some("default"), json!({"metadata": {"name": format!("c{i}")}}), &Default::default())
+                    .unwrap();
+                obj["metadata"]["uid"].as_str().unwrap().to_string()
+            })
+            .collect::<Vec<_>>()
+    };
+    let quiet = || ClusterConfig { nodes: 0, ..ClusterConfig::named("a") };
+    let a = Fleet::start(vec![quiet()], None).await.unwrap();
+    let b = Fleet::start(vec![quiet()], None).await.unwrap();
+    let other = Fleet::start(vec![ClusterConfig { seed: 2, ..quiet() }], None).await.unwrap();
+    let (ua, ub, uo) = (uids(&a), uids(&b), uids(&other));
+    assert_eq!(ua, ub);
+    assert_ne!(ua, uo);
+}

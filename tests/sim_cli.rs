@@ -63,3 +63,28 @@ fn the_sandbox_writes_one_context_per_cluster_and_exits_0_on_sigterm() {
     assert_eq!(listed["clusters"].as_array().unwrap().len(), 3);
     assert_eq!(sandbox.stop().code(), Some(0));
 }
+
+#[test]
+fn ledger_check_names_an_identity_that_ran_in_two_clusters() {
+    let sandbox = Sandbox::start("source,destination");
+    let Some(mut src) = support::Kubectl::new(33, &sandbox) else { return };
+    src.context = Some("source".into());
+    let mut dst = support::Kubectl::new(33, &sandbox).expect("same binary");
+    dst.context = Some("destination".into());
+    assert!(sandbox.ctl_ok(&["ledger", "--check"]).starts_with("ledger ok: 0 pod incarnations"));
+    // The mistake spanset exists to prevent: the same ordinal started in both clusters.
+    let sts = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/web-statefulset.yaml")).unwrap();
+    for k in [&src, &dst] {
+        k.ok_with_stdin(&["apply", "-f", "-"], &sts);
+    }
+    support::wait_until("a violation", support::DEADLINE, || !sandbox.ctl(&["ledger", "--check"]).status.success());
+    let out = sandbox.ctl(&["ledger", "--check"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = String::from_utf8_lossy(&out.stdout);
+    let line = report.lines().find(|l| l.contains("default/web ordinal 0")).unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        line.contains("source") && line.contains("destination") && line.contains("ran in two places at once"),
+        "{line}"
+    );
+    assert!(line.matches("20").count() >= 2, "times are named: {line}");
+}

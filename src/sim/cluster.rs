@@ -121,7 +121,10 @@ impl Cluster {
             counters: Counters::default(),
             storage: Storage::new(config.limits),
             resources: ResourceTable::default(),
-            faults: Faults::new(config.seed),
+            // Mixing in the name keeps clusters of one sandbox from drawing the same uids.
+            faults: Faults::new(
+                config.name.bytes().fold(config.seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)),
+            ),
             config,
             gc_wake: Notify::new(),
         });

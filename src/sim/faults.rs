@@ -3,8 +3,8 @@
 //! (one without the StatefulSetStartOrdinal feature), dead nodes and failing readiness.
 //!
 //! Owned by the [`super::cluster::Cluster`]; read on every request by the server and handlers,
-//! written only by the admin API. Random choices come from a seeded generator, so a run with
-//! the same seed injects the same errors.
+//! written only by the admin API. Every random choice of the cluster (injected errors, uids,
+//! generated names) comes from its seeded generator, so a run with the same seed repeats.
 
 use std::{
     collections::BTreeMap,
@@ -156,6 +156,18 @@ impl Faults {
     /// The forced readiness of a pod, if any.
     pub fn pod_ready(&self, namespace: &str, pod: &str) -> Option<bool> {
         self.pod_ready.lock().get(&(namespace.to_string(), pod.to_string())).copied()
+    }
+
+    /// A random string over `alphabet` from the cluster's seeded generator (generateName).
+    pub fn random_suffix(&self, alphabet: &[u8], len: usize) -> String {
+        let mut rng = self.rng.lock();
+        (0..len).map(|_| alphabet[rng.random_range(0..alphabet.len())] as char).collect()
+    }
+
+    /// A version-4 UUID from the cluster's seeded generator, so a run is reproducible.
+    pub fn random_uid(&self) -> String {
+        let bytes: [u8; 16] = self.rng.lock().random();
+        uuid::Builder::from_random_bytes(bytes).into_uuid().to_string()
     }
 
     /// Clears every fault.

@@ -167,12 +167,6 @@ fn check_type(rt: &ResourceType, version: &str, body: &mut Value) -> ApiResult<(
 
 const GENERATE_NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
-fn generated_suffix() -> String {
-    use rand::Rng;
-    let mut rng = rand::rng();
-    (0..5).map(|_| GENERATE_NAME_ALPHABET[rng.random_range(0..GENERATE_NAME_ALPHABET.len())] as char).collect()
-}
-
 /// The part of an object whose change bumps `metadata.generation`.
 fn generation_relevant(rt: &ResourceType, obj: &Value) -> Value {
     if rt.custom {
@@ -250,7 +244,7 @@ impl Cluster {
         let name = if name.is_empty() {
             match meta.get("generateName").and_then(Value::as_str) {
                 Some(prefix) if !prefix.is_empty() => {
-                    let n = format!("{prefix}{}", generated_suffix());
+                    let n = format!("{prefix}{}", self.faults.random_suffix(GENERATE_NAME_ALPHABET, 5));
                     meta.insert("name".into(), Value::String(n.clone()));
                     n
                 }
@@ -268,7 +262,7 @@ impl Cluster {
             name
         };
         // Server-owned metadata.
-        meta.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+        meta.insert("uid".into(), Value::String(self.faults.random_uid()));
         meta.insert("creationTimestamp".into(), Value::String(object::now_rfc3339()));
         for owned in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "generation"] {
             meta.remove(owned);
