@@ -6,4 +6,5 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod plan;
 pub mod sim;

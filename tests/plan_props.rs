@@ -1,0 +1,487 @@
+//! Properties of the planner over random specs, states and interleavings of events
+//! (confirmations, partitions, fences, spec edits in the middle of moves):
+//! - never two clusters' specs own one ordinal (fenced clusters' specs are void);
+//! - no cluster gains an ordinal some other cluster still runs or holds;
+//! - every written slice stays contiguous for apps/v1;
+//! - in-flight moves never exceed maxConcurrentMoves because of the planner;
+//! - the target is reached when clusters cooperate;
+//! - the number of ordinal moves is minimal for contiguous slices (brute-force oracle).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use proptest::prelude::*;
+use spanset::plan::{
+    Backend, ClusterObservation, ClusterTarget, Desired, Observed, Ordinal, Plan, Slice, Step, plan,
+    plan_to_completion, steps::contiguous,
+};
+
+fn desired(backend: Backend, replicas: u32, weights: &[u32], max_moves: u32) -> Desired {
+    Desired {
+        replicas,
+        start: 0,
+        backend,
+        clusters: weights
+            .iter()
+            .enumerate()
+            .map(|(i, w)| ClusterTarget { name: format!("c{i}"), weight: *w, min_replicas: 0, max_replicas: None })
+            .collect(),
+        max_concurrent_moves: max_moves,
+    }
+}
+
+fn healthy(written: BTreeSet<Ordinal>) -> ClusterObservation {
+    ClusterObservation {
+        written: Slice::from_ordinals(&written),
+        pods: written.clone(),
+        ready: written,
+        observed_since_write: true,
+        reachable: true,
+        fenced: false,
+        compatible: true,
+    }
+}
+
+/// Random spec: 1–4 clusters, weights 0–4 (one above 0), optional min/max, 0–12 replicas.
+fn spec() -> impl Strategy<Value = Desired> {
+    (
+        prop::bool::ANY,
+        0u32..12,
+        0u32..4,
+        prop::collection::vec((0u32..5, 0u32..3, prop::option::of(0u32..10)), 1..5),
+        1u32..4,
+    )
+        .prop_map(|(adv, replicas, start, cs, max_moves)| Desired {
+            replicas,
+            start,
+            backend: if adv { Backend::AdvancedStatefulSet } else { Backend::StatefulSet },
+            clusters: cs
+                .iter()
+                .enumerate()
+                .map(|(i, (w, min, max))| ClusterTarget {
+                    name: format!("c{i}"),
+                    weight: if i == 0 { (*w).max(1) } else { *w },
+                    min_replicas: *min,
+                    max_replicas: max.map(|m| m.max(*min)),
+                })
+                .collect(),
+            max_concurrent_moves: max_moves,
+        })
+        .prop_filter("a valid spec", |d| spanset::plan::validate(d).is_empty())
+}
+
+/// A random starting state: a random earlier range split among the clusters, disjoint.
+fn state(d: &Desired, seed: &[u32]) -> Observed {
+    let n = d.clusters.len();
+    let old_replicas = seed.first().copied().unwrap_or(0) % 12;
+    let mut obs: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(BTreeSet::new()))).collect();
+    let mut owner: Vec<usize> =
+        (0..old_replicas as usize).map(|i| seed.get(i + 1).copied().unwrap_or(0) as usize % n).collect();
+    if d.backend == Backend::StatefulSet {
+        owner.sort(); // contiguous blocks in placement order
+    }
+    for (k, c) in owner.iter().enumerate() {
+        let name = &d.clusters[*c].name;
+        let o = obs.get_mut(name).unwrap();
+        let mut set = o.written.ordinals();
+        set.insert(d.start + k as u32);
+        *o = healthy(set);
+    }
+    obs
+}
+
+/// The world's truth behind the observations: what each member's spec holds and which pods
+/// really run. Events change it; the planner only sees observations.
+fn check_invariants(d: &Desired, obs: &Observed) -> Result<(), TestCaseError> {
+    let mut owners: BTreeMap<Ordinal, &str> = BTreeMap::new();
+    for (name, o) in obs {
+        // A fenced cluster's spec is void: its ordinals may be re-homed while it is declared
+        // dead, and the planner shrinks it the moment it answers again.
+        if o.fenced {
+            continue;
+        }
+        for k in o.written.ordinals() {
+            if let Some(other) = owners.insert(k, name) {
+                return Err(TestCaseError::fail(format!("ordinal {k} owned by {other} and {name}")));
+            }
+        }
+        if d.backend == Backend::StatefulSet {
+            prop_assert!(
+                o.written.is_contiguous() && contiguous(&o.written.ordinals()),
+                "{name} slice not contiguous: {:?}",
+                o.written
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Applies one step to the truth, checking it is safe against the truth (not the observation).
+fn apply(obs: &mut Observed, step: &Step) -> Result<(), TestCaseError> {
+    if let Step::Grow { cluster, acquires, .. } = step {
+        for k in acquires {
+            for (name, o) in obs.iter() {
+                if name != cluster && !o.fenced {
+                    prop_assert!(!o.pods.contains(k), "{cluster} acquires {k} while {name} still runs it");
+                    prop_assert!(
+                        !o.written.ordinals().contains(k),
+                        "{cluster} acquires {k} while {name}'s spec holds it"
+                    );
+                }
+            }
+        }
+    }
+    let o = obs.get_mut(step.cluster()).expect("steps name known clusters");
+    prop_assert!(o.reachable, "a step for unreachable {}", step.cluster());
+    o.written = step.slice().clone();
+    o.observed_since_write = false;
+    // A grow's pods do not run before the member acts; a shrink's pods linger until then.
+    Ok(())
+}
+
+/// A member catches up: pods follow its spec and it is observed after the write.
+fn settle(o: &mut ClusterObservation) {
+    o.pods = o.written.ordinals();
+    o.ready = o.pods.clone();
+    o.observed_since_write = true;
+}
+
+#[derive(Debug, Clone)]
+enum Event {
+    Settle(usize),
+    Partition(usize),
+    Heal(usize),
+    Fence(usize),
+    Reweigh(usize, u32),
+    Steps,
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        4 => (0usize..4).prop_map(Event::Settle),
+        1 => (0usize..4).prop_map(Event::Partition),
+        2 => (0usize..4).prop_map(Event::Heal),
+        1 => (0usize..4).prop_map(Event::Fence),
+        1 => ((0usize..4), (0u32..4)).prop_map(|(c, w)| Event::Reweigh(c, w)),
+        6 => Just(Event::Steps),
+    ]
+}
+
+fn run_plan(d: &Desired, obs: &Observed, moving: &BTreeSet<Ordinal>) -> Result<Option<Plan>, TestCaseError> {
+    match plan(d, obs, moving) {
+        Ok(p) => Ok(Some(p)),
+        // Partitions and fences can leave too little capacity: then nothing is written.
+        Err(spanset::plan::PlanError::NoTarget(_)) => Ok(None),
+        Err(e) => Err(TestCaseError::fail(format!("unexpected planning error: {e}"))),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn plans_stay_safe_under_any_interleaving_and_converge_when_members_cooperate(
+        d in spec(),
+        seed in prop::collection::vec(0u32..100, 1..14),
+        events in prop::collection::vec(event(), 0..40),
+    ) {
+        let mut d = d;
+        let n = d.clusters.len();
+        let mut obs = state(&d, &seed);
+        check_invariants(&d, &obs)?;
+        let mut moving = BTreeSet::new();
+        for ev in events {
+            match ev {
+                Event::Settle(c) => { if let Some(o) = obs.get_mut(&format!("c{}", c % n)) && o.reachable { settle(o); } }
+                Event::Partition(c) => { obs.get_mut(&format!("c{}", c % n)).unwrap().reachable = false; }
+                Event::Heal(c) => { obs.get_mut(&format!("c{}", c % n)).unwrap().reachable = true; }
+                Event::Fence(c) => {
+                    // An operator fences only a cluster that is cut off; its pods are dead.
+                    let o = obs.get_mut(&format!("c{}", c % n)).unwrap();
+                    if !o.reachable { o.fenced = true; o.pods.clear(); o.ready.clear(); }
+                }
+                Event::Reweigh(c, w) => {
+                    let mut edited = d.clone();
+                    edited.clusters[c % n].weight = w;
+                    if spanset::plan::validate(&edited).is_empty() { d = edited; }
+                }
+                Event::Steps => {
+                    let Some(p) = run_plan(&d, &obs, &moving)? else { continue };
+                    let before = p.in_flight.len();
+                    for s in &p.steps { apply(&mut obs, s)?; }
+                    check_invariants(&d, &obs)?;
+                    moving = p.in_flight.clone();
+                    for s in &p.steps {
+                        // A returning fenced cluster's releases are cleanup, not moves.
+                        if let Step::Shrink { cluster, releases, .. } = s
+                            && !obs[cluster].fenced {
+                                moving.extend(releases.iter().copied().filter(|k| *k < d.start + d.replicas && *k >= d.start));
+                            }
+                    }
+                    // New moves fit in what the limit leaves; one extra only to unblock moves
+                    // whose target changed under them.
+                    let started = moving.len().saturating_sub(before);
+                    let room = (d.max_concurrent_moves as usize).saturating_sub(before);
+                    prop_assert!(started <= room || (started == 1 && before > 0), "{} moves started with {} in flight and a limit of {}", started, before, d.max_concurrent_moves);
+                }
+            }
+        }
+        // Now everyone cooperates (fenced clusters come back and are shrunk first).
+        for o in obs.values_mut() { o.reachable = true; }
+        for round in 0..200 {
+            for o in obs.values_mut() { settle(o); }
+            let Some(p) = run_plan(&d, &obs, &moving)? else {
+                // Only possible when fences or bounds leave too little room: then nothing moves.
+                let room: u64 = d.clusters.iter().filter(|c| !obs[&c.name].fenced).map(|c| u64::from(c.max_replicas.unwrap_or(u32::MAX))).sum();
+                prop_assert!(room < u64::from(d.replicas), "a target exists with room {room}");
+                return Ok(());
+            };
+            if p.done || (p.steps.is_empty() && p.in_flight.is_empty()) {
+                for (name, slice) in &p.target {
+                    prop_assert_eq!(&obs[name].written.ordinals(), &slice.ordinals(), "{} reached its target", name);
+                }
+                return Ok(());
+            }
+            prop_assert!(round < 199, "no convergence: {:?}", p);
+            for s in &p.steps { apply(&mut obs, s)?; }
+            check_invariants(&d, &obs)?;
+            moving = p.in_flight.clone();
+        }
+    }
+
+    #[test]
+    fn targets_respect_weights_bounds_and_cover_the_range(d in spec()) {
+        let obs: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(BTreeSet::new()))).collect();
+        let p = plan(&d, &obs, &BTreeSet::new()).expect("a valid spec plans");
+        let mut all = BTreeSet::new();
+        for (i, (name, slice)) in p.target.iter().enumerate() {
+            let c = &d.clusters[i];
+            prop_assert_eq!(&c.name, name);
+            prop_assert!(slice.replicas >= c.min_replicas && c.max_replicas.is_none_or(|m| slice.replicas <= m));
+            for k in slice.ordinals() { prop_assert!(all.insert(k), "ordinal {} twice", k); }
+        }
+        prop_assert_eq!(all, (d.start..d.start + d.replicas).collect::<BTreeSet<_>>());
+    }
+}
+
+/// Fewest acquisitions that reach `target` from `start` with only safe, contiguous steps:
+/// breadth-first over ownership vectors (None = released everywhere).
+fn oracle(start: &[Option<usize>], target: &[Option<usize>], clusters: usize) -> usize {
+    let ok = |s: &[Option<usize>]| {
+        (0..clusters).all(|c| {
+            let idx: Vec<usize> = s.iter().enumerate().filter(|(_, o)| **o == Some(c)).map(|(i, _)| i).collect();
+            idx.windows(2).all(|w| w[1] == w[0] + 1)
+        })
+    };
+    let mut best: BTreeMap<Vec<Option<usize>>, usize> = BTreeMap::new();
+    let mut queue = VecDeque::new();
+    best.insert(start.to_vec(), 0);
+    queue.push_back(start.to_vec());
+    while let Some(s) = queue.pop_front() {
+        let cost = best[&s];
+        if s == target {
+            continue;
+        }
+        for k in 0..s.len() {
+            let mut nexts = Vec::new();
+            match s[k] {
+                Some(_) => {
+                    let mut n = s.clone();
+                    n[k] = None;
+                    nexts.push((n, 0));
+                }
+                None => {
+                    for c in 0..clusters {
+                        let mut n = s.clone();
+                        n[k] = Some(c);
+                        nexts.push((n, 1));
+                    }
+                }
+            }
+            for (n, step) in nexts {
+                if !ok(&n) {
+                    continue;
+                }
+                let c = cost + step;
+                if best.get(&n).is_none_or(|b| c < *b) {
+                    best.insert(n.clone(), c);
+                    // 0-cost edges go first (0-1 BFS).
+                    if step == 0 { queue.push_front(n) } else { queue.push_back(n) }
+                }
+            }
+        }
+    }
+    best[target]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn contiguous_plans_move_as_few_ordinals_as_the_oracle(
+        replicas in 1u32..7,
+        weights in prop::collection::vec(0u32..4, 2..4),
+        split in prop::collection::vec(0usize..3, 7),
+        max_moves in 1u32..3,
+    ) {
+        let mut weights = weights;
+        weights[0] = weights[0].max(1);
+        let n = weights.len();
+        let d = desired(Backend::StatefulSet, replicas, &weights, max_moves);
+        let mut owner: Vec<usize> = split.iter().take(replicas as usize).map(|c| c % n).collect();
+        owner.sort();
+        let mut obs: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(BTreeSet::new()))).collect();
+        for (k, c) in owner.iter().enumerate() {
+            let o = obs.get_mut(&format!("c{c}")).unwrap();
+            let mut set = o.written.ordinals();
+            set.insert(k as u32);
+            *o = healthy(set);
+        }
+        let (first, steps) = plan_to_completion(&d, &obs).expect("plans to completion");
+        let acquired: usize = steps.iter().map(|s| match s { Step::Grow { acquires, .. } => acquires.len(), _ => 0 }).sum();
+        let mut target = vec![None; replicas as usize];
+        for (name, slice) in &first.target {
+            let c: usize = name[1..].parse().unwrap();
+            for k in slice.ordinals() { target[k as usize] = Some(c); }
+        }
+        let start: Vec<Option<usize>> = owner.iter().map(|c| Some(*c)).collect();
+        prop_assert_eq!(acquired, oracle(&start, &target, n), "from {:?} to {:?}: {:?}", start, target, steps);
+    }
+}
+
+#[test]
+fn the_blogs_migration_moves_one_ordinal_at_a_time_from_the_top() {
+    let mut d = desired(Backend::StatefulSet, 6, &[0, 1], 1);
+    d.clusters[0].name = "source".into();
+    d.clusters[1].name = "destination".into();
+    let obs: Observed =
+        [("source".to_string(), healthy((0..6).collect())), ("destination".to_string(), healthy(BTreeSet::new()))]
+            .into();
+    let (p, steps) = plan_to_completion(&d, &obs).unwrap();
+    assert_eq!(p.target[1], ("destination".to_string(), Slice { start: 0, replicas: 6, reserved: BTreeSet::new() }));
+    assert_eq!(p.target[0].1.replicas, 0, "source keeps nothing");
+    let summary: Vec<String> = steps
+        .iter()
+        .map(|s| match s {
+            Step::Shrink { cluster, releases, .. } => format!("{cluster}-{releases:?}"),
+            Step::Grow { cluster, acquires, .. } => format!("{cluster}+{acquires:?}"),
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "source-[5]",
+            "destination+[5]",
+            "source-[4]",
+            "destination+[4]",
+            "source-[3]",
+            "destination+[3]",
+            "source-[2]",
+            "destination+[2]",
+            "source-[1]",
+            "destination+[1]",
+            "source-[0]",
+            "destination+[0]"
+        ]
+    );
+}
+
+#[test]
+fn nothing_grows_until_the_release_is_observed() {
+    let d = desired(Backend::StatefulSet, 2, &[1, 1], 1);
+    let obs: Observed =
+        [("c0".to_string(), healthy((0..2).collect())), ("c1".to_string(), healthy(BTreeSet::new()))].into();
+    let p = plan(&d, &obs, &BTreeSet::new()).unwrap();
+    assert_eq!(
+        p.steps,
+        vec![Step::Shrink {
+            cluster: "c0".into(),
+            to: Slice { start: 0, replicas: 1, reserved: BTreeSet::new() },
+            releases: vec![1]
+        }]
+    );
+    // Written but not yet observed: c1 must wait even though c0's spec no longer holds 1.
+    let mut after = obs.clone();
+    after.get_mut("c0").unwrap().written = Slice { start: 0, replicas: 1, reserved: BTreeSet::new() };
+    after.get_mut("c0").unwrap().observed_since_write = false;
+    assert!(plan(&d, &after, &[1].into()).unwrap().steps.is_empty());
+    // Observed absent: now c1 may take it.
+    after.get_mut("c0").unwrap().observed_since_write = true;
+    after.get_mut("c0").unwrap().pods = [0].into();
+    let steps = plan(&d, &after, &[1].into()).unwrap().steps;
+    assert!(matches!(&steps[..], [Step::Grow { cluster, acquires, .. }] if cluster == "c1" && acquires == &vec![1]));
+}
+
+#[test]
+fn an_unreachable_cluster_blocks_its_ordinals_until_fenced() {
+    let d = desired(Backend::StatefulSet, 2, &[1, 1], 2);
+    let mut obs: Observed = [("c0".to_string(), healthy([0].into())), ("c1".to_string(), healthy([1].into()))].into();
+    obs.get_mut("c1").unwrap().reachable = false;
+    let p = plan(&d, &obs, &BTreeSet::new()).unwrap();
+    assert_eq!(p.excluded, vec![("c1".to_string(), spanset::plan::Exclusion::Unreachable)]);
+    assert!(p.steps.is_empty(), "c1 may still run ordinal 1: nothing moves ({:?})", p.steps);
+    obs.get_mut("c1").unwrap().fenced = true;
+    let p = plan(&d, &obs, &BTreeSet::new()).unwrap();
+    assert!(matches!(&p.steps[..], [Step::Grow { cluster, acquires, .. }] if cluster == "c0" && acquires == &vec![1]));
+}
+
+#[test]
+fn advanced_statefulsets_move_any_ordinal_straight_to_its_cluster() {
+    let d = desired(Backend::AdvancedStatefulSet, 4, &[1, 1], 4);
+    let obs: Observed =
+        [("c0".to_string(), healthy((0..4).collect())), ("c1".to_string(), healthy(BTreeSet::new()))].into();
+    let (p, steps) = plan_to_completion(&d, &obs).unwrap();
+    assert_eq!(p.target[0].1.replicas + p.target[1].1.replicas, 4);
+    let acquired: usize = steps
+        .iter()
+        .map(|s| match s {
+            Step::Grow { acquires, .. } => acquires.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(acquired, 2, "only two ordinals move: {steps:?}");
+}
+
+#[test]
+fn impossible_specs_name_the_field() {
+    let mut d = desired(Backend::StatefulSet, 6, &[1, 1], 1);
+    d.clusters[0].min_replicas = 4;
+    d.clusters[1].min_replicas = 3;
+    let errs = spanset::plan::validate(&d);
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs[0].to_string(), "spec.placement.clusters: the sum of minReplicas (7) exceeds spec.replicas (6)");
+    d.clusters[1].min_replicas = 0;
+    d.clusters[1].max_replicas = Some(0);
+    d.clusters[1].min_replicas = 1;
+    assert!(spanset::plan::validate(&d).iter().any(|e| e.field == "spec.placement.clusters[1].minReplicas"));
+    let mut dup = desired(Backend::StatefulSet, 1, &[1, 1], 0);
+    dup.clusters[1].name = "c0".into();
+    let fields: Vec<String> = spanset::plan::validate(&dup).into_iter().map(|e| e.field).collect();
+    assert_eq!(fields, ["spec.placement.clusters[1].name", "spec.migration.maxConcurrentMoves"]);
+}
+
+#[test]
+fn weights_divide_by_largest_remainder_and_small_changes_move_little() {
+    let d = desired(Backend::StatefulSet, 10, &[1, 1, 1], 1);
+    let empty: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(BTreeSet::new()))).collect();
+    let counts: Vec<u32> = plan(&d, &empty, &BTreeSet::new()).unwrap().target.iter().map(|(_, s)| s.replicas).collect();
+    assert_eq!(counts, [4, 3, 3], "the remainder goes to the first in placement order");
+    let d2 = desired(Backend::StatefulSet, 10, &[1, 1, 2], 1);
+    let counts: Vec<u32> =
+        plan(&d2, &empty, &BTreeSet::new()).unwrap().target.iter().map(|(_, s)| s.replicas).collect();
+    assert_eq!(counts, [3, 2, 5]);
+    // The target does not depend on where ordinals are now, so it holds still during a move.
+    let held: Observed = [
+        ("c0".to_string(), healthy((0..3).collect())),
+        ("c1".to_string(), healthy((3..7).collect())),
+        ("c2".to_string(), healthy((7..10).collect())),
+    ]
+    .into();
+    let counts: Vec<u32> = plan(&d, &held, &BTreeSet::new()).unwrap().target.iter().map(|(_, s)| s.replicas).collect();
+    assert_eq!(counts, [4, 3, 3]);
+    // A small weight change moves few ordinals: 1:1:1 -> 1:1:1.2 over 10 replicas moves one.
+    let d3 = desired(Backend::StatefulSet, 10, &[5, 5, 6], 1);
+    let counts3: Vec<u32> =
+        plan(&d3, &empty, &BTreeSet::new()).unwrap().target.iter().map(|(_, s)| s.replicas).collect();
+    let moved: u32 = counts.iter().zip(&counts3).map(|(a, b)| a.abs_diff(*b)).sum::<u32>() / 2;
+    assert_eq!((counts3.clone(), moved), (vec![3, 3, 4], 1));
+}
