@@ -5,6 +5,7 @@
 //! command line.
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod cli;
 pub mod plan;
 pub mod sim;

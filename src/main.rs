@@ -10,6 +10,8 @@ fn main() {
         .init();
     let code = match cli.command {
         Command::SimCtl(args) => cli::sim_ctl::run(args),
+        Command::Plan(args) => cli::plan::run(args),
+        Command::Crd(args) => cli::crd::run(args),
         Command::Sim(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

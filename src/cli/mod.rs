@@ -2,6 +2,8 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod crd;
+pub mod plan;
 pub mod sim;
 pub mod sim_ctl;
 
@@ -21,6 +23,10 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// Inject faults into a running sandbox through its admin API.
     SimCtl(sim_ctl::SimCtlArgs),
+    /// Print the target slices and the steps to reach them, without touching any cluster.
+    Plan(plan::PlanArgs),
+    /// Print spanset's CRDs as YAML (or write them into a directory).
+    Crd(crd::CrdArgs),
 }
 
 /// Parses the command line; a bad flag prints one line and exits 2 (help and version exit 0).

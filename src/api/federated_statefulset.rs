@@ -1,0 +1,274 @@
+//! `FederatedStatefulSet` (spanset.dev/v1alpha1): one StatefulSet spread over member clusters.
+//! The schema and its CEL rules refuse everything that can be judged statically; the rest is
+//! judged by the planner's validation, with the same field names.
+
+use k8s_openapi::{
+    api::{
+        apps::v1::{StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetUpdateStrategy},
+        core::v1::{PersistentVolumeClaim, PodTemplateSpec},
+    },
+    apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector},
+};
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// A FederatedStatefulSet's spec: the whole ordinal range, how it is placed, how ordinals move
+/// and how failures are handled.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[kube(
+    group = "spanset.dev",
+    version = "v1alpha1",
+    kind = "FederatedStatefulSet",
+    namespaced,
+    shortname = "fsts",
+    status = "FederatedStatefulSetStatus",
+    // Longer names break the controller-revision-hash label of member pods: 63 characters
+    // minus "-" minus a 10-character hash (kubernetes/kubernetes#64023).
+    validation = Rule::new("self.metadata.name.size() <= 52").message("metadata.name: must be no more than 52 characters"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready", description = "Ready replicas / desired replicas"),
+    printcolumn(name = "Clusters", type_ = "integer", json_path = ".status.clusters", description = "Clusters holding a slice"),
+    printcolumn(name = "Moving", type_ = "integer", json_path = ".status.moving", description = "Ordinals moving between clusters"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.ordinals) || self.ordinals.start + self.replicas <= 2147483647").message("spec.ordinals.start: start + replicas must stay within int32"))]
+#[x_kube(validation = Rule::new("self.placement.clusters.map(c, has(c.minReplicas) ? c.minReplicas : 0).sum() <= self.replicas").message("spec.placement.clusters: the sum of minReplicas exceeds spec.replicas"))]
+pub struct FederatedStatefulSetSpec {
+    /// Total replicas across all member clusters.
+    #[schemars(range(min = 0))]
+    pub replicas: i32,
+    /// The global ordinal range starts here (like `.spec.ordinals` of a StatefulSet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordinals: Option<GlobalOrdinals>,
+    /// Which workload API member clusters run.
+    #[serde(default)]
+    pub backend: Backend,
+    /// The StatefulSet written in every member, without replicas and ordinals.
+    pub template: StatefulSetTemplate,
+    /// Where the replicas go.
+    pub placement: Placement,
+    /// How ordinals move between clusters.
+    #[serde(default)]
+    pub migration: Migration,
+    /// What happens when a member cluster is lost.
+    #[serde(default)]
+    pub failover: Failover,
+}
+
+/// The first ordinal of the global range.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema)]
+pub struct GlobalOrdinals {
+    /// First ordinal.
+    #[schemars(range(min = 0))]
+    pub start: i32,
+}
+
+/// The member workload API.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default, schemars::JsonSchema)]
+pub enum Backend {
+    /// apps/v1 StatefulSet: each cluster owns one contiguous slice.
+    #[default]
+    StatefulSet,
+    /// apps.kruise.io/v1beta1 StatefulSet: any set of ordinals per cluster.
+    AdvancedStatefulSet,
+}
+
+fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    // The pod template is validated by each member's apiserver; repeating its schema here
+    // would make the CRD hundreds of kilobytes, so it is kept as an open object.
+    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+fn preserve_unknown_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}})
+}
+
+/// A StatefulSet spec without `replicas` and `ordinals`, which spanset sets per cluster.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatefulSetTemplate {
+    /// Pod selector (immutable, as in a StatefulSet).
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template.selector is immutable"))]
+    pub selector: LabelSelector,
+    /// Governing Service name (immutable).
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template.serviceName is immutable"))]
+    pub service_name: String,
+    /// The pod template.
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub template: PodTemplateSpec,
+    /// Claim templates (immutable).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "preserve_unknown_list")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template.volumeClaimTemplates is immutable"))]
+    pub volume_claim_templates: Vec<PersistentVolumeClaim>,
+    /// `OrderedReady` or `Parallel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_management_policy: Option<String>,
+    /// RollingUpdate or OnDelete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub update_strategy: Option<StatefulSetUpdateStrategy>,
+    /// PVC retention on scale-down and deletion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub persistent_volume_claim_retention_policy: Option<StatefulSetPersistentVolumeClaimRetentionPolicy>,
+    /// Seconds a pod must be Ready before it counts as available.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub min_ready_seconds: Option<i32>,
+}
+
+/// Member clusters, in placement order (the order of slices in ordinal space for apps/v1).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema)]
+#[x_kube(validation = Rule::new("self.clusters.all(c, self.clusters.exists_one(d, d.name == c.name))").message("spec.placement.clusters: cluster names must be unique"))]
+#[x_kube(validation = Rule::new("self.clusters.exists(c, !has(c.weight) || c.weight > 0)").message("spec.placement.clusters: at least one cluster needs a weight above 0"))]
+pub struct Placement {
+    /// The clusters.
+    #[schemars(length(min = 1, max = 100))]
+    pub clusters: Vec<PlacementCluster>,
+}
+
+/// One member cluster's share.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.maxReplicas) || !has(self.minReplicas) || self.minReplicas <= self.maxReplicas").message("minReplicas must not exceed maxReplicas"))]
+pub struct PlacementCluster {
+    /// A MemberCluster name.
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+    /// Relative share of the replicas (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub weight: Option<i32>,
+    /// Fewest replicas this cluster holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub min_replicas: Option<i32>,
+    /// Most replicas this cluster holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_replicas: Option<i32>,
+}
+
+/// How ordinals move.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Migration {
+    /// Most ordinals moving at once (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_concurrent_moves: Option<i32>,
+    /// `Detached` (a fresh claim in the destination) or `Move` (hand the PV over, as the blog).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageMode>,
+    /// Objects copied into every member cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carry: Vec<CarriedObject>,
+}
+
+/// What happens to storage when an ordinal moves.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, schemars::JsonSchema)]
+pub enum StorageMode {
+    /// The destination gets a fresh claim; the application re-replicates.
+    Detached,
+    /// The PV is kept (reclaim Retain) and handed to the destination with its claim.
+    Move,
+}
+
+/// An object carried into every member cluster.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, schemars::JsonSchema)]
+pub struct CarriedObject {
+    /// Kind (`Secret`, `ConfigMap`).
+    pub kind: String,
+    /// Name in the FederatedStatefulSet's namespace.
+    pub name: String,
+}
+
+/// Failover policy.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Failover {
+    /// `Manual` waits for an operator's fence; `Automatic` fences after `fenceAfterSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<FailoverPolicy>,
+    /// Seconds without a successful API call before a cluster is Unreachable (default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub unreachable_after_seconds: Option<i32>,
+    /// Seconds Unreachable before automatic fencing (default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub fence_after_seconds: Option<i32>,
+}
+
+/// Who fences a lost cluster.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, schemars::JsonSchema)]
+pub enum FailoverPolicy {
+    /// An operator (`spanset fence`).
+    Manual,
+    /// spanset itself, after the grace period, loudly.
+    Automatic,
+}
+
+/// Observed state of a FederatedStatefulSet.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FederatedStatefulSetStatus {
+    /// The generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready, Progressing, Degraded, ClusterUnreachable, Blocked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Slice per cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<SliceStatus>,
+    /// Moves in flight: durable intent, so a restarted controller resumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<MoveStatus>,
+    /// Ready replicas in all clusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    /// `ready/desired`, for the READY column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// Clusters holding a slice, for the CLUSTERS column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<i32>,
+    /// Ordinals moving, for the MOVING column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moving: Option<i32>,
+}
+
+/// One cluster's slice as written and observed.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SliceStatus {
+    /// Member cluster.
+    pub cluster: String,
+    /// `.spec.ordinals.start` written there.
+    pub start: i32,
+    /// `.spec.replicas` written there.
+    pub replicas: i32,
+    /// `reserveOrdinals` (Advanced StatefulSet).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reserved_ordinals: Vec<i32>,
+    /// Ready pods there.
+    #[serde(default)]
+    pub ready_replicas: i32,
+}
+
+/// One ordinal on its way between clusters.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, schemars::JsonSchema)]
+pub struct MoveStatus {
+    /// The ordinal.
+    pub ordinal: i32,
+    /// Source cluster.
+    pub from: String,
+    /// Destination cluster.
+    pub to: String,
+    /// `Draining`, `Released`, `Handover` or `Starting`.
+    pub phase: String,
+    /// When the phase began (RFC 3339).
+    pub since: String,
+}

@@ -1,0 +1,71 @@
+//! `MemberCluster` (spanset.dev/v1alpha1, cluster-scoped): how to reach a member cluster, and
+//! an operator's statement that its workloads are dead (`spec.fenced`).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// How to reach a member cluster and whether it is fenced.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[kube(
+    group = "spanset.dev",
+    version = "v1alpha1",
+    kind = "MemberCluster",
+    shortname = "mc",
+    status = "MemberClusterStatus",
+    printcolumn(
+        name = "Reachable",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Reachable\")].status"
+    ),
+    printcolumn(name = "Fenced", type_ = "boolean", json_path = ".spec.fenced"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.serverVersion"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.kubeconfigSecret) != has(self.context)").message("spec: set exactly one of kubeconfigSecret and context"))]
+pub struct MemberClusterSpec {
+    /// A Secret holding a kubeconfig for the member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig_secret: Option<SecretKeyRef>,
+    /// A context of the controller's own kubeconfig.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// Region, for people and dashboards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// An operator's statement that the cluster's workloads are dead: its ordinals may be
+    /// re-homed. Only an operator unfences.
+    #[serde(default)]
+    pub fenced: bool,
+}
+
+/// A key of a Secret.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, schemars::JsonSchema)]
+pub struct SecretKeyRef {
+    /// Namespace of the Secret.
+    pub namespace: String,
+    /// Name of the Secret.
+    pub name: String,
+    /// Key holding the kubeconfig (default `kubeconfig`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// What spanset last saw of a member.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberClusterStatus {
+    /// `Reachable` and others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Last successful API call (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_contact: Option<String>,
+    /// The member's `gitVersion`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_version: Option<String>,
+    /// Whether the member keeps `.spec.ordinals` (false: it gets no slice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keeps_ordinals: Option<bool>,
+}

@@ -1,0 +1,201 @@
+//! `spanset plan -f FSTS.yaml [--current CURRENT.yaml] [-o table|json]`: prints the target
+//! slices and every step to reach them, without touching any cluster.
+//!
+//! CURRENT.yaml describes what the member clusters hold now (see `examples/current.yaml`):
+//!
+//! ```yaml
+//! clusters:
+//!   source: {start: 0, replicas: 6}
+//!   destination: {start: 6, replicas: 0, reachable: true, fenced: false, keepsOrdinals: true}
+//! ```
+//!
+//! Absent clusters hold nothing and are reachable.
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::{
+    api::FederatedStatefulSet,
+    plan::{self, ClusterObservation, Observed, Slice, Step},
+};
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned text.
+    Table,
+    /// One JSON object with `slices` and `steps`.
+    Json,
+}
+
+/// Flags of `spanset plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// The FederatedStatefulSet (YAML or JSON).
+    #[arg(short = 'f', long = "file")]
+    pub file: PathBuf,
+    /// What the member clusters hold now (default: nothing anywhere).
+    #[arg(long)]
+    pub current: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+}
+
+/// One cluster in CURRENT.yaml.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CurrentCluster {
+    /// `.spec.ordinals.start` written there.
+    #[serde(default)]
+    pub start: u32,
+    /// `.spec.replicas` written there.
+    #[serde(default)]
+    pub replicas: u32,
+    /// `reserveOrdinals` (Advanced StatefulSet).
+    #[serde(default)]
+    pub reserved_ordinals: Vec<u32>,
+    /// Whether the member answers (default true).
+    #[serde(default = "yes")]
+    pub reachable: bool,
+    /// Whether it is fenced (default false).
+    #[serde(default)]
+    pub fenced: bool,
+    /// Whether it keeps `.spec.ordinals` (default true).
+    #[serde(default = "yes")]
+    pub keeps_ordinals: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// CURRENT.yaml.
+#[derive(Debug, Clone, Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Current {
+    /// Clusters by name.
+    #[serde(default)]
+    pub clusters: BTreeMap<String, CurrentCluster>,
+}
+
+fn read<T: serde::de::DeserializeOwned>(path: &PathBuf, what: &str) -> Result<T, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
+    serde_yaml::from_str(&text).map_err(|e| format!("{what} {} is not valid: {e}", path.display()))
+}
+
+fn observed(d: &plan::Desired, current: &Current) -> Observed {
+    let mut obs: Observed = d
+        .clusters
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                ClusterObservation {
+                    reachable: true,
+                    compatible: true,
+                    observed_since_write: true,
+                    ..Default::default()
+                },
+            )
+        })
+        .collect();
+    for (name, c) in &current.clusters {
+        let written =
+            Slice { start: c.start, replicas: c.replicas, reserved: c.reserved_ordinals.iter().copied().collect() };
+        let pods = written.ordinals();
+        obs.insert(
+            name.clone(),
+            ClusterObservation {
+                written,
+                ready: if c.fenced { Default::default() } else { pods.clone() },
+                pods: if c.fenced { Default::default() } else { pods },
+                observed_since_write: true,
+                reachable: c.reachable,
+                fenced: c.fenced,
+                compatible: c.keeps_ordinals,
+            },
+        );
+    }
+    obs
+}
+
+fn describe(step: &Step) -> String {
+    let slice = |s: &Slice| {
+        let mut t = format!("start={} replicas={}", s.start, s.replicas);
+        if !s.reserved.is_empty() {
+            t.push_str(&format!(" reserveOrdinals={:?}", s.reserved));
+        }
+        t
+    };
+    match step {
+        Step::Shrink { cluster, to, releases } => format!("shrink {cluster} to {} (releases {releases:?})", slice(to)),
+        Step::Grow { cluster, to, acquires } => format!("grow {cluster} to {} (acquires {acquires:?})", slice(to)),
+    }
+}
+
+/// Runs `spanset plan`; returns the exit code (1 for an invalid file).
+pub fn run(args: PlanArgs) -> i32 {
+    match plan_files(&args) {
+        Ok(out) => {
+            print!("{out}");
+            0
+        }
+        Err(lines) => {
+            for l in lines {
+                eprintln!("spanset: {l}");
+            }
+            1
+        }
+    }
+}
+
+fn plan_files(args: &PlanArgs) -> Result<String, Vec<String>> {
+    let fsts: FederatedStatefulSet = read(&args.file, "FederatedStatefulSet").map_err(|e| vec![e])?;
+    let current: Current = match &args.current {
+        Some(p) => read(p, "current state").map_err(|e| vec![e])?,
+        None => Current::default(),
+    };
+    let desired = fsts
+        .spec
+        .to_desired()
+        .map_err(|errs| errs.iter().map(|e| format!("{}: {e}", args.file.display())).collect::<Vec<_>>())?;
+    let obs = observed(&desired, &current);
+    let (target, steps) = plan::plan_to_completion(&desired, &obs).map_err(|e| vec![e.to_string()])?;
+    Ok(match args.output {
+        Format::Json => {
+            let slices: Vec<_> = target
+                .target
+                .iter()
+                .map(|(cluster, s)| {
+                    let mut v = json!({"cluster": cluster, "start": s.start, "replicas": s.replicas});
+                    if !s.reserved.is_empty() {
+                        v["reservedOrdinals"] = json!(s.reserved);
+                    }
+                    v
+                })
+                .collect();
+            let excluded: Vec<_> =
+                target.excluded.iter().map(|(c, why)| json!({"cluster": c, "reason": format!("{why:?}")})).collect();
+            let doc = json!({"slices": slices, "excluded": excluded, "steps": steps});
+            format!("{}\n", serde_json::to_string_pretty(&doc).expect("JSON values always serialize"))
+        }
+        Format::Table => {
+            let mut out = String::from("CLUSTER          START  REPLICAS  RESERVED\n");
+            for (cluster, s) in &target.target {
+                let reserved = if s.reserved.is_empty() { "-".to_string() } else { format!("{:?}", s.reserved) };
+                out.push_str(&format!("{cluster:<16} {:<6} {:<9} {reserved}\n", s.start, s.replicas));
+            }
+            for (cluster, why) in &target.excluded {
+                out.push_str(&format!("{cluster:<16} excluded: {why:?}\n"));
+            }
+            out.push_str(&format!("\n{} steps:\n", steps.len()));
+            for (i, s) in steps.iter().enumerate() {
+                out.push_str(&format!("{:>3}. {}\n", i + 1, describe(s)));
+            }
+            out
+        }
+    })
+}

@@ -1,0 +1,82 @@
+//! spanset's CRDs: the committed files match the code, and the sandbox serves them with the
+//! printer columns (`kubectl get fsts`: READY, CLUSTERS, MOVING, AGE).
+
+mod support;
+
+use support::{Kubectl, Sandbox};
+
+#[test]
+fn deploy_crds_match_the_code() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds");
+    for (name, yaml) in spanset::api::crd_files() {
+        let committed = std::fs::read_to_string(dir.join(&name)).unwrap_or_default();
+        assert!(
+            committed == yaml,
+            "deploy/crds/{name} is out of date: regenerate with `cargo run -- crd --dir deploy/crds`"
+        );
+    }
+    let files = std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(files, spanset::api::crd_files().len(), "deploy/crds holds exactly the generated CRDs");
+}
+
+#[test]
+fn the_crds_carry_the_static_validation() {
+    let yaml = spanset::api::crds_yaml();
+    for rule in [
+        "self.metadata.name.size() <= 52",
+        "self.clusters.all(c, self.clusters.exists_one(d, d.name == c.name))",
+        "self.placement.clusters.map(c, has(c.minReplicas) ? c.minReplicas : 0).sum() <= self.replicas",
+        "!has(self.maxReplicas) || !has(self.minReplicas) || self.minReplicas <= self.maxReplicas",
+        "self.ordinals.start + self.replicas <= 2147483647",
+        "spec.template.selector is immutable",
+        "spec.template.serviceName is immutable",
+        "spec.template.volumeClaimTemplates is immutable",
+    ] {
+        assert!(yaml.contains(rule), "missing rule {rule}");
+    }
+    let fsts: serde_json::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/crds/federatedstatefulsets.spanset.dev.yaml"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let spec = &fsts["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    assert_eq!(spec["replicas"]["minimum"], 0.0);
+    assert_eq!(spec["migration"]["properties"]["maxConcurrentMoves"]["minimum"], 1.0);
+    assert_eq!(spec["placement"]["properties"]["clusters"]["items"]["properties"]["weight"]["minimum"], 0.0);
+    assert_eq!(fsts["spec"]["names"]["shortNames"][0], "fsts");
+    assert!(fsts["spec"]["versions"][0]["subresources"]["status"].is_object());
+}
+
+#[test]
+fn kubectl_lists_federated_statefulsets_with_their_columns() {
+    let sandbox = Sandbox::start("host");
+    let Some(k) = Kubectl::new(33, &sandbox) else { return };
+    k.ok_with_stdin(&["apply", "-f", "-"], &spanset::api::crds_yaml());
+    k.ok(&["wait", "--for=condition=Established", "crd/federatedstatefulsets.spanset.dev", "--timeout=60s"]);
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/federatedstatefulset.yaml")).unwrap();
+    assert_eq!(
+        k.ok_with_stdin(&["apply", "-f", "-"], &example).trim(),
+        "federatedstatefulset.spanset.dev/redis-redis-cluster created"
+    );
+    k.ok(&[
+        "patch",
+        "fsts",
+        "redis-redis-cluster",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"ready":"4/6","clusters":2,"moving":1}}"#,
+    ]);
+    let table = k.ok(&["get", "fsts"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "CLUSTERS", "MOVING", "AGE"], "{table}");
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(&row[..4], ["redis-redis-cluster", "4/6", "2", "1"], "{table}");
+    let mc = "apiVersion: spanset.dev/v1alpha1\nkind: MemberCluster\nmetadata: {name: source}\nspec: {context: source, region: eu-west}\n";
+    assert_eq!(k.ok_with_stdin(&["apply", "-f", "-"], mc).trim(), "membercluster.spanset.dev/source created");
+    assert!(k.ok(&["get", "mc"]).starts_with("NAME"));
+}

@@ -1,0 +1,132 @@
+//! `spanset plan` end to end: the target and steps as a table and as JSON, and the same
+//! field-naming errors as the controller for an impossible spec, with exit code 1.
+
+use std::process::Command;
+
+fn spanset(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_spanset"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .output()
+        .expect("spanset runs")
+}
+
+#[test]
+fn plan_prints_the_blogs_migration_as_json_and_table() {
+    let out = spanset(&[
+        "plan",
+        "-f",
+        "examples/federatedstatefulset.yaml",
+        "--current",
+        "examples/current.yaml",
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        doc["slices"],
+        serde_json::json!([
+            {"cluster": "source", "start": 0, "replicas": 0},
+            {"cluster": "destination", "start": 0, "replicas": 6},
+        ])
+    );
+    let steps = doc["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 12);
+    assert_eq!(
+        steps[0],
+        serde_json::json!({"action": "shrink", "cluster": "source", "to": {"start": 0, "replicas": 5}, "releases": [5]})
+    );
+    assert_eq!(
+        steps[1],
+        serde_json::json!({"action": "grow", "cluster": "destination", "to": {"start": 5, "replicas": 1}, "acquires": [5]})
+    );
+    let table = spanset(&["plan", "-f", "examples/federatedstatefulset.yaml", "--current", "examples/current.yaml"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("destination      0      6"), "{text}");
+    assert!(
+        text.contains("12 steps:") && text.contains("1. shrink source to start=0 replicas=5 (releases [5])"),
+        "{text}"
+    );
+}
+
+#[test]
+fn without_current_state_the_plan_starts_from_nothing_and_advanced_sets_reserve_ordinals() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/federatedstatefulset.yaml")).unwrap();
+    let adv = spec
+        .replace("backend: StatefulSet", "backend: AdvancedStatefulSet")
+        .replace("{name: source, weight: 0}", "{name: source, weight: 1}");
+    let path = dir.path().join("adv.yaml");
+    std::fs::write(&path, adv).unwrap();
+    let current = dir.path().join("current.yaml");
+    // source owns {0, 2, 3}, destination {1}: nobody has to move, destination grows by {4, 5}.
+    std::fs::write(
+        &current,
+        "clusters:\n  source: {start: 0, replicas: 3, reservedOrdinals: [1]}\n  destination: {start: 1, replicas: 1}\n",
+    )
+    .unwrap();
+    let out = spanset(&["plan", "-f", path.to_str().unwrap(), "--current", current.to_str().unwrap(), "-o", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["slices"],
+        serde_json::json!([
+            {"cluster": "source", "start": 0, "replicas": 3, "reservedOrdinals": [1]},
+            {"cluster": "destination", "start": 1, "replicas": 3, "reservedOrdinals": [2, 3]},
+        ])
+    );
+    assert_eq!(
+        doc["steps"],
+        serde_json::json!([{"action": "grow", "cluster": "destination", "to": {"start": 1, "replicas": 3, "reservedOrdinals": [2, 3]}, "acquires": [4, 5]}])
+    );
+    let fresh = spanset(&["plan", "-f", path.to_str().unwrap(), "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&fresh.stdout).unwrap();
+    assert!(doc["steps"].as_array().unwrap().iter().all(|s| s["action"] == "grow"), "from nothing only grows: {doc}");
+}
+
+#[test]
+fn impossible_specs_exit_1_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/federatedstatefulset.yaml")).unwrap();
+    let cases = [
+        (
+            spec.replace("{name: source, weight: 0}", "{name: source, weight: 1, minReplicas: 4}")
+                .replace("{name: destination, weight: 1}", "{name: destination, weight: 1, minReplicas: 3}"),
+            "spec.placement.clusters: the sum of minReplicas (7) exceeds spec.replicas (6)",
+        ),
+        (
+            spec.replace("name: destination", "name: source"),
+            "spec.placement.clusters[1].name: cluster \"source\" is listed twice",
+        ),
+        (
+            spec.replace("maxConcurrentMoves: 1", "maxConcurrentMoves: 0"),
+            "spec.migration.maxConcurrentMoves: must be at least 1",
+        ),
+        (spec.replace("replicas: 6", "replicas: -1"), "spec.replicas: must be at least 0, not -1"),
+        (
+            spec.replace(
+                "{name: destination, weight: 1}",
+                "{name: destination, weight: 1, minReplicas: 3, maxReplicas: 2}",
+            ),
+            "spec.placement.clusters[1].minReplicas: minReplicas (3) exceeds maxReplicas (2)",
+        ),
+        ("not: [valid".to_string(), "is not valid"),
+        (spec.replace("replicas: 6", "replicas: six"), "is not valid"),
+    ];
+    for (i, (text, expected)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("bad{i}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        let out = spanset(&["plan", "-f", path.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "case {i}: {err}");
+        assert!(err.contains(expected), "case {i}: expected {expected:?} in {err}");
+        assert!(out.stdout.is_empty(), "nothing printed for an invalid spec");
+    }
+    let missing = spanset(&["plan", "-f", "/nonexistent.yaml"]);
+    assert_eq!(missing.status.code(), Some(1));
+    let bad_flag = spanset(&["plan", "-f", "x", "-o", "xml"]);
+    assert_eq!(bad_flag.status.code(), Some(2));
+}
