@@ -249,6 +249,13 @@ proptest! {
     }
 
     #[test]
+    fn slice_membership_agrees_with_its_ordinals(start in 0u32..20, replicas in 0u32..20, reserved in prop::collection::btree_set(0u32..45, 0..8), k in 0u32..50) {
+        let s = Slice { start, replicas, reserved };
+        prop_assert_eq!(s.contains(k), s.ordinals().contains(&k));
+        prop_assert_eq!(Slice::from_ordinals(&s.ordinals()).ordinals(), s.ordinals());
+    }
+
+    #[test]
     fn targets_respect_weights_bounds_and_cover_the_range(d in spec()) {
         let obs: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(BTreeSet::new()))).collect();
         let p = plan(&d, &obs, &BTreeSet::new()).expect("a valid spec plans");

@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 
 /// A FederatedStatefulSet's spec: the whole ordinal range, how it is placed, how ordinals move
 /// and how failures are handled.
+// Several printer columns share `type_ = "string"`; clippy reads them as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[kube(
     group = "spanset.dev",

@@ -6,6 +6,8 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 /// How to reach a member cluster and whether it is fenced.
+// Several printer columns share `type_ = "string"`; clippy reads them as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[kube(
     group = "spanset.dev",

@@ -16,11 +16,6 @@ pub fn observation<'a>(obs: &'a Observed, name: &str) -> std::borrow::Cow<'a, Cl
     }
 }
 
-/// Whether `o` is confirmed not to run ordinal `k`.
-pub fn confirmed_absent(o: &ClusterObservation, k: Ordinal) -> bool {
-    o.fenced || (o.reachable && o.observed_since_write && !o.pods.contains(&k) && !o.written.ordinals().contains(&k))
-}
-
 /// Ordinals moving between clusters: released by every other cluster's spec, not yet Ready
 /// where they go, and either recorded as moving (`recorded`, the durable `status.moves`) or
 /// still running (terminating) somewhere else. An ordinal still written in another cluster's
@@ -30,20 +25,67 @@ pub fn in_flight(
     obs: &Observed,
     recorded: &BTreeSet<Ordinal>,
 ) -> BTreeSet<Ordinal> {
+    let index = Holders::new(obs);
     let mut out = BTreeSet::new();
     for (c, want) in targets {
         let here = observation(obs, c);
         for &k in want {
-            let settled = here.written.ordinals().contains(&k) && here.ready.contains(&k);
-            let others = || obs.iter().filter(|(d, _)| *d != c);
-            let held_elsewhere = others().any(|(_, o)| !o.fenced && o.written.ordinals().contains(&k));
-            let lingering = others().any(|(_, o)| o.pods.contains(&k) && !o.fenced);
+            let settled = here.written.contains(k) && here.ready.contains(&k);
+            let held_elsewhere = index.written_by_other(k, c);
+            let lingering = index.running_in_other(k, c);
             if !settled && !held_elsewhere && (recorded.contains(&k) || lingering) {
                 out.insert(k);
             }
         }
     }
     out
+}
+
+/// Which unfenced clusters hold each ordinal in their spec or run its pod, built once per plan
+/// so that every question about an ordinal is a lookup.
+pub struct Holders<'a> {
+    written: BTreeMap<Ordinal, Vec<&'a str>>,
+    running: BTreeMap<Ordinal, Vec<&'a str>>,
+    /// Unfenced clusters whose absences are not confirmations (unreachable, or not observed
+    /// since the last write).
+    unconfirmed: Vec<&'a str>,
+}
+
+impl<'a> Holders<'a> {
+    /// Indexes the observation.
+    pub fn new(obs: &'a Observed) -> Self {
+        let mut written: BTreeMap<Ordinal, Vec<&str>> = BTreeMap::new();
+        let mut running: BTreeMap<Ordinal, Vec<&str>> = BTreeMap::new();
+        let mut unconfirmed = Vec::new();
+        for (name, o) in obs.iter().filter(|(_, o)| !o.fenced) {
+            for k in o.written.ordinals() {
+                written.entry(k).or_default().push(name);
+            }
+            for &k in &o.pods {
+                running.entry(k).or_default().push(name);
+            }
+            if !(o.reachable && o.observed_since_write) {
+                unconfirmed.push(name.as_str());
+            }
+        }
+        Self { written, running, unconfirmed }
+    }
+
+    /// Whether an unfenced cluster other than `c` has `k` in its spec.
+    pub fn written_by_other(&self, k: Ordinal, c: &str) -> bool {
+        self.written.get(&k).is_some_and(|hs| hs.iter().any(|h| *h != c))
+    }
+
+    /// Whether an unfenced cluster other than `c` runs a pod for `k`.
+    pub fn running_in_other(&self, k: Ordinal, c: &str) -> bool {
+        self.running.get(&k).is_some_and(|hs| hs.iter().any(|h| *h != c))
+    }
+
+    /// Whether every cluster other than `c` is confirmed not to run `k` (the at-most-one rule's
+    /// condition for `c` to take `k`).
+    pub fn free_for(&self, k: Ordinal, c: &str) -> bool {
+        !self.written_by_other(k, c) && !self.running_in_other(k, c) && self.unconfirmed.iter().all(|u| *u == c)
+    }
 }
 
 /// Whether `set` is one contiguous run.
@@ -67,16 +109,25 @@ pub fn next_steps(
         targets.iter().flat_map(|(c, set)| set.iter().map(move |k| (*k, c))).collect();
     // Whether the cluster an ordinal goes to can take it next: for apps/v1 only at an end of
     // its slice (or into an empty one).
+    let ends: BTreeMap<&str, Option<(Ordinal, Ordinal)>> = obs
+        .iter()
+        .map(|(n, o)| {
+            (
+                n.as_str(),
+                (o.written.replicas > 0 && o.written.is_contiguous())
+                    .then(|| (o.written.start, o.written.start + o.written.replicas - 1)),
+            )
+        })
+        .collect();
     let takes_next = |k: &Ordinal| match owner_of.get(k) {
         None => true,
-        Some(t) => {
-            let theirs = observation(obs, t).written.ordinals();
-            !contiguous_backend
-                || theirs.is_empty()
-                || theirs.first().is_some_and(|lo| *k + 1 == *lo)
-                || theirs.last().is_some_and(|hi| *k == hi + 1)
-        }
+        Some(t) => match ends.get(t.as_str()).copied().flatten() {
+            _ if !contiguous_backend => true,
+            None => observation(obs, t).written.replicas == 0,
+            Some((lo, hi)) => *k + 1 == lo || *k == hi + 1,
+        },
     };
+    let holders = Holders::new(obs);
     let mut budget = (d.max_concurrent_moves as usize).saturating_sub(moving.len());
     // Liveness: when the target changed under moves in flight (a spec edit, a partition that
     // healed) every one of them may wait on another ordinal that the spent budget would never
@@ -101,36 +152,44 @@ pub fn next_steps(
         let written = o.written.ordinals();
         let keep: BTreeSet<Ordinal> =
             targets.get(name).map(|t| t.intersection(&written).copied().collect()).unwrap_or_default();
-        let mut left = written.clone();
+        // Leaving the global range is no move. A fenced cluster that answers again gives
+        // everything up at once: its ordinals were re-homed while it was declared dead.
+        let free_release = |k: &Ordinal| !range.contains(k) || moving.contains(k) || o.fenced;
         let mut releases = Vec::new();
-        // One ordinal at a time, always from an end of what is left so the slice stays
-        // contiguous (apps/v1), preferring the top, as a StatefulSet removes pods.
-        loop {
-            let candidates: Vec<Ordinal> = if contiguous_backend {
-                [left.last().copied(), left.first().copied()]
+        if contiguous_backend {
+            // One ordinal at a time, always from an end of what is left so the slice stays
+            // contiguous, preferring the top (as a StatefulSet removes pods); a move is started
+            // only if its target cluster can take it next, or it would hold the budget while
+            // another move has to happen first.
+            let mut left = written.clone();
+            loop {
+                let candidates: Vec<Ordinal> = [left.last().copied(), left.first().copied()]
                     .into_iter()
                     .flatten()
                     .filter(|k| !keep.contains(k))
-                    .collect()
-            } else {
-                left.iter().rev().filter(|k| !keep.contains(k)).copied().collect()
-            };
-            // Leaving the global range is no move. A fenced cluster that answers again gives
-            // everything up at once: its ordinals were re-homed while it was declared dead.
-            let free_release = |k: &Ordinal| !range.contains(k) || moving.contains(k) || o.fenced;
-            // A move is worth starting only if its target cluster can take it next; otherwise
-            // it would hold the budget while another move has to happen first.
-            let pick = candidates
-                .iter()
-                .copied()
-                .find(free_release)
-                .or_else(|| (budget > 0).then(|| candidates.iter().copied().find(takes_next)).flatten());
-            let Some(k) = pick else { break };
-            if !free_release(&k) {
-                budget -= 1;
+                    .collect();
+                let pick = candidates
+                    .iter()
+                    .copied()
+                    .find(free_release)
+                    .or_else(|| (budget > 0).then(|| candidates.iter().copied().find(takes_next)).flatten());
+                let Some(k) = pick else { break };
+                if !free_release(&k) {
+                    budget -= 1;
+                }
+                left.remove(&k);
+                releases.push(k);
             }
-            left.remove(&k);
-            releases.push(k);
+        } else {
+            // Any ordinal may go: the free ones, then moves from the top while the budget lasts.
+            for k in written.iter().rev().copied().filter(|k| !keep.contains(k)) {
+                if free_release(&k) {
+                    releases.push(k);
+                } else if budget > 0 {
+                    budget -= 1;
+                    releases.push(k);
+                }
+            }
         }
         if !releases.is_empty() {
             let left: BTreeSet<Ordinal> = written.iter().copied().filter(|k| !releases.contains(k)).collect();
@@ -146,7 +205,7 @@ pub fn next_steps(
             continue;
         }
         let written = o.written.ordinals();
-        let free = |k: Ordinal| obs.iter().filter(|(n, _)| **n != c.name).all(|(_, other)| confirmed_absent(other, k));
+        let free = |k: Ordinal| holders.free_for(k, &c.name);
         let mut acquires: BTreeSet<Ordinal> = BTreeSet::new();
         if contiguous_backend {
             let mut have = written.clone();

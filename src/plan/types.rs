@@ -71,6 +71,16 @@ impl Slice {
         (self.start..).filter(|o| !self.reserved.contains(o)).take(self.replicas as usize).collect()
     }
 
+    /// Whether the slice selects `k`, without listing its ordinals.
+    pub fn contains(&self, k: Ordinal) -> bool {
+        if k < self.start || self.reserved.contains(&k) {
+            return false;
+        }
+        // `k` is selected when fewer than `replicas` unreserved ordinals precede it.
+        let before = u64::from(k - self.start) - self.reserved.range(self.start..k).count() as u64;
+        before < u64::from(self.replicas)
+    }
+
     /// The slice that selects exactly `set`: contiguous sets need no reservations.
     pub fn from_ordinals(set: &BTreeSet<Ordinal>) -> Self {
         match (set.first(), set.last()) {
