@@ -20,26 +20,10 @@ fn desired(clusters: usize, replicas: u32) -> Desired {
 }
 
 fn at(d: &Desired, slices: &[(String, Slice)]) -> Observed {
-    let mut obs: Observed = d
-        .clusters
-        .iter()
-        .map(|c| {
-            (
-                c.name.clone(),
-                ClusterObservation {
-                    reachable: true,
-                    compatible: true,
-                    observed_since_write: true,
-                    ..Default::default()
-                },
-            )
-        })
-        .collect();
+    let mut obs: Observed =
+        d.clusters.iter().map(|c| (c.name.clone(), ClusterObservation::settled(Slice::empty()))).collect();
     for (name, s) in slices {
-        let o = obs.get_mut(name).expect("known cluster");
-        o.written = s.clone();
-        o.pods = s.ordinals();
-        o.ready = o.pods.clone();
+        obs.insert(name.clone(), ClusterObservation::settled(s.clone()));
     }
     obs
 }

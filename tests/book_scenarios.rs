@@ -3,10 +3,9 @@
 //! down and up, PVC retention, OrderedReady (and its deadlock), and a node failure that leaves
 //! the pod Terminating until an operator force-deletes it.
 
-use std::{
-    sync::{Arc, atomic::Ordering},
-    time::{Duration, Instant},
-};
+mod support;
+
+use std::sync::{Arc, atomic::Ordering};
 
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
@@ -21,8 +20,7 @@ use spanset::sim::{
     cluster::{Cluster, ClusterConfig},
     fleet::Fleet,
 };
-
-const DEADLINE: Duration = Duration::from_secs(60);
+use support::eventually;
 
 struct Sim {
     fleet: Fleet,
@@ -43,18 +41,6 @@ async fn sim() -> Sim {
         sets: Api::default_namespaced(client.clone()),
         pods: Api::default_namespaced(client.clone()),
         pvcs: Api::default_namespaced(client),
-    }
-}
-
-async fn eventually<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !cond().await {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 

@@ -3,6 +3,8 @@
 //! and a member that silently drops `.spec.ordinals`. Plus determinism: the same seed injects
 //! the same errors.
 
+mod support;
+
 use std::{
     sync::{Arc, atomic::Ordering},
     time::{Duration, Instant},
@@ -21,8 +23,7 @@ use spanset::sim::{
     faults::{ErrorRate, Faults, Partition},
     fleet::Fleet,
 };
-
-const DEADLINE: Duration = Duration::from_secs(60);
+use support::{DEADLINE, eventually};
 
 async fn sandbox() -> (Fleet, Arc<Cluster>, Api<ConfigMap>) {
     let config = ClusterConfig { time_factor: 0.01, nodes: 0, ..ClusterConfig::named("a") };
@@ -30,18 +31,6 @@ async fn sandbox() -> (Fleet, Arc<Cluster>, Api<ConfigMap>) {
     let client = Client::try_from(kube::Config::new(fleet.servers[0].url().parse().unwrap())).unwrap();
     let cluster = fleet.servers[0].cluster.clone();
     (fleet, cluster, Api::default_namespaced(client))
-}
-
-async fn eventually<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !cond().await {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test]

@@ -2,9 +2,11 @@
 //! subresources, watchers (pages, 410 relists, bookmarks, streaming lists), a kube Controller,
 //! garbage collection, bad input, and many watchers at once.
 
+mod support;
+
 use std::{
     sync::{Arc, atomic::Ordering},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use futures::{StreamExt, TryStreamExt};
@@ -24,8 +26,7 @@ use kube::{
 };
 use serde_json::{Value, json};
 use spanset::sim::{cluster::ClusterConfig, fleet::Fleet, storage::StorageLimits};
-
-const DEADLINE: Duration = Duration::from_secs(60);
+use support::eventually;
 
 async fn sandbox(config: ClusterConfig) -> (Fleet, Client) {
     let fleet = Fleet::start(vec![config], None).await.expect("sandbox starts");
@@ -40,18 +41,6 @@ fn fast() -> ClusterConfig {
 /// A cluster with no worker nodes: pods stay Pending, nothing changes behind the test's back.
 fn quiet() -> ClusterConfig {
     ClusterConfig { nodes: 0, ..fast() }
-}
-
-async fn eventually<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !cond().await {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn sts(name: &str, replicas: i32) -> StatefulSet {

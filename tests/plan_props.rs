@@ -30,15 +30,7 @@ fn desired(backend: Backend, replicas: u32, weights: &[u32], max_moves: u32) -> 
 }
 
 fn healthy(written: BTreeSet<Ordinal>) -> ClusterObservation {
-    ClusterObservation {
-        written: Slice::from_ordinals(&written),
-        pods: written.clone(),
-        ready: written,
-        observed_since_write: true,
-        reachable: true,
-        fenced: false,
-        compatible: true,
-    }
+    ClusterObservation::settled(Slice::from_ordinals(&written))
 }
 
 /// Random spec: 1–4 clusters, weights 0–4 (one above 0), optional min/max, 0–12 replicas.

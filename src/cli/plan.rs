@@ -87,37 +87,21 @@ fn read<T: serde::de::DeserializeOwned>(path: &PathBuf, what: &str) -> Result<T,
 }
 
 fn observed(d: &plan::Desired, current: &Current) -> Observed {
-    let mut obs: Observed = d
-        .clusters
-        .iter()
-        .map(|c| {
-            (
-                c.name.clone(),
-                ClusterObservation {
-                    reachable: true,
-                    compatible: true,
-                    observed_since_write: true,
-                    ..Default::default()
-                },
-            )
-        })
-        .collect();
+    let mut obs: Observed =
+        d.clusters.iter().map(|c| (c.name.clone(), ClusterObservation::settled(Slice::empty()))).collect();
     for (name, c) in &current.clusters {
         let written =
             Slice { start: c.start, replicas: c.replicas, reserved: c.reserved_ordinals.iter().copied().collect() };
-        let pods = written.ordinals();
-        obs.insert(
-            name.clone(),
-            ClusterObservation {
-                written,
-                ready: if c.fenced { Default::default() } else { pods.clone() },
-                pods: if c.fenced { Default::default() } else { pods },
-                observed_since_write: true,
-                reachable: c.reachable,
-                fenced: c.fenced,
-                compatible: c.keeps_ordinals,
-            },
-        );
+        let mut o = ClusterObservation::settled(written);
+        // A fenced cluster's pods are declared dead.
+        if c.fenced {
+            o.pods.clear();
+            o.ready.clear();
+        }
+        o.reachable = c.reachable;
+        o.fenced = c.fenced;
+        o.compatible = c.keeps_ordinals;
+        obs.insert(name.clone(), o);
     }
     obs
 }

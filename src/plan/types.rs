@@ -119,6 +119,23 @@ pub struct ClusterObservation {
     pub compatible: bool,
 }
 
+impl ClusterObservation {
+    /// A reachable, compatible member that has caught up with `written`: its pods are exactly
+    /// the slice's ordinals, all Ready, observed since the write.
+    pub fn settled(written: Slice) -> Self {
+        let pods = written.ordinals();
+        Self {
+            written,
+            ready: pods.clone(),
+            pods,
+            observed_since_write: true,
+            reachable: true,
+            fenced: false,
+            compatible: true,
+        }
+    }
+}
+
 /// What spanset sees of all members, by cluster name.
 pub type Observed = BTreeMap<String, ClusterObservation>;
 

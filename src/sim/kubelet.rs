@@ -23,7 +23,6 @@ use super::{
     object,
     registry::{DeleteOptions, Subresource, WriteOptions},
     resources::ResourceType,
-    storage::WatchStart,
     volumes,
 };
 
@@ -62,30 +61,7 @@ pub async fn run(cluster: Weak<Cluster>) {
     register_nodes(&c);
     drop(c);
     let mut timers = Timers::default();
-    let mut events = None;
-    loop {
-        let Some(c) = cluster.upgrade() else { return };
-        if events.is_none() {
-            events = c.storage.watch(None, WatchStart::After(c.storage.current_rv())).ok().map(|s| s.live);
-        }
-        sweep(&c, &mut timers);
-        drop(c);
-        match events.as_mut() {
-            Some(rx) => {
-                tokio::select! {
-                    ev = rx.recv() => {
-                        if ev.is_none() {
-                            events = None;
-                        }
-                        // Coalesce a burst of changes into one sweep.
-                        while matches!(events.as_mut().map(|r| r.try_recv()), Some(Ok(_))) {}
-                    }
-                    _ = tokio::time::sleep(TICK) => {}
-                }
-            }
-            None => tokio::time::sleep(TICK).await,
-        }
-    }
+    super::controller_loop::run(cluster, TICK, |c| sweep(c, &mut timers)).await;
 }
 
 fn rt(cluster: &Cluster, plural: &str) -> Arc<ResourceType> {

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod cluster;
+pub mod controller_loop;
 pub mod defaults;
 pub mod discovery;
 pub mod error;

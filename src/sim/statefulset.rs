@@ -24,7 +24,6 @@ use super::{
     object,
     registry::{DeleteOptions, Subresource, WriteOptions},
     resources::ResourceType,
-    storage::WatchStart,
 };
 
 /// Real time between sweeps when nothing changes.
@@ -39,29 +38,7 @@ pub const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// Runs the controller until the cluster is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
-    let mut events = None;
-    loop {
-        let Some(c) = cluster.upgrade() else { return };
-        if events.is_none() {
-            events = c.storage.watch(None, WatchStart::After(c.storage.current_rv())).ok().map(|s| s.live);
-        }
-        sweep(&c);
-        drop(c);
-        match events.as_mut() {
-            Some(rx) => {
-                tokio::select! {
-                    ev = rx.recv() => {
-                        if ev.is_none() {
-                            events = None;
-                        }
-                        while matches!(events.as_mut().map(|r| r.try_recv()), Some(Ok(_))) {}
-                    }
-                    _ = tokio::time::sleep(TICK) => {}
-                }
-            }
-            None => tokio::time::sleep(TICK).await,
-        }
-    }
+    super::controller_loop::run(cluster, TICK, sweep).await;
 }
 
 struct Kinds {

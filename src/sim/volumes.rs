@@ -19,7 +19,6 @@ use super::{
     object,
     registry::{DeleteOptions, Subresource, WriteOptions},
     resources::ResourceType,
-    storage::WatchStart,
 };
 
 /// CSI driver name of sandbox volumes.
@@ -104,29 +103,7 @@ pub async fn run(cluster: Weak<Cluster>) {
     let Some(c) = cluster.upgrade() else { return };
     install_classes(&c);
     drop(c);
-    let mut events = None;
-    loop {
-        let Some(c) = cluster.upgrade() else { return };
-        if events.is_none() {
-            events = c.storage.watch(None, WatchStart::After(c.storage.current_rv())).ok().map(|s| s.live);
-        }
-        sweep(&c);
-        drop(c);
-        match events.as_mut() {
-            Some(rx) => {
-                tokio::select! {
-                    ev = rx.recv() => {
-                        if ev.is_none() {
-                            events = None;
-                        }
-                        while matches!(events.as_mut().map(|r| r.try_recv()), Some(Ok(_))) {}
-                    }
-                    _ = tokio::time::sleep(TICK) => {}
-                }
-            }
-            None => tokio::time::sleep(TICK).await,
-        }
-    }
+    super::controller_loop::run(cluster, TICK, sweep).await;
 }
 
 fn install_classes(cluster: &Cluster) {

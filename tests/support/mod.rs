@@ -23,6 +23,19 @@ pub fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool
     }
 }
 
+/// Awaits until `cond` holds, polling every 10 ms; panics with `what` after [`DEADLINE`].
+pub async fn eventually<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !cond().await {
+        assert!(start.elapsed() < DEADLINE, "timed out after {DEADLINE:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A `spanset sim` process with its kubeconfig; stopped with SIGTERM on drop.
 pub struct Sandbox {
     child: Child,
