@@ -245,6 +245,12 @@ async fn a_pod_whose_local_volume_is_on_a_dead_node_stays_pending() {
     eventually("quiz-0 back on its node", || async { ready_pods(&s).await == ["quiz-0"] }).await;
 }
 
+/// Changes the pod template's image: a new revision.
+async fn new_image(s: &Sim, image: &str) {
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "quiz", "image": image}]}}}});
+    s.sets.patch("quiz", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+}
+
 fn revision(p: &Pod) -> String {
     p.labels().get("controller-revision-hash").cloned().unwrap_or_default()
 }
@@ -259,16 +265,7 @@ async fn rolling_updates_go_from_the_highest_ordinal_down_to_the_partition() {
     assert_eq!(pod.labels().get("apps.kubernetes.io/pod-index").map(String::as_str), Some("4"));
     assert_eq!(pod.labels().get("statefulset.kubernetes.io/pod-name").map(String::as_str), Some("quiz-4"));
     let old = revision(&pod);
-    s.sets
-        .patch(
-            "quiz",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"template": {"spec": {"containers": [{"name": "quiz", "image": "quiz:2"}]}}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    new_image(&s, "quiz:2").await;
     // The partition is relative to ordinals.start: quiz-4 and quiz-5 update, quiz-3 does not.
     eventually("the update above the partition", || async {
         let pods = s.pods.list(&ListParams::default()).await.unwrap().items;
@@ -308,16 +305,7 @@ async fn on_delete_updates_a_pod_only_when_it_is_deleted() {
     s.sets.create(&PostParams::default(), &quiz(2, json!({"updateStrategy": {"type": "OnDelete"}}))).await.unwrap();
     eventually("two ready pods", || async { ready_pods(&s).await.len() == 2 }).await;
     let old = revision(&s.pods.get("quiz-1").await.unwrap());
-    s.sets
-        .patch(
-            "quiz",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"template": {"spec": {"containers": [{"name": "quiz", "image": "quiz:2"}]}}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    new_image(&s, "quiz:2").await;
     settle(&s.cluster, 20).await;
     assert_eq!(revision(&s.pods.get("quiz-1").await.unwrap()), old, "OnDelete leaves running pods alone");
     s.pods.delete("quiz-1", &DeleteParams::default()).await.unwrap();

@@ -134,7 +134,9 @@ pub fn sweep(cluster: &Cluster) -> usize {
     writes
 }
 
-fn strip_owner_refs(cluster: &Cluster, item: &Item, uids: &[String]) -> usize {
+/// Rewrites one list of an object's metadata (`ownerReferences`, `finalizers`), keeping the
+/// entries `keep` accepts and dropping the key when none is left; returns the writes made.
+fn retain_in_metadata(cluster: &Cluster, item: &Item, key: &str, keep: impl Fn(&Value) -> bool) -> usize {
     let ns = object::namespace(&item.obj);
     let res = cluster.update_with(
         &item.rt,
@@ -144,16 +146,13 @@ fn strip_owner_refs(cluster: &Cluster, item: &Item, uids: &[String]) -> usize {
         &WriteOptions::default(),
         |cur| {
             let mut next = cur.clone();
-            let kept: Vec<Value> = object::owner_refs(cur)
-                .iter()
-                .filter(|r| !uids.iter().any(|u| r.get("uid").and_then(Value::as_str) == Some(u)))
-                .cloned()
-                .collect();
             let meta = object::metadata_mut(&mut next);
+            let kept: Vec<Value> =
+                meta.get(key).and_then(Value::as_array).into_iter().flatten().filter(|v| keep(v)).cloned().collect();
             if kept.is_empty() {
-                meta.remove("ownerReferences");
+                meta.remove(key);
             } else {
-                meta.insert("ownerReferences".into(), json!(kept));
+                meta.insert(key.into(), json!(kept));
             }
             Ok(next)
         },
@@ -161,25 +160,12 @@ fn strip_owner_refs(cluster: &Cluster, item: &Item, uids: &[String]) -> usize {
     usize::from(res.is_ok())
 }
 
+fn strip_owner_refs(cluster: &Cluster, item: &Item, uids: &[String]) -> usize {
+    retain_in_metadata(cluster, item, "ownerReferences", |r| {
+        !uids.iter().any(|u| r.get("uid").and_then(Value::as_str) == Some(u))
+    })
+}
+
 fn remove_finalizers(cluster: &Cluster, item: &Item, done: &dyn Fn(&str) -> bool) -> usize {
-    let ns = object::namespace(&item.obj);
-    let res = cluster.update_with(
-        &item.rt,
-        ns,
-        object::name(&item.obj),
-        Subresource::Main,
-        &WriteOptions::default(),
-        |cur| {
-            let mut next = cur.clone();
-            let kept: Vec<String> = object::finalizers(cur).into_iter().filter(|f| !done(f)).collect();
-            let meta = object::metadata_mut(&mut next);
-            if kept.is_empty() {
-                meta.remove("finalizers");
-            } else {
-                meta.insert("finalizers".into(), json!(kept));
-            }
-            Ok(next)
-        },
-    );
-    usize::from(res.is_ok())
+    retain_in_metadata(cluster, item, "finalizers", |f| !f.as_str().is_some_and(done))
 }

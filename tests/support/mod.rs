@@ -36,6 +36,17 @@ where
     }
 }
 
+/// The stdout of a command that must have succeeded; panics with both streams otherwise.
+pub fn succeeded(what: &str, out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A `spanset sim` process with its kubeconfig; stopped with SIGTERM on drop.
 pub struct Sandbox {
     child: Child,
@@ -96,14 +107,7 @@ impl Sandbox {
 
     /// Runs `sim-ctl` expecting success; returns stdout.
     pub fn ctl_ok(&self, args: &[&str]) -> String {
-        let out = self.ctl(args);
-        assert!(
-            out.status.success(),
-            "sim-ctl {args:?} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        succeeded(&format!("sim-ctl {args:?}"), self.ctl(args))
     }
 
     /// Sends SIGTERM and returns the exit status.
