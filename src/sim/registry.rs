@@ -135,6 +135,9 @@ fn invalid(rt: &ResourceType, name: &str, errs: &[validate::FieldError]) -> ApiE
 
 /// Checks the body's `apiVersion` and `kind` against the URL, filling them in when absent.
 fn check_type(rt: &ResourceType, version: &str, body: &mut Value) -> ApiResult<()> {
+    if !rt.custom {
+        validate::check_shape(&rt.group, &rt.plural, &rt.kind, body).map_err(ApiError::bad_request)?;
+    }
     let Some(map) = body.as_object_mut() else {
         return Err(ApiError::bad_request(format!(
             "the body of the request was in an unknown format: expected a {} object",

@@ -149,15 +149,17 @@ fn claim_name(claim: &Value, set: &str, ordinal: i64) -> String {
 fn new_pod(set: &Value, template: &Value, revision: &str, ordinal: i64) -> Value {
     let set_name = object::name(set);
     let name = format!("{set_name}-{ordinal}");
-    let mut meta = template.get("metadata").cloned().unwrap_or(json!({}));
-    let labels = meta.as_object_mut().expect("template metadata is an object").entry("labels").or_insert(json!({}));
+    // Shapes are checked on write; fall back to empty objects rather than trust them here.
+    let mut meta = template.get("metadata").filter(|m| m.is_object()).cloned().unwrap_or(json!({}));
+    let mut labels = meta.get("labels").filter(|l| l.is_object()).cloned().unwrap_or(json!({}));
     labels[POD_NAME_LABEL] = json!(name);
     labels[POD_INDEX_LABEL] = json!(ordinal.to_string());
     labels[REVISION_LABEL] = json!(revision);
+    meta["labels"] = labels;
     meta["name"] = json!(name);
     meta["namespace"] = json!(object::namespace(set));
     meta["ownerReferences"] = json!([set_owner_ref(set)]);
-    let mut spec = template.get("spec").cloned().unwrap_or(json!({}));
+    let mut spec = template.get("spec").filter(|s| s.is_object()).cloned().unwrap_or(json!({}));
     spec["hostname"] = json!(name);
     if let Some(svc) = set.pointer("/spec/serviceName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
         spec["subdomain"] = json!(svc);
