@@ -472,6 +472,15 @@ async fn bad_input_gets_real_status_codes_and_changes_nothing() {
             400,
             "BadRequest",
         ),
+        // A structural field of the wrong JSON type is refused at decoding, as by the apiserver.
+        (
+            "POST",
+            "/api/v1/namespaces/default/pods",
+            "application/json",
+            br#"{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]},"status":"x"}"#.to_vec(),
+            400,
+            "BadRequest",
+        ),
         (
             "GET",
             "/api/v1/namespaces/default/configmaps?fieldSelector=spec.x%3Dy",
