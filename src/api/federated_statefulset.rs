@@ -24,6 +24,8 @@ use serde::{Deserialize, Serialize};
     namespaced,
     shortname = "fsts",
     status = "FederatedStatefulSetStatus",
+    // Client-side CEL evaluation (`validate_cel`), so tests can run the schema's rules.
+    cel,
     // Longer names break the controller-revision-hash label of member pods: 63 characters
     // minus "-" minus a 10-character hash (kubernetes/kubernetes#64023).
     validation = Rule::new("self.metadata.name.size() <= 52").message("metadata.name: must be no more than 52 characters"),
