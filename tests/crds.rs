@@ -28,6 +28,7 @@ fn the_crds_carry_the_static_validation() {
         "self.placement.clusters.map(c, has(c.minReplicas) ? c.minReplicas : 0).sum() <= self.replicas",
         "!has(self.maxReplicas) || !has(self.minReplicas) || self.minReplicas <= self.maxReplicas",
         "self.ordinals.start + self.replicas <= 2147483647",
+        "self.selector == oldSelf.selector",
         "spec.template.selector is immutable",
         "spec.template.serviceName is immutable",
         "spec.template.volumeClaimTemplates is immutable",
@@ -124,7 +125,7 @@ fn the_cel_rules_refuse_what_they_should_when_evaluated() {
 }
 
 #[test]
-fn service_name_and_claim_templates_are_immutable() {
+fn selector_service_name_and_claim_templates_are_immutable() {
     let old = example();
     let mut scaled = example();
     scaled.spec.replicas = 8;
@@ -133,9 +134,9 @@ fn service_name_and_claim_templates_are_immutable() {
     renamed.spec.template.service_name = "other".into();
     let e = renamed.validate_cel_update(&old).unwrap_err().to_string();
     assert!(e.contains("spec.template.serviceName is immutable"), "{e}");
-    // The selector carries the same `self == oldSelf` rule (checked in
-    // `the_crds_carry_the_static_validation`); kube-cel 0.8 does not evaluate transition rules
-    // on that object client-side, so it is not exercised here.
+    let mut reselected = example();
+    reselected.spec.template.selector.match_labels = Some([("app".to_string(), "other".to_string())].into());
+    assert!(reselected.validate_cel_update(&old).unwrap_err().to_string().contains("selector is immutable"));
     let mut reclaimed = example();
     reclaimed.spec.template.volume_claim_templates.clear();
     assert!(reclaimed.validate_cel_update(&old).unwrap_err().to_string().contains("volumeClaimTemplates is immutable"));

@@ -87,15 +87,18 @@ fn preserve_unknown_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema 
     schemars::json_schema!({"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}})
 }
 
-/// A StatefulSet spec without `replicas` and `ordinals`, which spanset sets per cluster.
+/// A StatefulSet spec without `replicas` and `ordinals`, which spanset sets per cluster. The
+/// immutable fields are checked here rather than on the fields themselves: a field-level
+/// transition rule is not evaluated when the field is removed, which would let a removal through.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema)]
+#[x_kube(validation = Rule::new("self.selector == oldSelf.selector").message("spec.template.selector is immutable"))]
+#[x_kube(validation = Rule::new("self.serviceName == oldSelf.serviceName").message("spec.template.serviceName is immutable"))]
+#[x_kube(validation = Rule::new("(has(self.volumeClaimTemplates) ? self.volumeClaimTemplates : []) == (has(oldSelf.volumeClaimTemplates) ? oldSelf.volumeClaimTemplates : [])").message("spec.template.volumeClaimTemplates is immutable"))]
 #[serde(rename_all = "camelCase")]
 pub struct StatefulSetTemplate {
     /// Pod selector (immutable, as in a StatefulSet).
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template.selector is immutable"))]
     pub selector: LabelSelector,
     /// Governing Service name (immutable).
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template.serviceName is immutable"))]
     pub service_name: String,
     /// The pod template.
     #[schemars(schema_with = "preserve_unknown_object")]
@@ -103,7 +106,6 @@ pub struct StatefulSetTemplate {
     /// Claim templates (immutable).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "preserve_unknown_list")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template.volumeClaimTemplates is immutable"))]
     pub volume_claim_templates: Vec<PersistentVolumeClaim>,
     /// `OrderedReady` or `Parallel`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
