@@ -13,7 +13,7 @@ use super::{
     query::Query,
     render,
     resources::ResourceType,
-    selector::{FieldSelector, LabelSelector, supported_field_selectors},
+    selector::{FieldSelector, LabelSelector},
 };
 
 /// Label and field selectors of a list or watch, checked against what the resource supports.
@@ -30,7 +30,7 @@ impl Filter {
     pub fn new(rt: &ResourceType, ns: Option<&str>, q: &Query) -> ApiResult<Self> {
         let labels = LabelSelector::parse(q.label_selector.as_deref().unwrap_or("")).map_err(ApiError::bad_request)?;
         let fields = FieldSelector::parse(q.field_selector.as_deref().unwrap_or("")).map_err(ApiError::bad_request)?;
-        fields.check_supported(supported_field_selectors(&rt.group, &rt.plural)).map_err(ApiError::bad_request)?;
+        let fields = fields.for_resource(&rt.group, &rt.plural).map_err(ApiError::bad_request)?;
         let selective = q.label_selector.is_some() || q.field_selector.is_some();
         Ok(Self { labels, fields, namespace: ns.map(str::to_string), selective })
     }

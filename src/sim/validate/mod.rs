@@ -2,6 +2,8 @@
 //! prints `The StatefulSet "web" is invalid: spec.replicas: Invalid value: -1: must be greater
 //! than or equal to 0` exactly as against a real cluster.
 
+pub mod syntax;
+
 use serde_json::{Value, json};
 
 /// The kind of a field error (`field.ErrorType` in apimachinery).
