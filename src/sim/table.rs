@@ -94,71 +94,117 @@ fn age_col() -> Value {
     )
 }
 
-fn pod_status(pod: &Value) -> String {
-    let mut reason = s(pod, "/status/phase").to_string();
-    if !s(pod, "/status/reason").is_empty() {
-        reason = s(pod, "/status/reason").to_string();
-    }
+/// What printers.go `printPod` derives from a pod: the STATUS reason, ready and total
+/// container counts, and the RESTARTS cell.
+struct PodSummary {
+    reason: String,
+    ready: usize,
+    total: usize,
+    restarts: String,
+}
+
+/// The latest `lastState.terminated.finishedAt` of some container statuses.
+fn last_restart(statuses: &[Value]) -> Option<jiff::Timestamp> {
+    statuses
+        .iter()
+        .filter_map(|c| c.pointer("/lastState/terminated/finishedAt").and_then(Value::as_str))
+        .filter_map(|t| t.parse::<jiff::Timestamp>().ok())
+        .max()
+}
+
+fn has_condition(pod: &Value, ty: &str) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == ty && c["status"] == "True"))
+}
+
+/// Follows `printPod`: init containers first (`Init:0/1`, `Init:<reason>`), then the last
+/// container with a waiting or terminated reason, then `Terminating` / `Unknown` for pods being
+/// deleted (unless already Succeeded or Failed).
+fn pod_summary(pod: &Value, now: jiff::Timestamp) -> PodSummary {
     let arr = |p: &str| pod.pointer(p).and_then(Value::as_array).cloned().unwrap_or_default();
+    let phase = s(pod, "/status/phase");
+    let mut reason =
+        if s(pod, "/status/reason").is_empty() { phase.to_string() } else { s(pod, "/status/reason").to_string() };
+    if arr("/status/conditions").iter().any(|c| c["type"] == "PodScheduled" && c["reason"] == "SchedulingGated") {
+        reason = "SchedulingGated".into();
+    }
     let init_statuses = arr("/status/initContainerStatuses");
-    let init_total = arr("/spec/initContainers").len();
+    let statuses = arr("/status/containerStatuses");
+    let count_restarts = |cs: &[Value]| cs.iter().map(|c| c["restartCount"].as_i64().unwrap_or(0)).sum::<i64>();
+    let mut restarts = count_restarts(&init_statuses);
+    let mut last = last_restart(&init_statuses);
+    let mut ready = 0;
     let mut initializing = false;
+    let init_total = arr("/spec/initContainers").len();
     for (i, c) in init_statuses.iter().enumerate() {
-        let terminated = c.pointer("/state/terminated");
-        if terminated.is_some_and(|t| t["exitCode"].as_i64() == Some(0)) {
-            continue;
-        }
-        initializing = true;
-        reason = match (terminated, c.pointer("/state/waiting/reason").and_then(Value::as_str)) {
-            (Some(t), _) if !s(t, "/reason").is_empty() => format!("Init:{}", s(t, "/reason")),
-            (Some(t), _) => format!("Init:ExitCode:{}", t["exitCode"].as_i64().unwrap_or(0)),
-            (None, Some(w)) if !w.is_empty() && w != "PodInitializing" => format!("Init:{w}"),
-            _ => format!("Init:{i}/{init_total}"),
+        let terminated = c.pointer("/state/terminated").filter(|t| !t.is_null());
+        let waiting = c.pointer("/state/waiting/reason").and_then(Value::as_str).unwrap_or("");
+        reason = match terminated {
+            Some(t) if t["exitCode"].as_i64().unwrap_or(0) == 0 => continue,
+            Some(t) if !s(t, "/reason").is_empty() => format!("Init:{}", s(t, "/reason")),
+            Some(t) if t["signal"].as_i64().unwrap_or(0) != 0 => format!("Init:Signal:{}", t["signal"]),
+            Some(t) => format!("Init:ExitCode:{}", t["exitCode"].as_i64().unwrap_or(0)),
+            None if !waiting.is_empty() && waiting != "PodInitializing" => format!("Init:{waiting}"),
+            None => format!("Init:{i}/{init_total}"),
         };
+        initializing = true;
         break;
     }
-    if !initializing {
+    if !initializing || has_condition(pod, "Initialized") {
+        restarts = 0;
+        last = None;
         let mut has_running = false;
-        for c in arr("/status/containerStatuses").iter().rev() {
+        for c in statuses.iter().rev() {
+            restarts += c["restartCount"].as_i64().unwrap_or(0);
+            let terminated = c.pointer("/state/terminated").filter(|t| !t.is_null());
             if let Some(w) = c.pointer("/state/waiting/reason").and_then(Value::as_str).filter(|w| !w.is_empty()) {
                 reason = w.to_string();
-            } else if let Some(t) = c.pointer("/state/terminated") {
+            } else if let Some(t) = terminated {
                 reason = match s(t, "/reason") {
                     "" if t["signal"].as_i64().unwrap_or(0) != 0 => format!("Signal:{}", t["signal"]),
                     "" => format!("ExitCode:{}", t["exitCode"].as_i64().unwrap_or(0)),
                     r => r.to_string(),
                 };
-            } else if c["ready"] == true && c.pointer("/state/running").is_some() {
+            } else if c["ready"] == true && c.pointer("/state/running").is_some_and(|r| !r.is_null()) {
                 has_running = true;
+                ready += 1;
             }
         }
+        last = last.max(last_restart(&statuses));
         if reason == "Completed" && has_running {
-            let ready = arr("/status/conditions").iter().any(|c| c["type"] == "Ready" && c["status"] == "True");
-            reason = if ready { "Running".into() } else { "NotReady".into() };
+            reason = if has_condition(pod, "Ready") { "Running".into() } else { "NotReady".into() };
         }
     }
     if pod.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null()) {
-        reason = if s(pod, "/status/reason") == "NodeLost" { "Unknown".into() } else { "Terminating".into() };
+        if s(pod, "/status/reason") == "NodeLost" {
+            reason = "Unknown".into();
+        } else if !matches!(phase, "Succeeded" | "Failed") {
+            reason = "Terminating".into();
+        }
     }
-    reason
+    let restarts = match last {
+        Some(t) if restarts != 0 => format!("{restarts} ({} ago)", human_duration(now.duration_since(t))),
+        _ => restarts.to_string(),
+    };
+    PodSummary { reason, ready, total: arr("/spec/containers").len(), restarts }
 }
 
 fn pod_row(pod: &Value, now: jiff::Timestamp) -> Vec<Value> {
-    let statuses = pod.pointer("/status/containerStatuses").and_then(Value::as_array).cloned().unwrap_or_default();
-    let total = pod.pointer("/spec/containers").and_then(Value::as_array).map(Vec::len).unwrap_or(0);
-    let ready = statuses.iter().filter(|c| c["ready"] == true).count();
-    let restarts: i64 = statuses.iter().map(|c| c["restartCount"].as_i64().unwrap_or(0)).sum();
-    let gates = pod.pointer("/spec/readinessGates").and_then(Value::as_array).map(Vec::len).unwrap_or(0);
+    let sum = pod_summary(pod, now);
+    let gates = pod.pointer("/spec/readinessGates").and_then(Value::as_array).cloned().unwrap_or_default();
+    let gates_true = gates.iter().filter(|g| has_condition(pod, s(g, "/conditionType"))).count();
+    let ip = pod.pointer("/status/podIPs/0/ip").and_then(Value::as_str).unwrap_or(s(pod, "/status/podIP"));
     vec![
         json!(s(pod, "/metadata/name")),
-        json!(format!("{ready}/{total}")),
-        json!(pod_status(pod)),
-        json!(restarts.to_string()),
+        json!(format!("{}/{}", sum.ready, sum.total)),
+        json!(sum.reason),
+        json!(sum.restarts),
         json!(age(pod, now)),
-        json!(or_none(s(pod, "/status/podIP"))),
+        json!(or_none(ip)),
         json!(or_none(s(pod, "/spec/nodeName"))),
         json!(or_none(s(pod, "/status/nominatedNodeName"))),
-        json!(if gates == 0 { "<none>".to_string() } else { format!("0/{gates}") }),
+        json!(if gates.is_empty() { "<none>".to_string() } else { format!("{gates_true}/{}", gates.len()) }),
     ]
 }
 
@@ -666,5 +712,96 @@ mod tests {
         assert_eq!(t["rows"][0]["cells"], json!(["db", "5m"]));
         let t = to_table("", "configmaps", &[&obj], IncludeObject::None, now, None);
         assert_eq!(t["rows"][0]["cells"], json!(["db", "2026-01-01T00:00:00Z"]));
+    }
+
+    fn pod_cells(pod: Value) -> Value {
+        let now = ts("2026-01-01T00:10:00Z");
+        to_table("", "pods", &[&pod], IncludeObject::None, now, None)["rows"][0]["cells"].clone()
+    }
+
+    #[test]
+    fn pod_status_follows_print_pod_for_init_waiting_completed_and_deleting_pods() {
+        let base = |status: Value| {
+            json!({"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                   "spec": {"initContainers": [{"name": "i"}], "containers": [{"name": "a"}, {"name": "b"}]},
+                   "status": status})
+        };
+        let init = base(
+            json!({"phase": "Pending", "initContainerStatuses": [{"state": {"waiting": {"reason": "PodInitializing"}}}]}),
+        );
+        assert_eq!(pod_cells(init)[2], "Init:0/1");
+        let crash = base(
+            json!({"phase": "Pending", "initContainerStatuses": [{"state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}),
+        );
+        assert_eq!(pod_cells(crash)[2], "Init:CrashLoopBackOff");
+        let killed = base(
+            json!({"phase": "Pending", "initContainerStatuses": [{"state": {"terminated": {"exitCode": 137, "signal": 9}}}]}),
+        );
+        assert_eq!(pod_cells(killed)[2], "Init:Signal:9");
+        let done = json!({"state": {"terminated": {"exitCode": 0}}});
+        let running = base(json!({"phase": "Running", "initContainerStatuses": [done],
+            "containerStatuses": [
+                {"ready": true, "state": {"running": {}}, "restartCount": 1},
+                {"ready": false, "state": {"waiting": {"reason": "CrashLoopBackOff"}}, "restartCount": 2,
+                 "lastState": {"terminated": {"finishedAt": "2026-01-01T00:08:00Z"}}}]}));
+        let cells = pod_cells(running.clone());
+        assert_eq!(
+            (&cells[1], &cells[2], &cells[3], &cells[4]),
+            (&json!("1/2"), &json!("CrashLoopBackOff"), &json!("3 (2m ago)"), &json!("10m"))
+        );
+        let mut deleting = running.clone();
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:09:00Z");
+        assert_eq!(pod_cells(deleting.clone())[2], "Terminating");
+        deleting["status"]["reason"] = json!("NodeLost");
+        assert_eq!(pod_cells(deleting)[2], "Unknown");
+        let finished = base(json!({"phase": "Succeeded", "initContainerStatuses": [done],
+            "containerStatuses": [{"state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}));
+        let mut gone = finished.clone();
+        gone["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:09:00Z");
+        assert_eq!(pod_cells(gone)[2], "Completed", "terminal pods are not shown as Terminating");
+        let sidecar_done = base(json!({"phase": "Running", "initContainerStatuses": [done],
+            "conditions": [{"type": "Ready", "status": "False"}],
+            "containerStatuses": [{"ready": true, "state": {"running": {}}}, {"state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}));
+        assert_eq!(pod_cells(sidecar_done)[2], "NotReady");
+    }
+
+    #[test]
+    fn pod_wide_columns_show_ip_node_and_readiness_gates() {
+        let pod = json!({"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "a"}], "nodeName": "n1", "readinessGates": [{"conditionType": "x"}, {"conditionType": "y"}]},
+            "status": {"phase": "Running", "podIPs": [{"ip": "10.0.0.7"}], "conditions": [{"type": "x", "status": "True"}]}});
+        let cells = pod_cells(pod);
+        assert_eq!(cells.as_array().unwrap()[5..], [json!("10.0.0.7"), json!("n1"), json!("<none>"), json!("1/2")]);
+    }
+
+    #[test]
+    fn human_duration_edges() {
+        let h = |secs: i64| human_duration(jiff::SignedDuration::from_secs(secs));
+        let cases = [
+            (0, "0s"),
+            (59, "59s"),
+            (119, "119s"),
+            (120, "2m"),
+            (123, "2m3s"),
+            (599, "9m59s"),
+            (600, "10m"),
+            (10799, "179m"),
+            (10800, "3h"),
+            (11400, "3h10m"),
+            (28799, "7h59m"),
+            (28800, "8h"),
+            (172799, "47h"),
+            (172800, "2d"),
+            (190800, "2d5h"),
+            (691199, "7d23h"),
+            (691200, "8d"),
+            (63071999, "729d"),
+            (63072000, "2y"),
+            (66528000, "2y40d"),
+            (252288000, "8y"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(h(secs), want, "{secs}s");
+        }
     }
 }
