@@ -10,7 +10,9 @@ use super::{FieldError, syntax};
 pub(super) fn name_messages(resource: &str, name: &str, prefix: bool) -> Vec<String> {
     let name = if prefix { name.strip_suffix('-').unwrap_or(name) } else { name };
     match resource {
-        "namespaces" | "statefulsets" => syntax::dns1123_label(name),
+        // StatefulSet names stay DNS-1123 subdomains: a move to labels in newer apiservers
+        // could not be confirmed for 1.27–1.33.
+        "namespaces" => syntax::dns1123_label(name),
         "services" => syntax::dns1035_label(name),
         _ => syntax::dns1123_subdomain(name),
     }

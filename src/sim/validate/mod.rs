@@ -220,7 +220,8 @@ mod tests {
         );
         assert!(validate_name("pods", "web-0.x").is_empty());
         assert!(validate_name("namespaces", "a.b")[0].detail.starts_with("a lowercase RFC 1123 label"));
-        assert!(validate_name("statefulsets", "a.b")[0].detail.starts_with("a lowercase RFC 1123 label"));
+        assert!(validate_name("statefulsets", "a.b").is_empty(), "StatefulSet names are subdomains");
+        assert!(validate_name("statefulsets", "A")[0].detail.starts_with("a lowercase RFC 1123 subdomain"));
         assert!(validate_name("services", "1web")[0].detail.starts_with("a DNS-1035 label"));
         assert_eq!(validate_name("pods", &"a".repeat(254))[0].detail, "must be no more than 253 characters");
     }
