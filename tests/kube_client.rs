@@ -886,3 +886,182 @@ async fn a_raw_watch_ends_at_its_timeout_seconds() {
     let end = tokio::time::timeout(support::DEADLINE, raw.try_next()).await.expect("the watch ended by itself");
     assert!(end.unwrap().is_none());
 }
+
+/// A StatefulSet whose simulated controller has made its pods, each owned by it.
+async fn set_with_pods(client: &Client, name: &str) -> (StatefulSet, Api<StatefulSet>, Api<Pod>) {
+    let sets: Api<StatefulSet> = Api::default_namespaced(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let mut spec = sts(name, 2);
+    spec.spec.as_mut().unwrap().pod_management_policy = Some("Parallel".into());
+    let set = sets.create(&PostParams::default(), &spec).await.unwrap();
+    eventually("the set's pods", || async {
+        let listed = pods.list(&ListParams::default().labels(&format!("app={name}"))).await.unwrap().items;
+        listed.len() == 2
+            && listed.iter().all(|p| p.owner_references().iter().any(|r| Some(&r.uid) == set.uid().as_ref()))
+    })
+    .await;
+    (set, sets, pods)
+}
+
+fn names_of<K: ResourceExt>(items: &[K]) -> Vec<String> {
+    items.iter().map(|o| o.name_any()).collect()
+}
+
+#[tokio::test]
+async fn deleting_a_statefulset_collects_its_pods_by_propagation_policy() {
+    let (_f, client) = sandbox(fast()).await;
+
+    // Default (Background for apps/v1): the set goes at once, its pods after.
+    let (_, sets, pods) = set_with_pods(&client, "dflt").await;
+    sets.delete("dflt", &DeleteParams::default()).await.unwrap();
+    assert!(sets.get_opt("dflt").await.unwrap().is_none(), "the owner goes at once");
+    eventually("default collection", || async {
+        pods.list(&ListParams::default().labels("app=dflt")).await.unwrap().items.is_empty()
+    })
+    .await;
+
+    // Foreground: every pod is deleted before the set (compare deletion resourceVersions).
+    let (set, sets, pods) = set_with_pods(&client, "fg").await;
+    let from = pods.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut pod_events = pods.watch(&WatchParams::default().labels("app=fg").timeout(60), &from).await.unwrap().boxed();
+    let mut set_events = sets.watch(&WatchParams::default().timeout(60), &from).await.unwrap().boxed();
+    let marked = sets.delete("fg", &DeleteParams::foreground()).await.unwrap().left().expect("the marked owner");
+    assert!(marked.metadata.deletion_timestamp.is_some() && marked.finalizers().contains(&"foregroundDeletion".into()));
+    let set_gone = loop {
+        match set_events.try_next().await.unwrap().expect("the watch lasts") {
+            WatchEvent::Deleted(s) if s.uid() == set.uid() => break rv_of(&s),
+            _ => {}
+        }
+    };
+    let mut pods_gone = Vec::new();
+    while pods_gone.len() < 2 {
+        if let WatchEvent::Deleted(p) = pod_events.try_next().await.unwrap().expect("the watch lasts") {
+            pods_gone.push(rv_of(&p));
+        }
+    }
+    assert!(pods_gone.iter().all(|rv| *rv < set_gone), "pods {pods_gone:?} go before their owner ({set_gone})");
+    assert!(
+        pods.list(&ListParams::default().labels("app=fg")).await.unwrap().items.is_empty(),
+        "and none is recreated"
+    );
+
+    // Background, explicitly.
+    let (_, sets, pods) = set_with_pods(&client, "bg").await;
+    sets.delete("bg", &DeleteParams::background()).await.unwrap();
+    assert!(sets.get_opt("bg").await.unwrap().is_none());
+    eventually("background collection", || async {
+        pods.list(&ListParams::default().labels("app=bg")).await.unwrap().items.is_empty()
+    })
+    .await;
+
+    // Orphan: the pods stay, and by the time the owner is gone they no longer point at it.
+    let (_, sets, pods) = set_with_pods(&client, "or").await;
+    let before = names_of(&pods.list(&ListParams::default().labels("app=or")).await.unwrap().items);
+    sets.delete("or", &DeleteParams::orphan()).await.unwrap();
+    eventually("the orphaning owner to go", || async { sets.get_opt("or").await.unwrap().is_none() }).await;
+    let after = pods.list(&ListParams::default().labels("app=or")).await.unwrap().items;
+    assert_eq!(names_of(&after), before);
+    assert!(
+        after.iter().all(|p| p.owner_references().is_empty() && p.metadata.deletion_timestamp.is_none()),
+        "{after:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_controller_reconciles_again_when_an_owned_pod_is_modified_or_deleted() {
+    let (_f, client) = sandbox(quiet()).await;
+    let sets: Api<StatefulSet> = Api::default_namespaced(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let set = sets.create(&PostParams::default(), &sts("owner", 0)).await.unwrap();
+    let mut owned = pod("owned");
+    owned.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "StatefulSet".into(),
+        name: "owner".into(),
+        uid: set.uid().unwrap(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }]);
+    pods.create(&PostParams::default(), &owned).await.unwrap();
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    let task = tokio::spawn(
+        Controller::new(sets.clone(), watcher::Config::default())
+            .owns(pods.clone(), watcher::Config::default())
+            .run(
+                move |obj: Arc<StatefulSet>, _ctx: Arc<()>| {
+                    let seen = seen.clone();
+                    async move {
+                        assert_eq!(obj.name_any(), "owner");
+                        seen.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, kube::Error>(Action::await_change())
+                    }
+                },
+                |_, _, _| Action::await_change(),
+                Arc::new(()),
+            )
+            .for_each(|_| futures::future::ready(())),
+    );
+    eventually("the first reconcile", || async { count.load(Ordering::SeqCst) >= 1 }).await;
+    let before = count.load(Ordering::SeqCst);
+    pods.patch("owned", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})))
+        .await
+        .unwrap();
+    eventually("a reconcile for the modified pod", || async { count.load(Ordering::SeqCst) > before }).await;
+    let before = count.load(Ordering::SeqCst);
+    pods.delete("owned", &DeleteParams::default()).await.unwrap();
+    eventually("a reconcile for the deleted pod", || async { count.load(Ordering::SeqCst) > before }).await;
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_stuck_watcher_blocks_neither_writes_nor_reading_watchers_and_is_dropped() {
+    let config = ClusterConfig { limits: StorageLimits { history: 10_000, watcher_buffer: 8 }, ..quiet() };
+    let (f, client) = sandbox(config).await;
+    let cluster = f.servers[0].cluster.clone();
+    let configmaps = (String::new(), "configmaps".to_string());
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    // Three reflectors that keep reading.
+    let mut readers = Vec::new();
+    let mut stores = Vec::new();
+    for _ in 0..3 {
+        let (reader, writer) = reflector::store();
+        let stream = reflector(writer, watcher(api.clone(), watcher::Config::default())).default_backoff();
+        readers.push(tokio::spawn(stream.for_each(|_| futures::future::ready(()))));
+        stores.push(reader);
+    }
+    for s in &stores {
+        s.wait_until_ready().await.unwrap();
+    }
+    eventually("three reading watches", || async { cluster.storage.watchers_of(&configmaps) == 3 }).await;
+    // A watch whose response is never read (no timeoutSeconds: only being dropped ends it).
+    let rv = cluster.storage.current_rv();
+    let stuck = {
+        use tokio::io::AsyncWriteExt;
+        let mut s = tokio::net::TcpStream::connect(f.servers[0].addr).await.unwrap();
+        let req = format!(
+            "GET /api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv} HTTP/1.1\r\nHost: x\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        s
+    };
+    eventually("the stuck watch registered", || async { cluster.storage.watchers_of(&configmaps) == 4 }).await;
+    // Enough data to fill the kernel's socket buffers, the body buffer and the watcher buffer.
+    let big = "x".repeat(256 * 1024);
+    for i in 0..200 {
+        let c: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("w{i}")}, "data": {"big": big}})).unwrap();
+        api.create(&PostParams::default(), &c).await.unwrap();
+    }
+    for (i, s) in stores.iter().enumerate() {
+        eventually(&format!("reader {i} to see every write"), || async { s.state().len() == 200 }).await;
+    }
+    eventually("the stuck watcher to be dropped", || async { cluster.storage.watchers_of(&configmaps) == 3 }).await;
+    // And the readers still follow.
+    api.delete("w0", &DeleteParams::default()).await.unwrap();
+    for s in &stores {
+        eventually("readers to see the deletion", || async { s.state().len() == 199 }).await;
+    }
+    drop(stuck);
+    readers.iter().for_each(|r| r.abort());
+}
