@@ -1065,3 +1065,103 @@ async fn a_stuck_watcher_blocks_neither_writes_nor_reading_watchers_and_is_dropp
     drop(stuck);
     readers.iter().for_each(|r| r.abort());
 }
+
+#[tokio::test]
+async fn an_oversized_create_from_kube_is_a_413_status_and_dry_runs_change_nothing() {
+    let (f, client) = sandbox(quiet()).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let huge: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "huge"}, "data": {"k": "x".repeat(4 * 1024 * 1024)}}))
+            .unwrap();
+    let too_large = api_error(api.create(&PostParams::default(), &huge).await.unwrap_err());
+    assert_eq!((too_large.code, too_large.reason.as_str()), (413, "RequestEntityTooLarge"), "{too_large:?}");
+    assert!(api.get_opt("huge").await.unwrap().is_none());
+
+    let rv = f.servers[0].cluster.storage.current_rv();
+    let dry = PostParams { dry_run: true, ..Default::default() };
+    let would_be = api.create(&dry, &cm("dry")).await.unwrap();
+    assert_eq!(would_be.name_any(), "dry");
+    assert!(api.get_opt("dry").await.unwrap().is_none(), "a dry-run create stores nothing");
+    api.create(&PostParams::default(), &cm("real")).await.unwrap();
+    let rv = f.servers[0].cluster.storage.current_rv().max(rv);
+    api.delete("real", &DeleteParams::default().dry_run()).await.unwrap();
+    api.patch("real", &PatchParams::default().dry_run(), &Patch::Merge(json!({"data": {"k": "dry"}}))).await.unwrap();
+    let kept = api.get("real").await.unwrap();
+    assert_eq!(kept.data.unwrap()["k"], "v", "dry-run patch and delete change nothing");
+    assert_eq!(f.servers[0].cluster.storage.current_rv(), rv);
+
+    // generateName.
+    let generated: ConfigMap = serde_json::from_value(json!({"metadata": {"generateName": "gen-"}})).unwrap();
+    let made = api.create(&PostParams::default(), &generated).await.unwrap();
+    assert!(made.name_any().starts_with("gen-") && made.name_any().len() == 9, "{}", made.name_any());
+}
+
+#[tokio::test]
+async fn metadata_watchers_and_cluster_wide_lists_work() {
+    let (_f, client) = sandbox(quiet()).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    api.create(&PostParams::default(), &cm("m0")).await.unwrap();
+    let metas_api: Api<kube::core::PartialObjectMeta<ConfigMap>> = Api::default_namespaced(client.clone());
+    let mut events = kube::runtime::watcher(metas_api, watcher::Config::default()).boxed();
+    let mut names = Vec::new();
+    loop {
+        match events.try_next().await.unwrap() {
+            Some(Event::Init) => {}
+            Some(Event::InitApply(m)) => names.push(m.name_any()),
+            Some(Event::InitDone) => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(names, ["m0"]);
+    api.create(&PostParams::default(), &cm("m1")).await.unwrap();
+    match events.try_next().await.unwrap() {
+        Some(Event::Apply(m)) => assert_eq!((m.name_any(), m.labels()["app"].as_str()), ("m1".into(), "x")),
+        other => panic!("expected Apply m1, got {other:?}"),
+    }
+    let all: Api<ConfigMap> = Api::all(client.clone());
+    let everywhere = all.list(&ListParams::default()).await.unwrap();
+    assert!(everywhere.items.iter().all(|c| c.namespace().is_some()));
+    let metas = api.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(names_of(&metas.items), ["m0", "m1"]);
+}
+
+#[tokio::test]
+async fn finalizers_hold_a_deleted_object_until_removed_and_watchers_see_each_phase() {
+    let (_f, client) = sandbox(quiet()).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let mut held = cm("held");
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    let created = api.create(&PostParams::default(), &held).await.unwrap();
+    let mut events =
+        api.watch(&WatchParams::default().timeout(60), &created.resource_version().unwrap()).await.unwrap().boxed();
+    let pending = api.delete("held", &DeleteParams::default()).await.unwrap().left().expect("the object, marked");
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    match events.try_next().await.unwrap() {
+        Some(WatchEvent::Modified(c)) => assert!(c.metadata.deletion_timestamp.is_some()),
+        other => panic!("expected MODIFIED with a deletionTimestamp, got {other:?}"),
+    }
+    // A terminating object may still be updated, but not un-deleted, and gets no new finalizers.
+    let refused = api
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold", "example.com/new"]}})),
+        )
+        .await;
+    assert!(refused.is_err(), "new finalizers on a terminating object are refused: {refused:?}");
+    api.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    match events.try_next().await.unwrap() {
+        Some(WatchEvent::Deleted(c)) => assert_eq!(c.name_any(), "held"),
+        other => panic!("expected DELETED once the last finalizer went, got {other:?}"),
+    }
+    assert!(api.get_opt("held").await.unwrap().is_none());
+
+    // A 422 names the field in its causes.
+    let bad = api_error(api.create(&PostParams::default(), &cm("Bad_Name")).await.unwrap_err());
+    let details = bad.details.expect("details");
+    assert_eq!((details.kind.as_str(), details.name.as_str()), ("ConfigMap", "Bad_Name"));
+    assert!(
+        details.causes.iter().any(|c| c.field == "metadata.name" && c.reason == "FieldValueInvalid"),
+        "{details:?}"
+    );
+}
