@@ -598,3 +598,570 @@ async fn deletecollection_preconditions_and_graceful_pods() {
     pods.delete("p", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
     assert!(pods.get_opt("p").await.unwrap().is_none(), "a forced delete removes it at once");
 }
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}))
+        .unwrap()
+}
+
+fn rv_of(obj: &impl ResourceExt) -> u64 {
+    obj.resource_version().expect("a resourceVersion").parse().expect("a numeric resourceVersion")
+}
+
+#[tokio::test]
+async fn configmaps_and_pods_go_through_every_verb() {
+    let (_f, client) = sandbox(quiet()).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let created = cms.create(&PostParams::default(), &cm("one")).await.unwrap();
+    assert_eq!(created.metadata.generation, None, "ConfigMaps have no spec, so no generation");
+    assert_eq!(cms.get("one").await.unwrap(), created);
+
+    // PUT with the current resourceVersion, then without one (unconditional), then a stale one.
+    let mut next = created.clone();
+    next.data = Some([("k".to_string(), "v2".to_string())].into());
+    let replaced = cms.replace("one", &PostParams::default(), &next).await.unwrap();
+    assert!(rv_of(&replaced) > rv_of(&created));
+    let mut unconditional = replaced.clone();
+    unconditional.metadata.resource_version = None;
+    unconditional.data = Some([("k".to_string(), "v3".to_string())].into());
+    cms.replace("one", &PostParams::default(), &unconditional).await.unwrap();
+    let stale = api_error(cms.replace("one", &PostParams::default(), &next).await.unwrap_err());
+    assert_eq!(
+        (stale.code, stale.reason.as_str(), stale.message.as_str()),
+        (
+            409,
+            "Conflict",
+            r#"Operation cannot be fulfilled on configmaps "one": the object has been modified; please apply your changes to the latest version and try again"#
+        )
+    );
+    assert_eq!(cms.get("one").await.unwrap().data.unwrap()["k"], "v3", "the stale write changed nothing");
+
+    // A merge patch carrying a stale resourceVersion is the same precondition.
+    let stale_patch = json!({"metadata": {"resourceVersion": created.resource_version()}, "data": {"k": "x"}});
+    assert!(
+        api_error(cms.patch("one", &PatchParams::default(), &Patch::Merge(stale_patch)).await.unwrap_err())
+            .is_conflict()
+    );
+
+    let listed = cms.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.iter().map(|c| c.name_any()).collect::<Vec<_>>(), ["one"]);
+    let deleted = cms.delete("one", &DeleteParams::default()).await.unwrap();
+    let status = deleted.right().expect("a ConfigMap delete answers with a Status");
+    assert_eq!(status.status, Some(kube::core::response::StatusSummary::Success));
+    assert_eq!(status.details.as_ref().map(|d| d.name.as_str()), Some("one"));
+
+    // Pods: core group wording, and an unscheduled pod goes at once, answered with its last state.
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let p = pods.create(&PostParams::default(), &pod("p")).await.unwrap();
+    assert!(p.metadata.generation.is_none() || p.metadata.generation == Some(1));
+    let missing = api_error(pods.get("nope").await.unwrap_err());
+    assert_eq!((missing.code, missing.message.as_str()), (404, r#"pods "nope" not found"#));
+    assert_eq!(missing.details.as_ref().map(|d| d.kind.as_str()), Some("pods"));
+    let dup = api_error(pods.create(&PostParams::default(), &pod("p")).await.unwrap_err());
+    assert_eq!((dup.code, dup.message.as_str()), (409, r#"pods "p" already exists"#));
+    let labelled = pods
+        .patch("p", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})))
+        .await
+        .unwrap();
+    assert_eq!(labelled.labels()["x"], "y");
+    assert_eq!(labelled.uid(), p.uid());
+    let gone =
+        pods.delete("p", &DeleteParams::default()).await.unwrap().left().expect("a pod delete answers with the pod");
+    assert_eq!(gone.uid(), p.uid());
+    assert!(rv_of(&gone) > rv_of(&labelled), "the deletion has its own resourceVersion");
+    assert!(pods.get_opt("p").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn uids_timestamps_and_resource_versions_are_per_cluster_and_monotonic() {
+    let fleet = Fleet::start(
+        vec![ClusterConfig { nodes: 0, ..fast() }, ClusterConfig { nodes: 0, ..ClusterConfig::named("b") }],
+        None,
+    )
+    .await
+    .expect("sandbox starts");
+    let clients: Vec<Client> =
+        fleet.servers.iter().map(|s| Client::try_from(kube::Config::new(s.url().parse().unwrap())).unwrap()).collect();
+    let mut uids = std::collections::HashSet::new();
+    for client in &clients {
+        let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+        let pods: Api<Pod> = Api::default_namespaced(client.clone());
+        let sets: Api<StatefulSet> = Api::default_namespaced(client.clone());
+        let mut last_rv = 0;
+        let mut last_created = None;
+        for i in 0..3 {
+            // One sequence shared by every kind of one cluster.
+            let metas = [
+                cms.create(&PostParams::default(), &cm(&format!("c{i}"))).await.unwrap().metadata,
+                pods.create(&PostParams::default(), &pod(&format!("p{i}"))).await.unwrap().metadata,
+                sets.create(&PostParams::default(), &sts(&format!("s{i}"), 0)).await.unwrap().metadata,
+            ];
+            for meta in metas {
+                let rv: u64 = meta.resource_version.unwrap().parse().unwrap();
+                assert!(rv > last_rv, "resourceVersions increase: {rv} after {last_rv}");
+                last_rv = rv;
+                assert!(uids.insert(meta.uid.expect("a uid")), "uids are unique across the fleet");
+                let created = meta.creation_timestamp.expect("a creationTimestamp").0;
+                assert!(last_created.is_none_or(|l| created >= l), "creationTimestamps do not go back");
+                last_created = Some(created);
+            }
+        }
+        let list_rv: u64 =
+            cms.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap().parse().unwrap();
+        assert!(list_rv >= last_rv);
+    }
+}
+
+#[tokio::test]
+async fn generation_counts_spec_changes_only_and_replace_status_changes_only_status() {
+    let (_f, client) = sandbox(quiet()).await;
+    let api: Api<StatefulSet> = Api::default_namespaced(client);
+    let created = api.create(&PostParams::default(), &sts("web", 1)).await.unwrap();
+    assert!(created.status.is_none() || created.status.as_ref().is_some_and(|s| s.replicas == 0));
+    // The simulated controller writes status too; let it settle so a no-op stays a no-op.
+    eventually("the controller to observe the set", || async {
+        let s = api.get("web").await.unwrap();
+        s.status.is_some_and(|st| st.observed_generation == Some(1) && st.replicas == 1)
+    })
+    .await;
+    let created = api.get("web").await.unwrap();
+    let labelled = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}, "annotations": {"c": "d"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(labelled.metadata.generation, Some(1), "metadata changes do not bump generation");
+    assert!(rv_of(&labelled) > rv_of(&created));
+    let unchanged =
+        api.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}}))).await.unwrap();
+    assert_eq!((unchanged.metadata.generation, rv_of(&unchanged)), (Some(1), rv_of(&labelled)), "a no-op write");
+
+    // PUT /status with a different spec and labels: only the status lands.
+    let mut body = api.get("web").await.unwrap();
+    body.spec.as_mut().unwrap().replicas = Some(8);
+    body.metadata.labels = None;
+    body.status =
+        Some(serde_json::from_value(json!({"replicas": 5, "readyReplicas": 4, "observedGeneration": 1})).unwrap());
+    let after = api.replace_status("web", &PostParams::default(), &body).await.unwrap();
+    let status = after.status.as_ref().unwrap();
+    assert_eq!((status.replicas, status.ready_replicas), (5, Some(4)));
+    assert_eq!(after.spec.as_ref().unwrap().replicas, Some(1), "/status ignores spec");
+    assert_eq!(after.labels().get("a").map(String::as_str), Some("b"), "/status ignores metadata labels");
+    assert_eq!(after.metadata.generation, Some(1));
+
+    // PUT on the main endpoint with a different status: the spec lands, the status does not.
+    let mut body = after.clone();
+    body.spec.as_mut().unwrap().replicas = Some(2);
+    body.status.as_mut().unwrap().replicas = 99;
+    // Unconditional (no resourceVersion), as PUT allows for StatefulSets: the simulated
+    // controller may have rewritten status meanwhile.
+    body.metadata.resource_version = None;
+    let replaced = api.replace("web", &PostParams::default(), &body).await.unwrap();
+    assert_eq!(replaced.spec.as_ref().unwrap().replicas, Some(2));
+    assert_ne!(replaced.status.as_ref().unwrap().replicas, 99, "the main endpoint ignores status");
+    assert_eq!(replaced.metadata.generation, Some(2));
+
+    // The scale subresource is a spec change (retried on conflict, as clients do: the
+    // simulated controller writes status concurrently), and a stale resourceVersion conflicts.
+    let written = loop {
+        let mut scale = api.get_scale("web").await.unwrap();
+        scale.spec.as_mut().unwrap().replicas = Some(3);
+        match api.replace_scale("web", &PostParams::default(), &scale).await {
+            Ok(s) => break scale.clone().metadata.resource_version.map(|_| (scale, s)).unwrap(),
+            Err(kube::Error::Api(s)) if s.is_conflict() => continue,
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    assert_eq!(written.1.spec.unwrap().replicas, Some(3));
+    let stale = api_error(api.replace_scale("web", &PostParams::default(), &written.0).await.unwrap_err());
+    assert!(stale.is_conflict(), "{stale:?}");
+    assert_eq!(api.get("web").await.unwrap().metadata.generation, Some(3));
+}
+
+#[tokio::test]
+async fn a_too_old_watch_is_an_error_event_in_a_200_stream_and_the_watcher_relists() {
+    let (f, client) = sandbox(quiet()).await;
+    let cluster = f.servers[0].cluster.clone();
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    api.create(&PostParams::default(), &cm("c0")).await.unwrap();
+    let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
+    while !matches!(events.try_next().await.unwrap(), Some(Event::InitDone)) {}
+    let old_rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    api.create(&PostParams::default(), &cm("c1")).await.unwrap();
+    match events.try_next().await.unwrap() {
+        Some(Event::Apply(c)) => assert_eq!(c.name_any(), "c1"),
+        other => panic!("expected Apply c1, got {other:?}"),
+    }
+    cluster.storage.compact();
+    // Raw: not an HTTP 410 (kube would retry that without relisting), but an ERROR event.
+    let mut raw = api
+        .watch(&WatchParams::default().timeout(30), &old_rv)
+        .await
+        .expect("a too-old watch still starts with 200")
+        .boxed();
+    match raw.try_next().await.unwrap() {
+        Some(WatchEvent::Error(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (410, "Expired"));
+            assert!(s.message.starts_with(&format!("too old resource version: {old_rv} (")), "{s:?}");
+        }
+        other => panic!("expected an ERROR event, got {other:?}"),
+    }
+    assert!(raw.try_next().await.unwrap().is_none(), "the stream ends after the ERROR event");
+
+    // The watcher: its watch is cut and re-made from a compacted version → 410 → full relist.
+    api.delete("c0", &DeleteParams::default()).await.unwrap();
+    cluster.storage.compact();
+    cluster.storage.close_watches();
+    let mut saw_410 = false;
+    loop {
+        match events.next().await.expect("the watcher never ends") {
+            Err(watcher::Error::WatchError(s)) if s.code == 410 => saw_410 = true,
+            // The deletion may arrive before the watch is cut, but never after the 410.
+            Ok(Event::Delete(c)) if !saw_410 => assert_eq!(c.name_any(), "c0"),
+            Ok(Event::Init) if saw_410 => break,
+            other => panic!("unexpected item (after the 410: {saw_410}): {other:?}"),
+        }
+    }
+    assert!(saw_410, "the relist came after a 410");
+    let mut names = Vec::new();
+    loop {
+        match events.try_next().await.unwrap() {
+            Some(Event::InitApply(c)) => names.push(c.name_any()),
+            Some(Event::InitDone) => break,
+            other => panic!("unexpected event during the relist: {other:?}"),
+        }
+    }
+    assert_eq!(names, ["c1"], "the relist shows the server's state");
+}
+
+#[tokio::test]
+async fn streaming_lists_send_every_object_then_the_annotated_bookmark() {
+    let (f, client) = sandbox(quiet()).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    for i in 0..3 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}"))).await.unwrap();
+    }
+    let rv = f.servers[0].cluster.storage.current_rv();
+    let mut raw = api.watch(&WatchParams::streaming_lists().timeout(30), "0").await.unwrap().boxed();
+    let mut added = Vec::new();
+    loop {
+        match raw.try_next().await.unwrap() {
+            Some(WatchEvent::Added(c)) => added.push(c.name_any()),
+            Some(WatchEvent::Bookmark(b)) => {
+                assert_eq!(b.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str), Some("true"));
+                assert_eq!(b.metadata.resource_version, rv.to_string(), "the bookmark carries the snapshot version");
+                break;
+            }
+            other => panic!("unexpected event {other:?}"),
+        }
+    }
+    assert_eq!(added, ["c0", "c1", "c2"]);
+    api.create(&PostParams::default(), &cm("c3")).await.unwrap();
+    match raw.try_next().await.unwrap() {
+        Some(WatchEvent::Added(c)) => assert_eq!(c.name_any(), "c3"),
+        other => panic!("expected ADDED c3, got {other:?}"),
+    }
+    // Without resourceVersionMatch=NotOlderThan, or without bookmarks, the request is refused,
+    // so a caller fails loudly instead of waiting forever for the end bookmark.
+    for query in
+        ["sendInitialEvents=true&allowWatchBookmarks=true", "sendInitialEvents=true&resourceVersionMatch=NotOlderThan"]
+    {
+        let uri = format!("/api/v1/namespaces/default/configmaps?watch=true&{query}");
+        let req = http::Request::get(uri).body(Vec::new()).unwrap();
+        let refused = api_error(client.request_text(req).await.expect_err("refused"));
+        assert_eq!((refused.code, refused.reason.as_str()), (422, "Invalid"), "{query}: {refused:?}");
+        assert!(refused.message.contains("sendInitialEvents") || refused.message.contains("allowWatchBookmarks"));
+    }
+}
+
+#[tokio::test]
+async fn a_raw_watch_ends_at_its_timeout_seconds() {
+    let (_f, client) = sandbox(quiet()).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let mut raw = api.watch(&WatchParams::default().timeout(1).disable_bookmarks(), "0").await.unwrap().boxed();
+    // A generous outer bound only guards against a hang; the server must end it first.
+    let end = tokio::time::timeout(support::DEADLINE, raw.try_next()).await.expect("the watch ended by itself");
+    assert!(end.unwrap().is_none());
+}
+
+/// A StatefulSet whose simulated controller has made its pods, each owned by it.
+async fn set_with_pods(client: &Client, name: &str) -> (StatefulSet, Api<StatefulSet>, Api<Pod>) {
+    let sets: Api<StatefulSet> = Api::default_namespaced(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let mut spec = sts(name, 2);
+    spec.spec.as_mut().unwrap().pod_management_policy = Some("Parallel".into());
+    let set = sets.create(&PostParams::default(), &spec).await.unwrap();
+    eventually("the set's pods", || async {
+        let listed = pods.list(&ListParams::default().labels(&format!("app={name}"))).await.unwrap().items;
+        listed.len() == 2
+            && listed.iter().all(|p| p.owner_references().iter().any(|r| Some(&r.uid) == set.uid().as_ref()))
+    })
+    .await;
+    (set, sets, pods)
+}
+
+fn names_of<K: ResourceExt>(items: &[K]) -> Vec<String> {
+    items.iter().map(|o| o.name_any()).collect()
+}
+
+#[tokio::test]
+async fn deleting_a_statefulset_collects_its_pods_by_propagation_policy() {
+    let (_f, client) = sandbox(fast()).await;
+
+    // Default (Background for apps/v1): the set goes at once, its pods after.
+    let (_, sets, pods) = set_with_pods(&client, "dflt").await;
+    sets.delete("dflt", &DeleteParams::default()).await.unwrap();
+    assert!(sets.get_opt("dflt").await.unwrap().is_none(), "the owner goes at once");
+    eventually("default collection", || async {
+        pods.list(&ListParams::default().labels("app=dflt")).await.unwrap().items.is_empty()
+    })
+    .await;
+
+    // Foreground: every pod is deleted before the set (compare deletion resourceVersions).
+    let (set, sets, pods) = set_with_pods(&client, "fg").await;
+    let from = pods.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut pod_events = pods.watch(&WatchParams::default().labels("app=fg").timeout(60), &from).await.unwrap().boxed();
+    let mut set_events = sets.watch(&WatchParams::default().timeout(60), &from).await.unwrap().boxed();
+    let marked = sets.delete("fg", &DeleteParams::foreground()).await.unwrap().left().expect("the marked owner");
+    assert!(marked.metadata.deletion_timestamp.is_some() && marked.finalizers().contains(&"foregroundDeletion".into()));
+    let set_gone = loop {
+        match set_events.try_next().await.unwrap().expect("the watch lasts") {
+            WatchEvent::Deleted(s) if s.uid() == set.uid() => break rv_of(&s),
+            _ => {}
+        }
+    };
+    let mut pods_gone = Vec::new();
+    while pods_gone.len() < 2 {
+        if let WatchEvent::Deleted(p) = pod_events.try_next().await.unwrap().expect("the watch lasts") {
+            pods_gone.push(rv_of(&p));
+        }
+    }
+    assert!(pods_gone.iter().all(|rv| *rv < set_gone), "pods {pods_gone:?} go before their owner ({set_gone})");
+    assert!(
+        pods.list(&ListParams::default().labels("app=fg")).await.unwrap().items.is_empty(),
+        "and none is recreated"
+    );
+
+    // Background, explicitly.
+    let (_, sets, pods) = set_with_pods(&client, "bg").await;
+    sets.delete("bg", &DeleteParams::background()).await.unwrap();
+    assert!(sets.get_opt("bg").await.unwrap().is_none());
+    eventually("background collection", || async {
+        pods.list(&ListParams::default().labels("app=bg")).await.unwrap().items.is_empty()
+    })
+    .await;
+
+    // Orphan: the pods stay, and by the time the owner is gone they no longer point at it.
+    let (_, sets, pods) = set_with_pods(&client, "or").await;
+    let before = names_of(&pods.list(&ListParams::default().labels("app=or")).await.unwrap().items);
+    sets.delete("or", &DeleteParams::orphan()).await.unwrap();
+    eventually("the orphaning owner to go", || async { sets.get_opt("or").await.unwrap().is_none() }).await;
+    let after = pods.list(&ListParams::default().labels("app=or")).await.unwrap().items;
+    assert_eq!(names_of(&after), before);
+    assert!(
+        after.iter().all(|p| p.owner_references().is_empty() && p.metadata.deletion_timestamp.is_none()),
+        "{after:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_controller_reconciles_again_when_an_owned_pod_is_modified_or_deleted() {
+    let (_f, client) = sandbox(quiet()).await;
+    let sets: Api<StatefulSet> = Api::default_namespaced(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let set = sets.create(&PostParams::default(), &sts("owner", 0)).await.unwrap();
+    let mut owned = pod("owned");
+    owned.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "StatefulSet".into(),
+        name: "owner".into(),
+        uid: set.uid().unwrap(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }]);
+    pods.create(&PostParams::default(), &owned).await.unwrap();
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    let task = tokio::spawn(
+        Controller::new(sets.clone(), watcher::Config::default())
+            .owns(pods.clone(), watcher::Config::default())
+            .run(
+                move |obj: Arc<StatefulSet>, _ctx: Arc<()>| {
+                    let seen = seen.clone();
+                    async move {
+                        assert_eq!(obj.name_any(), "owner");
+                        seen.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, kube::Error>(Action::await_change())
+                    }
+                },
+                |_, _, _| Action::await_change(),
+                Arc::new(()),
+            )
+            .for_each(|_| futures::future::ready(())),
+    );
+    eventually("the first reconcile", || async { count.load(Ordering::SeqCst) >= 1 }).await;
+    let before = count.load(Ordering::SeqCst);
+    pods.patch("owned", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})))
+        .await
+        .unwrap();
+    eventually("a reconcile for the modified pod", || async { count.load(Ordering::SeqCst) > before }).await;
+    let before = count.load(Ordering::SeqCst);
+    pods.delete("owned", &DeleteParams::default()).await.unwrap();
+    eventually("a reconcile for the deleted pod", || async { count.load(Ordering::SeqCst) > before }).await;
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_stuck_watcher_blocks_neither_writes_nor_reading_watchers_and_is_dropped() {
+    let config = ClusterConfig { limits: StorageLimits { history: 10_000, watcher_buffer: 8 }, ..quiet() };
+    let (f, client) = sandbox(config).await;
+    let cluster = f.servers[0].cluster.clone();
+    let configmaps = (String::new(), "configmaps".to_string());
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    // Three reflectors that keep reading.
+    let mut readers = Vec::new();
+    let mut stores = Vec::new();
+    for _ in 0..3 {
+        let (reader, writer) = reflector::store();
+        let stream = reflector(writer, watcher(api.clone(), watcher::Config::default())).default_backoff();
+        readers.push(tokio::spawn(stream.for_each(|_| futures::future::ready(()))));
+        stores.push(reader);
+    }
+    for s in &stores {
+        s.wait_until_ready().await.unwrap();
+    }
+    eventually("three reading watches", || async { cluster.storage.watchers_of(&configmaps) == 3 }).await;
+    // A watch whose response is never read (no timeoutSeconds: only being dropped ends it).
+    let rv = cluster.storage.current_rv();
+    let stuck = {
+        use tokio::io::AsyncWriteExt;
+        let mut s = tokio::net::TcpStream::connect(f.servers[0].addr).await.unwrap();
+        let req = format!(
+            "GET /api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv} HTTP/1.1\r\nHost: x\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        s
+    };
+    eventually("the stuck watch registered", || async { cluster.storage.watchers_of(&configmaps) == 4 }).await;
+    // Enough data to fill the kernel's socket buffers, the body buffer and the watcher buffer.
+    let big = "x".repeat(256 * 1024);
+    for i in 0..200 {
+        let c: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("w{i}")}, "data": {"big": big}})).unwrap();
+        api.create(&PostParams::default(), &c).await.unwrap();
+    }
+    for (i, s) in stores.iter().enumerate() {
+        eventually(&format!("reader {i} to see every write"), || async { s.state().len() == 200 }).await;
+    }
+    eventually("the stuck watcher to be dropped", || async { cluster.storage.watchers_of(&configmaps) == 3 }).await;
+    // And the readers still follow.
+    api.delete("w0", &DeleteParams::default()).await.unwrap();
+    for s in &stores {
+        eventually("readers to see the deletion", || async { s.state().len() == 199 }).await;
+    }
+    drop(stuck);
+    readers.iter().for_each(|r| r.abort());
+}
+
+#[tokio::test]
+async fn an_oversized_create_from_kube_is_a_413_status_and_dry_runs_change_nothing() {
+    let (f, client) = sandbox(quiet()).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let huge: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "huge"}, "data": {"k": "x".repeat(4 * 1024 * 1024)}}))
+            .unwrap();
+    let too_large = api_error(api.create(&PostParams::default(), &huge).await.unwrap_err());
+    assert_eq!((too_large.code, too_large.reason.as_str()), (413, "RequestEntityTooLarge"), "{too_large:?}");
+    assert!(api.get_opt("huge").await.unwrap().is_none());
+
+    let rv = f.servers[0].cluster.storage.current_rv();
+    let dry = PostParams { dry_run: true, ..Default::default() };
+    let would_be = api.create(&dry, &cm("dry")).await.unwrap();
+    assert_eq!(would_be.name_any(), "dry");
+    assert!(api.get_opt("dry").await.unwrap().is_none(), "a dry-run create stores nothing");
+    api.create(&PostParams::default(), &cm("real")).await.unwrap();
+    let rv = f.servers[0].cluster.storage.current_rv().max(rv);
+    api.delete("real", &DeleteParams::default().dry_run()).await.unwrap();
+    api.patch("real", &PatchParams::default().dry_run(), &Patch::Merge(json!({"data": {"k": "dry"}}))).await.unwrap();
+    let kept = api.get("real").await.unwrap();
+    assert_eq!(kept.data.unwrap()["k"], "v", "dry-run patch and delete change nothing");
+    assert_eq!(f.servers[0].cluster.storage.current_rv(), rv);
+
+    // generateName.
+    let generated: ConfigMap = serde_json::from_value(json!({"metadata": {"generateName": "gen-"}})).unwrap();
+    let made = api.create(&PostParams::default(), &generated).await.unwrap();
+    assert!(made.name_any().starts_with("gen-") && made.name_any().len() == 9, "{}", made.name_any());
+}
+
+#[tokio::test]
+async fn metadata_watchers_and_cluster_wide_lists_work() {
+    let (_f, client) = sandbox(quiet()).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    api.create(&PostParams::default(), &cm("m0")).await.unwrap();
+    let metas_api: Api<kube::core::PartialObjectMeta<ConfigMap>> = Api::default_namespaced(client.clone());
+    let mut events = kube::runtime::watcher(metas_api, watcher::Config::default()).boxed();
+    let mut names = Vec::new();
+    loop {
+        match events.try_next().await.unwrap() {
+            Some(Event::Init) => {}
+            Some(Event::InitApply(m)) => names.push(m.name_any()),
+            Some(Event::InitDone) => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(names, ["m0"]);
+    api.create(&PostParams::default(), &cm("m1")).await.unwrap();
+    match events.try_next().await.unwrap() {
+        Some(Event::Apply(m)) => assert_eq!((m.name_any(), m.labels()["app"].as_str()), ("m1".into(), "x")),
+        other => panic!("expected Apply m1, got {other:?}"),
+    }
+    let all: Api<ConfigMap> = Api::all(client.clone());
+    let everywhere = all.list(&ListParams::default()).await.unwrap();
+    assert!(everywhere.items.iter().all(|c| c.namespace().is_some()));
+    let metas = api.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(names_of(&metas.items), ["m0", "m1"]);
+}
+
+#[tokio::test]
+async fn finalizers_hold_a_deleted_object_until_removed_and_watchers_see_each_phase() {
+    let (_f, client) = sandbox(quiet()).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let mut held = cm("held");
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    let created = api.create(&PostParams::default(), &held).await.unwrap();
+    let mut events =
+        api.watch(&WatchParams::default().timeout(60), &created.resource_version().unwrap()).await.unwrap().boxed();
+    let pending = api.delete("held", &DeleteParams::default()).await.unwrap().left().expect("the object, marked");
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    match events.try_next().await.unwrap() {
+        Some(WatchEvent::Modified(c)) => assert!(c.metadata.deletion_timestamp.is_some()),
+        other => panic!("expected MODIFIED with a deletionTimestamp, got {other:?}"),
+    }
+    // A terminating object may still be updated, but not un-deleted, and gets no new finalizers.
+    let refused = api
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold", "example.com/new"]}})),
+        )
+        .await;
+    assert!(refused.is_err(), "new finalizers on a terminating object are refused: {refused:?}");
+    api.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    match events.try_next().await.unwrap() {
+        Some(WatchEvent::Deleted(c)) => assert_eq!(c.name_any(), "held"),
+        other => panic!("expected DELETED once the last finalizer went, got {other:?}"),
+    }
+    assert!(api.get_opt("held").await.unwrap().is_none());
+
+    // A 422 names the field in its causes.
+    let bad = api_error(api.create(&PostParams::default(), &cm("Bad_Name")).await.unwrap_err());
+    let details = bad.details.expect("details");
+    assert_eq!((details.kind.as_str(), details.name.as_str()), ("ConfigMap", "Bad_Name"));
+    assert!(
+        details.causes.iter().any(|c| c.field == "metadata.name" && c.reason == "FieldValueInvalid"),
+        "{details:?}"
+    );
+}

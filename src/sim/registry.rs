@@ -368,30 +368,22 @@ impl Cluster {
             let current = self.get(rt, ns, name)?;
             return prepare(&current).map(Arc::new);
         }
-        let updated = self.storage.update(rt, &res, ns, name, prepare)?;
-        let obj = updated.object().clone();
-        if let Updated::Changed(o) = &updated {
-            if (rt.group.as_str(), rt.plural.as_str()) == ("apiextensions.k8s.io", "customresourcedefinitions")
-                && let Some(t) = resources::from_crd(o)
-            {
-                self.resources.install(t);
-            }
-            // The last finalizer of a deleting object is gone: the object goes too.
-            if object::is_deleting(o) && object::finalizers(o).is_empty() && !self.waits_for_kubelet(rt, o) {
-                let rv = object::resource_version(o);
-                match self.storage.remove(rt, &res, ns, name, |cur| {
-                    if object::resource_version(cur) == rv { Ok(()) } else { Err(ApiError::conflict(rt, name)) }
-                }) {
-                    Ok(last) => {
-                        self.after_removal(rt, &last);
-                        return Ok(last);
-                    }
-                    Err(e) if e.code == 409 || e.code == 404 => {}
-                    Err(e) => return Err(e),
+        // The last finalizer of a deleting object is gone: the object goes too, in the same write.
+        let emptied =
+            |o: &Value| object::is_deleting(o) && object::finalizers(o).is_empty() && !self.waits_for_kubelet(rt, o);
+        let updated = self.storage.update_or_remove(rt, &res, ns, name, prepare, emptied)?;
+        match &updated {
+            Updated::Changed(o) => {
+                if (rt.group.as_str(), rt.plural.as_str()) == ("apiextensions.k8s.io", "customresourcedefinitions")
+                    && let Some(t) = resources::from_crd(o)
+                {
+                    self.resources.install(t);
                 }
             }
+            Updated::Removed(last) => self.after_removal(rt, last),
+            Updated::Unchanged(_) => {}
         }
-        Ok(obj)
+        Ok(updated.object().clone())
     }
 
     /// Replaces an object (PUT) with optimistic concurrency.

@@ -146,13 +146,16 @@ pub enum Updated {
     Changed(Arc<Value>),
     /// The update was a no-op; no new resourceVersion, no event (as a real apiserver).
     Unchanged(Arc<Value>),
+    /// The update left the object with nothing to wait for (its last finalizer removed while
+    /// deleting), so it was removed instead: one DELETED event carrying this last state.
+    Removed(Arc<Value>),
 }
 
 impl Updated {
     /// The object as stored now.
     pub fn object(&self) -> &Arc<Value> {
         match self {
-            Updated::Changed(o) | Updated::Unchanged(o) => o,
+            Updated::Changed(o) | Updated::Unchanged(o) | Updated::Removed(o) => o,
         }
     }
 }
@@ -246,6 +249,21 @@ impl Storage {
         name: &str,
         f: impl FnOnce(&Arc<Value>) -> ApiResult<Value>,
     ) -> ApiResult<Updated> {
+        self.update_or_remove(rt, res, ns, name, f, |_| false)
+    }
+
+    /// Like [`Storage::update`], but when `remove` accepts the new object it is removed instead,
+    /// in the same step (the apiserver's `errEmptiedFinalizers` path: no MODIFIED event, and no
+    /// window in which the object exists with nothing left to remove it).
+    pub fn update_or_remove(
+        &self,
+        rt: &ResourceType,
+        res: &ResourceKey,
+        ns: &str,
+        name: &str,
+        f: impl FnOnce(&Arc<Value>) -> ApiResult<Value>,
+        remove: impl FnOnce(&Value) -> bool,
+    ) -> ApiResult<Updated> {
         let key = (ns.to_string(), name.to_string());
         let mut inner = self.inner.lock();
         let current =
@@ -259,6 +277,11 @@ impl Storage {
         let rv = inner.next_rv();
         object::set_resource_version(&mut next, rv);
         let next = Arc::new(next);
+        if remove(&next) {
+            inner.buckets.get_mut(res).map(|b| b.remove(&key));
+            inner.publish(&self.limits, EventKind::Deleted, rv, res, key, next.clone(), Some(current));
+            return Ok(Updated::Removed(next));
+        }
         inner.buckets.entry(res.clone()).or_default().insert(key.clone(), next.clone());
         inner.publish(&self.limits, EventKind::Modified, rv, res, key, next.clone(), Some(current));
         Ok(Updated::Changed(next))
@@ -451,6 +474,21 @@ mod tests {
         let gone = s.remove(&rt, &key, "ns", "a", |_| Ok(())).unwrap();
         assert_eq!(object::resource_version(&gone), 4, "DELETED carries a new resourceVersion");
         assert_eq!(s.remove(&rt, &key, "ns", "a", |_| Ok(())).unwrap_err().code, 404);
+    }
+
+    #[test]
+    fn an_update_that_empties_a_deleting_object_removes_it_with_one_deleted_event() {
+        let (rt, key) = cm_type();
+        let s = Storage::new(StorageLimits::default());
+        s.create(&rt, &key, cm("a", "1")).unwrap();
+        let mut sub = s.watch(Some(&key), WatchStart::After(s.current_rv())).unwrap();
+        let removed = s.update_or_remove(&rt, &key, "ns", "a", set_data("2"), |o| o["data"]["k"] == "2").unwrap();
+        assert!(matches!(removed, Updated::Removed(_)));
+        assert_eq!(object::resource_version(removed.object()), 2);
+        assert!(s.get(&key, "ns", "a").is_none(), "removed in the same write");
+        let ev = sub.live.try_recv().expect("one event");
+        assert_eq!((ev.kind, ev.rv), (EventKind::Deleted, 2));
+        assert!(sub.live.try_recv().is_err(), "and no MODIFIED before or after it");
     }
 
     #[test]
