@@ -7,5 +7,6 @@
 
 pub mod api;
 pub mod cli;
+pub mod controller;
 pub mod plan;
 pub mod sim;

@@ -4,14 +4,23 @@ use spanset::cli::{self, Command};
 
 fn main() {
     let cli = cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    let (default_level, json) = match &cli.command {
+        Command::Run(args) => ("info", args.log_format == cli::run::LogFormat::Json),
+        _ => ("warn", false),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     let code = match cli.command {
         Command::SimCtl(args) => cli::sim_ctl::run(args),
         Command::Plan(args) => cli::plan::run(args),
         Command::Crd(args) => cli::crd::run(args),
+        Command::Run(args) => cli::run::run(args),
+        Command::Sandbox(args) => cli::sandbox::run(args),
         Command::Sim(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

@@ -4,6 +4,8 @@ use clap::{Parser, Subcommand};
 
 pub mod crd;
 pub mod plan;
+pub mod run;
+pub mod sandbox;
 pub mod sim;
 pub mod sim_ctl;
 
@@ -27,6 +29,10 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Print spanset's CRDs as YAML (or write them into a directory).
     Crd(crd::CrdArgs),
+    /// Run the controller against a host cluster and its members.
+    Run(run::RunArgs),
+    /// Run the whole product on simulated clusters: host, members, controller and an example.
+    Sandbox(sandbox::SandboxArgs),
 }
 
 /// Parses the command line; a bad flag prints one line and exits 2 (help and version exit 0).

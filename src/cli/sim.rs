@@ -61,7 +61,8 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
     Ok(())
 }
 
-async fn wait_for_signal() {
+/// Resolves on SIGINT or SIGTERM.
+pub async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

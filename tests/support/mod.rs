@@ -1,6 +1,8 @@
 //! Shared helpers for tests that drive the real `spanset` binary and the real `kubectl`.
 #![allow(dead_code)]
 
+pub mod federation;
+
 use std::{
     io::{BufRead, BufReader},
     path::{Path, PathBuf},

@@ -1,0 +1,246 @@
+//! `spanset sandbox`: the whole product on its embedded default. Starts simulated clusters
+//! (`host` plus the members), installs the CRDs, one MemberCluster per member and an example
+//! federation `redis`, runs the controller in-process, writes a kubeconfig for kubectl, and
+//! shows a live table of slices and moves until Ctrl-C.
+
+use std::{io::Write, net::SocketAddr, path::PathBuf, time::Duration};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ListParams, PostParams},
+};
+
+use crate::{
+    api::{FederatedStatefulSet, FederatedStatefulSetSpec, MemberCluster, MemberClusterSpec},
+    controller::{
+        app::{self, RunOptions},
+        leader::Leadership,
+    },
+    sim::{cluster::ClusterConfig, fleet::Fleet, kubeconfig},
+};
+
+/// The host cluster's name in the sandbox.
+pub const HOST: &str = "host";
+
+/// Flags of `spanset sandbox`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SandboxArgs {
+    /// Member clusters, comma-separated (DNS labels, unique, not `host`).
+    #[arg(long, value_delimiter = ',', default_value = "east,west,central")]
+    pub clusters: Vec<String>,
+    /// Where to write the kubeconfig (contexts `host` and one per member).
+    #[arg(long, default_value = "./spanset-sandbox.kubeconfig")]
+    pub kubeconfig: PathBuf,
+    /// Real seconds per simulated second (e.g. 0.1 runs pod starts and grace periods 10x faster).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_factor: f64,
+    /// Where the controller's /metrics, /healthz and /readyz listen.
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub metrics_addr: SocketAddr,
+    /// Do not create the example federation `redis`.
+    #[arg(long)]
+    pub no_example: bool,
+}
+
+/// The example federation: 6 replicas of redis, weights 1:1:1 over the members.
+pub fn example(members: &[String]) -> FederatedStatefulSet {
+    let clusters: Vec<serde_json::Value> =
+        members.iter().map(|m| serde_json::json!({"name": m, "weight": 1})).collect();
+    let spec: FederatedStatefulSetSpec = serde_json::from_value(serde_json::json!({
+        "replicas": 6,
+        "template": {
+            "selector": {"matchLabels": {"app": "redis"}},
+            "serviceName": "redis",
+            "template": {
+                "metadata": {"labels": {"app": "redis"}},
+                "spec": {"containers": [{"name": "redis", "image": "redis:7",
+                    "ports": [{"name": "redis", "containerPort": 6379}]}]}
+            },
+            "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]
+        },
+        "placement": {"clusters": clusters},
+    }))
+    .expect("the example spec is valid");
+    let mut f = FederatedStatefulSet::new("redis", spec);
+    f.metadata.namespace = Some("default".into());
+    f
+}
+
+/// Installs the CRDs and waits until the host serves them.
+pub async fn install_crds(host: &Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(host.clone());
+    for (_, yaml) in crate::api::crd_files() {
+        let crd: CustomResourceDefinition = serde_yaml::from_str(&yaml)?;
+        match api.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Creates one MemberCluster per member, reached through the context of the same name.
+pub async fn join_members(host: &Client, members: &[String]) -> anyhow::Result<()> {
+    let api: Api<MemberCluster> = Api::all(host.clone());
+    for m in members {
+        let mc = MemberCluster::new(
+            m,
+            MemberClusterSpec { kubeconfig_secret: None, context: Some(m.clone()), region: None, fenced: false },
+        );
+        match api.create(&PostParams::default(), &mc).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+fn check(args: &SandboxArgs) -> Result<(), String> {
+    if args.clusters.is_empty() {
+        return Err("--clusters: at least one member is required".into());
+    }
+    if args.clusters.iter().any(|c| c == HOST) {
+        return Err(format!("--clusters: {HOST:?} is the host cluster's name"));
+    }
+    let mut all = vec![HOST.to_string()];
+    all.extend(args.clusters.iter().cloned());
+    super::sim::check(&super::sim::SimArgs {
+        clusters: all,
+        kubeconfig: args.kubeconfig.clone(),
+        port_base: None,
+        time_factor: args.time_factor,
+        nodes: 3,
+        seed: 1,
+    })
+}
+
+/// Runs the sandbox until a signal; returns the exit code.
+pub fn run(args: SandboxArgs) -> i32 {
+    if let Err(e) = check(&args) {
+        super::usage_error(&e);
+    }
+    actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime")
+    })
+    .block_on(async move {
+        match sandbox(args).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("spanset: {e:#}");
+                1
+            }
+        }
+    })
+}
+
+async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
+    let names: Vec<String> = std::iter::once(HOST.to_string()).chain(args.clusters.iter().cloned()).collect();
+    let configs = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| ClusterConfig { time_factor: args.time_factor, seed: 1 + i as u64, ..ClusterConfig::named(n) })
+        .collect();
+    let fleet = Fleet::start(configs, None).await?;
+    kubeconfig::write(&args.kubeconfig, &fleet.endpoints())
+        .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", args.kubeconfig.display()))?;
+    let host = app::host_client(Some(&args.kubeconfig), Some(HOST)).await?;
+    install_crds(&host).await?;
+    join_members(&host, &args.clusters).await?;
+    if !args.no_example {
+        let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), "default");
+        match api.create(&PostParams::default(), &example(&args.clusters)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let opts = RunOptions {
+        kubeconfig: Some(args.kubeconfig.clone()),
+        context: Some(HOST.into()),
+        metrics_addr: args.metrics_addr,
+    };
+    let running = app::start(opts, Leadership::fixed(1)).await?;
+    {
+        let mut out = std::io::stdout().lock();
+        for (name, url) in fleet.endpoints() {
+            writeln!(out, "cluster {name}: {url}")?;
+        }
+        writeln!(out, "admin: {}", fleet.admin_url())?;
+        writeln!(out, "metrics: http://{}/metrics", running.metrics_addr)?;
+        let path = std::fs::canonicalize(&args.kubeconfig).unwrap_or(args.kubeconfig.clone());
+        writeln!(out, "kubeconfig: {}", path.display())?;
+        writeln!(out, "ready")?;
+        out.flush()?;
+    }
+    let table = live_table(host.clone());
+    tokio::select! {
+        _ = super::sim::wait_for_signal() => {}
+        _ = table => {}
+    }
+    tracing::info!("signal received, stopping");
+    running.stop().await;
+    drop(fleet);
+    Ok(())
+}
+
+/// Prints the federations' slices and moves every second: in place on a terminal, and only
+/// when they change otherwise (so that a log stays readable).
+async fn live_table(host: Client) {
+    use std::io::IsTerminal;
+    let tty = std::io::stdout().is_terminal();
+    let api: Api<FederatedStatefulSet> = Api::all(host);
+    let mut last = String::new();
+    let mut last_lines = 0;
+    loop {
+        if let Ok(list) = api.list(&ListParams::default()).await {
+            let text = render_table(&list.items);
+            if text != last {
+                let mut out = std::io::stdout().lock();
+                if tty && last_lines > 0 {
+                    let _ = write!(out, "\x1b[{last_lines}A\x1b[J");
+                }
+                let _ = write!(out, "{text}");
+                let _ = out.flush();
+                last_lines = text.lines().count();
+                last = text;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The live table: one line per federation and slice, then the moves.
+pub fn render_table(items: &[FederatedStatefulSet]) -> String {
+    let mut out = format!("{:<24} {:<12} {:<10} {:<8} {}\n", "FEDERATION", "CLUSTER", "ORDINALS", "READY", "MOVES");
+    for f in items {
+        let name = format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any());
+        let status = f.status.clone().unwrap_or_default();
+        if status.slices.is_empty() {
+            out.push_str(&format!("{name:<24} {:<12} {:<10} {:<8} -\n", "-", "-", status.ready.unwrap_or_default()));
+        }
+        for s in &status.slices {
+            let ordinals = match s.replicas {
+                0 => "-".to_string(),
+                1 => s.start.to_string(),
+                n => format!("{}-{}", s.start, s.start + n - 1),
+            };
+            let moves: Vec<String> = status
+                .moves
+                .iter()
+                .filter(|m| m.from == s.cluster || m.to == s.cluster)
+                .map(|m| format!("{} {}→{} {}", m.ordinal, m.from, m.to, m.phase))
+                .collect();
+            let moves = if moves.is_empty() { "-".to_string() } else { moves.join(", ") };
+            out.push_str(&format!(
+                "{name:<24} {:<12} {ordinals:<10} {:<8} {moves}\n",
+                s.cluster,
+                format!("{}/{}", s.ready_replicas, s.replicas)
+            ));
+        }
+    }
+    out
+}

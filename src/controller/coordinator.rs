@@ -1,0 +1,478 @@
+//! Coordinator: one actor per FederatedStatefulSet. It keeps the spec and the latest report of
+//! every member, asks [`reconcile::decide`] what to do, and carries the decision out in order:
+//! finalizer, supporting objects, dry runs of a new template, moves recorded in the status,
+//! member writes, status. One reconcile runs at a time; whatever arrives meanwhile triggers
+//! another when it ends.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use actix::prelude::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+};
+
+use super::{
+    labels::{FIELD_MANAGER, FINALIZER},
+    leader::Leadership,
+    member::objects::{FederationKey, headless_service, namespace, ownership_labels, template_hash},
+    messages::{
+        Carried, DeleteFederation, EnsureSupporting, MemberHandle, MemberObserved, MembersChanged, SpecChanged,
+        Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+    },
+    metrics::Metrics,
+    reconcile::{self, Decision, Inputs, MemberInput},
+    watcher::ClusterWatcher,
+};
+use crate::api::FederatedStatefulSet;
+
+/// How often a coordinator reconciles when nothing happens (reachability deadlines pass
+/// without events; a no-op reconcile writes nothing).
+pub const RESYNC: Duration = Duration::from_secs(2);
+
+/// What a reconcile did, for the actor to remember.
+#[derive(Default)]
+struct Outcome {
+    /// The FederatedStatefulSet as last stored by the reconcile, if it wrote one.
+    stored: Option<FederatedStatefulSet>,
+    /// Members whose supporting objects were ensured in this term for this template.
+    ensured: Vec<String>,
+    /// A member refused the template (dry run): `(template hash, message)`.
+    refusal: Option<(String, String)>,
+    /// Member writes were made (or failed): reconcile again to see their effect.
+    again: bool,
+    /// What failed, if anything.
+    error: Option<String>,
+}
+
+/// The coordinator of one federation.
+pub struct Coordinator {
+    key: FederationKey,
+    fsts: Arc<FederatedStatefulSet>,
+    host: Client,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+    members: Arc<BTreeMap<String, MemberHandle>>,
+    views: BTreeMap<String, Arc<super::messages::MemberView>>,
+    subscribed: HashSet<String>,
+    template_refusal: Option<(String, String)>,
+    ensured: HashSet<(String, u64, String)>,
+    busy: bool,
+    again: bool,
+}
+
+impl Coordinator {
+    /// A coordinator for `fsts`.
+    pub fn new(
+        fsts: Arc<FederatedStatefulSet>,
+        host: Client,
+        leadership: Leadership,
+        metrics: Arc<Metrics>,
+        members: Arc<BTreeMap<String, MemberHandle>>,
+    ) -> Self {
+        Self {
+            key: FederationKey::of(&fsts),
+            fsts,
+            host,
+            leadership,
+            metrics,
+            members,
+            views: BTreeMap::new(),
+            subscribed: HashSet::new(),
+            template_refusal: None,
+            ensured: HashSet::new(),
+            busy: false,
+            again: false,
+        }
+    }
+
+    fn subscribe_all(&mut self, ctx: &mut Context<Self>) {
+        let me = ctx.address().recipient::<MemberObserved>();
+        for (name, m) in self.members.iter() {
+            if let Ok(w) = &m.watcher
+                && self.subscribed.insert(name.clone())
+            {
+                w.do_send(Subscribe { key: self.key.clone(), subscriber: me.clone() });
+            }
+        }
+        self.subscribed.retain(|n| self.members.get(n).is_some_and(|m| m.watcher.is_ok()));
+        self.views.retain(|n, _| self.members.contains_key(n));
+    }
+
+    fn inputs(&self) -> BTreeMap<String, MemberInput> {
+        self.members
+            .iter()
+            .map(|(name, m)| {
+                (
+                    name.clone(),
+                    MemberInput {
+                        exists: true,
+                        unusable: m.watcher.as_ref().err().cloned(),
+                        fenced: m.member.spec.fenced,
+                        view: self.views.get(name).cloned(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn watcher(&self, cluster: &str) -> Option<Addr<ClusterWatcher>> {
+        self.members.get(cluster).and_then(|m| m.watcher.as_ref().ok().cloned())
+    }
+
+    /// Asks for a reconcile; runs it now unless one is running.
+    fn schedule(&mut self, ctx: &mut Context<Self>) {
+        if self.busy {
+            self.again = true;
+            return;
+        }
+        let Some(term) = self.leadership.term() else { return };
+        self.busy = true;
+        self.again = false;
+        let started = Instant::now();
+        let fut = self.reconcile(term);
+        ctx.spawn(fut.into_actor(self).map(move |outcome, act, ctx| {
+            act.busy = false;
+            if let Some(f) = outcome.stored {
+                act.fsts = Arc::new(f);
+            }
+            let hash = template_hash(&act.fsts);
+            for c in outcome.ensured {
+                act.ensured.insert((c, term, hash.clone()));
+            }
+            if let Some(r) = outcome.refusal {
+                tracing::warn!(federation = %act.key, refusal = %r.1, "a member refused the template; nothing written");
+                act.template_refusal = Some(r);
+                act.again = true;
+            }
+            if let Some(e) = &outcome.error {
+                tracing::debug!(federation = %act.key, error = %e, "reconcile did not finish; retrying");
+            }
+            act.again |= outcome.again;
+            let ok = outcome.error.is_none();
+            act.metrics.reconciled(&act.key.to_string(), ok, started.elapsed().as_secs_f64());
+            if act.again {
+                // A pause after a failure, so that a failing member is not hammered.
+                let pause = if ok { Duration::from_millis(1) } else { Duration::from_millis(250) };
+                ctx.run_later(pause, |act, ctx| act.schedule(ctx));
+            }
+        }));
+    }
+
+    /// One reconcile; answers the FederatedStatefulSet as last stored by it, if it wrote one.
+    fn reconcile(&mut self, term: u64) -> impl Future<Output = Outcome> + 'static {
+        let fsts = self.fsts.clone();
+        let members = self.inputs();
+        let hash = template_hash(&fsts);
+        let refusal = self.template_refusal.as_ref().filter(|(h, _)| *h == hash).map(|(_, m)| m.clone());
+        let decision = reconcile::decide(&Inputs {
+            fsts: &fsts,
+            members: &members,
+            term,
+            template_refusal: refusal,
+            now: Instant::now(),
+            wall: jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()),
+        });
+        let name = self.key.to_string();
+        for k in &decision.conflicts {
+            tracing::error!(federation = %name, ordinal = k, "identity conflict: one ordinal runs in two members");
+            self.metrics.identity_conflict(&name);
+        }
+        for (k, secs) in &decision.finished_moves {
+            tracing::info!(federation = %name, ordinal = k, seconds = secs, "move finished");
+            self.metrics.move_finished(&name, *secs);
+        }
+        let slices: Vec<(String, i64, i64)> = decision
+            .status
+            .slices
+            .iter()
+            .map(|s| (s.cluster.clone(), i64::from(s.replicas), i64::from(s.ready_replicas)))
+            .collect();
+        self.metrics.federation_state(&name, &slices, decision.status.moves.len() as i64);
+        let watchers: BTreeMap<String, Addr<ClusterWatcher>> =
+            self.members.keys().filter_map(|n| self.watcher(n).map(|w| (n.clone(), w))).collect();
+        let ensure_due: Vec<String> = self
+            .views
+            .keys()
+            .filter(|c| fsts.spec.placement.clusters.iter().any(|p| &p.name == *c))
+            .filter(|c| !self.ensured.contains(&((*c).clone(), term, hash.clone())))
+            .cloned()
+            .collect();
+        let host = self.host.clone();
+        let key = self.key.clone();
+        async move {
+            let mut out = Outcome::default();
+            if let Err(e) = carry_out(&host, &fsts, &decision, &watchers, &ensure_due, &key, term, &mut out).await {
+                out.error = Some(e);
+                out.again = true;
+            }
+            out
+        }
+    }
+}
+
+/// Carries a decision out, in order; records what it did in `out`.
+#[allow(clippy::too_many_arguments)]
+async fn carry_out(
+    host: &Client,
+    fsts: &FederatedStatefulSet,
+    decision: &Decision,
+    watchers: &BTreeMap<String, Addr<ClusterWatcher>>,
+    ensure_due: &[String],
+    key: &FederationKey,
+    term: u64,
+    out: &mut Outcome,
+) -> Result<(), String> {
+    if fsts.metadata.deletion_timestamp.is_some() {
+        return delete(host, fsts, watchers, term).await;
+    }
+    let mut fsts = fsts.clone();
+    if decision.blocked {
+        out.stored = write_status(host, &fsts, decision).await?;
+        return Ok(());
+    }
+    if !fsts.finalizers().iter().any(|f| f == FINALIZER) {
+        fsts = add_finalizer(host, &fsts).await?;
+        out.stored = Some(fsts.clone());
+    }
+    // Namespace, Service and carried objects where they may be missing.
+    let carried = carried(host, &fsts).await?;
+    for c in ensure_due.iter().chain(decision.supporting.iter()) {
+        let Some(w) = watchers.get(c) else { continue };
+        let msg = EnsureSupporting {
+            namespace: namespace(&fsts),
+            service: headless_service(&fsts),
+            carried: carried.clone(),
+            term,
+        };
+        match w.send(msg).await {
+            Ok(Ok(())) => out.ensured.push(c.clone()),
+            Ok(Err(e)) => return Err(format!("{c}: supporting objects: {e}")),
+            Err(e) => return Err(format!("{c}: watcher gone: {e}")),
+        }
+    }
+    // A new template is tried everywhere first, so that a refused one changes nothing.
+    for w in decision.writes.iter().filter(|w| w.new_template) {
+        let Some(watcher) = watchers.get(&w.cluster) else { continue };
+        let msg = WriteStatefulSet {
+            key: key.clone(),
+            object: w.object.clone(),
+            expected_rv: w.expected_rv,
+            term,
+            dry_run: true,
+        };
+        match watcher.send(msg).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(WriteError::Refused { cluster, code, message })) => {
+                out.refusal = Some((template_hash(&fsts), format!("{cluster} refused it ({code}): {message}")));
+                return Ok(());
+            }
+            Ok(Err(e)) => return Err(format!("{}: {e}", w.cluster)),
+            Err(e) => return Err(format!("{}: watcher gone: {e}", w.cluster)),
+        }
+    }
+    if decision.persist_first
+        && let Some(stored) = write_status(host, &fsts, decision).await?
+    {
+        fsts = stored.clone();
+        out.stored = Some(stored);
+    }
+    let sends = decision.writes.iter().filter_map(|w| {
+        let watcher = watchers.get(&w.cluster)?.clone();
+        let msg = WriteStatefulSet {
+            key: key.clone(),
+            object: w.object.clone(),
+            expected_rv: w.expected_rv,
+            term,
+            dry_run: false,
+        };
+        Some(async move { (w.cluster.clone(), watcher.send(msg).await) })
+    });
+    let mut failed = Vec::new();
+    for (cluster, res) in futures::future::join_all(sends).await {
+        match res {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => failed.push(format!("{cluster}: {e}")),
+            Err(e) => failed.push(format!("{cluster}: watcher gone: {e}")),
+        }
+    }
+    if !failed.is_empty() {
+        return Err(failed.join("; "));
+    }
+    if !decision.writes.is_empty() {
+        // The next reconcile sees what the writes did, and its status says so.
+        out.again = true;
+        return Ok(());
+    }
+    if let Some(stored) = write_status(host, &fsts, decision).await? {
+        out.stored = Some(stored);
+    }
+    Ok(())
+}
+
+/// The carried Secrets and ConfigMaps, read from the host and relabelled for members.
+async fn carried(host: &Client, fsts: &FederatedStatefulSet) -> Result<Vec<Carried>, String> {
+    let ns = fsts.namespace().unwrap_or_default();
+    let mut out = Vec::new();
+    for c in &fsts.spec.migration.carry {
+        let labels = ownership_labels(fsts);
+        match c.kind.as_str() {
+            "Secret" => {
+                let s = Api::<Secret>::namespaced(host.clone(), &ns)
+                    .get(&c.name)
+                    .await
+                    .map_err(|e| format!("spec.migration.carry: Secret {ns}/{}: {e}", c.name))?;
+                let mut copy =
+                    Secret { data: s.data, type_: s.type_, string_data: s.string_data, ..Default::default() };
+                copy.metadata.name = Some(c.name.clone());
+                copy.metadata.namespace = Some(ns.clone());
+                copy.metadata.labels = Some(labels);
+                out.push(Carried::Secret(copy));
+            }
+            "ConfigMap" => {
+                let m = Api::<ConfigMap>::namespaced(host.clone(), &ns)
+                    .get(&c.name)
+                    .await
+                    .map_err(|e| format!("spec.migration.carry: ConfigMap {ns}/{}: {e}", c.name))?;
+                let mut copy = ConfigMap { data: m.data, binary_data: m.binary_data, ..Default::default() };
+                copy.metadata.name = Some(c.name.clone());
+                copy.metadata.namespace = Some(ns.clone());
+                copy.metadata.labels = Some(labels);
+                out.push(Carried::ConfigMap(copy));
+            }
+            other => {
+                return Err(format!("spec.migration.carry: kind {other:?} cannot be carried (Secret or ConfigMap)"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn add_finalizer(host: &Client, fsts: &FederatedStatefulSet) -> Result<FederatedStatefulSet, String> {
+    let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), &fsts.namespace().unwrap_or_default());
+    let mut finalizers = fsts.finalizers().to_vec();
+    finalizers.push(FINALIZER.to_string());
+    let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": fsts.resource_version()}});
+    api.patch(&fsts.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| e.to_string())
+}
+
+/// Stores the decided status if it differs; answers the stored object.
+async fn write_status(
+    host: &Client,
+    fsts: &FederatedStatefulSet,
+    decision: &Decision,
+) -> Result<Option<FederatedStatefulSet>, String> {
+    if fsts.status.as_ref() == Some(&decision.status) {
+        return Ok(None);
+    }
+    let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), &fsts.namespace().unwrap_or_default());
+    let mut next = fsts.clone();
+    next.status = Some(decision.status.clone());
+    let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
+    api.replace_status(&fsts.name_any(), &pp, &next).await.map(Some).map_err(|e| format!("status: {e}"))
+}
+
+/// Removes the federation's member objects; drops the finalizer once every member is clear.
+async fn delete(
+    host: &Client,
+    fsts: &FederatedStatefulSet,
+    watchers: &BTreeMap<String, Addr<ClusterWatcher>>,
+    term: u64,
+) -> Result<(), String> {
+    if !fsts.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    let key = FederationKey::of(fsts);
+    let carried: Vec<(String, String)> =
+        fsts.spec.migration.carry.iter().map(|c| (c.kind.clone(), c.name.clone())).collect();
+    let mut pending = Vec::new();
+    for (cluster, w) in watchers {
+        let msg = DeleteFederation {
+            key: key.clone(),
+            service: fsts.spec.template.service_name.clone(),
+            carried: carried.clone(),
+            term,
+        };
+        match w.send(msg).await {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => pending.push(format!("{cluster}: pods still terminating")),
+            Ok(Err(e)) => pending.push(format!("{cluster}: {e}")),
+            Err(e) => pending.push(format!("{cluster}: {e}")),
+        }
+    }
+    if !pending.is_empty() {
+        return Err(format!("deleting: {}", pending.join("; ")));
+    }
+    let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), &fsts.namespace().unwrap_or_default());
+    let finalizers: Vec<String> = fsts.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+    let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": fsts.resource_version()}});
+    api.patch(&fsts.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| e.to_string())?;
+    tracing::info!(federation = %key, "member objects removed; finalizer released");
+    Ok(())
+}
+
+impl Actor for Coordinator {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        tracing::info!(federation = %self.key, "coordinating");
+        self.subscribe_all(ctx);
+        ctx.run_interval(RESYNC, |act, ctx| act.schedule(ctx));
+        ctx.add_stream(tokio_stream::wrappers::WatchStream::new(self.leadership.subscribe()));
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        for name in &self.subscribed {
+            if let Some(Ok(w)) = self.members.get(name).map(|m| &m.watcher) {
+                w.do_send(Unsubscribe { key: self.key.clone() });
+            }
+        }
+        self.metrics.forget_federation(&self.key.to_string());
+        tracing::info!(federation = %self.key, "stopped coordinating");
+    }
+}
+
+impl StreamHandler<Option<u64>> for Coordinator {
+    fn handle(&mut self, term: Option<u64>, ctx: &mut Self::Context) {
+        if term.is_some() {
+            self.schedule(ctx);
+        }
+    }
+
+    fn finished(&mut self, _: &mut Self::Context) {}
+}
+
+impl Handler<SpecChanged> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: SpecChanged, ctx: &mut Self::Context) {
+        self.fsts = msg.0;
+        self.schedule(ctx);
+    }
+}
+
+impl Handler<MembersChanged> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: MembersChanged, ctx: &mut Self::Context) {
+        self.members = msg.0;
+        self.subscribe_all(ctx);
+        self.schedule(ctx);
+    }
+}
+
+impl Handler<MemberObserved> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: MemberObserved, ctx: &mut Self::Context) {
+        if msg.key == self.key {
+            self.views.insert(msg.cluster, msg.view);
+            self.schedule(ctx);
+        }
+    }
+}

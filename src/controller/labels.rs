@@ -1,0 +1,27 @@
+//! The names spanset stamps on the objects it writes in member clusters: how a watcher finds
+//! them, how a coordinator knows they are its own, and the fencing term of the writer.
+
+/// Marks every member object spanset manages (the watchers select on it).
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// The value of [`MANAGED_BY`].
+pub const MANAGER: &str = "spanset";
+/// The federation's name (also the member StatefulSet's name); on pods too, so that a watcher
+/// can file a pod under its federation without reading its owner.
+pub const FEDERATION: &str = "spanset.dev/federation";
+/// The federation's namespace (member objects live in the same namespace).
+pub const FEDERATION_NAMESPACE: &str = "spanset.dev/federation-namespace";
+/// The federation's uid: tells this federation's objects from a deleted namesake's.
+pub const FEDERATION_UID: &str = "spanset.dev/federation-uid";
+/// Annotation: the leader term that last wrote the object (the fencing token). A writer that
+/// reads a newer term than its own stops writing at once.
+pub const TERM: &str = "spanset.dev/term";
+/// Annotation: a hash of what spanset wrote besides the slice (template and labels), so that a
+/// changed template is seen without comparing defaulted specs.
+pub const TEMPLATE_HASH: &str = "spanset.dev/template-hash";
+/// The finalizer that holds a FederatedStatefulSet until its member objects are removed.
+pub const FINALIZER: &str = "spanset.dev/cleanup";
+/// The field manager of spanset's writes.
+pub const FIELD_MANAGER: &str = "spanset";
+/// Label selector of every member object spanset manages, pods included: the federation label
+/// (not `managed-by`, which a user's pod template may already set, e.g. to Helm).
+pub const MANAGED_SELECTOR: &str = FEDERATION;

@@ -1,0 +1,439 @@
+//! A member cluster as its watcher knows it: compact records of the managed StatefulSets and
+//! of their pods (uid, node, phase, readiness, deletion; never whole objects), filed by
+//! federation, and when an absence counts as a confirmation.
+//!
+//! The at-most-one rule lets a cluster gain ordinal k only once every other cluster is
+//! *confirmed* not to run k: a list of its pods newer than the write that removed k. Here that
+//! is made exact: when a federation's StatefulSet changes (created, deleted, or a new
+//! generation that the member's StatefulSet controller has observed), the watcher lists that
+//! federation's pods with a quorum read, whose resourceVersion is newer than the change, and
+//! only then reports the federation `confirmed`. Watch events after the list keep it current.
+//! Pure state, no I/O: the watcher actor feeds it and the tests below drive it directly.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod};
+use kube::ResourceExt;
+
+use super::objects::{FederationKey, stored_slice};
+use crate::{
+    controller::labels::{FEDERATION, FEDERATION_UID, TEMPLATE_HASH, TERM},
+    plan::Slice,
+};
+
+/// A resourceVersion as a number. Kubernetes calls them opaque, but every apiserver (etcd's
+/// revision) and the sandbox hand out increasing integers, and the at-most-one rule needs
+/// "newer than"; an unparsable one counts as 0, the oldest, which only delays confirmations.
+pub fn rv_of(meta_rv: Option<&str>) -> u64 {
+    meta_rv.and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// A pod's phase, as far as spanset cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodPhase {
+    /// Not yet running (scheduling, pulling, starting).
+    Pending,
+    /// Running.
+    Running,
+    /// Ended (Succeeded or Failed): its containers no longer run.
+    Ended,
+    /// Unknown or unreported.
+    Unknown,
+}
+
+/// What spanset keeps of a pod: enough to tell whether its identity runs here, and whether it
+/// is Ready. About a hundred bytes, against tens of kilobytes for the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRecord {
+    /// The pod's uid (one incarnation).
+    pub uid: String,
+    /// The node it is bound to.
+    pub node: Option<String>,
+    /// Its phase.
+    pub phase: PodPhase,
+    /// Running and Ready.
+    pub ready: bool,
+    /// Being deleted (still running until its kubelet confirms).
+    pub deleting: bool,
+    /// The resourceVersion of this record.
+    pub rv: u64,
+}
+
+impl PodRecord {
+    /// The record of a pod, with its ordinal, if it belongs to a federation's StatefulSet.
+    pub fn of(pod: &Pod) -> Option<(FederationKey, u32, PodRecord)> {
+        let name = pod.labels().get(FEDERATION)?.clone();
+        let ordinal: u32 = pod.name_any().strip_prefix(&format!("{name}-"))?.parse().ok()?;
+        let status = pod.status.as_ref();
+        let phase = match status.and_then(|s| s.phase.as_deref()) {
+            Some("Pending") => PodPhase::Pending,
+            Some("Running") => PodPhase::Running,
+            Some("Succeeded" | "Failed") => PodPhase::Ended,
+            _ => PodPhase::Unknown,
+        };
+        let ready = phase == PodPhase::Running
+            && status
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let deleting = pod.metadata.deletion_timestamp.is_some();
+        let record = PodRecord {
+            uid: pod.uid().unwrap_or_default(),
+            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            phase,
+            ready: ready && !deleting,
+            deleting,
+            rv: rv_of(pod.metadata.resource_version.as_deref()),
+        };
+        Some((FederationKey { namespace: pod.namespace().unwrap_or_default(), name }, ordinal, record))
+    }
+}
+
+/// What spanset keeps of a member StatefulSet it manages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StsRecord {
+    /// The object's uid.
+    pub uid: String,
+    /// Its resourceVersion: the precondition of spanset's next write.
+    pub rv: u64,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `status.observedGeneration`: the member's StatefulSet controller has seen the spec.
+    pub observed_generation: i64,
+    /// The slice as stored (from ordinal 0 when the server dropped `.spec.ordinals`).
+    pub slice: Slice,
+    /// Whether `.spec.ordinals` is present in the stored object.
+    pub has_ordinals: bool,
+    /// The leader term that last wrote it.
+    pub term: Option<u64>,
+    /// The template hash that was written.
+    pub template_hash: Option<String>,
+    /// The federation uid it was written for.
+    pub federation_uid: Option<String>,
+    /// Being deleted.
+    pub deleting: bool,
+}
+
+impl StsRecord {
+    /// The record of a managed StatefulSet.
+    pub fn of(sts: &StatefulSet) -> Option<(FederationKey, StsRecord)> {
+        sts.labels().get(FEDERATION)?;
+        let ann = |k: &str| sts.annotations().get(k).cloned();
+        let record = StsRecord {
+            uid: sts.uid().unwrap_or_default(),
+            rv: rv_of(sts.metadata.resource_version.as_deref()),
+            generation: sts.metadata.generation.unwrap_or(0),
+            observed_generation: sts.status.as_ref().and_then(|s| s.observed_generation).unwrap_or(0),
+            slice: stored_slice(sts),
+            has_ordinals: sts.spec.as_ref().is_some_and(|s| s.ordinals.is_some()),
+            term: ann(TERM).and_then(|t| t.parse().ok()),
+            template_hash: ann(TEMPLATE_HASH),
+            federation_uid: sts.labels().get(FEDERATION_UID).cloned(),
+            deleting: sts.metadata.deletion_timestamp.is_some(),
+        };
+        Some((FederationKey { namespace: sts.namespace().unwrap_or_default(), name: sts.name_any() }, record))
+    }
+}
+
+/// The StatefulSet state a confirmation is made for: a list of pods only confirms absences for
+/// the state it was made after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StsState {
+    /// No StatefulSet.
+    Absent,
+    /// This object at this generation, already observed by the member's controller.
+    Present {
+        /// The object's uid.
+        uid: String,
+        /// Its generation.
+        generation: i64,
+    },
+}
+
+/// One federation in one member cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FederationCache {
+    /// Its StatefulSet, if any.
+    pub sts: Option<StsRecord>,
+    /// Its pods by ordinal.
+    pub pods: BTreeMap<u32, PodRecord>,
+    /// The StatefulSet state the last confirming list was made after.
+    pub confirmed_for: Option<StsState>,
+    /// The resourceVersion of the last confirming list: older pod events are stale.
+    pub floor_rv: u64,
+    /// `(uid, generation)` of the StatefulSet as this process last wrote it: another
+    /// generation means someone else changed its spec (drift, to be reverted).
+    pub written_generation: Option<(String, i64)>,
+}
+
+impl FederationCache {
+    /// Whether the stored spec is the one this process last wrote (false when unknown, e.g.
+    /// after a restart: one idempotent write settles it).
+    pub fn spec_is_ours(&self) -> bool {
+        self.sts.as_ref().is_some_and(|s| self.written_generation == Some((s.uid.clone(), s.generation)))
+    }
+
+    /// The state a confirming list must follow now; `None` while the member's StatefulSet
+    /// controller has not yet observed the latest generation (a list now could miss the pods
+    /// it is about to create or delete).
+    pub fn state(&self) -> Option<StsState> {
+        match &self.sts {
+            None => Some(StsState::Absent),
+            Some(s) if s.observed_generation >= s.generation => {
+                Some(StsState::Present { uid: s.uid.clone(), generation: s.generation })
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// Whether the pod records are confirmations of absence for the current StatefulSet.
+    pub fn confirmed(&self) -> bool {
+        self.state().is_some() && self.state() == self.confirmed_for
+    }
+
+    /// The state to confirm, when a confirming list is due.
+    pub fn confirmation_due(&self) -> Option<StsState> {
+        self.state().filter(|s| self.confirmed_for.as_ref() != Some(s))
+    }
+}
+
+/// Everything one member's watcher knows, by federation.
+#[derive(Debug, Default)]
+pub struct MemberCache {
+    /// Federations by key.
+    pub federations: HashMap<FederationKey, FederationCache>,
+    /// The StatefulSet watch has listed once.
+    pub sts_synced: bool,
+    /// The pod watch has listed once.
+    pub pods_synced: bool,
+    /// The newest resourceVersion seen on any watch.
+    pub newest_rv: u64,
+    /// The newest leader term seen stamped on a managed object.
+    pub newest_term: u64,
+}
+
+impl MemberCache {
+    /// Both watches have listed: the cache may be reported.
+    pub fn synced(&self) -> bool {
+        self.sts_synced && self.pods_synced
+    }
+
+    /// A StatefulSet was created or changed. Returns its federation.
+    pub fn sts_applied(&mut self, sts: &StatefulSet) -> Option<FederationKey> {
+        let (key, record) = StsRecord::of(sts)?;
+        self.newest_rv = self.newest_rv.max(record.rv);
+        self.newest_term = self.newest_term.max(record.term.unwrap_or(0));
+        let f = self.federations.entry(key.clone()).or_default();
+        if f.sts.as_ref().is_none_or(|s| s.uid != record.uid || s.rv <= record.rv) {
+            f.sts = Some(record);
+        }
+        Some(key)
+    }
+
+    /// This process wrote a StatefulSet and got `stored` back.
+    pub fn sts_written(&mut self, stored: &StatefulSet) -> Option<FederationKey> {
+        let key = self.sts_applied(stored)?;
+        let f = self.federations.entry(key.clone()).or_default();
+        f.written_generation = f.sts.as_ref().map(|s| (s.uid.clone(), s.generation));
+        Some(key)
+    }
+
+    /// A StatefulSet is gone.
+    pub fn sts_deleted(&mut self, sts: &StatefulSet) -> Option<FederationKey> {
+        let (key, record) = StsRecord::of(sts)?;
+        self.newest_rv = self.newest_rv.max(record.rv);
+        let f = self.federations.entry(key.clone()).or_default();
+        if f.sts.as_ref().is_some_and(|s| s.uid == record.uid) {
+            f.sts = None;
+        }
+        Some(key)
+    }
+
+    /// Replaces the StatefulSets after a relist (a watch restart): those not listed are gone.
+    pub fn sts_relisted(&mut self, listed: &[StatefulSet]) -> Vec<FederationKey> {
+        let mut seen = Vec::new();
+        for sts in listed {
+            if let Some(k) = self.sts_applied(sts) {
+                seen.push(k);
+            }
+        }
+        let mut touched = seen.clone();
+        for (k, f) in self.federations.iter_mut() {
+            if !seen.contains(k) && f.sts.take().is_some() {
+                touched.push(k.clone());
+            }
+        }
+        self.sts_synced = true;
+        touched
+    }
+
+    /// A pod was created or changed.
+    pub fn pod_applied(&mut self, pod: &Pod) -> Option<FederationKey> {
+        let (key, ordinal, record) = PodRecord::of(pod)?;
+        self.newest_rv = self.newest_rv.max(record.rv);
+        let f = self.federations.entry(key.clone()).or_default();
+        match f.pods.get(&ordinal) {
+            Some(old) if old.rv > record.rv => {}
+            // Older than the confirming list and absent from it: deleted since; a stale event.
+            None if record.rv <= f.floor_rv => {}
+            _ => {
+                f.pods.insert(ordinal, record);
+            }
+        }
+        Some(key)
+    }
+
+    /// A pod is gone (its kubelet confirmed, or it was force-deleted).
+    pub fn pod_deleted(&mut self, pod: &Pod) -> Option<FederationKey> {
+        let (key, ordinal, record) = PodRecord::of(pod)?;
+        self.newest_rv = self.newest_rv.max(record.rv);
+        let f = self.federations.entry(key.clone()).or_default();
+        if f.pods.get(&ordinal).is_some_and(|p| p.uid == record.uid) {
+            f.pods.remove(&ordinal);
+        }
+        Some(key)
+    }
+
+    /// Merges a relist of all pods (a watch restart, whose resourceVersion is unknown): records
+    /// newer than everything listed are kept (they may postdate the list), the rest replaced;
+    /// every confirmation is dropped, to be made again by an exact list.
+    pub fn pods_relisted(&mut self, listed: &[Pod]) -> Vec<FederationKey> {
+        let records: Vec<(FederationKey, u32, PodRecord)> = listed.iter().filter_map(PodRecord::of).collect();
+        let bound = records.iter().map(|r| r.2.rv).max().unwrap_or(0);
+        for f in self.federations.values_mut() {
+            f.pods.retain(|_, p| p.rv > bound);
+            f.confirmed_for = None;
+        }
+        for (key, ordinal, record) in records {
+            self.newest_rv = self.newest_rv.max(record.rv);
+            self.federations.entry(key).or_default().pods.insert(ordinal, record);
+        }
+        self.pods_synced = true;
+        self.federations.keys().cloned().collect()
+    }
+
+    /// Applies a quorum list of one federation's pods made at `list_rv`, after the StatefulSet
+    /// state `for_state`: exact as of `list_rv`, and a confirmation for that state.
+    pub fn pods_confirmed(&mut self, key: &FederationKey, listed: &[Pod], list_rv: u64, for_state: StsState) {
+        self.newest_rv = self.newest_rv.max(list_rv);
+        let f = self.federations.entry(key.clone()).or_default();
+        f.pods.retain(|_, p| p.rv > list_rv);
+        for pod in listed {
+            if let Some((k, ordinal, record)) = PodRecord::of(pod)
+                && &k == key
+            {
+                f.pods.entry(ordinal).or_insert(record);
+            }
+        }
+        f.floor_rv = f.floor_rv.max(list_rv);
+        f.confirmed_for = Some(for_state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> FederationKey {
+        FederationKey { namespace: "db".into(), name: "redis".into() }
+    }
+
+    fn pod(ordinal: u32, uid: &str, rv: u64, ready: bool) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("redis-{ordinal}"), "namespace": "db", "uid": uid,
+                "resourceVersion": rv.to_string(), "labels": {FEDERATION: "redis"}},
+            "spec": {"nodeName": "node-1", "containers": []},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}
+        }))
+        .unwrap()
+    }
+
+    fn sts(generation: i64, observed: i64, rv: u64, start: i32, replicas: i32) -> StatefulSet {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "redis", "namespace": "db", "uid": "s-1", "generation": generation,
+                "resourceVersion": rv.to_string(), "labels": {FEDERATION: "redis"}, "annotations": {TERM: "3"}},
+            "spec": {"replicas": replicas, "ordinals": {"start": start}, "selector": {}, "serviceName": "redis",
+                "template": {}},
+            "status": {"replicas": 0, "observedGeneration": observed}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pod_is_filed_under_its_federation_by_label_and_name() {
+        let (k, ordinal, r) = PodRecord::of(&pod(4, "p", 7, true)).unwrap();
+        assert_eq!((k, ordinal, r.ready, r.rv, r.node.as_deref()), (key(), 4, true, 7, Some("node-1")));
+        let mut unlabelled = pod(4, "p", 7, true);
+        unlabelled.metadata.labels = None;
+        assert!(PodRecord::of(&unlabelled).is_none(), "pods of other workloads are not ours");
+    }
+
+    #[test]
+    fn confirmation_needs_a_list_after_the_generation_the_member_observed() {
+        let mut c = MemberCache::default();
+        c.sts_applied(&sts(2, 1, 10, 0, 2));
+        let f = &c.federations[&key()];
+        assert_eq!(f.confirmation_due(), None, "the member's controller has not seen generation 2");
+        assert!(!f.confirmed());
+        c.sts_applied(&sts(2, 2, 11, 0, 2));
+        let due = c.federations[&key()].confirmation_due().expect("a list is due");
+        c.pods_confirmed(&key(), &[pod(0, "a", 9, true)], 12, due);
+        let f = &c.federations[&key()];
+        assert!(f.confirmed());
+        assert_eq!(f.pods.keys().copied().collect::<Vec<_>>(), vec![0]);
+        assert_eq!(c.newest_term, 3);
+        // A new write: unconfirmed again until the next list.
+        c.sts_applied(&sts(3, 3, 13, 0, 1));
+        assert!(!c.federations[&key()].confirmed());
+    }
+
+    #[test]
+    fn a_stale_event_older_than_the_confirming_list_does_not_bring_a_pod_back() {
+        let mut c = MemberCache::default();
+        c.pods_confirmed(&key(), &[], 20, StsState::Absent);
+        c.pod_applied(&pod(1, "old", 15, true));
+        assert!(c.federations[&key()].pods.is_empty(), "deleted before the list: stale");
+        c.pod_applied(&pod(1, "new", 21, false));
+        assert_eq!(c.federations[&key()].pods[&1].uid, "new", "created after the list: kept");
+    }
+
+    #[test]
+    fn a_confirming_list_keeps_records_newer_than_itself_and_drops_older_absent_ones() {
+        let mut c = MemberCache::default();
+        c.pod_applied(&pod(0, "a", 5, true));
+        c.pod_applied(&pod(1, "b", 30, true));
+        c.pods_confirmed(&key(), &[], 20, StsState::Absent);
+        let pods = &c.federations[&key()].pods;
+        assert!(!pods.contains_key(&0), "pod 0 was gone at rv 20");
+        assert!(pods.contains_key(&1), "pod 1 changed after the list");
+    }
+
+    #[test]
+    fn a_relist_drops_confirmations_and_keeps_possibly_newer_records() {
+        let mut c = MemberCache::default();
+        c.pods_confirmed(&key(), &[pod(0, "a", 5, true)], 6, StsState::Absent);
+        c.pod_applied(&pod(2, "c", 50, true));
+        c.pods_relisted(&[pod(1, "b", 40, true)]);
+        let f = &c.federations[&key()];
+        assert!(!f.confirmed());
+        assert_eq!(f.pods.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
+        assert!(c.pods_synced && !c.synced(), "the StatefulSets have not listed yet");
+    }
+
+    #[test]
+    fn deletes_only_remove_the_same_incarnation() {
+        let mut c = MemberCache::default();
+        c.pod_applied(&pod(0, "new", 8, true));
+        c.pod_deleted(&pod(0, "old", 9, true));
+        assert!(c.federations[&key()].pods.contains_key(&0));
+        c.pod_deleted(&pod(0, "new", 10, true));
+        assert!(!c.federations[&key()].pods.contains_key(&0));
+        c.sts_applied(&sts(1, 1, 3, 2, 2));
+        assert_eq!(
+            c.federations[&key()].sts.as_ref().unwrap().slice,
+            Slice { start: 2, replicas: 2, ..Slice::empty() }
+        );
+        c.sts_deleted(&sts(1, 1, 4, 2, 2));
+        assert!(c.federations[&key()].sts.is_none());
+        assert_eq!(c.federations[&key()].confirmation_due(), Some(StsState::Absent));
+    }
+}

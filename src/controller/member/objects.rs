@@ -1,0 +1,255 @@
+//! What spanset writes in a member cluster for one federation, built from the
+//! FederatedStatefulSet alone: the StatefulSet of a slice, its headless Service, the namespace
+//! and the carried objects. Pure functions, so the exact objects are unit-tested.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::{
+        apps::v1::{StatefulSet, StatefulSetOrdinals, StatefulSetSpec},
+        core::v1::{Namespace, Service, ServicePort, ServiceSpec},
+    },
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+use kube::ResourceExt;
+
+use crate::{
+    api::FederatedStatefulSet,
+    controller::labels::{FEDERATION, FEDERATION_NAMESPACE, FEDERATION_UID, MANAGED_BY, MANAGER, TEMPLATE_HASH, TERM},
+    plan::Slice,
+};
+
+/// Which federation a member object belongs to: its namespace, name and uid.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FederationKey {
+    /// Namespace of the FederatedStatefulSet (and of its member objects).
+    pub namespace: String,
+    /// Name of the FederatedStatefulSet (and of its member StatefulSets).
+    pub name: String,
+}
+
+impl FederationKey {
+    /// The key of a FederatedStatefulSet.
+    pub fn of(fsts: &FederatedStatefulSet) -> Self {
+        Self { namespace: fsts.namespace().unwrap_or_default(), name: fsts.name_any() }
+    }
+}
+
+impl std::fmt::Display for FederationKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The labels of every member object of a federation.
+pub fn ownership_labels(fsts: &FederatedStatefulSet) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (MANAGED_BY.to_string(), MANAGER.to_string()),
+        (FEDERATION.to_string(), fsts.name_any()),
+        (FEDERATION_NAMESPACE.to_string(), fsts.namespace().unwrap_or_default()),
+        (FEDERATION_UID.to_string(), fsts.uid().unwrap_or_default()),
+    ])
+}
+
+/// FNV-1a over the bytes: a hash that stays the same across builds and Rust versions (the
+/// standard hasher does not promise that), for the template-hash annotation.
+fn stable_hash(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The StatefulSet spec of a federation without its slice (replicas 0, no ordinals), with the
+/// federation label added to the pod template so that pods can be watched by label.
+fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
+    let t = &fsts.spec.template;
+    let mut template = t.template.clone();
+    let meta = template.metadata.get_or_insert_with(ObjectMeta::default);
+    meta.labels.get_or_insert_with(BTreeMap::new).insert(FEDERATION.to_string(), fsts.name_any());
+    StatefulSetSpec {
+        selector: t.selector.clone(),
+        service_name: Some(t.service_name.clone()),
+        template,
+        volume_claim_templates: (!t.volume_claim_templates.is_empty()).then(|| t.volume_claim_templates.clone()),
+        pod_management_policy: t.pod_management_policy.clone(),
+        update_strategy: t.update_strategy.clone(),
+        persistent_volume_claim_retention_policy: t.persistent_volume_claim_retention_policy.clone(),
+        min_ready_seconds: t.min_ready_seconds,
+        ..Default::default()
+    }
+}
+
+/// The hash of everything spanset writes in a member StatefulSet besides the slice and the term:
+/// when it differs from the stored annotation, the template must be written again.
+pub fn template_hash(fsts: &FederatedStatefulSet) -> String {
+    let doc = serde_json::json!({
+        "spec": spec_without_slice(fsts),
+        "labels": ownership_labels(fsts),
+    });
+    stable_hash(doc.to_string().as_bytes())
+}
+
+/// The member StatefulSet selecting `slice`, stamped with the writer's `term`. Its
+/// `resourceVersion` is left for the writer to set (the write's precondition).
+pub fn statefulset(fsts: &FederatedStatefulSet, slice: &Slice, term: u64) -> StatefulSet {
+    let mut spec = spec_without_slice(fsts);
+    spec.replicas = Some(slice.replicas as i32);
+    spec.ordinals = Some(StatefulSetOrdinals { start: Some(slice.start as i32) });
+    StatefulSet {
+        metadata: ObjectMeta {
+            name: Some(fsts.name_any()),
+            namespace: fsts.namespace(),
+            labels: Some(ownership_labels(fsts)),
+            annotations: Some(BTreeMap::from([
+                (TERM.to_string(), term.to_string()),
+                (TEMPLATE_HASH.to_string(), template_hash(fsts)),
+            ])),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+/// The headless Service named by the template's `serviceName`, selecting the federation's pods:
+/// the per-pod DNS names of a StatefulSet need it in every member.
+pub fn headless_service(fsts: &FederatedStatefulSet) -> Service {
+    let t = &fsts.spec.template;
+    let ports: Vec<ServicePort> = t
+        .template
+        .spec
+        .iter()
+        .flat_map(|p| p.containers.iter())
+        .flat_map(|c| c.ports.iter().flatten())
+        .map(|p| ServicePort {
+            name: p.name.clone(),
+            port: p.container_port,
+            protocol: p.protocol.clone(),
+            ..Default::default()
+        })
+        .collect();
+    Service {
+        metadata: ObjectMeta {
+            name: Some(t.service_name.clone()),
+            namespace: fsts.namespace(),
+            labels: Some(ownership_labels(fsts)),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            selector: t.selector.match_labels.clone(),
+            ports: (!ports.is_empty()).then_some(ports),
+            publish_not_ready_addresses: Some(true),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// The federation's namespace, created in a member where it is missing.
+pub fn namespace(fsts: &FederatedStatefulSet) -> Namespace {
+    Namespace { metadata: ObjectMeta { name: fsts.namespace(), ..Default::default() }, ..Default::default() }
+}
+
+/// The slice a stored member StatefulSet selects, as the member runs it: a server that dropped
+/// `.spec.ordinals` runs from ordinal 0.
+pub fn stored_slice(sts: &StatefulSet) -> Slice {
+    let spec = sts.spec.as_ref();
+    let start = spec.and_then(|s| s.ordinals.as_ref()).and_then(|o| o.start).unwrap_or(0);
+    let replicas = spec.and_then(|s| s.replicas).unwrap_or(1);
+    Slice { start: start.max(0) as u32, replicas: replicas.max(0) as u32, ..Slice::empty() }
+}
+
+/// Whether the stored object kept the `.spec.ordinals` that was written (false: the member's
+/// API server silently drops the field and must get no slice).
+pub fn keeps_ordinals(written: &StatefulSet, stored: &StatefulSet) -> bool {
+    let ordinals = |s: &StatefulSet| s.spec.as_ref().and_then(|s| s.ordinals.clone());
+    match ordinals(written) {
+        None => true,
+        Some(w) => ordinals(stored).is_some_and(|s| s.start.unwrap_or(0) == w.start.unwrap_or(0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::FederatedStatefulSetSpec;
+
+    fn fsts() -> FederatedStatefulSet {
+        let spec: FederatedStatefulSetSpec = serde_yaml::from_str(
+            r#"
+replicas: 6
+template:
+  selector: {matchLabels: {app: redis}}
+  serviceName: redis
+  template:
+    metadata: {labels: {app: redis}}
+    spec:
+      containers: [{name: redis, image: redis:7, ports: [{name: redis, containerPort: 6379}]}]
+placement:
+  clusters: [{name: east}, {name: west}]
+"#,
+        )
+        .unwrap();
+        let mut f = FederatedStatefulSet::new("redis", spec);
+        f.metadata.namespace = Some("db".into());
+        f.metadata.uid = Some("u-1".into());
+        f
+    }
+
+    #[test]
+    fn the_member_statefulset_selects_the_slice_and_carries_ownership_and_term() {
+        let sts = statefulset(&fsts(), &Slice { start: 2, replicas: 2, ..Slice::empty() }, 7);
+        let spec = sts.spec.as_ref().unwrap();
+        assert_eq!(spec.replicas, Some(2));
+        assert_eq!(spec.ordinals.as_ref().unwrap().start, Some(2));
+        assert_eq!(spec.service_name.as_deref(), Some("redis"));
+        let labels = sts.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels[FEDERATION_UID], "u-1");
+        assert_eq!(labels[FEDERATION_NAMESPACE], "db");
+        assert_eq!(sts.metadata.annotations.as_ref().unwrap()[TERM], "7");
+        let pod_labels = spec.template.metadata.as_ref().unwrap().labels.as_ref().unwrap();
+        assert_eq!(pod_labels[FEDERATION], "redis", "pods carry the federation label for the watchers");
+        assert_eq!(pod_labels["app"], "redis", "the user's labels stay");
+        assert_eq!(stored_slice(&sts), Slice { start: 2, replicas: 2, ..Slice::empty() });
+    }
+
+    #[test]
+    fn the_template_hash_follows_the_template_but_not_the_slice_or_term() {
+        let f = fsts();
+        let a = statefulset(&f, &Slice { start: 0, replicas: 1, ..Slice::empty() }, 1);
+        let b = statefulset(&f, &Slice { start: 3, replicas: 2, ..Slice::empty() }, 9);
+        assert_eq!(a.metadata.annotations.as_ref().unwrap()[TEMPLATE_HASH], template_hash(&f));
+        assert_eq!(template_hash(&f), b.metadata.annotations.as_ref().unwrap()[TEMPLATE_HASH]);
+        let mut g = f.clone();
+        g.spec.template.template.spec.as_mut().unwrap().containers[0].image = Some("redis:8".into());
+        assert_ne!(template_hash(&f), template_hash(&g));
+    }
+
+    #[test]
+    fn a_stored_object_without_ordinals_is_caught_and_runs_from_zero() {
+        let written = statefulset(&fsts(), &Slice { start: 4, replicas: 2, ..Slice::empty() }, 1);
+        let mut dropped = written.clone();
+        dropped.spec.as_mut().unwrap().ordinals = None;
+        assert!(keeps_ordinals(&written, &written));
+        assert!(!keeps_ordinals(&written, &dropped));
+        assert_eq!(stored_slice(&dropped), Slice { start: 0, replicas: 2, ..Slice::empty() });
+        let at_zero = statefulset(&fsts(), &Slice::empty(), 1);
+        let mut dropped_at_zero = at_zero.clone();
+        dropped_at_zero.spec.as_mut().unwrap().ordinals = None;
+        assert!(!keeps_ordinals(&at_zero, &dropped_at_zero), "a dropped start of 0 is caught too");
+    }
+
+    #[test]
+    fn the_headless_service_selects_the_pods_and_publishes_their_ports() {
+        let svc = headless_service(&fsts());
+        let spec = svc.spec.unwrap();
+        assert_eq!(svc.metadata.name.as_deref(), Some("redis"));
+        assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+        assert_eq!(spec.selector.unwrap()["app"], "redis");
+        assert_eq!(spec.ports.unwrap()[0].port, 6379);
+    }
+}

@@ -1,0 +1,179 @@
+//! The whole protocol between the actors, in one place. Commands are imperative
+//! (`WriteStatefulSet`), facts past tense (`MemberObserved`).
+//!
+//! ```text
+//! Supervisor ──StartCoordinator/SpecChanged/MembersChanged──▶ Coordinator
+//! Coordinator ──Subscribe/WriteStatefulSet/EnsureSupporting/DeleteFederation──▶ ClusterWatcher
+//! ClusterWatcher ──MemberObserved──▶ Coordinator
+//! ```
+
+use std::{collections::BTreeMap, sync::Arc, time::Instant};
+
+use actix::prelude::*;
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    core::v1::{ConfigMap, Namespace, Secret, Service},
+};
+
+use super::member::{
+    cache::{FederationCache, StsRecord},
+    objects::FederationKey,
+};
+use crate::api::{FederatedStatefulSet, MemberCluster};
+
+/// What one member's watcher knows of one federation, and of the member's health.
+#[derive(Debug, Clone, Default)]
+pub struct MemberView {
+    /// Both watches have listed: absent records mean absent objects.
+    pub synced: bool,
+    /// The federation's StatefulSet and pods there.
+    pub federation: FederationCache,
+    /// The last successful call to the member.
+    pub last_contact: Option<Instant>,
+    /// The last failure talking to the member, if the latest call failed.
+    pub last_error: Option<String>,
+    /// Whether the member keeps `.spec.ordinals` (`None` until known).
+    pub keeps_ordinals: Option<bool>,
+    /// The member's `gitVersion`.
+    pub server_version: Option<String>,
+}
+
+/// A watcher's report on one federation: sent after every change, coalesced.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct MemberObserved {
+    /// The member cluster.
+    pub cluster: String,
+    /// The federation.
+    pub key: FederationKey,
+    /// What the watcher knows.
+    pub view: Arc<MemberView>,
+}
+
+/// A coordinator asks a watcher for reports on its federation (the first comes at once once
+/// the watcher has synced).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Subscribe {
+    /// The federation.
+    pub key: FederationKey,
+    /// Where reports go.
+    pub subscriber: Recipient<MemberObserved>,
+}
+
+/// A coordinator no longer wants reports (its federation is gone).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Unsubscribe {
+    /// The federation.
+    pub key: FederationKey,
+}
+
+/// Why a member write did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// The object changed since it was read (409): read again, plan again.
+    #[error("conflict: the object changed since it was read")]
+    Conflict,
+    /// This process does not lead in the term the write was planned in.
+    #[error("not the leader in term {0}")]
+    NotLeader(u64),
+    /// The member refused the object (4xx other than 409), with its message.
+    #[error("{cluster} refused the write ({code}): {message}")]
+    Refused {
+        /// The member.
+        cluster: String,
+        /// HTTP status.
+        code: u16,
+        /// The apiserver's message.
+        message: String,
+    },
+    /// The member did not answer, or failed (5xx, timeout, connection).
+    #[error("{cluster} is not answering: {message}")]
+    Unavailable {
+        /// The member.
+        cluster: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// Writes a federation's StatefulSet in a member, conditionally: created when `expected_rv` is
+/// `None` (fails if it exists), else replaced only if still at `expected_rv`.
+#[derive(Message)]
+#[rtype(result = "Result<StsRecord, WriteError>")]
+pub struct WriteStatefulSet {
+    /// The federation.
+    pub key: FederationKey,
+    /// The whole object to store.
+    pub object: StatefulSet,
+    /// The resourceVersion it must still have.
+    pub expected_rv: Option<u64>,
+    /// The term the write was planned in.
+    pub term: u64,
+    /// Server-side dry run: validate only (nothing is stored).
+    pub dry_run: bool,
+}
+
+/// An object copied from the host into members (`migration.carry`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Carried {
+    /// A Secret.
+    Secret(Secret),
+    /// A ConfigMap.
+    ConfigMap(ConfigMap),
+}
+
+/// Creates what a federation's pods need besides their StatefulSet, where missing or
+/// different: the namespace, the headless Service, the carried objects.
+#[derive(Message)]
+#[rtype(result = "Result<(), WriteError>")]
+pub struct EnsureSupporting {
+    /// The namespace.
+    pub namespace: Namespace,
+    /// The headless Service.
+    pub service: Service,
+    /// Carried Secrets and ConfigMaps.
+    pub carried: Vec<Carried>,
+    /// The term the write was planned in.
+    pub term: u64,
+}
+
+/// Removes a federation's objects from a member (its FederatedStatefulSet is being deleted).
+/// Answers whether the StatefulSet and its pods are all gone.
+#[derive(Message)]
+#[rtype(result = "Result<bool, WriteError>")]
+pub struct DeleteFederation {
+    /// The federation.
+    pub key: FederationKey,
+    /// Its headless Service's name.
+    pub service: String,
+    /// Its carried objects, `(kind, name)`.
+    pub carried: Vec<(String, String)>,
+    /// The term the delete was planned in.
+    pub term: u64,
+}
+
+/// The supervisor tells a coordinator the latest FederatedStatefulSet.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SpecChanged(pub Arc<FederatedStatefulSet>);
+
+/// A member as the supervisor knows it: its MemberCluster and its watcher, or why there is none.
+#[derive(Clone)]
+pub struct MemberHandle {
+    /// The MemberCluster object.
+    pub member: Arc<MemberCluster>,
+    /// Its watcher, or why it could not be started (bad kubeconfig Secret…).
+    pub watcher: Result<Addr<super::watcher::ClusterWatcher>, String>,
+}
+
+/// The supervisor tells coordinators the current members.
+#[derive(Clone, Message)]
+#[rtype(result = "()")]
+pub struct MembersChanged(pub Arc<BTreeMap<String, MemberHandle>>);
+
+/// Stops an actor (its object is gone, or the process is shutting down).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stop;

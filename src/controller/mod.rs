@@ -1,0 +1,25 @@
+//! The federation controller: from one FederatedStatefulSet in the host cluster to sliced
+//! StatefulSets in every member cluster.
+//!
+//! ```text
+//!  host ──watch FSTS/MemberCluster──▶ Supervisor ──starts──▶ Coordinator (one per FSTS) ──▶ plan (pure)
+//!                                        │                        │ ▲
+//!                                        └──starts──▶ ClusterWatcher (one per member) ──▶ member API server
+//! ```
+//!
+//! The actors ([`supervisor`], [`coordinator`], [`watcher`]) are thin shells; what they decide
+//! lives in plain modules: [`member`] (objects, compact caches), [`reconcile`] (the coordinator's
+//! decisions), [`status`]. The controller never imports the sandbox.
+
+pub mod app;
+pub mod coordinator;
+pub mod http;
+pub mod labels;
+pub mod leader;
+pub mod member;
+pub mod messages;
+pub mod metrics;
+pub mod reconcile;
+pub mod status;
+pub mod supervisor;
+pub mod watcher;

@@ -1,0 +1,421 @@
+//! What a coordinator decides in one reconcile, without I/O: from the FederatedStatefulSet, the
+//! members' reports and the term, to the member writes, the moves to record first, and the
+//! status. The coordinator actor only carries these decisions out, in order.
+//!
+//! Order of a reconcile:
+//! 1. refuse what only the controller can judge (spec the planner refuses, an unknown member,
+//!    a member whose kubeconfig is unusable, a template a member refused): a condition names
+//!    it and nothing is written anywhere;
+//! 2. stamp: every member StatefulSet not yet written in this term (or with an old template)
+//!    is written with its *stored* slice, so that a stale leader's later writes fail with 409;
+//!    members without one get an empty one (replicas 0 cannot run anything, so a create never
+//!    needs a precondition). No slice changes in the same round;
+//! 3. plan, record new moves (`Draining`, `Starting`) in `status.moves` *before* the writes
+//!    that act on them, then write the steps.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::{api::apps::v1::StatefulSet, apimachinery::pkg::apis::meta::v1::Time};
+use kube::ResourceExt;
+
+use super::{
+    member::objects::{statefulset, template_hash},
+    messages::MemberView,
+    status::{Verdict, conditions, types},
+};
+use crate::{
+    api::{Backend, FederatedStatefulSet, FederatedStatefulSetStatus, MoveStatus, SliceStatus},
+    plan::{self, ClusterObservation, Observed, Ordinal, Slice, Step},
+};
+
+/// Move phases, as stored in `status.moves`.
+pub mod phases {
+    /// The source's slice no longer holds the ordinal; its pod may still run.
+    pub const DRAINING: &str = "Draining";
+    /// The source is confirmed not to run the ordinal.
+    pub const RELEASED: &str = "Released";
+    /// The destination's slice holds the ordinal; waiting for its pod to be Ready.
+    pub const STARTING: &str = "Starting";
+}
+
+/// Default of `failover.unreachableAfterSeconds`.
+pub const DEFAULT_UNREACHABLE_AFTER: Duration = Duration::from_secs(30);
+
+/// One member as the coordinator knows it.
+#[derive(Debug, Clone, Default)]
+pub struct MemberInput {
+    /// A MemberCluster of that name exists.
+    pub exists: bool,
+    /// Why no watcher runs for it (bad kubeconfig Secret…).
+    pub unusable: Option<String>,
+    /// `spec.fenced`.
+    pub fenced: bool,
+    /// The latest report of its watcher.
+    pub view: Option<Arc<MemberView>>,
+}
+
+/// Everything a reconcile decides from.
+pub struct Inputs<'a> {
+    /// The federation.
+    pub fsts: &'a FederatedStatefulSet,
+    /// Members by name (every MemberCluster, not only the placement's).
+    pub members: &'a BTreeMap<String, MemberInput>,
+    /// The leader term writes are made in.
+    pub term: u64,
+    /// A member's refusal of the current template (from a dry run), if any.
+    pub template_refusal: Option<String>,
+    /// Monotonic now, for reachability.
+    pub now: Instant,
+    /// Wall-clock now, for `since` and transition times.
+    pub wall: jiff::Timestamp,
+}
+
+/// A member StatefulSet write.
+#[derive(Debug, Clone)]
+pub struct StsWrite {
+    /// The member.
+    pub cluster: String,
+    /// The object.
+    pub object: StatefulSet,
+    /// Its resourceVersion precondition (`None`: create).
+    pub expected_rv: Option<u64>,
+    /// Whether the write changes the template (a dry run goes first).
+    pub new_template: bool,
+}
+
+/// What one reconcile decided.
+#[derive(Debug, Clone, Default)]
+pub struct Decision {
+    /// The status to store.
+    pub status: FederatedStatefulSetStatus,
+    /// `status.moves` gained or advanced a move that the writes act on: store the status first.
+    pub persist_first: bool,
+    /// Member StatefulSet writes, safe to make concurrently.
+    pub writes: Vec<StsWrite>,
+    /// Members whose namespace, Service and carried objects should be ensured.
+    pub supporting: Vec<String>,
+    /// Nothing may be written (a condition says why).
+    pub blocked: bool,
+    /// Every slice as targeted and every ordinal Ready.
+    pub done: bool,
+    /// Ordinals that finished moving in this reconcile, with their durations.
+    pub finished_moves: Vec<(Ordinal, f64)>,
+    /// Ordinals seen running in two unfenced members (must stay empty).
+    pub conflicts: Vec<Ordinal>,
+}
+
+fn unreachable_after(fsts: &FederatedStatefulSet) -> Duration {
+    fsts.spec
+        .failover
+        .unreachable_after_seconds
+        .map(|s| Duration::from_secs(s.max(1) as u64))
+        .unwrap_or(DEFAULT_UNREACHABLE_AFTER)
+}
+
+/// The planner's observation of one member, from its watcher's report.
+pub fn observe(view: &MemberView, fenced: bool, now: Instant, grace: Duration) -> ClusterObservation {
+    let f = &view.federation;
+    let written = f.sts.as_ref().filter(|s| !s.deleting).map(|s| s.slice.clone()).unwrap_or_default();
+    ClusterObservation {
+        written,
+        pods: f.pods.keys().copied().collect(),
+        ready: f.pods.iter().filter(|(_, p)| p.ready).map(|(k, _)| *k).collect(),
+        observed_since_write: view.synced && f.confirmed(),
+        reachable: view.synced && view.last_contact.is_some_and(|t| now.saturating_duration_since(t) < grace),
+        fenced,
+        compatible: view.keeps_ordinals != Some(false),
+    }
+}
+
+fn blocked(
+    fsts: &FederatedStatefulSet,
+    previous: &FederatedStatefulSetStatus,
+    reason: &str,
+    message: String,
+    wall: &Time,
+) -> Decision {
+    let verdicts = [Verdict::yes(types::BLOCKED, reason, message.clone()), Verdict::no(types::READY, reason, message)];
+    let mut status = previous.clone();
+    status.observed_generation = fsts.metadata.generation;
+    status.conditions = conditions(&previous.conditions, &verdicts, fsts.metadata.generation, wall);
+    Decision { status, blocked: true, ..Default::default() }
+}
+
+/// Decides one reconcile.
+pub fn decide(inp: &Inputs<'_>) -> Decision {
+    let fsts = inp.fsts;
+    let previous = fsts.status.clone().unwrap_or_default();
+    let wall = Time(inp.wall);
+    // 1. What only the controller can judge.
+    let desired = match fsts.spec.to_desired() {
+        Ok(d) => d,
+        Err(errs) => {
+            let msg = errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+            return blocked(fsts, &previous, "InvalidSpec", msg, &wall);
+        }
+    };
+    if fsts.spec.backend == Backend::AdvancedStatefulSet {
+        return blocked(
+            fsts,
+            &previous,
+            "BackendUnsupported",
+            "spec.backend: AdvancedStatefulSet is not supported yet by this controller; use StatefulSet".into(),
+            &wall,
+        );
+    }
+    for (i, c) in fsts.spec.placement.clusters.iter().enumerate() {
+        match inp.members.get(&c.name) {
+            None | Some(MemberInput { exists: false, .. }) => {
+                let msg = format!("spec.placement.clusters[{i}].name: no MemberCluster named {:?}", c.name);
+                return blocked(fsts, &previous, "UnknownCluster", msg, &wall);
+            }
+            Some(MemberInput { unusable: Some(why), .. }) => {
+                let msg = format!("spec.placement.clusters[{i}].name: member {:?} cannot be used: {why}", c.name);
+                return blocked(fsts, &previous, "MemberUnusable", msg, &wall);
+            }
+            _ => {}
+        }
+    }
+    if let Some(why) = &inp.template_refusal {
+        return blocked(fsts, &previous, "TemplateRefused", format!("spec.template: {why}"), &wall);
+    }
+
+    // The observation: placement members, and any other member still holding something.
+    let grace = unreachable_after(fsts);
+    let placement: BTreeSet<&str> = fsts.spec.placement.clusters.iter().map(|c| c.name.as_str()).collect();
+    let listed_before: BTreeSet<&str> = previous.slices.iter().map(|s| s.cluster.as_str()).collect();
+    let mut obs = Observed::new();
+    for (name, m) in inp.members {
+        let Some(view) = &m.view else { continue };
+        let holds = view.federation.sts.is_some() || !view.federation.pods.is_empty();
+        if placement.contains(name.as_str()) || holds || listed_before.contains(name.as_str()) {
+            obs.insert(name.clone(), observe(view, m.fenced, inp.now, grace));
+        }
+    }
+    let hash = template_hash(fsts);
+    let view_of = |c: &str| inp.members.get(c).and_then(|m| m.view.clone());
+
+    // 2. Stamps and creates.
+    let mut writes = Vec::new();
+    let mut supporting = Vec::new();
+    for (name, o) in &obs {
+        if !o.reachable {
+            continue;
+        }
+        let view = view_of(name).expect("observed members have views");
+        match &view.federation.sts {
+            Some(s) if s.deleting => {}
+            Some(s)
+                if s.term != Some(inp.term)
+                    || s.template_hash.as_deref() != Some(hash.as_str())
+                    || !view.federation.spec_is_ours() =>
+            {
+                writes.push(StsWrite {
+                    cluster: name.clone(),
+                    object: statefulset(fsts, &s.slice, inp.term),
+                    expected_rv: Some(s.rv),
+                    new_template: s.template_hash.as_deref() != Some(hash.as_str()),
+                });
+            }
+            Some(_) => {}
+            None if placement.contains(name.as_str()) && o.compatible && !o.fenced => {
+                supporting.push(name.clone());
+                writes.push(StsWrite {
+                    cluster: name.clone(),
+                    object: statefulset(fsts, &Slice::empty(), inp.term),
+                    expected_rv: None,
+                    new_template: true,
+                });
+            }
+            None => {}
+        }
+    }
+
+    // 3. Plan.
+    let recorded: BTreeMap<Ordinal, MoveStatus> =
+        previous.moves.iter().filter_map(|m| u32::try_from(m.ordinal).ok().map(|k| (k, m.clone()))).collect();
+    let moving: BTreeSet<Ordinal> = recorded.keys().copied().collect();
+    let conflicts = conflicts(&obs);
+    let mut verdicts = Vec::new();
+    let (plan, plan_error) = match plan::plan(&desired, &obs, &moving) {
+        Ok(p) => (Some(p), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let stamping = !writes.is_empty();
+    let mut moves = recorded.clone();
+    let mut persist_first = false;
+    let mut finished = Vec::new();
+    let now_str = inp.wall.to_string();
+    if let Some(p) = &plan {
+        let target_of: BTreeMap<Ordinal, &str> =
+            p.target.iter().flat_map(|(c, s)| s.ordinals().into_iter().map(move |k| (k, c.as_str()))).collect();
+        let range = desired.start..desired.start + desired.replicas;
+        // Moves that ended or were overtaken by a spec change.
+        moves.retain(|k, m| {
+            let Some(to) = target_of.get(k) else { return false };
+            let there = obs.get(*to);
+            let ready = there.is_some_and(|o| o.written.contains(*k) && o.ready.contains(k));
+            if ready {
+                let secs =
+                    m.since.parse::<jiff::Timestamp>().map(|s| inp.wall.duration_since(s).as_secs_f64()).unwrap_or(0.0);
+                finished.push((*k, secs));
+                return false;
+            }
+            range.contains(k)
+        });
+        for (k, m) in moves.iter_mut() {
+            if let Some(to) = target_of.get(k)
+                && m.to != *to
+            {
+                m.to = to.to_string();
+            }
+            if m.phase == phases::DRAINING && released(&obs, *k, &m.to) {
+                m.phase = phases::RELEASED.into();
+                m.since = now_str.clone();
+            }
+        }
+        if !stamping {
+            for step in &p.steps {
+                let cluster = step.cluster();
+                let view = view_of(cluster).expect("steps name observed members");
+                let Some(s) = &view.federation.sts else { continue };
+                match step {
+                    Step::Shrink { releases, .. } => {
+                        for k in releases {
+                            if let Some(to) = target_of.get(k).filter(|to| **to != cluster)
+                                && !moves.contains_key(k)
+                            {
+                                moves.insert(
+                                    *k,
+                                    MoveStatus {
+                                        ordinal: *k as i32,
+                                        from: cluster.to_string(),
+                                        to: to.to_string(),
+                                        phase: phases::DRAINING.into(),
+                                        since: now_str.clone(),
+                                    },
+                                );
+                                persist_first = true;
+                            }
+                        }
+                    }
+                    Step::Grow { acquires, .. } => {
+                        for k in acquires {
+                            if let Some(m) = moves.get_mut(k)
+                                && m.phase != phases::STARTING
+                            {
+                                m.phase = phases::STARTING.into();
+                                m.since = now_str.clone();
+                                persist_first = true;
+                            }
+                        }
+                    }
+                }
+                writes.push(StsWrite {
+                    cluster: cluster.to_string(),
+                    object: statefulset(fsts, step.slice(), inp.term),
+                    expected_rv: Some(s.rv),
+                    new_template: false,
+                });
+            }
+        }
+    }
+
+    // Status.
+    let mut slices: Vec<SliceStatus> = obs
+        .iter()
+        .filter_map(|(name, o)| {
+            let view = view_of(name)?;
+            view.federation.sts.as_ref()?;
+            Some(SliceStatus {
+                cluster: name.clone(),
+                start: o.written.start as i32,
+                replicas: o.written.replicas as i32,
+                reserved_ordinals: o.written.reserved.iter().map(|k| *k as i32).collect(),
+                ready_replicas: o.written.ordinals().intersection(&o.ready).count() as i32,
+            })
+        })
+        .collect();
+    let order = |c: &str| fsts.spec.placement.clusters.iter().position(|p| p.name == c).unwrap_or(usize::MAX);
+    slices.sort_by(|a, b| order(&a.cluster).cmp(&order(&b.cluster)).then(a.cluster.cmp(&b.cluster)));
+    let ready_total: i32 = slices.iter().map(|s| s.ready_replicas).sum();
+    let unreachable: Vec<&str> =
+        obs.iter().filter(|(n, o)| !o.reachable && placement.contains(n.as_str())).map(|(n, _)| n.as_str()).collect();
+    let missing: Vec<&str> = placement.iter().copied().filter(|n| !obs.contains_key(*n)).collect();
+    let done = plan.as_ref().is_some_and(|p| p.done) && writes.is_empty();
+    match &plan_error {
+        Some(e) => verdicts.push(Verdict::yes(types::BLOCKED, "NoPlacement", e.clone())),
+        None => verdicts.push(Verdict::no(types::BLOCKED, "Planned", "")),
+    }
+    if done {
+        verdicts.push(Verdict::yes(types::READY, "AllReady", format!("{ready_total}/{} ready", desired.replicas)));
+        verdicts.push(Verdict::no(types::PROGRESSING, "Complete", "every slice is as targeted"));
+    } else {
+        let why = if !missing.is_empty() {
+            ("WaitingForMembers", format!("no report yet from {}", missing.join(", ")))
+        } else if stamping {
+            ("Writing", "writing member StatefulSets in this term".to_string())
+        } else if !moves.is_empty() {
+            ("Migrating", format!("{} ordinal(s) moving", moves.len()))
+        } else {
+            ("Reconciling", format!("{ready_total}/{} ready", desired.replicas))
+        };
+        verdicts.push(Verdict::no(types::READY, why.0, why.1.clone()));
+        verdicts.push(Verdict::yes(types::PROGRESSING, why.0, why.1));
+    }
+    let excluded: Vec<String> =
+        plan.as_ref().map(|p| p.excluded.iter().map(|(c, e)| format!("{c} ({e:?})")).collect()).unwrap_or_default();
+    verdicts.push(if excluded.is_empty() {
+        Verdict::no(types::DEGRADED, "AllMembersEligible", "")
+    } else {
+        Verdict::yes(types::DEGRADED, "MembersExcluded", format!("no slice for {}", excluded.join(", ")))
+    });
+    verdicts.push(if unreachable.is_empty() {
+        Verdict::no(types::CLUSTER_UNREACHABLE, "AllReachable", "")
+    } else {
+        Verdict::yes(types::CLUSTER_UNREACHABLE, "Unreachable", format!("not answering: {}", unreachable.join(", ")))
+    });
+    let status = FederatedStatefulSetStatus {
+        observed_generation: fsts.metadata.generation,
+        conditions: conditions(&previous.conditions, &verdicts, fsts.metadata.generation, &wall),
+        ready: Some(format!("{ready_total}/{}", desired.replicas)),
+        ready_replicas: Some(ready_total),
+        clusters: Some(slices.iter().filter(|s| s.replicas > 0).count() as i32),
+        moving: Some(moves.len() as i32),
+        slices,
+        moves: moves.into_values().collect(),
+    };
+    Decision { status, persist_first, writes, supporting, blocked: false, done, finished_moves: finished, conflicts }
+}
+
+/// Whether every unfenced member other than `to` is confirmed not to hold or run `k`.
+fn released(obs: &Observed, k: Ordinal, to: &str) -> bool {
+    obs.iter()
+        .filter(|(n, o)| n.as_str() != to && !o.fenced)
+        .all(|(_, o)| !o.written.contains(k) && !o.pods.contains(&k) && o.reachable && o.observed_since_write)
+}
+
+/// Ordinals whose pods exist in two unfenced members at once.
+fn conflicts(obs: &Observed) -> Vec<Ordinal> {
+    let mut seen: BTreeMap<Ordinal, usize> = BTreeMap::new();
+    for o in obs.values().filter(|o| !o.fenced) {
+        for k in &o.pods {
+            *seen.entry(*k).or_default() += 1;
+        }
+    }
+    seen.into_iter().filter(|(_, n)| *n > 1).map(|(k, _)| k).collect()
+}
+
+/// Whether two statuses differ in anything but transition times (a no-op reconcile writes nothing).
+pub fn status_changed(a: &FederatedStatefulSetStatus, b: &FederatedStatefulSetStatus) -> bool {
+    a != b
+}
+
+/// The name a member object is known by in logs.
+pub fn describe(fsts: &FederatedStatefulSet) -> String {
+    format!("{}/{}", fsts.namespace().unwrap_or_default(), fsts.name_any())
+}

@@ -1,0 +1,287 @@
+//! Supervisor: follows MemberCluster and FederatedStatefulSet objects in the host, starts a
+//! ClusterWatcher per member and a Coordinator per federation, and stops them when their
+//! objects go. It tells coordinators about members as they come, change (fenced) and go.
+
+use std::{collections::BTreeMap, path::PathBuf, sync::Arc};
+
+use actix::prelude::*;
+use dashmap::DashMap;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::{
+    Api, Client, ResourceExt,
+    config::{KubeConfigOptions, Kubeconfig},
+    runtime::{WatchStreamExt, watcher},
+};
+
+use super::{
+    coordinator::Coordinator,
+    leader::Leadership,
+    member::objects::FederationKey,
+    messages::{MemberHandle, MembersChanged, SpecChanged, Stop},
+    metrics::Metrics,
+    watcher::ClusterWatcher,
+};
+use crate::api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec};
+
+/// What the supervisor needs to reach members.
+#[derive(Clone)]
+pub struct SupervisorConfig {
+    /// The controller's kubeconfig, whose contexts members may name.
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// Which watchers have listed once (for `/readyz`).
+pub type Synced = Arc<DashMap<String, bool>>;
+
+/// The supervisor.
+pub struct Supervisor {
+    host: Client,
+    config: SupervisorConfig,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+    members: BTreeMap<String, (MemberClusterSpec, MemberHandle)>,
+    coordinators: BTreeMap<FederationKey, Addr<Coordinator>>,
+    /// Members whose watcher is being (re)started, by the spec it is started for.
+    connecting: BTreeMap<String, MemberClusterSpec>,
+    synced: Synced,
+}
+
+impl Supervisor {
+    /// A supervisor over the host cluster reached by `host`.
+    pub fn new(
+        host: Client,
+        config: SupervisorConfig,
+        leadership: Leadership,
+        metrics: Arc<Metrics>,
+        synced: Synced,
+    ) -> Self {
+        Self {
+            host,
+            config,
+            leadership,
+            metrics,
+            members: BTreeMap::new(),
+            coordinators: BTreeMap::new(),
+            connecting: BTreeMap::new(),
+            synced,
+        }
+    }
+
+    fn handles(&self) -> Arc<BTreeMap<String, MemberHandle>> {
+        Arc::new(self.members.iter().map(|(n, (_, h))| (n.clone(), h.clone())).collect())
+    }
+
+    fn broadcast(&self) {
+        let handles = self.handles();
+        for c in self.coordinators.values() {
+            c.do_send(MembersChanged(handles.clone()));
+        }
+    }
+
+    fn member_applied(&mut self, mc: MemberCluster, ctx: &mut Context<Self>) {
+        let name = mc.name_any();
+        let connection = |s: &MemberClusterSpec| (s.context.clone(), s.kubeconfig_secret.clone());
+        let same_connection = self.members.get(&name).is_some_and(|(spec, _)| connection(spec) == connection(&mc.spec))
+            || self.connecting.get(&name).is_some_and(|spec| connection(spec) == connection(&mc.spec));
+        let mc = Arc::new(mc);
+        if same_connection {
+            if let Some((_, h)) = self.members.get_mut(&name) {
+                h.member = mc;
+            }
+            self.broadcast();
+            return;
+        }
+        self.connecting.insert(name.clone(), mc.spec.clone());
+        let host = self.host.clone();
+        let kubeconfig = self.config.kubeconfig.clone();
+        let spec = mc.spec.clone();
+        ctx.spawn(async move { member_client(&host, kubeconfig.as_deref(), &spec).await }.into_actor(self).map(
+            move |client, act, _| {
+                if act.connecting.get(&name) != Some(&mc.spec) {
+                    return; // superseded by a newer spec, or deleted
+                }
+                act.connecting.remove(&name);
+                if let Some((_, old)) = act.members.remove(&name)
+                    && let Ok(w) = old.watcher
+                {
+                    w.do_send(Stop);
+                }
+                let watcher = client.map(|client| {
+                    let w = ClusterWatcher::new(
+                        name.clone(),
+                        client,
+                        act.leadership.clone(),
+                        act.metrics.clone(),
+                        act.synced.clone(),
+                    );
+                    w.start()
+                });
+                if let Err(e) = &watcher {
+                    tracing::warn!(cluster = %name, error = %e, "member cannot be reached");
+                }
+                act.members.insert(name.clone(), (mc.spec.clone(), MemberHandle { member: mc, watcher }));
+                act.broadcast();
+            },
+        ));
+    }
+
+    fn member_deleted(&mut self, name: &str) {
+        self.connecting.remove(name);
+        if let Some((_, h)) = self.members.remove(name)
+            && let Ok(w) = h.watcher
+        {
+            w.do_send(Stop);
+        }
+        self.broadcast();
+    }
+
+    fn federation_applied(&mut self, fsts: FederatedStatefulSet) {
+        let key = FederationKey::of(&fsts);
+        let fsts = Arc::new(fsts);
+        match self.coordinators.get(&key) {
+            Some(c) => c.do_send(SpecChanged(fsts)),
+            None => {
+                let c = Coordinator::new(
+                    fsts,
+                    self.host.clone(),
+                    self.leadership.clone(),
+                    self.metrics.clone(),
+                    self.handles(),
+                )
+                .start();
+                self.coordinators.insert(key, c);
+            }
+        }
+    }
+
+    fn federation_deleted(&mut self, fsts: &FederatedStatefulSet) {
+        if let Some(c) = self.coordinators.remove(&FederationKey::of(fsts)) {
+            c.do_send(Stop);
+        }
+    }
+}
+
+/// A client for a member: a context of the controller's kubeconfig, or a kubeconfig held in a
+/// Secret of the host. The error names what is wrong (never the credentials).
+pub async fn member_client(
+    host: &Client,
+    kubeconfig: Option<&std::path::Path>,
+    spec: &MemberClusterSpec,
+) -> Result<Client, String> {
+    let (config, context) = match (&spec.context, &spec.kubeconfig_secret) {
+        (Some(ctx), _) => {
+            let path = kubeconfig
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
+                .ok_or_else(|| format!("spec.context {ctx:?}: the controller runs without a kubeconfig"))?;
+            let kc = Kubeconfig::read_from(&path)
+                .map_err(|e| format!("spec.context {ctx:?}: cannot read kubeconfig {}: {e}", path.display()))?;
+            (kc, ctx.clone())
+        }
+        (None, Some(secret)) => {
+            let key = secret.key.clone().unwrap_or_else(|| "kubeconfig".into());
+            let where_ = format!("spec.kubeconfigSecret {}/{} key {key:?}", secret.namespace, secret.name);
+            let s = Api::<Secret>::namespaced(host.clone(), &secret.namespace)
+                .get_opt(&secret.name)
+                .await
+                .map_err(|e| format!("{where_}: cannot read the Secret: {e}"))?
+                .ok_or_else(|| format!("{where_}: the Secret does not exist"))?;
+            let bytes = s
+                .data
+                .as_ref()
+                .and_then(|d| d.get(&key))
+                .map(|b| b.0.clone())
+                .ok_or_else(|| format!("{where_}: the Secret has no such key"))?;
+            let text = String::from_utf8(bytes).map_err(|_| format!("{where_}: the kubeconfig is not UTF-8"))?;
+            let kc = Kubeconfig::from_yaml(&text).map_err(|_| format!("{where_}: the kubeconfig cannot be parsed"))?;
+            let ctx = kc.current_context.clone().unwrap_or_default();
+            (kc, ctx)
+        }
+        (None, None) => return Err("spec: set one of context and kubeconfigSecret".into()),
+    };
+    let opts = KubeConfigOptions { context: (!context.is_empty()).then_some(context.clone()), ..Default::default() };
+    let cfg =
+        kube::Config::from_custom_kubeconfig(config, &opts).await.map_err(|e| format!("context {context:?}: {e}"))?;
+    Client::try_from(cfg).map_err(|e| format!("context {context:?}: cannot build a client: {e}"))
+}
+
+/// An event of the supervisor's host watches.
+pub enum HostEvent {
+    /// MemberCluster watch.
+    Member(Box<Result<watcher::Event<MemberCluster>, watcher::Error>>),
+    /// FederatedStatefulSet watch.
+    Federation(Box<Result<watcher::Event<FederatedStatefulSet>, watcher::Error>>),
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let mcs: Api<MemberCluster> = Api::all(self.host.clone());
+        let fsts: Api<FederatedStatefulSet> = Api::all(self.host.clone());
+        ctx.add_stream(
+            watcher(mcs, watcher::Config::default()).default_backoff().map(|e| HostEvent::Member(Box::new(e))),
+        );
+        ctx.add_stream(
+            watcher(fsts, watcher::Config::default()).default_backoff().map(|e| HostEvent::Federation(Box::new(e))),
+        );
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        for c in self.coordinators.values() {
+            c.do_send(Stop);
+        }
+        for (_, h) in self.members.values() {
+            if let Ok(w) = &h.watcher {
+                w.do_send(Stop);
+            }
+        }
+    }
+}
+
+impl StreamHandler<HostEvent> for Supervisor {
+    fn handle(&mut self, ev: HostEvent, ctx: &mut Self::Context) {
+        use watcher::Event::*;
+        match ev {
+            HostEvent::Member(ev) => match *ev {
+                Ok(Apply(mc) | InitApply(mc)) => self.member_applied(mc, ctx),
+                Ok(Delete(mc)) => self.member_deleted(&mc.name_any()),
+                Ok(Init | InitDone) => {}
+                Err(e) => tracing::warn!(error = %e, "host watch of MemberClusters failed; retrying"),
+            },
+            HostEvent::Federation(ev) => match *ev {
+                Ok(Apply(f) | InitApply(f)) => self.federation_applied(f),
+                Ok(Delete(f)) => self.federation_deleted(&f),
+                Ok(Init | InitDone) => {}
+                Err(e) => tracing::warn!(error = %e, "host watch of FederatedStatefulSets failed; retrying"),
+            },
+        }
+    }
+
+    fn finished(&mut self, _: &mut Self::Context) {}
+}
+
+impl Handler<Stop> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
+impl Handler<Stop> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
+impl Handler<Stop> for ClusterWatcher {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}

@@ -1,0 +1,604 @@
+//! ClusterWatcher: one actor per member cluster, the only code that talks to that member. It
+//! watches the managed StatefulSets and their pods into a compact [`MemberCache`], lists a
+//! federation's pods again after each change of its StatefulSet so that absences become
+//! confirmations, probes the member, reports to the subscribed coordinators, and performs their
+//! writes with optimistic concurrency under the writer's term.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use actix::prelude::*;
+use futures::StreamExt;
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    core::v1::{ConfigMap, Namespace, Pod, Secret, Service},
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, ListParams, PostParams, PropagationPolicy},
+    runtime::{WatchStreamExt, watcher},
+};
+use serde::{Serialize, de::DeserializeOwned};
+
+use super::{
+    labels::{FEDERATION, FIELD_MANAGER, MANAGED_SELECTOR, TERM},
+    leader::Leadership,
+    member::{
+        cache::{MemberCache, StsRecord, rv_of},
+        objects::{FederationKey, keeps_ordinals},
+    },
+    messages::{
+        Carried, DeleteFederation, EnsureSupporting, MemberObserved, MemberView, Subscribe, Unsubscribe, WriteError,
+        WriteStatefulSet,
+    },
+    metrics::Metrics,
+    supervisor::Synced,
+};
+
+/// How often a member is probed when nothing else is heard from it.
+pub const PROBE_PERIOD: Duration = Duration::from_secs(2);
+/// How long reports are held to coalesce a burst of events into one.
+const COALESCE: Duration = Duration::from_millis(20);
+
+/// The watcher of one member cluster.
+pub struct ClusterWatcher {
+    cluster: String,
+    client: Client,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+    cache: MemberCache,
+    subscribers: HashMap<FederationKey, Recipient<MemberObserved>>,
+    dirty: HashSet<FederationKey>,
+    flush_scheduled: bool,
+    confirming: HashSet<FederationKey>,
+    last_contact: Option<Instant>,
+    last_error: Option<String>,
+    keeps_ordinals: Option<bool>,
+    server_version: Option<String>,
+    relists: Relists,
+    synced: Synced,
+}
+
+impl ClusterWatcher {
+    /// A watcher for `cluster`, talking through `client`.
+    pub fn new(cluster: String, client: Client, leadership: Leadership, metrics: Arc<Metrics>, synced: Synced) -> Self {
+        synced.insert(cluster.clone(), false);
+        Self {
+            cluster,
+            client,
+            leadership,
+            metrics,
+            cache: MemberCache::default(),
+            subscribers: HashMap::new(),
+            dirty: HashSet::new(),
+            flush_scheduled: false,
+            confirming: HashSet::new(),
+            last_contact: None,
+            last_error: None,
+            keeps_ordinals: None,
+            server_version: None,
+            relists: Relists::default(),
+            synced,
+        }
+    }
+
+    fn view(&self, key: &FederationKey) -> MemberView {
+        MemberView {
+            synced: self.cache.synced(),
+            federation: self.cache.federations.get(key).cloned().unwrap_or_default(),
+            last_contact: self.last_contact,
+            last_error: self.last_error.clone(),
+            keeps_ordinals: self.keeps_ordinals,
+            server_version: self.server_version.clone(),
+        }
+    }
+
+    fn touched(&mut self, keys: impl IntoIterator<Item = FederationKey>, ctx: &mut Context<Self>) {
+        self.dirty.extend(keys);
+        if !self.flush_scheduled {
+            self.flush_scheduled = true;
+            ctx.run_later(COALESCE, |act, ctx| act.flush(ctx));
+        }
+    }
+
+    fn touched_all(&mut self, ctx: &mut Context<Self>) {
+        let keys: Vec<FederationKey> = self.subscribers.keys().cloned().collect();
+        self.touched(keys, ctx);
+    }
+
+    /// Starts due confirmations and reports every changed federation to its subscriber.
+    fn flush(&mut self, ctx: &mut Context<Self>) {
+        self.flush_scheduled = false;
+        let dirty: Vec<FederationKey> = self.dirty.drain().collect();
+        for key in dirty {
+            if self.cache.synced() {
+                self.confirm_if_due(&key, ctx);
+            }
+            if let Some(sub) = self.subscribers.get(&key)
+                && self.cache.synced()
+            {
+                let view = Arc::new(self.view(&key));
+                sub.do_send(MemberObserved { cluster: self.cluster.clone(), key, view });
+            }
+        }
+    }
+
+    /// Lists a federation's pods with a quorum read when its StatefulSet changed since the last
+    /// confirmation (see [`crate::controller::member::cache`]).
+    fn confirm_if_due(&mut self, key: &FederationKey, ctx: &mut Context<Self>) {
+        let Some(state) = self.cache.federations.get(key).and_then(|f| f.confirmation_due()) else { return };
+        if !self.confirming.insert(key.clone()) {
+            return;
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        let lp = ListParams::default().labels(&format!("{FEDERATION}={}", key.name));
+        let key = key.clone();
+        self.metrics.api_request(&self.cluster, "list");
+        ctx.spawn(async move { api.list(&lp).await }.into_actor(self).map(move |res, act, ctx| {
+            act.confirming.remove(&key);
+            match res {
+                Ok(list) => {
+                    let rv = rv_of(list.metadata.resource_version.as_deref());
+                    act.contact_ok();
+                    act.cache.pods_confirmed(&key, &list.items, rv, state);
+                }
+                Err(e) => act.contact_failed(&e),
+            }
+            // Due again if the StatefulSet changed meanwhile, or the list failed.
+            act.touched([key], ctx);
+        }));
+    }
+
+    fn contact_ok(&mut self) {
+        self.last_contact = Some(Instant::now());
+        self.last_error = None;
+    }
+
+    fn contact_failed(&mut self, e: &dyn std::fmt::Display) {
+        self.last_error = Some(e.to_string());
+    }
+
+    fn probe(&mut self, ctx: &mut Context<Self>) {
+        let client = self.client.clone();
+        let sts: Api<StatefulSet> = Api::namespaced(self.client.clone(), "default");
+        let check_ordinals = self.keeps_ordinals.is_none();
+        self.metrics.api_request(&self.cluster, "get");
+        ctx.spawn(
+            async move {
+                let version = client.apiserver_version().await?;
+                // Whether the member keeps `.spec.ordinals`, asked once with a dry run that
+                // stores nothing: a member that drops it never gets a slice.
+                let keeps = if check_ordinals { Some(probe_ordinals(&sts).await?) } else { None };
+                Ok::<_, kube::Error>((version.git_version, keeps))
+            }
+            .into_actor(self)
+            .map(|res, act, ctx| {
+                let was_up = act.last_error.is_none() && act.last_contact.is_some();
+                match res {
+                    Ok((version, keeps)) => {
+                        act.contact_ok();
+                        act.server_version = Some(version);
+                        if keeps.is_some() {
+                            act.keeps_ordinals = keeps;
+                        }
+                    }
+                    Err(e) => act.contact_failed(&e),
+                }
+                let is_up = act.last_error.is_none();
+                act.metrics.set_reachable(&act.cluster, is_up);
+                if was_up != is_up || act.keeps_ordinals.is_some() {
+                    act.touched_all(ctx);
+                }
+            }),
+        );
+    }
+
+    fn stale_term(&self, term: u64) -> bool {
+        self.cache.newest_term > term
+    }
+}
+
+/// Asks a member, with a dry-run create, whether it keeps `.spec.ordinals`.
+async fn probe_ordinals(api: &Api<StatefulSet>) -> Result<bool, kube::Error> {
+    let probe: StatefulSet = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "spanset-ordinals-probe"},
+        "spec": {"replicas": 0, "ordinals": {"start": 1}, "serviceName": "spanset-ordinals-probe",
+            "selector": {"matchLabels": {"spanset.dev/probe": "ordinals"}},
+            "template": {"metadata": {"labels": {"spanset.dev/probe": "ordinals"}},
+                "spec": {"containers": [{"name": "probe", "image": "probe"}]}}}
+    }))
+    .expect("a literal object");
+    let pp = PostParams { dry_run: true, field_manager: Some(FIELD_MANAGER.into()) };
+    match api.create(&pp, &probe).await {
+        Ok(stored) => Ok(keeps_ordinals(&probe, &stored)),
+        // Already there (someone created the probe's name) or refused: ask no further.
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 || e.code == 403 => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+impl Actor for ClusterWatcher {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        tracing::info!(cluster = %self.cluster, "watching member");
+        let cfg = watcher::Config::default().labels(MANAGED_SELECTOR);
+        let sts: Api<StatefulSet> = Api::all(self.client.clone());
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        ctx.add_stream(watcher(sts, cfg.clone()).default_backoff().map(|e| Watched::Sts(Box::new(e))));
+        ctx.add_stream(watcher(pods, cfg).default_backoff().map(|e| Watched::Pod(Box::new(e))));
+        self.probe(ctx);
+        ctx.run_interval(PROBE_PERIOD, |act, ctx| act.probe(ctx));
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        tracing::info!(cluster = %self.cluster, "stopped watching member");
+        self.metrics.forget_cluster(&self.cluster);
+        self.synced.remove(&self.cluster);
+    }
+}
+
+/// An event of one of the watcher's two watches.
+pub enum Watched {
+    /// The StatefulSet watch.
+    Sts(Box<Result<watcher::Event<StatefulSet>, watcher::Error>>),
+    /// The pod watch.
+    Pod(Box<Result<watcher::Event<Pod>, watcher::Error>>),
+}
+
+/// Buffers of a relist in progress (watcher `Init` … `InitDone`): applied whole at the end.
+#[derive(Default)]
+struct Relists {
+    sts: Option<Vec<StatefulSet>>,
+    pods: Option<Vec<Pod>>,
+}
+
+impl ClusterWatcher {
+    fn sts_event(&mut self, ev: watcher::Event<StatefulSet>) -> Vec<FederationKey> {
+        use watcher::Event::*;
+        match ev {
+            Apply(s) | InitApply(s) => {
+                self.check_stamp(&s);
+                match self.relists.sts.as_mut() {
+                    Some(buf) => {
+                        buf.push(s);
+                        vec![]
+                    }
+                    None => self.cache.sts_applied(&s).into_iter().collect(),
+                }
+            }
+            Delete(s) => self.cache.sts_deleted(&s).into_iter().collect(),
+            Init => {
+                self.relists.sts = Some(Vec::new());
+                vec![]
+            }
+            InitDone => {
+                let listed = self.relists.sts.take().unwrap_or_default();
+                self.cache.sts_relisted(&listed)
+            }
+        }
+    }
+
+    fn pod_event(&mut self, ev: watcher::Event<Pod>) -> Vec<FederationKey> {
+        use watcher::Event::*;
+        match ev {
+            Apply(p) | InitApply(p) => match self.relists.pods.as_mut() {
+                Some(buf) => {
+                    buf.push(p);
+                    vec![]
+                }
+                None => self.cache.pod_applied(&p).into_iter().collect(),
+            },
+            Delete(p) => self.cache.pod_deleted(&p).into_iter().collect(),
+            Init => {
+                self.relists.pods = Some(Vec::new());
+                vec![]
+            }
+            InitDone => {
+                let listed = self.relists.pods.take().unwrap_or_default();
+                self.cache.pods_relisted(&listed)
+            }
+        }
+    }
+
+    fn watch_failed(&mut self, e: &watcher::Error) -> Vec<FederationKey> {
+        tracing::debug!(cluster = %self.cluster, error = %e, "member watch failed; retrying");
+        self.metrics.watch_restart(&self.cluster);
+        self.contact_failed(e);
+        vec![]
+    }
+
+    /// A managed object stamped with a newer term than this process's means another process
+    /// leads: stop writing at once. One without `.spec.ordinals` means the member dropped it
+    /// (spanset always writes it).
+    fn check_stamp(&mut self, s: &StatefulSet) {
+        if let Some(t) = s.annotations().get(TERM).and_then(|t| t.parse::<u64>().ok())
+            && let Some(mine) = self.leadership.term()
+            && t > mine
+        {
+            self.leadership.step_down(&format!(
+                "{}: {}/{} is stamped with term {t}, newer than this process's term {mine}",
+                self.cluster,
+                s.namespace().unwrap_or_default(),
+                s.name_any()
+            ));
+        }
+        if s.spec.as_ref().is_none_or(|sp| sp.ordinals.is_none()) {
+            self.keeps_ordinals = Some(false);
+        }
+    }
+}
+
+impl StreamHandler<Watched> for ClusterWatcher {
+    fn handle(&mut self, item: Watched, ctx: &mut Self::Context) {
+        let was_synced = self.cache.synced();
+        let mut keys = match item {
+            Watched::Sts(ev) => match *ev {
+                Ok(ev) => {
+                    self.contact_ok();
+                    self.metrics.watch_event(&self.cluster, "statefulsets");
+                    self.sts_event(ev)
+                }
+                Err(e) => self.watch_failed(&e),
+            },
+            Watched::Pod(ev) => match *ev {
+                Ok(ev) => {
+                    self.contact_ok();
+                    self.metrics.watch_event(&self.cluster, "pods");
+                    self.pod_event(ev)
+                }
+                Err(e) => self.watch_failed(&e),
+            },
+        };
+        if self.cache.synced() && !was_synced {
+            self.synced.insert(self.cluster.clone(), true);
+            // The first sync reports to every subscriber.
+            keys.extend(self.subscribers.keys().cloned());
+        }
+        self.touched(keys, ctx);
+    }
+
+    fn finished(&mut self, _: &mut Self::Context) {
+        // The watch streams retry forever with backoff; ending means the actor is stopping.
+    }
+}
+
+impl Handler<Subscribe> for ClusterWatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: Subscribe, ctx: &mut Self::Context) {
+        self.subscribers.insert(msg.key.clone(), msg.subscriber);
+        self.touched([msg.key], ctx);
+    }
+}
+
+impl Handler<Unsubscribe> for ClusterWatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unsubscribe, _: &mut Self::Context) {
+        self.subscribers.remove(&msg.key);
+    }
+}
+
+/// Turns a kube error into the watcher's answer.
+fn write_error(cluster: &str, e: kube::Error) -> WriteError {
+    match e {
+        kube::Error::Api(s) if s.code == 409 => WriteError::Conflict,
+        kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 429 => {
+            WriteError::Refused { cluster: cluster.to_string(), code: s.code, message: s.message }
+        }
+        other => WriteError::Unavailable { cluster: cluster.to_string(), message: other.to_string() },
+    }
+}
+
+impl ClusterWatcher {
+    fn check_term(&self, term: u64) -> Result<(), WriteError> {
+        if self.leadership.term() != Some(term) || self.stale_term(term) {
+            return Err(WriteError::NotLeader(term));
+        }
+        Ok(())
+    }
+}
+
+impl Handler<WriteStatefulSet> for ClusterWatcher {
+    type Result = ResponseActFuture<Self, Result<StsRecord, WriteError>>;
+
+    fn handle(&mut self, msg: WriteStatefulSet, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.check_term(msg.term) {
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), &msg.key.namespace);
+        let cluster = self.cluster.clone();
+        let pp = PostParams { dry_run: msg.dry_run, field_manager: Some(FIELD_MANAGER.into()) };
+        let mut object = msg.object;
+        let verb = if msg.expected_rv.is_some() { "update" } else { "create" };
+        self.metrics.api_request(&self.cluster, verb);
+        let written = object.clone();
+        let name = msg.key.name.clone();
+        let work = async move {
+            match msg.expected_rv {
+                None => api.create(&pp, &object).await,
+                Some(rv) => {
+                    object.metadata.resource_version = Some(rv.to_string());
+                    api.replace(&name, &pp, &object).await
+                }
+            }
+        };
+        let dry_run = msg.dry_run;
+        Box::pin(work.into_actor(self).map(move |res, act, ctx| {
+            let stored = res.map_err(|e| {
+                if matches!(e, kube::Error::Api(_)) {
+                    act.contact_ok();
+                } else {
+                    act.contact_failed(&e);
+                }
+                write_error(&cluster, e)
+            })?;
+            act.contact_ok();
+            let kept = keeps_ordinals(&written, &stored);
+            if !kept || act.keeps_ordinals.is_none() {
+                act.keeps_ordinals = Some(kept);
+            }
+            let (_, record) = StsRecord::of(&stored).ok_or_else(|| WriteError::Refused {
+                cluster: cluster.clone(),
+                code: 500,
+                message: "the stored object lost its federation label".into(),
+            })?;
+            if !dry_run {
+                act.metrics.member_write(&cluster, "statefulset");
+                let keys = act.cache.sts_written(&stored);
+                act.touched(keys, ctx);
+            }
+            Ok(record)
+        }))
+    }
+}
+
+/// Creates `object` where it is missing, replaces it where `differs` says it differs from the
+/// stored one, leaves it otherwise; answers whether it wrote.
+async fn ensure<K>(
+    api: &Api<K>,
+    object: &K,
+    differs: impl Fn(&K, &K) -> bool,
+    owned: impl Fn(&K) -> bool,
+) -> Result<bool, kube::Error>
+where
+    K: kube::Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
+    let name = object.meta().name.clone().unwrap_or_default();
+    match api.get_opt(&name).await? {
+        None => match api.create(&pp, object).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        },
+        Some(stored) if owned(&stored) && differs(object, &stored) => {
+            let mut next = object.clone();
+            next.meta_mut().resource_version = stored.meta().resource_version.clone();
+            api.replace(&name, &pp, &next).await?;
+            Ok(true)
+        }
+        // The user's own object of that name is left alone.
+        Some(_) => Ok(false),
+    }
+}
+
+fn ours<K: kube::Resource>(k: &K) -> bool {
+    k.meta().labels.as_ref().is_some_and(|l| l.contains_key(FEDERATION))
+}
+
+impl Handler<EnsureSupporting> for ClusterWatcher {
+    type Result = ResponseActFuture<Self, Result<(), WriteError>>;
+
+    fn handle(&mut self, msg: EnsureSupporting, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.check_term(msg.term) {
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let client = self.client.clone();
+        let ns = msg.namespace.name_any();
+        let cluster = self.cluster.clone();
+        let metrics = self.metrics.clone();
+        let work = async move {
+            let namespaces: Api<Namespace> = Api::all(client.clone());
+            if namespaces.get_opt(&ns).await?.is_none() {
+                ensure(&namespaces, &msg.namespace, |_, _| false, |_| false).await?;
+                metrics.member_write(&cluster, "namespace");
+            }
+            let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+            let svc_differs = |a: &Service, b: &Service| {
+                let (a, b) = (a.spec.clone().unwrap_or_default(), b.spec.clone().unwrap_or_default());
+                a.selector != b.selector || a.ports.as_ref().map(Vec::len) != b.ports.as_ref().map(Vec::len)
+            };
+            if ensure(&services, &msg.service, svc_differs, ours).await? {
+                metrics.member_write(&cluster, "service");
+            }
+            for c in &msg.carried {
+                let wrote = match c {
+                    Carried::Secret(s) => {
+                        let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+                        ensure(&api, s, |a, b| a.data != b.data || a.type_ != b.type_, ours).await?
+                    }
+                    Carried::ConfigMap(m) => {
+                        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+                        ensure(&api, m, |a, b| a.data != b.data || a.binary_data != b.binary_data, ours).await?
+                    }
+                };
+                if wrote {
+                    metrics.member_write(&cluster, "carried");
+                }
+            }
+            Ok::<(), kube::Error>(())
+        };
+        let cluster = self.cluster.clone();
+        Box::pin(work.into_actor(self).map(move |res, act, _| match res {
+            Ok(()) => {
+                act.contact_ok();
+                Ok(())
+            }
+            Err(e) => {
+                act.contact_failed(&e);
+                Err(write_error(&cluster, e))
+            }
+        }))
+    }
+}
+
+impl Handler<DeleteFederation> for ClusterWatcher {
+    type Result = ResponseActFuture<Self, Result<bool, WriteError>>;
+
+    fn handle(&mut self, msg: DeleteFederation, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.check_term(msg.term) {
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let client = self.client.clone();
+        let key = msg.key.clone();
+        let cached = self.cache.federations.get(&key).cloned().unwrap_or_default();
+        let cluster = self.cluster.clone();
+        let work = async move {
+            let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+            let delete_owned = |api_kind: &str, name: String| {
+                let client = client.clone();
+                let ns = key.namespace.clone();
+                let kind = api_kind.to_string();
+                let dp = dp.clone();
+                async move {
+                    match kind.as_str() {
+                        "Service" => delete_if_ours(&Api::<Service>::namespaced(client, &ns), &name, &dp).await,
+                        "Secret" => delete_if_ours(&Api::<Secret>::namespaced(client, &ns), &name, &dp).await,
+                        "ConfigMap" => delete_if_ours(&Api::<ConfigMap>::namespaced(client, &ns), &name, &dp).await,
+                        _ => delete_if_ours(&Api::<StatefulSet>::namespaced(client, &ns), &name, &dp).await,
+                    }
+                }
+            };
+            delete_owned("StatefulSet", key.name.clone()).await?;
+            delete_owned("Service", msg.service.clone()).await?;
+            for (kind, name) in msg.carried {
+                delete_owned(&kind, name).await?;
+            }
+            Ok::<(), kube::Error>(())
+        };
+        Box::pin(work.into_actor(self).map(move |res, act, _| {
+            res.map_err(|e| write_error(&cluster, e))?;
+            act.contact_ok();
+            Ok(cached.sts.is_none() && cached.pods.is_empty())
+        }))
+    }
+}
+
+async fn delete_if_ours<K>(api: &Api<K>, name: &str, dp: &DeleteParams) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    match api.get_opt(name).await? {
+        Some(obj) if ours(&obj) && obj.meta().deletion_timestamp.is_none() => match api.delete(name, dp).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        },
+        _ => Ok(()),
+    }
+}

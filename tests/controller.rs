@@ -1,0 +1,106 @@
+//! End to end: the real `spanset run` against a simulated host and members. Each test ends
+//! with `ledger --check` over its whole run: no ordinal ever ran in two clusters at once.
+
+mod support;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use spanset::cli::sandbox::example;
+use support::federation::{Controller, Federation};
+
+fn weights(f: &Federation, w: &[i32]) -> serde_json::Value {
+    let clusters: Vec<serde_json::Value> =
+        f.members.iter().zip(w).map(|(m, w)| serde_json::json!({"name": m, "weight": w})).collect();
+    serde_json::json!({"spec": {"placement": {"clusters": clusters}}})
+}
+
+async fn patch(f: &Federation, name: &str, body: serde_json::Value) {
+    f.api().patch(name, &PatchParams::default(), &Patch::Merge(&body)).await.expect("federation patched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_federation_is_sliced_across_members_and_scales_up_and_down() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "slices 0-1, 2-3, 4-5").await;
+    patch(&f, "redis", serde_json::json!({"spec": {"replicas": 9}})).await;
+    f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3), ("central", 6, 3)], "scaled to 9").await;
+    patch(&f, "redis", serde_json::json!({"spec": {"replicas": 4}})).await;
+    f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 1), ("central", 3, 1)], "scaled to 4").await;
+    let status = f.status("redis").await;
+    assert_eq!(status.observed_generation, Some(3));
+    assert!(status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_move_every_ordinal_to_one_member_and_back_one_safe_step_at_a_time() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "initial slices").await;
+    patch(&f, "redis", weights(&f, &[1, 0, 0])).await;
+    // The moves are recorded in the status while they happen.
+    let mut phases = std::collections::BTreeSet::new();
+    let start = std::time::Instant::now();
+    loop {
+        let status = f.status("redis").await;
+        phases.extend(status.moves.iter().map(|m| m.phase.clone()));
+        if status.slices.iter().any(|s| s.cluster == "east" && s.replicas == 6 && s.ready_replicas == 6) {
+            break;
+        }
+        assert!(start.elapsed() < support::DEADLINE * 2, "everything in east: {status:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(phases.contains("Draining") || phases.contains("Starting"), "moves were recorded: {phases:?}");
+    f.wait_settled("redis", &[("east", 0, 6)], "everything in east").await;
+    patch(&f, "redis", weights(&f, &[1, 1, 1])).await;
+    f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "back to thirds").await;
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_edited_scaled_or_deleted_by_hand_is_reverted() {
+    let f = Federation::start(&["east", "west"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3)], "initial slices").await;
+    let west: Api<StatefulSet> = Api::namespaced(f.member("west").await, "default");
+    west.patch("redis", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"replicas": 1}})))
+        .await
+        .expect("scaled by hand");
+    f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3)], "scale reverted").await;
+    let east: Api<StatefulSet> = Api::namespaced(f.member("east").await, "default");
+    east.delete("redis", &DeleteParams::default()).await.expect("deleted by hand");
+    f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3)], "deletion reverted").await;
+    let image = |s: &StatefulSet| s.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0].image.clone();
+    let edit =
+        serde_json::json!({"spec": {"template": {"spec": {"containers": [{"name": "redis", "image": "evil:1"}]}}}});
+    west.patch("redis", &PatchParams::default(), &Patch::Strategic(edit)).await.expect("template edited by hand");
+    support::eventually("the template edit reverted", || async {
+        image(&west.get("redis").await.unwrap()).as_deref() == Some("redis:7")
+    })
+    .await;
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_federation_removes_its_member_objects_through_the_finalizer() {
+    let f = Federation::start(&["east", "west"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3)], "initial slices").await;
+    let fsts = f.api().get("redis").await.unwrap();
+    assert!(fsts.metadata.finalizers.unwrap_or_default().contains(&"spanset.dev/cleanup".to_string()));
+    f.api().delete("redis", &DeleteParams::default()).await.expect("deleted");
+    support::eventually("the federation and its member objects gone", || async {
+        let gone = f.api().get_opt("redis").await.unwrap().is_none();
+        gone && f.member_slice("east", "redis").await.is_none() && f.member_slice("west", "redis").await.is_none()
+    })
+    .await;
+    f.assert_ledger_clean();
+}

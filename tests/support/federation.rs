@@ -1,0 +1,176 @@
+//! A federation harness: a `spanset sim` with a host and member clusters, the CRDs and one
+//! MemberCluster per member installed, and `spanset run` controller processes that tests can
+//! start, kill and restart.
+
+use std::{
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use kube::{Api, Client, api::PostParams};
+use spanset::api::{FederatedStatefulSet, FederatedStatefulSetStatus};
+
+use super::{DEADLINE, Sandbox};
+
+/// A `spanset run` process, logging to a file; killed on drop.
+pub struct Controller {
+    child: Child,
+    /// Its log file.
+    pub log: PathBuf,
+}
+
+impl Controller {
+    /// Starts `spanset run` against the sandbox's host.
+    pub fn start(sandbox: &Sandbox, name: &str) -> Self {
+        let log = sandbox.dir.path().join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_spanset"))
+            .args(["run", "--context", "host", "--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
+            .arg(&sandbox.kubeconfig)
+            .env("RUST_LOG", "spanset=debug")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("spanset run starts");
+        Self { child, log }
+    }
+
+    /// Kills the process at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends `signal` (e.g. `-STOP`, `-CONT`, `-TERM`).
+    pub fn signal(&self, signal: &str) {
+        let _ = Command::new("kill").args([signal, &self.child.id().to_string()]).status();
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        self.signal("-TERM");
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return s;
+            }
+            assert!(start.elapsed() < DEADLINE, "spanset run did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A simulated host and members with spanset's API installed.
+pub struct Federation {
+    /// The sandbox process.
+    pub sandbox: Sandbox,
+    /// A client of the host.
+    pub host: Client,
+    /// Member names.
+    pub members: Vec<String>,
+}
+
+/// A kube client for one context of a kubeconfig.
+pub async fn client_for(kubeconfig: &std::path::Path, context: &str) -> Client {
+    spanset::controller::app::host_client(Some(kubeconfig), Some(context)).await.expect("a client for the context")
+}
+
+impl Federation {
+    /// Starts `host` plus `members`, installs the CRDs and the MemberClusters.
+    pub async fn start(members: &[&str]) -> Self {
+        let names = std::iter::once("host").chain(members.iter().copied()).collect::<Vec<_>>().join(",");
+        let sandbox = Sandbox::start(&names);
+        let host = client_for(&sandbox.kubeconfig, "host").await;
+        let members: Vec<String> = members.iter().map(|m| m.to_string()).collect();
+        spanset::cli::sandbox::install_crds(&host).await.expect("CRDs installed");
+        spanset::cli::sandbox::join_members(&host, &members).await.expect("MemberClusters created");
+        Self { sandbox, host, members }
+    }
+
+    /// A client of a member.
+    pub async fn member(&self, name: &str) -> Client {
+        client_for(&self.sandbox.kubeconfig, name).await
+    }
+
+    /// The FederatedStatefulSets of `default`.
+    pub fn api(&self) -> Api<FederatedStatefulSet> {
+        Api::namespaced(self.host.clone(), "default")
+    }
+
+    /// Creates a federation in `default`.
+    pub async fn create(&self, f: &FederatedStatefulSet) {
+        self.api().create(&PostParams::default(), f).await.expect("federation created");
+    }
+
+    /// Its status now.
+    pub async fn status(&self, name: &str) -> FederatedStatefulSetStatus {
+        self.api().get(name).await.ok().and_then(|f| f.status).unwrap_or_default()
+    }
+
+    /// The member StatefulSet's `(start, replicas)`, if it exists.
+    pub async fn member_slice(&self, member: &str, name: &str) -> Option<(i32, i32)> {
+        let api: Api<StatefulSet> = Api::namespaced(self.member(member).await, "default");
+        let sts = api.get_opt(name).await.ok().flatten()?;
+        let spec = sts.spec?;
+        Some((spec.ordinals.and_then(|o| o.start).unwrap_or(0), spec.replicas.unwrap_or(1)))
+    }
+
+    /// Waits until every member holds exactly `want` (`(member, start, replicas)`; members not
+    /// named hold nothing), the status says so with every pod Ready, and nothing is moving.
+    pub async fn wait_settled(&self, name: &str, want: &[(&str, i32, i32)], what: &str) {
+        let start = Instant::now();
+        let deadline = DEADLINE * 2;
+        loop {
+            let status = self.status(name).await;
+            let mut ok = status.moves.is_empty();
+            for m in &self.members {
+                let expected = want.iter().find(|w| w.0 == m).map(|w| (w.1, w.2));
+                let actual = self.member_slice(m, name).await.filter(|s| s.1 > 0);
+                let in_status = status.slices.iter().find(|s| &s.cluster == m).filter(|s| s.replicas > 0);
+                ok &= match expected {
+                    None => actual.is_none() && in_status.is_none(),
+                    Some((s, r)) => {
+                        actual == Some((s, r))
+                            && in_status.is_some_and(|st| st.start == s && st.replicas == r && st.ready_replicas == r)
+                    }
+                };
+            }
+            let total: i32 = want.iter().map(|w| w.2).sum();
+            ok &= status.ready.as_deref() == Some(format!("{total}/{total}").as_str());
+            if ok {
+                return;
+            }
+            assert!(
+                start.elapsed() < deadline,
+                "timed out waiting for {what}: status {}",
+                serde_json::to_string(&status).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Asserts that no ordinal ever ran in two clusters at once over the whole run.
+    pub fn assert_ledger_clean(&self) {
+        let out = self.sandbox.ctl(&["ledger", "--check"]);
+        assert!(
+            out.status.success(),
+            "ledger --check found violations: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
