@@ -111,6 +111,7 @@ impl Supervisor {
                     let w = ClusterWatcher::new(
                         name.clone(),
                         client,
+                        act.host.clone(),
                         act.leadership.clone(),
                         act.metrics.clone(),
                         act.synced.clone(),

@@ -18,10 +18,12 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams, PostParams, PropagationPolicy},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy},
     runtime::{WatchStreamExt, watcher},
 };
 use serde::{Serialize, de::DeserializeOwned};
+
+use crate::api::MemberCluster;
 
 use super::{
     labels::{FEDERATION, FIELD_MANAGER, MANAGED_SELECTOR, TERM},
@@ -40,6 +42,8 @@ use super::{
 
 /// How often a member is probed when nothing else is heard from it.
 pub const PROBE_PERIOD: Duration = Duration::from_secs(2);
+/// How often `status.lastContact` of a MemberCluster is refreshed when nothing else changes.
+pub const CONTACT_REPORT_PERIOD: Duration = Duration::from_secs(30);
 /// How long reports are held to coalesce a burst of events into one.
 const COALESCE: Duration = Duration::from_millis(20);
 
@@ -60,11 +64,22 @@ pub struct ClusterWatcher {
     server_version: Option<String>,
     relists: Relists,
     synced: Synced,
+    host: Api<MemberCluster>,
+    reported: Option<serde_json::Value>,
+    reported_since: serde_json::Value,
+    reported_at: Option<Instant>,
 }
 
 impl ClusterWatcher {
     /// A watcher for `cluster`, talking through `client`.
-    pub fn new(cluster: String, client: Client, leadership: Leadership, metrics: Arc<Metrics>, synced: Synced) -> Self {
+    pub fn new(
+        cluster: String,
+        client: Client,
+        host: Client,
+        leadership: Leadership,
+        metrics: Arc<Metrics>,
+        synced: Synced,
+    ) -> Self {
         synced.insert(cluster.clone(), false);
         Self {
             cluster,
@@ -82,6 +97,10 @@ impl ClusterWatcher {
             server_version: None,
             relists: Relists::default(),
             synced,
+            host: Api::all(host),
+            reported: None,
+            reported_since: serde_json::Value::Null,
+            reported_at: None,
         }
     }
 
@@ -129,7 +148,8 @@ impl ClusterWatcher {
     /// Lists a federation's pods with a quorum read when its StatefulSet changed since the last
     /// confirmation (see [`crate::controller::member::cache`]).
     fn confirm_if_due(&mut self, key: &FederationKey, ctx: &mut Context<Self>) {
-        let Some(state) = self.cache.federations.get(key).and_then(|f| f.confirmation_due()) else { return };
+        // A federation never seen here is due too: its absence must be confirmed by a list.
+        let Some(state) = self.cache.federations.entry(key.clone()).or_default().confirmation_due() else { return };
         if !self.confirming.insert(key.clone()) {
             return;
         }
@@ -189,10 +209,65 @@ impl ClusterWatcher {
                 }
                 let is_up = act.last_error.is_none();
                 act.metrics.set_reachable(&act.cluster, is_up);
+                act.report_status(ctx);
                 if was_up != is_up || act.keeps_ordinals.is_some() {
                     act.touched_all(ctx);
                 }
             }),
+        );
+    }
+
+    /// Writes the MemberCluster's status when it changed (last contact at most every
+    /// [`CONTACT_REPORT_PERIOD`]), and only while this process leads.
+    fn report_status(&mut self, ctx: &mut Context<Self>) {
+        if self.leadership.term().is_none() {
+            return;
+        }
+        let up = self.last_error.is_none() && self.last_contact.is_some();
+        let reachable = serde_json::json!({
+            "type": "Reachable",
+            "status": if up { "True" } else { "False" },
+            "reason": if up { "Answering" } else { "NotAnswering" },
+            "message": self.last_error.clone().unwrap_or_default(),
+        });
+        let facts = serde_json::json!({
+            "conditions": [reachable],
+            "serverVersion": self.server_version,
+            "keepsOrdinals": self.keeps_ordinals,
+        });
+        let fresh = self.reported_at.is_some_and(|t| t.elapsed() < CONTACT_REPORT_PERIOD);
+        if self.reported.as_ref() == Some(&facts) && fresh {
+            return;
+        }
+        let transition = self.reported.as_ref().map(|r| r["conditions"][0]["status"].clone())
+            != Some(facts["conditions"][0]["status"].clone());
+        let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string();
+        let mut status = facts.clone();
+        if transition {
+            status["conditions"][0]["lastTransitionTime"] = now.clone().into();
+        } else {
+            status["conditions"][0]["lastTransitionTime"] = self.reported_since.clone();
+        }
+        if let Some(t) = self.last_contact {
+            let ago = jiff::SignedDuration::try_from(t.elapsed()).unwrap_or_default();
+            let at = jiff::Timestamp::now().checked_sub(ago).unwrap_or_else(|_| jiff::Timestamp::now());
+            status["lastContact"] = at.round(jiff::Unit::Second).unwrap_or(at).to_string().into();
+        }
+        let since = status["conditions"][0]["lastTransitionTime"].clone();
+        let api = self.host.clone();
+        let name = self.cluster.clone();
+        let patch = serde_json::json!({"status": status});
+        ctx.spawn(
+            async move { api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await }
+                .into_actor(self)
+                .map(move |res, act, _| match res {
+                    Ok(_) => {
+                        act.reported = Some(facts);
+                        act.reported_since = since;
+                        act.reported_at = Some(Instant::now());
+                    }
+                    Err(e) => tracing::debug!(cluster = %act.cluster, error = %e, "MemberCluster status not written"),
+                }),
         );
     }
 

@@ -1,0 +1,130 @@
+//! What only the controller can judge ends in a condition naming the problem, and nothing
+//! changes in any member: an unknown cluster, a template a member refuses (422), a member that
+//! drops `.spec.ordinals`, a kubeconfig Secret missing or unparsable.
+
+mod support;
+
+use k8s_openapi::{ByteString, api::{apps::v1::StatefulSet, core::v1::Secret}};
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
+use spanset::{
+    api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec, SecretKeyRef},
+    cli::sandbox::example,
+};
+use support::federation::{Controller, Federation};
+
+/// Waits for condition `type_` with `reason`; returns its message.
+async fn condition(f: &Federation, name: &str, type_: &str, reason: &str) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let status = f.status(name).await;
+        if let Some(c) = status.conditions.iter().find(|c| c.type_ == type_ && c.status == "True" && c.reason == reason)
+        {
+            return c.message.clone();
+        }
+        assert!(start.elapsed() < support::DEADLINE, "timed out waiting for {type_}={reason}: {status:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+async fn no_member_statefulset(f: &Federation, name: &str) {
+    for m in &f.members {
+        assert_eq!(f.member_slice(m, name).await, None, "{m} must hold no StatefulSet {name}");
+    }
+}
+
+fn placing(f: &Federation, name: &str, clusters: &[&str]) -> FederatedStatefulSet {
+    let mut fsts = example(&f.members);
+    fsts.metadata.name = Some(name.into());
+    fsts.spec.placement.clusters = example(&clusters.iter().map(|c| c.to_string()).collect::<Vec<_>>())
+        .spec
+        .placement
+        .clusters;
+    fsts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_cluster_is_named_and_nothing_is_written() {
+    let f = Federation::start(&["east", "west"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&placing(&f, "lost", &["east", "nowhere"])).await;
+    let msg = condition(&f, "lost", "Blocked", "UnknownCluster").await;
+    assert!(msg.contains("spec.placement.clusters[1].name") && msg.contains("nowhere"), "{msg}");
+    no_member_statefulset(&f, "lost").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_a_member_refuses_changes_nothing_in_any_member() {
+    let f = Federation::start(&["east", "west"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    let mut bad = example(&f.members);
+    bad.metadata.name = Some("bad".into());
+    bad.spec.template.template.spec.as_mut().unwrap().containers[0].image = None;
+    f.create(&bad).await;
+    let msg = condition(&f, "bad", "Blocked", "TemplateRefused").await;
+    assert!(msg.contains("image") && msg.contains("422"), "{msg}");
+    no_member_statefulset(&f, "bad").await;
+
+    // A running federation whose template becomes unacceptable keeps what it runs.
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3)], "initial slices").await;
+    let edit = serde_json::json!({"spec": {"template": {"template": {"spec": {"containers": [{"name": "redis"}]}}}}});
+    f.api().patch("redis", &PatchParams::default(), &Patch::Merge(&edit)).await.unwrap();
+    let msg = condition(&f, "redis", "Blocked", "TemplateRefused").await;
+    assert!(msg.contains("image"), "{msg}");
+    for m in ["east", "west"] {
+        let sts: Api<StatefulSet> = Api::namespaced(f.member(m).await, "default");
+        let image = sts.get("redis").await.unwrap().spec.unwrap().template.spec.unwrap().containers[0].image.clone();
+        assert_eq!(image.as_deref(), Some("redis:7"), "{m} keeps its template");
+    }
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_drops_ordinals_gets_no_slice_and_says_why() {
+    let f = Federation::start(&["east", "west"]).await;
+    f.sandbox.ctl_ok(&["drop-ordinals", "west", "true"]);
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &[("east", 0, 6)], "every ordinal in east").await;
+    let msg = condition(&f, "redis", "Degraded", "MembersExcluded").await;
+    assert!(msg.contains("west") && msg.contains("Incompatible"), "{msg}");
+    let mcs: Api<MemberCluster> = Api::all(f.host.clone());
+    support::eventually("west's MemberCluster says it drops ordinals", || async {
+        mcs.get("west").await.unwrap().status.and_then(|s| s.keeps_ordinals) == Some(false)
+    })
+    .await;
+    assert_eq!(f.member_slice("west", "redis").await, None, "no StatefulSet was written in west");
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_unparsable_kubeconfig_secret_is_named_and_nothing_is_written() {
+    let f = Federation::start(&["east"]).await;
+    let mcs: Api<MemberCluster> = Api::all(f.host.clone());
+    let secret_ref = |name: &str| MemberClusterSpec {
+        kubeconfig_secret: Some(SecretKeyRef { namespace: "default".into(), name: name.into(), key: None }),
+        context: None,
+        region: None,
+        fenced: false,
+    };
+    mcs.create(&PostParams::default(), &MemberCluster::new("far", secret_ref("far-kubeconfig"))).await.unwrap();
+    mcs.create(&PostParams::default(), &MemberCluster::new("garbled", secret_ref("garbled-kubeconfig"))).await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(f.host.clone(), "default");
+    let mut garbage = Secret::default();
+    garbage.metadata.name = Some("garbled-kubeconfig".into());
+    garbage.data = Some([("kubeconfig".to_string(), ByteString(b"{not: [a kubeconfig".to_vec()))].into());
+    secrets.create(&PostParams::default(), &garbage).await.unwrap();
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&placing(&f, "far", &["east", "far"])).await;
+    let msg = condition(&f, "far", "Blocked", "MemberUnusable").await;
+    assert!(msg.contains("default/far-kubeconfig") && msg.contains("does not exist"), "{msg}");
+    f.create(&placing(&f, "garbled", &["east", "garbled"])).await;
+    let msg = condition(&f, "garbled", "Blocked", "MemberUnusable").await;
+    assert!(msg.contains("default/garbled-kubeconfig") && msg.contains("cannot be parsed"), "{msg}");
+    assert!(!msg.contains("not: [a kubeconfig"), "the Secret's content is never shown: {msg}");
+    no_member_statefulset(&f, "far").await;
+    no_member_statefulset(&f, "garbled").await;
+}
