@@ -4,7 +4,10 @@
 
 mod support;
 
-use k8s_openapi::{ByteString, api::{apps::v1::StatefulSet, core::v1::Secret}};
+use k8s_openapi::{
+    ByteString,
+    api::{apps::v1::StatefulSet, core::v1::Secret},
+};
 use kube::{
     Api,
     api::{Patch, PatchParams, PostParams},
@@ -38,10 +41,8 @@ async fn no_member_statefulset(f: &Federation, name: &str) {
 fn placing(f: &Federation, name: &str, clusters: &[&str]) -> FederatedStatefulSet {
     let mut fsts = example(&f.members);
     fsts.metadata.name = Some(name.into());
-    fsts.spec.placement.clusters = example(&clusters.iter().map(|c| c.to_string()).collect::<Vec<_>>())
-        .spec
-        .placement
-        .clusters;
+    fsts.spec.placement.clusters =
+        example(&clusters.iter().map(|c| c.to_string()).collect::<Vec<_>>()).spec.placement.clusters;
     fsts
 }
 

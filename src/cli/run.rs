@@ -37,6 +37,8 @@ pub enum LogFormat {
 
 /// Runs the controller until a signal; returns the exit code.
 pub fn run(args: RunArgs) -> i32 {
+    // Failpoints for crash tests (`FAILPOINTS=name=return`); nothing happens when unset.
+    let _failpoints = fail::FailScenario::setup();
     actix::System::with_tokio_rt(|| {
         tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime")
     })

@@ -281,6 +281,7 @@ async fn carry_out(
     {
         fsts = stored.clone();
         out.stored = Some(stored);
+        crash_points("persisted", decision);
     }
     let sends = decision.writes.iter().filter_map(|w| {
         let watcher = watchers.get(&w.cluster)?.clone();
@@ -305,14 +306,30 @@ async fn carry_out(
         return Err(failed.join("; "));
     }
     if !decision.writes.is_empty() {
+        crash_points("written", decision);
         // The next reconcile sees what the writes did, and its status says so.
         out.again = true;
         return Ok(());
     }
     if let Some(stored) = write_status(host, &fsts, decision).await? {
         out.stored = Some(stored);
+        crash_points("persisted", decision);
     }
     Ok(())
+}
+
+/// Failpoints `move-<when>-<Phase>` (e.g. `move-persisted-Released`), one per move phase after
+/// the status recording it is stored and after the member writes acting on it: with
+/// `FAILPOINTS=move-persisted-Draining=return` the process exits there, as a crash would, so
+/// that tests can show a restarted controller resumes from every phase.
+fn crash_points(when: &str, decision: &Decision) {
+    for phase in decision.status.moves.iter().map(|m| m.phase.as_str()).collect::<std::collections::BTreeSet<_>>() {
+        let name = format!("move-{when}-{phase}");
+        fail::fail_point!(&name, |_| {
+            tracing::error!(failpoint = %name, "failpoint: exiting as a crash would");
+            std::process::exit(86)
+        });
+    }
 }
 
 /// The carried Secrets and ConfigMaps, read from the host and relabelled for members.

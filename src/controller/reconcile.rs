@@ -249,6 +249,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut moves = recorded.clone();
     let mut persist_first = false;
     let mut finished = Vec::new();
+    // A release is stored before the grow that takes the ordinal, which waits a round.
+    let mut newly_released = BTreeSet::new();
     let now_str = inp.wall.to_string();
     if let Some(p) = &plan {
         let target_of: BTreeMap<Ordinal, &str> =
@@ -276,6 +278,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             if m.phase == phases::DRAINING && released(&obs, *k, &m.to) {
                 m.phase = phases::RELEASED.into();
                 m.since = now_str.clone();
+                newly_released.insert(*k);
+                persist_first = true;
             }
         }
         if !stamping {
@@ -303,6 +307,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                             }
                         }
                     }
+                    Step::Grow { acquires, .. } if acquires.iter().any(|k| newly_released.contains(k)) => continue,
                     Step::Grow { acquires, .. } => {
                         for k in acquires {
                             if let Some(m) = moves.get_mut(k)

@@ -241,7 +241,8 @@ impl ClusterWatcher {
         }
         let transition = self.reported.as_ref().map(|r| r["conditions"][0]["status"].clone())
             != Some(facts["conditions"][0]["status"].clone());
-        let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string();
+        let now =
+            jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string();
         let mut status = facts.clone();
         if transition {
             status["conditions"][0]["lastTransitionTime"] = now.clone().into();

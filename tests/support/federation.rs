@@ -24,12 +24,18 @@ pub struct Controller {
 impl Controller {
     /// Starts `spanset run` against the sandbox's host.
     pub fn start(sandbox: &Sandbox, name: &str) -> Self {
+        Self::start_with(sandbox, name, &[])
+    }
+
+    /// Starts `spanset run` with extra environment (e.g. `FAILPOINTS`).
+    pub fn start_with(sandbox: &Sandbox, name: &str, env: &[(&str, &str)]) -> Self {
         let log = sandbox.dir.path().join(format!("{name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_spanset"))
             .args(["run", "--context", "host", "--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
             .arg(&sandbox.kubeconfig)
             .env("RUST_LOG", "spanset=debug")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
@@ -46,6 +52,18 @@ impl Controller {
     /// Sends `signal` (e.g. `-STOP`, `-CONT`, `-TERM`).
     pub fn signal(&self, signal: &str) {
         let _ = Command::new("kill").args([signal, &self.child.id().to_string()]).status();
+    }
+
+    /// Waits for the process to exit by itself; returns its exit code.
+    pub fn wait_exit(&mut self) -> Option<i32> {
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return s.code();
+            }
+            assert!(start.elapsed() < DEADLINE, "spanset run did not exit: {}", self.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Sends SIGTERM and waits for a clean exit.

@@ -1,0 +1,110 @@
+//! The controller keeps at-most-one through crashes at every move phase, spec edits in the
+//! middle of a migration, members drained and added, and a member partitioned during a move.
+//! Each test ends with `ledger --check` over its whole run.
+
+mod support;
+
+use kube::api::{Patch, PatchParams};
+use spanset::cli::sandbox::example;
+use support::federation::{Controller, Federation};
+
+fn placement(clusters: &[(&str, i32)]) -> serde_json::Value {
+    let clusters: Vec<serde_json::Value> =
+        clusters.iter().map(|(m, w)| serde_json::json!({"name": m, "weight": w})).collect();
+    serde_json::json!({"spec": {"placement": {"clusters": clusters}}})
+}
+
+async fn patch(f: &Federation, body: serde_json::Value) {
+    f.api().patch("redis", &PatchParams::default(), &Patch::Merge(&body)).await.expect("federation patched");
+}
+
+const THIRDS: [(&str, i32, i32); 3] = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
+
+/// Kills the controller at failpoint `point` during a migration of everything to east, then
+/// restarts it and checks that the migration completes with the ledger clean.
+async fn crash_and_resume(point: &str) {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let mut first = Controller::start(&f.sandbox, "first");
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    first.terminate();
+    let mut crashing = Controller::start_with(&f.sandbox, "crashing", &[("FAILPOINTS", &format!("{point}=return"))]);
+    patch(&f, placement(&[("east", 1), ("west", 0), ("central", 0)])).await;
+    assert_eq!(crashing.wait_exit(), Some(86), "the controller stops at {point}: {}", crashing.log_text());
+    let phase = point.rsplit('-').next().unwrap();
+    let moves = f.status("redis").await.moves;
+    assert!(moves.iter().any(|m| m.phase == phase), "a move is recorded in phase {phase}: {moves:?}");
+    let _resumed = Controller::start(&f.sandbox, "resumed");
+    f.wait_settled("redis", &[("east", 0, 6)], "the migration resumed and completed").await;
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_after_recording_a_draining_move_resumes() {
+    crash_and_resume("move-persisted-Draining").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_after_shrinking_the_source_resumes() {
+    crash_and_resume("move-written-Draining").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_after_recording_a_release_resumes() {
+    crash_and_resume("move-persisted-Released").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_after_recording_a_start_resumes() {
+    crash_and_resume("move-persisted-Starting").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_after_growing_the_destination_resumes() {
+    crash_and_resume("move-written-Starting").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_edited_in_the_middle_of_a_migration_converges_on_the_new_target() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    patch(&f, placement(&[("east", 1), ("west", 0), ("central", 0)])).await;
+    support::eventually("a move under way", || async { !f.status("redis").await.moves.is_empty() }).await;
+    patch(&f, placement(&[("east", 0), ("west", 0), ("central", 1)])).await;
+    f.wait_settled("redis", &[("central", 0, 6)], "everything in central").await;
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_drained_by_weight_zero_and_one_added_take_the_ordinals_over() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    let mut fsts = example(&f.members);
+    fsts.spec.placement.clusters.truncate(2);
+    f.create(&fsts).await;
+    f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3)], "east and west").await;
+    patch(&f, placement(&[("east", 0), ("west", 1), ("central", 1)])).await;
+    f.wait_settled("redis", &[("west", 0, 3), ("central", 3, 3)], "east drained, central added").await;
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_partitioned_during_a_migration_holds_its_ordinals_until_healed() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    f.sandbox.ctl_ok(&["partition", "central"]);
+    patch(&f, placement(&[("east", 1), ("west", 0), ("central", 0)])).await;
+    // West's ordinals arrive; central's cannot leave while nothing can be written there.
+    support::eventually("west's ordinals in east", || async {
+        f.status("redis").await.slices.iter().any(|s| s.cluster == "east" && s.replicas == 4 && s.ready_replicas == 4)
+    })
+    .await;
+    assert_eq!(f.member_slice("east", "redis").await, Some((0, 4)), "east holds 0-3, not central's 4-5");
+    f.sandbox.ctl_ok(&["heal", "central"]);
+    f.wait_settled("redis", &[("east", 0, 6)], "central's ordinals moved after the heal").await;
+    f.assert_ledger_clean();
+}
