@@ -48,6 +48,8 @@ struct Outcome {
     again: bool,
     /// What failed, if anything.
     error: Option<String>,
+    /// Moves whose end was stored, with their durations.
+    finished: Vec<(u32, f64)>,
 }
 
 /// The coordinator of one federation.
@@ -154,6 +156,10 @@ impl Coordinator {
                 tracing::debug!(federation = %act.key, error = %e, "reconcile did not finish; retrying");
             }
             act.again |= outcome.again;
+            for (k, secs) in &outcome.finished {
+                tracing::info!(federation = %act.key, ordinal = k, seconds = secs, "move finished");
+                act.metrics.move_finished(&act.key.to_string(), *secs);
+            }
             let ok = outcome.error.is_none();
             act.metrics.reconciled(&act.key.to_string(), ok, started.elapsed().as_secs_f64());
             if act.again {
@@ -182,10 +188,6 @@ impl Coordinator {
         for k in &decision.conflicts {
             tracing::error!(federation = %name, ordinal = k, "identity conflict: one ordinal runs in two members");
             self.metrics.identity_conflict(&name);
-        }
-        for (k, secs) in &decision.finished_moves {
-            tracing::info!(federation = %name, ordinal = k, seconds = secs, "move finished");
-            self.metrics.move_finished(&name, *secs);
         }
         let slices: Vec<(String, i64, i64)> = decision
             .status
@@ -281,6 +283,7 @@ async fn carry_out(
     {
         fsts = stored.clone();
         out.stored = Some(stored);
+        out.finished = decision.finished_moves.clone();
         crash_points("persisted", decision);
     }
     let sends = decision.writes.iter().filter_map(|w| {
@@ -307,12 +310,12 @@ async fn carry_out(
     }
     if !decision.writes.is_empty() {
         crash_points("written", decision);
-        // The next reconcile sees what the writes did, and its status says so.
-        out.again = true;
+        // The watchers report what the writes did, which triggers the next reconcile.
         return Ok(());
     }
     if let Some(stored) = write_status(host, &fsts, decision).await? {
         out.stored = Some(stored);
+        out.finished = decision.finished_moves.clone();
         crash_points("persisted", decision);
     }
     Ok(())

@@ -102,7 +102,8 @@ pub struct Decision {
     pub blocked: bool,
     /// Every slice as targeted and every ordinal Ready.
     pub done: bool,
-    /// Ordinals that finished moving in this reconcile, with their durations.
+    /// Ordinals that finished moving in this reconcile, with their durations (counted once the
+    /// status without them is stored).
     pub finished_moves: Vec<(Ordinal, f64)>,
     /// Ordinals seen running in two unfenced members (must stay empty).
     pub conflicts: Vec<Ordinal>,
@@ -384,6 +385,9 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     } else {
         Verdict::yes(types::CLUSTER_UNREACHABLE, "Unreachable", format!("not answering: {}", unreachable.join(", ")))
     });
+    // Any change of the recorded moves is stored before the writes of the round.
+    let moves_list: Vec<MoveStatus> = moves.values().cloned().collect();
+    persist_first |= moves_list != previous.moves;
     let status = FederatedStatefulSetStatus {
         observed_generation: fsts.metadata.generation,
         conditions: conditions(&previous.conditions, &verdicts, fsts.metadata.generation, &wall),
@@ -392,7 +396,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         clusters: Some(slices.iter().filter(|s| s.replicas > 0).count() as i32),
         moving: Some(moves.len() as i32),
         slices,
-        moves: moves.into_values().collect(),
+        moves: moves_list,
     };
     Decision { status, persist_first, writes, supporting, blocked: false, done, finished_moves: finished, conflicts }
 }

@@ -163,6 +163,11 @@ impl Supervisor {
     }
 }
 
+/// How long a member connection may take to open.
+pub const MEMBER_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+/// How long a request body may take to send to a member.
+pub const MEMBER_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A client for a member: a context of the controller's kubeconfig, or a kubeconfig held in a
 /// Secret of the host. The error names what is wrong (never the credentials).
 pub async fn member_client(
@@ -202,8 +207,12 @@ pub async fn member_client(
         (None, None) => return Err("spec: set one of context and kubeconfigSecret".into()),
     };
     let opts = KubeConfigOptions { context: (!context.is_empty()).then_some(context.clone()), ..Default::default() };
-    let cfg =
+    let mut cfg =
         kube::Config::from_custom_kubeconfig(config, &opts).await.map_err(|e| format!("context {context:?}: {e}"))?;
+    // A member that stops answering must fail a write within seconds, not after kube's 30 s
+    // connect and 295 s write defaults: a reconcile waits on its writes.
+    cfg.connect_timeout = Some(MEMBER_CONNECT_TIMEOUT);
+    cfg.write_timeout = Some(MEMBER_WRITE_TIMEOUT);
     Client::try_from(cfg).map_err(|e| format!("context {context:?}: cannot build a client: {e}"))
 }
 

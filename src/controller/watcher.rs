@@ -304,8 +304,8 @@ impl Actor for ClusterWatcher {
         let cfg = watcher::Config::default().labels(MANAGED_SELECTOR);
         let sts: Api<StatefulSet> = Api::all(self.client.clone());
         let pods: Api<Pod> = Api::all(self.client.clone());
-        ctx.add_stream(watcher(sts, cfg.clone()).default_backoff().map(|e| Watched::Sts(Box::new(e))));
-        ctx.add_stream(watcher(pods, cfg).default_backoff().map(|e| Watched::Pod(Box::new(e))));
+        ctx.add_stream(watcher(sts, cfg.clone()).backoff(RetryBackoff::default()).map(|e| Watched::Sts(Box::new(e))));
+        ctx.add_stream(watcher(pods, cfg).backoff(RetryBackoff::default()).map(|e| Watched::Pod(Box::new(e))));
         self.probe(ctx);
         ctx.run_interval(PROBE_PERIOD, |act, ctx| act.probe(ctx));
     }
@@ -314,6 +314,39 @@ impl Actor for ClusterWatcher {
         tracing::info!(cluster = %self.cluster, "stopped watching member");
         self.metrics.forget_cluster(&self.cluster);
         self.synced.remove(&self.cluster);
+    }
+}
+
+/// The member watches' retry delays: doubling from 100 ms up to [`RETRY_CAP`]. Shorter than
+/// kube's default (up to 30 s) because confirmations wait on these watches: a member that
+/// comes back must be seen again within seconds, and one controller retrying every couple of
+/// seconds is no load for an apiserver.
+pub struct RetryBackoff {
+    next: Duration,
+}
+
+/// The longest pause between two attempts of a member watch.
+pub const RETRY_CAP: Duration = Duration::from_secs(2);
+
+impl Default for RetryBackoff {
+    fn default() -> Self {
+        Self { next: Duration::from_millis(100) }
+    }
+}
+
+impl Iterator for RetryBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = (self.next * 2).min(RETRY_CAP);
+        Some(now)
+    }
+}
+
+impl kube::runtime::utils::Backoff for RetryBackoff {
+    fn reset(&mut self) {
+        *self = Self::default();
     }
 }
 
