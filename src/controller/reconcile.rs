@@ -428,3 +428,161 @@ pub fn status_changed(a: &FederatedStatefulSetStatus, b: &FederatedStatefulSetSt
 pub fn describe(fsts: &FederatedStatefulSet) -> String {
     format!("{}/{}", fsts.namespace().unwrap_or_default(), fsts.name_any())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::controller::member::cache::{FederationCache, PodPhase, PodRecord, StsRecord, StsState};
+
+    fn fsts(weights: &[(&str, i32)]) -> FederatedStatefulSet {
+        let clusters: Vec<String> = weights.iter().map(|(c, _)| c.to_string()).collect();
+        let mut f = crate::cli::sandbox::example(&clusters);
+        for (p, (_, w)) in f.spec.placement.clusters.iter_mut().zip(weights) {
+            p.weight = Some(*w);
+        }
+        f.metadata.uid = Some("uid-1".into());
+        f.metadata.generation = Some(1);
+        f.metadata.finalizers = Some(vec![crate::controller::labels::FINALIZER.into()]);
+        f
+    }
+
+    /// A member that runs `[start, start+replicas)`, all Ready, written in `term`, confirmed.
+    fn settled(f: &FederatedStatefulSet, start: u32, replicas: u32, term: u64) -> MemberInput {
+        let sts = StsRecord {
+            uid: format!("sts-{start}"),
+            rv: 10,
+            generation: 2,
+            observed_generation: 2,
+            slice: Slice { start, replicas, ..Slice::empty() },
+            has_ordinals: true,
+            term: Some(term),
+            template_hash: Some(template_hash(f)),
+            federation_uid: Some("uid-1".into()),
+            deleting: false,
+        };
+        let pods = (start..start + replicas)
+            .map(|k| {
+                let p = PodRecord {
+                    uid: format!("p{k}"),
+                    node: None,
+                    phase: PodPhase::Running,
+                    ready: true,
+                    deleting: false,
+                    rv: 5,
+                };
+                (k, p)
+            })
+            .collect();
+        let federation = FederationCache {
+            confirmed_for: Some(StsState::Present { uid: sts.uid.clone(), generation: 2 }),
+            written_generation: Some((sts.uid.clone(), 2)),
+            sts: Some(sts),
+            pods,
+            floor_rv: 11,
+        };
+        let view = MemberView {
+            synced: true,
+            federation,
+            last_contact: Some(Instant::now()),
+            keeps_ordinals: Some(true),
+            ..Default::default()
+        };
+        MemberInput { exists: true, unusable: None, fenced: false, view: Some(Arc::new(view)) }
+    }
+
+    fn decide_now(f: &FederatedStatefulSet, members: &BTreeMap<String, MemberInput>, term: u64) -> Decision {
+        decide(&Inputs {
+            fsts: f,
+            members,
+            term,
+            template_refusal: None,
+            now: Instant::now(),
+            wall: jiff::Timestamp::from_second(1_800_000_000).unwrap(),
+        })
+    }
+
+    fn written_slices(d: &Decision) -> Vec<(String, Option<i32>, Option<i32>)> {
+        d.writes
+            .iter()
+            .map(|w| {
+                let spec = w.object.spec.as_ref().unwrap();
+                (w.cluster.clone(), spec.ordinals.as_ref().and_then(|o| o.start), spec.replicas)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_settled_federation_writes_nothing_and_its_status_is_stable() {
+        let mut f = fsts(&[("east", 1), ("west", 1)]);
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), settled(&f, 3, 3, 7))]);
+        let first = decide_now(&f, &members, 7);
+        assert!(first.writes.is_empty() && first.done && !first.blocked);
+        assert_eq!(first.status.ready.as_deref(), Some("6/6"));
+        f.status = Some(first.status.clone());
+        let second = decide_now(&f, &members, 7);
+        assert!(second.writes.is_empty());
+        assert_eq!(second.status, first.status, "a no-op reconcile leaves nothing to store");
+    }
+
+    #[test]
+    fn a_new_term_stamps_every_member_with_its_stored_slice_before_any_step() {
+        let f = fsts(&[("east", 1), ("west", 0)]);
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), settled(&f, 3, 3, 7))]);
+        let d = decide_now(&f, &members, 8);
+        assert_eq!(
+            written_slices(&d),
+            vec![("east".to_string(), Some(0), Some(3)), ("west".to_string(), Some(3), Some(3))]
+        );
+        assert!(d.writes.iter().all(|w| w.expected_rv == Some(10)), "conditional on the version read");
+        assert!(d.status.moves.is_empty(), "nothing moves before the stamps land");
+    }
+
+    #[test]
+    fn a_shrink_records_its_move_first_and_a_release_is_stored_before_the_grow() {
+        let mut f = fsts(&[("east", 1), ("west", 0)]);
+        let mut members =
+            BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), settled(&f, 3, 3, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(written_slices(&d), vec![("west".to_string(), Some(4), Some(2))], "west gives up its bottom");
+        assert!(d.persist_first);
+        assert_eq!(d.status.moves.len(), 1);
+        assert_eq!((d.status.moves[0].ordinal, d.status.moves[0].phase.as_str()), (3, phases::DRAINING));
+        f.status = Some(d.status);
+        // West shrank and its pod 3 is gone, confirmed by a list after the write.
+        members.insert("west".into(), settled(&f, 4, 2, 7));
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(d.status.moves[0].phase, phases::RELEASED);
+        assert!(d.persist_first && d.writes.iter().all(|w| w.cluster != "east"), "east grows only next round");
+        f.status = Some(d.status);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(d.status.moves[0].phase, phases::STARTING);
+        assert!(written_slices(&d).contains(&("east".to_string(), Some(0), Some(4))));
+    }
+
+    #[test]
+    fn an_unknown_member_blocks_everything_with_the_field_named() {
+        let f = fsts(&[("east", 1), ("nowhere", 1)]);
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 0, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.blocked && d.writes.is_empty());
+        let blocked = d.status.conditions.iter().find(|c| c.type_ == types::BLOCKED).unwrap();
+        assert_eq!((blocked.status.as_str(), blocked.reason.as_str()), ("True", "UnknownCluster"));
+        assert!(blocked.message.starts_with("spec.placement.clusters[1].name"));
+    }
+
+    #[test]
+    fn a_silent_member_is_reported_unreachable_and_nothing_grows() {
+        let f = fsts(&[("east", 1), ("west", 1)]);
+        let mut west = settled(&f, 3, 0, 7);
+        let mut view = (**west.view.as_ref().unwrap()).clone();
+        view.last_contact = Some(Instant::now() - Duration::from_secs(31));
+        west.view = Some(Arc::new(view));
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), west)]);
+        let d = decide_now(&f, &members, 7);
+        let c = d.status.conditions.iter().find(|c| c.type_ == types::CLUSTER_UNREACHABLE).unwrap();
+        assert_eq!((c.status.as_str(), c.message.as_str()), ("True", "not answering: west"));
+        assert!(d.writes.is_empty(), "no grow while a member cannot confirm: {:?}", written_slices(&d));
+    }
+}
