@@ -1,0 +1,100 @@
+//! `spanset sandbox`, the README's first command: simulated host and members, the example
+//! federation sliced 0-1, 2-3, 4-5, metrics served, kubectl working, a clean stop on SIGTERM.
+
+mod support;
+
+use std::{
+    io::{BufRead, BufReader, Read},
+    process::{Command, Stdio},
+    sync::{Arc, Mutex},
+};
+
+use support::{DEADLINE, wait_until};
+
+fn http_get(addr: &str, path: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(addr).expect("metrics endpoint accepts");
+    std::io::Write::write_all(&mut stream, format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes()).unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).unwrap();
+    body
+}
+
+#[test]
+fn the_sandbox_runs_the_example_federation_across_three_members_until_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("sandbox.kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spanset"))
+        .args(["sandbox", "--time-factor", "0.01", "--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spanset sandbox starts");
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    let has = |pred: &dyn Fn(&str) -> bool| lines.lock().unwrap().iter().any(|l| pred(l));
+    wait_until("ready", DEADLINE, || has(&|l| l == "ready"));
+    for name in ["host", "east", "west", "central"] {
+        assert!(has(&|l| l.starts_with(&format!("cluster {name}: http://127.0.0.1:"))), "a line for {name}");
+    }
+    assert!(has(&|l| l.starts_with("admin: http://")));
+    // The live table shows the three slices, all Ready.
+    for (cluster, ordinals) in [("east", "0-1"), ("west", "2-3"), ("central", "4-5")] {
+        wait_until(&format!("{cluster} {ordinals} ready in the table"), DEADLINE * 2, || {
+            has(&|l| {
+                let cells: Vec<&str> = l.split_whitespace().collect();
+                cells.len() >= 4
+                    && cells[0] == "default/redis"
+                    && cells[1] == cluster
+                    && cells[2] == ordinals
+                    && cells[3] == "2/2"
+            })
+        });
+    }
+    let metrics_line =
+        lines.lock().unwrap().iter().find_map(|l| l.strip_prefix("metrics: http://").map(str::to_string));
+    let addr = metrics_line.expect("a metrics line").trim_end_matches("/metrics").to_string();
+    let metrics = http_get(&addr, "/metrics");
+    assert!(
+        metrics.contains("spanset_slice_replicas{cluster=\"east\",federation=\"default/redis\",state=\"ready\"} 2"),
+        "{metrics}"
+    );
+    let ready = http_get(&addr, "/readyz");
+    assert!(ready.lines().next().is_some_and(|l| l.contains(" 200 ")), "{ready}");
+    // kubectl works against the written kubeconfig.
+    if let Some(kubectl) = support::kubectl_binary(33) {
+        let out = Command::new(kubectl)
+            .args([
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "--context",
+                "west",
+                "get",
+                "sts",
+                "redis",
+                "-o",
+                "jsonpath={.spec.ordinals.start}/{.spec.replicas}",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "2/2");
+    } else {
+        assert!(std::env::var_os("CI").is_none(), "kubectl is required under CI");
+    }
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < DEADLINE, "the sandbox stops on SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "exit status {status}");
+}
