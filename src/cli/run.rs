@@ -5,8 +5,40 @@ use std::{net::SocketAddr, path::PathBuf};
 
 use crate::controller::{
     app::{self, RunOptions},
-    leader::Leadership,
+    leader::LeaseSettings,
 };
+
+/// A process identity unique enough for the Lease: host name, process id, random suffix.
+pub fn default_identity() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "spanset".into());
+    format!("{host}-{}-{:08x}", std::process::id(), rand::random::<u32>())
+}
+
+/// The Lease settings from the flags; the error names the flag.
+pub fn lease_settings(args: &RunArgs) -> Result<LeaseSettings, String> {
+    let secs = |flag: &str, v: f64| {
+        if v.is_finite() && v > 0.0 && v < 86_400.0 {
+            Ok(std::time::Duration::from_secs_f64(v))
+        } else {
+            Err(format!("{flag}: must be a number of seconds above 0, not {v}"))
+        }
+    };
+    let mut s = LeaseSettings::new(
+        args.lease_namespace.clone(),
+        args.lease_name.clone(),
+        args.identity.clone().unwrap_or_else(default_identity),
+    );
+    s.lease_duration = secs("--lease-duration", args.lease_duration)?;
+    s.renew_deadline = secs("--renew-deadline", args.renew_deadline)?;
+    s.retry_period = secs("--retry-period", args.retry_period)?;
+    s.validate()?;
+    Ok(s)
+}
 
 /// Flags of `spanset run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -21,6 +53,24 @@ pub struct RunArgs {
     /// Where /metrics, /healthz and /readyz listen.
     #[arg(long, default_value = "0.0.0.0:9464")]
     pub metrics_addr: SocketAddr,
+    /// Namespace of the leader Lease in the host (default: $POD_NAMESPACE, else `default`).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "spanset-leader")]
+    pub lease_name: String,
+    /// This process's identity in the Lease (default: host name, process id and a random suffix).
+    #[arg(long)]
+    pub identity: Option<String>,
+    /// Seconds a candidate waits after the Lease last changed before taking over.
+    #[arg(long, default_value_t = 15.0)]
+    pub lease_duration: f64,
+    /// Seconds the leader leads after its last successful renewal began (below --lease-duration).
+    #[arg(long, default_value_t = 10.0)]
+    pub renew_deadline: f64,
+    /// Seconds between renewals and between a candidate's reads of the Lease.
+    #[arg(long, default_value_t = 2.0)]
+    pub retry_period: f64,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -43,8 +93,17 @@ pub fn run(args: RunArgs) -> i32 {
         tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime")
     })
     .block_on(async move {
-        let opts = RunOptions { kubeconfig: args.kubeconfig, context: args.context, metrics_addr: args.metrics_addr };
-        let running = match app::start(opts, Leadership::fixed(1)).await {
+        let lease = match lease_settings(&args) {
+            Ok(l) => l,
+            Err(e) => super::usage_error(&e),
+        };
+        let opts = RunOptions {
+            kubeconfig: args.kubeconfig,
+            context: args.context,
+            metrics_addr: args.metrics_addr,
+            lease: Some(lease),
+        };
+        let running = match app::start(opts).await {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("spanset: {e:#}");

@@ -15,7 +15,7 @@ use crate::{
     api::{FederatedStatefulSet, FederatedStatefulSetSpec, MemberCluster, MemberClusterSpec},
     controller::{
         app::{self, RunOptions},
-        leader::Leadership,
+        leader::LeaseSettings,
     },
     sim::{cluster::ClusterConfig, fleet::Fleet, kubeconfig},
 };
@@ -162,8 +162,9 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         kubeconfig: Some(args.kubeconfig.clone()),
         context: Some(HOST.into()),
         metrics_addr: args.metrics_addr,
+        lease: Some(LeaseSettings::new("default", "spanset-leader", super::run::default_identity())),
     };
-    let running = app::start(opts, Leadership::fixed(1)).await?;
+    let running = app::start(opts).await?;
     {
         let mut out = std::io::stdout().lock();
         for (name, url) in fleet.endpoints() {

@@ -4,10 +4,13 @@
 use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use actix::prelude::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
 
 use super::{
+    host_client,
     http::{self, HttpState},
-    leader::Leadership,
+    leader::{self, Leadership, LeaseSettings},
     messages::Stop,
     metrics::Metrics,
     supervisor::{Supervisor, SupervisorConfig, Synced},
@@ -23,42 +26,69 @@ pub struct RunOptions {
     pub context: Option<String>,
     /// Where `/metrics`, `/healthz` and `/readyz` listen.
     pub metrics_addr: SocketAddr,
+    /// The leader Lease; `None` runs without election, leading in a fixed term (tests only).
+    pub lease: Option<LeaseSettings>,
 }
 
 /// A running controller: where its endpoints listen, and how to stop it.
 pub struct Running {
     /// The bound metrics address.
     pub metrics_addr: SocketAddr,
+    /// Whether and in which term this process leads.
+    pub leadership: Leadership,
     supervisor: Addr<Supervisor>,
     server: actix_web::dev::ServerHandle,
+    elector: Option<(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
 }
 
 impl Running {
-    /// Stops the actors and the endpoints.
+    /// Stops the actors, then releases the Lease (so that a successor need not wait), then
+    /// stops the endpoints.
     pub async fn stop(self) {
         let _ = self.supervisor.send(Stop).await;
+        if let Some((stop, task)) = self.elector {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
         self.server.stop(true).await;
     }
 }
 
-/// A client of the host cluster from the flags.
+/// A client of the host cluster from the flags (see [`host_client::client`]).
 pub async fn host_client(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> anyhow::Result<kube::Client> {
-    let opts = kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &opts).await?
-        }
-        None => kube::Config::from_kubeconfig(&opts).await.or_else(|_| kube::Config::incluster())?,
-    };
-    Ok(kube::Client::try_from(config)?)
+    Ok(host_client::client(kubeconfig, context).await?)
 }
 
-/// Starts the controller.
-pub async fn start(opts: RunOptions, leadership: Leadership) -> anyhow::Result<Running> {
+/// Starts the controller: endpoints, leader election, supervisor.
+pub async fn start(opts: RunOptions) -> anyhow::Result<Running> {
     let host = host_client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
     let metrics = Arc::new(Metrics::new());
+    let (leadership, elector) = match opts.lease.clone() {
+        None => (Leadership::fixed(1), None),
+        Some(settings) => {
+            settings.validate().map_err(|e| anyhow::anyhow!("leader election: {e}"))?;
+            let leadership = Leadership::new();
+            let api: Api<Lease> = Api::namespaced(host.clone(), &settings.namespace);
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let task = tokio::spawn(leader::run_elector(api, settings, leadership.clone(), async move {
+                let _ = stopped.await;
+            }));
+            (leadership, Some((stop, task)))
+        }
+    };
+    let mut changes = leadership.subscribe();
+    let gauge = metrics.clone();
+    gauge.set_leader(leadership.term().is_some());
+    tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            let term = *changes.borrow();
+            gauge.set_leader(term.is_some());
+            match term {
+                Some(term) => tracing::info!(term, "leading"),
+                None => tracing::info!("not leading"),
+            }
+        }
+    });
     let synced = Synced::default();
     let (server, metrics_addr) =
         http::serve(opts.metrics_addr, HttpState { metrics: metrics.clone(), synced: synced.clone() })
@@ -66,7 +96,7 @@ pub async fn start(opts: RunOptions, leadership: Leadership) -> anyhow::Result<R
     let handle = server.handle();
     actix::spawn(server);
     let config = SupervisorConfig { kubeconfig: opts.kubeconfig.clone() };
-    let supervisor = Supervisor::new(host, config, leadership, metrics, synced).start();
+    let supervisor = Supervisor::new(host, config, leadership.clone(), metrics, synced).start();
     tracing::info!(%metrics_addr, "controller running");
-    Ok(Running { metrics_addr, supervisor, server: handle })
+    Ok(Running { metrics_addr, leadership, supervisor, server: handle, elector })
 }

@@ -60,6 +60,7 @@ pub struct Coordinator {
     leadership: Leadership,
     metrics: Arc<Metrics>,
     members: Arc<BTreeMap<String, MemberHandle>>,
+    members_listed: bool,
     views: BTreeMap<String, Arc<super::messages::MemberView>>,
     subscribed: HashSet<String>,
     template_refusal: Option<(String, String)>,
@@ -75,7 +76,7 @@ impl Coordinator {
         host: Client,
         leadership: Leadership,
         metrics: Arc<Metrics>,
-        members: Arc<BTreeMap<String, MemberHandle>>,
+        members: MembersChanged,
     ) -> Self {
         Self {
             key: FederationKey::of(&fsts),
@@ -83,7 +84,8 @@ impl Coordinator {
             host,
             leadership,
             metrics,
-            members,
+            members: members.members,
+            members_listed: members.listed,
             views: BTreeMap::new(),
             subscribed: HashSet::new(),
             template_refusal: None,
@@ -114,7 +116,7 @@ impl Coordinator {
                     name.clone(),
                     MemberInput {
                         exists: true,
-                        unusable: m.watcher.as_ref().err().cloned(),
+                        unusable: m.watcher.as_ref().err().filter(|_| !m.connecting).cloned(),
                         fenced: m.member.spec.fenced,
                         view: self.views.get(name).cloned(),
                     },
@@ -134,6 +136,10 @@ impl Coordinator {
             return;
         }
         let Some(term) = self.leadership.term() else { return };
+        if !self.members_listed {
+            // A placement naming a member not listed yet is not "unknown": wait for the list.
+            return;
+        }
         self.busy = true;
         self.again = false;
         let started = Instant::now();
@@ -480,7 +486,8 @@ impl Handler<MembersChanged> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: MembersChanged, ctx: &mut Self::Context) {
-        self.members = msg.0;
+        self.members = msg.members;
+        self.members_listed = msg.listed;
         self.subscribe_all(ctx);
         self.schedule(ctx);
     }

@@ -173,10 +173,20 @@ fn home_dir() -> Option<PathBuf> {
 /// A client for the host cluster from `--kubeconfig FILE` (default: `$KUBECONFIG`, then
 /// `~/.kube/config`, then in-cluster) and `--context CTX` (default: the current context).
 pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Client, HostClientError> {
-    from_source(pick_source(kubeconfig, std::env::var_os("KUBECONFIG"), home_dir())?, context).await
+    client_tuned(kubeconfig, context, |_| {}).await
 }
 
-async fn from_source(source: Source, context: Option<&str>) -> Result<Client, HostClientError> {
+/// Like [`client`], with `tune` adjusting the loaded configuration (e.g. shorter timeouts for
+/// member clusters) before the client is built.
+pub async fn client_tuned(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+    tune: fn(&mut Config),
+) -> Result<Client, HostClientError> {
+    from_source(pick_source(kubeconfig, std::env::var_os("KUBECONFIG"), home_dir())?, context, tune).await
+}
+
+async fn from_source(source: Source, context: Option<&str>, tune: fn(&mut Config)) -> Result<Client, HostClientError> {
     match source {
         Source::Files(paths) => {
             let mut merged: Option<Kubeconfig> = None;
@@ -190,14 +200,15 @@ async fn from_source(source: Source, context: Option<&str>) -> Result<Client, Ho
                     })?,
                 });
             }
-            build(merged.unwrap_or_default(), context, &describe_files(&paths)).await
+            build(merged.unwrap_or_default(), context, &describe_files(&paths), tune).await
         }
         Source::InCluster { looked } => {
             if let Some(context) = context {
                 return Err(HostClientError::ContextWithoutKubeconfig { context: context.to_string(), looked });
             }
-            let config =
+            let mut config =
                 Config::incluster().map_err(|e| HostClientError::NoInCluster { looked, reason: e.to_string() })?;
+            tune(&mut config);
             Client::try_from(config).map_err(|e| HostClientError::Client {
                 source_name: "the in-cluster service account".into(),
                 reason: e.to_string(),
@@ -220,11 +231,21 @@ pub async fn client_from_kubeconfig_yaml_named(
     context: Option<&str>,
     source_name: &str,
 ) -> Result<Client, HostClientError> {
+    client_from_kubeconfig_yaml_tuned(yaml, context, source_name, |_| {}).await
+}
+
+/// Like [`client_from_kubeconfig_yaml_named`], with `tune` adjusting the configuration.
+pub async fn client_from_kubeconfig_yaml_tuned(
+    yaml: &str,
+    context: Option<&str>,
+    source_name: &str,
+    tune: fn(&mut Config),
+) -> Result<Client, HostClientError> {
     let config = Kubeconfig::from_yaml(yaml).map_err(|e| HostClientError::Unparsable {
         source_name: source_name.to_string(),
         reason: parse_reason(yaml, &e),
     })?;
-    build(config, context, source_name).await
+    build(config, context, source_name, tune).await
 }
 
 fn describe_files(paths: &[PathBuf]) -> String {
@@ -291,7 +312,12 @@ fn blank_quoted(message: &str) -> String {
     out
 }
 
-async fn build(config: Kubeconfig, context: Option<&str>, source_name: &str) -> Result<Client, HostClientError> {
+async fn build(
+    config: Kubeconfig,
+    context: Option<&str>,
+    source_name: &str,
+    tune: fn(&mut Config),
+) -> Result<Client, HostClientError> {
     let available: Vec<String> = config.contexts.iter().map(|c| c.name.clone()).collect();
     let Some(context) =
         context.map(str::to_string).or_else(|| config.current_context.clone()).filter(|c| !c.is_empty())
@@ -308,7 +334,7 @@ async fn build(config: Kubeconfig, context: Option<&str>, source_name: &str) -> 
         context: context.clone(),
         reason,
     };
-    let loaded = Config::from_custom_kubeconfig(config, &options).await.map_err(|e| match e {
+    let mut loaded = Config::from_custom_kubeconfig(config, &options).await.map_err(|e| match e {
         KubeconfigError::LoadClusterOfContext(_) => HostClientError::UnknownCluster {
             source_name: source_name.to_string(),
             context: context.clone(),
@@ -328,6 +354,7 @@ async fn build(config: Kubeconfig, context: Option<&str>, source_name: &str) -> 
         KubeconfigError::ParseCertificates(_) => bad(format!("cluster {cluster:?} has invalid PEM certificates")),
         other => bad(format!("cannot be loaded ({})", variant_name(&other))),
     })?;
+    tune(&mut loaded);
     Client::try_from(loaded).map_err(|e| HostClientError::Client {
         source_name: format!("{source_name}, context {context:?}"),
         reason: e.to_string(),

@@ -166,12 +166,19 @@ pub struct MemberHandle {
     pub member: Arc<MemberCluster>,
     /// Its watcher, or why it could not be started (bad kubeconfig Secret…).
     pub watcher: Result<Addr<super::watcher::ClusterWatcher>, String>,
+    /// Its client is being built: neither usable nor unusable yet.
+    pub connecting: bool,
 }
 
 /// The supervisor tells coordinators the current members.
 #[derive(Clone, Message)]
 #[rtype(result = "()")]
-pub struct MembersChanged(pub Arc<BTreeMap<String, MemberHandle>>);
+pub struct MembersChanged {
+    /// Members by name.
+    pub members: Arc<BTreeMap<String, MemberHandle>>,
+    /// The MemberCluster watch has listed once: a name missing here is truly unknown.
+    pub listed: bool,
+}
 
 /// Stops an actor (its object is gone, or the process is shutting down).
 #[derive(Message)]

@@ -10,12 +10,12 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{
     Api, Client, ResourceExt,
-    config::{KubeConfigOptions, Kubeconfig},
     runtime::{WatchStreamExt, watcher},
 };
 
 use super::{
     coordinator::Coordinator,
+    host_client,
     leader::Leadership,
     member::objects::FederationKey,
     messages::{MemberHandle, MembersChanged, SpecChanged, Stop},
@@ -44,7 +44,10 @@ pub struct Supervisor {
     coordinators: BTreeMap<FederationKey, Addr<Coordinator>>,
     /// Members whose watcher is being (re)started, by the spec it is started for.
     connecting: BTreeMap<String, MemberClusterSpec>,
+    /// The MemberCluster objects of those.
+    connecting_members: BTreeMap<String, Arc<MemberCluster>>,
     synced: Synced,
+    members_listed: bool,
 }
 
 impl Supervisor {
@@ -64,18 +67,29 @@ impl Supervisor {
             members: BTreeMap::new(),
             coordinators: BTreeMap::new(),
             connecting: BTreeMap::new(),
+            connecting_members: BTreeMap::new(),
             synced,
+            members_listed: false,
         }
     }
 
-    fn handles(&self) -> Arc<BTreeMap<String, MemberHandle>> {
-        Arc::new(self.members.iter().map(|(n, (_, h))| (n.clone(), h.clone())).collect())
+    fn handles(&self) -> MembersChanged {
+        let mut members: BTreeMap<String, MemberHandle> =
+            self.members.iter().map(|(n, (_, h))| (n.clone(), h.clone())).collect();
+        for (name, member) in &self.connecting_members {
+            members.entry(name.clone()).or_insert_with(|| MemberHandle {
+                member: member.clone(),
+                watcher: Err("connecting".into()),
+                connecting: true,
+            });
+        }
+        MembersChanged { members: Arc::new(members), listed: self.members_listed }
     }
 
     fn broadcast(&self) {
         let handles = self.handles();
         for c in self.coordinators.values() {
-            c.do_send(MembersChanged(handles.clone()));
+            c.do_send(handles.clone());
         }
     }
 
@@ -93,6 +107,8 @@ impl Supervisor {
             return;
         }
         self.connecting.insert(name.clone(), mc.spec.clone());
+        self.connecting_members.insert(name.clone(), mc.clone());
+        self.broadcast();
         let host = self.host.clone();
         let kubeconfig = self.config.kubeconfig.clone();
         let spec = mc.spec.clone();
@@ -102,6 +118,7 @@ impl Supervisor {
                     return; // superseded by a newer spec, or deleted
                 }
                 act.connecting.remove(&name);
+                act.connecting_members.remove(&name);
                 if let Some((_, old)) = act.members.remove(&name)
                     && let Ok(w) = old.watcher
                 {
@@ -121,7 +138,8 @@ impl Supervisor {
                 if let Err(e) = &watcher {
                     tracing::warn!(cluster = %name, error = %e, "member cannot be reached");
                 }
-                act.members.insert(name.clone(), (mc.spec.clone(), MemberHandle { member: mc, watcher }));
+                act.members
+                    .insert(name.clone(), (mc.spec.clone(), MemberHandle { member: mc, watcher, connecting: false }));
                 act.broadcast();
             },
         ));
@@ -129,6 +147,7 @@ impl Supervisor {
 
     fn member_deleted(&mut self, name: &str) {
         self.connecting.remove(name);
+        self.connecting_members.remove(name);
         if let Some((_, h)) = self.members.remove(name)
             && let Ok(w) = h.watcher
         {
@@ -175,16 +194,16 @@ pub async fn member_client(
     kubeconfig: Option<&std::path::Path>,
     spec: &MemberClusterSpec,
 ) -> Result<Client, String> {
-    let (config, context) = match (&spec.context, &spec.kubeconfig_secret) {
-        (Some(ctx), _) => {
-            let path = kubeconfig
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
-                .ok_or_else(|| format!("spec.context {ctx:?}: the controller runs without a kubeconfig"))?;
-            let kc = Kubeconfig::read_from(&path)
-                .map_err(|e| format!("spec.context {ctx:?}: cannot read kubeconfig {}: {e}", path.display()))?;
-            (kc, ctx.clone())
-        }
+    // A member that stops answering must fail a write within seconds, not after kube's 30 s
+    // connect and 295 s write defaults: a reconcile waits on its writes.
+    fn tune(cfg: &mut kube::Config) {
+        cfg.connect_timeout = Some(MEMBER_CONNECT_TIMEOUT);
+        cfg.write_timeout = Some(MEMBER_WRITE_TIMEOUT);
+    }
+    match (&spec.context, &spec.kubeconfig_secret) {
+        (Some(ctx), _) => host_client::client_tuned(kubeconfig, Some(ctx), tune)
+            .await
+            .map_err(|e| format!("spec.context {ctx:?}: {e}")),
         (None, Some(secret)) => {
             let key = secret.key.clone().unwrap_or_else(|| "kubeconfig".into());
             let where_ = format!("spec.kubeconfigSecret {}/{} key {key:?}", secret.namespace, secret.name);
@@ -200,20 +219,13 @@ pub async fn member_client(
                 .map(|b| b.0.clone())
                 .ok_or_else(|| format!("{where_}: the Secret has no such key"))?;
             let text = String::from_utf8(bytes).map_err(|_| format!("{where_}: the kubeconfig is not UTF-8"))?;
-            let kc = Kubeconfig::from_yaml(&text).map_err(|_| format!("{where_}: the kubeconfig cannot be parsed"))?;
-            let ctx = kc.current_context.clone().unwrap_or_default();
-            (kc, ctx)
+            let source = format!("Secret {}/{}", secret.namespace, secret.name);
+            host_client::client_from_kubeconfig_yaml_tuned(&text, None, &source, tune)
+                .await
+                .map_err(|e| format!("{where_}: the kubeconfig cannot be parsed or used: {e}"))
         }
-        (None, None) => return Err("spec: set one of context and kubeconfigSecret".into()),
-    };
-    let opts = KubeConfigOptions { context: (!context.is_empty()).then_some(context.clone()), ..Default::default() };
-    let mut cfg =
-        kube::Config::from_custom_kubeconfig(config, &opts).await.map_err(|e| format!("context {context:?}: {e}"))?;
-    // A member that stops answering must fail a write within seconds, not after kube's 30 s
-    // connect and 295 s write defaults: a reconcile waits on its writes.
-    cfg.connect_timeout = Some(MEMBER_CONNECT_TIMEOUT);
-    cfg.write_timeout = Some(MEMBER_WRITE_TIMEOUT);
-    Client::try_from(cfg).map_err(|e| format!("context {context:?}: cannot build a client: {e}"))
+        (None, None) => Err("spec: set one of context and kubeconfigSecret".into()),
+    }
 }
 
 /// An event of the supervisor's host watches.
@@ -257,7 +269,11 @@ impl StreamHandler<HostEvent> for Supervisor {
             HostEvent::Member(ev) => match *ev {
                 Ok(Apply(mc) | InitApply(mc)) => self.member_applied(mc, ctx),
                 Ok(Delete(mc)) => self.member_deleted(&mc.name_any()),
-                Ok(Init | InitDone) => {}
+                Ok(InitDone) => {
+                    self.members_listed = true;
+                    self.broadcast();
+                }
+                Ok(Init) => {}
                 Err(e) => tracing::warn!(error = %e, "host watch of MemberClusters failed; retrying"),
             },
             HostEvent::Federation(ev) => match *ev {

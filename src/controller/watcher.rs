@@ -537,6 +537,8 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
             }
         };
         let dry_run = msg.dry_run;
+        let term = msg.term;
+        let name_for_log = msg.key.to_string();
         Box::pin(work.into_actor(self).map(move |res, act, ctx| {
             let stored = res.map_err(|e| {
                 if matches!(e, kube::Error::Api(_)) {
@@ -557,6 +559,10 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
                 message: "the stored object lost its federation label".into(),
             })?;
             if !dry_run {
+                tracing::debug!(
+                    cluster = %cluster, federation = %name_for_log, term, rv = record.rv,
+                    start = record.slice.start, replicas = record.slice.replicas, "wrote member StatefulSet"
+                );
                 act.metrics.member_write(&cluster, "statefulset");
                 let keys = act.cache.sts_written(&stored);
                 act.touched(keys, ctx);

@@ -32,7 +32,9 @@ impl Controller {
         let log = sandbox.dir.path().join(format!("{name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_spanset"))
-            .args(["run", "--context", "host", "--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
+            .args(["run", "--context", "host", "--metrics-addr", "127.0.0.1:0", "--identity", name])
+            // Short leases, so that a successor of a killed controller takes over in seconds.
+            .args(["--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5", "--kubeconfig"])
             .arg(&sandbox.kubeconfig)
             .env("RUST_LOG", "spanset=debug")
             .envs(env.iter().copied())
