@@ -517,7 +517,10 @@ mod tests {
     #[tokio::test]
     async fn no_kubeconfig_outside_a_cluster_is_explained() {
         let looked = "$KUBECONFIG unset, /h/.kube/config does not exist".to_string();
-        let e = from_source(Source::InCluster { looked: looked.clone() }, Some("ctx")).await.err().expect("an error");
+        let e = from_source(Source::InCluster { looked: looked.clone() }, Some("ctx"), |_| {})
+            .await
+            .err()
+            .expect("an error");
         assert_eq!(
             e.to_string(),
             "--context \"ctx\" needs a kubeconfig, but none was found ($KUBECONFIG unset, /h/.kube/config does \
@@ -527,7 +530,7 @@ mod tests {
             eprintln!("skipping the in-cluster half: this test runs inside a cluster");
             return;
         }
-        let e = from_source(Source::InCluster { looked }, None).await.err().expect("an error");
+        let e = from_source(Source::InCluster { looked }, None, |_| {}).await.err().expect("an error");
         let text = e.to_string();
         assert!(
             text.starts_with(
