@@ -3,10 +3,13 @@
 
 mod support;
 
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    core::v1::{Secret, Service},
+};
 use kube::{
     Api,
-    api::{DeleteParams, Patch, PatchParams},
+    api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 use spanset::cli::sandbox::example;
 use support::federation::{Controller, Federation};
@@ -25,8 +28,25 @@ async fn patch(f: &Federation, name: &str, body: serde_json::Value) {
 async fn a_federation_is_sliced_across_members_and_scales_up_and_down() {
     let f = Federation::start(&["east", "west", "central"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
-    f.create(&example(&f.members)).await;
+    let mut secret = Secret::default();
+    secret.metadata.name = Some("redis-auth".into());
+    secret.string_data = Some([("password".to_string(), "s3cret".to_string())].into());
+    Api::<Secret>::namespaced(f.host.clone(), "default").create(&PostParams::default(), &secret).await.unwrap();
+    let mut fsts = example(&f.members);
+    fsts.spec.migration.carry = vec![spanset::api::CarriedObject { kind: "Secret".into(), name: "redis-auth".into() }];
+    f.create(&fsts).await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "slices 0-1, 2-3, 4-5").await;
+    for m in ["east", "west", "central"] {
+        let member = f.member(m).await;
+        let svc = Api::<Service>::namespaced(member.clone(), "default").get("redis").await.expect("headless Service");
+        assert_eq!(svc.spec.unwrap().cluster_ip.as_deref(), Some("None"), "{m}: headless");
+        let copy = Api::<Secret>::namespaced(member, "default").get("redis-auth").await.expect("carried Secret");
+        assert_eq!(copy.data.unwrap()["password"].0, b"s3cret", "{m}: the carried Secret's data");
+        let sts: Api<StatefulSet> = Api::namespaced(f.member(m).await, "default");
+        let labels = sts.get("redis").await.unwrap().metadata.labels.unwrap();
+        assert_eq!(labels["spanset.dev/federation-namespace"], "default");
+        assert!(labels.contains_key("spanset.dev/federation-uid"), "{m}: ownership labels");
+    }
     patch(&f, "redis", serde_json::json!({"spec": {"replicas": 9}})).await;
     f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3), ("central", 6, 3)], "scaled to 9").await;
     patch(&f, "redis", serde_json::json!({"spec": {"replicas": 4}})).await;
@@ -102,5 +122,22 @@ async fn deleting_the_federation_removes_its_member_objects_through_the_finalize
         gone && f.member_slice("east", "redis").await.is_none() && f.member_slice("west", "redis").await.is_none()
     })
     .await;
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_stopped_with_sigterm_hands_over_to_a_second_one_which_finishes_the_migration() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let first = Controller::start(&f.sandbox, "first");
+    let second = Controller::start(&f.sandbox, "second");
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "initial slices").await;
+    patch(&f, "redis", weights(&f, &[0, 0, 1])).await;
+    support::eventually("a move under way", || async { !f.status("redis").await.moves.is_empty() }).await;
+    let leader_is_first = first.log_text().contains("leading");
+    let (mut stopping, other) = if leader_is_first { (first, second) } else { (second, first) };
+    assert!(stopping.terminate().success(), "SIGTERM stops the controller cleanly");
+    f.wait_settled("redis", &[("central", 0, 6)], "the other controller finished the migration").await;
+    assert!(other.log_text().contains("leading"), "the second controller took over");
     f.assert_ledger_clean();
 }

@@ -36,6 +36,9 @@ pub struct MemberView {
     pub keeps_ordinals: Option<bool>,
     /// The member's `gitVersion`.
     pub server_version: Option<String>,
+    /// The newest resourceVersion the watcher had seen when it made this report: the
+    /// observation is at least this recent.
+    pub rv: u64,
 }
 
 /// A watcher's report on one federation: sent after every change, coalesced.

@@ -112,6 +112,7 @@ impl ClusterWatcher {
             last_error: self.last_error.clone(),
             keeps_ordinals: self.keeps_ordinals,
             server_version: self.server_version.clone(),
+            rv: self.cache.newest_rv,
         }
     }
 

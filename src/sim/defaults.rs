@@ -75,7 +75,10 @@ pub fn apply(rt: &ResourceType, obj: &mut Value) {
             default_field(obj, &["spec", "type"], json!("ClusterIP"));
             default_field(obj, &["spec", "sessionAffinity"], json!("None"));
         }
-        ("", "secrets") => default_field(obj, &["type"], json!("Opaque")),
+        ("", "secrets") => {
+            default_field(obj, &["type"], json!("Opaque"));
+            merge_string_data(obj);
+        }
         ("", "namespaces") => default_field(obj, &["spec", "finalizers"], json!(["kubernetes"])),
         ("storage.k8s.io", "storageclasses") => {
             default_field(obj, &["reclaimPolicy"], json!("Delete"));
@@ -113,5 +116,35 @@ pub fn initial_status(rt: &ResourceType, obj: &mut Value) {
             map.remove("status");
         }
         None => {}
+    }
+}
+
+/// A Secret's `stringData` is write-only: the apiserver merges it into `data` (base64), over
+/// any key of the same name, and never stores it.
+fn merge_string_data(obj: &mut Value) {
+    use base64::Engine;
+    let Some(map) = obj.as_object_mut() else { return };
+    let Some(Value::Object(strings)) = map.remove("stringData") else { return };
+    let data = map.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    for (k, v) in strings {
+        if let Some(text) = v.as_str() {
+            data[k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secrets_string_data_is_merged_into_data_and_not_kept() {
+        let rt = super::super::resources::builtins().into_iter().find(|r| r.plural == "secrets").unwrap();
+        let mut secret = json!({"data": {"a": "eA==", "b": "eQ=="}, "stringData": {"b": "two", "c": "three"}});
+        apply(&rt, &mut secret);
+        assert_eq!(secret, json!({"type": "Opaque", "data": {"a": "eA==", "b": "dHdv", "c": "dGhyZWU="}}));
     }
 }
