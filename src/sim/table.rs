@@ -279,19 +279,35 @@ fn service_ports(svc: &Value) -> String {
         .join(",")
 }
 
-/// Reads a simple JSONPath (`.a.b`, `.a[0].b`) for printer columns.
+/// Reads the JSONPath subset printer columns use: fields (`.a.b`), indexes (`.a[0]`) and
+/// equality filters (`.conditions[?(@.type=="Ready")].status`, first match).
 fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     let mut cur = obj;
-    for seg in path.trim_start_matches('.').split('.').filter(|s| !s.is_empty()) {
-        let (field, index) = match seg.split_once('[') {
-            Some((f, rest)) => (f, rest.trim_end_matches(']').parse::<usize>().ok()),
-            None => (seg, None),
-        };
-        if !field.is_empty() {
-            cur = cur.get(field)?;
-        }
-        if let Some(i) = index {
-            cur = cur.get(i)?;
+    let mut rest = path.trim();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let inner = &r[..end];
+            rest = &r[end + 1..];
+            cur = match inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')')) {
+                Some(filter) => {
+                    let (lhs, rhs) = filter.split_once("==")?;
+                    let key = lhs.trim().strip_prefix("@.")?;
+                    let want = rhs.trim().trim_matches(|c| c == '"' || c == '\'');
+                    cur.as_array()?.iter().find(|e| {
+                        json_path(e, key).is_some_and(|v| v.as_str().map_or(v.to_string() == want, |s| s == want))
+                    })?
+                }
+                None => cur.get(inner.trim().parse::<usize>().ok()?)?,
+            };
+        } else {
+            let r = rest.strip_prefix('.').unwrap_or(rest);
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let field = &r[..end];
+            rest = &r[end..];
+            if !field.is_empty() {
+                cur = cur.get(field)?;
+            }
         }
     }
     Some(cur)
@@ -604,6 +620,16 @@ pub fn to_table(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printer_paths_read_fields_indexes_and_equality_filters() {
+        let obj = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "False"}, {"type": "Reachable", "status": "True"}], "n": [7, 8]}});
+        assert_eq!(json_path(&obj, ".status.n[1]"), Some(&json!(8)));
+        assert_eq!(json_path(&obj, r#".status.conditions[?(@.type=="Reachable")].status"#), Some(&json!("True")));
+        assert_eq!(json_path(&obj, r#".status.conditions[?(@.type=="Gone")].status"#), None);
+        assert_eq!(json_path(&obj, ".status.missing"), None);
+    }
 
     fn ts(s: &str) -> jiff::Timestamp {
         s.parse().unwrap()
