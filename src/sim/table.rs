@@ -295,7 +295,10 @@ fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
                     let key = lhs.trim().strip_prefix("@.")?;
                     let want = rhs.trim().trim_matches(|c| c == '"' || c == '\'');
                     cur.as_array()?.iter().find(|e| {
-                        json_path(e, key).is_some_and(|v| v.as_str().map_or_else(|| v.to_string() == want, |s| s == want))
+                        json_path(e, key).is_some_and(|v| match v {
+                            Value::String(s) => s == want,
+                            other => format!("{other}") == want,
+                        })
                     })?
                 }
                 None => cur.get(inner.trim().parse::<usize>().ok()?)?,
