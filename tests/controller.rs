@@ -78,6 +78,16 @@ async fn weights_move_every_ordinal_to_one_member_and_back_one_safe_step_at_a_ti
     }
     assert!(phases.contains("Draining") || phases.contains("Starting"), "moves were recorded: {phases:?}");
     f.wait_settled("redis", &[("east", 0, 6)], "everything in east").await;
+    let events = f.events("redis").await;
+    for k in 2..6 {
+        assert!(
+            events.iter().any(|e| e.1 == "MoveStarted" && e.2.starts_with(&format!("ordinal {k}: "))),
+            "an Event for ordinal {k}'s move: {events:?}"
+        );
+        assert!(
+            events.iter().any(|e| e.1 == "MoveFinished" && e.2.starts_with(&format!("ordinal {k} is Ready in east")))
+        );
+    }
     patch(&f, "redis", weights(&f, &[1, 1, 1])).await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "back to thirds").await;
     f.assert_ledger_clean();

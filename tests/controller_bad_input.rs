@@ -54,6 +54,10 @@ async fn an_unknown_cluster_is_named_and_nothing_is_written() {
     let msg = condition(&f, "lost", "Blocked", "UnknownCluster").await;
     assert!(msg.contains("spec.placement.clusters[1].name") && msg.contains("nowhere"), "{msg}");
     no_member_statefulset(&f, "lost").await;
+    support::eventually("a Warning Event naming the field", || async {
+        f.events("lost").await.iter().any(|e| e.0 == "Warning" && e.1 == "UnknownCluster" && e.2 == msg)
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -50,6 +50,8 @@ struct Outcome {
     error: Option<String>,
     /// Moves whose end was stored, with their durations.
     finished: Vec<(u32, f64)>,
+    /// Events whose facts were stored: to record.
+    notes: Vec<crate::controller::events::Note>,
 }
 
 /// The coordinator of one federation.
@@ -67,6 +69,7 @@ pub struct Coordinator {
     ensured: HashSet<(String, u64, String)>,
     busy: bool,
     again: bool,
+    recorder: Arc<tokio::sync::Mutex<crate::controller::events::Recorder>>,
 }
 
 impl Coordinator {
@@ -78,6 +81,8 @@ impl Coordinator {
         metrics: Arc<Metrics>,
         members: MembersChanged,
     ) -> Self {
+        let recorder =
+            Arc::new(tokio::sync::Mutex::new(crate::controller::events::Recorder::new(host.clone(), "spanset".into())));
         Self {
             key: FederationKey::of(&fsts),
             fsts,
@@ -92,6 +97,7 @@ impl Coordinator {
             ensured: HashSet::new(),
             busy: false,
             again: false,
+            recorder,
         }
     }
 
@@ -162,6 +168,17 @@ impl Coordinator {
                 tracing::debug!(federation = %act.key, error = %e, "reconcile did not finish; retrying");
             }
             act.again |= outcome.again;
+            if !outcome.notes.is_empty() {
+                let recorder = act.recorder.clone();
+                let fsts = act.fsts.clone();
+                let notes = outcome.notes.clone();
+                actix::spawn(async move {
+                    let mut r = recorder.lock().await;
+                    for n in &notes {
+                        r.record(&fsts, n).await;
+                    }
+                });
+            }
             for (k, secs) in &outcome.finished {
                 tracing::info!(federation = %act.key, ordinal = k, seconds = secs, "move finished");
                 act.metrics.move_finished(&act.key.to_string(), *secs);
@@ -242,6 +259,9 @@ async fn carry_out(
     let mut fsts = fsts.clone();
     if decision.blocked {
         out.stored = write_status(host, &fsts, decision).await?;
+        if out.stored.is_some() {
+            out.notes = decision.notes.clone();
+        }
         return Ok(());
     }
     if !fsts.finalizers().iter().any(|f| f == FINALIZER) {
@@ -290,6 +310,7 @@ async fn carry_out(
         fsts = stored.clone();
         out.stored = Some(stored);
         out.finished = decision.finished_moves.clone();
+        out.notes = decision.notes.clone();
         crash_points("persisted", decision);
     }
     let sends = decision.writes.iter().filter_map(|w| {
@@ -322,6 +343,7 @@ async fn carry_out(
     if let Some(stored) = write_status(host, &fsts, decision).await? {
         out.stored = Some(stored);
         out.finished = decision.finished_moves.clone();
+        out.notes = decision.notes.clone();
         crash_points("persisted", decision);
     }
     Ok(())

@@ -13,6 +13,7 @@
 
 pub mod app;
 pub mod coordinator;
+pub mod events;
 pub mod host_client;
 pub mod http;
 pub mod labels;

@@ -23,6 +23,7 @@ use k8s_openapi::{api::apps::v1::StatefulSet, apimachinery::pkg::apis::meta::v1:
 use kube::ResourceExt;
 
 use super::{
+    events::Note,
     member::objects::{statefulset, template_hash},
     messages::MemberView,
     status::{Verdict, conditions, types},
@@ -107,6 +108,8 @@ pub struct Decision {
     pub finished_moves: Vec<(Ordinal, f64)>,
     /// Ordinals seen running in two unfenced members (must stay empty).
     pub conflicts: Vec<Ordinal>,
+    /// Events to record once the status of this decision is stored.
+    pub notes: Vec<Note>,
 }
 
 fn unreachable_after(fsts: &FederatedStatefulSet) -> Duration {
@@ -143,7 +146,10 @@ fn blocked(
     let mut status = previous.clone();
     status.observed_generation = fsts.metadata.generation;
     status.conditions = conditions(&previous.conditions, &verdicts, fsts.metadata.generation, wall);
-    Decision { status, blocked: true, ..Default::default() }
+    let already =
+        previous.conditions.iter().any(|c| c.type_ == types::BLOCKED && c.status == "True" && c.reason == reason);
+    let notes = if already { vec![] } else { vec![Note::warning(reason, verdicts[0].message.clone())] };
+    Decision { status, blocked: true, notes, ..Default::default() }
 }
 
 /// Decides one reconcile.
@@ -250,6 +256,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut moves = recorded.clone();
     let mut persist_first = false;
     let mut finished = Vec::new();
+    let mut notes = Vec::new();
     // A release is stored before the grow that takes the ordinal, which waits a round.
     let mut newly_released = BTreeSet::new();
     let now_str = inp.wall.to_string();
@@ -266,6 +273,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 let secs =
                     m.since.parse::<jiff::Timestamp>().map(|s| inp.wall.duration_since(s).as_secs_f64()).unwrap_or(0.0);
                 finished.push((*k, secs));
+                notes.push(Note::normal("MoveFinished", format!("ordinal {k} is Ready in {to} ({secs:.0} s)")));
                 return false;
             }
             range.contains(k)
@@ -294,6 +302,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                             if let Some(to) = target_of.get(k).filter(|to| **to != cluster)
                                 && !moves.contains_key(k)
                             {
+                                notes.push(Note::normal("MoveStarted", format!("ordinal {k}: {cluster} → {to}")));
                                 moves.insert(
                                     *k,
                                     MoveStatus {
@@ -398,7 +407,17 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         slices,
         moves: moves_list,
     };
-    Decision { status, persist_first, writes, supporting, blocked: false, done, finished_moves: finished, conflicts }
+    Decision {
+        status,
+        persist_first,
+        writes,
+        supporting,
+        blocked: false,
+        done,
+        finished_moves: finished,
+        conflicts,
+        notes,
+    }
 }
 
 /// Whether every unfenced member other than `to` is confirmed not to hold or run `k`.

@@ -183,6 +183,17 @@ impl Federation {
         }
     }
 
+    /// The `(type, reason, message)` of the host's Events about a federation.
+    pub async fn events(&self, name: &str) -> Vec<(String, String, String)> {
+        let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(self.host.clone(), "default");
+        let list = api.list(&Default::default()).await.expect("events listed");
+        list.items
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some(name))
+            .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+            .collect()
+    }
+
     /// Asserts that no ordinal ever ran in two clusters at once over the whole run.
     pub fn assert_ledger_clean(&self) {
         let out = self.sandbox.ctl(&["ledger", "--check"]);
