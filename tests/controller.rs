@@ -51,9 +51,25 @@ async fn a_federation_is_sliced_across_members_and_scales_up_and_down() {
     f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3), ("central", 6, 3)], "scaled to 9").await;
     patch(&f, "redis", serde_json::json!({"spec": {"replicas": 4}})).await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 1), ("central", 3, 1)], "scaled to 4").await;
-    let status = f.status("redis").await;
-    assert_eq!(status.observed_generation, Some(3));
-    assert!(status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    // A template change is written to every member, slices unchanged.
+    let image = serde_json::json!({"spec": {"template": {"template": {"spec": {"containers": [
+        {"name": "redis", "image": "redis:8", "ports": [{"name": "redis", "containerPort": 6379}]}]}}}}});
+    patch(&f, "redis", image).await;
+    for m in ["east", "west", "central"] {
+        let sts: Api<StatefulSet> = Api::namespaced(f.member(m).await, "default");
+        support::eventually(&format!("redis:8 in {m}"), || async {
+            let s = sts.get("redis").await.unwrap();
+            s.spec.unwrap().template.spec.unwrap().containers[0].image.as_deref() == Some("redis:8")
+        })
+        .await;
+    }
+    f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 1), ("central", 3, 1)], "slices kept").await;
+    support::eventually("the status describes generation 4, Ready", || async {
+        let status = f.status("redis").await;
+        status.observed_generation == Some(4)
+            && status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+    .await;
     f.assert_ledger_clean();
 }
 

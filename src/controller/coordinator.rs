@@ -20,7 +20,10 @@ use kube::{
 use super::{
     labels::{FIELD_MANAGER, FINALIZER},
     leader::Leadership,
-    member::objects::{FederationKey, headless_service, namespace, ownership_labels, template_hash},
+    member::{
+        cache::rv_of,
+        objects::{FederationKey, headless_service, namespace, ownership_labels, template_hash},
+    },
     messages::{
         Carried, DeleteFederation, EnsureSupporting, MemberHandle, MemberObserved, MembersChanged, SpecChanged,
         Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
@@ -152,7 +155,11 @@ impl Coordinator {
         let fut = self.reconcile(term);
         ctx.spawn(fut.into_actor(self).map(move |outcome, act, ctx| {
             act.busy = false;
-            if let Some(f) = outcome.stored {
+            // The stored object replaces ours only if it is newer: a spec change may have
+            // arrived while this reconcile ran.
+            if let Some(f) = outcome.stored
+                && rv_of(f.metadata.resource_version.as_deref()) > rv_of(act.fsts.metadata.resource_version.as_deref())
+            {
                 act.fsts = Arc::new(f);
             }
             let hash = template_hash(&act.fsts);

@@ -1,0 +1,44 @@
+//! The module boundaries the design sets, checked on the source: the controller never imports
+//! the sandbox (it must run unchanged against real clusters), and the planner stays pure (no
+//! I/O, actors or clients), so property tests reach all of it.
+
+use std::path::Path;
+
+fn sources(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("source directory") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            out.extend(sources(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push((path.display().to_string(), std::fs::read_to_string(&path).expect("source file")));
+        }
+    }
+    out
+}
+
+fn offenders(dir: &str, forbidden: &[&str]) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut found = Vec::new();
+    for (file, text) in sources(&root) {
+        for (i, line) in text.lines().enumerate() {
+            if forbidden.iter().any(|f| line.contains(f)) {
+                found.push(format!("{file}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_controller_never_imports_the_sandbox() {
+    let found = offenders("src/controller", &["crate::sim", "spanset::sim", "super::sim", "super::super::sim"]);
+    assert!(found.is_empty(), "the controller imports the sandbox:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_planner_does_no_io_and_knows_no_actors_or_clients() {
+    let found =
+        offenders("src/plan", &["actix", "kube::", "tokio", "std::fs", "std::net", "crate::controller", "crate::sim"]);
+    assert!(found.is_empty(), "the planner is not pure:\n{}", found.join("\n"));
+}
