@@ -67,7 +67,7 @@ pub struct Coordinator {
     members: Arc<BTreeMap<String, MemberHandle>>,
     members_listed: bool,
     views: BTreeMap<String, Arc<super::messages::MemberView>>,
-    subscribed: HashSet<String>,
+    subscribed: BTreeMap<String, Addr<ClusterWatcher>>,
     template_refusal: Option<(String, String)>,
     ensured: HashSet<(String, u64, String)>,
     busy: bool,
@@ -95,7 +95,7 @@ impl Coordinator {
             members: members.members,
             members_listed: members.listed,
             views: BTreeMap::new(),
-            subscribed: HashSet::new(),
+            subscribed: BTreeMap::new(),
             template_refusal: None,
             ensured: HashSet::new(),
             busy: false,
@@ -104,17 +104,21 @@ impl Coordinator {
         }
     }
 
+    /// Subscribes to every member's current watcher (again when a member's watcher was
+    /// replaced, e.g. after its connection changed), and forgets members that are gone.
     fn subscribe_all(&mut self, ctx: &mut Context<Self>) {
         let me = ctx.address().recipient::<MemberObserved>();
         for (name, m) in self.members.iter() {
             if let Ok(w) = &m.watcher
-                && self.subscribed.insert(name.clone())
+                && self.subscribed.get(name) != Some(w)
             {
                 w.do_send(Subscribe { key: self.key.clone(), subscriber: me.clone() });
+                self.subscribed.insert(name.clone(), w.clone());
             }
         }
-        self.subscribed.retain(|n| self.members.get(n).is_some_and(|m| m.watcher.is_ok()));
-        self.views.retain(|n, _| self.members.contains_key(n));
+        let members = &self.members;
+        self.subscribed.retain(|n, w| members.get(n).is_some_and(|m| m.watcher.as_ref().ok() == Some(w)));
+        self.views.retain(|n, _| members.contains_key(n));
     }
 
     fn inputs(&self) -> BTreeMap<String, MemberInput> {
@@ -482,10 +486,8 @@ impl Actor for Coordinator {
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
-        for name in &self.subscribed {
-            if let Some(Ok(w)) = self.members.get(name).map(|m| &m.watcher) {
-                w.do_send(Unsubscribe { key: self.key.clone() });
-            }
+        for w in self.subscribed.values() {
+            w.do_send(Unsubscribe { key: self.key.clone() });
         }
         self.metrics.forget_federation(&self.key.to_string());
         tracing::info!(federation = %self.key, "stopped coordinating");

@@ -48,6 +48,9 @@ pub struct Supervisor {
     connecting_members: BTreeMap<String, Arc<MemberCluster>>,
     synced: Synced,
     members_listed: bool,
+    /// Names seen by a relist in progress (a watch restart), to drop what vanished meanwhile.
+    relisted_members: Option<Vec<String>>,
+    relisted_federations: Option<Vec<FederationKey>>,
 }
 
 impl Supervisor {
@@ -70,6 +73,8 @@ impl Supervisor {
             connecting_members: BTreeMap::new(),
             synced,
             members_listed: false,
+            relisted_members: None,
+            relisted_federations: None,
         }
     }
 
@@ -267,19 +272,43 @@ impl StreamHandler<HostEvent> for Supervisor {
         use watcher::Event::*;
         match ev {
             HostEvent::Member(ev) => match *ev {
-                Ok(Apply(mc) | InitApply(mc)) => self.member_applied(mc, ctx),
+                Ok(Apply(mc)) => self.member_applied(mc, ctx),
+                Ok(InitApply(mc)) => {
+                    self.relisted_members.get_or_insert_with(Vec::new).push(mc.name_any());
+                    self.member_applied(mc, ctx);
+                }
                 Ok(Delete(mc)) => self.member_deleted(&mc.name_any()),
+                Ok(Init) => self.relisted_members = Some(Vec::new()),
                 Ok(InitDone) => {
+                    // Members deleted while the watch was down get no Delete event.
+                    let seen = self.relisted_members.take().unwrap_or_default();
+                    let known: Vec<String> = self.members.keys().chain(self.connecting.keys()).cloned().collect();
+                    for name in known.iter().filter(|n| !seen.contains(n)) {
+                        self.member_deleted(name);
+                    }
                     self.members_listed = true;
                     self.broadcast();
                 }
-                Ok(Init) => {}
                 Err(e) => tracing::warn!(error = %e, "host watch of MemberClusters failed; retrying"),
             },
             HostEvent::Federation(ev) => match *ev {
-                Ok(Apply(f) | InitApply(f)) => self.federation_applied(f),
+                Ok(Apply(f)) => self.federation_applied(f),
+                Ok(InitApply(f)) => {
+                    self.relisted_federations.get_or_insert_with(Vec::new).push(FederationKey::of(&f));
+                    self.federation_applied(f);
+                }
                 Ok(Delete(f)) => self.federation_deleted(&f),
-                Ok(Init | InitDone) => {}
+                Ok(Init) => self.relisted_federations = Some(Vec::new()),
+                Ok(InitDone) => {
+                    let seen = self.relisted_federations.take().unwrap_or_default();
+                    let gone: Vec<FederationKey> =
+                        self.coordinators.keys().filter(|k| !seen.contains(k)).cloned().collect();
+                    for key in gone {
+                        if let Some(c) = self.coordinators.remove(&key) {
+                            c.do_send(Stop);
+                        }
+                    }
+                }
                 Err(e) => tracing::warn!(error = %e, "host watch of FederatedStatefulSets failed; retrying"),
             },
         }
