@@ -398,3 +398,38 @@ async fn the_same_seed_gives_the_same_uids() {
     assert_eq!(ua, ub);
     assert_ne!(ua, uo);
 }
+
+/// Issue 9, shutdown time: a container exits a moment after SIGTERM (default 1 s simulated),
+/// not at the end of its 30 s grace period; a slow server (annotation) takes longer, and the
+/// grace period still caps it.
+#[tokio::test]
+async fn containers_exit_promptly_on_sigterm_unless_annotated_slow_and_never_past_the_grace_period() {
+    let config = ClusterConfig { time_factor: 0.05, ..ClusterConfig::named("c") };
+    let fleet = Fleet::start(vec![config], None).await.expect("sandbox starts");
+    let client = Client::try_from(kube::Config::new(fleet.servers[0].url().parse().unwrap())).unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let pod = |name: &str, shutdown: Option<&str>| -> Pod {
+        let annotations = shutdown.map(|s| json!({"sim.spanset.dev/shutdown-seconds": s})).unwrap_or(json!({}));
+        serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations},
+            "spec": {"terminationGracePeriodSeconds": 30, "containers": [{"name": "c", "image": "i"}]}}))
+        .unwrap()
+    };
+    for (name, shutdown) in [("fast", None), ("slow", Some("20")), ("stubborn", Some("5000"))] {
+        pods.create(&Default::default(), &pod(name, shutdown)).await.unwrap();
+    }
+    eventually("all three running", || async {
+        let list = pods.list(&ListParams::default()).await.unwrap();
+        list.items.iter().filter(|p| ready(p)).count() == 3
+    })
+    .await;
+    for name in ["fast", "slow", "stubborn"] {
+        pods.delete(name, &Default::default()).await.unwrap();
+    }
+    eventually("the fast pod gone", || async { pods.get_opt("fast").await.unwrap().is_none() }).await;
+    assert!(pods.get_opt("slow").await.unwrap().is_some(), "a server annotated slow is still shutting down");
+    eventually("the slow pod gone", || async { pods.get_opt("slow").await.unwrap().is_none() }).await;
+    eventually("the stubborn pod killed at its grace period", || async {
+        pods.get_opt("stubborn").await.unwrap().is_none()
+    })
+    .await;
+}

@@ -45,7 +45,15 @@ pub struct ClusterConfig {
     pub node_monitor_grace: Duration,
     /// Simulated toleration of the unreachable taint before pods are evicted (`DefaultTolerationSeconds`).
     pub unreachable_toleration: Duration,
+    /// Simulated time a container takes to exit on SIGTERM (real servers exit within a second
+    /// or two); a pod's annotation [`SHUTDOWN_ANNOTATION`] overrides it, and the grace period
+    /// always caps it.
+    pub container_shutdown: Duration,
 }
+
+/// Pod annotation: simulated seconds its containers take to exit on SIGTERM (to model a slow
+/// server; capped by the grace period).
+pub const SHUTDOWN_ANNOTATION: &str = "sim.spanset.dev/shutdown-seconds";
 
 impl ClusterConfig {
     /// Defaults for a cluster of this name.
@@ -64,6 +72,7 @@ impl ClusterConfig {
             pod_ready_delay: Duration::from_secs(1),
             node_monitor_grace: Duration::from_secs(40),
             unreachable_toleration: Duration::from_secs(300),
+            container_shutdown: Duration::from_secs(1),
         }
     }
 

@@ -18,7 +18,7 @@ use std::{
 use serde_json::{Value, json};
 
 use super::{
-    cluster::Cluster,
+    cluster::{Cluster, SHUTDOWN_ANNOTATION},
     ledger::{self, Incarnation},
     object,
     registry::{DeleteOptions, Subresource, WriteOptions},
@@ -287,8 +287,16 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             timers.since.insert(uid.clone(), (Stage::Terminating, now));
             now
         };
+        // The containers exit after their shutdown time, or are killed at the grace period.
         let grace = pod.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_u64).unwrap_or(0);
-        if now.duration_since(since) >= cfg.real(Duration::from_secs(grace)) {
+        let shutdown = pod
+            .pointer(&format!("/metadata/annotations/{}", SHUTDOWN_ANNOTATION.replace('/', "~1")))
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64)
+            .unwrap_or(cfg.container_shutdown);
+        if now.duration_since(since) >= cfg.real(shutdown.min(Duration::from_secs(grace))) {
             let res = (String::new(), "pods".to_string());
             let removed = cluster.storage.remove(pods_rt, &res, object::namespace(pod), object::name(pod), |cur| {
                 if object::uid(cur) == uid {
