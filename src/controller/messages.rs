@@ -16,7 +16,7 @@ use k8s_openapi::api::{
 };
 
 use super::member::{
-    cache::{FederationCache, StsRecord},
+    cache::{ClaimRecord, FederationCache, StsRecord},
     objects::FederationKey,
 };
 use crate::api::{FederatedStatefulSet, MemberCluster};
@@ -28,6 +28,8 @@ pub struct MemberView {
     pub synced: bool,
     /// The federation's StatefulSet and pods there.
     pub federation: FederationCache,
+    /// The federation's claims there, by ordinal.
+    pub claims: BTreeMap<u32, Vec<ClaimRecord>>,
     /// The last successful call to the member.
     pub last_contact: Option<Instant>,
     /// The last failure talking to the member, if the latest call failed.

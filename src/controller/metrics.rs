@@ -212,6 +212,6 @@ impl Metrics {
 /// The verbs of member requests (a closed set, so their series can be removed).
 pub const VERBS: [&str; 5] = ["get", "list", "create", "update", "delete"];
 /// The watched member resources.
-pub const WATCHED: [&str; 2] = ["statefulsets", "pods"];
+pub const WATCHED: [&str; 3] = ["statefulsets", "pods", "persistentvolumeclaims"];
 /// The kinds of member writes.
 pub const WRITTEN: [&str; 4] = ["statefulset", "namespace", "service", "carried"];

@@ -14,7 +14,7 @@ use actix::prelude::*;
 use futures::StreamExt;
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
-    core::v1::{ConfigMap, Namespace, Pod, Secret, Service},
+    core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Pod, Secret, Service},
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -108,6 +108,7 @@ impl ClusterWatcher {
         MemberView {
             synced: self.cache.synced(),
             federation: self.cache.federations.get(key).cloned().unwrap_or_default(),
+            claims: self.cache.claims_of(key),
             last_contact: self.last_contact,
             last_error: self.last_error.clone(),
             keeps_ordinals: self.keeps_ordinals,
@@ -307,6 +308,13 @@ impl Actor for ClusterWatcher {
         let pods: Api<Pod> = Api::all(self.client.clone());
         ctx.add_stream(watcher(sts, cfg.clone()).backoff(RetryBackoff::default()).map(|e| Watched::Sts(Box::new(e))));
         ctx.add_stream(watcher(pods, cfg).backoff(RetryBackoff::default()).map(|e| Watched::Pod(Box::new(e))));
+        // Claims carry the StatefulSet's selector labels, not spanset's: watch them all.
+        let claims: Api<PersistentVolumeClaim> = Api::all(self.client.clone());
+        ctx.add_stream(
+            watcher(claims, watcher::Config::default())
+                .backoff(RetryBackoff::default())
+                .map(|e| Watched::Claim(Box::new(e))),
+        );
         self.probe(ctx);
         ctx.run_interval(PROBE_PERIOD, |act, ctx| act.probe(ctx));
     }
@@ -357,6 +365,8 @@ pub enum Watched {
     Sts(Box<Result<watcher::Event<StatefulSet>, watcher::Error>>),
     /// The pod watch.
     Pod(Box<Result<watcher::Event<Pod>, watcher::Error>>),
+    /// The claim watch.
+    Claim(Box<Result<watcher::Event<PersistentVolumeClaim>, watcher::Error>>),
 }
 
 /// Buffers of a relist in progress (watcher `Init` … `InitDone`): applied whole at the end.
@@ -364,6 +374,7 @@ pub enum Watched {
 struct Relists {
     sts: Option<Vec<StatefulSet>>,
     pods: Option<Vec<Pod>>,
+    claims: Option<Vec<PersistentVolumeClaim>>,
 }
 
 impl ClusterWatcher {
@@ -421,6 +432,30 @@ impl ClusterWatcher {
         vec![]
     }
 
+    fn claim_event(&mut self, ev: watcher::Event<PersistentVolumeClaim>) -> Vec<FederationKey> {
+        use watcher::Event::*;
+        let namespace = match ev {
+            Apply(c) | InitApply(c) => match self.relists.claims.as_mut() {
+                Some(buf) => {
+                    buf.push(c);
+                    return vec![];
+                }
+                None => self.cache.claim_event(&c, false),
+            },
+            Delete(c) => self.cache.claim_event(&c, true),
+            Init => {
+                self.relists.claims = Some(Vec::new());
+                return vec![];
+            }
+            InitDone => {
+                let listed = self.relists.claims.take().unwrap_or_default();
+                self.cache.claims_relisted(&listed);
+                return self.subscribers.keys().cloned().collect();
+            }
+        };
+        self.subscribers.keys().filter(|k| k.namespace == namespace).cloned().collect()
+    }
+
     /// A managed object stamped with a newer term than this process's means another process
     /// leads: stop writing at once. One without `.spec.ordinals` means the member dropped it
     /// (spanset always writes it).
@@ -459,6 +494,14 @@ impl StreamHandler<Watched> for ClusterWatcher {
                     self.contact_ok();
                     self.metrics.watch_event(&self.cluster, "pods");
                     self.pod_event(ev)
+                }
+                Err(e) => self.watch_failed(&e),
+            },
+            Watched::Claim(ev) => match *ev {
+                Ok(ev) => {
+                    self.contact_ok();
+                    self.metrics.watch_event(&self.cluster, "persistentvolumeclaims");
+                    self.claim_event(ev)
                 }
                 Err(e) => self.watch_failed(&e),
             },

@@ -12,7 +12,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod};
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    core::v1::{PersistentVolumeClaim, Pod},
+};
 use kube::ResourceExt;
 
 use super::objects::{FederationKey, stored_slice};
@@ -85,6 +88,49 @@ impl PodRecord {
             rv: rv_of(pod.metadata.resource_version.as_deref()),
         };
         Some((FederationKey { namespace: pod.namespace().unwrap_or_default(), name }, ordinal, record))
+    }
+}
+
+/// What spanset keeps of a PersistentVolumeClaim: enough to find an ordinal's claims and
+/// their volumes (for storage handover), never the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRecord {
+    /// The claim's name (`<template>-<statefulset>-<ordinal>`).
+    pub name: String,
+    /// Its uid.
+    pub uid: String,
+    /// `Pending`, `Bound` or `Lost`.
+    pub phase: String,
+    /// The bound PersistentVolume.
+    pub volume: Option<String>,
+    /// Being deleted.
+    pub deleting: bool,
+    /// The resourceVersion of this record.
+    pub rv: u64,
+}
+
+impl ClaimRecord {
+    /// The record of a claim, filed by `(namespace, name)`.
+    pub fn of(pvc: &PersistentVolumeClaim) -> ((String, String), ClaimRecord) {
+        let name = pvc.name_any();
+        let record = ClaimRecord {
+            name: name.clone(),
+            uid: pvc.uid().unwrap_or_default(),
+            phase: pvc.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_else(|| "Pending".into()),
+            volume: pvc.spec.as_ref().and_then(|s| s.volume_name.clone()),
+            deleting: pvc.metadata.deletion_timestamp.is_some(),
+            rv: rv_of(pvc.metadata.resource_version.as_deref()),
+        };
+        ((pvc.namespace().unwrap_or_default(), name), record)
+    }
+
+    /// The ordinal this claim belongs to, if it is a claim of the StatefulSet `set`
+    /// (`<template>-<set>-<ordinal>`).
+    pub fn ordinal_in(&self, set: &str) -> Option<u32> {
+        let (rest, ordinal) = self.name.rsplit_once('-')?;
+        let ordinal: u32 = ordinal.parse().ok()?;
+        let template = rest.strip_suffix(set)?.strip_suffix('-')?;
+        (!template.is_empty()).then_some(ordinal)
     }
 }
 
@@ -209,12 +255,54 @@ pub struct MemberCache {
     pub newest_rv: u64,
     /// The newest leader term seen stamped on a managed object.
     pub newest_term: u64,
+    /// Every claim of the member, by `(namespace, name)`: claims carry the StatefulSet's
+    /// selector labels, not spanset's, so they are filed by name when asked.
+    pub claims: HashMap<(String, String), ClaimRecord>,
+    /// The claim watch has listed once.
+    pub claims_synced: bool,
 }
 
 impl MemberCache {
     /// Both watches have listed: the cache may be reported.
     pub fn synced(&self) -> bool {
-        self.sts_synced && self.pods_synced
+        self.sts_synced && self.pods_synced && self.claims_synced
+    }
+
+    /// A claim was created or changed, or is gone (`deleted`); answers its namespace.
+    pub fn claim_event(&mut self, pvc: &PersistentVolumeClaim, deleted: bool) -> String {
+        let (key, record) = ClaimRecord::of(pvc);
+        self.newest_rv = self.newest_rv.max(record.rv);
+        let ns = key.0.clone();
+        if deleted {
+            if self.claims.get(&key).is_some_and(|c| c.uid == record.uid) {
+                self.claims.remove(&key);
+            }
+        } else if self.claims.get(&key).is_none_or(|c| c.uid != record.uid || c.rv <= record.rv) {
+            self.claims.insert(key, record);
+        }
+        ns
+    }
+
+    /// Replaces every claim after a relist.
+    pub fn claims_relisted(&mut self, listed: &[PersistentVolumeClaim]) {
+        self.claims = listed.iter().map(ClaimRecord::of).collect();
+        self.claims_synced = true;
+    }
+
+    /// A federation's claims by ordinal.
+    pub fn claims_of(&self, key: &FederationKey) -> BTreeMap<u32, Vec<ClaimRecord>> {
+        let mut out: BTreeMap<u32, Vec<ClaimRecord>> = BTreeMap::new();
+        for ((ns, _), c) in &self.claims {
+            if ns == &key.namespace
+                && let Some(k) = c.ordinal_in(&key.name)
+            {
+                out.entry(k).or_default().push(c.clone());
+            }
+        }
+        for v in out.values_mut() {
+            v.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        out
     }
 
     /// A StatefulSet was created or changed. Returns its federation.
@@ -417,6 +505,26 @@ mod tests {
         assert!(!f.confirmed());
         assert_eq!(f.pods.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
         assert!(c.pods_synced && !c.synced(), "the StatefulSets have not listed yet");
+    }
+
+    #[test]
+    fn claims_are_filed_by_name_under_their_statefulset_and_ordinal() {
+        let claim = |name: &str, rv: u64| -> PersistentVolumeClaim {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "db", "uid": name, "resourceVersion": rv.to_string()},
+                "spec": {"volumeName": format!("pv-{name}")},
+                "status": {"phase": "Bound"}
+            }))
+            .unwrap()
+        };
+        let mut c = MemberCache::default();
+        c.claims_relisted(&[claim("data-redis-0", 1), claim("data-redis-cache-0", 2), claim("data-other-1", 3)]);
+        c.claim_event(&claim("logs-redis-3", 4), false);
+        let mine = c.claims_of(&key());
+        assert_eq!(mine.keys().copied().collect::<Vec<_>>(), vec![0, 3], "redis-cache and other are not redis");
+        assert_eq!(mine[&0][0].volume.as_deref(), Some("pv-data-redis-0"));
+        c.claim_event(&claim("logs-redis-3", 5), true);
+        assert!(!c.claims_of(&key()).contains_key(&3));
     }
 
     #[test]
