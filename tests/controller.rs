@@ -5,6 +5,7 @@ mod support;
 
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
+    coordination::v1::Lease,
     core::v1::{Secret, Service},
 };
 use kube::{
@@ -160,10 +161,15 @@ async fn a_controller_stopped_with_sigterm_hands_over_to_a_second_one_which_fini
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "initial slices").await;
     patch(&f, "redis", weights(&f, &[0, 0, 1])).await;
     support::eventually("a move under way", || async { !f.status("redis").await.moves.is_empty() }).await;
-    let leader_is_first = first.log_text().contains("leading");
-    let (mut stopping, other) = if leader_is_first { (first, second) } else { (second, first) };
+    let leases: Api<Lease> = Api::namespaced(f.host.clone(), "default");
+    let holder =
+        || async { leases.get("spanset-leader").await.ok().and_then(|l| l.spec?.holder_identity).unwrap_or_default() };
+    let leader = holder().await;
+    let (mut stopping, other, other_name) =
+        if leader == "first" { (first, second, "second") } else { (second, first, "first") };
     assert!(stopping.terminate().success(), "SIGTERM stops the controller cleanly");
-    f.wait_settled("redis", &[("central", 0, 6)], "the other controller finished the migration").await;
-    assert!(other.log_text().contains("leading"), "the second controller took over");
+    support::eventually("the other controller holds the Lease", || async { holder().await == other_name }).await;
+    f.wait_settled("redis", &[("central", 0, 6)], "the migration finished").await;
+    assert!(other.log_text().contains("wrote member StatefulSet"), "the new leader wrote (stamps at least)");
     f.assert_ledger_clean();
 }

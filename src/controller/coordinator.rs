@@ -55,6 +55,8 @@ struct Outcome {
     finished: Vec<(u32, f64)>,
     /// Events whose facts were stored: to record.
     notes: Vec<crate::controller::events::Note>,
+    /// Member StatefulSets written, with their new resourceVersions.
+    written: Vec<(String, u64)>,
 }
 
 /// The coordinator of one federation.
@@ -73,6 +75,23 @@ pub struct Coordinator {
     busy: bool,
     again: bool,
     recorder: Arc<tokio::sync::Mutex<crate::controller::events::Recorder>>,
+    /// Writes whose report has not come yet: planning on an older report would only meet
+    /// 409s. Forgotten after [`AWAIT_REPORT`].
+    awaiting: BTreeMap<String, (u64, Instant)>,
+}
+
+/// How long a coordinator waits for a watcher to report its own write before planning anyway.
+pub const AWAIT_REPORT: Duration = Duration::from_secs(5);
+
+impl Coordinator {
+    /// Whether some member's report is older than this coordinator's last write there.
+    fn report_pending(&mut self) -> bool {
+        let views = &self.views;
+        self.awaiting.retain(|cluster, (rv, since)| {
+            since.elapsed() < AWAIT_REPORT && views.get(cluster).is_none_or(|v| v.rv < *rv)
+        });
+        !self.awaiting.is_empty()
+    }
 }
 
 impl Coordinator {
@@ -101,6 +120,7 @@ impl Coordinator {
             busy: false,
             again: false,
             recorder,
+            awaiting: BTreeMap::new(),
         }
     }
 
@@ -153,6 +173,10 @@ impl Coordinator {
             // A placement naming a member not listed yet is not "unknown": wait for the list.
             return;
         }
+        if self.report_pending() {
+            // The watcher's report of the last write triggers the next reconcile.
+            return;
+        }
         self.busy = true;
         self.again = false;
         let started = Instant::now();
@@ -179,6 +203,9 @@ impl Coordinator {
                 tracing::debug!(federation = %act.key, error = %e, "reconcile did not finish; retrying");
             }
             act.again |= outcome.again;
+            for (cluster, rv) in outcome.written {
+                act.awaiting.insert(cluster, (rv, Instant::now()));
+            }
             if !outcome.notes.is_empty() {
                 let recorder = act.recorder.clone();
                 let fsts = act.fsts.clone();
@@ -338,7 +365,7 @@ async fn carry_out(
     let mut failed = Vec::new();
     for (cluster, res) in futures::future::join_all(sends).await {
         match res {
-            Ok(Ok(_)) => {}
+            Ok(Ok(record)) => out.written.push((cluster, record.rv)),
             Ok(Err(e)) => failed.push(format!("{cluster}: {e}")),
             Err(e) => failed.push(format!("{cluster}: watcher gone: {e}")),
         }

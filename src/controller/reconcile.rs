@@ -500,6 +500,7 @@ mod tests {
             sts: Some(sts),
             pods,
             floor_rv: 11,
+            gone: Default::default(),
         };
         let view = MemberView {
             synced: true,

@@ -91,6 +91,13 @@ impl Drop for Controller {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // SPANSET_KEEP_LOGS=DIR keeps every controller log of a test run for reading.
+        if let Some(dir) = std::env::var_os("SPANSET_KEEP_LOGS") {
+            let dir = PathBuf::from(dir);
+            let _ = std::fs::create_dir_all(&dir);
+            let name = self.log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let _ = std::fs::copy(&self.log, dir.join(format!("{}-{name}", self.child.id())));
+        }
     }
 }
 

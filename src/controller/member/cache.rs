@@ -206,6 +206,10 @@ pub struct FederationCache {
     pub confirmed_for: Option<StsState>,
     /// The resourceVersion of the last confirming list: older pod events are stale.
     pub floor_rv: u64,
+    /// Pods (by uid) and StatefulSets seen deleted, with the resourceVersion of the deletion:
+    /// a list or event older than that must not bring them back (a confirming list can be
+    /// answered before, and applied after, the delete event).
+    pub gone: BTreeMap<String, u64>,
     /// `(uid, generation)` of the StatefulSet as this process last wrote it: another
     /// generation means someone else changed its spec (drift, to be reverted).
     pub written_generation: Option<(String, i64)>,
@@ -311,6 +315,9 @@ impl MemberCache {
         self.newest_rv = self.newest_rv.max(record.rv);
         self.newest_term = self.newest_term.max(record.term.unwrap_or(0));
         let f = self.federations.entry(key.clone()).or_default();
+        if f.gone.get(&record.uid).is_some_and(|rv| *rv >= record.rv) {
+            return Some(key);
+        }
         if f.sts.as_ref().is_none_or(|s| s.uid != record.uid || s.rv <= record.rv) {
             f.sts = Some(record);
         }
@@ -333,6 +340,7 @@ impl MemberCache {
         if f.sts.as_ref().is_some_and(|s| s.uid == record.uid) {
             f.sts = None;
         }
+        f.gone.insert(record.uid, record.rv);
         Some(key)
     }
 
@@ -359,6 +367,9 @@ impl MemberCache {
         let (key, ordinal, record) = PodRecord::of(pod)?;
         self.newest_rv = self.newest_rv.max(record.rv);
         let f = self.federations.entry(key.clone()).or_default();
+        if f.gone.get(&record.uid).is_some_and(|rv| *rv >= record.rv) {
+            return Some(key);
+        }
         match f.pods.get(&ordinal) {
             Some(old) if old.rv > record.rv => {}
             // Older than the confirming list and absent from it: deleted since; a stale event.
@@ -378,6 +389,7 @@ impl MemberCache {
         if f.pods.get(&ordinal).is_some_and(|p| p.uid == record.uid) {
             f.pods.remove(&ordinal);
         }
+        f.gone.insert(record.uid, record.rv);
         Some(key)
     }
 
@@ -408,11 +420,14 @@ impl MemberCache {
         for pod in listed {
             if let Some((k, ordinal, record)) = PodRecord::of(pod)
                 && &k == key
+                && f.gone.get(&record.uid).is_none_or(|rv| *rv <= list_rv)
             {
                 f.pods.entry(ordinal).or_insert(record);
             }
         }
         f.floor_rv = f.floor_rv.max(list_rv);
+        // Deletions this list already reflects cannot be undone by anything older.
+        f.gone.retain(|_, rv| *rv > list_rv);
         f.confirmed_for = Some(for_state);
     }
 }
@@ -525,6 +540,21 @@ mod tests {
         assert_eq!(mine[&0][0].volume.as_deref(), Some("pv-data-redis-0"));
         c.claim_event(&claim("logs-redis-3", 5), true);
         assert!(!c.claims_of(&key()).contains_key(&3));
+    }
+
+    #[test]
+    fn a_confirming_list_answered_before_a_delete_event_does_not_bring_the_pod_back() {
+        let mut c = MemberCache::default();
+        c.pod_applied(&pod(2, "p2", 10, true));
+        // The list was answered at rv 20 (pod 2 still terminating), the delete came at rv 25,
+        // and the list's answer is applied after the delete event.
+        c.pod_deleted(&pod(2, "p2", 25, true));
+        c.pods_confirmed(&key(), &[pod(2, "p2", 18, false)], 20, StsState::Absent);
+        assert!(!c.federations[&key()].pods.contains_key(&2), "pod 2 is gone");
+        c.pod_applied(&pod(2, "p2", 19, false));
+        assert!(!c.federations[&key()].pods.contains_key(&2), "a stale event does not revive it");
+        c.pods_confirmed(&key(), &[], 30, StsState::Absent);
+        assert!(c.federations[&key()].gone.is_empty(), "tombstones older than a list are dropped");
     }
 
     #[test]
