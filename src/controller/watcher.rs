@@ -379,50 +379,37 @@ struct Relists {
 
 impl ClusterWatcher {
     fn sts_event(&mut self, ev: watcher::Event<StatefulSet>) -> Vec<FederationKey> {
-        use watcher::Event::*;
-        match ev {
-            Apply(s) | InitApply(s) => {
-                self.check_stamp(&s);
-                match self.relists.sts.as_mut() {
-                    Some(buf) => {
-                        buf.push(s);
-                        vec![]
-                    }
-                    None => self.cache.sts_applied(&s).into_iter().collect(),
-                }
-            }
-            Delete(s) => self.cache.sts_deleted(&s).into_iter().collect(),
-            Init => {
-                self.relists.sts = Some(Vec::new());
-                vec![]
-            }
-            InitDone => {
-                let listed = self.relists.sts.take().unwrap_or_default();
-                self.cache.sts_relisted(&listed)
-            }
+        if let watcher::Event::Apply(s) | watcher::Event::InitApply(s) = &ev {
+            self.check_stamp(s);
+        }
+        match relist_step(&mut self.relists.sts, ev) {
+            Step::Applied(s) => self.cache.sts_applied(&s).into_iter().collect(),
+            Step::Deleted(s) => self.cache.sts_deleted(&s).into_iter().collect(),
+            Step::Relisted(listed) => self.cache.sts_relisted(&listed),
+            Step::Buffered => vec![],
         }
     }
 
     fn pod_event(&mut self, ev: watcher::Event<Pod>) -> Vec<FederationKey> {
-        use watcher::Event::*;
-        match ev {
-            Apply(p) | InitApply(p) => match self.relists.pods.as_mut() {
-                Some(buf) => {
-                    buf.push(p);
-                    vec![]
-                }
-                None => self.cache.pod_applied(&p).into_iter().collect(),
-            },
-            Delete(p) => self.cache.pod_deleted(&p).into_iter().collect(),
-            Init => {
-                self.relists.pods = Some(Vec::new());
-                vec![]
-            }
-            InitDone => {
-                let listed = self.relists.pods.take().unwrap_or_default();
-                self.cache.pods_relisted(&listed)
-            }
+        match relist_step(&mut self.relists.pods, ev) {
+            Step::Applied(p) => self.cache.pod_applied(&p).into_iter().collect(),
+            Step::Deleted(p) => self.cache.pod_deleted(&p).into_iter().collect(),
+            Step::Relisted(listed) => self.cache.pods_relisted(&listed),
+            Step::Buffered => vec![],
         }
+    }
+
+    fn claim_event(&mut self, ev: watcher::Event<PersistentVolumeClaim>) -> Vec<FederationKey> {
+        let namespace = match relist_step(&mut self.relists.claims, ev) {
+            Step::Applied(c) => self.cache.claim_event(&c, false),
+            Step::Deleted(c) => self.cache.claim_event(&c, true),
+            Step::Relisted(listed) => {
+                self.cache.claims_relisted(&listed);
+                return self.subscribers.keys().cloned().collect();
+            }
+            Step::Buffered => return vec![],
+        };
+        self.subscribers.keys().filter(|k| k.namespace == namespace).cloned().collect()
     }
 
     fn watch_failed(&mut self, e: &watcher::Error) -> Vec<FederationKey> {
@@ -430,30 +417,6 @@ impl ClusterWatcher {
         self.metrics.watch_restart(&self.cluster);
         self.contact_failed(e);
         vec![]
-    }
-
-    fn claim_event(&mut self, ev: watcher::Event<PersistentVolumeClaim>) -> Vec<FederationKey> {
-        use watcher::Event::*;
-        let namespace = match ev {
-            Apply(c) | InitApply(c) => match self.relists.claims.as_mut() {
-                Some(buf) => {
-                    buf.push(c);
-                    return vec![];
-                }
-                None => self.cache.claim_event(&c, false),
-            },
-            Delete(c) => self.cache.claim_event(&c, true),
-            Init => {
-                self.relists.claims = Some(Vec::new());
-                return vec![];
-            }
-            InitDone => {
-                let listed = self.relists.claims.take().unwrap_or_default();
-                self.cache.claims_relisted(&listed);
-                return self.subscribers.keys().cloned().collect();
-            }
-        };
-        self.subscribers.keys().filter(|k| k.namespace == namespace).cloned().collect()
     }
 
     /// A managed object stamped with a newer term than this process's means another process
@@ -474,6 +437,38 @@ impl ClusterWatcher {
         if s.spec.as_ref().is_none_or(|sp| sp.ordinals.is_none()) {
             self.keeps_ordinals = Some(false);
         }
+    }
+}
+
+/// What one watch event means for the cache, once relists are buffered.
+enum Step<K> {
+    /// An object to apply now.
+    Applied(K),
+    /// An object gone.
+    Deleted(K),
+    /// A relist ended: these are all the objects.
+    Relisted(Vec<K>),
+    /// Part of a relist in progress.
+    Buffered,
+}
+
+/// Buffers a relist (`Init` … `InitDone`) so that it is applied whole, and passes the rest on.
+fn relist_step<K>(buffer: &mut Option<Vec<K>>, ev: watcher::Event<K>) -> Step<K> {
+    use watcher::Event::*;
+    match ev {
+        Init => {
+            *buffer = Some(Vec::new());
+            Step::Buffered
+        }
+        InitDone => Step::Relisted(buffer.take().unwrap_or_default()),
+        Apply(k) | InitApply(k) => match buffer.as_mut() {
+            Some(b) => {
+                b.push(k);
+                Step::Buffered
+            }
+            None => Step::Applied(k),
+        },
+        Delete(k) => Step::Deleted(k),
     }
 }
 
