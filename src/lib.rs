@@ -2,7 +2,8 @@
 //! most one cluster at a time.
 //!
 //! Modules: [`sim`] is the sandbox (a Kubernetes API simulator on loopback); [`cli`] the
-//! command line.
+//! command line; [`controller`] the controller (supervisor, watchers, coordinators, leadership);
+//! [`plan`] the pure planner; [`api`] the CRDs.
 #![forbid(unsafe_code)]
 
 pub mod api;

@@ -21,11 +21,12 @@ fn main() {
         Command::Crd(args) => cli::crd::run(args),
         Command::Run(args) => cli::run::run(args),
         Command::Sandbox(args) => cli::sandbox::run(args),
-        Command::Sim(args) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .expect("tokio runtime")
-            .block_on(cli::sim::run(args)),
+        Command::Sim(args) => runtime().block_on(cli::sim::run(args)),
+        Command::Status(args) => runtime().block_on(cli::status::run(args)),
     };
     std::process::exit(code);
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime")
 }

@@ -8,6 +8,7 @@ pub mod run;
 pub mod sandbox;
 pub mod sim;
 pub mod sim_ctl;
+pub mod status;
 
 /// spanset runs one StatefulSet across several Kubernetes clusters.
 #[derive(Debug, Parser)]
@@ -33,6 +34,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Run the whole product on simulated clusters: host, members, controller and an example.
     Sandbox(sandbox::SandboxArgs),
+    /// Show FederatedStatefulSets' readiness, conditions, slices and moves from the host cluster.
+    Status(status::StatusArgs),
 }
 
 /// Parses the command line; a bad flag prints one line and exits 2 (help and version exit 0).
