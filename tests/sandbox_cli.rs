@@ -87,6 +87,18 @@ fn the_sandbox_runs_the_example_federation_across_three_members_until_sigterm() 
     } else {
         assert!(std::env::var_os("CI").is_none(), "kubectl is required under CI");
     }
+    // `spanset status` reads the same federation from the host.
+    let out = Command::new(env!("CARGO_BIN_EXE_spanset"))
+        .args(["status", "default/redis", "-o", "json", "--context", "host", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status prints JSON");
+    let text = doc.to_string();
+    assert!(text.contains("\"ready\":\"6/6\""), "{text}");
+    for cluster in ["east", "west", "central"] {
+        assert!(text.contains(&format!("\"cluster\":\"{cluster}\"")), "{cluster} in {text}");
+    }
     let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     let start = std::time::Instant::now();
     let status = loop {
