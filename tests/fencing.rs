@@ -53,9 +53,17 @@ async fn a_stale_leaders_write_is_refused_with_409_and_it_steps_down_on_seeing_t
     let created = watcher.send(write(Slice::empty(), None)).await.unwrap().expect("term 1 creates the StatefulSet");
     // A new leader (term 2) stamps the object.
     let api: Api<StatefulSet> = Api::namespaced(east, "default");
-    let mut stamped = api.get("redis").await.unwrap();
-    stamped.metadata.annotations.get_or_insert_with(Default::default).insert(TERM.into(), "2".into());
-    api.replace("redis", &PostParams::default(), &stamped).await.unwrap();
+    // (Read and write again when the member's StatefulSet controller updated the status in
+    // between, as any careful writer does.)
+    loop {
+        let mut stamped = api.get("redis").await.unwrap();
+        stamped.metadata.annotations.get_or_insert_with(Default::default).insert(TERM.into(), "2".into());
+        match api.replace("redis", &PostParams::default(), &stamped).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("stamping term 2: {e}"),
+        }
+    }
     // The stale leader's write, conditional on the version it read in its own term: the
     // member refuses it with 409 whatever the writer believes.
     let grow = Slice { start: 0, replicas: 3, ..Slice::empty() };
