@@ -412,6 +412,11 @@ impl ClusterWatcher {
         self.subscribers.keys().filter(|k| k.namespace == namespace).cloned().collect()
     }
 
+    fn watch_event_seen(&mut self, resource: &str) {
+        self.contact_ok();
+        self.metrics.watch_event(&self.cluster, resource);
+    }
+
     fn watch_failed(&mut self, e: &watcher::Error) -> Vec<FederationKey> {
         tracing::debug!(cluster = %self.cluster, error = %e, "member watch failed; retrying");
         self.metrics.watch_restart(&self.cluster);
@@ -478,24 +483,21 @@ impl StreamHandler<Watched> for ClusterWatcher {
         let mut keys = match item {
             Watched::Sts(ev) => match *ev {
                 Ok(ev) => {
-                    self.contact_ok();
-                    self.metrics.watch_event(&self.cluster, "statefulsets");
+                    self.watch_event_seen("statefulsets");
                     self.sts_event(ev)
                 }
                 Err(e) => self.watch_failed(&e),
             },
             Watched::Pod(ev) => match *ev {
                 Ok(ev) => {
-                    self.contact_ok();
-                    self.metrics.watch_event(&self.cluster, "pods");
+                    self.watch_event_seen("pods");
                     self.pod_event(ev)
                 }
                 Err(e) => self.watch_failed(&e),
             },
             Watched::Claim(ev) => match *ev {
                 Ok(ev) => {
-                    self.contact_ok();
-                    self.metrics.watch_event(&self.cluster, "persistentvolumeclaims");
+                    self.watch_event_seen("persistentvolumeclaims");
                     self.claim_event(ev)
                 }
                 Err(e) => self.watch_failed(&e),
