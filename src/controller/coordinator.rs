@@ -57,6 +57,8 @@ struct Outcome {
     notes: Vec<crate::controller::events::Note>,
     /// Member StatefulSets written, with their new resourceVersions.
     written: Vec<(String, u64)>,
+    /// Moves whose destination's grow was written, with when that write landed.
+    grown: Vec<(u32, Instant)>,
 }
 
 /// The coordinator of one federation.
@@ -78,6 +80,9 @@ pub struct Coordinator {
     /// Writes whose report has not come yet: planning on an older report would only meet
     /// 409s. Forgotten after [`AWAIT_REPORT`].
     awaiting: BTreeMap<String, (u64, Instant)>,
+    /// When the release of each moving ordinal was first observed (for
+    /// `spanset_move_handoff_seconds`); in memory only, so a restart loses the samples in flight.
+    released_at: BTreeMap<u32, Instant>,
 }
 
 /// How long a coordinator waits for a watcher to report its own write before planning anyway.
@@ -121,6 +126,7 @@ impl Coordinator {
             again: false,
             recorder,
             awaiting: BTreeMap::new(),
+            released_at: BTreeMap::new(),
         }
     }
 
@@ -217,6 +223,13 @@ impl Coordinator {
                     }
                 });
             }
+            for (k, at) in &outcome.grown {
+                if let Some(released) = act.released_at.remove(k) {
+                    let secs = at.saturating_duration_since(released).as_secs_f64();
+                    tracing::info!(federation = %act.key, ordinal = k, seconds = secs, "ordinal handed off");
+                    act.metrics.move_handoff(secs);
+                }
+            }
             for (k, secs) in &outcome.finished {
                 tracing::info!(federation = %act.key, ordinal = k, seconds = secs, "move finished");
                 act.metrics.move_finished(&act.key.to_string(), *secs);
@@ -237,14 +250,19 @@ impl Coordinator {
         let members = self.inputs();
         let hash = template_hash(&fsts);
         let refusal = self.template_refusal.as_ref().filter(|(h, _)| *h == hash).map(|(_, m)| m.clone());
+        let now = Instant::now();
         let decision = reconcile::decide(&Inputs {
             fsts: &fsts,
             members: &members,
             term,
             template_refusal: refusal,
-            now: Instant::now(),
+            now,
             wall: jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()),
         });
+        for k in &decision.released {
+            self.released_at.entry(*k).or_insert(now);
+        }
+        self.released_at.retain(|k, _| decision.status.moves.iter().any(|m| m.ordinal as i64 == i64::from(*k)));
         let name = self.key.to_string();
         for k in &decision.conflicts {
             tracing::error!(federation = %name, ordinal = k, "identity conflict: one ordinal runs in two members");
@@ -360,12 +378,20 @@ async fn carry_out(
             term,
             dry_run: false,
         };
-        Some(async move { (w.cluster.clone(), watcher.send(msg).await) })
+        Some(async move {
+            let res = watcher.send(msg).await;
+            (w.cluster.clone(), res, Instant::now())
+        })
     });
     let mut failed = Vec::new();
-    for (cluster, res) in futures::future::join_all(sends).await {
+    for (cluster, res, at) in futures::future::join_all(sends).await {
         match res {
-            Ok(Ok(record)) => out.written.push((cluster, record.rv)),
+            Ok(Ok(record)) => {
+                out.written.push((cluster.clone(), record.rv));
+                let to = |k: &u32| decision.status.moves.iter().find(|m| m.ordinal as i64 == i64::from(*k));
+                let grown = decision.grows.iter().filter(|k| to(k).is_some_and(|m| m.to == cluster));
+                out.grown.extend(grown.map(|k| (*k, at)));
+            }
             Ok(Err(e)) => failed.push(format!("{cluster}: {e}")),
             Err(e) => failed.push(format!("{cluster}: watcher gone: {e}")),
         }

@@ -110,6 +110,12 @@ pub struct Decision {
     pub conflicts: Vec<Ordinal>,
     /// Events to record once the status of this decision is stored.
     pub notes: Vec<Note>,
+    /// Ordinals whose release was observed in this reconcile (`Draining` → `Released`): the
+    /// start of the controller's hand-off, timed by the coordinator.
+    pub released: Vec<Ordinal>,
+    /// Ordinals of recorded moves that this decision's writes grow into their destination: the
+    /// end of the hand-off once that write lands.
+    pub grows: Vec<Ordinal>,
 }
 
 fn unreachable_after(fsts: &FederatedStatefulSet) -> Duration {
@@ -259,6 +265,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut notes = Vec::new();
     // A release is stored before the grow that takes the ordinal, which waits a round.
     let mut newly_released = BTreeSet::new();
+    let mut grows = Vec::new();
     let now_str = inp.wall.to_string();
     if let Some(p) = &plan {
         let target_of: BTreeMap<Ordinal, &str> =
@@ -320,9 +327,9 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                     Step::Grow { acquires, .. } if acquires.iter().any(|k| newly_released.contains(k)) => continue,
                     Step::Grow { acquires, .. } => {
                         for k in acquires {
-                            if let Some(m) = moves.get_mut(k)
-                                && m.phase != phases::STARTING
-                            {
+                            let Some(m) = moves.get_mut(k) else { continue };
+                            grows.push(*k);
+                            if m.phase != phases::STARTING {
                                 m.phase = phases::STARTING.into();
                                 m.since = now_str.clone();
                                 persist_first = true;
@@ -417,6 +424,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         finished_moves: finished,
         conflicts,
         notes,
+        released: newly_released.into_iter().collect(),
+        grows,
     }
 }
 
@@ -579,6 +588,28 @@ mod tests {
         let d = decide_now(&f, &members, 7);
         assert_eq!(d.status.moves[0].phase, phases::STARTING);
         assert!(written_slices(&d).contains(&("east".to_string(), Some(0), Some(4))));
+    }
+
+    #[test]
+    fn the_release_and_the_grow_it_allows_are_reported_for_the_handoff_timing() {
+        let mut f = fsts(&[("east", 1), ("west", 0)]);
+        let mut members =
+            BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), settled(&f, 3, 3, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.released.is_empty() && d.grows.is_empty(), "draining is neither");
+        f.status = Some(d.status);
+        members.insert("west".into(), settled(&f, 4, 2, 7));
+        let d = decide_now(&f, &members, 7);
+        assert_eq!((d.released.as_slice(), d.grows.as_slice()), (&[3][..], &[][..]), "released, not yet grown");
+        f.status = Some(d.status);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!((d.released.as_slice(), d.grows.as_slice()), (&[][..], &[3][..]), "the grow of the next round");
+        // A grow written again (its first write failed) is reported again; the coordinator
+        // times only the first one that lands.
+        f.status = Some(d.status);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(d.grows, vec![3]);
+        assert!(d.released.is_empty());
     }
 
     #[test]
