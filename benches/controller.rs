@@ -2,7 +2,8 @@
 //! SECTION one of `federation` (spec propagation and the idle federation), `migration` (the
 //! hand-off per ordinal, and the blog's kubectl procedure against spanset) and `memory` (a
 //! separate `spanset run` process with 100 federations); default: all. Prints one line per
-//! figure, then a markdown table.
+//! figure, then a markdown table. `BENCH_LOG=spanset::controller=debug` prints the
+//! controller's logs (default: errors only).
 //!
 //! Everything runs on the simulator (`spanset::sim`) on loopback, with `time_factor` 0.01 (a
 //! simulated second is 10 ms), so simulated pod starts and grace periods barely count and what
