@@ -489,26 +489,7 @@ async fn federation_figures(seen: &Seen, report: &mut Report) {
 // ---------------------------------------------------------------------------------------------
 // 2 and 5: the blog's migration by kubectl, then by spanset; the hand-off per ordinal.
 
-const BLOG_STS: &str = r#"apiVersion: apps/v1
-kind: StatefulSet
-metadata: {name: redis-redis-cluster}
-spec:
-  replicas: REPLICAS
-  ordinals: {start: START}
-  serviceName: redis-redis-cluster-headless
-  selector: {matchLabels: {app: redis}}
-  template:
-    metadata: {labels: {app: redis}}
-    spec:
-      terminationGracePeriodSeconds: 10
-      containers:
-      - name: redis
-        image: redis:7
-        volumeMounts: [{name: redis-data, mountPath: /bitnami/redis/data}]
-  volumeClaimTemplates:
-  - metadata: {name: redis-data}
-    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
-"#;
+const BLOG_STS: &str = include_str!("../examples/blog-statefulset.yaml");
 
 /// The same StatefulSet as a FederatedStatefulSet template.
 fn blog_template() -> Value {

@@ -7,26 +7,7 @@ mod support;
 use serde_json::Value;
 use support::{DEADLINE, Kubectl, Sandbox, wait_until};
 
-const STS: &str = r#"apiVersion: apps/v1
-kind: StatefulSet
-metadata: {name: redis-redis-cluster}
-spec:
-  replicas: REPLICAS
-  ordinals: {start: START}
-  serviceName: redis-redis-cluster-headless
-  selector: {matchLabels: {app: redis}}
-  template:
-    metadata: {labels: {app: redis}}
-    spec:
-      terminationGracePeriodSeconds: 10
-      containers:
-      - name: redis
-        image: redis:7
-        volumeMounts: [{name: redis-data, mountPath: /bitnami/redis/data}]
-  volumeClaimTemplates:
-  - metadata: {name: redis-data}
-    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
-"#;
+const STS: &str = include_str!("../examples/blog-statefulset.yaml");
 
 fn sts(start: u32, replicas: u32) -> String {
     STS.replace("REPLICAS", &replicas.to_string()).replace("START", &start.to_string())
