@@ -37,6 +37,10 @@ pub fn in_flight(targets: &BTreeMap<String, Ordinals>, obs: &Observed, recorded:
     for (c, want) in targets {
         let here = observation(obs, c);
         let written = index.written_of(c, &here);
+        // A cluster whose target is written and Ready has nothing in flight.
+        if (want.ranges() - (written.ranges() & here.ready.ranges())).is_empty() {
+            continue;
+        }
         let (held_elsewhere, lingering) = (index.written_by_other(c), index.running_in_other(c));
         let unsettled = want.ranges() - (written.ranges() & here.ready.ranges()) - held_elsewhere.ranges();
         out |= (unsettled & (recorded.ranges() | lingering.ranges())).into_range_set_blaze();
@@ -155,6 +159,10 @@ fn taken_next(d: &Desired, obs: &Observed, targets: &BTreeMap<String, Ordinals>)
 /// the free or go-next ordinals while the budget lasts, then the same from the bottom.
 fn release_ends(written: &Ordinals, keep: &Ordinals, free: &Ordinals, next: &Ordinals, budget: &mut u64) -> Ordinals {
     let leaving = written - keep;
+    // The common case, a cluster at its target, costs one set difference.
+    if leaving.is_empty() {
+        return leaving;
+    }
     let gratis = &leaving & free;
     let paid = &(&leaving - free) & next;
     let either = &gratis | &paid;
@@ -239,6 +247,10 @@ pub fn next_steps(d: &Desired, obs: &Observed, targets: &BTreeMap<String, Ordina
             continue;
         }
         let written = holders.written_of(&c.name, &o);
+        // Nothing to take when the spec holds the whole target already.
+        if (want.ranges() - written.ranges()).is_empty() {
+            continue;
+        }
         let free = holders.free_for(want, &c.name);
         let acquires = if contiguous_backend {
             // Into an empty slice the first free ordinal, then outwards from both ends while
