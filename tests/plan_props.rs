@@ -9,10 +9,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+mod plan_gen;
+
+use plan_gen::{Event, event, healthy, settle};
 use proptest::prelude::*;
 use spanset::plan::{
-    Backend, ClusterObservation, ClusterTarget, Desired, Observed, Ordinal, Plan, Slice, Step, plan,
-    plan_to_completion, steps::contiguous,
+    Backend, ClusterTarget, Desired, Observed, Ordinal, Ordinals, Plan, Slice, Step, plan, plan_to_completion,
+    steps::contiguous,
 };
 
 fn desired(backend: Backend, replicas: u32, weights: &[u32], max_moves: u32) -> Desired {
@@ -29,56 +32,14 @@ fn desired(backend: Backend, replicas: u32, weights: &[u32], max_moves: u32) -> 
     }
 }
 
-fn healthy(written: BTreeSet<Ordinal>) -> ClusterObservation {
-    ClusterObservation::settled(Slice::from_ordinals(&written))
-}
-
 /// Random spec: 1–4 clusters, weights 0–4 (one above 0), optional min/max, 0–12 replicas.
 fn spec() -> impl Strategy<Value = Desired> {
-    (
-        prop::bool::ANY,
-        0u32..12,
-        0u32..4,
-        prop::collection::vec((0u32..5, 0u32..3, prop::option::of(0u32..10)), 1..5),
-        1u32..4,
-    )
-        .prop_map(|(adv, replicas, start, cs, max_moves)| Desired {
-            replicas,
-            start,
-            backend: if adv { Backend::AdvancedStatefulSet } else { Backend::StatefulSet },
-            clusters: cs
-                .iter()
-                .enumerate()
-                .map(|(i, (w, min, max))| ClusterTarget {
-                    name: format!("c{i}"),
-                    weight: if i == 0 { (*w).max(1) } else { *w },
-                    min_replicas: *min,
-                    max_replicas: max.map(|m| m.max(*min)),
-                })
-                .collect(),
-            max_concurrent_moves: max_moves,
-        })
-        .prop_filter("a valid spec", |d| spanset::plan::validate(d).is_empty())
+    plan_gen::spec(1..5, 0..12)
 }
 
 /// A random starting state: a random earlier range split among the clusters, disjoint.
 fn state(d: &Desired, seed: &[u32]) -> Observed {
-    let n = d.clusters.len();
-    let old_replicas = seed.first().copied().unwrap_or(0) % 12;
-    let mut obs: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(BTreeSet::new()))).collect();
-    let mut owner: Vec<usize> =
-        (0..old_replicas as usize).map(|i| seed.get(i + 1).copied().unwrap_or(0) as usize % n).collect();
-    if d.backend == Backend::StatefulSet {
-        owner.sort(); // contiguous blocks in placement order
-    }
-    for (k, c) in owner.iter().enumerate() {
-        let name = &d.clusters[*c].name;
-        let o = obs.get_mut(name).unwrap();
-        let mut set = o.written.ordinals();
-        set.insert(d.start + k as u32);
-        *o = healthy(set);
-    }
-    obs
+    plan_gen::state(d, seed, 12, false)
 }
 
 /// The world's truth behind the observations: what each member's spec holds and which pods
@@ -130,35 +91,7 @@ fn apply(obs: &mut Observed, step: &Step) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// A member catches up: pods follow its spec and it is observed after the write.
-fn settle(o: &mut ClusterObservation) {
-    o.pods = o.written.ordinals();
-    o.ready = o.pods.clone();
-    o.observed_since_write = true;
-}
-
-#[derive(Debug, Clone)]
-enum Event {
-    Settle(usize),
-    Partition(usize),
-    Heal(usize),
-    Fence(usize),
-    Reweigh(usize, u32),
-    Steps,
-}
-
-fn event() -> impl Strategy<Value = Event> {
-    prop_oneof![
-        4 => (0usize..4).prop_map(Event::Settle),
-        1 => (0usize..4).prop_map(Event::Partition),
-        2 => (0usize..4).prop_map(Event::Heal),
-        1 => (0usize..4).prop_map(Event::Fence),
-        1 => ((0usize..4), (0u32..4)).prop_map(|(c, w)| Event::Reweigh(c, w)),
-        6 => Just(Event::Steps),
-    ]
-}
-
-fn run_plan(d: &Desired, obs: &Observed, moving: &BTreeSet<Ordinal>) -> Result<Option<Plan>, TestCaseError> {
+fn run_plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Option<Plan>, TestCaseError> {
     match plan(d, obs, moving) {
         Ok(p) => Ok(Some(p)),
         // Partitions and fences can leave too little capacity: then nothing is written.
@@ -180,7 +113,7 @@ proptest! {
         let n = d.clusters.len();
         let mut obs = state(&d, &seed);
         check_invariants(&d, &obs)?;
-        let mut moving = BTreeSet::new();
+        let mut moving = Ordinals::new();
         for ev in events {
             match ev {
                 Event::Settle(c) => { if let Some(o) = obs.get_mut(&format!("c{}", c % n)) && o.reachable { settle(o); } }
@@ -206,13 +139,13 @@ proptest! {
                         // A returning fenced cluster's releases are cleanup, not moves.
                         if let Step::Shrink { cluster, releases, .. } = s
                             && !obs[cluster].fenced {
-                                moving.extend(releases.iter().copied().filter(|k| *k < d.start + d.replicas && *k >= d.start));
+                                moving.extend(releases.iter().filter(|k| *k < d.start + d.replicas && *k >= d.start));
                             }
                     }
                     // New moves fit in what the limit leaves; one extra only to unblock moves
                     // whose target changed under them.
                     let started = moving.len().saturating_sub(before);
-                    let room = (d.max_concurrent_moves as usize).saturating_sub(before);
+                    let room = u64::from(d.max_concurrent_moves).saturating_sub(before);
                     prop_assert!(started <= room || (started == 1 && before > 0), "{} moves started with {} in flight and a limit of {}", started, before, d.max_concurrent_moves);
                 }
             }
@@ -242,15 +175,18 @@ proptest! {
 
     #[test]
     fn slice_membership_agrees_with_its_ordinals(start in 0u32..20, replicas in 0u32..20, reserved in prop::collection::btree_set(0u32..45, 0..8), k in 0u32..50) {
-        let s = Slice { start, replicas, reserved };
-        prop_assert_eq!(s.contains(k), s.ordinals().contains(&k));
+        // The definition, ordinal by ordinal: the first `replicas` unreserved ordinals from `start`.
+        let selected: Vec<Ordinal> = (start..).filter(|o| !reserved.contains(o)).take(replicas as usize).collect();
+        let s = Slice { start, replicas, reserved: reserved.iter().copied().collect() };
+        prop_assert_eq!(s.ordinals().iter().collect::<Vec<_>>(), selected);
+        prop_assert_eq!(s.contains(k), s.ordinals().contains(k));
         prop_assert_eq!(Slice::from_ordinals(&s.ordinals()).ordinals(), s.ordinals());
     }
 
     #[test]
     fn targets_respect_weights_bounds_and_cover_the_range(d in spec()) {
-        let obs: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(BTreeSet::new()))).collect();
-        let p = plan(&d, &obs, &BTreeSet::new()).expect("a valid spec plans");
+        let obs: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(Ordinals::new()))).collect();
+        let p = plan(&d, &obs, &Ordinals::new()).expect("a valid spec plans");
         let mut all = BTreeSet::new();
         for (i, (name, slice)) in p.target.iter().enumerate() {
             let c = &d.clusters[i];
@@ -328,7 +264,7 @@ proptest! {
         let d = desired(Backend::StatefulSet, replicas, &weights, max_moves);
         let mut owner: Vec<usize> = split.iter().take(replicas as usize).map(|c| c % n).collect();
         owner.sort();
-        let mut obs: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(BTreeSet::new()))).collect();
+        let mut obs: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(Ordinals::new()))).collect();
         for (k, c) in owner.iter().enumerate() {
             let o = obs.get_mut(&format!("c{c}")).unwrap();
             let mut set = o.written.ordinals();
@@ -336,14 +272,14 @@ proptest! {
             *o = healthy(set);
         }
         let (first, steps) = plan_to_completion(&d, &obs).expect("plans to completion");
-        let acquired: usize = steps.iter().map(|s| match s { Step::Grow { acquires, .. } => acquires.len(), _ => 0 }).sum();
+        let acquired: u64 = steps.iter().map(|s| match s { Step::Grow { acquires, .. } => acquires.len(), _ => 0 }).sum();
         let mut target = vec![None; replicas as usize];
         for (name, slice) in &first.target {
             let c: usize = name[1..].parse().unwrap();
             for k in slice.ordinals() { target[k as usize] = Some(c); }
         }
         let start: Vec<Option<usize>> = owner.iter().map(|c| Some(*c)).collect();
-        prop_assert_eq!(acquired, oracle(&start, &target, n), "from {:?} to {:?}: {:?}", start, target, steps);
+        prop_assert_eq!(acquired, oracle(&start, &target, n) as u64, "from {:?} to {:?}: {:?}", start, target, steps);
     }
 }
 
@@ -352,17 +288,19 @@ fn the_blogs_migration_moves_one_ordinal_at_a_time_from_the_top() {
     let mut d = desired(Backend::StatefulSet, 6, &[0, 1], 1);
     d.clusters[0].name = "source".into();
     d.clusters[1].name = "destination".into();
-    let obs: Observed =
-        [("source".to_string(), healthy((0..6).collect())), ("destination".to_string(), healthy(BTreeSet::new()))]
-            .into();
+    let obs: Observed = [
+        ("source".to_string(), healthy(Ordinals::from_iter([0..=5]))),
+        ("destination".to_string(), healthy(Ordinals::new())),
+    ]
+    .into();
     let (p, steps) = plan_to_completion(&d, &obs).unwrap();
-    assert_eq!(p.target[1], ("destination".to_string(), Slice { start: 0, replicas: 6, reserved: BTreeSet::new() }));
+    assert_eq!(p.target[1], ("destination".to_string(), Slice { start: 0, replicas: 6, reserved: Ordinals::new() }));
     assert_eq!(p.target[0].1.replicas, 0, "source keeps nothing");
     let summary: Vec<String> = steps
         .iter()
         .map(|s| match s {
-            Step::Shrink { cluster, releases, .. } => format!("{cluster}-{releases:?}"),
-            Step::Grow { cluster, acquires, .. } => format!("{cluster}+{acquires:?}"),
+            Step::Shrink { cluster, releases, .. } => format!("{cluster}-{:?}", releases.iter().collect::<Vec<_>>()),
+            Step::Grow { cluster, acquires, .. } => format!("{cluster}+{:?}", acquires.iter().collect::<Vec<_>>()),
         })
         .collect();
     assert_eq!(
@@ -388,49 +326,56 @@ fn the_blogs_migration_moves_one_ordinal_at_a_time_from_the_top() {
 fn nothing_grows_until_the_release_is_observed() {
     let d = desired(Backend::StatefulSet, 2, &[1, 1], 1);
     let obs: Observed =
-        [("c0".to_string(), healthy((0..2).collect())), ("c1".to_string(), healthy(BTreeSet::new()))].into();
-    let p = plan(&d, &obs, &BTreeSet::new()).unwrap();
+        [("c0".to_string(), healthy(Ordinals::from_iter([0..=1]))), ("c1".to_string(), healthy(Ordinals::new()))]
+            .into();
+    let p = plan(&d, &obs, &Ordinals::new()).unwrap();
     assert_eq!(
         p.steps,
         vec![Step::Shrink {
             cluster: "c0".into(),
-            to: Slice { start: 0, replicas: 1, reserved: BTreeSet::new() },
-            releases: vec![1]
+            to: Slice { start: 0, replicas: 1, reserved: Ordinals::new() },
+            releases: Ordinals::from([1])
         }]
     );
     // Written but not yet observed: c1 must wait even though c0's spec no longer holds 1.
     let mut after = obs.clone();
-    after.get_mut("c0").unwrap().written = Slice { start: 0, replicas: 1, reserved: BTreeSet::new() };
+    after.get_mut("c0").unwrap().written = Slice { start: 0, replicas: 1, reserved: Ordinals::new() };
     after.get_mut("c0").unwrap().observed_since_write = false;
-    assert!(plan(&d, &after, &[1].into()).unwrap().steps.is_empty());
+    assert!(plan(&d, &after, &Ordinals::from([1])).unwrap().steps.is_empty());
     // Observed absent: now c1 may take it.
     after.get_mut("c0").unwrap().observed_since_write = true;
-    after.get_mut("c0").unwrap().pods = [0].into();
-    let steps = plan(&d, &after, &[1].into()).unwrap().steps;
-    assert!(matches!(&steps[..], [Step::Grow { cluster, acquires, .. }] if cluster == "c1" && acquires == &vec![1]));
+    after.get_mut("c0").unwrap().pods = Ordinals::from([0]);
+    let steps = plan(&d, &after, &Ordinals::from([1])).unwrap().steps;
+    assert!(
+        matches!(&steps[..], [Step::Grow { cluster, acquires, .. }] if cluster == "c1" && acquires == &Ordinals::from([1]))
+    );
 }
 
 #[test]
 fn an_unreachable_cluster_blocks_its_ordinals_until_fenced() {
     let d = desired(Backend::StatefulSet, 2, &[1, 1], 2);
-    let mut obs: Observed = [("c0".to_string(), healthy([0].into())), ("c1".to_string(), healthy([1].into()))].into();
+    let mut obs: Observed =
+        [("c0".to_string(), healthy(Ordinals::from([0]))), ("c1".to_string(), healthy(Ordinals::from([1])))].into();
     obs.get_mut("c1").unwrap().reachable = false;
-    let p = plan(&d, &obs, &BTreeSet::new()).unwrap();
+    let p = plan(&d, &obs, &Ordinals::new()).unwrap();
     assert_eq!(p.excluded, vec![("c1".to_string(), spanset::plan::Exclusion::Unreachable)]);
     assert!(p.steps.is_empty(), "c1 may still run ordinal 1: nothing moves ({:?})", p.steps);
     obs.get_mut("c1").unwrap().fenced = true;
-    let p = plan(&d, &obs, &BTreeSet::new()).unwrap();
-    assert!(matches!(&p.steps[..], [Step::Grow { cluster, acquires, .. }] if cluster == "c0" && acquires == &vec![1]));
+    let p = plan(&d, &obs, &Ordinals::new()).unwrap();
+    assert!(
+        matches!(&p.steps[..], [Step::Grow { cluster, acquires, .. }] if cluster == "c0" && acquires == &Ordinals::from([1]))
+    );
 }
 
 #[test]
 fn advanced_statefulsets_move_any_ordinal_straight_to_its_cluster() {
     let d = desired(Backend::AdvancedStatefulSet, 4, &[1, 1], 4);
     let obs: Observed =
-        [("c0".to_string(), healthy((0..4).collect())), ("c1".to_string(), healthy(BTreeSet::new()))].into();
+        [("c0".to_string(), healthy(Ordinals::from_iter([0..=3]))), ("c1".to_string(), healthy(Ordinals::new()))]
+            .into();
     let (p, steps) = plan_to_completion(&d, &obs).unwrap();
     assert_eq!(p.target[0].1.replicas + p.target[1].1.replicas, 4);
-    let acquired: usize = steps
+    let acquired: u64 = steps
         .iter()
         .map(|s| match s {
             Step::Grow { acquires, .. } => acquires.len(),
@@ -461,26 +406,26 @@ fn impossible_specs_name_the_field() {
 #[test]
 fn weights_divide_by_largest_remainder_and_small_changes_move_little() {
     let d = desired(Backend::StatefulSet, 10, &[1, 1, 1], 1);
-    let empty: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(BTreeSet::new()))).collect();
-    let counts: Vec<u32> = plan(&d, &empty, &BTreeSet::new()).unwrap().target.iter().map(|(_, s)| s.replicas).collect();
+    let empty: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(Ordinals::new()))).collect();
+    let counts: Vec<u32> = plan(&d, &empty, &Ordinals::new()).unwrap().target.iter().map(|(_, s)| s.replicas).collect();
     assert_eq!(counts, [4, 3, 3], "the remainder goes to the first in placement order");
     let d2 = desired(Backend::StatefulSet, 10, &[1, 1, 2], 1);
     let counts: Vec<u32> =
-        plan(&d2, &empty, &BTreeSet::new()).unwrap().target.iter().map(|(_, s)| s.replicas).collect();
+        plan(&d2, &empty, &Ordinals::new()).unwrap().target.iter().map(|(_, s)| s.replicas).collect();
     assert_eq!(counts, [3, 2, 5]);
     // The target does not depend on where ordinals are now, so it holds still during a move.
     let held: Observed = [
-        ("c0".to_string(), healthy((0..3).collect())),
-        ("c1".to_string(), healthy((3..7).collect())),
-        ("c2".to_string(), healthy((7..10).collect())),
+        ("c0".to_string(), healthy(Ordinals::from_iter([0..=2]))),
+        ("c1".to_string(), healthy(Ordinals::from_iter([3..=6]))),
+        ("c2".to_string(), healthy(Ordinals::from_iter([7..=9]))),
     ]
     .into();
-    let counts: Vec<u32> = plan(&d, &held, &BTreeSet::new()).unwrap().target.iter().map(|(_, s)| s.replicas).collect();
+    let counts: Vec<u32> = plan(&d, &held, &Ordinals::new()).unwrap().target.iter().map(|(_, s)| s.replicas).collect();
     assert_eq!(counts, [4, 3, 3]);
     // A small weight change moves few ordinals: 1:1:1 -> 1:1:1.2 over 10 replicas moves one.
     let d3 = desired(Backend::StatefulSet, 10, &[5, 5, 6], 1);
     let counts3: Vec<u32> =
-        plan(&d3, &empty, &BTreeSet::new()).unwrap().target.iter().map(|(_, s)| s.replicas).collect();
+        plan(&d3, &empty, &Ordinals::new()).unwrap().target.iter().map(|(_, s)| s.replicas).collect();
     let moved: u32 = counts.iter().zip(&counts3).map(|(a, b)| a.abs_diff(*b)).sum::<u32>() / 2;
     assert_eq!((counts3.clone(), moved), (vec![3, 3, 4], 1));
 }

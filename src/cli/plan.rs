@@ -18,7 +18,7 @@ use serde_json::json;
 
 use crate::{
     api::FederatedStatefulSet,
-    plan::{self, ClusterObservation, Observed, Slice, Step},
+    plan::{self, ClusterObservation, Observed, Ordinals, Slice, Step},
 };
 
 /// Output formats.
@@ -106,17 +106,31 @@ fn observed(d: &plan::Desired, current: &Current) -> Observed {
     obs
 }
 
+/// A set of ordinals for people, as runs: `[5]`, `[0-99999]`, `[1, 3-5]` (the range notation
+/// of Kruise's `reserveOrdinals`), so that a step moving many ordinals stays one short line.
+fn ordinals_text(set: &Ordinals) -> String {
+    let runs: Vec<String> = set
+        .ranges()
+        .map(|r| if r.start() == r.end() { r.start().to_string() } else { format!("{}-{}", r.start(), r.end()) })
+        .collect();
+    format!("[{}]", runs.join(", "))
+}
+
 fn describe(step: &Step) -> String {
     let slice = |s: &Slice| {
         let mut t = format!("start={} replicas={}", s.start, s.replicas);
         if !s.reserved.is_empty() {
-            t.push_str(&format!(" reserveOrdinals={:?}", s.reserved));
+            t.push_str(&format!(" reserveOrdinals={}", ordinals_text(&s.reserved)));
         }
         t
     };
     match step {
-        Step::Shrink { cluster, to, releases } => format!("shrink {cluster} to {} (releases {releases:?})", slice(to)),
-        Step::Grow { cluster, to, acquires } => format!("grow {cluster} to {} (acquires {acquires:?})", slice(to)),
+        Step::Shrink { cluster, to, releases } => {
+            format!("shrink {cluster} to {} (releases {})", slice(to), ordinals_text(releases))
+        }
+        Step::Grow { cluster, to, acquires } => {
+            format!("grow {cluster} to {} (acquires {})", slice(to), ordinals_text(acquires))
+        }
     }
 }
 
@@ -156,7 +170,7 @@ fn plan_files(args: &PlanArgs) -> Result<String, Vec<String>> {
                 .map(|(cluster, s)| {
                     let mut v = json!({"cluster": cluster, "start": s.start, "replicas": s.replicas});
                     if !s.reserved.is_empty() {
-                        v["reservedOrdinals"] = json!(s.reserved);
+                        v["reservedOrdinals"] = json!(s.reserved.iter().collect::<Vec<_>>());
                     }
                     v
                 })
@@ -169,7 +183,7 @@ fn plan_files(args: &PlanArgs) -> Result<String, Vec<String>> {
         Format::Table => {
             let mut out = String::from("CLUSTER          START  REPLICAS  RESERVED\n");
             for (cluster, s) in &target.target {
-                let reserved = if s.reserved.is_empty() { "-".to_string() } else { format!("{:?}", s.reserved) };
+                let reserved = if s.reserved.is_empty() { "-".to_string() } else { ordinals_text(&s.reserved) };
                 out.push_str(&format!("{cluster:<16} {:<6} {:<9} {reserved}\n", s.start, s.replicas));
             }
             for (cluster, why) in &target.excluded {

@@ -1,8 +1,11 @@
 //! The target: which clusters take part, how many replicas each holds, and which ordinals.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use super::types::{Backend, ClusterObservation, Desired, Exclusion, Observed, Ordinal, Slice};
+use super::{
+    sets,
+    types::{Backend, ClusterObservation, Desired, Exclusion, Observed, Ordinals, Slice},
+};
 
 /// Why no target exists for the clusters that can take part.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -103,38 +106,35 @@ pub fn counts(d: &Desired, eligible: &[usize]) -> Result<BTreeMap<usize, u32>, D
 pub fn assign(
     d: &Desired,
     counts: &BTreeMap<usize, u32>,
-    owned_now: &BTreeMap<usize, BTreeSet<Ordinal>>,
-) -> BTreeMap<usize, BTreeSet<Ordinal>> {
-    let range: BTreeSet<Ordinal> = (d.start..d.start + d.replicas).collect();
+    owned_now: &BTreeMap<usize, Ordinals>,
+) -> BTreeMap<usize, Ordinals> {
     match d.backend {
         Backend::StatefulSet => {
             let mut next = d.start;
             counts
                 .iter()
                 .map(|(&i, &n)| {
-                    let set = (next..next + n).collect();
+                    let set = sets::run(next, n);
                     next += n;
                     (i, set)
                 })
                 .collect()
         }
         Backend::AdvancedStatefulSet => {
-            let mut out: BTreeMap<usize, BTreeSet<Ordinal>> = BTreeMap::new();
-            let mut taken = BTreeSet::new();
+            let range = sets::run(d.start, d.replicas);
+            let mut out: BTreeMap<usize, Ordinals> = BTreeMap::new();
+            let mut taken = Ordinals::new();
             for (&i, &n) in counts {
-                let keep: BTreeSet<Ordinal> = owned_now
-                    .get(&i)
-                    .map(|s| s.intersection(&range).copied().take(n as usize).collect())
-                    .unwrap_or_default();
-                taken.extend(keep.iter().copied());
+                let keep = owned_now.get(&i).map(|s| sets::lowest(&(s & &range), u64::from(n))).unwrap_or_default();
+                taken |= &keep;
                 out.insert(i, keep);
             }
-            let mut free = range.difference(&taken).copied();
+            // The rest is dealt out lowest first, in placement order.
+            let mut free = &range - &taken;
             for (&i, &n) in counts {
                 let set = out.get_mut(&i).expect("inserted above");
-                while set.len() < n as usize {
-                    set.insert(free.next().expect("counts sum to replicas"));
-                }
+                let more = sets::split_lowest(&mut free, u64::from(n) - set.len());
+                *set |= more;
             }
             out
         }
@@ -160,10 +160,14 @@ pub fn target(d: &Desired, obs: &Observed) -> Result<Target, DivideError> {
             Some(why) => excluded.push((i, why)),
         }
     }
-    let owned_now: BTreeMap<usize, BTreeSet<Ordinal>> = eligible
-        .iter()
-        .map(|&i| (i, obs.get(&d.clusters[i].name).map(|o| o.written.ordinals()).unwrap_or_default()))
-        .collect();
+    // Only Advanced StatefulSets keep what they hold; apps/v1 slices follow placement order.
+    let owned_now: BTreeMap<usize, Ordinals> = match d.backend {
+        Backend::StatefulSet => BTreeMap::new(),
+        Backend::AdvancedStatefulSet => eligible
+            .iter()
+            .map(|&i| (i, obs.get(&d.clusters[i].name).map(|o| o.written.ordinals()).unwrap_or_default()))
+            .collect(),
+    };
     let counts = counts(d, &eligible)?;
     let sets = assign(d, &counts, &owned_now);
     let slices = sets.into_iter().map(|(i, set)| (i, Slice::from_ordinals(&set))).collect();

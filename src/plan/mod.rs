@@ -6,11 +6,12 @@
 //! cooperating clusters to show the whole sequence (what `spanset plan` prints).
 
 pub mod divide;
+mod sets;
 pub mod steps;
 pub mod types;
 pub mod validate;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 pub use types::*;
 pub use validate::{SpecError, validate};
@@ -30,20 +31,22 @@ pub enum PlanError {
 }
 
 /// Plans from the current observation: the target, the safe steps now, the moves in flight.
-/// `moving` is the set of ordinals recorded as moving (the durable `status.moves`).
-pub fn plan(d: &Desired, obs: &Observed, moving: &BTreeSet<Ordinal>) -> Result<Plan, PlanError> {
+/// `moving` is the set of ordinals recorded as moving (the durable `status.moves`). Costs the
+/// number of clusters times the number of ranges in their sets, whatever the ordinals.
+pub fn plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Plan, PlanError> {
     let errs = validate(d);
     if !errs.is_empty() {
         return Err(PlanError::Invalid(errs));
     }
     let divide::Target { slices, excluded } = divide::target(d, obs)?;
     let target: Vec<(String, Slice)> = slices.into_iter().map(|(i, s)| (d.clusters[i].name.clone(), s)).collect();
-    let targets: BTreeMap<String, BTreeSet<Ordinal>> = target.iter().map(|(n, s)| (n.clone(), s.ordinals())).collect();
+    let targets: BTreeMap<String, Ordinals> = target.iter().map(|(n, s)| (n.clone(), s.ordinals())).collect();
     let in_flight = steps::in_flight(&targets, obs, moving);
     let steps = steps::next_steps(d, obs, &targets, &in_flight);
-    let all_written = obs.iter().all(|(n, o)| {
-        o.written.ordinals() == targets.get(n).cloned().unwrap_or_default() || (!o.reachable && o.fenced)
-    });
+    let nothing = Ordinals::new();
+    let all_written = obs
+        .iter()
+        .all(|(n, o)| (!o.reachable && o.fenced) || o.written.ordinals() == *targets.get(n).unwrap_or(&nothing));
     let all_ready = targets.iter().all(|(n, want)| want.is_subset(&steps::observation(obs, n).ready));
     let done = steps.is_empty() && all_written && all_ready && in_flight.is_empty();
     Ok(Plan {
@@ -72,14 +75,14 @@ pub fn cooperate(obs: &mut Observed, step: &Step) {
 /// Plans every step to the target, assuming every member cooperates; returns the target and
 /// the steps in order (rounds of steps flattened).
 pub fn plan_to_completion(d: &Desired, obs: &Observed) -> Result<(Plan, Vec<Step>), PlanError> {
-    let first = plan(d, obs, &BTreeSet::new())?;
+    let first = plan(d, obs, &Ordinals::new())?;
     let mut obs = obs.clone();
     // Members that can act settle what they already show before the first round.
     for o in obs.values_mut().filter(|o| o.reachable) {
         o.observed_since_write = true;
     }
     let mut all = Vec::new();
-    let mut moving = BTreeSet::new();
+    let mut moving = Ordinals::new();
     let limit = 4 * (d.replicas as usize + d.clusters.len() + 4);
     for _ in 0..limit {
         let p = plan(d, &obs, &moving)?;
@@ -95,11 +98,11 @@ pub fn plan_to_completion(d: &Desired, obs: &Observed) -> Result<(Plan, Vec<Step
             continue;
         }
         moving = p.in_flight.clone();
+        // Released ordinals that some target holds start moving (the others leave the range).
+        let placed: Ordinals = p.target.iter().flat_map(|(_, t)| t.ordinals().into_ranges()).collect();
         for s in &p.steps {
             if let Step::Shrink { releases, .. } = s {
-                moving.extend(
-                    releases.iter().copied().filter(|k| p.target.iter().any(|(_, t)| t.ordinals().contains(k))),
-                );
+                moving |= releases & &placed;
             }
             cooperate(&mut obs, s);
             all.push(s.clone());

@@ -3,16 +3,27 @@
 //! other cluster is confirmed not running k (observed absent since its last write, or fenced);
 //! shrink before grow; at most `maxConcurrentMoves` ordinals moving; for apps/v1 every written
 //! slice stays contiguous.
+//!
+//! Every rule is a set operation on [`Ordinals`] (ranges), so a plan costs the number of
+//! clusters times the number of ranges, never the number of ordinals.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    borrow::Cow,
+    collections::{BTreeMap, BTreeSet},
+};
 
-use super::types::{Backend, ClusterObservation, Desired, Observed, Ordinal, Slice, Step};
+use range_set_blaze::SortedDisjoint;
+
+use super::{
+    sets,
+    types::{Backend, ClusterObservation, Desired, Observed, Ordinal, Ordinals, Slice, Step},
+};
 
 /// A cluster's observation, or the one of a cluster never seen (unreachable, nothing written).
-pub fn observation<'a>(obs: &'a Observed, name: &str) -> std::borrow::Cow<'a, ClusterObservation> {
+pub fn observation<'a>(obs: &'a Observed, name: &str) -> Cow<'a, ClusterObservation> {
     match obs.get(name) {
-        Some(o) => std::borrow::Cow::Borrowed(o),
-        None => std::borrow::Cow::Owned(ClusterObservation::default()),
+        Some(o) => Cow::Borrowed(o),
+        None => Cow::Owned(ClusterObservation::default()),
     }
 }
 
@@ -20,32 +31,36 @@ pub fn observation<'a>(obs: &'a Observed, name: &str) -> std::borrow::Cow<'a, Cl
 /// where they go, and either recorded as moving (`recorded`, the durable `status.moves`) or
 /// still running (terminating) somewhere else. An ordinal still written in another cluster's
 /// spec is misplaced, not moving: it starts moving when that cluster releases it.
-pub fn in_flight(
-    targets: &BTreeMap<String, BTreeSet<Ordinal>>,
-    obs: &Observed,
-    recorded: &BTreeSet<Ordinal>,
-) -> BTreeSet<Ordinal> {
+pub fn in_flight(targets: &BTreeMap<String, Ordinals>, obs: &Observed, recorded: &Ordinals) -> Ordinals {
     let index = Holders::new(obs);
-    let mut out = BTreeSet::new();
+    let mut out = Ordinals::new();
     for (c, want) in targets {
         let here = observation(obs, c);
-        for &k in want {
-            let settled = here.written.contains(k) && here.ready.contains(&k);
-            let held_elsewhere = index.written_by_other(k, c);
-            let lingering = index.running_in_other(k, c);
-            if !settled && !held_elsewhere && (recorded.contains(&k) || lingering) {
-                out.insert(k);
-            }
+        let written = index.written_of(c, &here);
+        // A cluster whose target is written and Ready has nothing in flight.
+        if (want.ranges() - (written.ranges() & here.ready.ranges())).is_empty() {
+            continue;
         }
+        let (held_elsewhere, lingering) = (index.written_by_other(c), index.running_in_other(c));
+        let unsettled = want.ranges() - (written.ranges() & here.ready.ranges()) - held_elsewhere.ranges();
+        out |= (unsettled & (recorded.ranges() | lingering.ranges())).into_range_set_blaze();
     }
     out
 }
 
-/// Which unfenced clusters hold each ordinal in their spec or run its pod, built once per plan
-/// so that every question about an ordinal is a lookup.
+/// Which unfenced clusters hold which ordinals in their spec or run their pods, built once per
+/// plan so that every question about the others of a cluster is a few set operations.
 pub struct Holders<'a> {
-    written: BTreeMap<Ordinal, Vec<&'a str>>,
-    running: BTreeMap<Ordinal, Vec<&'a str>>,
+    /// Spec ordinals of each unfenced cluster.
+    written: BTreeMap<&'a str, Ordinals>,
+    /// Ordinals in at least one unfenced spec, and in at least two.
+    written_once: Ordinals,
+    written_twice: Ordinals,
+    /// Pods of each unfenced cluster.
+    running: BTreeMap<&'a str, &'a Ordinals>,
+    /// Ordinals running in at least one unfenced cluster, and in at least two.
+    running_once: Ordinals,
+    running_twice: Ordinals,
     /// Unfenced clusters whose absences are not confirmations (unreachable, or not observed
     /// since the last write).
     unconfirmed: Vec<&'a str>,
@@ -54,146 +69,173 @@ pub struct Holders<'a> {
 impl<'a> Holders<'a> {
     /// Indexes the observation.
     pub fn new(obs: &'a Observed) -> Self {
-        let mut written: BTreeMap<Ordinal, Vec<&str>> = BTreeMap::new();
-        let mut running: BTreeMap<Ordinal, Vec<&str>> = BTreeMap::new();
-        let mut unconfirmed = Vec::new();
-        for (name, o) in obs.iter().filter(|(_, o)| !o.fenced) {
-            for k in o.written.ordinals() {
-                written.entry(k).or_default().push(name);
-            }
-            for &k in &o.pods {
-                running.entry(k).or_default().push(name);
-            }
-            if !(o.reachable && o.observed_since_write) {
-                unconfirmed.push(name.as_str());
-            }
+        let unfenced = || obs.iter().filter(|(_, o)| !o.fenced);
+        let written: BTreeMap<&str, Ordinals> = unfenced().map(|(n, o)| (n.as_str(), o.written.ordinals())).collect();
+        let running: BTreeMap<&str, &Ordinals> = unfenced().map(|(n, o)| (n.as_str(), &o.pods)).collect();
+        let (written_once, written_twice) = sets::once_and_twice(written.values());
+        let (running_once, running_twice) = sets::once_and_twice(running.values().copied());
+        let unconfirmed =
+            unfenced().filter(|(_, o)| !(o.reachable && o.observed_since_write)).map(|(n, _)| n.as_str()).collect();
+        Self { written, written_once, written_twice, running, running_once, running_twice, unconfirmed }
+    }
+
+    /// The ordinals in `c`'s spec, from the index when `c` is in it.
+    fn written_of<'b>(&'b self, c: &str, here: &ClusterObservation) -> Cow<'b, Ordinals> {
+        match self.written.get(c) {
+            Some(w) => Cow::Borrowed(w),
+            None => Cow::Owned(here.written.ordinals()),
         }
-        Self { written, running, unconfirmed }
     }
 
-    /// Whether an unfenced cluster other than `c` has `k` in its spec.
-    pub fn written_by_other(&self, k: Ordinal, c: &str) -> bool {
-        self.written.get(&k).is_some_and(|hs| hs.iter().any(|h| *h != c))
+    /// The ordinals that an unfenced cluster other than `c` has in its spec.
+    pub fn written_by_other(&self, c: &str) -> Ordinals {
+        others(&self.written_once, &self.written_twice, self.written.get(c))
     }
 
-    /// Whether an unfenced cluster other than `c` runs a pod for `k`.
-    pub fn running_in_other(&self, k: Ordinal, c: &str) -> bool {
-        self.running.get(&k).is_some_and(|hs| hs.iter().any(|h| *h != c))
+    /// The ordinals that an unfenced cluster other than `c` runs a pod for.
+    pub fn running_in_other(&self, c: &str) -> Ordinals {
+        others(&self.running_once, &self.running_twice, self.running.get(c).copied())
     }
 
-    /// Whether every cluster other than `c` is confirmed not to run `k` (the at-most-one rule's
-    /// condition for `c` to take `k`).
-    pub fn free_for(&self, k: Ordinal, c: &str) -> bool {
-        !self.written_by_other(k, c) && !self.running_in_other(k, c) && self.unconfirmed.iter().all(|u| *u == c)
+    /// The ordinals of `want` that every cluster other than `c` is confirmed not to run (the
+    /// at-most-one rule's condition for `c` to take them).
+    pub fn free_for(&self, want: &Ordinals, c: &str) -> Ordinals {
+        if self.unconfirmed.iter().any(|u| *u != c) {
+            return Ordinals::new();
+        }
+        (want.ranges() - self.written_by_other(c).ranges() - self.running_in_other(c).ranges()).into_range_set_blaze()
+    }
+}
+
+/// What the others of a cluster hold, from what one or two hold and what the cluster itself
+/// holds (`own`): the ordinals held by anyone but not by it, and those it shares.
+fn others(once: &Ordinals, twice: &Ordinals, own: Option<&Ordinals>) -> Ordinals {
+    match own {
+        None => once.clone(),
+        Some(own) => ((once.ranges() - own.ranges()) | (twice.ranges() & own.ranges())).into_range_set_blaze(),
     }
 }
 
 /// Whether `set` is one contiguous run.
-pub fn contiguous(set: &BTreeSet<Ordinal>) -> bool {
-    match (set.first(), set.last()) {
-        (Some(lo), Some(hi)) => (hi - lo) as usize + 1 == set.len(),
-        _ => true,
+pub fn contiguous(set: &Ordinals) -> bool {
+    set.ranges_len() <= 1
+}
+
+/// The ordinals that the cluster they go to can take next: for apps/v1 only an end of its
+/// slice (or anything, into an empty one); ordinals no target holds go nowhere and anything
+/// goes for Advanced StatefulSets.
+fn taken_next(d: &Desired, obs: &Observed, targets: &BTreeMap<String, Ordinals>) -> Ordinals {
+    if d.backend != Backend::StatefulSet {
+        return Ordinals::universe();
     }
+    let mut runs: Vec<std::ops::RangeInclusive<Ordinal>> = Vec::new();
+    for (t, want) in targets {
+        let w = &observation(obs, t).written;
+        if w.replicas == 0 {
+            runs.extend(want.ranges());
+        } else if w.is_contiguous() {
+            let (lo, hi) = (u64::from(w.start), u64::from(w.start) + u64::from(w.replicas) - 1);
+            for k in [lo.checked_sub(1), Some(hi + 1)].into_iter().flatten() {
+                if let Ok(k) = Ordinal::try_from(k)
+                    && want.contains(k)
+                {
+                    runs.push(k..=k);
+                }
+            }
+        }
+    }
+    let placed: Ordinals = targets.values().flat_map(|t| t.ranges()).collect();
+    runs.into_iter().collect::<Ordinals>() | !placed
+}
+
+/// Ordinals a shrink of `written` releases for apps/v1, with `budget` moves left: one end at a
+/// time so the slice stays contiguous, preferring the top (as a StatefulSet removes pods); the
+/// free ones (`free`) first, then, while the budget lasts, the ones their target cluster can
+/// take next (`next`), or they would hold the budget while another move has to happen first.
+///
+/// Ordinal by ordinal this is a loop that takes the top if free, else the bottom if free, else
+/// the top if it can go next, else the bottom if it can go next. Free picks do not move the
+/// other end, so the loop falls into four runs: the free top, the free bottom, then from the top
+/// the free or go-next ordinals while the budget lasts, then the same from the bottom.
+fn release_ends(written: &Ordinals, keep: &Ordinals, free: &Ordinals, next: &Ordinals, budget: &mut u64) -> Ordinals {
+    let leaving = written - keep;
+    // The common case, a cluster at its target, costs one set difference.
+    if leaving.is_empty() {
+        return leaving;
+    }
+    let gratis = &leaving & free;
+    let paid = &(&leaving - free) & next;
+    let either = &gratis | &paid;
+    let mut left = written.clone();
+    let mut out = Ordinals::new();
+    for (within, from_top) in [(&gratis, true), (&gratis, false), (&either, true), (&either, false)] {
+        let run = if from_top { sets::top_run(&left, within) } else { sets::bottom_run(&left, within) };
+        // The run as far as the budget pays for the go-next ordinals in it, counted from its end.
+        let costs = &run & &paid;
+        let run = if costs.len() <= *budget {
+            *budget -= costs.len();
+            run
+        } else if from_top {
+            let last_paid = sets::highest(&costs, *budget + 1).first().expect("more costs than budget");
+            *budget = 0;
+            sets::above(&run, last_paid)
+        } else {
+            let last_paid = sets::lowest(&costs, *budget + 1).last().expect("more costs than budget");
+            *budget = 0;
+            sets::below(&run, last_paid)
+        };
+        left = &left - &run;
+        out |= run;
+    }
+    out
 }
 
 /// Computes the shrinks and grows that are safe now.
-pub fn next_steps(
-    d: &Desired,
-    obs: &Observed,
-    targets: &BTreeMap<String, BTreeSet<Ordinal>>,
-    moving: &BTreeSet<Ordinal>,
-) -> Vec<Step> {
+pub fn next_steps(d: &Desired, obs: &Observed, targets: &BTreeMap<String, Ordinals>, moving: &Ordinals) -> Vec<Step> {
     let contiguous_backend = d.backend == Backend::StatefulSet;
-    let range: BTreeSet<Ordinal> = (d.start..d.start + d.replicas).collect();
-    let owner_of: BTreeMap<Ordinal, &String> =
-        targets.iter().flat_map(|(c, set)| set.iter().map(move |k| (*k, c))).collect();
-    // Whether the cluster an ordinal goes to can take it next: for apps/v1 only at an end of
-    // its slice (or into an empty one).
-    let ends: BTreeMap<&str, Option<(Ordinal, Ordinal)>> = obs
-        .iter()
-        .map(|(n, o)| {
-            (
-                n.as_str(),
-                (o.written.replicas > 0 && o.written.is_contiguous())
-                    .then(|| (o.written.start, o.written.start + o.written.replicas - 1)),
-            )
-        })
-        .collect();
-    let takes_next = |k: &Ordinal| match owner_of.get(k) {
-        None => true,
-        Some(t) => match ends.get(t.as_str()).copied().flatten() {
-            _ if !contiguous_backend => true,
-            None => observation(obs, t).written.replicas == 0,
-            Some((lo, hi)) => *k + 1 == lo || *k == hi + 1,
-        },
-    };
+    let range = sets::run(d.start, d.replicas);
+    let next = taken_next(d, obs, targets);
     let holders = Holders::new(obs);
-    let mut budget = (d.max_concurrent_moves as usize).saturating_sub(moving.len());
+    let mut budget = u64::from(d.max_concurrent_moves).saturating_sub(moving.len());
     // Liveness: when the target changed under moves in flight (a spec edit, a partition that
     // healed) every one of them may wait on another ordinal that the spent budget would never
     // release. Then one more move may start, so they can finish.
-    if budget == 0 && !moving.is_empty() && !moving.iter().any(takes_next) {
+    if budget == 0 && !moving.is_empty() && (moving.ranges() & next.ranges()).is_empty() {
         budget = 1;
     }
     let mut steps = Vec::new();
     // Shrinks: every cluster we can write to gives up what its target does not hold. Clusters
     // not in the placement at all (removed from the spec) hold nothing in the target.
-    let names: Vec<String> = d
+    let placement: BTreeSet<&str> = d.clusters.iter().map(|c| c.name.as_str()).collect();
+    let names = d
         .clusters
         .iter()
-        .map(|c| c.name.clone())
-        .chain(obs.keys().filter(|n| !d.clusters.iter().any(|c| &c.name == *n)).cloned())
-        .collect();
-    for name in &names {
+        .map(|c| c.name.as_str())
+        .chain(obs.keys().map(String::as_str).filter(|n| !placement.contains(n)));
+    // Leaving the global range is no move. A fenced cluster that answers again gives
+    // everything up at once: its ordinals were re-homed while it was declared dead.
+    let free_unless_fenced = (!&range) | moving;
+    let everything = Ordinals::universe();
+    for name in names {
         let o = observation(obs, name);
         if !o.reachable {
             continue;
         }
-        let written = o.written.ordinals();
-        let keep: BTreeSet<Ordinal> =
-            targets.get(name).map(|t| t.intersection(&written).copied().collect()).unwrap_or_default();
-        // Leaving the global range is no move. A fenced cluster that answers again gives
-        // everything up at once: its ordinals were re-homed while it was declared dead.
-        let free_release = |k: &Ordinal| !range.contains(k) || moving.contains(k) || o.fenced;
-        let mut releases = Vec::new();
-        if contiguous_backend {
-            // One ordinal at a time, always from an end of what is left so the slice stays
-            // contiguous, preferring the top (as a StatefulSet removes pods); a move is started
-            // only if its target cluster can take it next, or it would hold the budget while
-            // another move has to happen first.
-            let mut left = written.clone();
-            loop {
-                let candidates: Vec<Ordinal> = [left.last().copied(), left.first().copied()]
-                    .into_iter()
-                    .flatten()
-                    .filter(|k| !keep.contains(k))
-                    .collect();
-                let pick = candidates
-                    .iter()
-                    .copied()
-                    .find(free_release)
-                    .or_else(|| (budget > 0).then(|| candidates.iter().copied().find(takes_next)).flatten());
-                let Some(k) = pick else { break };
-                if !free_release(&k) {
-                    budget -= 1;
-                }
-                left.remove(&k);
-                releases.push(k);
-            }
+        let written = holders.written_of(name, &o);
+        let keep = targets.get(name).map(|t| t & &*written).unwrap_or_default();
+        let free = if o.fenced { &everything } else { &free_unless_fenced };
+        let releases = if contiguous_backend {
+            release_ends(&written, &keep, free, &next, &mut budget)
         } else {
             // Any ordinal may go: the free ones, then moves from the top while the budget lasts.
-            for k in written.iter().rev().copied().filter(|k| !keep.contains(k)) {
-                if free_release(&k) {
-                    releases.push(k);
-                } else if budget > 0 {
-                    budget -= 1;
-                    releases.push(k);
-                }
-            }
-        }
+            let leaving = &*written - &keep;
+            let paid = sets::highest(&(&leaving - free), budget);
+            budget -= paid.len();
+            (&leaving & free) | paid
+        };
         if !releases.is_empty() {
-            let left: BTreeSet<Ordinal> = written.iter().copied().filter(|k| !releases.contains(k)).collect();
-            steps.push(Step::Shrink { cluster: name.clone(), to: Slice::from_ordinals(&left), releases });
+            let to = Slice::from_ordinals(&(&*written - &releases));
+            steps.push(Step::Shrink { cluster: name.to_string(), to, releases });
         }
     }
     // Grows: a cluster takes the ordinals of its target that every other cluster is confirmed
@@ -204,39 +246,42 @@ pub fn next_steps(
         if !o.reachable || o.fenced || !o.compatible {
             continue;
         }
-        let written = o.written.ordinals();
-        let free = |k: Ordinal| holders.free_for(k, &c.name);
-        let mut acquires: BTreeSet<Ordinal> = BTreeSet::new();
-        if contiguous_backend {
-            let mut have = written.clone();
-            if have.is_empty()
-                && let Some(&first) = want.iter().find(|&&k| free(k))
-            {
-                have.insert(first);
-                acquires.insert(first);
-            }
-            if let (Some(&lo), Some(&hi)) = (have.first(), have.last()) {
-                let mut k = hi + 1;
-                while want.contains(&k) && free(k) {
-                    acquires.insert(k);
-                    k += 1;
-                }
-                let mut k = lo;
-                while k > 0 && want.contains(&(k - 1)) && free(k - 1) {
-                    acquires.insert(k - 1);
-                    k -= 1;
-                }
-            }
-        } else {
-            acquires = want.difference(&written).copied().filter(|&k| free(k)).collect();
+        let written = holders.written_of(&c.name, &o);
+        // Nothing to take when the spec holds the whole target already.
+        if (want.ranges() - written.ranges()).is_empty() {
+            continue;
         }
+        let free = holders.free_for(want, &c.name);
+        let acquires = if contiguous_backend {
+            // Into an empty slice the first free ordinal, then outwards from both ends while
+            // the ordinals are wanted and free.
+            let mut acquires = Ordinals::new();
+            let ends = match (written.first(), written.last()) {
+                (Some(lo), Some(hi)) => Some((lo, hi)),
+                _ => free.first().map(|k| {
+                    acquires.insert(k);
+                    (k, k)
+                }),
+            };
+            if let Some((lo, hi)) = ends {
+                if let Some(up) = hi.checked_add(1)
+                    && let Some(r) = free.range_at(up)
+                {
+                    acquires.ranges_insert(up..=*r.end());
+                }
+                if let Some(down) = lo.checked_sub(1)
+                    && let Some(r) = free.range_at(down)
+                {
+                    acquires.ranges_insert(*r.start()..=down);
+                }
+            }
+            acquires
+        } else {
+            &free - &*written
+        };
         if !acquires.is_empty() {
-            let to: BTreeSet<Ordinal> = written.union(&acquires).copied().collect();
-            steps.push(Step::Grow {
-                cluster: c.name.clone(),
-                to: Slice::from_ordinals(&to),
-                acquires: acquires.into_iter().collect(),
-            });
+            let to = Slice::from_ordinals(&(&*written | &acquires));
+            steps.push(Step::Grow { cluster: c.name.clone(), to, acquires });
         }
     }
     steps

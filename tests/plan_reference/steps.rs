@@ -1,0 +1,243 @@
+//! The next safe steps from what is written and observed towards the target, under the
+//! at-most-one rule: a cluster's spec gains ordinal k only when no other spec holds k and every
+//! other cluster is confirmed not running k (observed absent since its last write, or fenced);
+//! shrink before grow; at most `maxConcurrentMoves` ordinals moving; for apps/v1 every written
+//! slice stays contiguous.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::types::{Backend, ClusterObservation, Desired, Observed, Ordinal, Slice, Step};
+
+/// A cluster's observation, or the one of a cluster never seen (unreachable, nothing written).
+pub fn observation<'a>(obs: &'a Observed, name: &str) -> std::borrow::Cow<'a, ClusterObservation> {
+    match obs.get(name) {
+        Some(o) => std::borrow::Cow::Borrowed(o),
+        None => std::borrow::Cow::Owned(ClusterObservation::default()),
+    }
+}
+
+/// Ordinals moving between clusters: released by every other cluster's spec, not yet Ready
+/// where they go, and either recorded as moving (`recorded`, the durable `status.moves`) or
+/// still running (terminating) somewhere else. An ordinal still written in another cluster's
+/// spec is misplaced, not moving: it starts moving when that cluster releases it.
+pub fn in_flight(
+    targets: &BTreeMap<String, BTreeSet<Ordinal>>,
+    obs: &Observed,
+    recorded: &BTreeSet<Ordinal>,
+) -> BTreeSet<Ordinal> {
+    let index = Holders::new(obs);
+    let mut out = BTreeSet::new();
+    for (c, want) in targets {
+        let here = observation(obs, c);
+        for &k in want {
+            let settled = here.written.contains(k) && here.ready.contains(&k);
+            let held_elsewhere = index.written_by_other(k, c);
+            let lingering = index.running_in_other(k, c);
+            if !settled && !held_elsewhere && (recorded.contains(&k) || lingering) {
+                out.insert(k);
+            }
+        }
+    }
+    out
+}
+
+/// Which unfenced clusters hold each ordinal in their spec or run its pod, built once per plan
+/// so that every question about an ordinal is a lookup.
+pub struct Holders<'a> {
+    written: BTreeMap<Ordinal, Vec<&'a str>>,
+    running: BTreeMap<Ordinal, Vec<&'a str>>,
+    /// Unfenced clusters whose absences are not confirmations (unreachable, or not observed
+    /// since the last write).
+    unconfirmed: Vec<&'a str>,
+}
+
+impl<'a> Holders<'a> {
+    /// Indexes the observation.
+    pub fn new(obs: &'a Observed) -> Self {
+        let mut written: BTreeMap<Ordinal, Vec<&str>> = BTreeMap::new();
+        let mut running: BTreeMap<Ordinal, Vec<&str>> = BTreeMap::new();
+        let mut unconfirmed = Vec::new();
+        for (name, o) in obs.iter().filter(|(_, o)| !o.fenced) {
+            for k in o.written.ordinals() {
+                written.entry(k).or_default().push(name);
+            }
+            for &k in &o.pods {
+                running.entry(k).or_default().push(name);
+            }
+            if !(o.reachable && o.observed_since_write) {
+                unconfirmed.push(name.as_str());
+            }
+        }
+        Self { written, running, unconfirmed }
+    }
+
+    /// Whether an unfenced cluster other than `c` has `k` in its spec.
+    pub fn written_by_other(&self, k: Ordinal, c: &str) -> bool {
+        self.written.get(&k).is_some_and(|hs| hs.iter().any(|h| *h != c))
+    }
+
+    /// Whether an unfenced cluster other than `c` runs a pod for `k`.
+    pub fn running_in_other(&self, k: Ordinal, c: &str) -> bool {
+        self.running.get(&k).is_some_and(|hs| hs.iter().any(|h| *h != c))
+    }
+
+    /// Whether every cluster other than `c` is confirmed not to run `k` (the at-most-one rule's
+    /// condition for `c` to take `k`).
+    pub fn free_for(&self, k: Ordinal, c: &str) -> bool {
+        !self.written_by_other(k, c) && !self.running_in_other(k, c) && self.unconfirmed.iter().all(|u| *u == c)
+    }
+}
+
+/// Whether `set` is one contiguous run.
+pub fn contiguous(set: &BTreeSet<Ordinal>) -> bool {
+    match (set.first(), set.last()) {
+        (Some(lo), Some(hi)) => (hi - lo) as usize + 1 == set.len(),
+        _ => true,
+    }
+}
+
+/// Computes the shrinks and grows that are safe now.
+pub fn next_steps(
+    d: &Desired,
+    obs: &Observed,
+    targets: &BTreeMap<String, BTreeSet<Ordinal>>,
+    moving: &BTreeSet<Ordinal>,
+) -> Vec<Step> {
+    let contiguous_backend = d.backend == Backend::StatefulSet;
+    let range: BTreeSet<Ordinal> = (d.start..d.start + d.replicas).collect();
+    let owner_of: BTreeMap<Ordinal, &String> =
+        targets.iter().flat_map(|(c, set)| set.iter().map(move |k| (*k, c))).collect();
+    // Whether the cluster an ordinal goes to can take it next: for apps/v1 only at an end of
+    // its slice (or into an empty one).
+    let ends: BTreeMap<&str, Option<(Ordinal, Ordinal)>> = obs
+        .iter()
+        .map(|(n, o)| {
+            (
+                n.as_str(),
+                (o.written.replicas > 0 && o.written.is_contiguous())
+                    .then(|| (o.written.start, o.written.start + o.written.replicas - 1)),
+            )
+        })
+        .collect();
+    let takes_next = |k: &Ordinal| match owner_of.get(k) {
+        None => true,
+        Some(t) => match ends.get(t.as_str()).copied().flatten() {
+            _ if !contiguous_backend => true,
+            None => observation(obs, t).written.replicas == 0,
+            Some((lo, hi)) => *k + 1 == lo || *k == hi + 1,
+        },
+    };
+    let holders = Holders::new(obs);
+    let mut budget = (d.max_concurrent_moves as usize).saturating_sub(moving.len());
+    // Liveness: when the target changed under moves in flight (a spec edit, a partition that
+    // healed) every one of them may wait on another ordinal that the spent budget would never
+    // release. Then one more move may start, so they can finish.
+    if budget == 0 && !moving.is_empty() && !moving.iter().any(takes_next) {
+        budget = 1;
+    }
+    let mut steps = Vec::new();
+    // Shrinks: every cluster we can write to gives up what its target does not hold. Clusters
+    // not in the placement at all (removed from the spec) hold nothing in the target.
+    let names: Vec<String> = d
+        .clusters
+        .iter()
+        .map(|c| c.name.clone())
+        .chain(obs.keys().filter(|n| !d.clusters.iter().any(|c| &c.name == *n)).cloned())
+        .collect();
+    for name in &names {
+        let o = observation(obs, name);
+        if !o.reachable {
+            continue;
+        }
+        let written = o.written.ordinals();
+        let keep: BTreeSet<Ordinal> =
+            targets.get(name).map(|t| t.intersection(&written).copied().collect()).unwrap_or_default();
+        // Leaving the global range is no move. A fenced cluster that answers again gives
+        // everything up at once: its ordinals were re-homed while it was declared dead.
+        let free_release = |k: &Ordinal| !range.contains(k) || moving.contains(k) || o.fenced;
+        let mut releases = Vec::new();
+        if contiguous_backend {
+            // One ordinal at a time, always from an end of what is left so the slice stays
+            // contiguous, preferring the top (as a StatefulSet removes pods); a move is started
+            // only if its target cluster can take it next, or it would hold the budget while
+            // another move has to happen first.
+            let mut left = written.clone();
+            loop {
+                let candidates: Vec<Ordinal> = [left.last().copied(), left.first().copied()]
+                    .into_iter()
+                    .flatten()
+                    .filter(|k| !keep.contains(k))
+                    .collect();
+                let pick = candidates
+                    .iter()
+                    .copied()
+                    .find(free_release)
+                    .or_else(|| (budget > 0).then(|| candidates.iter().copied().find(takes_next)).flatten());
+                let Some(k) = pick else { break };
+                if !free_release(&k) {
+                    budget -= 1;
+                }
+                left.remove(&k);
+                releases.push(k);
+            }
+        } else {
+            // Any ordinal may go: the free ones, then moves from the top while the budget lasts.
+            for k in written.iter().rev().copied().filter(|k| !keep.contains(k)) {
+                if free_release(&k) {
+                    releases.push(k);
+                } else if budget > 0 {
+                    budget -= 1;
+                    releases.push(k);
+                }
+            }
+        }
+        if !releases.is_empty() {
+            let left: BTreeSet<Ordinal> = written.iter().copied().filter(|k| !releases.contains(k)).collect();
+            steps.push(Step::Shrink { cluster: name.clone(), to: Slice::from_ordinals(&left), releases });
+        }
+    }
+    // Grows: a cluster takes the ordinals of its target that every other cluster is confirmed
+    // not to run, keeping its slice contiguous for apps/v1.
+    for c in &d.clusters {
+        let o = observation(obs, &c.name);
+        let Some(want) = targets.get(&c.name) else { continue };
+        if !o.reachable || o.fenced || !o.compatible {
+            continue;
+        }
+        let written = o.written.ordinals();
+        let free = |k: Ordinal| holders.free_for(k, &c.name);
+        let mut acquires: BTreeSet<Ordinal> = BTreeSet::new();
+        if contiguous_backend {
+            let mut have = written.clone();
+            if have.is_empty()
+                && let Some(&first) = want.iter().find(|&&k| free(k))
+            {
+                have.insert(first);
+                acquires.insert(first);
+            }
+            if let (Some(&lo), Some(&hi)) = (have.first(), have.last()) {
+                let mut k = hi + 1;
+                while want.contains(&k) && free(k) {
+                    acquires.insert(k);
+                    k += 1;
+                }
+                let mut k = lo;
+                while k > 0 && want.contains(&(k - 1)) && free(k - 1) {
+                    acquires.insert(k - 1);
+                    k -= 1;
+                }
+            }
+        } else {
+            acquires = want.difference(&written).copied().filter(|&k| free(k)).collect();
+        }
+        if !acquires.is_empty() {
+            let to: BTreeSet<Ordinal> = written.union(&acquires).copied().collect();
+            steps.push(Step::Grow {
+                cluster: c.name.clone(),
+                to: Slice::from_ordinals(&to),
+                acquires: acquires.into_iter().collect(),
+            });
+        }
+    }
+    steps
+}
