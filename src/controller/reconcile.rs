@@ -30,7 +30,7 @@ use super::{
 };
 use crate::{
     api::{Backend, FederatedStatefulSet, FederatedStatefulSetStatus, MoveStatus, SliceStatus},
-    plan::{self, ClusterObservation, Observed, Ordinal, Slice, Step},
+    plan::{self, ClusterObservation, Observed, Ordinal, Ordinals, Slice, Step},
 };
 
 /// Move phases, as stored in `status.moves`.
@@ -251,7 +251,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     // 3. Plan.
     let recorded: BTreeMap<Ordinal, MoveStatus> =
         previous.moves.iter().filter_map(|m| u32::try_from(m.ordinal).ok().map(|k| (k, m.clone()))).collect();
-    let moving: BTreeSet<Ordinal> = recorded.keys().copied().collect();
+    let moving: Ordinals = recorded.keys().copied().collect();
     let conflicts = conflicts(&obs);
     let mut verdicts = Vec::new();
     let (plan, plan_error) = match plan::plan(&desired, &obs, &moving) {
@@ -268,14 +268,16 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut grows = Vec::new();
     let now_str = inp.wall.to_string();
     if let Some(p) = &plan {
-        let target_of: BTreeMap<Ordinal, &str> =
-            p.target.iter().flat_map(|(c, s)| s.ordinals().into_iter().map(move |k| (k, c.as_str()))).collect();
+        // Each cluster's target set once; an ordinal's destination is found among the clusters,
+        // never through a map of every ordinal.
+        let targets: Vec<(&str, Ordinals)> = p.target.iter().map(|(c, s)| (c.as_str(), s.ordinals())).collect();
+        let target_of = |k: Ordinal| targets.iter().find(|(_, set)| set.contains(k)).map(|(c, _)| *c);
         let range = desired.start..desired.start + desired.replicas;
         // Moves that ended or were overtaken by a spec change.
         moves.retain(|k, m| {
-            let Some(to) = target_of.get(k) else { return false };
-            let there = obs.get(*to);
-            let ready = there.is_some_and(|o| o.written.contains(*k) && o.ready.contains(k));
+            let Some(to) = target_of(*k) else { return false };
+            let there = obs.get(to);
+            let ready = there.is_some_and(|o| o.written.contains(*k) && o.ready.contains(*k));
             if ready {
                 let secs =
                     m.since.parse::<jiff::Timestamp>().map(|s| inp.wall.duration_since(s).as_secs_f64()).unwrap_or(0.0);
@@ -286,8 +288,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             range.contains(k)
         });
         for (k, m) in moves.iter_mut() {
-            if let Some(to) = target_of.get(k)
-                && m.to != *to
+            if let Some(to) = target_of(*k)
+                && m.to != to
             {
                 m.to = to.to_string();
             }
@@ -305,15 +307,15 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 let Some(s) = &view.federation.sts else { continue };
                 match step {
                     Step::Shrink { releases, .. } => {
-                        for k in releases {
-                            if let Some(to) = target_of.get(k).filter(|to| **to != cluster)
-                                && !moves.contains_key(k)
+                        for k in releases.iter() {
+                            if let Some(to) = target_of(k).filter(|to| *to != cluster)
+                                && !moves.contains_key(&k)
                             {
                                 notes.push(Note::normal("MoveStarted", format!("ordinal {k}: {cluster} → {to}")));
                                 moves.insert(
-                                    *k,
+                                    k,
                                     MoveStatus {
-                                        ordinal: *k as i32,
+                                        ordinal: k as i32,
                                         from: cluster.to_string(),
                                         to: to.to_string(),
                                         phase: phases::DRAINING.into(),
@@ -324,11 +326,11 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                             }
                         }
                     }
-                    Step::Grow { acquires, .. } if acquires.iter().any(|k| newly_released.contains(k)) => continue,
+                    Step::Grow { acquires, .. } if acquires.iter().any(|k| newly_released.contains(&k)) => continue,
                     Step::Grow { acquires, .. } => {
-                        for k in acquires {
-                            let Some(m) = moves.get_mut(k) else { continue };
-                            grows.push(*k);
+                        for k in acquires.iter() {
+                            let Some(m) = moves.get_mut(&k) else { continue };
+                            grows.push(k);
                             if m.phase != phases::STARTING {
                                 m.phase = phases::STARTING.into();
                                 m.since = now_str.clone();
@@ -357,8 +359,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 cluster: name.clone(),
                 start: o.written.start as i32,
                 replicas: o.written.replicas as i32,
-                reserved_ordinals: o.written.reserved.iter().map(|k| *k as i32).collect(),
-                ready_replicas: o.written.ordinals().intersection(&o.ready).count() as i32,
+                reserved_ordinals: o.written.reserved.iter().map(|k| k as i32).collect(),
+                ready_replicas: (&o.written.ordinals() & &o.ready).len() as i32,
             })
         })
         .collect();
@@ -433,18 +435,18 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
 fn released(obs: &Observed, k: Ordinal, to: &str) -> bool {
     obs.iter()
         .filter(|(n, o)| n.as_str() != to && !o.fenced)
-        .all(|(_, o)| !o.written.contains(k) && !o.pods.contains(&k) && o.reachable && o.observed_since_write)
+        .all(|(_, o)| !o.written.contains(k) && !o.pods.contains(k) && o.reachable && o.observed_since_write)
 }
 
 /// Ordinals whose pods exist in two unfenced members at once.
 fn conflicts(obs: &Observed) -> Vec<Ordinal> {
-    let mut seen: BTreeMap<Ordinal, usize> = BTreeMap::new();
+    let mut seen = Ordinals::new();
+    let mut twice = Ordinals::new();
     for o in obs.values().filter(|o| !o.fenced) {
-        for k in &o.pods {
-            *seen.entry(*k).or_default() += 1;
-        }
+        twice |= &seen & &o.pods;
+        seen |= &o.pods;
     }
-    seen.into_iter().filter(|(_, n)| *n > 1).map(|(k, _)| k).collect()
+    twice.iter().collect()
 }
 
 /// Whether two statuses differ in anything but transition times (a no-op reconcile writes nothing).
