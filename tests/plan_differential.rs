@@ -121,13 +121,17 @@ fn both(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Result<Plan, P
     Ok(new)
 }
 
-/// An event of `plan_gen`, or one of two that only this test adds: a pod turns unready, and
-/// an ordinal is recorded as moving whether it moves or not (a stale `status.moves`).
+/// An event of `plan_gen`, or one of four that only this test adds: a pod turns unready, an
+/// ordinal is recorded as moving whether it moves or not (a stale `status.moves`), a cluster is
+/// taken out of the placement while the observation still has it, and a cluster's observation
+/// is lost (a placement cluster never seen).
 #[derive(Debug, Clone)]
 enum Ev {
     Common(Event),
     Unready(usize, u32),
     Record(u32),
+    Unplace(usize),
+    Forget(usize),
 }
 
 fn ev(replicas: u32) -> impl Strategy<Value = Ev> {
@@ -135,6 +139,8 @@ fn ev(replicas: u32) -> impl Strategy<Value = Ev> {
         10 => event().prop_map(Ev::Common),
         1 => ((0usize..4), (0..replicas + 4)).prop_map(|(c, k)| Ev::Unready(c, k)),
         1 => (0..replicas + 4).prop_map(Ev::Record),
+        1 => (0usize..4).prop_map(Ev::Unplace),
+        1 => (0usize..4).prop_map(Ev::Forget),
     ]
 }
 
@@ -152,11 +158,20 @@ fn agree(mut d: Desired, mut obs: Observed, events: Vec<Ev>) -> Result<(), TestC
                     settle(o);
                 }
             }
-            Ev::Common(Event::Partition(c)) => obs.get_mut(&name(c)).unwrap().reachable = false,
-            Ev::Common(Event::Heal(c)) => obs.get_mut(&name(c)).unwrap().reachable = true,
+            Ev::Common(Event::Partition(c)) => {
+                if let Some(o) = obs.get_mut(&name(c)) {
+                    o.reachable = false;
+                }
+            }
+            Ev::Common(Event::Heal(c)) => {
+                if let Some(o) = obs.get_mut(&name(c)) {
+                    o.reachable = true;
+                }
+            }
             Ev::Common(Event::Fence(c)) => {
-                let o = obs.get_mut(&name(c)).unwrap();
-                if !o.reachable {
+                if let Some(o) = obs.get_mut(&name(c))
+                    && !o.reachable
+                {
                     o.fenced = true;
                     o.pods.clear();
                     o.ready.clear();
@@ -164,13 +179,26 @@ fn agree(mut d: Desired, mut obs: Observed, events: Vec<Ev>) -> Result<(), TestC
             }
             Ev::Common(Event::Reweigh(c, w)) => {
                 let mut edited = d.clone();
-                edited.clusters[c % n].weight = w;
+                let len = edited.clusters.len();
+                edited.clusters[c % len].weight = w;
                 if spanset::plan::validate(&edited).is_empty() {
                     d = edited;
                 }
             }
             Ev::Unready(c, k) => {
-                obs.get_mut(&name(c)).unwrap().ready.remove(d.start + k);
+                if let Some(o) = obs.get_mut(&name(c)) {
+                    o.ready.remove(d.start + k);
+                }
+            }
+            Ev::Unplace(c) => {
+                let mut edited = d.clone();
+                edited.clusters.retain(|t| t.name != name(c));
+                if spanset::plan::validate(&edited).is_empty() {
+                    d = edited;
+                }
+            }
+            Ev::Forget(c) => {
+                obs.remove(&name(c));
             }
             Ev::Record(k) => {
                 moving.insert(d.start + k);

@@ -6,12 +6,11 @@
 //! cooperating clusters to show the whole sequence (what `spanset plan` prints).
 
 pub mod divide;
+pub mod members;
 mod sets;
 pub mod steps;
 pub mod types;
 pub mod validate;
-
-use std::collections::BTreeMap;
 
 pub use types::*;
 pub use validate::{SpecError, validate};
@@ -39,16 +38,16 @@ pub fn plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Plan, Plan
         return Err(PlanError::Invalid(errs));
     }
     let divide::Target { slices, excluded } = divide::target(d, obs)?;
-    let target: Vec<(String, Slice)> = slices.into_iter().map(|(i, s)| (d.clusters[i].name.clone(), s)).collect();
-    let targets: BTreeMap<String, Ordinals> = target.iter().map(|(n, s)| (n.clone(), s.ordinals())).collect();
-    let in_flight = steps::in_flight(&targets, obs, moving);
-    let steps = steps::next_steps(d, obs, &targets, &in_flight);
-    let nothing = Ordinals::new();
-    let all_written = obs
-        .iter()
-        .all(|(n, o)| (!o.reachable && o.fenced) || o.written.ordinals() == *targets.get(n).unwrap_or(&nothing));
-    let all_ready = targets.iter().all(|(n, want)| want.is_subset(&steps::observation(obs, n).ready));
+    let members = members::members(d, obs, &slices);
+    let holders = steps::Holders::new(&members);
+    let in_flight = steps::in_flight(&members, &holders, moving);
+    let steps = steps::next_steps(d, &members, &holders, &in_flight);
+    let all_written = members.iter().filter(|m| m.observed).all(|m| {
+        (!m.obs.reachable && m.obs.fenced) || m.target.as_ref().map_or(m.written.is_empty(), |t| m.written == *t)
+    });
+    let all_ready = members.iter().all(|m| m.target.as_ref().is_none_or(|want| want.is_subset(&m.obs.ready)));
     let done = steps.is_empty() && all_written && all_ready && in_flight.is_empty();
+    let target = slices.into_iter().map(|(i, s)| (d.clusters[i].name.clone(), s)).collect();
     Ok(Plan {
         target,
         excluded: excluded.into_iter().map(|(i, e)| (d.clusters[i].name.clone(), e)).collect(),

@@ -7,103 +7,84 @@
 //! Every rule is a set operation on [`Ordinals`] (ranges), so a plan costs the number of
 //! clusters times the number of ranges, never the number of ordinals.
 
-use std::{
-    borrow::Cow,
-    collections::{BTreeMap, BTreeSet},
-};
-
 use range_set_blaze::SortedDisjoint;
 
 use super::{
+    members::Member,
     sets,
-    types::{Backend, ClusterObservation, Desired, Observed, Ordinal, Ordinals, Slice, Step},
+    types::{Backend, Desired, Ordinal, Ordinals, Slice, Step},
 };
-
-/// A cluster's observation, or the one of a cluster never seen (unreachable, nothing written).
-pub fn observation<'a>(obs: &'a Observed, name: &str) -> Cow<'a, ClusterObservation> {
-    match obs.get(name) {
-        Some(o) => Cow::Borrowed(o),
-        None => Cow::Owned(ClusterObservation::default()),
-    }
-}
 
 /// Ordinals moving between clusters: released by every other cluster's spec, not yet Ready
 /// where they go, and either recorded as moving (`recorded`, the durable `status.moves`) or
 /// still running (terminating) somewhere else. An ordinal still written in another cluster's
 /// spec is misplaced, not moving: it starts moving when that cluster releases it.
-pub fn in_flight(targets: &BTreeMap<String, Ordinals>, obs: &Observed, recorded: &Ordinals) -> Ordinals {
-    let index = Holders::new(obs);
+pub fn in_flight(members: &[Member<'_>], index: &Holders<'_>, recorded: &Ordinals) -> Ordinals {
     let mut out = Ordinals::new();
-    for (c, want) in targets {
-        let here = observation(obs, c);
-        let written = index.written_of(c, &here);
+    for (i, m) in members.iter().enumerate() {
+        let Some(want) = &m.target else { continue };
+        let settled = || m.written.ranges() & m.obs.ready.ranges();
         // A cluster whose target is written and Ready has nothing in flight.
-        if (want.ranges() - (written.ranges() & here.ready.ranges())).is_empty() {
+        if (want.ranges() - settled()).is_empty() {
             continue;
         }
-        let (held_elsewhere, lingering) = (index.written_by_other(c), index.running_in_other(c));
-        let unsettled = want.ranges() - (written.ranges() & here.ready.ranges()) - held_elsewhere.ranges();
+        let (held_elsewhere, lingering) = (index.written_by_other(i), index.running_in_other(i));
+        let unsettled = want.ranges() - settled() - held_elsewhere.ranges();
         out |= (unsettled & (recorded.ranges() | lingering.ranges())).into_range_set_blaze();
     }
     out
 }
 
-/// Which unfenced clusters hold which ordinals in their spec or run their pods, built once per
-/// plan so that every question about the others of a cluster is a few set operations.
+/// Which unfenced observed clusters hold which ordinals in their spec or run their pods, built
+/// once per plan so that every question about the others of a cluster is a few set operations.
+/// Clusters are the indices of the plan's [`Member`] list.
 pub struct Holders<'a> {
-    /// Spec ordinals of each unfenced cluster.
-    written: BTreeMap<&'a str, Ordinals>,
+    /// Spec ordinals of each member, when it is observed and unfenced.
+    written: Vec<Option<&'a Ordinals>>,
     /// Ordinals in at least one unfenced spec, and in at least two.
     written_once: Ordinals,
     written_twice: Ordinals,
-    /// Pods of each unfenced cluster.
-    running: BTreeMap<&'a str, &'a Ordinals>,
+    /// Pods of each member, when it is observed and unfenced.
+    running: Vec<Option<&'a Ordinals>>,
     /// Ordinals running in at least one unfenced cluster, and in at least two.
     running_once: Ordinals,
     running_twice: Ordinals,
-    /// Unfenced clusters whose absences are not confirmations (unreachable, or not observed
-    /// since the last write).
-    unconfirmed: Vec<&'a str>,
+    /// Unfenced observed members whose absences are not confirmations (unreachable, or not
+    /// observed since the last write).
+    unconfirmed: Vec<usize>,
 }
 
 impl<'a> Holders<'a> {
-    /// Indexes the observation.
-    pub fn new(obs: &'a Observed) -> Self {
-        let unfenced = || obs.iter().filter(|(_, o)| !o.fenced);
-        let written: BTreeMap<&str, Ordinals> = unfenced().map(|(n, o)| (n.as_str(), o.written.ordinals())).collect();
-        let running: BTreeMap<&str, &Ordinals> = unfenced().map(|(n, o)| (n.as_str(), &o.pods)).collect();
-        let (written_once, written_twice) = sets::once_and_twice(written.values());
-        let (running_once, running_twice) = sets::once_and_twice(running.values().copied());
-        let unconfirmed =
-            unfenced().filter(|(_, o)| !(o.reachable && o.observed_since_write)).map(|(n, _)| n.as_str()).collect();
+    /// Indexes the members.
+    pub fn new(members: &'a [Member<'a>]) -> Self {
+        let counted = |m: &Member<'_>| m.observed && !m.obs.fenced;
+        let written: Vec<Option<&Ordinals>> = members.iter().map(|m| counted(m).then_some(&m.written)).collect();
+        let running: Vec<Option<&Ordinals>> = members.iter().map(|m| counted(m).then_some(&m.obs.pods)).collect();
+        let (written_once, written_twice) = sets::once_and_twice(written.iter().flatten().copied());
+        let (running_once, running_twice) = sets::once_and_twice(running.iter().flatten().copied());
+        let unconfirmed = (0..members.len())
+            .filter(|&i| counted(&members[i]) && !(members[i].obs.reachable && members[i].obs.observed_since_write))
+            .collect();
         Self { written, written_once, written_twice, running, running_once, running_twice, unconfirmed }
     }
 
-    /// The ordinals in `c`'s spec, from the index when `c` is in it.
-    fn written_of<'b>(&'b self, c: &str, here: &ClusterObservation) -> Cow<'b, Ordinals> {
-        match self.written.get(c) {
-            Some(w) => Cow::Borrowed(w),
-            None => Cow::Owned(here.written.ordinals()),
-        }
+    /// The ordinals that an unfenced cluster other than member `i` has in its spec.
+    pub fn written_by_other(&self, i: usize) -> Ordinals {
+        others(&self.written_once, &self.written_twice, self.written[i])
     }
 
-    /// The ordinals that an unfenced cluster other than `c` has in its spec.
-    pub fn written_by_other(&self, c: &str) -> Ordinals {
-        others(&self.written_once, &self.written_twice, self.written.get(c))
+    /// The ordinals that an unfenced cluster other than member `i` runs a pod for.
+    pub fn running_in_other(&self, i: usize) -> Ordinals {
+        others(&self.running_once, &self.running_twice, self.running[i])
     }
 
-    /// The ordinals that an unfenced cluster other than `c` runs a pod for.
-    pub fn running_in_other(&self, c: &str) -> Ordinals {
-        others(&self.running_once, &self.running_twice, self.running.get(c).copied())
-    }
-
-    /// The ordinals of `want` that every cluster other than `c` is confirmed not to run (the
-    /// at-most-one rule's condition for `c` to take them).
-    pub fn free_for(&self, want: &Ordinals, c: &str) -> Ordinals {
-        if self.unconfirmed.iter().any(|u| *u != c) {
+    /// The ordinals of `want` that every cluster other than member `i` is confirmed not to run
+    /// (the at-most-one rule's condition for it to take them).
+    pub fn free_for(&self, want: &Ordinals, i: usize) -> Ordinals {
+        if self.unconfirmed.iter().any(|&u| u != i) {
             return Ordinals::new();
         }
-        (want.ranges() - self.written_by_other(c).ranges() - self.running_in_other(c).ranges()).into_range_set_blaze()
+        (want.ranges() - self.written_by_other(i).ranges() - self.running_in_other(i).ranges()).into_range_set_blaze()
     }
 }
 
@@ -124,13 +105,14 @@ pub fn contiguous(set: &Ordinals) -> bool {
 /// The ordinals that the cluster they go to can take next: for apps/v1 only an end of its
 /// slice (or anything, into an empty one); ordinals no target holds go nowhere and anything
 /// goes for Advanced StatefulSets.
-fn taken_next(d: &Desired, obs: &Observed, targets: &BTreeMap<String, Ordinals>) -> Ordinals {
+fn taken_next(d: &Desired, members: &[Member<'_>]) -> Ordinals {
     if d.backend != Backend::StatefulSet {
         return Ordinals::universe();
     }
     let mut runs: Vec<std::ops::RangeInclusive<Ordinal>> = Vec::new();
-    for (t, want) in targets {
-        let w = &observation(obs, t).written;
+    for m in members {
+        let Some(want) = &m.target else { continue };
+        let w = &m.obs.written;
         if w.replicas == 0 {
             runs.extend(want.ranges());
         } else if w.is_contiguous() {
@@ -144,7 +126,7 @@ fn taken_next(d: &Desired, obs: &Observed, targets: &BTreeMap<String, Ordinals>)
             }
         }
     }
-    let placed: Ordinals = targets.values().flat_map(|t| t.ranges()).collect();
+    let placed: Ordinals = members.iter().filter_map(|m| m.target.as_ref()).flat_map(|t| t.ranges()).collect();
     runs.into_iter().collect::<Ordinals>() | !placed
 }
 
@@ -191,11 +173,11 @@ fn release_ends(written: &Ordinals, keep: &Ordinals, free: &Ordinals, next: &Ord
 }
 
 /// Computes the shrinks and grows that are safe now.
-pub fn next_steps(d: &Desired, obs: &Observed, targets: &BTreeMap<String, Ordinals>, moving: &Ordinals) -> Vec<Step> {
+/// `members` is the plan's [`Member`] list: the placement's clusters first, in placement order.
+pub fn next_steps(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> Vec<Step> {
     let contiguous_backend = d.backend == Backend::StatefulSet;
     let range = sets::run(d.start, d.replicas);
-    let next = taken_next(d, obs, targets);
-    let holders = Holders::new(obs);
+    let next = taken_next(d, members);
     let mut budget = u64::from(d.max_concurrent_moves).saturating_sub(moving.len());
     // Liveness: when the target changed under moves in flight (a spec edit, a partition that
     // healed) every one of them may wait on another ordinal that the spent budget would never
@@ -206,52 +188,49 @@ pub fn next_steps(d: &Desired, obs: &Observed, targets: &BTreeMap<String, Ordina
     let mut steps = Vec::new();
     // Shrinks: every cluster we can write to gives up what its target does not hold. Clusters
     // not in the placement at all (removed from the spec) hold nothing in the target.
-    let placement: BTreeSet<&str> = d.clusters.iter().map(|c| c.name.as_str()).collect();
-    let names = d
-        .clusters
-        .iter()
-        .map(|c| c.name.as_str())
-        .chain(obs.keys().map(String::as_str).filter(|n| !placement.contains(n)));
     // Leaving the global range is no move. A fenced cluster that answers again gives
     // everything up at once: its ordinals were re-homed while it was declared dead.
     let free_unless_fenced = (!&range) | moving;
     let everything = Ordinals::universe();
-    for name in names {
-        let o = observation(obs, name);
+    for m in members {
+        let (name, o, written, target) = (m.name, &m.obs, &m.written, m.target.as_ref());
         if !o.reachable {
             continue;
         }
-        let written = holders.written_of(name, &o);
-        let keep = targets.get(name).map(|t| t & &*written).unwrap_or_default();
+        // The common case, a cluster whose spec holds nothing outside its target, costs one
+        // lazy difference and no allocation.
+        if target.map_or(written.is_empty(), |t| (written.ranges() - t.ranges()).is_empty()) {
+            continue;
+        }
+        let keep = target.map(|t| t & written).unwrap_or_default();
         let free = if o.fenced { &everything } else { &free_unless_fenced };
         let releases = if contiguous_backend {
-            release_ends(&written, &keep, free, &next, &mut budget)
+            release_ends(written, &keep, free, &next, &mut budget)
         } else {
             // Any ordinal may go: the free ones, then moves from the top while the budget lasts.
-            let leaving = &*written - &keep;
+            let leaving = written - &keep;
             let paid = sets::highest(&(&leaving - free), budget);
             budget -= paid.len();
             (&leaving & free) | paid
         };
         if !releases.is_empty() {
-            let to = Slice::from_ordinals(&(&*written - &releases));
+            let to = Slice::from_ordinals(&(written - &releases));
             steps.push(Step::Shrink { cluster: name.to_string(), to, releases });
         }
     }
     // Grows: a cluster takes the ordinals of its target that every other cluster is confirmed
     // not to run, keeping its slice contiguous for apps/v1.
-    for c in &d.clusters {
-        let o = observation(obs, &c.name);
-        let Some(want) = targets.get(&c.name) else { continue };
+    for (i, m) in members.iter().enumerate().take(d.clusters.len()) {
+        let (o, written) = (&m.obs, &m.written);
+        let Some(want) = &m.target else { continue };
         if !o.reachable || o.fenced || !o.compatible {
             continue;
         }
-        let written = holders.written_of(&c.name, &o);
         // Nothing to take when the spec holds the whole target already.
         if (want.ranges() - written.ranges()).is_empty() {
             continue;
         }
-        let free = holders.free_for(want, &c.name);
+        let free = holders.free_for(want, i);
         let acquires = if contiguous_backend {
             // Into an empty slice the first free ordinal, then outwards from both ends while
             // the ordinals are wanted and free.
@@ -277,11 +256,11 @@ pub fn next_steps(d: &Desired, obs: &Observed, targets: &BTreeMap<String, Ordina
             }
             acquires
         } else {
-            &free - &*written
+            &free - written
         };
         if !acquires.is_empty() {
-            let to = Slice::from_ordinals(&(&*written | &acquires));
-            steps.push(Step::Grow { cluster: c.name.clone(), to, acquires });
+            let to = Slice::from_ordinals(&(written | &acquires));
+            steps.push(Step::Grow { cluster: m.name.to_string(), to, acquires });
         }
     }
     steps

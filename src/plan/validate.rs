@@ -33,17 +33,18 @@ pub fn validate(d: &Desired) -> Vec<SpecError> {
     }
     let mut names = BTreeSet::new();
     for (i, c) in d.clusters.iter().enumerate() {
-        let at = format!("spec.placement.clusters[{i}]");
+        // Only a cluster with a problem pays for its field path.
+        let at = || format!("spec.placement.clusters[{i}]");
         if c.name.is_empty() {
-            errs.push(err(format!("{at}.name"), "must not be empty"));
+            errs.push(err(format!("{}.name", at()), "must not be empty"));
         } else if !names.insert(c.name.as_str()) {
-            errs.push(err(format!("{at}.name"), format!("cluster {:?} is listed twice", c.name)));
+            errs.push(err(format!("{}.name", at()), format!("cluster {:?} is listed twice", c.name)));
         }
         if let Some(max) = c.max_replicas
             && c.min_replicas > max
         {
             errs.push(err(
-                format!("{at}.minReplicas"),
+                format!("{}.minReplicas", at()),
                 format!("minReplicas ({}) exceeds maxReplicas ({max})", c.min_replicas),
             ));
         }
