@@ -130,3 +130,32 @@ fn impossible_specs_exit_1_naming_the_field() {
     let bad_flag = spanset(&["plan", "-f", "x", "-o", "xml"]);
     assert_eq!(bad_flag.status.code(), Some(2));
 }
+
+#[test]
+fn a_long_migration_lists_its_first_and_last_steps_unless_asked_for_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/federatedstatefulset.yaml"))
+        .unwrap()
+        .replace("replicas: 6\n", "replicas: 1000\n");
+    let (fsts, current) = (dir.path().join("fsts.yaml"), dir.path().join("current.yaml"));
+    std::fs::write(&fsts, spec).unwrap();
+    std::fs::write(&current, "clusters:\n  source: {start: 0, replicas: 1000}\n").unwrap();
+    let (fsts, current) = (fsts.to_str().unwrap(), current.to_str().unwrap());
+    let out = spanset(&["plan", "-f", fsts, "--current", current, "--max-steps", "6"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let listed: Vec<&str> =
+        text.lines().filter(|l| l.trim_start().split('.').next().is_some_and(|n| n.parse::<u32>().is_ok())).collect();
+    assert_eq!(listed.len(), 6, "{text}");
+    assert!(text.contains("2000 steps:"), "{text}");
+    assert!(text.contains("  1. shrink source to start=0 replicas=999 (releases [999])"), "{text}");
+    assert!(text.contains("… 1994 more steps"), "{text}");
+    assert!(text.contains("2000. grow destination to start=0 replicas=1000 (acquires [0])"), "{text}");
+    let all = spanset(&["plan", "-f", fsts, "--current", current, "--max-steps", "0"]);
+    let all = String::from_utf8_lossy(&all.stdout);
+    assert!(!all.contains("more steps"), "{all}");
+    assert!(all.contains("1000. grow destination to start=500 replicas=500 (acquires [500])"), "{all}");
+    let json = spanset(&["plan", "-f", fsts, "--current", current, "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(doc["steps"].as_array().unwrap().len(), 2000);
+}

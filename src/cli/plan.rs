@@ -42,6 +42,11 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     pub output: Format,
+    /// Most steps the table lists: beyond it, the first and last halves with the number left
+    /// out between them (0 lists every step; `-o json` always has every step). A migration of
+    /// n ordinals between apps/v1 slices takes 2n steps.
+    #[arg(long, default_value_t = 40)]
+    pub max_steps: usize,
 }
 
 /// One cluster in CURRENT.yaml.
@@ -134,6 +139,12 @@ fn describe(step: &Step) -> String {
     }
 }
 
+/// Which of `n` steps the table lists under `max` (0: all): those before the first index and
+/// from the second on, so that a long migration shows how it starts and how it ends.
+fn listed(n: usize, max: usize) -> (usize, usize) {
+    if max == 0 || n <= max { (n, n) } else { (max.div_ceil(2), n - max / 2) }
+}
+
 /// Runs `spanset plan`; returns the exit code (1 for an invalid file).
 pub fn run(args: PlanArgs) -> i32 {
     match plan_files(&args) {
@@ -190,8 +201,17 @@ fn plan_files(args: &PlanArgs) -> Result<String, Vec<String>> {
                 out.push_str(&format!("{cluster:<16} excluded: {why:?}\n"));
             }
             out.push_str(&format!("\n{} steps:\n", steps.len()));
+            let (head, tail) = listed(steps.len(), args.max_steps);
             for (i, s) in steps.iter().enumerate() {
-                out.push_str(&format!("{:>3}. {}\n", i + 1, describe(s)));
+                if i == head && head < tail {
+                    out.push_str(&format!(
+                        "     … {} more steps (--max-steps 0 lists them all; -o json has every step)\n",
+                        tail - head
+                    ));
+                }
+                if i < head || i >= tail {
+                    out.push_str(&format!("{:>3}. {}\n", i + 1, describe(s)));
+                }
             }
             out
         }
