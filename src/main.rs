@@ -23,6 +23,8 @@ fn main() {
         Command::Sandbox(args) => cli::sandbox::run(args),
         Command::Sim(args) => runtime().block_on(cli::sim::run(args)),
         Command::Status(args) => runtime().block_on(cli::status::run(args)),
+        Command::Fence(args) => runtime().block_on(cli::fence::run_fence(args)),
+        Command::Unfence(args) => runtime().block_on(cli::fence::run_unfence(args)),
     };
     std::process::exit(code);
 }

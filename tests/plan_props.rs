@@ -429,3 +429,140 @@ fn weights_divide_by_largest_remainder_and_small_changes_move_little() {
     let moved: u32 = counts.iter().zip(&counts3).map(|(a, b)| a.abs_diff(*b)).sum::<u32>() / 2;
     assert_eq!((counts3.clone(), moved), (vec![3, 3, 4], 1));
 }
+
+/// What happens between two plans in the partition property: a member settles, heals, or is
+/// cut off while the plan's write to it is in flight — a write its API server either applied
+/// or never saw, while spanset got no answer either way.
+#[derive(Debug, Clone)]
+enum Cut {
+    Settle(usize),
+    Heal(usize),
+    Steps { cut: usize, accepted: bool },
+}
+
+fn cut() -> impl Strategy<Value = Cut> {
+    prop_oneof![
+        3 => (0usize..4).prop_map(Cut::Settle),
+        1 => (0usize..4).prop_map(Cut::Heal),
+        3 => ((0usize..4), any::<bool>()).prop_map(|(cut, accepted)| Cut::Steps { cut, accepted }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Members cut off in the middle of moves, their in-flight writes accepted or not: the
+    /// relaxed rule (an unreachable member blocks only what it was last seen to hold, unless a
+    /// write to it is unconfirmed) never lets an ordinal run or be held twice, and everything
+    /// converges once the members answer.
+    #[test]
+    fn partitions_during_moves_with_in_flight_writes_accepted_or_not_stay_safe(
+        d in spec(),
+        seed in prop::collection::vec(0u32..100, 1..14),
+        events in prop::collection::vec(cut(), 0..40),
+    ) {
+        let n = d.clusters.len();
+        let name = |c: usize| format!("c{}", c % n);
+        let mut obs = state(&d, &seed);
+        // Specs a member's API server stored from a write whose answer never came back: the
+        // truth, unknown to spanset until it reads the member again.
+        let mut hidden: BTreeMap<String, Slice> = BTreeMap::new();
+        let mut moving = Ordinals::new();
+        for ev in events {
+            match ev {
+                Cut::Settle(c) => {
+                    if let Some(o) = obs.get_mut(&name(c)) && o.reachable {
+                        if let Some(truth) = hidden.remove(&name(c)) { o.written = truth; }
+                        settle(o);
+                    }
+                }
+                Cut::Heal(c) => { obs.get_mut(&name(c)).unwrap().reachable = true; }
+                Cut::Steps { cut, accepted } => {
+                    let Some(p) = run_plan(&d, &obs, &moving)? else { continue };
+                    for s in &p.steps {
+                        if let Step::Grow { cluster, acquires, .. } = s {
+                            for (other, truth) in hidden.iter().filter(|(o, _)| *o != cluster) {
+                                prop_assert!(
+                                    (acquires & &truth.ordinals()).is_empty(),
+                                    "{cluster} acquires {acquires:?} while {other}'s stored spec {truth:?} holds some"
+                                );
+                            }
+                        }
+                        prop_assert!(obs[s.cluster()].reachable, "a step for unreachable {}", s.cluster());
+                        if s.cluster() == name(cut) {
+                            // No answer comes back: spanset's cache keeps the old spec, unconfirmed.
+                            if accepted {
+                                hidden.insert(name(cut), s.slice().clone());
+                            }
+                            obs.get_mut(s.cluster()).unwrap().observed_since_write = false;
+                        } else {
+                            apply(&mut obs, s)?;
+                        }
+                    }
+                    // The cut lands after the writes left: the member answers no more.
+                    obs.get_mut(&name(cut)).unwrap().reachable = false;
+                    check_invariants(&d, &obs)?;
+                    moving = p.in_flight.clone();
+                    for s in &p.steps {
+                        if let Step::Shrink { releases, .. } = s {
+                            moving.extend(releases.iter().filter(|k| *k < d.start + d.replicas && *k >= d.start));
+                        }
+                    }
+                }
+            }
+        }
+        for (c, truth) in std::mem::take(&mut hidden) { obs.get_mut(&c).unwrap().written = truth; }
+        for o in obs.values_mut() { o.reachable = true; }
+        for round in 0..200 {
+            for o in obs.values_mut() { settle(o); }
+            let Some(p) = run_plan(&d, &obs, &moving)? else { return Ok(()) };
+            if p.done || (p.steps.is_empty() && p.in_flight.is_empty()) {
+                for (name, slice) in &p.target {
+                    prop_assert_eq!(&obs[name].written.ordinals(), &slice.ordinals(), "{} reached its target", name);
+                }
+                return Ok(());
+            }
+            prop_assert!(round < 199, "no convergence: {:?}", p);
+            for s in &p.steps { apply(&mut obs, s)?; }
+            check_invariants(&d, &obs)?;
+            moving = p.in_flight.clone();
+        }
+    }
+}
+
+#[test]
+fn an_unreachable_cluster_blocks_only_what_it_was_seen_to_hold_unless_its_last_write_is_unobserved() {
+    // c2 is cut off holding 4-5; c0 and c1 rebalance around it and c0 scales into 6-7.
+    let d = desired(Backend::StatefulSet, 8, &[1, 1, 0], 2);
+    let mut obs: Observed = [
+        ("c0".to_string(), healthy(Ordinals::from_iter([0..=1]))),
+        ("c1".to_string(), healthy(Ordinals::from_iter([2..=3]))),
+        ("c2".to_string(), healthy(Ordinals::from_iter([4..=5]))),
+    ]
+    .into();
+    obs.get_mut("c2").unwrap().reachable = false;
+    let mut grown = Ordinals::new();
+    for _ in 0..10 {
+        let p = plan(&d, &obs, &Ordinals::new()).unwrap();
+        for s in &p.steps {
+            if let Step::Grow { acquires, .. } = s {
+                grown |= acquires;
+            }
+            spanset::plan::cooperate(&mut obs, s);
+        }
+    }
+    assert!(!(&grown & &Ordinals::from_iter([2..=3])).is_empty(), "healthy members rebalance: {grown:?}");
+    assert!(!(&grown & &Ordinals::from_iter([6..=7])).is_empty(), "and scale up: {grown:?}");
+    assert!((&grown & &Ordinals::from_iter([4..=5])).is_empty(), "c2's own ordinals wait: {grown:?}");
+    assert_eq!(obs["c2"].written.ordinals(), Ordinals::from_iter([4..=5]));
+    // The same member with a write it never confirmed may hold anything: every grow waits,
+    // though a plan with c2 confirmed grows at once (c0 into 6-7 is not, the shrink of c1 is).
+    let mut stale = obs.clone();
+    stale.get_mut("c0").unwrap().written = Slice::from_ordinals(&Ordinals::from_iter([0..=1]));
+    stale.get_mut("c0").unwrap().pods = Ordinals::from_iter([0..=1]);
+    let grows =
+        |o: &Observed| plan(&d, o, &Ordinals::new()).unwrap().steps.iter().any(|s| matches!(s, Step::Grow { .. }));
+    assert!(grows(&stale), "c0 may grow while c2 was confirmed");
+    stale.get_mut("c2").unwrap().observed_since_write = false;
+    assert!(!grows(&stale), "nothing grows while c2's last write is unobserved");
+}

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod crd;
+pub mod fence;
 pub mod plan;
 pub mod run;
 pub mod sandbox;
@@ -36,6 +37,10 @@ pub enum Command {
     Sandbox(sandbox::SandboxArgs),
     /// Show FederatedStatefulSets' readiness, conditions, slices and moves from the host cluster.
     Status(status::StatusArgs),
+    /// Declare a lost member cluster's workloads dead, so that its ordinals are re-homed.
+    Fence(fence::FenceArgs),
+    /// Let a fenced member cluster take ordinals again.
+    Unfence(fence::UnfenceArgs),
 }
 
 /// Parses the command line; a bad flag prints one line and exits 2 (help and version exit 0).

@@ -18,6 +18,8 @@ use kube::{
 };
 
 use super::{
+    events::Recorder,
+    fencing,
     labels::{FIELD_MANAGER, FINALIZER},
     leader::Leadership,
     member::{
@@ -280,7 +282,7 @@ impl Coordinator {
         let ensure_due: Vec<String> = self
             .views
             .keys()
-            .filter(|c| fsts.spec.placement.clusters.iter().any(|p| &p.name == *c))
+            .filter(|c| decision.writable.contains(*c))
             .filter(|c| !self.ensured.contains(&((*c).clone(), term, hash.clone())))
             .cloned()
             .collect();
@@ -313,6 +315,20 @@ async fn carry_out(
         return delete(host, fsts, watchers, term).await;
     }
     let mut fsts = fsts.clone();
+    // The automatic policy's fences come first: what follows is planned on them.
+    if !decision.fence.is_empty() {
+        let by = format!("spanset automatic failover ({key})");
+        let mut events = Recorder::new(host.clone(), by.clone());
+        for (member, why) in &decision.fence {
+            tracing::warn!(
+                federation = %key, cluster = %member, reason = %why,
+                "fencing an unreachable member automatically: a partitioned member may still run its pods,                  and their ordinals now start elsewhere"
+            );
+            fencing::fence(host, member, why, &by, true, &mut events).await.map_err(|e| format!("{member}: {e}"))?;
+        }
+        // The supervisor reports the fenced MemberClusters, which plans again.
+        return Ok(());
+    }
     if decision.blocked {
         out.stored = write_status(host, &fsts, decision).await?;
         if out.stored.is_some() {

@@ -58,22 +58,44 @@ impl Note {
 /// Writes Events for one federation; remembers recent ones to fold repeats.
 pub struct Recorder {
     client: Client,
+    component: String,
     instance: String,
     recent: HashMap<(String, String), (String, i32, Instant)>,
 }
 
 impl Recorder {
-    /// A recorder writing as `instance` (the process identity).
+    /// A recorder writing as the controller's `instance` (the process identity).
     pub fn new(client: Client, instance: String) -> Self {
-        Self { client, instance, recent: HashMap::new() }
+        Self::for_component(client, "spanset.dev/controller", instance)
+    }
+
+    /// A recorder writing as `component` (e.g. `spanset.dev/cli` for `spanset fence`).
+    pub fn for_component(client: Client, component: &str, instance: String) -> Self {
+        Self { client, component: component.to_string(), instance, recent: HashMap::new() }
     }
 
     /// Records `note` about `fsts`; failures are logged, never fatal.
     pub async fn record(&mut self, fsts: &FederatedStatefulSet, note: &Note) {
         let ns = fsts.namespace().unwrap_or_default();
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+        let about = ObjectReference {
+            api_version: Some(FederatedStatefulSet::api_version(&()).to_string()),
+            kind: Some(FederatedStatefulSet::kind(&()).to_string()),
+            name: Some(fsts.name_any()),
+            namespace: Some(ns.clone()),
+            uid: fsts.uid(),
+            resource_version: fsts.resource_version(),
+            ..Default::default()
+        };
+        self.record_about(&ns, about, note).await;
+    }
+
+    /// Records `note` about any object, in namespace `ns` (`default` for cluster-scoped
+    /// objects such as MemberClusters, where `kubectl describe` looks for them).
+    pub async fn record_about(&mut self, ns: &str, about: ObjectReference, note: &Note) {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), ns);
         let now = jiff::Timestamp::now();
-        let key = (note.reason.clone(), note.message.clone());
+        let object = about.name.clone().unwrap_or_default();
+        let key = (format!("{object}/{}", note.reason), note.message.clone());
         self.recent.retain(|_, (_, _, at)| at.elapsed() < REPEAT_WINDOW);
         if let Some((name, count, at)) = self.recent.get_mut(&key) {
             let patch = serde_json::json!({"count": *count + 1, "lastTimestamp": Time(now)});
@@ -83,18 +105,10 @@ impl Recorder {
                 return;
             }
         }
-        let name = format!("{}.{:x}", fsts.name_any(), now.as_nanosecond());
+        let name = format!("{object}.{:x}", now.as_nanosecond());
         let event = Event {
-            metadata: ObjectMeta { name: Some(name.clone()), namespace: Some(ns.clone()), ..Default::default() },
-            involved_object: ObjectReference {
-                api_version: Some(FederatedStatefulSet::api_version(&()).to_string()),
-                kind: Some(FederatedStatefulSet::kind(&()).to_string()),
-                name: Some(fsts.name_any()),
-                namespace: Some(ns),
-                uid: fsts.uid(),
-                resource_version: fsts.resource_version(),
-                ..Default::default()
-            },
+            metadata: ObjectMeta { name: Some(name.clone()), namespace: Some(ns.to_string()), ..Default::default() },
+            involved_object: about,
             reason: Some(note.reason.clone()),
             message: Some(note.message.clone()),
             type_: Some(
@@ -108,8 +122,8 @@ impl Recorder {
             first_timestamp: Some(Time(now)),
             last_timestamp: Some(Time(now)),
             event_time: Some(MicroTime(now)),
-            source: Some(EventSource { component: Some("spanset".into()), host: None }),
-            reporting_component: Some("spanset.dev/controller".into()),
+            source: Some(EventSource { component: Some(self.component.clone()), host: None }),
+            reporting_component: Some(self.component.clone()),
             reporting_instance: Some(self.instance.clone()),
             action: Some(note.reason.clone()),
             ..Default::default()

@@ -25,3 +25,13 @@ pub const FIELD_MANAGER: &str = "spanset";
 /// Label selector of every member object spanset manages, pods included: the federation label
 /// (not `managed-by`, which a user's pod template may already set, e.g. to Helm).
 pub const MANAGED_SELECTOR: &str = FEDERATION;
+/// MemberCluster annotation: who fenced it (`spanset fence` or the automatic policy).
+pub const FENCED_BY: &str = "spanset.dev/fenced-by";
+/// MemberCluster annotation: when it was fenced (RFC 3339).
+pub const FENCED_AT: &str = "spanset.dev/fenced-at";
+/// MemberCluster annotation: why it was fenced.
+pub const FENCE_REASON: &str = "spanset.dev/fence-reason";
+/// MemberCluster annotation: who unfenced it last.
+pub const UNFENCED_BY: &str = "spanset.dev/unfenced-by";
+/// MemberCluster annotation: when it was unfenced last.
+pub const UNFENCED_AT: &str = "spanset.dev/unfenced-at";

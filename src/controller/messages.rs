@@ -17,6 +17,7 @@ use k8s_openapi::api::{
 
 use super::member::{
     cache::{ClaimRecord, FederationCache, StsRecord},
+    health::Failure,
     objects::FederationKey,
 };
 use crate::api::{FederatedStatefulSet, MemberCluster};
@@ -32,8 +33,10 @@ pub struct MemberView {
     pub claims: BTreeMap<u32, Vec<ClaimRecord>>,
     /// The last successful call to the member.
     pub last_contact: Option<Instant>,
-    /// The last failure talking to the member, if the latest call failed.
-    pub last_error: Option<String>,
+    /// When the watcher started: silence is counted from here when the member never answered.
+    pub watching_since: Option<Instant>,
+    /// Why the latest call to the member failed, until one succeeds.
+    pub failure: Option<(Failure, String)>,
     /// Whether the member keeps `.spec.ordinals` (`None` until known).
     pub keeps_ordinals: Option<bool>,
     /// The member's `gitVersion`.

@@ -14,6 +14,7 @@
 pub mod app;
 pub mod coordinator;
 pub mod events;
+pub mod fencing;
 pub mod host_client;
 pub mod http;
 pub mod labels;

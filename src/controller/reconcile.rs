@@ -29,7 +29,7 @@ use super::{
     status::{Verdict, conditions, types},
 };
 use crate::{
-    api::{Backend, FederatedStatefulSet, FederatedStatefulSetStatus, MoveStatus, SliceStatus},
+    api::{Backend, FailoverPolicy, FederatedStatefulSet, FederatedStatefulSetStatus, MoveStatus, SliceStatus},
     plan::{self, ClusterObservation, Observed, Ordinal, Ordinals, Slice, Step},
 };
 
@@ -44,7 +44,12 @@ pub mod phases {
 }
 
 /// Default of `failover.unreachableAfterSeconds`.
-pub const DEFAULT_UNREACHABLE_AFTER: Duration = Duration::from_secs(30);
+pub const DEFAULT_UNREACHABLE_AFTER: Duration = Duration::from_secs(15);
+/// The shortest effective `unreachableAfterSeconds`: three probe periods, so that one slow or
+/// failed probe never flips a member.
+pub const MIN_UNREACHABLE_AFTER: Duration = Duration::from_secs(6);
+/// Default of `failover.fenceAfterSeconds`.
+pub const DEFAULT_FENCE_AFTER_SECONDS: i32 = 300;
 
 /// One member as the coordinator knows it.
 #[derive(Debug, Clone, Default)]
@@ -99,6 +104,12 @@ pub struct Decision {
     pub writes: Vec<StsWrite>,
     /// Members whose namespace, Service and carried objects should be ensured.
     pub supporting: Vec<String>,
+    /// Placement members that may be written now: reachable, unfenced and keeping ordinals.
+    /// Nothing else is sent to a member (an unreachable one would only time out, and a fenced
+    /// one gets its shrink first).
+    pub writable: Vec<String>,
+    /// Members the automatic failover policy fences now, with why.
+    pub fence: Vec<(String, String)>,
     /// Nothing may be written (a condition says why).
     pub blocked: bool,
     /// Every slice as targeted and every ordinal Ready.
@@ -118,12 +129,47 @@ pub struct Decision {
     pub grows: Vec<Ordinal>,
 }
 
+/// The federation's `failover.unreachableAfterSeconds`, at least [`MIN_UNREACHABLE_AFTER`].
 fn unreachable_after(fsts: &FederatedStatefulSet) -> Duration {
     fsts.spec
         .failover
         .unreachable_after_seconds
         .map(|s| Duration::from_secs(s.max(1) as u64))
         .unwrap_or(DEFAULT_UNREACHABLE_AFTER)
+        .max(MIN_UNREACHABLE_AFTER)
+}
+
+/// Placement members that the automatic policy fences now: unfenced, and silent for
+/// `unreachableAfterSeconds` + `fenceAfterSeconds` (counted from the watcher's start when the
+/// member never answered this process).
+fn automatic_fences(fsts: &FederatedStatefulSet, inp: &Inputs<'_>, grace: Duration) -> Vec<(String, String)> {
+    if fsts.spec.failover.policy != Some(FailoverPolicy::Automatic) {
+        return Vec::new();
+    }
+    let fence_after = Duration::from_secs(
+        fsts.spec.failover.fence_after_seconds.map_or(DEFAULT_FENCE_AFTER_SECONDS, |s| s.max(1)) as u64,
+    );
+    let mut out = Vec::new();
+    for c in &fsts.spec.placement.clusters {
+        let Some(m) = inp.members.get(&c.name) else { continue };
+        let Some(view) = &m.view else { continue };
+        let Some(since) = view.last_contact.or(view.watching_since) else { continue };
+        let silent = inp.now.saturating_duration_since(since);
+        if m.fenced || silent < grace + fence_after {
+            continue;
+        }
+        let why = view.failure.as_ref().map(|(f, msg)| format!("{}: {msg}", f.reason())).unwrap_or_default();
+        out.push((
+            c.name.clone(),
+            format!(
+                "automatic failover: no answer for {}s (unreachableAfterSeconds {} + fenceAfterSeconds {}); {why}",
+                silent.as_secs(),
+                grace.as_secs(),
+                fence_after.as_secs()
+            ),
+        ));
+    }
+    out
 }
 
 /// The planner's observation of one member, from its watcher's report.
@@ -222,6 +268,16 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         let view = view_of(name).expect("observed members have views");
         match &view.federation.sts {
             Some(s) if s.deleting => {}
+            // A fenced member that answers again: the first write there gives up every
+            // ordinal, which were re-homed while it was declared dead.
+            Some(s) if o.fenced && s.slice.replicas > 0 => {
+                writes.push(StsWrite {
+                    cluster: name.clone(),
+                    object: statefulset(fsts, &Slice::empty(), inp.term),
+                    expected_rv: Some(s.rv),
+                    new_template: false,
+                });
+            }
             Some(s)
                 if s.term != Some(inp.term)
                     || s.template_hash.as_deref() != Some(hash.as_str())
@@ -367,8 +423,15 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let order = |c: &str| fsts.spec.placement.clusters.iter().position(|p| p.name == c).unwrap_or(usize::MAX);
     slices.sort_by(|a, b| order(&a.cluster).cmp(&order(&b.cluster)).then(a.cluster.cmp(&b.cluster)));
     let ready_total: i32 = slices.iter().map(|s| s.ready_replicas).sum();
-    let unreachable: Vec<&str> =
-        obs.iter().filter(|(n, o)| !o.reachable && placement.contains(n.as_str())).map(|(n, _)| n.as_str()).collect();
+    // Each unreachable placement member with why its latest call failed.
+    let unreachable: Vec<String> = obs
+        .iter()
+        .filter(|(n, o)| !o.reachable && placement.contains(n.as_str()))
+        .map(|(n, _)| match view_of(n).and_then(|v| v.failure.clone()) {
+            Some((why, _)) => format!("{n} ({})", why.reason()),
+            None => n.clone(),
+        })
+        .collect();
     let missing: Vec<&str> = placement.iter().copied().filter(|n| !obs.contains_key(*n)).collect();
     let done = plan.as_ref().is_some_and(|p| p.done) && writes.is_empty();
     match &plan_error {
@@ -416,11 +479,18 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         slices,
         moves: moves_list,
     };
+    let writable = obs
+        .iter()
+        .filter(|(n, o)| placement.contains(n.as_str()) && o.reachable && !o.fenced && o.compatible)
+        .map(|(n, _)| n.clone())
+        .collect();
     Decision {
         status,
         persist_first,
         writes,
         supporting,
+        writable,
+        fence: automatic_fences(fsts, inp, grace),
         blocked: false,
         done,
         finished_moves: finished,
@@ -512,6 +582,7 @@ mod tests {
             pods,
             floor_rv: 11,
             gone: Default::default(),
+            uncertain_write: false,
         };
         let view = MemberView {
             synced: true,
@@ -626,16 +697,26 @@ mod tests {
     }
 
     #[test]
-    fn a_silent_member_is_reported_unreachable_and_nothing_grows() {
+    fn a_silent_member_is_reported_unreachable_and_holds_its_own_ordinals_only() {
         let f = fsts(&[("east", 1), ("west", 1)]);
-        let mut west = settled(&f, 3, 0, 7);
-        let mut view = (**west.view.as_ref().unwrap()).clone();
-        view.last_contact = Some(Instant::now() - Duration::from_secs(31));
-        west.view = Some(Arc::new(view));
-        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), west)]);
+        let silent = |start, replicas| {
+            let mut west = settled(&f, start, replicas, 7);
+            let mut view = (**west.view.as_ref().unwrap()).clone();
+            view.last_contact = Some(Instant::now() - Duration::from_secs(31));
+            view.failure = Some((super::super::member::health::Failure::Refused, "connection refused".into()));
+            west.view = Some(Arc::new(view));
+            west
+        };
+        // West holds 3-5: nothing of it may start in east while west cannot confirm.
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), silent(3, 3))]);
         let d = decide_now(&f, &members, 7);
         let c = d.status.conditions.iter().find(|c| c.type_ == types::CLUSTER_UNREACHABLE).unwrap();
-        assert_eq!((c.status.as_str(), c.message.as_str()), ("True", "not answering: west"));
-        assert!(d.writes.is_empty(), "no grow while a member cannot confirm: {:?}", written_slices(&d));
+        assert_eq!((c.status.as_str(), c.message.as_str()), ("True", "not answering: west (Refused)"));
+        assert!(d.writes.is_empty(), "no grow of what west may run: {:?}", written_slices(&d));
+        assert_eq!(d.writable, vec!["east".to_string()], "nothing is sent to west");
+        // West was last seen holding nothing: east takes the whole range meanwhile.
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), silent(3, 0))]);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
     }
 }

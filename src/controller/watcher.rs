@@ -30,6 +30,7 @@ use super::{
     leader::Leadership,
     member::{
         cache::{MemberCache, StsRecord, rv_of},
+        health::{Failure, Health},
         objects::{FederationKey, keeps_ordinals},
     },
     messages::{
@@ -42,6 +43,11 @@ use super::{
 
 /// How often a member is probed when nothing else is heard from it.
 pub const PROBE_PERIOD: Duration = Duration::from_secs(2);
+/// How long a probe may wait for its answer before it counts as a `Timeout` failure.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long without an answer before the MemberCluster's `Reachable` condition turns False
+/// (each federation judges with its own `failover.unreachableAfterSeconds`).
+pub const MEMBER_UNREACHABLE_AFTER: Duration = super::reconcile::DEFAULT_UNREACHABLE_AFTER;
 /// How often `status.lastContact` of a MemberCluster is refreshed when nothing else changes.
 pub const CONTACT_REPORT_PERIOD: Duration = Duration::from_secs(30);
 /// How long reports are held to coalesce a burst of events into one.
@@ -58,8 +64,9 @@ pub struct ClusterWatcher {
     dirty: HashSet<FederationKey>,
     flush_scheduled: bool,
     confirming: HashSet<FederationKey>,
-    last_contact: Option<Instant>,
-    last_error: Option<String>,
+    health: Health,
+    started: Instant,
+    probing: bool,
     keeps_ordinals: Option<bool>,
     server_version: Option<String>,
     relists: Relists,
@@ -91,8 +98,9 @@ impl ClusterWatcher {
             dirty: HashSet::new(),
             flush_scheduled: false,
             confirming: HashSet::new(),
-            last_contact: None,
-            last_error: None,
+            health: Health::default(),
+            started: Instant::now(),
+            probing: false,
             keeps_ordinals: None,
             server_version: None,
             relists: Relists::default(),
@@ -109,8 +117,9 @@ impl ClusterWatcher {
             synced: self.cache.synced(),
             federation: self.cache.federations.get(key).cloned().unwrap_or_default(),
             claims: self.cache.claims_of(key),
-            last_contact: self.last_contact,
-            last_error: self.last_error.clone(),
+            last_contact: self.health.last_contact,
+            watching_since: Some(self.started),
+            failure: self.health.failure.clone(),
             keeps_ordinals: self.keeps_ordinals,
             server_version: self.server_version.clone(),
             rv: self.cache.newest_rv,
@@ -175,12 +184,57 @@ impl ClusterWatcher {
     }
 
     fn contact_ok(&mut self) {
-        self.last_contact = Some(Instant::now());
-        self.last_error = None;
+        self.health.answered(Instant::now());
     }
 
-    fn contact_failed(&mut self, e: &dyn std::fmt::Display) {
-        self.last_error = Some(e.to_string());
+    fn contact_failed(&mut self, e: &kube::Error) {
+        self.health.failed(Failure::of(e), e.to_string());
+    }
+
+    /// Every [`PROBE_PERIOD`]: judges the member's health (so that detection lands within one
+    /// period of the threshold even while a probe hangs), reports it, and starts a probe unless
+    /// one is still waiting for its answer.
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        let up = self.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
+        self.metrics.set_reachable(&self.cluster, up);
+        self.report_status(ctx);
+        // Coordinators judge reachability with their own thresholds on every report.
+        self.touched_all(ctx);
+        if !self.probing {
+            self.probe(ctx);
+        }
+        self.settle_uncertain_writes(ctx);
+    }
+
+    /// Reads again each StatefulSet whose last write got no definite answer, so that the
+    /// cache holds what the member really stored before anything there counts as confirmed.
+    fn settle_uncertain_writes(&mut self, ctx: &mut Context<Self>) {
+        let uncertain: Vec<FederationKey> =
+            self.cache.federations.iter().filter(|(_, f)| f.uncertain_write).map(|(k, _)| k.clone()).collect();
+        for key in uncertain {
+            if !self.confirming.insert(key.clone()) {
+                continue;
+            }
+            let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), &key.namespace);
+            let name = key.name.clone();
+            self.metrics.api_request(&self.cluster, "get");
+            let read = async move { tokio::time::timeout(PROBE_TIMEOUT, api.get_opt(&name)).await };
+            ctx.spawn(read.into_actor(self).map(move |res, act, ctx| {
+                act.confirming.remove(&key);
+                match res {
+                    Ok(Ok(found)) => {
+                        act.contact_ok();
+                        if let Some(sts) = found {
+                            act.cache.sts_applied(&sts);
+                        }
+                        act.cache.federations.entry(key.clone()).or_default().uncertain_write = false;
+                        act.touched([key], ctx);
+                    }
+                    Ok(Err(e)) => act.contact_failed(&e),
+                    Err(_) => act.health.failed(Failure::Timeout, "no answer to a StatefulSet read".into()),
+                }
+            }));
+        }
     }
 
     fn probe(&mut self, ctx: &mut Context<Self>) {
@@ -188,35 +242,39 @@ impl ClusterWatcher {
         let sts: Api<StatefulSet> = Api::namespaced(self.client.clone(), "default");
         let check_ordinals = self.keeps_ordinals.is_none();
         self.metrics.api_request(&self.cluster, "get");
-        ctx.spawn(
-            async move {
-                let version = client.apiserver_version().await?;
-                // Whether the member keeps `.spec.ordinals`, asked once with a dry run that
-                // stores nothing: a member that drops it never gets a slice.
-                let keeps = if check_ordinals { Some(probe_ordinals(&sts).await?) } else { None };
-                Ok::<_, kube::Error>((version.git_version, keeps))
-            }
-            .into_actor(self)
-            .map(|res, act, ctx| {
-                let was_up = act.last_error.is_none() && act.last_contact.is_some();
+        self.probing = true;
+        let call = async move {
+            let version = client.apiserver_version().await?;
+            // Whether the member keeps `.spec.ordinals`, asked once with a dry run that
+            // stores nothing: a member that drops it never gets a slice.
+            let keeps = if check_ordinals { Some(probe_ordinals(&sts).await?) } else { None };
+            Ok::<_, kube::Error>((version.git_version, keeps))
+        };
+        ctx.spawn(async move { tokio::time::timeout(PROBE_TIMEOUT, call).await }.into_actor(self).map(
+            |res, act, ctx| {
+                act.probing = false;
+                let was_up = act.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
                 match res {
-                    Ok((version, keeps)) => {
+                    Ok(Ok((version, keeps))) => {
                         act.contact_ok();
                         act.server_version = Some(version);
                         if keeps.is_some() {
                             act.keeps_ordinals = keeps;
                         }
                     }
-                    Err(e) => act.contact_failed(&e),
+                    Ok(Err(e)) => act.contact_failed(&e),
+                    Err(_) => act
+                        .health
+                        .failed(Failure::Timeout, format!("no answer to a probe within {}s", PROBE_TIMEOUT.as_secs())),
                 }
-                let is_up = act.last_error.is_none();
-                act.metrics.set_reachable(&act.cluster, is_up);
-                act.report_status(ctx);
-                if was_up != is_up || act.keeps_ordinals.is_some() {
+                let is_up = act.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
+                if was_up != is_up {
+                    act.metrics.set_reachable(&act.cluster, is_up);
+                    act.report_status(ctx);
                     act.touched_all(ctx);
                 }
-            }),
-        );
+            },
+        ));
     }
 
     /// Writes the MemberCluster's status when it changed (last contact at most every
@@ -225,12 +283,12 @@ impl ClusterWatcher {
         if self.leadership.term().is_none() {
             return;
         }
-        let up = self.last_error.is_none() && self.last_contact.is_some();
+        let (up, reason, message) = self.health.condition(Instant::now(), MEMBER_UNREACHABLE_AFTER);
         let reachable = serde_json::json!({
             "type": "Reachable",
             "status": if up { "True" } else { "False" },
-            "reason": if up { "Answering" } else { "NotAnswering" },
-            "message": self.last_error.clone().unwrap_or_default(),
+            "reason": reason,
+            "message": message,
         });
         let facts = serde_json::json!({
             "conditions": [reachable],
@@ -251,7 +309,7 @@ impl ClusterWatcher {
         } else {
             status["conditions"][0]["lastTransitionTime"] = self.reported_since.clone();
         }
-        if let Some(t) = self.last_contact {
+        if let Some(t) = self.health.last_contact {
             let ago = jiff::SignedDuration::try_from(t.elapsed()).unwrap_or_default();
             let at = jiff::Timestamp::now().checked_sub(ago).unwrap_or_else(|_| jiff::Timestamp::now());
             status["lastContact"] = at.round(jiff::Unit::Second).unwrap_or(at).to_string().into();
@@ -316,7 +374,7 @@ impl Actor for ClusterWatcher {
                 .map(|e| Watched::Claim(Box::new(e))),
         );
         self.probe(ctx);
-        ctx.run_interval(PROBE_PERIOD, |act, ctx| act.probe(ctx));
+        ctx.run_interval(PROBE_PERIOD, |act, ctx| act.tick(ctx));
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
@@ -420,7 +478,14 @@ impl ClusterWatcher {
     fn watch_failed(&mut self, e: &watcher::Error) -> Vec<FederationKey> {
         tracing::debug!(cluster = %self.cluster, error = %e, "member watch failed; retrying");
         self.metrics.watch_restart(&self.cluster);
-        self.contact_failed(e);
+        let cause = match e {
+            watcher::Error::InitialListFailed(e)
+            | watcher::Error::WatchStartFailed(e)
+            | watcher::Error::WatchFailed(e) => Failure::of(e),
+            watcher::Error::WatchError(s) => Failure::of(&kube::Error::Api(s.clone())),
+            _ => Failure::ServerError,
+        };
+        self.health.failed(cause, e.to_string());
         vec![]
     }
 
@@ -580,12 +645,20 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
         let dry_run = msg.dry_run;
         let term = msg.term;
         let name_for_log = msg.key.to_string();
+        let key = msg.key.clone();
         Box::pin(work.into_actor(self).map(move |res, act, ctx| {
             let stored = res.map_err(|e| {
-                if matches!(e, kube::Error::Api(_)) {
+                let answered = matches!(&e, kube::Error::Api(s) if s.code < 500 && s.code != 401 && s.code != 403);
+                if answered {
                     act.contact_ok();
                 } else {
                     act.contact_failed(&e);
+                }
+                // No answer, or a server error: the write may have been applied or not.
+                if !dry_run && !matches!(&e, kube::Error::Api(s) if s.code < 500) {
+                    act.cache.federations.entry(key.clone()).or_default().uncertain_write = true;
+                    tracing::warn!(cluster = %cluster, federation = %key, error = %e,
+                        "a StatefulSet write got no definite answer; nothing there counts as confirmed until it is read again");
                 }
                 write_error(&cluster, e)
             })?;

@@ -1,6 +1,8 @@
 //! The next safe steps from what is written and observed towards the target, under the
 //! at-most-one rule: a cluster's spec gains ordinal k only when no other spec holds k and every
-//! other cluster is confirmed not running k (observed absent since its last write, or fenced);
+//! other cluster is confirmed not running k (observed absent since its last write, or fenced;
+//! an unreachable cluster that was observed since its last write can run only what it was
+//! last seen to hold or run, so it blocks just those);
 //! shrink before grow; at most `maxConcurrentMoves` ordinals moving; for apps/v1 every written
 //! slice stays contiguous.
 //!
@@ -49,8 +51,8 @@ pub struct Holders<'a> {
     /// Ordinals running in at least one unfenced cluster, and in at least two.
     running_once: Ordinals,
     running_twice: Ordinals,
-    /// Unfenced observed members whose absences are not confirmations (unreachable, or not
-    /// observed since the last write).
+    /// Unfenced observed members whose absences are not confirmations: not observed since the
+    /// last write, so that their spec or pods may hold anything.
     unconfirmed: Vec<usize>,
 }
 
@@ -62,9 +64,12 @@ impl<'a> Holders<'a> {
         let running: Vec<Option<&Ordinals>> = members.iter().map(|m| counted(m).then_some(&m.obs.pods)).collect();
         let (written_once, written_twice) = sets::once_and_twice(written.iter().flatten().copied());
         let (running_once, running_twice) = sets::once_and_twice(running.iter().flatten().copied());
-        let unconfirmed = (0..members.len())
-            .filter(|&i| counted(&members[i]) && !(members[i].obs.reachable && members[i].obs.observed_since_write))
-            .collect();
+        // An unreachable member observed since its last write is not among them: its spec is
+        // the one last observed (spanset writes nothing to it while unreachable and reverts any
+        // drift), so it can run pods only for what it holds or already runs, which the sets
+        // above block; every other ordinal may go ahead among the healthy members.
+        let unconfirmed =
+            (0..members.len()).filter(|&i| counted(&members[i]) && !members[i].obs.observed_since_write).collect();
         Self { written, written_once, written_twice, running, running_once, running_twice, unconfirmed }
     }
 
@@ -174,16 +179,38 @@ fn release_ends(written: &Ordinals, keep: &Ordinals, free: &Ordinals, next: &Ord
 
 /// Computes the shrinks and grows that are safe now.
 /// `members` is the plan's [`Member`] list: the placement's clusters first, in placement order.
+///
+/// Liveness: apps/v1 slices can cross each other (after partitions and spec edits), so that no
+/// ordinal any cluster must give up can be taken next by its destination. Then, with nothing
+/// in flight that its destination could take by waiting, one such ordinal is released anyway
+/// (one move beyond `maxConcurrentMoves` at most); its destination takes it once the slices in
+/// its way have moved.
 pub fn next_steps(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> Vec<Step> {
+    let (steps, waiting_helps) = next_steps_with(d, members, holders, moving, false);
+    if steps.is_empty() && !waiting_helps { next_steps_with(d, members, holders, moving, true).0 } else { steps }
+}
+
+fn next_steps_with(
+    d: &Desired,
+    members: &[Member<'_>],
+    holders: &Holders<'_>,
+    moving: &Ordinals,
+    stuck: bool,
+) -> (Vec<Step>, bool) {
     let contiguous_backend = d.backend == Backend::StatefulSet;
     let range = sets::run(d.start, d.replicas);
-    let next = taken_next(d, members);
+    let next = if stuck { Ordinals::universe() } else { taken_next(d, members) };
+    // Some move in flight can land where it goes once confirmations and readiness arrive.
+    let waiting_helps = !(moving.ranges() & next.ranges()).is_empty();
     let mut budget = u64::from(d.max_concurrent_moves).saturating_sub(moving.len());
     // Liveness: when the target changed under moves in flight (a spec edit, a partition that
     // healed) every one of them may wait on another ordinal that the spent budget would never
     // release. Then one more move may start, so they can finish.
     if budget == 0 && !moving.is_empty() && (moving.ranges() & next.ranges()).is_empty() {
         budget = 1;
+    }
+    if stuck {
+        budget = budget.min(1);
     }
     let mut steps = Vec::new();
     // Shrinks: every cluster we can write to gives up what its target does not hold. Clusters
@@ -263,5 +290,5 @@ pub fn next_steps(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, mo
             steps.push(Step::Grow { cluster: m.name.to_string(), to, acquires });
         }
     }
-    steps
+    (steps, waiting_helps)
 }

@@ -64,7 +64,9 @@ impl<'a> Holders<'a> {
             for &k in &o.pods {
                 running.entry(k).or_default().push(name);
             }
-            if !(o.reachable && o.observed_since_write) {
+            // Issue 11's relaxation, kept in step with the range planner: an unreachable
+            // member observed since its last write blocks only what it holds or runs.
+            if !o.observed_since_write {
                 unconfirmed.push(name.as_str());
             }
         }
@@ -96,13 +98,25 @@ pub fn contiguous(set: &BTreeSet<Ordinal>) -> bool {
     }
 }
 
-/// Computes the shrinks and grows that are safe now.
+/// Computes the shrinks and grows that are safe now; when none is and nothing moves, one
+/// release whose destination cannot take it next (slices that cross each other).
 pub fn next_steps(
     d: &Desired,
     obs: &Observed,
     targets: &BTreeMap<String, BTreeSet<Ordinal>>,
     moving: &BTreeSet<Ordinal>,
 ) -> Vec<Step> {
+    let (steps, waiting_helps) = next_steps_with(d, obs, targets, moving, false);
+    if steps.is_empty() && !waiting_helps { next_steps_with(d, obs, targets, moving, true).0 } else { steps }
+}
+
+fn next_steps_with(
+    d: &Desired,
+    obs: &Observed,
+    targets: &BTreeMap<String, BTreeSet<Ordinal>>,
+    moving: &BTreeSet<Ordinal>,
+    stuck: bool,
+) -> (Vec<Step>, bool) {
     let contiguous_backend = d.backend == Backend::StatefulSet;
     let range: BTreeSet<Ordinal> = (d.start..d.start + d.replicas).collect();
     let owner_of: BTreeMap<Ordinal, &String> =
@@ -120,6 +134,7 @@ pub fn next_steps(
         })
         .collect();
     let takes_next = |k: &Ordinal| match owner_of.get(k) {
+        _ if stuck => true,
         None => true,
         Some(t) => match ends.get(t.as_str()).copied().flatten() {
             _ if !contiguous_backend => true,
@@ -128,12 +143,17 @@ pub fn next_steps(
         },
     };
     let holders = Holders::new(obs);
+    // Some move in flight can land where it goes once confirmations and readiness arrive.
+    let waiting_helps = moving.iter().any(takes_next);
     let mut budget = (d.max_concurrent_moves as usize).saturating_sub(moving.len());
     // Liveness: when the target changed under moves in flight (a spec edit, a partition that
     // healed) every one of them may wait on another ordinal that the spent budget would never
     // release. Then one more move may start, so they can finish.
     if budget == 0 && !moving.is_empty() && !moving.iter().any(takes_next) {
         budget = 1;
+    }
+    if stuck {
+        budget = budget.min(1);
     }
     let mut steps = Vec::new();
     // Shrinks: every cluster we can write to gives up what its target does not hold. Clusters
@@ -239,5 +259,5 @@ pub fn next_steps(
             });
         }
     }
-    steps
+    (steps, waiting_helps)
 }

@@ -213,6 +213,9 @@ pub struct FederationCache {
     /// `(uid, generation)` of the StatefulSet as this process last wrote it: another
     /// generation means someone else changed its spec (drift, to be reverted).
     pub written_generation: Option<(String, i64)>,
+    /// A write of its StatefulSet got no answer (timeout, cut connection): it may or may not
+    /// have been applied, so nothing here is a confirmation until the StatefulSet is read again.
+    pub uncertain_write: bool,
 }
 
 impl FederationCache {
@@ -237,7 +240,7 @@ impl FederationCache {
 
     /// Whether the pod records are confirmations of absence for the current StatefulSet.
     pub fn confirmed(&self) -> bool {
-        self.state().is_some() && self.state() == self.confirmed_for
+        !self.uncertain_write && self.state().is_some() && self.state() == self.confirmed_for
     }
 
     /// The state to confirm, when a confirming list is due.
@@ -438,6 +441,15 @@ mod tests {
 
     fn key() -> FederationKey {
         FederationKey { namespace: "db".into(), name: "redis".into() }
+    }
+
+    #[test]
+    fn a_write_without_a_definite_answer_voids_the_confirmation_until_read_again() {
+        let mut f = FederationCache { confirmed_for: Some(StsState::Absent), ..Default::default() };
+        assert!(f.confirmed());
+        f.uncertain_write = true;
+        assert!(!f.confirmed(), "the write may have created pods nobody has seen");
+        assert_eq!(f.confirmation_due(), None, "a list alone does not settle it: the StatefulSet is read first");
     }
 
     fn pod(ordinal: u32, uid: &str, rv: u64, ready: bool) -> Pod {

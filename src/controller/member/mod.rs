@@ -1,5 +1,6 @@
-//! Member-side logic without actors: the objects spanset writes in a member, and the compact
-//! cache its watcher keeps.
+//! Member-side logic without actors: the objects spanset writes in a member, the compact
+//! cache its watcher keeps, and its judgement of the member's health.
 
 pub mod cache;
+pub mod health;
 pub mod objects;

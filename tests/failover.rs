@@ -1,0 +1,297 @@
+//! Failover end to end against the sandbox: a hung member and a refusing one are detected with
+//! their reasons while a short blip flips nothing; the Manual policy holds a lost member's
+//! ordinals until `spanset fence`, then re-homes them, shrinks the member first when it
+//! answers again and keeps it fenced until `spanset unfence`; the Automatic policy fences by
+//! itself; and fencing a member that is only partitioned, its pods still running, is the
+//! operator error the ledger exposes.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, Node};
+use kube::{
+    Api, ResourceExt,
+    api::{ListParams, Patch, PatchParams},
+};
+use spanset::{
+    api::{FederatedStatefulSet, MemberCluster},
+    cli::sandbox::example,
+};
+use support::federation::{Controller, Federation};
+
+const THIRDS: [(&str, i32, i32); 3] = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
+
+/// The example federation with a failover section.
+fn federation(members: &[String], failover: serde_json::Value) -> FederatedStatefulSet {
+    let mut f = serde_json::to_value(example(members)).unwrap();
+    f["spec"]["failover"] = failover;
+    serde_json::from_value(f).unwrap()
+}
+
+fn condition(
+    conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+) -> Option<(String, String, String, String)> {
+    conds
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone(), c.last_transition_time.0.to_string()))
+}
+
+async fn member_cluster(f: &Federation, name: &str) -> MemberCluster {
+    Api::<MemberCluster>::all(f.host.clone()).get(name).await.expect("MemberCluster read")
+}
+
+async fn reachable(f: &Federation, name: &str) -> Option<(String, String, String, String)> {
+    let mc = member_cluster(f, name).await;
+    condition(&mc.status.map(|s| s.conditions).unwrap_or_default(), "Reachable")
+}
+
+fn spanset(f: &Federation, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
+        .args(args)
+        .args(["--kubeconfig", f.sandbox.kubeconfig.to_str().unwrap(), "--context", "host"])
+        .output()
+        .expect("spanset runs")
+}
+
+/// Stops every node of a member (its pods die with them), then cuts it off: a real loss.
+async fn lose(f: &Federation, member: &str) {
+    let nodes: Api<Node> = Api::all(f.member(member).await);
+    for n in nodes.list(&ListParams::default()).await.expect("nodes listed").items {
+        let name = n.name_any();
+        if name.starts_with("node-") {
+            f.sandbox.ctl_ok(&["node-down", member, &name]);
+        }
+    }
+    // The sandbox records the pods as stopped once their nodes are declared dead.
+    let start = Instant::now();
+    loop {
+        let out = f.sandbox.ctl_ok(&["ledger"]);
+        let ledger: serde_json::Value = serde_json::from_str(&out).expect("ledger JSON");
+        let mine: Vec<&serde_json::Value> =
+            ledger["incarnations"].as_array().expect("a list").iter().filter(|e| e["cluster"] == member).collect();
+        if !mine.is_empty() && mine.iter().all(|e| !e["runningUntil"].is_null()) {
+            break;
+        }
+        assert!(start.elapsed() < support::DEADLINE, "{member}'s pods never recorded as stopped: {mine:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    f.sandbox.ctl_ok(&["partition", member]);
+}
+
+/// Waits until the listed members' StatefulSets hold exactly these slices and the
+/// federation reports `ready`.
+async fn wait_slices(f: &Federation, want: &[(&str, i32, i32)], ready: &str, what: &str) {
+    support::eventually(what, || async {
+        let mut ok = f.status("redis").await.ready.as_deref() == Some(ready);
+        for (m, s, r) in want {
+            ok &= f.member_slice(m, "redis").await == Some((*s, *r));
+        }
+        ok
+    })
+    .await;
+}
+
+async fn events_about(f: &Federation, name: &str) -> Vec<(String, String, String)> {
+    let api: Api<Event> = Api::namespaced(f.host.clone(), "default");
+    api.list(&ListParams::default())
+        .await
+        .expect("events listed")
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_and_refusing_members_are_detected_with_their_reasons_and_a_blip_flips_nothing() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(&f.members, serde_json::json!({"unreachableAfterSeconds": 6}))).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    support::eventually("every member Reachable", || async {
+        let mut all = true;
+        for m in ["east", "west", "central"] {
+            all &= reachable(&f, m).await.is_some_and(|c| c.0 == "True");
+        }
+        all
+    })
+    .await;
+    let before_member = reachable(&f, "west").await.unwrap();
+    let fsts_conds = || async { f.status("redis").await.conditions };
+    let before_fsts = condition(&fsts_conds().await, "ClusterUnreachable").unwrap();
+    assert_eq!(before_fsts.0, "False");
+
+    // A blip longer than a probe period, shorter than the threshold.
+    f.sandbox.ctl_ok(&["partition", "west"]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    f.sandbox.ctl_ok(&["heal", "west"]);
+    // West takes part in a change after the blip: the controller has seen it answer again.
+    f.api()
+        .patch("redis", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"replicas": 9}})))
+        .await
+        .unwrap();
+    f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3), ("central", 6, 3)], "scaled to 9 after the blip").await;
+    assert_eq!(reachable(&f, "west").await.unwrap(), before_member, "a blip never flips the member's condition");
+    assert_eq!(
+        condition(&fsts_conds().await, "ClusterUnreachable").unwrap(),
+        before_fsts,
+        "a blip never flips the federation's condition"
+    );
+
+    // A hung member and a refusing one.
+    let lost = Instant::now();
+    f.sandbox.ctl_ok(&["partition", "central", "--hang"]);
+    f.sandbox.ctl_ok(&["partition", "west"]);
+    support::eventually("the federation reports both members unreachable with reasons", || async {
+        condition(&fsts_conds().await, "ClusterUnreachable")
+            .is_some_and(|c| c.0 == "True" && c.2.contains("central (Timeout)") && c.2.contains("west (Refused)"))
+    })
+    .await;
+    let detected = lost.elapsed();
+    println!("federation detection at unreachableAfterSeconds 6: {detected:?}");
+    assert!(detected >= Duration::from_secs(6), "not before the threshold: {detected:?}");
+    support::eventually("MemberCluster conditions name the reasons", || async {
+        let c = reachable(&f, "central").await.unwrap();
+        let w = reachable(&f, "west").await.unwrap();
+        c.0 == "False" && c.1 == "Timeout" && w.0 == "False" && w.1 == "Refused"
+    })
+    .await;
+    println!("MemberCluster detection at the default 15 s: {:?}", lost.elapsed());
+    // Nothing moves while they are lost: east keeps its slice and nothing is in flight.
+    assert_eq!(f.member_slice("east", "redis").await, Some((0, 3)));
+    assert!(f.status("redis").await.moves.is_empty());
+    f.sandbox.ctl_ok(&["heal", "central"]);
+    f.sandbox.ctl_ok(&["heal", "west"]);
+    support::eventually("both Reachable again", || async {
+        reachable(&f, "central").await.is_some_and(|c| c.0 == "True")
+            && reachable(&f, "west").await.is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_first_when_it_returns() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(&f.members, serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6}))).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+
+    // A reachable member is not fenced without --force.
+    let refused = spanset(&f, &["fence", "central", "--reason", "drill"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is not Unreachable"), "{refused:?}");
+    assert!(!member_cluster(&f, "central").await.spec.fenced);
+
+    lose(&f, "central").await;
+    support::eventually("central Unreachable in its MemberCluster", || async {
+        reachable(&f, "central").await.is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    // The healthy members rebalance among themselves (target east 0-2, west 3-5), but central's
+    // ordinals 4 and 5 start nowhere until an operator fences it.
+    wait_slices(&f, &[("east", 0, 3), ("west", 3, 1)], "4/6", "east and west rebalanced around central").await;
+    for m in ["east", "west"] {
+        let (start, replicas) = f.member_slice(m, "redis").await.unwrap();
+        assert!(start + replicas <= 4, "{m} holds none of central's ordinals before the fence");
+    }
+
+    let out = spanset(&f, &["fence", "central", "--reason", "datacenter flooded"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("membercluster/central fenced"));
+    let mc = member_cluster(&f, "central").await;
+    assert!(mc.spec.fenced);
+    assert_eq!(mc.annotations().get("spanset.dev/fence-reason").map(String::as_str), Some("datacenter flooded"));
+    assert!(
+        mc.annotations().contains_key("spanset.dev/fenced-by")
+            && mc.annotations().contains_key("spanset.dev/fenced-at")
+    );
+    assert!(
+        events_about(&f, "central")
+            .await
+            .iter()
+            .any(|e| e.0 == "Warning" && e.1 == "Fenced" && e.2.contains("flooded")),
+        "a Warning Event records the fence"
+    );
+    // Fencing again changes nothing.
+    let again = spanset(&f, &["fence", "central", "--reason", "other"]);
+    assert!(again.status.success() && String::from_utf8_lossy(&again.stdout).contains("already fenced"));
+
+    // Re-homed among the healthy members (weights 1:1 of the rest).
+    wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals re-homed").await;
+
+    // Central comes back: its nodes restart, the partition heals. Its StatefulSet is shrunk
+    // before anything else, and it stays fenced.
+    let nodes: Api<Node> = Api::all(f.member("east").await);
+    let names: Vec<String> =
+        nodes.list(&ListParams::default()).await.unwrap().items.iter().map(|n| n.name_any()).collect();
+    f.sandbox.ctl_ok(&["heal", "central"]);
+    for n in names.iter().filter(|n| n.starts_with("node-")) {
+        f.sandbox.ctl_ok(&["node-up", "central", n]);
+    }
+    support::eventually("central's StatefulSet shrunk to nothing", || async {
+        f.member_slice("central", "redis").await.is_some_and(|s| s.1 == 0)
+    })
+    .await;
+    assert!(member_cluster(&f, "central").await.spec.fenced, "still fenced until an operator unfences");
+    assert_eq!(f.member_slice("east", "redis").await, Some((0, 3)));
+
+    let out = spanset(&f, &["unfence", "central"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mc = member_cluster(&f, "central").await;
+    assert!(!mc.spec.fenced && mc.annotations().contains_key("spanset.dev/unfenced-by"));
+    f.wait_settled("redis", &THIRDS, "thirds again after the unfence").await;
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_policy_fences_a_lost_member_by_itself_and_says_so() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let c = Controller::start(&f.sandbox, "controller");
+    let failover = serde_json::json!({"policy": "Automatic", "unreachableAfterSeconds": 6, "fenceAfterSeconds": 2});
+    f.create(&federation(&f.members, failover)).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    let lost = Instant::now();
+    lose(&f, "central").await;
+    wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals re-homed automatically").await;
+    println!("automatic failover, loss to re-homed: {:?}", lost.elapsed());
+    assert!(lost.elapsed() >= Duration::from_secs(8), "not before unreachable (6 s) + fence (2 s)");
+    let mc = member_cluster(&f, "central").await;
+    assert!(mc.spec.fenced);
+    assert!(mc.annotations().get("spanset.dev/fenced-by").is_some_and(|b| b.contains("automatic")), "{mc:?}");
+    assert!(
+        events_about(&f, "central")
+            .await
+            .iter()
+            .any(|e| e.0 == "Warning" && e.1 == "Fenced" && e.2.contains("automatic")),
+        "a Warning Event says it was automatic"
+    );
+    let log = c.log_text();
+    assert!(log.contains("WARN") && log.contains("may still run its pods"), "a warn line names the risk");
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_a_member_that_is_only_partitioned_is_caught_by_the_ledger() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(&f.members, serde_json::json!({"unreachableAfterSeconds": 6}))).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    // Only the API is cut off: central's pods keep running.
+    f.sandbox.ctl_ok(&["partition", "central"]);
+    support::eventually("central Unreachable", || async {
+        reachable(&f, "central").await.is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    let out = spanset(&f, &["fence", "central", "--reason", "wrongly believed dead"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals started elsewhere").await;
+    let check = f.sandbox.ctl(&["ledger", "--check"]);
+    assert!(!check.status.success(), "the ledger reports the identities that ran twice");
+    let report = String::from_utf8_lossy(&check.stdout).to_string() + &String::from_utf8_lossy(&check.stderr);
+    assert!(report.contains("redis-4") || report.contains("redis-5"), "{report}");
+}
