@@ -229,14 +229,17 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
     let nodes: Api<Node> = Api::all(f.member("east").await);
     let names: Vec<String> =
         nodes.list(&ListParams::default()).await.unwrap().items.iter().map(|n| n.name_any()).collect();
+    // Its API answers first and spanset shrinks it; only then do its nodes restart (were they
+    // to restart first, central's own StatefulSet controller would bring back pods of its stale
+    // slice before anyone could shrink it: fencing promises those workloads stay dead).
     f.sandbox.ctl_ok(&["heal", "central"]);
-    for n in names.iter().filter(|n| n.starts_with("node-")) {
-        f.sandbox.ctl_ok(&["node-up", "central", n]);
-    }
     support::eventually("central's StatefulSet shrunk to nothing", || async {
         f.member_slice("central", "redis").await.is_some_and(|s| s.1 == 0)
     })
     .await;
+    for n in names.iter().filter(|n| n.starts_with("node-")) {
+        f.sandbox.ctl_ok(&["node-up", "central", n]);
+    }
     assert!(member_cluster(&f, "central").await.spec.fenced, "still fenced until an operator unfences");
     assert_eq!(f.member_slice("east", "redis").await, Some((0, 3)));
 
@@ -289,9 +292,72 @@ async fn fencing_a_member_that_is_only_partitioned_is_caught_by_the_ledger() {
     .await;
     let out = spanset(&f, &["fence", "central", "--reason", "wrongly believed dead"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals started elsewhere").await;
+    wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals given to west").await;
+    let west: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("west").await, "default");
+    support::eventually("redis-4 and redis-5 running in west", || async {
+        let mut both = true;
+        for pod in ["redis-4", "redis-5"] {
+            both &= west.get_opt(pod).await.ok().flatten().is_some_and(|p| {
+                p.status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            });
+        }
+        both
+    })
+    .await;
     let check = f.sandbox.ctl(&["ledger", "--check"]);
     assert!(!check.status.success(), "the ledger reports the identities that ran twice");
     let report = String::from_utf8_lossy(&check.stdout).to_string() + &String::from_utf8_lossy(&check.stderr);
     assert!(report.contains("redis-4") || report.contains("redis-5"), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_failure_inside_a_member_is_not_cluster_loss_and_moves_nothing() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(
+        &f.members,
+        serde_json::json!({"policy": "Automatic", "unreachableAfterSeconds": 6, "fenceAfterSeconds": 1}),
+    ))
+    .await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("central").await, "default");
+    let node = pods.get("redis-4").await.unwrap().spec.and_then(|s| s.node_name).expect("redis-4 is scheduled");
+    let on_node = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
+        .count();
+    f.sandbox.ctl_ok(&["node-down", "central", &node]);
+    // The book's case: the pod is evicted and stays Terminating, as nobody confirms its end.
+    support::eventually("redis-4 stuck Terminating on its dead node", || async {
+        pods.get_opt("redis-4").await.ok().flatten().is_some_and(|p| p.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+    // Past unreachableAfterSeconds + fenceAfterSeconds of the Automatic policy: central answers
+    // all along, so it is neither unreachable nor fenced, and nothing moves.
+    let since = Instant::now();
+    support::eventually("the federation has watched past the failover thresholds", || async {
+        since.elapsed() > Duration::from_secs(8)
+            && condition(&f.status("redis").await.conditions, "ClusterUnreachable").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert!(!member_cluster(&f, "central").await.spec.fenced);
+    assert_eq!(reachable(&f, "central").await.map(|c| c.0), Some("True".into()));
+    assert!(f.status("redis").await.moves.is_empty());
+    for (m, s, r) in THIRDS {
+        assert_eq!(f.member_slice(m, "redis").await, Some((s, r)), "{m} keeps its slice");
+    }
+    let ready = format!("{}/6", 6 - on_node);
+    support::eventually("the dead node's pods counted down, not moved", || async {
+        f.status("redis").await.ready.as_deref() == Some(ready.as_str())
+    })
+    .await;
+    f.assert_ledger_clean();
 }

@@ -417,7 +417,12 @@ fn node_lifecycle(
                 });
                 timers.tainted.remove(name);
                 let back = jiff::Timestamp::now();
-                for p in on_node().filter(|p| p.pointer("/status/phase").and_then(Value::as_str) == Some("Running")) {
+                // A returning kubelet restarts the containers of its running pods, but not of
+                // those being deleted meanwhile (evicted): it only finishes their termination.
+                let restarted = |p: &&Arc<Value>| {
+                    p.pointer("/status/phase").and_then(Value::as_str) == Some("Running") && !object::is_deleting(p)
+                };
+                for p in on_node().filter(restarted) {
                     cluster.ledger.started(Incarnation {
                         cluster: cfg.name.clone(),
                         namespace: object::namespace(p).to_string(),
