@@ -25,6 +25,7 @@ fn main() {
         Command::Status(args) => runtime().block_on(cli::status::run(args)),
         Command::Fence(args) => runtime().block_on(cli::fence::run_fence(args)),
         Command::Unfence(args) => runtime().block_on(cli::fence::run_unfence(args)),
+        Command::Drill(args) => runtime().block_on(cli::drill::run(args)),
     };
     std::process::exit(code);
 }

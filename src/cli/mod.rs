@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod crd;
+pub mod drill;
 pub mod fence;
 pub mod plan;
 pub mod run;
@@ -41,6 +42,8 @@ pub enum Command {
     Fence(fence::FenceArgs),
     /// Let a fenced member cluster take ordinals again.
     Unfence(fence::UnfenceArgs),
+    /// Rehearse failover: `evacuate` moves every ordinal out of a member and back, timed.
+    Drill(drill::DrillArgs),
 }
 
 /// Parses the command line; a bad flag prints one line and exits 2 (help and version exit 0).

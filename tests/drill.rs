@@ -1,0 +1,86 @@
+//! `spanset drill evacuate` against the sandbox: every ordinal of a healthy member moves out
+//! and back, each timed, the placement is restored, and the ledger stays clean.
+
+mod support;
+
+use spanset::cli::sandbox::example;
+use support::federation::{Controller, Federation};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evacuate_moves_every_ordinal_out_and_back_and_reports_each() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&example(&f.members)).await;
+    let thirds = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
+    f.wait_settled("redis", &thirds, "initial slices").await;
+    let before = f.api().get("redis").await.unwrap().spec.placement;
+    let kubeconfig = f.sandbox.kubeconfig.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
+            .args(["drill", "evacuate", "central", "--fsts", "default/redis", "-o", "json", "--timeout", "120"])
+            .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "--context", "host"])
+            .output()
+            .expect("spanset runs")
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("out: ") && stderr.contains("back: "), "progress is shown: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    let moves = report["ordinals"].as_array().unwrap();
+    let of = |half: &str| -> Vec<(i64, String, String)> {
+        let mut v: Vec<_> = moves
+            .iter()
+            .filter(|m| m["half"] == half)
+            .map(|m| {
+                (m["ordinal"].as_i64().unwrap(), m["from"].as_str().unwrap().into(), m["to"].as_str().unwrap().into())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    // Out: central's 4 and 5 leave (to west, while 2 shifts from west to east: apps/v1 slices
+    // stay contiguous); back: they return to central.
+    let from_central: Vec<i64> = of("out").iter().filter(|m| m.1 == "central").map(|m| m.0).collect();
+    assert_eq!(from_central, [4, 5], "central's ordinals left: {report}");
+    assert!(of("out").iter().all(|m| m.2 != "central"), "nothing went to central on the way out: {report}");
+    let to_central: Vec<i64> = of("back").iter().filter(|m| m.2 == "central").map(|m| m.0).collect();
+    assert_eq!(to_central, [4, 5], "they came back: {report}");
+    for m in moves {
+        let secs = m["unavailableSeconds"].as_f64().unwrap();
+        assert!(secs > 0.0 && secs <= report["totalSeconds"].as_f64().unwrap(), "{m}");
+    }
+    assert!(report["outSeconds"].as_f64().unwrap() > 0.0 && report["backSeconds"].as_f64().unwrap() > 0.0);
+    assert_eq!(f.api().get("redis").await.unwrap().spec.placement, before, "the placement is restored");
+    f.wait_settled("redis", &thirds, "thirds again").await;
+    f.assert_ledger_clean();
+}
+
+#[test]
+fn evacuating_a_member_outside_the_placement_is_refused_naming_it() {
+    let sandbox = support::Sandbox::start("host,east");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let host = support::federation::client_for(&sandbox.kubeconfig, "host").await;
+        spanset::cli::sandbox::install_crds(&host).await.unwrap();
+        spanset::cli::sandbox::join_members(&host, &["east".to_string()]).await.unwrap();
+        let api: kube::Api<spanset::api::FederatedStatefulSet> = kube::Api::namespaced(host, "default");
+        api.create(&Default::default(), &example(&["east".to_string()])).await.unwrap();
+    });
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
+        .args(["drill", "evacuate", "central", "--fsts", "redis"])
+        .args(["--kubeconfig", sandbox.kubeconfig.to_str().unwrap(), "--context", "host"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("central is not in the placement of default/redis"), "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
+        .args(["drill", "evacuate", "east", "--fsts", "redis"])
+        .args(["--kubeconfig", sandbox.kubeconfig.to_str().unwrap(), "--context", "host"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nowhere to evacuate to"));
+}
