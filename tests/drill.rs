@@ -84,3 +84,40 @@ fn evacuating_a_member_outside_the_placement_is_refused_naming_it() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nowhere to evacuate to"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_loss_detects_fences_rehomes_shrinks_on_return_and_keeps_the_ledger_clean() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    let mut fsts = serde_json::to_value(example(&f.members)).unwrap();
+    fsts["spec"]["failover"] = serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6});
+    f.create(&serde_json::from_value(fsts).unwrap()).await;
+    let thirds = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
+    f.wait_settled("redis", &thirds, "initial slices").await;
+    let (kubeconfig, admin) = (f.sandbox.kubeconfig.clone(), f.sandbox.admin.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
+            .args(["drill", "cluster-loss", "central", "--fsts", "default/redis", "--admin", &admin, "-o", "json"])
+            .args(["--timeout", "120", "--kubeconfig", kubeconfig.to_str().unwrap(), "--context", "host"])
+            .output()
+            .expect("spanset runs")
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("waiting: central detected unreachable"), "progress is shown: {stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    println!("{r}");
+    assert_eq!(r["policy"], "Manual");
+    assert!(r["detectionSeconds"].as_f64().unwrap() >= 6.0, "not before unreachableAfterSeconds: {r}");
+    assert!(r["fencedSeconds"].as_f64().unwrap() >= r["detectionSeconds"].as_f64().unwrap(), "{r}");
+    for k in ["rehomeSeconds", "shrinkOnReturnSeconds", "backSeconds", "totalSeconds"] {
+        assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
+    }
+    assert_eq!(r["ledgerViolations"], serde_json::json!([]), "{r}");
+    let mc: spanset::api::MemberCluster = kube::Api::all(f.host.clone()).get("central").await.unwrap();
+    assert!(!mc.spec.fenced, "the drill unfences at the end");
+    f.wait_settled("redis", &thirds, "thirds again").await;
+    f.assert_ledger_clean();
+}

@@ -117,7 +117,8 @@ pub enum Action {
     },
 }
 
-fn request(admin: &str, method: &str, path_and_query: &str) -> Result<String, String> {
+/// One request to the sandbox admin API; the body, or the error it answered.
+pub fn request(admin: &str, method: &str, path_and_query: &str) -> Result<String, String> {
     let hostport = admin
         .strip_prefix("http://")
         .ok_or_else(|| format!("--admin must be an http:// URL, not {admin:?}"))?
