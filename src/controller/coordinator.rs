@@ -27,8 +27,8 @@ use super::{
         objects::{FederationKey, headless_service, namespace, ownership_labels, template_hash},
     },
     messages::{
-        Carried, DeleteFederation, EnsureSupporting, MemberHandle, MemberObserved, MembersChanged, SpecChanged,
-        Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        AdoptClaims, Carried, DeleteFederation, EnsureSupporting, MemberHandle, MemberObserved, MembersChanged,
+        ReleaseClaims, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput},
@@ -49,6 +49,8 @@ struct Outcome {
     ensured: Vec<String>,
     /// A member refused the template (dry run): `(template hash, message)`.
     refusal: Option<(String, String)>,
+    /// Ordinals whose storage a member refused to hand over, with why.
+    handover_refused: Vec<(u32, String)>,
     /// Member writes were made (or failed): reconcile again to see their effect.
     again: bool,
     /// What failed, if anything.
@@ -75,6 +77,9 @@ pub struct Coordinator {
     views: BTreeMap<String, Arc<super::messages::MemberView>>,
     subscribed: BTreeMap<String, Addr<ClusterWatcher>>,
     template_refusal: Option<(String, String)>,
+    /// Ordinals whose storage cannot be handed over (a volume tied to a node), with why; kept
+    /// while their move is recorded.
+    handover_refusals: BTreeMap<u32, String>,
     ensured: HashSet<(String, u64, String)>,
     busy: bool,
     again: bool,
@@ -123,6 +128,7 @@ impl Coordinator {
             views: BTreeMap::new(),
             subscribed: BTreeMap::new(),
             template_refusal: None,
+            handover_refusals: BTreeMap::new(),
             ensured: HashSet::new(),
             busy: false,
             again: false,
@@ -202,6 +208,10 @@ impl Coordinator {
             for c in outcome.ensured {
                 act.ensured.insert((c, term, hash.clone()));
             }
+            for (k, why) in outcome.handover_refused {
+                tracing::warn!(federation = %act.key, ordinal = k, refusal = %why, "storage cannot be handed over; the move holds");
+                act.handover_refusals.insert(k, why);
+            }
             if let Some(r) = outcome.refusal {
                 tracing::warn!(federation = %act.key, refusal = %r.1, "a member refused the template; nothing written");
                 act.template_refusal = Some(r);
@@ -258,6 +268,7 @@ impl Coordinator {
             members: &members,
             term,
             template_refusal: refusal,
+            handover_refusals: self.handover_refusals.clone(),
             now,
             wall: jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()),
         });
@@ -385,6 +396,9 @@ async fn carry_out(
         out.notes = decision.notes.clone();
         crash_points("persisted", decision);
     }
+    for h in &decision.handovers {
+        handover(h, &fsts, watchers, term, out).await?;
+    }
     let sends = decision.writes.iter().filter_map(|w| {
         let watcher = watchers.get(&w.cluster)?.clone();
         let msg = WriteStatefulSet {
@@ -427,6 +441,46 @@ async fn carry_out(
         crash_points("persisted", decision);
     }
     Ok(())
+}
+
+/// Hands one ordinal's volumes from its source to its destination (both idempotent), or
+/// records why it cannot.
+async fn handover(
+    h: &reconcile::Handover,
+    fsts: &FederatedStatefulSet,
+    watchers: &BTreeMap<String, Addr<ClusterWatcher>>,
+    term: u64,
+    out: &mut Outcome,
+) -> Result<(), String> {
+    let (Some(from), Some(to)) = (watchers.get(&h.from), watchers.get(&h.to)) else {
+        return Err(format!("ordinal {}: no watcher for {} or {}", h.ordinal, h.from, h.to));
+    };
+    let namespace = fsts.namespace().unwrap_or_default();
+    let msg = ReleaseClaims { namespace: namespace.clone(), claims: h.claims.clone(), term };
+    let objects = match from.send(msg).await {
+        Ok(Ok(objects)) => objects,
+        Ok(Err(WriteError::Refused { code: 422, message, .. })) => {
+            out.handover_refused.push((h.ordinal, message));
+            return Ok(());
+        }
+        Ok(Err(e)) => return Err(format!("ordinal {}: handover from {}: {e}", h.ordinal, h.from)),
+        Err(e) => return Err(format!("{}: watcher gone: {e}", h.from)),
+    };
+    // Failpoint `move-handover-released`: the source kept its volumes, the destination has no
+    // copy yet; a restarted controller hands them over again.
+    fail::fail_point!("move-handover-released", |_| {
+        tracing::error!(failpoint = "move-handover-released", "failpoint: exiting as a crash would");
+        std::process::exit(86)
+    });
+    match to.send(AdoptClaims { namespace, objects, term }).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(WriteError::Refused { message, .. })) => {
+            out.handover_refused.push((h.ordinal, message));
+            Ok(())
+        }
+        Ok(Err(e)) => Err(format!("ordinal {}: handover to {}: {e}", h.ordinal, h.to)),
+        Err(e) => Err(format!("{}: watcher gone: {e}", h.to)),
+    }
 }
 
 /// Failpoints `move-<when>-<Phase>` (e.g. `move-persisted-Released`), one per move phase after

@@ -12,7 +12,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Instant};
 use actix::prelude::*;
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
-    core::v1::{ConfigMap, Namespace, Secret, Service},
+    core::v1::{ConfigMap, Namespace, PersistentVolume, PersistentVolumeClaim, Secret, Service},
 };
 
 use super::member::{
@@ -192,3 +192,31 @@ pub struct MembersChanged {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Stop;
+
+/// Storage handover, source side: sets the PVs behind these claims to Retain and answers the
+/// PV and PVC objects as the destination should create them (see
+/// [`crate::controller::member::storage`]). A volume tied to a node is refused (`Refused`,
+/// code 422, naming the PV) and nothing is changed.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<(PersistentVolume, PersistentVolumeClaim)>, WriteError>")]
+pub struct ReleaseClaims {
+    /// The claims' namespace.
+    pub namespace: String,
+    /// The claims of the ordinal, by name.
+    pub claims: Vec<String>,
+    /// The writer's term.
+    pub term: u64,
+}
+
+/// Storage handover, destination side: creates the handed-over PVs and PVCs, leaving those
+/// already there for the same volume; a claim of that name bound to another volume is refused.
+#[derive(Message)]
+#[rtype(result = "Result<(), WriteError>")]
+pub struct AdoptClaims {
+    /// The claims' namespace.
+    pub namespace: String,
+    /// The objects from [`ReleaseClaims`].
+    pub objects: Vec<(PersistentVolume, PersistentVolumeClaim)>,
+    /// The writer's term.
+    pub term: u64,
+}

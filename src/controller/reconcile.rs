@@ -29,7 +29,9 @@ use super::{
     status::{Verdict, conditions, types},
 };
 use crate::{
-    api::{Backend, FailoverPolicy, FederatedStatefulSet, FederatedStatefulSetStatus, MoveStatus, SliceStatus},
+    api::{
+        Backend, FailoverPolicy, FederatedStatefulSet, FederatedStatefulSetStatus, MoveStatus, SliceStatus, StorageMode,
+    },
     plan::{self, ClusterObservation, Observed, Ordinal, Ordinals, Slice, Step},
 };
 
@@ -39,6 +41,8 @@ pub mod phases {
     pub const DRAINING: &str = "Draining";
     /// The source is confirmed not to run the ordinal.
     pub const RELEASED: &str = "Released";
+    /// `migration.storage: Move`: the ordinal's volumes are being handed to the destination.
+    pub const HANDOVER: &str = "Handover";
     /// The destination's slice holds the ordinal; waiting for its pod to be Ready.
     pub const STARTING: &str = "Starting";
 }
@@ -74,10 +78,38 @@ pub struct Inputs<'a> {
     pub term: u64,
     /// A member's refusal of the current template (from a dry run), if any.
     pub template_refusal: Option<String>,
+    /// Ordinals whose storage cannot be handed over, with why (naming the PV).
+    pub handover_refusals: BTreeMap<Ordinal, String>,
     /// Monotonic now, for reachability.
     pub now: Instant,
     /// Wall-clock now, for `since` and transition times.
     pub wall: jiff::Timestamp,
+}
+
+/// One ordinal's storage handover (`migration.storage: Move`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Handover {
+    /// The ordinal.
+    pub ordinal: Ordinal,
+    /// Source member.
+    pub from: String,
+    /// Destination member.
+    pub to: String,
+    /// Its claims in the source, by name.
+    pub claims: Vec<String>,
+}
+
+/// What remains of an ordinal's storage handover: `None` when nothing needs handing over
+/// (no claims in the source, or the destination holds every one for the same volume), else
+/// the source's claims to hand over.
+fn handover_due(inp: &Inputs<'_>, k: Ordinal, from: &str, to: &str) -> Option<Vec<String>> {
+    let claims = |c: &str| {
+        inp.members.get(c).and_then(|m| m.view.as_ref()).and_then(|v| v.claims.get(&k).cloned()).unwrap_or_default()
+    };
+    let source = claims(from);
+    let there = claims(to);
+    let arrived = source.iter().all(|c| there.iter().any(|d| d.name == c.name && d.volume == c.volume && !d.deleting));
+    (!source.is_empty() && !arrived).then(|| source.into_iter().map(|c| c.name).collect())
 }
 
 /// A member StatefulSet write.
@@ -110,6 +142,8 @@ pub struct Decision {
     pub writable: Vec<String>,
     /// Members the automatic failover policy fences now, with why.
     pub fence: Vec<(String, String)>,
+    /// Storage handovers to carry out before the writes.
+    pub handovers: Vec<Handover>,
     /// Nothing may be written (a condition says why).
     pub blocked: bool,
     /// Every slice as targeted and every ordinal Ready.
@@ -321,6 +355,10 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut notes = Vec::new();
     // A release is stored before the grow that takes the ordinal, which waits a round.
     let mut newly_released = BTreeSet::new();
+    let moving_storage = fsts.spec.migration.storage == Some(StorageMode::Move);
+    let mut held: BTreeSet<Ordinal> = BTreeSet::new();
+    let mut refused: Vec<String> = Vec::new();
+    let mut handovers = Vec::new();
     let mut grows = Vec::new();
     let now_str = inp.wall.to_string();
     if let Some(p) = &plan {
@@ -354,6 +392,22 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 m.since = now_str.clone();
                 newly_released.insert(*k);
                 persist_first = true;
+            } else if moving_storage
+                && (m.phase == phases::RELEASED || m.phase == phases::HANDOVER)
+                && let Some(claims) = handover_due(inp, *k, &m.from, &m.to)
+            {
+                // The grow waits for the volumes; a refused one holds the move where it is.
+                held.insert(*k);
+                if let Some(why) = inp.handover_refusals.get(k) {
+                    refused.push(format!("ordinal {k}: {why}"));
+                    continue;
+                }
+                if m.phase != phases::HANDOVER {
+                    m.phase = phases::HANDOVER.into();
+                    m.since = now_str.clone();
+                    persist_first = true;
+                }
+                handovers.push(Handover { ordinal: *k, from: m.from.clone(), to: m.to.clone(), claims });
             }
         }
         if !stamping {
@@ -382,7 +436,11 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                             }
                         }
                     }
-                    Step::Grow { acquires, .. } if acquires.iter().any(|k| newly_released.contains(&k)) => continue,
+                    Step::Grow { acquires, .. }
+                        if acquires.iter().any(|k| newly_released.contains(&k) || held.contains(&k)) =>
+                    {
+                        continue;
+                    }
                     Step::Grow { acquires, .. } => {
                         for k in acquires.iter() {
                             let Some(m) = moves.get_mut(&k) else { continue };
@@ -442,7 +500,9 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         verdicts.push(Verdict::yes(types::READY, "AllReady", format!("{ready_total}/{} ready", desired.replicas)));
         verdicts.push(Verdict::no(types::PROGRESSING, "Complete", "every slice is as targeted"));
     } else {
-        let why = if !missing.is_empty() {
+        let why = if !refused.is_empty() {
+            ("HandoverRefused", format!("storage cannot follow: {}", refused.join("; ")))
+        } else if !missing.is_empty() {
             ("WaitingForMembers", format!("no report yet from {}", missing.join(", ")))
         } else if stamping {
             ("Writing", "writing member StatefulSets in this term".to_string())
@@ -491,6 +551,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         supporting,
         writable,
         fence: automatic_fences(fsts, inp, grace),
+        handovers,
         blocked: false,
         done,
         finished_moves: finished,
@@ -600,6 +661,7 @@ mod tests {
             members,
             term,
             template_refusal: None,
+            handover_refusals: BTreeMap::new(),
             now: Instant::now(),
             wall: jiff::Timestamp::from_second(1_800_000_000).unwrap(),
         })

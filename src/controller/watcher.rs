@@ -14,7 +14,7 @@ use actix::prelude::*;
 use futures::StreamExt;
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
-    core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Pod, Secret, Service},
+    core::v1::{ConfigMap, Namespace, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service},
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -32,10 +32,11 @@ use super::{
         cache::{MemberCache, StsRecord, rv_of},
         health::{Failure, Health},
         objects::{FederationKey, keeps_ordinals},
+        storage,
     },
     messages::{
-        Carried, DeleteFederation, EnsureSupporting, MemberObserved, MemberView, Subscribe, Unsubscribe, WriteError,
-        WriteStatefulSet,
+        AdoptClaims, Carried, DeleteFederation, EnsureSupporting, MemberObserved, MemberView, ReleaseClaims, Subscribe,
+        Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     supervisor::Synced,
@@ -829,5 +830,108 @@ where
             Err(e) => Err(e),
         },
         _ => Ok(()),
+    }
+}
+
+impl Handler<ReleaseClaims> for ClusterWatcher {
+    type Result = ResponseActFuture<Self, Result<Vec<(PersistentVolume, PersistentVolumeClaim)>, WriteError>>;
+
+    fn handle(&mut self, msg: ReleaseClaims, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.check_term(msg.term) {
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let client = self.client.clone();
+        let cluster = self.cluster.clone();
+        let work = async move {
+            let refused = |message: String| WriteError::Refused { cluster: cluster.clone(), code: 422, message };
+            let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &msg.namespace);
+            let pvs: Api<PersistentVolume> = Api::all(client);
+            let mut found = Vec::new();
+            for name in &msg.claims {
+                let pvc = pvcs.get(name).await.map_err(|e| write_error(&cluster, e))?;
+                let Some(volume) = pvc.spec.as_ref().and_then(|s| s.volume_name.clone()) else {
+                    return Err(refused(format!("PersistentVolumeClaim {name} is not bound to a volume yet")));
+                };
+                let pv = pvs.get(&volume).await.map_err(|e| write_error(&cluster, e))?;
+                if let Some(why) = storage::refusal(&pv) {
+                    return Err(refused(why));
+                }
+                found.push((pv, pvc));
+            }
+            // Every volume can go: only now is anything changed.
+            let retain = serde_json::json!({"spec": {"persistentVolumeReclaimPolicy": "Retain"}});
+            let pp = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+            let mut out = Vec::new();
+            for (pv, pvc) in found {
+                let pv = pvs
+                    .patch(&pv.name_any(), &pp, &Patch::Merge(&retain))
+                    .await
+                    .map_err(|e| write_error(&cluster, e))?;
+                out.push((storage::pv_for_destination(&pv), storage::pvc_for_destination(&pvc)));
+            }
+            Ok(out)
+        };
+        Box::pin(work.into_actor(self).map(|res, act, _| {
+            if res.is_ok() {
+                act.contact_ok();
+            }
+            res
+        }))
+    }
+}
+
+impl Handler<AdoptClaims> for ClusterWatcher {
+    type Result = ResponseActFuture<Self, Result<(), WriteError>>;
+
+    fn handle(&mut self, msg: AdoptClaims, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.check_term(msg.term) {
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let client = self.client.clone();
+        let cluster = self.cluster.clone();
+        let metrics = self.metrics.clone();
+        let work = async move {
+            let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &msg.namespace);
+            let pvs: Api<PersistentVolume> = Api::all(client);
+            let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
+            for (pv, pvc) in &msg.objects {
+                let volume = pv.name_any();
+                if pvs.get_opt(&volume).await.map_err(|e| write_error(&cluster, e))?.is_none() {
+                    pvs.create(&pp, pv).await.map_err(|e| write_error(&cluster, e))?;
+                    metrics.member_write(&cluster, "PersistentVolume");
+                }
+                match pvcs.get_opt(&pvc.name_any()).await.map_err(|e| write_error(&cluster, e))? {
+                    None => {
+                        pvcs.create(&pp, pvc).await.map_err(|e| write_error(&cluster, e))?;
+                        metrics.member_write(&cluster, "PersistentVolumeClaim");
+                    }
+                    Some(there)
+                        if there.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == Some(volume.as_str()) => {}
+                    Some(there) => {
+                        return Err(WriteError::Refused {
+                            cluster: cluster.clone(),
+                            code: 409,
+                            message: format!(
+                                "PersistentVolumeClaim {} already exists there for another volume ({}); the handed-over \
+                                 volume {volume} cannot take its place",
+                                there.name_any(),
+                                there
+                                    .spec
+                                    .as_ref()
+                                    .and_then(|s| s.volume_name.clone())
+                                    .unwrap_or_else(|| "none yet".into())
+                            ),
+                        });
+                    }
+                }
+            }
+            Ok(())
+        };
+        Box::pin(work.into_actor(self).map(|res, act, _| {
+            if res.is_ok() {
+                act.contact_ok();
+            }
+            res
+        }))
     }
 }

@@ -4,3 +4,4 @@
 pub mod cache;
 pub mod health;
 pub mod objects;
+pub mod storage;
