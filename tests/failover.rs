@@ -361,3 +361,26 @@ async fn a_node_failure_inside_a_member_is_not_cluster_loss_and_moves_nothing() 
     .await;
     f.assert_ledger_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_lost_during_a_migration_is_fenced_and_the_migration_completes() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(&f.members, serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6}))).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    // Everything to east; central is lost once the first move is under way.
+    let body = serde_json::json!({"spec": {"placement": {"clusters": [
+        {"name": "east", "weight": 1}, {"name": "west", "weight": 0}, {"name": "central", "weight": 0}]}}});
+    f.api().patch("redis", &PatchParams::default(), &Patch::Merge(body)).await.unwrap();
+    support::eventually("a move under way", || async { !f.status("redis").await.moves.is_empty() }).await;
+    lose(&f, "central").await;
+    support::eventually("central Unreachable", || async {
+        reachable(&f, "central").await.is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    let out = spanset(&f, &["fence", "central", "--reason", "lost mid-migration"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_slices(&f, &[("east", 0, 6), ("west", 0, 0)], "6/6", "every ordinal in east").await;
+    assert!(f.status("redis").await.moves.is_empty());
+    f.assert_ledger_clean();
+}
