@@ -80,6 +80,8 @@ pub struct Coordinator {
     /// Ordinals whose storage cannot be handed over (a volume tied to a node), with why; kept
     /// while their move is recorded.
     handover_refusals: BTreeMap<u32, String>,
+    /// When a reconcile is scheduled for the next silence threshold, if one is.
+    deadline_at: Option<Instant>,
     ensured: HashSet<(String, u64, String)>,
     busy: bool,
     again: bool,
@@ -129,6 +131,7 @@ impl Coordinator {
             subscribed: BTreeMap::new(),
             template_refusal: None,
             handover_refusals: BTreeMap::new(),
+            deadline_at: None,
             ensured: HashSet::new(),
             busy: false,
             again: false,
@@ -253,7 +256,31 @@ impl Coordinator {
                 let pause = if ok { Duration::from_millis(1) } else { Duration::from_millis(250) };
                 ctx.run_later(pause, |act, ctx| act.schedule(ctx));
             }
+            act.wake_at_next_deadline(ctx);
         }));
+    }
+
+    /// Plans again the moment a member's silence crosses a threshold (Unreachable, or the
+    /// automatic fence), rather than at its watcher's next report up to a probe period later.
+    fn wake_at_next_deadline(&mut self, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        let deadlines = reconcile::silence_deadlines(&self.fsts);
+        let next = self
+            .views
+            .values()
+            .filter_map(|v| v.last_contact.or(v.watching_since))
+            .flat_map(|since| deadlines.iter().map(move |d| since + *d + Duration::from_millis(5)))
+            .filter(|t| *t > now)
+            .min();
+        if let Some(at) = next
+            && self.deadline_at.is_none_or(|scheduled| scheduled <= now || at < scheduled)
+        {
+            self.deadline_at = Some(at);
+            ctx.run_later(at - now, |act, ctx| {
+                act.deadline_at = None;
+                act.schedule(ctx);
+            });
+        }
     }
 
     /// One reconcile; answers the FederatedStatefulSet as last stored by it, if it wrote one.

@@ -173,6 +173,18 @@ fn unreachable_after(fsts: &FederatedStatefulSet) -> Duration {
         .max(MIN_UNREACHABLE_AFTER)
 }
 
+/// How long a member's silence lasts at each threshold that changes a decision: Unreachable,
+/// and for the Automatic policy the fence.
+pub fn silence_deadlines(fsts: &FederatedStatefulSet) -> Vec<Duration> {
+    let grace = unreachable_after(fsts);
+    let mut out = vec![grace];
+    if fsts.spec.failover.policy == Some(FailoverPolicy::Automatic) {
+        let fence_after = fsts.spec.failover.fence_after_seconds.map_or(DEFAULT_FENCE_AFTER_SECONDS, |s| s.max(1));
+        out.push(grace + Duration::from_secs(fence_after as u64));
+    }
+    out
+}
+
 /// Placement members that the automatic policy fences now: unfenced, and silent for
 /// `unreachableAfterSeconds` + `fenceAfterSeconds` (counted from the watcher's start when the
 /// member never answered this process).

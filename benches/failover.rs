@@ -1,0 +1,162 @@
+//! Failover figures (`cargo bench --bench failover`, about a minute): the cluster-loss drill
+//! on an in-process sandbox (3 members, 30 replicas, time factor 0.01, the default
+//! `unreachableAfterSeconds` of 15 and the Manual policy), printing detection time, the
+//! drill's stages, and the controller's own share of the re-home: from the fence being stored
+//! to the last destination StatefulSet write that takes the lost member's ordinals, per
+//! re-homed ordinal. Pod starts and readiness, which are the members', are not in that share.
+//!
+//! Targets (issue 11): detection within one probe period (2 s) of the threshold; the
+//! controller's share ≤ 100 ms per ordinal.
+
+use std::{
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use kube::{
+    Api, Client,
+    api::PostParams,
+    runtime::{WatchStreamExt, watcher},
+};
+use spanset::{
+    api::{FederatedStatefulSet, MemberCluster},
+    cli::{
+        drill::{Format, LossArgs, cluster_loss},
+        sandbox::{example, install_crds, join_members},
+    },
+    controller::{
+        app::{self, RunOptions},
+        leader::LeaseSettings,
+    },
+    sim::{cluster::ClusterConfig, fleet::Fleet, kubeconfig},
+};
+
+const TIME_FACTOR: f64 = 0.01;
+const REPLICAS: i32 = 30;
+
+async fn client(kubeconfig: &std::path::Path, context: &str) -> Client {
+    app::host_client(Some(kubeconfig), Some(context)).await.expect("a client")
+}
+
+/// A member StatefulSet's slices `(when seen, start, replicas)`, in the order seen.
+type Slices = Arc<Mutex<Vec<(Instant, i32, i32)>>>;
+
+/// Records each change of a destination StatefulSet's slice `(start, replicas)`.
+fn follow(client: Client, name: &'static str, writes: Slices) {
+    tokio::spawn(async move {
+        let api: Api<StatefulSet> = Api::namespaced(client, "default");
+        let mut stream = watcher(api, watcher::Config::default()).applied_objects().boxed();
+        let mut last = None;
+        while let Some(Ok(sts)) = stream.next().await {
+            let spec = sts.spec.as_ref();
+            let replicas = spec.and_then(|s| s.replicas).unwrap_or(0);
+            let start = spec.and_then(|s| s.ordinals.as_ref()).and_then(|o| o.start).unwrap_or(0);
+            if sts.metadata.name.as_deref() == Some("redis") && last != Some((start, replicas)) {
+                last = Some((start, replicas));
+                writes.lock().unwrap().push((Instant::now(), start, replicas));
+            }
+        }
+        eprintln!("{name}: watch ended");
+    });
+}
+
+fn main() {
+    actix::System::with_tokio_rt(|| tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime"))
+        .block_on(figures());
+}
+
+async fn figures() {
+    let members: Vec<String> = ["east", "west", "central"].iter().map(|s| s.to_string()).collect();
+    let names: Vec<String> = std::iter::once("host".to_string()).chain(members.iter().cloned()).collect();
+    let configs = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| ClusterConfig { time_factor: TIME_FACTOR, seed: 1 + i as u64, ..ClusterConfig::named(n) })
+        .collect();
+    let fleet = Fleet::start(configs, None).await.expect("sandbox starts");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig: PathBuf = dir.path().join("kubeconfig");
+    kubeconfig::write(&kubeconfig, &fleet.endpoints()).expect("kubeconfig written");
+    let host = client(&kubeconfig, "host").await;
+    install_crds(&host).await.expect("CRDs");
+    join_members(&host, &members).await.expect("MemberClusters");
+    let running = app::start(RunOptions {
+        kubeconfig: Some(kubeconfig.clone()),
+        context: Some("host".into()),
+        metrics_addr: "127.0.0.1:0".parse().expect("address"),
+        lease: Some(LeaseSettings::new("default", "spanset-leader", "bench")),
+    })
+    .await
+    .expect("controller starts");
+    let mut f: FederatedStatefulSet = example(&members);
+    f.spec.replicas = REPLICAS;
+    f.spec.migration.max_concurrent_moves = Some(REPLICAS);
+    let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), "default");
+    api.create(&PostParams::default(), &f).await.expect("federation created");
+
+    // The fence's moment, and every destination write after it.
+    let fenced_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+    {
+        let fenced_at = fenced_at.clone();
+        let mcs: Api<MemberCluster> = Api::all(host.clone());
+        tokio::spawn(async move {
+            let mut stream = watcher(mcs, watcher::Config::default()).applied_objects().boxed();
+            while let Some(Ok(mc)) = stream.next().await {
+                if mc.metadata.name.as_deref() == Some("central") && mc.spec.fenced {
+                    fenced_at.lock().unwrap().get_or_insert(Instant::now());
+                }
+            }
+        });
+    }
+    let east = Arc::new(Mutex::new(Vec::new()));
+    let west = Arc::new(Mutex::new(Vec::new()));
+    follow(client(&kubeconfig, "east").await, "east", east.clone());
+    follow(client(&kubeconfig, "west").await, "west", west.clone());
+
+    let args = LossArgs {
+        cluster: "central".into(),
+        fsts: "default/redis".into(),
+        admin: format!("http://{}", fleet.admin_addr),
+        output: Format::Json,
+        timeout: 300,
+        kubeconfig: Some(kubeconfig.clone()),
+        context: Some("host".into()),
+    };
+    let report = cluster_loss(&host, &args).await.expect("the drill completes");
+    let fence = fenced_at.lock().unwrap().expect("the fence was seen");
+    // The lost member held the top third: its share of the re-home ends at the first
+    // destination write whose slice takes the last of those ordinals.
+    let lost: Vec<i32> = ((REPLICAS / 3) * 2..REPLICAS).collect();
+    let takes_lost = |w: &Slices| -> Option<Instant> {
+        w.lock()
+            .unwrap()
+            .iter()
+            .find(|(t, s, r)| *t > fence && lost.iter().any(|k| *k >= *s && *k < s + r))
+            .map(|w| w.0)
+    };
+    let landed = [takes_lost(&east), takes_lost(&west)].into_iter().flatten().max().expect("a destination took them");
+    let rehomed = lost.len() as u32;
+    let share = landed.duration_since(fence);
+    println!("failover figures (3 members, {REPLICAS} replicas, time factor {TIME_FACTOR}, Manual, defaults)");
+    println!(
+        "  detection (partition → ClusterUnreachable)      {:>8.2} s   target ≤ 17 s (15 s + one probe)",
+        report.detection_seconds
+    );
+    println!("  fenced (partition → fence; MemberCluster at 15 s) {:>6.2} s", report.fenced_seconds);
+    println!("  re-homed (fence → all Ready elsewhere)           {:>8.2} s", report.rehome_seconds);
+    println!(
+        "  controller's share of the re-home                {:>8.1} ms for {rehomed} ordinals",
+        share.as_secs_f64() * 1e3
+    );
+    println!(
+        "  … per re-homed ordinal                           {:>8.2} ms   target ≤ 100 ms",
+        share.as_secs_f64() * 1e3 / f64::from(rehomed)
+    );
+    println!("  shrink on return (heal → StatefulSet at 0)        {:>7.2} s", report.shrink_on_return_seconds);
+    println!("  back (unfence → settled)                         {:>8.2} s", report.back_seconds);
+    println!("  ledger violations                                {:>8}", report.ledger_violations.len());
+    running.stop().await;
+}
