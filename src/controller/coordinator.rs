@@ -274,7 +274,7 @@ impl Coordinator {
             .iter()
             .map(|s| (s.cluster.clone(), i64::from(s.replicas), i64::from(s.ready_replicas)))
             .collect();
-        self.metrics.federation_state(&name, &slices, decision.status.moves.len() as i64);
+        self.metrics.federation_state(&name, &slices, decision.status.moves.iter().map(|m| m.phase.as_str()));
         let watchers: BTreeMap<String, Addr<ClusterWatcher>> =
             self.members.keys().filter_map(|n| self.watcher(n).map(|w| (n.clone(), w))).collect();
         let ensure_due: Vec<String> = self

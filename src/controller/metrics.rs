@@ -1,10 +1,18 @@
 //! The controller's Prometheus series (prefix `spanset_`), registered once and shared by the
 //! actors; `/metrics` renders [`Metrics::render`]. Series of a member or federation that is
-//! gone are removed, so label sets stay bounded.
+//! gone are removed, so label sets stay bounded: every label is a member (`cluster`), a
+//! federation (`namespace/name`), or one of a closed set of values listed in this module.
+//!
+//! Beside the `spanset_` series, the reconcile totals, times and errors are also exposed under
+//! controller-runtime's well-known names (`controller_runtime_reconcile_*`, label
+//! `controller="federatedstatefulset"`), so that existing controller dashboards work.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
+
+use super::runtime_metrics::ControllerRuntime;
 
 /// Every series the controller exposes.
 pub struct Metrics {
@@ -23,6 +31,11 @@ pub struct Metrics {
     slice_replicas: IntGaugeVec,
     identity_conflicts: IntCounterVec,
     leader: IntGauge,
+    last_contact: GaugeVec,
+    fenced: IntGaugeVec,
+    failovers: IntCounterVec,
+    federations: IntGauge,
+    runtime: ControllerRuntime,
     slice_clusters: parking_lot::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
 }
 
@@ -78,7 +91,34 @@ impl Metrics {
         let leader = IntGauge::with_opts(Opts::new("leader", "1 while this process leads").namespace("spanset"))
             .expect("valid metric");
         registry.register(Box::new(leader.clone())).expect("registered once");
+        let last_contact = GaugeVec::new(
+            Opts::new("member_last_contact_timestamp_seconds", "Unix time of the member's last successful answer")
+                .namespace("spanset"),
+            &["cluster"],
+        )
+        .expect("valid metric");
+        registry.register(Box::new(last_contact.clone())).expect("registered once");
+        let federations =
+            IntGauge::with_opts(Opts::new("federations", "FederatedStatefulSets coordinated now").namespace("spanset"))
+                .expect("valid metric");
+        registry.register(Box::new(federations.clone())).expect("registered once");
+        let runtime = ControllerRuntime::register(&registry);
         Self {
+            last_contact,
+            fenced: gauge(
+                &registry,
+                "member_fenced",
+                "1 while the member is fenced (MemberCluster spec.fenced)",
+                &["cluster"],
+            ),
+            failovers: counter(
+                &registry,
+                "failovers_total",
+                "Failovers: ordinals of a fenced member taken over by others, counted per fenced member",
+                &["cluster"],
+            ),
+            federations,
+            runtime,
             api_requests: counter(&registry, "api_requests_total", "Requests to member clusters", &["cluster", "verb"]),
             watch_events: counter(
                 &registry,
@@ -101,7 +141,12 @@ impl Metrics {
             ),
             reconciles: counter(&registry, "reconciles_total", "Reconciles of federations", &["federation", "result"]),
             moves: counter(&registry, "moves_total", "Ordinal moves finished", &["federation", "result"]),
-            moves_in_flight: gauge(&registry, "moves_in_flight", "Ordinals moving now", &["federation"]),
+            moves_in_flight: gauge(
+                &registry,
+                "moves_in_flight",
+                "Ordinals moving now, by phase",
+                &["federation", "phase"],
+            ),
             slice_replicas: gauge(
                 &registry,
                 "slice_replicas",
@@ -146,8 +191,36 @@ impl Metrics {
     }
 
     /// Whether a member answers.
+    /// An answer also sets the member's last contact time.
     pub fn set_reachable(&self, cluster: &str, up: bool) {
         self.member_reachable.with_label_values(&[cluster]).set(i64::from(up));
+        let contact = self.last_contact.with_label_values(&[cluster]);
+        if up {
+            contact.set(unix_now());
+        } else if contact.get() == 0.0 {
+            // Never answered: the series exists (at 0), so "how long since" alerts see it.
+            contact.set(0.0);
+        }
+    }
+
+    /// A member's MemberCluster was seen: whether it is fenced. Also starts its failover
+    /// counter at 0, so that rate() and increase() see the first failover.
+    pub fn set_fenced(&self, cluster: &str, fenced: bool) {
+        self.fenced.with_label_values(&[cluster]).set(i64::from(fenced));
+        let _ = self.failovers.with_label_values(&[cluster]);
+    }
+
+    /// A failover: the failover code calls this once each time it hands the ordinals of the
+    /// fenced member `cluster` to the others (however many ordinals move). Labelled by the
+    /// fenced member only, so the label set stays bounded by the members.
+    pub fn failover(&self, cluster: &str) {
+        self.failovers.with_label_values(&[cluster]).inc();
+    }
+
+    /// Removes the series the supervisor keeps for a MemberCluster that was deleted.
+    pub fn forget_member(&self, cluster: &str) {
+        let _ = self.fenced.remove_label_values(&[cluster]);
+        let _ = self.failovers.remove_label_values(&[cluster]);
     }
 
     /// An object written in a member.
@@ -158,7 +231,9 @@ impl Metrics {
     /// A reconcile ended.
     pub fn reconciled(&self, federation: &str, ok: bool, seconds: f64) {
         self.reconciles.with_label_values(&[federation, if ok { "ok" } else { "error" }]).inc();
+        let _ = self.reconciles.with_label_values(&[federation, if ok { "error" } else { "ok" }]);
         self.reconcile_duration.with_label_values(&[federation]).observe(seconds);
+        self.runtime.reconciled(ok, seconds);
     }
 
     /// A move ended.
@@ -172,16 +247,44 @@ impl Metrics {
         self.move_handoff.observe(seconds);
     }
 
-    /// The slices and moves of a federation now.
-    pub fn federation_state(&self, federation: &str, slices: &[(String, i64, i64)], moving: i64) {
-        let mut known = self.slice_clusters.lock();
-        let known = known.entry(federation.to_string()).or_default();
+    /// The slices (cluster, desired, ready) and the phases of the moves in flight of a
+    /// federation now. A cluster that no longer has a slice loses its series; every phase of
+    /// [`PHASES`] gets a series (0 when none), and so does the conflict counter.
+    pub fn federation_state<'a>(
+        &self,
+        federation: &str,
+        slices: &[(String, i64, i64)],
+        moving: impl IntoIterator<Item = &'a str>,
+    ) {
+        let mut all = self.slice_clusters.lock();
+        let fresh = !all.contains_key(federation);
+        let known = all.entry(federation.to_string()).or_default();
+        let now: std::collections::BTreeSet<String> = slices.iter().map(|(c, _, _)| c.clone()).collect();
+        for gone in known.difference(&now) {
+            for state in ["desired", "ready"] {
+                let _ = self.slice_replicas.remove_label_values(&[federation, gone, state]);
+            }
+        }
+        *known = now;
         for (cluster, desired, ready) in slices {
-            known.insert(cluster.clone());
             self.slice_replicas.with_label_values(&[federation, cluster, "desired"]).set(*desired);
             self.slice_replicas.with_label_values(&[federation, cluster, "ready"]).set(*ready);
         }
-        self.moves_in_flight.with_label_values(&[federation]).set(moving);
+        let mut counts = [0i64; PHASES.len()];
+        for phase in moving {
+            // An unknown phase (a newer controller's) counts under the last known one rather
+            // than adding a label value.
+            let i = PHASES.iter().position(|p| *p == phase).unwrap_or(PHASES.len() - 1);
+            counts[i] += 1;
+        }
+        for (phase, n) in PHASES.iter().zip(counts) {
+            self.moves_in_flight.with_label_values(&[federation, phase]).set(n);
+        }
+        let _ = self.identity_conflicts.with_label_values(&[federation]);
+        let _ = self.moves.with_label_values(&[federation, "done"]);
+        if fresh {
+            self.federations.set(all.len() as i64);
+        }
     }
 
     /// One ordinal seen running in two members.
@@ -197,6 +300,7 @@ impl Metrics {
     /// Removes the series of a member that is gone.
     pub fn forget_cluster(&self, cluster: &str) {
         let _ = self.member_reachable.remove_label_values(&[cluster]);
+        let _ = self.last_contact.remove_label_values(&[cluster]);
         let _ = self.watch_restarts.remove_label_values(&[cluster]);
         for verb in VERBS {
             let _ = self.api_requests.remove_label_values(&[cluster, verb]);
@@ -217,7 +321,10 @@ impl Metrics {
                 let _ = self.slice_replicas.remove_label_values(&[federation, &cluster, state]);
             }
         }
-        let _ = self.moves_in_flight.remove_label_values(&[federation]);
+        for phase in PHASES {
+            let _ = self.moves_in_flight.remove_label_values(&[federation, phase]);
+        }
+        self.federations.set(self.slice_clusters.lock().len() as i64);
         let _ = self.identity_conflicts.remove_label_values(&[federation]);
         let _ = self.reconcile_duration.remove_label_values(&[federation]);
         for result in ["ok", "error"] {
@@ -225,6 +332,13 @@ impl Metrics {
         }
         let _ = self.moves.remove_label_values(&[federation, "done"]);
     }
+}
+
+/// The phases of a move in flight (`status.moves[].phase`), in order.
+pub const PHASES: [&str; 3] = ["Draining", "Released", "Starting"];
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// The verbs of member requests (a closed set, so their series can be removed).
@@ -246,5 +360,58 @@ mod tests {
         assert!(text.contains("spanset_move_handoff_seconds_count 1"), "{text}");
         assert!(text.contains("spanset_move_handoff_seconds_bucket{le=\"0.025\"} 1"), "{text}");
         assert!(text.contains("spanset_move_handoff_seconds_bucket{le=\"0.01\"} 0"), "{text}");
+    }
+
+    fn series_of(text: &str, needle: &str) -> usize {
+        text.lines().filter(|l| !l.starts_with('#') && l.contains(needle)).count()
+    }
+
+    #[test]
+    fn a_federation_s_series_start_at_zero_and_disappear_when_it_is_forgotten() {
+        let m = Metrics::new();
+        let slices = vec![("east".to_string(), 2, 1), ("west".to_string(), 1, 1)];
+        m.federation_state("default/a", &slices, ["Draining", "Starting", "Starting"]);
+        m.reconciled("default/a", true, 0.01);
+        let text = m.render();
+        assert!(text.contains(r#"spanset_moves_in_flight{federation="default/a",phase="Starting"} 2"#), "{text}");
+        assert!(text.contains(r#"spanset_moves_in_flight{federation="default/a",phase="Released"} 0"#), "{text}");
+        assert!(text.contains(r#"spanset_identity_conflicts_total{federation="default/a"} 0"#), "{text}");
+        assert!(text.contains(r#"spanset_reconciles_total{federation="default/a",result="error"} 0"#), "{text}");
+        assert!(text.contains("spanset_federations 1"), "{text}");
+        assert!(
+            text.contains(
+                r#"controller_runtime_reconcile_total{controller="federatedstatefulset",result="success"} 1"#
+            ),
+            "{text}"
+        );
+        m.federation_state("default/a", &slices[..1], std::iter::empty());
+        assert_eq!(series_of(&m.render(), r#"cluster="west""#), 0, "a cluster without a slice loses its series");
+        m.forget_federation("default/a");
+        let text = m.render();
+        assert_eq!(series_of(&text, "default/a"), 0, "{text}");
+        assert!(text.contains("spanset_federations 0"), "{text}");
+    }
+
+    #[test]
+    fn a_member_s_series_disappear_when_it_is_forgotten() {
+        let m = Metrics::new();
+        m.set_fenced("east", true);
+        m.set_reachable("east", true);
+        m.failover("east");
+        let text = m.render();
+        assert!(text.contains(r#"spanset_member_fenced{cluster="east"} 1"#), "{text}");
+        assert!(text.contains(r#"spanset_failovers_total{cluster="east"} 1"#), "{text}");
+        assert!(!text.contains(r#"spanset_member_last_contact_timestamp_seconds{cluster="east"} 0"#), "{text}");
+        m.forget_cluster("east");
+        m.forget_member("east");
+        assert_eq!(series_of(&m.render(), "east"), 0, "{}", m.render());
+    }
+
+    #[test]
+    fn an_unknown_move_phase_adds_no_label_value() {
+        let m = Metrics::new();
+        m.federation_state("default/a", &[], ["Teleporting"]);
+        let text = m.render();
+        assert_eq!(series_of(&text, "spanset_moves_in_flight{"), PHASES.len(), "{text}");
     }
 }

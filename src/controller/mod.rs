@@ -22,6 +22,7 @@ pub mod member;
 pub mod messages;
 pub mod metrics;
 pub mod reconcile;
+pub mod runtime_metrics;
 pub mod status;
 pub mod supervisor;
 pub mod watcher;
