@@ -268,11 +268,11 @@ impl Coordinator {
             tracing::error!(federation = %name, ordinal = k, "identity conflict: one ordinal runs in two members");
             self.metrics.identity_conflict(&name);
         }
-        let slices: Vec<(String, i64, i64)> = decision
+        let slices: Vec<(String, i64, i64, i64)> = decision
             .status
             .slices
             .iter()
-            .map(|s| (s.cluster.clone(), i64::from(s.replicas), i64::from(s.ready_replicas)))
+            .map(|s| (s.cluster.clone(), i64::from(s.start), i64::from(s.replicas), i64::from(s.ready_replicas)))
             .collect();
         self.metrics.federation_state(&name, &slices, decision.status.moves.iter().map(|m| m.phase.as_str()));
         let watchers: BTreeMap<String, Addr<ClusterWatcher>> =

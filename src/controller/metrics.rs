@@ -29,6 +29,7 @@ pub struct Metrics {
     move_handoff: Histogram,
     moves_in_flight: IntGaugeVec,
     slice_replicas: IntGaugeVec,
+    slice_start: IntGaugeVec,
     identity_conflicts: IntCounterVec,
     leader: IntGauge,
     last_contact: GaugeVec,
@@ -153,6 +154,12 @@ impl Metrics {
                 "Replicas of a federation's slice in a member",
                 &["federation", "cluster", "state"],
             ),
+            slice_start: gauge(
+                &registry,
+                "slice_start_ordinal",
+                "First ordinal of a federation's slice in a member (.spec.ordinals.start written there)",
+                &["federation", "cluster"],
+            ),
             identity_conflicts: counter(
                 &registry,
                 "identity_conflicts_total",
@@ -194,6 +201,7 @@ impl Metrics {
     /// An answer also sets the member's last contact time.
     pub fn set_reachable(&self, cluster: &str, up: bool) {
         self.member_reachable.with_label_values(&[cluster]).set(i64::from(up));
+        let _ = self.watch_restarts.with_label_values(&[cluster]);
         let contact = self.last_contact.with_label_values(&[cluster]);
         if up {
             contact.set(unix_now());
@@ -247,26 +255,28 @@ impl Metrics {
         self.move_handoff.observe(seconds);
     }
 
-    /// The slices (cluster, desired, ready) and the phases of the moves in flight of a
+    /// The slices (cluster, first ordinal, desired, ready) and the phases of the moves in flight of a
     /// federation now. A cluster that no longer has a slice loses its series; every phase of
     /// [`PHASES`] gets a series (0 when none), and so does the conflict counter.
     pub fn federation_state<'a>(
         &self,
         federation: &str,
-        slices: &[(String, i64, i64)],
+        slices: &[(String, i64, i64, i64)],
         moving: impl IntoIterator<Item = &'a str>,
     ) {
         let mut all = self.slice_clusters.lock();
         let fresh = !all.contains_key(federation);
         let known = all.entry(federation.to_string()).or_default();
-        let now: std::collections::BTreeSet<String> = slices.iter().map(|(c, _, _)| c.clone()).collect();
+        let now: std::collections::BTreeSet<String> = slices.iter().map(|(c, ..)| c.clone()).collect();
         for gone in known.difference(&now) {
             for state in ["desired", "ready"] {
                 let _ = self.slice_replicas.remove_label_values(&[federation, gone, state]);
             }
+            let _ = self.slice_start.remove_label_values(&[federation, gone]);
         }
         *known = now;
-        for (cluster, desired, ready) in slices {
+        for (cluster, start, desired, ready) in slices {
+            self.slice_start.with_label_values(&[federation, cluster]).set(*start);
             self.slice_replicas.with_label_values(&[federation, cluster, "desired"]).set(*desired);
             self.slice_replicas.with_label_values(&[federation, cluster, "ready"]).set(*ready);
         }
@@ -320,6 +330,7 @@ impl Metrics {
             for state in ["desired", "ready"] {
                 let _ = self.slice_replicas.remove_label_values(&[federation, &cluster, state]);
             }
+            let _ = self.slice_start.remove_label_values(&[federation, &cluster]);
         }
         for phase in PHASES {
             let _ = self.moves_in_flight.remove_label_values(&[federation, phase]);
@@ -369,7 +380,7 @@ mod tests {
     #[test]
     fn a_federation_s_series_start_at_zero_and_disappear_when_it_is_forgotten() {
         let m = Metrics::new();
-        let slices = vec![("east".to_string(), 2, 1), ("west".to_string(), 1, 1)];
+        let slices = vec![("east".to_string(), 0, 2, 1), ("west".to_string(), 2, 1, 1)];
         m.federation_state("default/a", &slices, ["Draining", "Starting", "Starting"]);
         m.reconciled("default/a", true, 0.01);
         let text = m.render();
