@@ -30,6 +30,7 @@ use super::{
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput},
+    spans,
     watcher::ClusterWatcher,
 };
 use crate::api::FederatedStatefulSet;
@@ -186,7 +187,8 @@ impl Coordinator {
         self.busy = true;
         self.again = false;
         let started = Instant::now();
-        let fut = self.reconcile(term);
+        let span = spans::reconcile(&self.key, term);
+        let fut = tracing::Instrument::instrument(span.in_scope(|| self.reconcile(term)), span);
         ctx.spawn(fut.into_actor(self).map(move |outcome, act, ctx| {
             act.busy = false;
             // The stored object replaces ours only if it is newer: a spec change may have

@@ -23,6 +23,7 @@ pub mod messages;
 pub mod metrics;
 pub mod reconcile;
 pub mod runtime_metrics;
+pub mod spans;
 pub mod status;
 pub mod supervisor;
 pub mod watcher;
