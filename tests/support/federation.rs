@@ -29,6 +29,11 @@ impl Controller {
 
     /// Starts `spanset run` with extra environment (e.g. `FAILPOINTS`).
     pub fn start_with(sandbox: &Sandbox, name: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_full(sandbox, name, env, &[])
+    }
+
+    /// Starts `spanset run` with extra environment and extra flags (e.g. `--log-format json`).
+    pub fn start_full(sandbox: &Sandbox, name: &str, env: &[(&str, &str)], flags: &[&str]) -> Self {
         let log = sandbox.dir.path().join(format!("{name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_spanset"))
@@ -36,6 +41,7 @@ impl Controller {
             // Short leases, so that a successor of a killed controller takes over in seconds.
             .args(["--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5", "--kubeconfig"])
             .arg(&sandbox.kubeconfig)
+            .args(flags)
             .env("RUST_LOG", "spanset=debug")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
