@@ -18,6 +18,8 @@ use super::runtime_metrics::ControllerRuntime;
 pub struct Metrics {
     registry: Registry,
     api_requests: IntCounterVec,
+    http_requests: IntCounterVec,
+    http_duration: HistogramVec,
     watch_events: IntCounterVec,
     watch_restarts: IntCounterVec,
     member_reachable: IntGaugeVec,
@@ -104,7 +106,25 @@ impl Metrics {
                 .expect("valid metric");
         registry.register(Box::new(federations.clone())).expect("registered once");
         let runtime = ControllerRuntime::register(&registry);
+        let http_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "member_http_request_duration_seconds",
+                "Time of a request to a member, to its response headers (a watch: until it is open)",
+            )
+            .namespace("spanset")
+            .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0]),
+            &["cluster", "verb"],
+        )
+        .expect("valid metric");
+        registry.register(Box::new(http_duration.clone())).expect("registered once");
         Self {
+            http_requests: counter(
+                &registry,
+                "member_http_requests_total",
+                "HTTP requests to members as sent (kube's retries included), by verb and status code",
+                &["cluster", "verb", "code"],
+            ),
+            http_duration,
             last_contact,
             fenced: gauge(
                 &registry,
@@ -185,6 +205,18 @@ impl Metrics {
     /// A request to a member.
     pub fn api_request(&self, cluster: &str, verb: &str) {
         self.api_requests.with_label_values(&[cluster, verb]).inc();
+    }
+
+    /// An HTTP request to a member ended: with a response of status `code`, or without one
+    /// (`None`: connection refused, timeout…, counted as code `error`). Codes outside
+    /// [`HTTP_CODES`] count as `other`, so the label set stays bounded.
+    pub fn member_http_request(&self, cluster: &str, verb: &str, code: Option<u16>, seconds: f64) {
+        let code = match code {
+            None => "error",
+            Some(c) => HTTP_CODES.iter().copied().find(|k| k.parse() == Ok(c)).unwrap_or("other"),
+        };
+        self.http_requests.with_label_values(&[cluster, verb, code]).inc();
+        self.http_duration.with_label_values(&[cluster, verb]).observe(seconds);
     }
 
     /// A watch event from a member.
@@ -315,6 +347,12 @@ impl Metrics {
         for verb in VERBS {
             let _ = self.api_requests.remove_label_values(&[cluster, verb]);
         }
+        for verb in HTTP_VERBS {
+            let _ = self.http_duration.remove_label_values(&[cluster, verb]);
+            for code in HTTP_CODES.iter().chain(&["other", "error"]) {
+                let _ = self.http_requests.remove_label_values(&[cluster, verb, code]);
+            }
+        }
         for resource in WATCHED {
             let _ = self.watch_events.remove_label_values(&[cluster, resource]);
         }
@@ -354,6 +392,11 @@ fn unix_now() -> f64 {
 
 /// The verbs of member requests (a closed set, so their series can be removed).
 pub const VERBS: [&str; 5] = ["get", "list", "create", "update", "delete"];
+/// The verbs of HTTP requests to members (see [`super::member_http::verb`]).
+pub const HTTP_VERBS: [&str; 7] = ["get", "list", "watch", "create", "update", "patch", "delete"];
+/// The status codes a member request is labelled with; any other is `other`, no answer `error`.
+pub const HTTP_CODES: [&str; 15] =
+    ["200", "201", "202", "204", "400", "401", "403", "404", "409", "410", "422", "429", "500", "503", "504"];
 /// The watched member resources.
 pub const WATCHED: [&str; 3] = ["statefulsets", "pods", "persistentvolumeclaims"];
 /// The kinds of member writes.
@@ -409,9 +452,15 @@ mod tests {
         m.set_fenced("east", true);
         m.set_reachable("east", true);
         m.failover("east");
+        m.member_http_request("east", "list", Some(200), 0.01);
+        m.member_http_request("east", "get", Some(418), 0.01);
+        m.member_http_request("east", "get", None, 3.0);
         let text = m.render();
         assert!(text.contains(r#"spanset_member_fenced{cluster="east"} 1"#), "{text}");
         assert!(text.contains(r#"spanset_failovers_total{cluster="east"} 1"#), "{text}");
+        for code in ["200", "other", "error"] {
+            assert!(text.contains(&format!(r#"cluster="east",code="{code}""#)), "{text}");
+        }
         assert!(!text.contains(r#"spanset_member_last_contact_timestamp_seconds{cluster="east"} 0"#), "{text}");
         m.forget_cluster("east");
         m.forget_member("east");

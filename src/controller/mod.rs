@@ -19,6 +19,7 @@ pub mod http;
 pub mod labels;
 pub mod leader;
 pub mod member;
+pub mod member_http;
 pub mod messages;
 pub mod metrics;
 pub mod reconcile;

@@ -18,6 +18,7 @@ use super::{
     host_client,
     leader::Leadership,
     member::objects::FederationKey,
+    member_http,
     messages::{MemberHandle, MembersChanged, SpecChanged, Stop},
     metrics::Metrics,
     watcher::ClusterWatcher,
@@ -131,6 +132,7 @@ impl Supervisor {
                     w.do_send(Stop);
                 }
                 let watcher = client.map(|client| {
+                    let client = member_http::instrumented(client, &name, act.metrics.clone());
                     let w = ClusterWatcher::new(
                         name.clone(),
                         client,
