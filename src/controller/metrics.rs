@@ -229,8 +229,8 @@ impl Metrics {
         self.watch_restarts.with_label_values(&[cluster]).inc();
     }
 
-    /// Whether a member answers.
-    /// An answer also sets the member's last contact time.
+    /// Whether a member answers (its probe's outcome); an answer also sets the member's last
+    /// contact time.
     pub fn set_reachable(&self, cluster: &str, up: bool) {
         self.member_reachable.with_label_values(&[cluster]).set(i64::from(up));
         let _ = self.watch_restarts.with_label_values(&[cluster]);
