@@ -383,8 +383,9 @@ impl Metrics {
     }
 }
 
-/// The phases of a move in flight (`status.moves[].phase`), in order.
-pub const PHASES: [&str; 3] = ["Draining", "Released", "Starting"];
+/// The phases of a move in flight (`status.moves[].phase`), in order (`Handover` is the storage
+/// hand-over step of `migration.storage: Move`, being added on main).
+pub const PHASES: [&str; 4] = ["Draining", "Released", "Handover", "Starting"];
 
 fn unix_now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
