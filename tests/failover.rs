@@ -275,6 +275,9 @@ async fn automatic_policy_fences_a_lost_member_by_itself_and_says_so() {
     );
     let log = c.log_text();
     assert!(log.contains("WARN") && log.contains("may still run its pods"), "a warn line names the risk");
+    let metrics = c.metrics_text();
+    assert!(metrics.contains("spanset_failovers_total{cluster=\"central\"} 1"), "a metric counts it: {metrics}");
+    assert!(metrics.contains("spanset_member_fenced{cluster=\"central\"} 1"), "{metrics}");
     f.assert_ledger_clean();
 }
 

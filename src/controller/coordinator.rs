@@ -32,6 +32,7 @@ use super::{
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput},
+    spans,
     watcher::ClusterWatcher,
 };
 use crate::api::FederatedStatefulSet;
@@ -51,6 +52,8 @@ struct Outcome {
     refusal: Option<(String, String)>,
     /// Ordinals whose storage a member refused to hand over, with why.
     handover_refused: Vec<(u32, String)>,
+    /// Members the automatic policy fenced.
+    fenced: Vec<String>,
     /// Member writes were made (or failed): reconcile again to see their effect.
     again: bool,
     /// What failed, if anything.
@@ -197,7 +200,8 @@ impl Coordinator {
         self.busy = true;
         self.again = false;
         let started = Instant::now();
-        let fut = self.reconcile(term);
+        let span = spans::reconcile(&self.key, term);
+        let fut = tracing::Instrument::instrument(span.in_scope(|| self.reconcile(term)), span);
         ctx.spawn(fut.into_actor(self).map(move |outcome, act, ctx| {
             act.busy = false;
             // The stored object replaces ours only if it is newer: a spec change may have
@@ -210,6 +214,9 @@ impl Coordinator {
             let hash = template_hash(&act.fsts);
             for c in outcome.ensured {
                 act.ensured.insert((c, term, hash.clone()));
+            }
+            for member in &outcome.fenced {
+                act.metrics.failover(member);
             }
             for (k, why) in outcome.handover_refused {
                 tracing::warn!(federation = %act.key, ordinal = k, refusal = %why, "storage cannot be handed over; the move holds");
@@ -308,13 +315,13 @@ impl Coordinator {
             tracing::error!(federation = %name, ordinal = k, "identity conflict: one ordinal runs in two members");
             self.metrics.identity_conflict(&name);
         }
-        let slices: Vec<(String, i64, i64)> = decision
+        let slices: Vec<(String, i64, i64, i64)> = decision
             .status
             .slices
             .iter()
-            .map(|s| (s.cluster.clone(), i64::from(s.replicas), i64::from(s.ready_replicas)))
+            .map(|s| (s.cluster.clone(), i64::from(s.start), i64::from(s.replicas), i64::from(s.ready_replicas)))
             .collect();
-        self.metrics.federation_state(&name, &slices, decision.status.moves.len() as i64);
+        self.metrics.federation_state(&name, &slices, decision.status.moves.iter().map(|m| m.phase.as_str()));
         let watchers: BTreeMap<String, Addr<ClusterWatcher>> =
             self.members.keys().filter_map(|n| self.watcher(n).map(|w| (n.clone(), w))).collect();
         let ensure_due: Vec<String> = self
@@ -363,6 +370,7 @@ async fn carry_out(
                 "fencing an unreachable member automatically: a partitioned member may still run its pods,                  and their ordinals now start elsewhere"
             );
             fencing::fence(host, member, why, &by, true, &mut events).await.map_err(|e| format!("{member}: {e}"))?;
+            out.fenced.push(member.clone());
         }
         // The supervisor reports the fenced MemberClusters, which plans again.
         return Ok(());

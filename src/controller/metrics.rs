@@ -1,15 +1,25 @@
 //! The controller's Prometheus series (prefix `spanset_`), registered once and shared by the
 //! actors; `/metrics` renders [`Metrics::render`]. Series of a member or federation that is
-//! gone are removed, so label sets stay bounded.
+//! gone are removed, so label sets stay bounded: every label is a member (`cluster`), a
+//! federation (`namespace/name`), or one of a closed set of values listed in this module.
+//!
+//! Beside the `spanset_` series, the reconcile totals, times and errors are also exposed under
+//! controller-runtime's well-known names (`controller_runtime_reconcile_*`, label
+//! `controller="federatedstatefulset"`), so that existing controller dashboards work.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
+
+use super::runtime_metrics::ControllerRuntime;
 
 /// Every series the controller exposes.
 pub struct Metrics {
     registry: Registry,
     api_requests: IntCounterVec,
+    http_requests: IntCounterVec,
+    http_duration: HistogramVec,
     watch_events: IntCounterVec,
     watch_restarts: IntCounterVec,
     member_reachable: IntGaugeVec,
@@ -21,8 +31,14 @@ pub struct Metrics {
     move_handoff: Histogram,
     moves_in_flight: IntGaugeVec,
     slice_replicas: IntGaugeVec,
+    slice_start: IntGaugeVec,
     identity_conflicts: IntCounterVec,
     leader: IntGauge,
+    last_contact: GaugeVec,
+    fenced: IntGaugeVec,
+    failovers: IntCounterVec,
+    federations: IntGauge,
+    runtime: ControllerRuntime,
     slice_clusters: parking_lot::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
 }
 
@@ -78,7 +94,52 @@ impl Metrics {
         let leader = IntGauge::with_opts(Opts::new("leader", "1 while this process leads").namespace("spanset"))
             .expect("valid metric");
         registry.register(Box::new(leader.clone())).expect("registered once");
+        let last_contact = GaugeVec::new(
+            Opts::new("member_last_contact_timestamp_seconds", "Unix time of the member's last successful answer")
+                .namespace("spanset"),
+            &["cluster"],
+        )
+        .expect("valid metric");
+        registry.register(Box::new(last_contact.clone())).expect("registered once");
+        let federations =
+            IntGauge::with_opts(Opts::new("federations", "FederatedStatefulSets coordinated now").namespace("spanset"))
+                .expect("valid metric");
+        registry.register(Box::new(federations.clone())).expect("registered once");
+        let runtime = ControllerRuntime::register(&registry);
+        let http_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "member_http_request_duration_seconds",
+                "Time of a request to a member, to its response headers (a watch: until it is open)",
+            )
+            .namespace("spanset")
+            .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0]),
+            &["cluster", "verb"],
+        )
+        .expect("valid metric");
+        registry.register(Box::new(http_duration.clone())).expect("registered once");
         Self {
+            http_requests: counter(
+                &registry,
+                "member_http_requests_total",
+                "HTTP requests to members as sent (kube's retries included), by verb and status code",
+                &["cluster", "verb", "code"],
+            ),
+            http_duration,
+            last_contact,
+            fenced: gauge(
+                &registry,
+                "member_fenced",
+                "1 while the member is fenced (MemberCluster spec.fenced)",
+                &["cluster"],
+            ),
+            failovers: counter(
+                &registry,
+                "failovers_total",
+                "Failovers: ordinals of a fenced member taken over by others, counted per fenced member",
+                &["cluster"],
+            ),
+            federations,
+            runtime,
             api_requests: counter(&registry, "api_requests_total", "Requests to member clusters", &["cluster", "verb"]),
             watch_events: counter(
                 &registry,
@@ -101,12 +162,23 @@ impl Metrics {
             ),
             reconciles: counter(&registry, "reconciles_total", "Reconciles of federations", &["federation", "result"]),
             moves: counter(&registry, "moves_total", "Ordinal moves finished", &["federation", "result"]),
-            moves_in_flight: gauge(&registry, "moves_in_flight", "Ordinals moving now", &["federation"]),
+            moves_in_flight: gauge(
+                &registry,
+                "moves_in_flight",
+                "Ordinals moving now, by phase",
+                &["federation", "phase"],
+            ),
             slice_replicas: gauge(
                 &registry,
                 "slice_replicas",
                 "Replicas of a federation's slice in a member",
                 &["federation", "cluster", "state"],
+            ),
+            slice_start: gauge(
+                &registry,
+                "slice_start_ordinal",
+                "First ordinal of a federation's slice in a member (.spec.ordinals.start written there)",
+                &["federation", "cluster"],
             ),
             identity_conflicts: counter(
                 &registry,
@@ -135,6 +207,18 @@ impl Metrics {
         self.api_requests.with_label_values(&[cluster, verb]).inc();
     }
 
+    /// An HTTP request to a member ended: with a response of status `code`, or without one
+    /// (`None`: connection refused, timeout…, counted as code `error`). Codes outside
+    /// [`HTTP_CODES`] count as `other`, so the label set stays bounded.
+    pub fn member_http_request(&self, cluster: &str, verb: &str, code: Option<u16>, seconds: f64) {
+        let code = match code {
+            None => "error",
+            Some(c) => HTTP_CODES.iter().copied().find(|k| k.parse() == Ok(c)).unwrap_or("other"),
+        };
+        self.http_requests.with_label_values(&[cluster, verb, code]).inc();
+        self.http_duration.with_label_values(&[cluster, verb]).observe(seconds);
+    }
+
     /// A watch event from a member.
     pub fn watch_event(&self, cluster: &str, resource: &str) {
         self.watch_events.with_label_values(&[cluster, resource]).inc();
@@ -145,9 +229,38 @@ impl Metrics {
         self.watch_restarts.with_label_values(&[cluster]).inc();
     }
 
-    /// Whether a member answers.
+    /// Whether a member answers (its probe's outcome); an answer also sets the member's last
+    /// contact time.
     pub fn set_reachable(&self, cluster: &str, up: bool) {
         self.member_reachable.with_label_values(&[cluster]).set(i64::from(up));
+        let _ = self.watch_restarts.with_label_values(&[cluster]);
+        let contact = self.last_contact.with_label_values(&[cluster]);
+        if up {
+            contact.set(unix_now());
+        } else if contact.get() == 0.0 {
+            // Never answered: the series exists (at 0), so "how long since" alerts see it.
+            contact.set(0.0);
+        }
+    }
+
+    /// A member's MemberCluster was seen: whether it is fenced. Also starts its failover
+    /// counter at 0, so that rate() and increase() see the first failover.
+    pub fn set_fenced(&self, cluster: &str, fenced: bool) {
+        self.fenced.with_label_values(&[cluster]).set(i64::from(fenced));
+        let _ = self.failovers.with_label_values(&[cluster]);
+    }
+
+    /// A failover: the failover code calls this once each time it hands the ordinals of the
+    /// fenced member `cluster` to the others (however many ordinals move). Labelled by the
+    /// fenced member only, so the label set stays bounded by the members.
+    pub fn failover(&self, cluster: &str) {
+        self.failovers.with_label_values(&[cluster]).inc();
+    }
+
+    /// Removes the series the supervisor keeps for a MemberCluster that was deleted.
+    pub fn forget_member(&self, cluster: &str) {
+        let _ = self.fenced.remove_label_values(&[cluster]);
+        let _ = self.failovers.remove_label_values(&[cluster]);
     }
 
     /// An object written in a member.
@@ -158,7 +271,9 @@ impl Metrics {
     /// A reconcile ended.
     pub fn reconciled(&self, federation: &str, ok: bool, seconds: f64) {
         self.reconciles.with_label_values(&[federation, if ok { "ok" } else { "error" }]).inc();
+        let _ = self.reconciles.with_label_values(&[federation, if ok { "error" } else { "ok" }]);
         self.reconcile_duration.with_label_values(&[federation]).observe(seconds);
+        self.runtime.reconciled(ok, seconds);
     }
 
     /// A move ended.
@@ -172,16 +287,46 @@ impl Metrics {
         self.move_handoff.observe(seconds);
     }
 
-    /// The slices and moves of a federation now.
-    pub fn federation_state(&self, federation: &str, slices: &[(String, i64, i64)], moving: i64) {
-        let mut known = self.slice_clusters.lock();
-        let known = known.entry(federation.to_string()).or_default();
-        for (cluster, desired, ready) in slices {
-            known.insert(cluster.clone());
+    /// The slices (cluster, first ordinal, desired, ready) and the phases of the moves in flight of a
+    /// federation now. A cluster that no longer has a slice loses its series; every phase of
+    /// [`PHASES`] gets a series (0 when none), and so does the conflict counter.
+    pub fn federation_state<'a>(
+        &self,
+        federation: &str,
+        slices: &[(String, i64, i64, i64)],
+        moving: impl IntoIterator<Item = &'a str>,
+    ) {
+        let mut all = self.slice_clusters.lock();
+        let fresh = !all.contains_key(federation);
+        let known = all.entry(federation.to_string()).or_default();
+        let now: std::collections::BTreeSet<String> = slices.iter().map(|(c, ..)| c.clone()).collect();
+        for gone in known.difference(&now) {
+            for state in ["desired", "ready"] {
+                let _ = self.slice_replicas.remove_label_values(&[federation, gone, state]);
+            }
+            let _ = self.slice_start.remove_label_values(&[federation, gone]);
+        }
+        *known = now;
+        for (cluster, start, desired, ready) in slices {
+            self.slice_start.with_label_values(&[federation, cluster]).set(*start);
             self.slice_replicas.with_label_values(&[federation, cluster, "desired"]).set(*desired);
             self.slice_replicas.with_label_values(&[federation, cluster, "ready"]).set(*ready);
         }
-        self.moves_in_flight.with_label_values(&[federation]).set(moving);
+        let mut counts = [0i64; PHASES.len()];
+        for phase in moving {
+            // An unknown phase (a newer controller's) counts under the last known one rather
+            // than adding a label value.
+            let i = PHASES.iter().position(|p| *p == phase).unwrap_or(PHASES.len() - 1);
+            counts[i] += 1;
+        }
+        for (phase, n) in PHASES.iter().zip(counts) {
+            self.moves_in_flight.with_label_values(&[federation, phase]).set(n);
+        }
+        let _ = self.identity_conflicts.with_label_values(&[federation]);
+        let _ = self.moves.with_label_values(&[federation, "done"]);
+        if fresh {
+            self.federations.set(all.len() as i64);
+        }
     }
 
     /// One ordinal seen running in two members.
@@ -197,9 +342,16 @@ impl Metrics {
     /// Removes the series of a member that is gone.
     pub fn forget_cluster(&self, cluster: &str) {
         let _ = self.member_reachable.remove_label_values(&[cluster]);
+        let _ = self.last_contact.remove_label_values(&[cluster]);
         let _ = self.watch_restarts.remove_label_values(&[cluster]);
         for verb in VERBS {
             let _ = self.api_requests.remove_label_values(&[cluster, verb]);
+        }
+        for verb in HTTP_VERBS {
+            let _ = self.http_duration.remove_label_values(&[cluster, verb]);
+            for code in HTTP_CODES.iter().chain(&["other", "error"]) {
+                let _ = self.http_requests.remove_label_values(&[cluster, verb, code]);
+            }
         }
         for resource in WATCHED {
             let _ = self.watch_events.remove_label_values(&[cluster, resource]);
@@ -216,8 +368,12 @@ impl Metrics {
             for state in ["desired", "ready"] {
                 let _ = self.slice_replicas.remove_label_values(&[federation, &cluster, state]);
             }
+            let _ = self.slice_start.remove_label_values(&[federation, &cluster]);
         }
-        let _ = self.moves_in_flight.remove_label_values(&[federation]);
+        for phase in PHASES {
+            let _ = self.moves_in_flight.remove_label_values(&[federation, phase]);
+        }
+        self.federations.set(self.slice_clusters.lock().len() as i64);
         let _ = self.identity_conflicts.remove_label_values(&[federation]);
         let _ = self.reconcile_duration.remove_label_values(&[federation]);
         for result in ["ok", "error"] {
@@ -227,8 +383,21 @@ impl Metrics {
     }
 }
 
+/// The phases of a move in flight (`status.moves[].phase`), in order (`Handover` is the storage
+/// hand-over step of `migration.storage: Move`, being added on main).
+pub const PHASES: [&str; 4] = ["Draining", "Released", "Handover", "Starting"];
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// The verbs of member requests (a closed set, so their series can be removed).
 pub const VERBS: [&str; 5] = ["get", "list", "create", "update", "delete"];
+/// The verbs of HTTP requests to members (see [`super::member_http::verb`]).
+pub const HTTP_VERBS: [&str; 7] = ["get", "list", "watch", "create", "update", "patch", "delete"];
+/// The status codes a member request is labelled with; any other is `other`, no answer `error`.
+pub const HTTP_CODES: [&str; 15] =
+    ["200", "201", "202", "204", "400", "401", "403", "404", "409", "410", "422", "429", "500", "503", "504"];
 /// The watched member resources.
 pub const WATCHED: [&str; 3] = ["statefulsets", "pods", "persistentvolumeclaims"];
 /// The kinds of member writes.
@@ -246,5 +415,64 @@ mod tests {
         assert!(text.contains("spanset_move_handoff_seconds_count 1"), "{text}");
         assert!(text.contains("spanset_move_handoff_seconds_bucket{le=\"0.025\"} 1"), "{text}");
         assert!(text.contains("spanset_move_handoff_seconds_bucket{le=\"0.01\"} 0"), "{text}");
+    }
+
+    fn series_of(text: &str, needle: &str) -> usize {
+        text.lines().filter(|l| !l.starts_with('#') && l.contains(needle)).count()
+    }
+
+    #[test]
+    fn a_federation_s_series_start_at_zero_and_disappear_when_it_is_forgotten() {
+        let m = Metrics::new();
+        let slices = vec![("east".to_string(), 0, 2, 1), ("west".to_string(), 2, 1, 1)];
+        m.federation_state("default/a", &slices, ["Draining", "Starting", "Starting"]);
+        m.reconciled("default/a", true, 0.01);
+        let text = m.render();
+        assert!(text.contains(r#"spanset_moves_in_flight{federation="default/a",phase="Starting"} 2"#), "{text}");
+        assert!(text.contains(r#"spanset_moves_in_flight{federation="default/a",phase="Released"} 0"#), "{text}");
+        assert!(text.contains(r#"spanset_identity_conflicts_total{federation="default/a"} 0"#), "{text}");
+        assert!(text.contains(r#"spanset_reconciles_total{federation="default/a",result="error"} 0"#), "{text}");
+        assert!(text.contains("spanset_federations 1"), "{text}");
+        assert!(
+            text.contains(
+                r#"controller_runtime_reconcile_total{controller="federatedstatefulset",result="success"} 1"#
+            ),
+            "{text}"
+        );
+        m.federation_state("default/a", &slices[..1], std::iter::empty());
+        assert_eq!(series_of(&m.render(), r#"cluster="west""#), 0, "a cluster without a slice loses its series");
+        m.forget_federation("default/a");
+        let text = m.render();
+        assert_eq!(series_of(&text, "default/a"), 0, "{text}");
+        assert!(text.contains("spanset_federations 0"), "{text}");
+    }
+
+    #[test]
+    fn a_member_s_series_disappear_when_it_is_forgotten() {
+        let m = Metrics::new();
+        m.set_fenced("east", true);
+        m.set_reachable("east", true);
+        m.failover("east");
+        m.member_http_request("east", "list", Some(200), 0.01);
+        m.member_http_request("east", "get", Some(418), 0.01);
+        m.member_http_request("east", "get", None, 3.0);
+        let text = m.render();
+        assert!(text.contains(r#"spanset_member_fenced{cluster="east"} 1"#), "{text}");
+        assert!(text.contains(r#"spanset_failovers_total{cluster="east"} 1"#), "{text}");
+        for code in ["200", "other", "error"] {
+            assert!(text.contains(&format!(r#"cluster="east",code="{code}""#)), "{text}");
+        }
+        assert!(!text.contains(r#"spanset_member_last_contact_timestamp_seconds{cluster="east"} 0"#), "{text}");
+        m.forget_cluster("east");
+        m.forget_member("east");
+        assert_eq!(series_of(&m.render(), "east"), 0, "{}", m.render());
+    }
+
+    #[test]
+    fn an_unknown_move_phase_adds_no_label_value() {
+        let m = Metrics::new();
+        m.federation_state("default/a", &[], ["Teleporting"]);
+        let text = m.render();
+        assert_eq!(series_of(&text, "spanset_moves_in_flight{"), PHASES.len(), "{text}");
     }
 }

@@ -18,6 +18,7 @@ use super::{
     host_client,
     leader::Leadership,
     member::objects::FederationKey,
+    member_http,
     messages::{MemberHandle, MembersChanged, SpecChanged, Stop},
     metrics::Metrics,
     watcher::ClusterWatcher,
@@ -100,6 +101,7 @@ impl Supervisor {
 
     fn member_applied(&mut self, mc: MemberCluster, ctx: &mut Context<Self>) {
         let name = mc.name_any();
+        self.metrics.set_fenced(&name, mc.spec.fenced);
         let connection = |s: &MemberClusterSpec| (s.context.clone(), s.kubeconfig_secret.clone());
         let same_connection = self.members.get(&name).is_some_and(|(spec, _)| connection(spec) == connection(&mc.spec))
             || self.connecting.get(&name).is_some_and(|spec| connection(spec) == connection(&mc.spec));
@@ -130,6 +132,7 @@ impl Supervisor {
                     w.do_send(Stop);
                 }
                 let watcher = client.map(|client| {
+                    let client = member_http::instrumented(client, &name, act.metrics.clone());
                     let w = ClusterWatcher::new(
                         name.clone(),
                         client,
@@ -151,6 +154,7 @@ impl Supervisor {
     }
 
     fn member_deleted(&mut self, name: &str) {
+        self.metrics.forget_member(name);
         self.connecting.remove(name);
         self.connecting_members.remove(name);
         if let Some((_, h)) = self.members.remove(name)

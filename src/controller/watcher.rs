@@ -39,6 +39,7 @@ use super::{
         Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
+    spans,
     supervisor::Synced,
 };
 
@@ -634,6 +635,7 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
         self.metrics.api_request(&self.cluster, verb);
         let written = object.clone();
         let name = msg.key.name.clone();
+        let span = spans::member_write(&cluster, &msg.key, &object, msg.dry_run);
         let work = async move {
             match msg.expected_rv {
                 None => api.create(&pp, &object).await,
@@ -643,6 +645,7 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
                 }
             }
         };
+        let work = tracing::Instrument::instrument(work, span);
         let dry_run = msg.dry_run;
         let term = msg.term;
         let name_for_log = msg.key.to_string();

@@ -29,6 +29,11 @@ impl Controller {
 
     /// Starts `spanset run` with extra environment (e.g. `FAILPOINTS`).
     pub fn start_with(sandbox: &Sandbox, name: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_full(sandbox, name, env, &[])
+    }
+
+    /// Starts `spanset run` with extra environment and extra flags (e.g. `--log-format json`).
+    pub fn start_full(sandbox: &Sandbox, name: &str, env: &[(&str, &str)], flags: &[&str]) -> Self {
         let log = sandbox.dir.path().join(format!("{name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_spanset"))
@@ -36,6 +41,7 @@ impl Controller {
             // Short leases, so that a successor of a killed controller takes over in seconds.
             .args(["--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5", "--kubeconfig"])
             .arg(&sandbox.kubeconfig)
+            .args(flags)
             .env("RUST_LOG", "spanset=debug")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
@@ -84,6 +90,21 @@ impl Controller {
     /// The log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The controller's `/metrics` exposition now (it logs its address when it starts).
+    pub fn metrics_text(&self) -> String {
+        use std::io::{Read, Write};
+        let log = self.log_text();
+        let at = log.find("metrics_addr").expect("the controller logged its metrics address");
+        let rest = &log[at..];
+        let from = rest.find("127.0.0.1:").expect("a loopback address");
+        let addr: String = rest[from..].chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':').collect();
+        let mut stream = std::net::TcpStream::connect(&addr).expect("the metrics endpoint answers");
+        write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+        let mut body = String::new();
+        stream.read_to_string(&mut body).unwrap();
+        body
     }
 }
 

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod federation;
+pub mod prometheus;
 
 use std::{
     io::{BufRead, BufReader},
