@@ -9,7 +9,7 @@ use support::federation::{Controller, Federation};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evacuate_moves_every_ordinal_out_and_back_and_reports_each() {
     let f = Federation::start(&["east", "west", "central"]).await;
-    let _c = Controller::start(&f.sandbox, "controller");
+    let c = Controller::start(&f.sandbox, "controller");
     f.create(&example(&f.members)).await;
     let thirds = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
     f.wait_settled("redis", &thirds, "initial slices").await;
@@ -54,6 +54,17 @@ async fn evacuate_moves_every_ordinal_out_and_back_and_reports_each() {
     assert!(report["outSeconds"].as_f64().unwrap() > 0.0 && report["backSeconds"].as_f64().unwrap() > 0.0);
     assert_eq!(f.api().get("redis").await.unwrap().spec.placement, before, "the placement is restored");
     f.wait_settled("redis", &thirds, "thirds again").await;
+    // The same figures in the controller's metrics.
+    let total = (report["totalSeconds"].as_f64().unwrap() * 1000.0).round() / 1000.0;
+    support::eventually("the drill's figures in /metrics", || async {
+        c.metrics_text().lines().any(|l| {
+            l.starts_with("spanset_drill_seconds{")
+                && l.contains("drill=\"evacuate\"")
+                && l.contains("stage=\"total\"")
+                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) == Some(total)
+        })
+    })
+    .await;
     f.assert_ledger_clean();
 }
 

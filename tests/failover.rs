@@ -161,9 +161,11 @@ async fn hung_and_refusing_members_are_detected_with_their_reasons_and_a_blip_fl
     })
     .await;
     println!("MemberCluster detection at the default 15 s: {:?}", lost.elapsed());
-    // Nothing moves while they are lost: east keeps its slice and nothing is in flight.
-    assert_eq!(f.member_slice("east", "redis").await, Some((0, 3)));
-    assert!(f.status("redis").await.moves.is_empty());
+    // The lost members' ordinals stay where they are: east takes none of central's 6-8 (a
+    // move from west may have started in the moment west still answered and central did not).
+    let (start, replicas) = f.member_slice("east", "redis").await.unwrap();
+    assert!(start == 0 && replicas <= 6, "east holds {start}+{replicas}, none of central's ordinals");
+    assert!(f.status("redis").await.moves.iter().all(|m| m.from != "central"), "nothing leaves central");
     f.sandbox.ctl_ok(&["heal", "central"]);
     f.sandbox.ctl_ok(&["heal", "west"]);
     support::eventually("both Reachable again", || async {

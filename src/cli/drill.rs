@@ -160,6 +160,21 @@ pub struct Report {
     pub ordinals: Vec<OrdinalReport>,
 }
 
+/// Stores a drill's figures on the federation (annotation `spanset.dev/last-drill`), where the
+/// controller exposes them as `spanset_drill_seconds`; a failure to store is only reported.
+async fn record(client: &Client, key: &str, drill: &str, cluster: &str, stages: &[(&str, f64)]) {
+    let Ok((ns, name)) = parse_key(key) else { return };
+    let at = jiff::Timestamp::now();
+    let stages: serde_json::Map<String, serde_json::Value> =
+        stages.iter().map(|(k, v)| ((*k).to_string(), json!((v * 1000.0).round() / 1000.0))).collect();
+    let report = json!({"drill": drill, "cluster": cluster, "at": at.round(jiff::Unit::Second).unwrap_or(at).to_string(), "stages": stages});
+    let patch = json!({"metadata": {"annotations": {crate::controller::labels::LAST_DRILL: report.to_string()}}});
+    let api: Api<FederatedStatefulSet> = Api::namespaced(client.clone(), &ns);
+    if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        eprintln!("spanset: drill: the figures could not be stored on {ns}/{name}: {e}");
+    }
+}
+
 fn parse_key(s: &str) -> Result<(String, String), String> {
     match s.split_once('/') {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok((ns.into(), name.into())),
@@ -496,6 +511,13 @@ pub async fn run(args: DrillArgs) -> i32 {
     match &args.drill {
         Drill::Evacuate(a) => match evacuate(&client, a).await {
             Ok(report) => {
+                let stages = [
+                    ("out", report.out_seconds),
+                    ("back", report.back_seconds),
+                    ("total", report.total_seconds),
+                    ("max_unavailable", report.max_unavailable_seconds),
+                ];
+                record(&client, &a.fsts, "evacuate", &a.cluster, &stages).await;
                 print(a.output, &report, table);
                 0
             }
@@ -506,6 +528,15 @@ pub async fn run(args: DrillArgs) -> i32 {
         },
         Drill::ClusterLoss(a) => match cluster_loss(&client, a).await {
             Ok(report) => {
+                let stages = [
+                    ("detection", report.detection_seconds),
+                    ("fenced", report.fenced_seconds),
+                    ("rehome", report.rehome_seconds),
+                    ("shrink_on_return", report.shrink_on_return_seconds),
+                    ("back", report.back_seconds),
+                    ("total", report.total_seconds),
+                ];
+                record(&client, &a.fsts, "cluster-loss", &a.cluster, &stages).await;
                 print(a.output, &report, loss_table);
                 i32::from(!report.ledger_violations.is_empty())
             }

@@ -20,7 +20,7 @@ use kube::{
 use super::{
     events::Recorder,
     fencing,
-    labels::{FIELD_MANAGER, FINALIZER},
+    labels::{FIELD_MANAGER, FINALIZER, LAST_DRILL},
     leader::Leadership,
     member::{
         cache::rv_of,
@@ -265,6 +265,19 @@ impl Coordinator {
             }
             act.wake_at_next_deadline(ctx);
         }));
+    }
+
+    /// Exposes the figures of the federation's last drill, which `spanset drill` stores in the
+    /// annotation `spanset.dev/last-drill`.
+    fn expose_last_drill(&self) {
+        let Some(text) = self.fsts.annotations().get(LAST_DRILL) else { return };
+        let Ok(report) = serde_json::from_str::<serde_json::Value>(text) else { return };
+        let drill = report["drill"].as_str().unwrap_or_default();
+        let stages: Vec<(&str, f64)> = report["stages"]
+            .as_object()
+            .map(|m| m.iter().filter_map(|(k, v)| v.as_f64().map(|f| (k.as_str(), f))).collect())
+            .unwrap_or_default();
+        self.metrics.drill(&self.key.to_string(), drill, &stages);
     }
 
     /// Plans again the moment a member's silence crosses a threshold (Unreachable, or the
@@ -638,6 +651,7 @@ impl Actor for Coordinator {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         tracing::info!(federation = %self.key, "coordinating");
+        self.expose_last_drill();
         self.subscribe_all(ctx);
         ctx.run_interval(RESYNC, |act, ctx| act.schedule(ctx));
         ctx.add_stream(tokio_stream::wrappers::WatchStream::new(self.leadership.subscribe()));
@@ -667,6 +681,7 @@ impl Handler<SpecChanged> for Coordinator {
 
     fn handle(&mut self, msg: SpecChanged, ctx: &mut Self::Context) {
         self.fsts = msg.0;
+        self.expose_last_drill();
         self.schedule(ctx);
     }
 }

@@ -35,3 +35,7 @@ pub const FENCE_REASON: &str = "spanset.dev/fence-reason";
 pub const UNFENCED_BY: &str = "spanset.dev/unfenced-by";
 /// MemberCluster annotation: when it was unfenced last.
 pub const UNFENCED_AT: &str = "spanset.dev/unfenced-at";
+/// FederatedStatefulSet annotation: the last `spanset drill` report's figures (JSON: `drill`,
+/// `cluster`, `at`, `stages` in seconds), which the controller exposes as
+/// `spanset_drill_seconds`.
+pub const LAST_DRILL: &str = "spanset.dev/last-drill";

@@ -14,9 +14,16 @@ use prometheus::{
 
 use super::runtime_metrics::ControllerRuntime;
 
+/// The drills whose figures are exposed.
+pub const DRILLS: [&str; 2] = ["evacuate", "cluster-loss"];
+/// The stages a drill report may name (bounded label values).
+pub const DRILL_STAGES: [&str; 8] =
+    ["out", "back", "total", "max_unavailable", "detection", "fenced", "rehome", "shrink_on_return"];
+
 /// Every series the controller exposes.
 pub struct Metrics {
     registry: Registry,
+    drill_seconds: GaugeVec,
     api_requests: IntCounterVec,
     http_requests: IntCounterVec,
     http_duration: HistogramVec,
@@ -101,6 +108,13 @@ impl Metrics {
         )
         .expect("valid metric");
         registry.register(Box::new(last_contact.clone())).expect("registered once");
+        let drill_seconds = GaugeVec::new(
+            Opts::new("drill_seconds", "Stages of the last `spanset drill` of a federation, as its report says")
+                .namespace("spanset"),
+            &["federation", "drill", "stage"],
+        )
+        .expect("valid metric");
+        registry.register(Box::new(drill_seconds.clone())).expect("registered once");
         let federations =
             IntGauge::with_opts(Opts::new("federations", "FederatedStatefulSets coordinated now").namespace("spanset"))
                 .expect("valid metric");
@@ -118,6 +132,7 @@ impl Metrics {
         .expect("valid metric");
         registry.register(Box::new(http_duration.clone())).expect("registered once");
         Self {
+            drill_seconds,
             http_requests: counter(
                 &registry,
                 "member_http_requests_total",
@@ -135,7 +150,7 @@ impl Metrics {
             failovers: counter(
                 &registry,
                 "failovers_total",
-                "Failovers: ordinals of a fenced member taken over by others, counted per fenced member",
+                "Members fenced by the Automatic failover policy (their ordinals then start elsewhere)",
                 &["cluster"],
             ),
             federations,
@@ -361,8 +376,24 @@ impl Metrics {
         }
     }
 
+    /// The stages of a federation's last drill (`drill` is `evacuate` or `cluster-loss`, the
+    /// stages a fixed list per drill); a new drill's stages replace the last one's.
+    pub fn drill(&self, federation: &str, drill: &str, stages: &[(&str, f64)]) {
+        for d in DRILLS {
+            for stage in DRILL_STAGES {
+                let _ = self.drill_seconds.remove_label_values(&[federation, d, stage]);
+            }
+        }
+        for (stage, secs) in stages.iter().filter(|(s, _)| DRILL_STAGES.contains(s)) {
+            if DRILLS.contains(&drill) {
+                self.drill_seconds.with_label_values(&[federation, drill, stage]).set(*secs);
+            }
+        }
+    }
+
     /// Removes the series of a federation that is gone.
     pub fn forget_federation(&self, federation: &str) {
+        self.drill(federation, "", &[]);
         let clusters = self.slice_clusters.lock().remove(federation).unwrap_or_default();
         for cluster in clusters {
             for state in ["desired", "ready"] {
