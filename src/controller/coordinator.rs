@@ -85,6 +85,8 @@ pub struct Coordinator {
     handover_refusals: BTreeMap<u32, String>,
     /// When a reconcile is scheduled for the next silence threshold, if one is.
     deadline_at: Option<Instant>,
+    /// Counted in `workqueue_depth`.
+    queued: bool,
     ensured: HashSet<(String, u64, String)>,
     busy: bool,
     again: bool,
@@ -135,6 +137,7 @@ impl Coordinator {
             template_refusal: None,
             handover_refusals: BTreeMap::new(),
             deadline_at: None,
+            queued: false,
             ensured: HashSet::new(),
             busy: false,
             again: false,
@@ -182,21 +185,31 @@ impl Coordinator {
         self.members.get(cluster).and_then(|m| m.watcher.as_ref().ok().cloned())
     }
 
+    /// Whether this federation counts in `workqueue_depth`: a reconcile is wanted, not running.
+    fn set_queued(&mut self, queued: bool) {
+        if self.queued != queued {
+            self.queued = queued;
+            self.metrics.queued(queued);
+        }
+    }
+
     /// Asks for a reconcile; runs it now unless one is running.
     fn schedule(&mut self, ctx: &mut Context<Self>) {
         if self.busy {
             self.again = true;
+            self.set_queued(true);
             return;
         }
-        let Some(term) = self.leadership.term() else { return };
+        let Some(term) = self.leadership.term() else { return self.set_queued(false) };
         if !self.members_listed {
             // A placement naming a member not listed yet is not "unknown": wait for the list.
-            return;
+            return self.set_queued(false);
         }
         if self.report_pending() {
             // The watcher's report of the last write triggers the next reconcile.
-            return;
+            return self.set_queued(true);
         }
+        self.set_queued(false);
         self.busy = true;
         self.again = false;
         let started = Instant::now();
@@ -658,6 +671,7 @@ impl Actor for Coordinator {
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
+        self.set_queued(false);
         for w in self.subscribed.values() {
             w.do_send(Unsubscribe { key: self.key.clone() });
         }

@@ -391,6 +391,12 @@ impl Metrics {
         }
     }
 
+    /// One federation's reconcile entered (`true`) or left (`false`) the work queue
+    /// (`workqueue_depth`).
+    pub fn queued(&self, queued: bool) {
+        self.runtime.queued(queued);
+    }
+
     /// Removes the series of a federation that is gone.
     pub fn forget_federation(&self, federation: &str) {
         self.drill(federation, "", &[]);
@@ -450,6 +456,24 @@ mod tests {
 
     fn series_of(text: &str, needle: &str) -> usize {
         text.lines().filter(|l| !l.starts_with('#') && l.contains(needle)).count()
+    }
+
+    #[test]
+    fn the_work_queue_depth_counts_federations_waiting_to_reconcile_and_drills_replace_their_figures() {
+        let m = Metrics::new();
+        assert!(m.render().contains(r#"workqueue_depth{name="federatedstatefulset"} 0"#));
+        m.queued(true);
+        m.queued(true);
+        m.queued(false);
+        assert!(m.render().contains(r#"workqueue_depth{name="federatedstatefulset"} 1"#), "{}", m.render());
+        m.drill("default/a", "evacuate", &[("total", 1.5), ("nonsense", 9.0)]);
+        let text = m.render();
+        assert!(text.contains(r#"spanset_drill_seconds{drill="evacuate",federation="default/a",stage="total"} 1.5"#));
+        assert_eq!(series_of(&text, "nonsense"), 0, "stages outside the fixed list are not exposed");
+        m.drill("default/a", "cluster-loss", &[("detection", 15.0)]);
+        assert_eq!(series_of(&m.render(), r#"drill="evacuate""#), 0, "a new drill replaces the last one's figures");
+        m.forget_federation("default/a");
+        assert_eq!(series_of(&m.render(), "spanset_drill_seconds"), 0);
     }
 
     #[test]

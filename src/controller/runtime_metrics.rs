@@ -2,16 +2,18 @@
 //! alerts written for Go controllers (e.g. kubebuilder's) read spanset too. One controller,
 //! `federatedstatefulset`; results `success` and `error` as controller-runtime spells them.
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 /// controller-runtime's name of this controller (its `controller` label).
 pub const CONTROLLER: &str = "federatedstatefulset";
 
-/// `controller_runtime_reconcile_total`, `…_errors_total` and `…_time_seconds`.
+/// `controller_runtime_reconcile_total`, `…_errors_total`, `…_time_seconds`, and client-go's
+/// `workqueue_depth`.
 pub struct ControllerRuntime {
     total: IntCounterVec,
     errors: IntCounterVec,
     time: HistogramVec,
+    depth: IntGaugeVec,
 }
 
 impl ControllerRuntime {
@@ -40,10 +42,13 @@ impl ControllerRuntime {
             &["controller"],
         )
         .expect("valid metric");
+        let depth = IntGaugeVec::new(Opts::new("workqueue_depth", "Current depth of workqueue"), &["name"])
+            .expect("valid metric");
         for c in [
             Box::new(total.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(errors.clone()),
             Box::new(time.clone()),
+            Box::new(depth.clone()),
         ] {
             registry.register(c).expect("registered once");
         }
@@ -51,7 +56,15 @@ impl ControllerRuntime {
             let _ = total.with_label_values(&[CONTROLLER, result]);
         }
         let _ = errors.with_label_values(&[CONTROLLER]);
-        Self { total, errors, time }
+        let _ = depth.with_label_values(&[CONTROLLER]);
+        Self { total, errors, time, depth }
+    }
+
+    /// A federation's reconcile became wanted (`queued`) or started or was dropped: spanset's
+    /// work queue is the set of coordinators with a reconcile wanted and not yet running.
+    pub fn queued(&self, queued: bool) {
+        let g = self.depth.with_label_values(&[CONTROLLER]);
+        if queued { g.inc() } else { g.dec() }
     }
 
     /// A reconcile ended.
