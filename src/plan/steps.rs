@@ -210,7 +210,7 @@ fn next_steps_with(
         budget = 1;
     }
     if stuck {
-        budget = budget.min(1);
+        budget = 1;
     }
     let mut steps = Vec::new();
     // Shrinks: every cluster we can write to gives up what its target does not hold. Clusters
