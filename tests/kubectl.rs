@@ -245,6 +245,55 @@ fn kubectl_behaves_as_against_a_real_cluster(minor: u32) {
     assert_eq!(sandbox.stop().code(), Some(0), "spanset sim exits 0 on SIGTERM");
 }
 
+/// What a new user looks at first on a fresh cluster: the `kubernetes` Service, node
+/// addresses and OS in `get nodes -o wide`, and a pod's IP from its node's pod CIDR with the
+/// node's address as host IP in `get pods -o wide`.
+fn cluster_furniture_shows_in_wide_tables(minor: u32) {
+    let sandbox = Sandbox::start("solo");
+    let Some(k) = Kubectl::new(minor, &sandbox) else {
+        return;
+    };
+    let svc = k.ok(&["get", "svc", "-A"]);
+    let row: Vec<&str> = svc.lines().nth(1).unwrap_or("").split_whitespace().collect();
+    assert_eq!(
+        row.get(..6),
+        Some(&["default", "kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"][..]),
+        "kubectl 1.{minor} get svc -A:\n{svc}"
+    );
+    assert_eq!(jsonpath(&k, &["endpoints", "kubernetes"], "{.subsets[0].ports[0].port}"), "6443");
+
+    let nodes = k.ok(&["get", "nodes", "-o", "wide"]);
+    let node1 = nodes.lines().find(|l| l.starts_with("node-1 ")).unwrap_or("");
+    for want in ["192.168.0.11", "Ubuntu 22.04.4 LTS", "5.15.0-105-generic", "containerd://1.7.0"] {
+        assert!(node1.contains(want), "kubectl 1.{minor} get nodes -o wide lacks {want}:\n{nodes}");
+    }
+    assert_eq!(
+        jsonpath(&k, &["node", "node-2"], "{.spec.podCIDR} {.status.addresses[1].type}"),
+        "10.244.2.0/24 Hostname"
+    );
+
+    k.ok(&["run", "probe", "--image", "nginx:1.25"]);
+    wait_until("pod probe has an IP", DEADLINE, || !jsonpath(&k, &["pod", "probe"], "{.status.podIP}").is_empty());
+    let fields = jsonpath(&k, &["pod", "probe"], "{.spec.nodeName} {.status.podIP} {.status.hostIP}");
+    let [node, ip, host] = fields.split(' ').collect::<Vec<_>>()[..] else { panic!("kubectl 1.{minor}: {fields}") };
+    let i = node.trim_start_matches("node-");
+    assert!(ip.starts_with(&format!("10.244.{i}.")), "pod IP {ip} outside {node}'s pod CIDR");
+    assert_eq!(host, format!("192.168.0.{}", 10 + i.parse::<u32>().expect("node-N")));
+    let pods = k.ok(&["get", "pods", "-o", "wide"]);
+    let row: Vec<&str> = pods.lines().nth(1).unwrap_or("").split_whitespace().collect();
+    assert_eq!((row.get(5), row.get(6)), (Some(&ip), Some(&node)), "kubectl 1.{minor} get pods -o wide:\n{pods}");
+}
+
+#[test]
+fn cluster_furniture_1_27() {
+    cluster_furniture_shows_in_wide_tables(27);
+}
+
+#[test]
+fn cluster_furniture_1_33() {
+    cluster_furniture_shows_in_wide_tables(33);
+}
+
 macro_rules! per_version {
     ($($name:ident => $minor:expr),* $(,)?) => {$(
         #[test]

@@ -117,6 +117,34 @@ pub struct Counters {
 }
 
 impl Cluster {
+    /// The `kubernetes` Service in `default` and its Endpoints, which every real cluster
+    /// shows first in `kubectl get svc -A` (the apiserver's own address, port 443 → 6443).
+    fn add_kubernetes_service(&self) {
+        let labels = json!({"component": "apiserver", "provider": "kubernetes"});
+        let objects = [
+            (
+                "services",
+                json!({"apiVersion": "v1", "kind": "Service",
+                       "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
+                       "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
+                                "sessionAffinity": "None", "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}}),
+            ),
+            (
+                "endpoints",
+                json!({"apiVersion": "v1", "kind": "Endpoints",
+                       "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+                       "subsets": [{"addresses": [{"ip": "192.168.0.2"}],
+                                    "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}]}),
+            ),
+        ];
+        for (plural, object) in objects {
+            if let Some(rt) = self.resources.by_plural("", plural) {
+                let _ = self.create(&rt, Some("default"), object, &Default::default());
+            }
+        }
+    }
+
     /// A new cluster holding the namespaces every real cluster starts with.
     pub fn new(config: ClusterConfig) -> Arc<Self> {
         Self::in_sandbox(config, Arc::default(), Arc::default())
@@ -148,6 +176,7 @@ impl Cluster {
                 )
                 .expect("a fresh cluster accepts its own namespaces");
         }
+        cluster.add_kubernetes_service();
         cluster
     }
 }

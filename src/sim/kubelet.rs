@@ -39,8 +39,8 @@ struct Timers {
     since: HashMap<String, (Stage, Instant)>,
     /// Node → when it was tainted unreachable.
     tainted: HashMap<String, Instant>,
-    /// Next pod IP suffix.
-    next_ip: u32,
+    /// Node → pod IPs handed out from its pod CIDR so far.
+    ips_given: HashMap<String, u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +53,23 @@ enum Stage {
 /// Node names of a cluster.
 pub fn node_names(cluster: &Cluster) -> Vec<String> {
     (1..=cluster.config.nodes).map(|i| format!("node-{i}")).collect()
+}
+
+/// The index `i` of `node-i` (0 for names the sandbox did not make), which numbers the
+/// node's addresses as a cluster's network would.
+fn node_index(node: &str) -> u32 {
+    node.strip_prefix("node-").and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// The node's InternalIP, which pods report as their hostIP.
+fn host_ip(node: &str) -> String {
+    format!("192.168.0.{}", (node_index(node) + 10) % 256)
+}
+
+/// The `n`th pod IP (from 0) in the node's pod CIDR `10.244.<i>.0/24`, as the CNI hands them
+/// out (.0 and .1 reserved, wrapping round within the range).
+fn pod_ip(node: &str, n: u32) -> String {
+    format!("10.244.{}.{}", node_index(node) % 256, n % 253 + 2)
 }
 
 /// Runs the node side of a cluster until the cluster is dropped.
@@ -74,10 +91,13 @@ fn register_nodes(cluster: &Cluster) {
         let node = json!({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": format!("{}-a", cluster.config.name)}},
-            "spec": {},
+            "spec": {"podCIDR": format!("10.244.{}.0/24", node_index(&name) % 256), "podCIDRs": [format!("10.244.{}.0/24", node_index(&name) % 256)]},
             "status": {
                 "conditions": [ready_condition("True", "KubeletReady", "kubelet is posting ready status")],
-                "nodeInfo": {"kubeletVersion": cluster.config.git_version, "containerRuntimeVersion": "containerd://1.7.0", "operatingSystem": "linux", "architecture": "amd64"},
+                "addresses": [{"type": "InternalIP", "address": host_ip(&name)}, {"type": "Hostname", "address": name}],
+                "nodeInfo": {"kubeletVersion": cluster.config.git_version, "kubeProxyVersion": cluster.config.git_version,
+                             "containerRuntimeVersion": "containerd://1.7.0", "operatingSystem": "linux", "architecture": "amd64",
+                             "osImage": "Ubuntu 22.04.4 LTS", "kernelVersion": "5.15.0-105-generic"},
                 "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
                 "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
             },
@@ -316,11 +336,11 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
         "Pending" => {
             let (_, since) = *timers.since.entry(uid.clone()).or_insert((Stage::Scheduled, now));
             if now.duration_since(since) >= cfg.real(cfg.pod_start_delay) {
-                timers.next_ip += 1;
-                let ip = format!("10.244.{}.{}", timers.next_ip / 250, timers.next_ip % 250 + 2);
-                let host_ip =
-                    format!("192.168.0.{}", node.trim_start_matches("node-").parse::<u32>().unwrap_or(0) + 10);
-                if write_status(cluster, pods_rt, pod, |p| set_running(p, &ip, &host_ip)) {
+                let given = timers.ips_given.entry(node.to_string()).or_insert(0);
+                let ip = pod_ip(node, *given);
+                *given = given.wrapping_add(1);
+                let host = host_ip(node);
+                if write_status(cluster, pods_rt, pod, |p| set_running(p, &ip, &host)) {
                     timers.since.insert(uid.clone(), (Stage::Running, now));
                     cluster.ledger.started(Incarnation {
                         cluster: cfg.name.clone(),
