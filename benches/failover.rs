@@ -24,7 +24,7 @@ use kube::{
 use spanset::{
     api::{FederatedStatefulSet, MemberCluster},
     cli::{
-        drill::{Format, LossArgs, cluster_loss},
+        drill::{DrillOn, Format, LossArgs, cluster_loss},
         sandbox::{example, install_crds, join_members},
     },
     controller::{
@@ -118,12 +118,14 @@ async fn figures() {
 
     let args = LossArgs {
         cluster: "central".into(),
-        fsts: "default/redis".into(),
         admin: format!("http://{}", fleet.admin_addr),
-        output: Format::Json,
-        timeout: 300,
-        kubeconfig: Some(kubeconfig.clone()),
-        context: Some("host".into()),
+        on: DrillOn {
+            fsts: "default/redis".into(),
+            output: Format::Json,
+            timeout: 300,
+            kubeconfig: Some(kubeconfig.clone()),
+            context: Some("host".into()),
+        },
     };
     let report = cluster_loss(&host, &args).await.expect("the drill completes");
     let fence = fenced_at.lock().unwrap().expect("the fence was seen");

@@ -153,7 +153,8 @@ async fn hung_and_refusing_members_are_detected_with_their_reasons_and_a_blip_fl
     .await;
     let detected = lost.elapsed();
     println!("federation detection at unreachableAfterSeconds 6: {detected:?}");
-    assert!(detected >= Duration::from_secs(6), "not before the threshold: {detected:?}");
+    // Silence counts from the last answer, at most a probe period (2 s) before the partition.
+    assert!(detected >= Duration::from_secs(4), "not before the threshold less a probe period: {detected:?}");
     support::eventually("MemberCluster conditions name the reasons", || async {
         let c = reachable(&f, "central").await.unwrap();
         let w = reachable(&f, "west").await.unwrap();
@@ -264,7 +265,10 @@ async fn automatic_policy_fences_a_lost_member_by_itself_and_says_so() {
     lose(&f, "central").await;
     wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals re-homed automatically").await;
     println!("automatic failover, loss to re-homed: {:?}", lost.elapsed());
-    assert!(lost.elapsed() >= Duration::from_secs(8), "not before unreachable (6 s) + fence (2 s)");
+    assert!(
+        lost.elapsed() >= Duration::from_secs(6),
+        "not before unreachable (6 s) + fence (2 s), less a probe period of silence before the loss"
+    );
     let mc = member_cluster(&f, "central").await;
     assert!(mc.spec.fenced);
     assert!(mc.annotations().get("spanset.dev/fenced-by").is_some_and(|b| b.contains("automatic")), "{mc:?}");

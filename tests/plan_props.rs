@@ -91,6 +91,43 @@ fn apply(obs: &mut Observed, step: &Step) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Every member answers and cooperates from here: the plan must reach its target within 200
+/// rounds, safely at every step (or find no target only when fences or bounds leave too little
+/// room).
+fn converge(d: &Desired, mut obs: Observed, mut moving: Ordinals) -> Result<(), TestCaseError> {
+    for o in obs.values_mut() {
+        o.reachable = true;
+    }
+    for round in 0..200 {
+        for o in obs.values_mut() {
+            settle(o);
+        }
+        let Some(p) = run_plan(d, &obs, &moving)? else {
+            let room: u64 = d
+                .clusters
+                .iter()
+                .filter(|c| !obs[&c.name].fenced)
+                .map(|c| u64::from(c.max_replicas.unwrap_or(u32::MAX)))
+                .sum();
+            prop_assert!(room < u64::from(d.replicas), "a target exists with room {room}");
+            return Ok(());
+        };
+        if p.done || (p.steps.is_empty() && p.in_flight.is_empty()) {
+            for (name, slice) in &p.target {
+                prop_assert_eq!(&obs[name].written.ordinals(), &slice.ordinals(), "{} reached its target", name);
+            }
+            return Ok(());
+        }
+        prop_assert!(round < 199, "no convergence: {:?}", p);
+        for s in &p.steps {
+            apply(&mut obs, s)?;
+        }
+        check_invariants(d, &obs)?;
+        moving = p.in_flight.clone();
+    }
+    Ok(())
+}
+
 fn run_plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Option<Plan>, TestCaseError> {
     match plan(d, obs, moving) {
         Ok(p) => Ok(Some(p)),
@@ -151,26 +188,7 @@ proptest! {
             }
         }
         // Now everyone cooperates (fenced clusters come back and are shrunk first).
-        for o in obs.values_mut() { o.reachable = true; }
-        for round in 0..200 {
-            for o in obs.values_mut() { settle(o); }
-            let Some(p) = run_plan(&d, &obs, &moving)? else {
-                // Only possible when fences or bounds leave too little room: then nothing moves.
-                let room: u64 = d.clusters.iter().filter(|c| !obs[&c.name].fenced).map(|c| u64::from(c.max_replicas.unwrap_or(u32::MAX))).sum();
-                prop_assert!(room < u64::from(d.replicas), "a target exists with room {room}");
-                return Ok(());
-            };
-            if p.done || (p.steps.is_empty() && p.in_flight.is_empty()) {
-                for (name, slice) in &p.target {
-                    prop_assert_eq!(&obs[name].written.ordinals(), &slice.ordinals(), "{} reached its target", name);
-                }
-                return Ok(());
-            }
-            prop_assert!(round < 199, "no convergence: {:?}", p);
-            for s in &p.steps { apply(&mut obs, s)?; }
-            check_invariants(&d, &obs)?;
-            moving = p.in_flight.clone();
-        }
+        converge(&d, obs, moving)?;
     }
 
     #[test]
@@ -512,21 +530,7 @@ proptest! {
             }
         }
         for (c, truth) in std::mem::take(&mut hidden) { obs.get_mut(&c).unwrap().written = truth; }
-        for o in obs.values_mut() { o.reachable = true; }
-        for round in 0..200 {
-            for o in obs.values_mut() { settle(o); }
-            let Some(p) = run_plan(&d, &obs, &moving)? else { return Ok(()) };
-            if p.done || (p.steps.is_empty() && p.in_flight.is_empty()) {
-                for (name, slice) in &p.target {
-                    prop_assert_eq!(&obs[name].written.ordinals(), &slice.ordinals(), "{} reached its target", name);
-                }
-                return Ok(());
-            }
-            prop_assert!(round < 199, "no convergence: {:?}", p);
-            for s in &p.steps { apply(&mut obs, s)?; }
-            check_invariants(&d, &obs)?;
-            moving = p.in_flight.clone();
-        }
+        converge(&d, obs, moving)?;
     }
 }
 

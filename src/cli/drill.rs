@@ -56,24 +56,12 @@ pub enum Drill {
 pub struct LossArgs {
     /// The member cluster to lose.
     pub cluster: String,
-    /// The federation, `NAMESPACE/NAME` (or `NAME` in `default`).
-    #[arg(long, value_name = "NS/NAME")]
-    pub fsts: String,
     /// The sandbox admin API (`admin:` line of `spanset sandbox` or `spanset sim`).
     #[arg(long, value_name = "URL")]
     pub admin: String,
-    /// Report format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
-    pub output: Format,
-    /// Longest wait for each stage, in seconds.
-    #[arg(long, default_value_t = 1800)]
-    pub timeout: u64,
-    /// Kubeconfig of the host cluster (default: $KUBECONFIG, then ~/.kube/config).
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Context of the kubeconfig (default: its current context).
-    #[arg(long, value_name = "CTX")]
-    pub context: Option<String>,
+    /// The federation, the host and the report.
+    #[command(flatten)]
+    pub on: DrillOn,
 }
 
 /// The cluster-loss drill's report: each stage's time and the ledger's verdict.
@@ -107,13 +95,21 @@ pub struct LossReport {
 pub struct EvacuateArgs {
     /// The member cluster to empty.
     pub cluster: String,
+    /// The federation, the host and the report.
+    #[command(flatten)]
+    pub on: DrillOn,
+}
+
+/// Flags every drill takes: which federation in which host cluster, and how to report.
+#[derive(Debug, clap::Args)]
+pub struct DrillOn {
     /// The federation, `NAMESPACE/NAME` (or `NAME` in `default`).
     #[arg(long, value_name = "NS/NAME")]
     pub fsts: String,
     /// Report format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     pub output: Format,
-    /// Longest wait for each half of the drill, in seconds.
+    /// Longest wait for each stage of the drill, in seconds.
     #[arg(long, default_value_t = 1800)]
     pub timeout: u64,
     /// Kubeconfig of the host cluster (default: $KUBECONFIG, then ~/.kube/config).
@@ -245,7 +241,7 @@ async fn settle(
 
 /// Runs the evacuation drill.
 pub async fn evacuate(client: &Client, args: &EvacuateArgs) -> Result<Report, String> {
-    let (ns, name) = parse_key(&args.fsts)?;
+    let (ns, name) = parse_key(&args.on.fsts)?;
     let api: Api<FederatedStatefulSet> = Api::namespaced(client.clone(), &ns);
     let f = api
         .get_opt(&name)
@@ -259,7 +255,7 @@ pub async fn evacuate(client: &Client, args: &EvacuateArgs) -> Result<Report, St
     if original.iter().enumerate().all(|(j, c)| j == i || c.weight == Some(0)) {
         return Err(format!("{} is the only member with weight: nowhere to evacuate to", args.cluster));
     }
-    let timeout = Duration::from_secs(args.timeout.max(1));
+    let timeout = Duration::from_secs(args.on.timeout.max(1));
     let pp = PatchParams::default();
     // The drill starts from a settled federation, holding something in the member.
     settle(&api, &name, "before", &args.cluster, false, timeout).await?;
@@ -342,7 +338,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
         api::{FailoverPolicy, MemberCluster},
         controller::{events::Recorder, fencing, supervisor::member_client},
     };
-    let (ns, name) = parse_key(&args.fsts)?;
+    let (ns, name) = parse_key(&args.on.fsts)?;
     let api: Api<FederatedStatefulSet> = Api::namespaced(client.clone(), &ns);
     let f = api.get_opt(&name).await.map_err(|e| format!("cannot read {ns}/{name}: {e}"))?;
     let f = f.ok_or_else(|| format!("no FederatedStatefulSet {ns}/{name}"))?;
@@ -351,11 +347,11 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
     }
     let automatic = f.spec.failover.policy == Some(FailoverPolicy::Automatic);
     let replicas = f.spec.replicas;
-    let timeout = Duration::from_secs(args.timeout.max(1));
+    let timeout = Duration::from_secs(args.on.timeout.max(1));
     let cluster = args.cluster.as_str();
     let mcs: Api<MemberCluster> = Api::all(client.clone());
     let mc = mcs.get(cluster).await.map_err(|e| format!("cannot read MemberCluster {cluster}: {e}"))?;
-    let member = member_client(client, args.kubeconfig.as_deref(), &mc.spec).await?;
+    let member = member_client(client, args.on.kubeconfig.as_deref(), &mc.spec).await?;
     settle(&api, &name, "before", cluster, false, timeout).await?;
     let started = Instant::now();
 
@@ -497,11 +493,11 @@ fn print<T: Serialize>(format: Format, report: &T, table: impl FnOnce(&T) -> Str
 
 /// Runs `spanset drill`; a cluster-loss drill whose ledger shows a violation exits 1.
 pub async fn run(args: DrillArgs) -> i32 {
-    let (kubeconfig, context) = match &args.drill {
-        Drill::Evacuate(a) => (a.kubeconfig.clone(), a.context.clone()),
-        Drill::ClusterLoss(a) => (a.kubeconfig.clone(), a.context.clone()),
+    let on = match &args.drill {
+        Drill::Evacuate(a) => &a.on,
+        Drill::ClusterLoss(a) => &a.on,
     };
-    let client = match crate::controller::app::host_client(kubeconfig.as_deref(), context.as_deref()).await {
+    let client = match crate::controller::app::host_client(on.kubeconfig.as_deref(), on.context.as_deref()).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("spanset: drill: cannot reach the host cluster: {e}");
@@ -517,8 +513,8 @@ pub async fn run(args: DrillArgs) -> i32 {
                     ("total", report.total_seconds),
                     ("max_unavailable", report.max_unavailable_seconds),
                 ];
-                record(&client, &a.fsts, "evacuate", &a.cluster, &stages).await;
-                print(a.output, &report, table);
+                record(&client, &a.on.fsts, "evacuate", &a.cluster, &stages).await;
+                print(a.on.output, &report, table);
                 0
             }
             Err(e) => {
@@ -536,8 +532,8 @@ pub async fn run(args: DrillArgs) -> i32 {
                     ("back", report.back_seconds),
                     ("total", report.total_seconds),
                 ];
-                record(&client, &a.fsts, "cluster-loss", &a.cluster, &stages).await;
-                print(a.output, &report, loss_table);
+                record(&client, &a.on.fsts, "cluster-loss", &a.cluster, &stages).await;
+                print(a.on.output, &report, loss_table);
                 i32::from(!report.ledger_violations.is_empty())
             }
             Err(e) => {
