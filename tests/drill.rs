@@ -14,16 +14,8 @@ async fn evacuate_moves_every_ordinal_out_and_back_and_reports_each() {
     let thirds = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
     f.wait_settled("redis", &thirds, "initial slices").await;
     let before = f.api().get("redis").await.unwrap().spec.placement;
-    let kubeconfig = f.sandbox.kubeconfig.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
-            .args(["drill", "evacuate", "central", "--fsts", "default/redis", "-o", "json", "--timeout", "120"])
-            .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "--context", "host"])
-            .output()
-            .expect("spanset runs")
-    })
-    .await
-    .unwrap();
+    let out =
+        f.spanset(&["drill", "evacuate", "central", "--fsts", "default/redis", "-o", "json", "--timeout", "120"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("out: ") && stderr.contains("back: "), "progress is shown: {stderr}");
@@ -105,16 +97,9 @@ async fn cluster_loss_detects_fences_rehomes_shrinks_on_return_and_keeps_the_led
     f.create(&serde_json::from_value(fsts).unwrap()).await;
     let thirds = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
     f.wait_settled("redis", &thirds, "initial slices").await;
-    let (kubeconfig, admin) = (f.sandbox.kubeconfig.clone(), f.sandbox.admin.clone());
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
-            .args(["drill", "cluster-loss", "central", "--fsts", "default/redis", "--admin", &admin, "-o", "json"])
-            .args(["--timeout", "120", "--kubeconfig", kubeconfig.to_str().unwrap(), "--context", "host"])
-            .output()
-            .expect("spanset runs")
-    })
-    .await
-    .unwrap();
+    let admin = f.sandbox.admin.clone();
+    let loss = ["drill", "cluster-loss", "central", "--fsts", "default/redis", "--admin", &admin, "-o", "json"];
+    let out = f.spanset(&[&loss[..], &["--timeout", "120"]].concat()).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("waiting: central detected unreachable"), "progress is shown: {stderr}");

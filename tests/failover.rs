@@ -48,14 +48,6 @@ async fn reachable(f: &Federation, name: &str) -> Option<(String, String, String
     condition(&mc.status.map(|s| s.conditions).unwrap_or_default(), "Reachable")
 }
 
-fn spanset(f: &Federation, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
-        .args(args)
-        .args(["--kubeconfig", f.sandbox.kubeconfig.to_str().unwrap(), "--context", "host"])
-        .output()
-        .expect("spanset runs")
-}
-
 /// Stops every node of a member (its pods die with them), then cuts it off: a real loss.
 async fn lose(f: &Federation, member: &str) {
     let nodes: Api<Node> = Api::all(f.member(member).await);
@@ -185,7 +177,7 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
     f.wait_settled("redis", &THIRDS, "initial slices").await;
 
     // A reachable member is not fenced without --force.
-    let refused = spanset(&f, &["fence", "central", "--reason", "drill"]);
+    let refused = f.spanset(&["fence", "central", "--reason", "drill"]).await;
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("is not Unreachable"), "{refused:?}");
     assert!(!member_cluster(&f, "central").await.spec.fenced);
@@ -203,7 +195,7 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
         assert!(start + replicas <= 4, "{m} holds none of central's ordinals before the fence");
     }
 
-    let out = spanset(&f, &["fence", "central", "--reason", "datacenter flooded"]);
+    let out = f.spanset(&["fence", "central", "--reason", "datacenter flooded"]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("membercluster/central fenced"));
     let mc = member_cluster(&f, "central").await;
@@ -221,7 +213,7 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
         "a Warning Event records the fence"
     );
     // Fencing again changes nothing.
-    let again = spanset(&f, &["fence", "central", "--reason", "other"]);
+    let again = f.spanset(&["fence", "central", "--reason", "other"]).await;
     assert!(again.status.success() && String::from_utf8_lossy(&again.stdout).contains("already fenced"));
 
     // Re-homed among the healthy members (weights 1:1 of the rest).
@@ -246,7 +238,7 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
     assert!(member_cluster(&f, "central").await.spec.fenced, "still fenced until an operator unfences");
     assert_eq!(f.member_slice("east", "redis").await, Some((0, 3)));
 
-    let out = spanset(&f, &["unfence", "central"]);
+    let out = f.spanset(&["unfence", "central"]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let mc = member_cluster(&f, "central").await;
     assert!(!mc.spec.fenced && mc.annotations().contains_key("spanset.dev/unfenced-by"));
@@ -299,7 +291,7 @@ async fn fencing_a_member_that_is_only_partitioned_is_caught_by_the_ledger() {
         reachable(&f, "central").await.is_some_and(|c| c.0 == "False")
     })
     .await;
-    let out = spanset(&f, &["fence", "central", "--reason", "wrongly believed dead"]);
+    let out = f.spanset(&["fence", "central", "--reason", "wrongly believed dead"]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals given to west").await;
     let west: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("west").await, "default");
@@ -387,7 +379,7 @@ async fn a_member_lost_during_a_migration_is_fenced_and_the_migration_completes(
         reachable(&f, "central").await.is_some_and(|c| c.0 == "False")
     })
     .await;
-    let out = spanset(&f, &["fence", "central", "--reason", "lost mid-migration"]);
+    let out = f.spanset(&["fence", "central", "--reason", "lost mid-migration"]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     wait_slices(&f, &[("east", 0, 6), ("west", 0, 0)], "6/6", "every ordinal in east").await;
     assert!(f.status("redis").await.moves.is_empty());

@@ -222,6 +222,14 @@ impl Federation {
             .collect()
     }
 
+    /// Runs `spanset ARGS --kubeconfig <sandbox> --context host` off the async threads (a drill
+    /// or a fence waits on the controller, which runs beside it) and answers its output.
+    pub async fn spanset(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_spanset"));
+        cmd.args(args).arg("--kubeconfig").arg(&self.sandbox.kubeconfig).args(["--context", "host"]);
+        tokio::task::spawn_blocking(move || cmd.output().expect("spanset runs")).await.expect("spanset's thread")
+    }
+
     /// Asserts that no ordinal ever ran in two clusters at once over the whole run.
     pub fn assert_ledger_clean(&self) {
         let out = self.sandbox.ctl(&["ledger", "--check"]);
