@@ -40,7 +40,7 @@ use spanset::{
         leader::LeaseSettings,
         member::cache::{FederationCache, MemberCache, PodRecord, StsRecord},
     },
-    sim::{cluster::ClusterConfig, fleet::Fleet, kubeconfig},
+    sim::{cluster::ClusterConfig, sandbox::fleet::Fleet, sandbox::kubeconfig},
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tracing_subscriber::{Layer, layer::SubscriberExt, util::SubscriberInitExt};
@@ -1071,7 +1071,7 @@ fn main() {
     let run = |s: &str| wanted.is_empty() || wanted.iter().any(|w| w == s);
     let seen = Arc::new(Seen::default());
     let counted = tracing_subscriber::filter::Targets::new()
-        .with_target("spanset::sim::handlers", tracing::Level::DEBUG)
+        .with_target("spanset::sim::api::handlers", tracing::Level::DEBUG)
         .with_target("spanset::controller::coordinator", tracing::Level::INFO);
     // What is printed to stderr: errors, or `BENCH_LOG` (e.g. `spanset::controller=debug`).
     let printed: tracing_subscriber::filter::Targets = std::env::var("BENCH_LOG")

@@ -31,7 +31,7 @@ use spanset::{
         app::{self, RunOptions},
         leader::LeaseSettings,
     },
-    sim::{cluster::ClusterConfig, fleet::Fleet, kubeconfig},
+    sim::{cluster::ClusterConfig, sandbox::fleet::Fleet, sandbox::kubeconfig},
 };
 
 const TIME_FACTOR: f64 = 0.01;

@@ -13,8 +13,8 @@ use kube::{
 use serde_json::json;
 use spanset::sim::{
     cluster::{Cluster, ClusterConfig},
-    fleet::Fleet,
-    registry::WriteOptions,
+    sandbox::fleet::Fleet,
+    store::registry::WriteOptions,
 };
 
 fn client(url: &str) -> Client {

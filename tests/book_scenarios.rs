@@ -18,7 +18,7 @@ use kube::{
 use serde_json::json;
 use spanset::sim::{
     cluster::{Cluster, ClusterConfig},
-    fleet::Fleet,
+    sandbox::fleet::Fleet,
 };
 use support::eventually;
 

@@ -19,9 +19,11 @@ use kube::{
 };
 use serde_json::json;
 use spanset::sim::{
-    cluster::{Cluster, ClusterConfig},
-    faults::{ErrorRate, Faults, Partition},
-    fleet::Fleet,
+    cluster::{
+        faults::{ErrorRate, Faults, Partition},
+        {Cluster, ClusterConfig},
+    },
+    sandbox::fleet::Fleet,
 };
 use support::{DEADLINE, eventually};
 

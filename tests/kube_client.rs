@@ -25,7 +25,7 @@ use kube::{
     },
 };
 use serde_json::{Value, json};
-use spanset::sim::{cluster::ClusterConfig, fleet::Fleet, storage::StorageLimits};
+use spanset::sim::{cluster::ClusterConfig, sandbox::fleet::Fleet, store::storage::StorageLimits};
 use support::eventually;
 
 async fn sandbox(config: ClusterConfig) -> (Fleet, Client) {

@@ -42,3 +42,16 @@ fn the_planner_does_no_io_and_knows_no_actors_or_clients() {
         offenders("src/plan", &["actix", "kube::", "tokio", "std::fs", "std::net", "crate::controller", "crate::sim"]);
     assert!(found.is_empty(), "the planner is not pure:\n{}", found.join("\n"));
 }
+
+/// The sandbox's layers (README, "Code: src/sim/"): the store knows nothing of HTTP or of the
+/// sandbox around it; the simulated components write through the store, never through the
+/// HTTP layer; and neither the API server nor the cluster reaches up into the sandbox.
+#[test]
+fn the_sandbox_layers_point_inwards() {
+    let store = offenders("src/sim/store", &["crate::sim::api", "crate::sim::sandbox"]);
+    assert!(store.is_empty(), "the store reaches outwards:\n{}", store.join("\n"));
+    let cluster = offenders("src/sim/cluster", &["crate::sim::api", "crate::sim::sandbox"]);
+    assert!(cluster.is_empty(), "the simulated cluster reaches outwards:\n{}", cluster.join("\n"));
+    let api = offenders("src/sim/api", &["crate::sim::sandbox"]);
+    assert!(api.is_empty(), "the API server reaches into the sandbox:\n{}", api.join("\n"));
+}

@@ -24,7 +24,7 @@ use kube::{
 use serde_json::json;
 use spanset::{
     controller::leader::{Leadership, LeaseSettings, run_elector},
-    sim::{cluster::ClusterConfig, faults::Partition, fleet::Fleet},
+    sim::{cluster::ClusterConfig, cluster::faults::Partition, sandbox::fleet::Fleet},
 };
 use support::{DEADLINE, eventually};
 use tokio::{sync::oneshot, task::JoinHandle};

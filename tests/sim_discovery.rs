@@ -2,7 +2,7 @@
 //! exactly as kubectl's client-go sees them.
 
 use serde_json::Value;
-use spanset::sim::{cluster::ClusterConfig, fleet::Fleet};
+use spanset::sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 struct Answer {

@@ -17,7 +17,7 @@ use crate::{
         app::{self, RunOptions},
         leader::LeaseSettings,
     },
-    sim::{cluster::ClusterConfig, fleet::Fleet, kubeconfig},
+    sim::{cluster::ClusterConfig, sandbox::fleet::Fleet, sandbox::kubeconfig},
 };
 
 /// The host cluster's name in the sandbox.

@@ -3,7 +3,10 @@
 
 use std::{io::Write, path::PathBuf};
 
-use crate::sim::{cluster::ClusterConfig, fleet::Fleet, kubeconfig};
+use crate::sim::{
+    cluster::ClusterConfig,
+    sandbox::{fleet::Fleet, kubeconfig},
+};
 
 /// Flags of `spanset sim`.
 #[derive(Debug, clap::Args)]

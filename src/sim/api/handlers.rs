@@ -1,0 +1,427 @@
+//! The request dispatcher: decodes an HTTP request, routes it to discovery or to the resource
+//! verbs, and encodes the answer. Every failure becomes a `Status` response; nothing here
+//! panics on client input.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Response, header, request::Parts};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use crate::sim::{
+    api::{
+        discovery, list,
+        negotiate::{self, Output},
+        patch::{self, PatchError},
+        protobuf,
+        query::Query,
+        render,
+        response::{self, Body},
+        routes::{self, ResourcePath, Route},
+        scale, watch,
+    },
+    cluster::Cluster,
+    store::{
+        error::{ApiError, ApiResult},
+        object,
+        registry::{DeleteOptions, Deleted, Propagation, Subresource, WriteOptions},
+        resources::ResourceType,
+    },
+};
+
+/// Content-Type of the empty OpenAPI v2 document (see k8s-api.md headline 1: the `@` form that
+/// clients send in Accept must not be echoed, Go's MIME parser rejects it).
+const OPENAPI_V2_TYPE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// Answers one request.
+pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Request<Incoming>) -> Response<Body> {
+    if let Some(resp) = injected_fault(&cluster).await {
+        return resp;
+    }
+    let (parts, body) = req.into_parts();
+    tracing::debug!(
+        cluster = %cluster.config.name,
+        method = %parts.method,
+        uri = %parts.uri,
+        content_type = ?parts.headers.get(header::CONTENT_TYPE),
+        accept = ?parts.headers.get(header::ACCEPT),
+        "request"
+    );
+    let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let accept = accept.as_deref();
+    match routes::parse(parts.uri.path()) {
+        Route::Version => response::json(200, &discovery::version(&cluster)),
+        Route::Health => response::raw(200, "text/plain; charset=utf-8", "ok"),
+        Route::Api | Route::Apis if parts.method != Method::GET => {
+            response::error(&ApiError::method_not_allowed(parts.method.as_str()))
+        }
+        Route::Api => match negotiate::discovery(accept).version() {
+            None => response::json(200, &discovery::api_versions(&server_address)),
+            Some(dv) => aggregated(&discovery::aggregated(&cluster, true, dv), dv),
+        },
+        Route::Apis => match negotiate::discovery(accept).version() {
+            None => response::json(200, &discovery::api_group_list(&cluster)),
+            Some(dv) => aggregated(&discovery::aggregated(&cluster, false, dv), dv),
+        },
+        Route::Group(g) => match discovery::api_group_doc(&cluster, &g) {
+            Some(doc) => response::json(200, &doc),
+            None => response::error(&ApiError::no_route()),
+        },
+        Route::GroupVersion { group, version } => match discovery::api_resource_list(&cluster, &group, &version) {
+            Some(doc) => response::json(200, &doc),
+            None => response::error(&ApiError::no_route()),
+        },
+        Route::OpenApiV2 => response::raw(200, OPENAPI_V2_TYPE, Bytes::new()),
+        Route::OpenApiV3 if parts.uri.path().trim_end_matches('/') == "/openapi/v3" => {
+            response::json(200, &json!({"paths": {}}))
+        }
+        Route::OpenApiV3 | Route::Unknown => response::error(&ApiError::no_route()),
+        Route::Resource(path) => match resource(&cluster, &parts, path, body, accept).await {
+            Ok(resp) => resp,
+            Err(e) => response::error(&e),
+        },
+    }
+}
+
+/// Applies the cluster's injected faults to a request: waits out a hang, adds latency, and
+/// answers with an injected error when one is drawn.
+async fn injected_fault(cluster: &Cluster) -> Option<Response<Body>> {
+    cluster.faults.wait_while_hung().await;
+    let latency = cluster.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let code = cluster.faults.draw_error()?;
+    let (reason, message) = match code {
+        429 => ("TooManyRequests", "the server has received too many requests and has asked us to try again later"),
+        500 => ("InternalError", "Internal error occurred: injected fault"),
+        503 => ("ServiceUnavailable", "the server is currently unable to handle the request"),
+        504 => ("Timeout", "Timeout: the server was unable to return a response in the time allotted"),
+        _ => ("InternalError", "injected fault"),
+    };
+    Some(response::error(&ApiError::custom(code, reason, message)))
+}
+
+fn aggregated(doc: &Value, dv: &str) -> Response<Body> {
+    response::json_with_type(
+        200,
+        doc,
+        &format!("application/json;g=apidiscovery.k8s.io;v={dv};as=APIGroupDiscoveryList"),
+    )
+}
+
+/// Reads the request body up to the cluster's limit.
+async fn read_body(cluster: &Cluster, body: Incoming) -> ApiResult<Bytes> {
+    let limit = cluster.config.max_body_bytes;
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::too_large(limit)),
+        Err(e) => Err(ApiError::bad_request(format!("unable to read the request body: {e}"))),
+    }
+}
+
+fn content_type(parts: &Parts) -> String {
+    parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// Decodes an object body (JSON, or YAML when the client says so).
+fn decode_object(parts: &Parts, bytes: &[u8]) -> ApiResult<Value> {
+    if content_type(parts) == "application/vnd.kubernetes.protobuf" {
+        return protobuf::decode_object(bytes).map_err(|e| match e {
+            protobuf::ProtobufError::Unsupported(_) => ApiError::unsupported_media_type(e.to_string()),
+            protobuf::ProtobufError::Malformed(_) => ApiError::bad_request(e.to_string()),
+        });
+    }
+    let value: Value = if content_type(parts).contains("yaml") {
+        serde_yaml::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?
+    } else {
+        serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "couldn't get version/kind; json parse error: expected a JSON object, got {}",
+            kind_of(&value)
+        )));
+    }
+    Ok(value)
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn write_options(q: &Query) -> WriteOptions {
+    WriteOptions { dry_run: q.dry_run, field_manager: q.field_manager.clone(), force: q.force.unwrap_or(false) }
+}
+
+async fn resource(
+    cluster: &Arc<Cluster>,
+    parts: &Parts,
+    path: ResourcePath,
+    body: Incoming,
+    accept: Option<&str>,
+) -> ApiResult<Response<Body>> {
+    let rt = cluster.resources.lookup(&path.group, &path.version, &path.plural).ok_or_else(ApiError::no_route)?;
+    // A namespaced object needs a namespace in its URL; a cluster-scoped one must not have one.
+    if (!rt.namespaced && path.namespace.is_some())
+        || (rt.namespaced && path.name.is_some() && path.namespace.is_none())
+    {
+        return Err(ApiError::no_route());
+    }
+    let q = Query::parse(parts.uri.query())?;
+    let out = negotiate::output(accept).ok_or_else(|| ApiError::not_acceptable(accept.unwrap_or("")))?;
+    let ns = path.namespace.as_deref();
+    let obj_ns = ns.unwrap_or("");
+    let version = path.version.as_str();
+    let method = &parts.method;
+    match (method, path.name.as_deref(), path.subresource.as_deref()) {
+        (&Method::GET, None, None) if q.watch => {
+            cluster.counters.watches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let lines = watch::start(cluster, rt.clone(), version, ns, q, out)?;
+            Ok(response::stream(lines))
+        }
+        (&Method::GET, None, None) => {
+            cluster.counters.lists.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(response::json_bytes(200, list::serve(cluster, &rt, version, ns, &q, out)?))
+        }
+        (&Method::GET, Some(name), None) => {
+            let obj = cluster.get(&rt, obj_ns, name)?;
+            Ok(response::json(200, &render::object(&rt, version, &obj, out, &q)))
+        }
+        (&Method::GET, Some(name), Some("status")) if rt.status_subresource => {
+            Ok(response::json(200, &render::as_version(&rt, version, &*cluster.get(&rt, obj_ns, name)?)))
+        }
+        (&Method::GET, Some(name), Some("scale")) if rt.scale.is_some() => {
+            Ok(response::json(200, &scale::get(cluster, &rt, obj_ns, name)?))
+        }
+        (&Method::POST, None, None) => {
+            let bytes = read_body(cluster, body).await?;
+            let mut obj = decode_object(parts, &bytes)?;
+            let created = cluster.create_versioned(&rt, version, ns, &mut obj, &write_options(&q))?;
+            Ok(response::json(201, &render::as_version(&rt, version, &created)))
+        }
+        (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
+            let sub = subresource(&rt, sub)?;
+            let bytes = read_body(cluster, body).await?;
+            let obj = decode_object(parts, &bytes)?;
+            let updated = cluster.replace(&rt, obj_ns, name, sub, obj, &write_options(&q))?;
+            Ok(response::json(200, &render::as_version(&rt, version, &updated)))
+        }
+        (&Method::PUT, Some(name), Some("scale")) if rt.scale.is_some() => {
+            let bytes = read_body(cluster, body).await?;
+            let obj = decode_object(parts, &bytes)?;
+            Ok(response::json(200, &scale::replace(cluster, &rt, obj_ns, name, obj, &write_options(&q))?))
+        }
+        (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
+            let sub = subresource(&rt, sub)?;
+            let bytes = read_body(cluster, body).await?;
+            let (code, obj) = patch_object(cluster, &rt, parts, ns, name, sub, &bytes, &q)?;
+            Ok(response::json(code, &render::as_version(&rt, version, &obj)))
+        }
+        (&Method::PATCH, Some(name), Some("scale")) if rt.scale.is_some() => {
+            let bytes = read_body(cluster, body).await?;
+            let kind = patch_kind(&content_type(parts))?;
+            let patch_doc = decode_patch(kind, &bytes)?;
+            let opts = write_options(&q);
+            let scaled =
+                scale::patch(cluster, &rt, obj_ns, name, &opts, |cur| apply_patch(kind, cur, &patch_doc, None))?;
+            Ok(response::json(200, &scaled))
+        }
+        (&Method::DELETE, Some(name), None) => {
+            let bytes = read_body(cluster, body).await?;
+            let opts = delete_options(&bytes, &q)?;
+            match cluster.delete(&rt, obj_ns, name, &opts)? {
+                Deleted::Pending(obj) => Ok(response::json(200, &render::as_version(&rt, version, &obj))),
+                Deleted::Gone(obj) if rt.plural == "pods" && rt.group.is_empty() => {
+                    Ok(response::json(200, &render::as_version(&rt, version, &obj)))
+                }
+                Deleted::Gone(obj) => Ok(response::json(200, &deleted_status(&rt, &obj))),
+            }
+        }
+        (&Method::DELETE, None, None) => {
+            let bytes = read_body(cluster, body).await?;
+            let opts = delete_options(&bytes, &q)?;
+            let filter = list::Filter::new(&rt, ns, &q)?;
+            let (items, _) = cluster.storage.list(&(rt.group.clone(), rt.plural.clone()), ns);
+            let mut deleted = Vec::new();
+            for obj in items.iter().filter(|o| filter.matches(o)) {
+                match cluster.delete(&rt, object::namespace(obj), object::name(obj), &opts) {
+                    Ok(Deleted::Gone(o) | Deleted::Pending(o)) => deleted.push(o),
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let refs: Vec<&Value> = deleted.iter().map(|o| o.as_ref()).collect();
+            let meta = json!({"resourceVersion": cluster.storage.current_rv().to_string()});
+            Ok(response::json(200, &render::list(&rt, version, &refs, meta, Output::Json, &q)))
+        }
+        (m, _, Some(sub))
+            if !matches!(m, &Method::GET | &Method::PUT | &Method::PATCH) || !matches!(sub, "status" | "scale") =>
+        {
+            Err(ApiError::no_route())
+        }
+        (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
+    }
+}
+
+fn subresource(rt: &ResourceType, sub: Option<&str>) -> ApiResult<Subresource> {
+    match sub {
+        None => Ok(Subresource::Main),
+        Some("status") if rt.status_subresource => Ok(Subresource::Status),
+        Some(_) => Err(ApiError::no_route()),
+    }
+}
+
+fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": object::name(obj), "group": rt.group, "kind": rt.plural, "uid": object::uid(obj)},
+    })
+}
+
+fn delete_options(bytes: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
+    let mut opts = if bytes.iter().all(u8::is_ascii_whitespace) {
+        DeleteOptions::default()
+    } else {
+        let body: Value = serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
+        DeleteOptions::from_json(&body)?
+    };
+    if opts.grace_period_seconds.is_none() {
+        opts.grace_period_seconds = q.grace_period_seconds;
+    }
+    if opts.propagation.is_none() {
+        opts.propagation = match q.propagation_policy.as_deref() {
+            Some("Orphan") => Some(Propagation::Orphan),
+            Some("Foreground") => Some(Propagation::Foreground),
+            Some("Background") => Some(Propagation::Background),
+            _ => None,
+        };
+    }
+    opts.dry_run |= q.dry_run;
+    Ok(opts)
+}
+
+/// The patch formats a PATCH may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PatchKind {
+    Merge,
+    Json,
+    Strategic,
+    Apply,
+}
+
+fn patch_kind(content_type: &str) -> ApiResult<PatchKind> {
+    match content_type {
+        "application/merge-patch+json" => Ok(PatchKind::Merge),
+        "application/json-patch+json" => Ok(PatchKind::Json),
+        "application/strategic-merge-patch+json" => Ok(PatchKind::Strategic),
+        "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(PatchKind::Apply),
+        other => Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})"
+        ))),
+    }
+}
+
+fn decode_patch(kind: PatchKind, bytes: &[u8]) -> ApiResult<Value> {
+    let doc: Value = if kind == PatchKind::Apply {
+        serde_yaml::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+    } else {
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+    };
+    let shape_ok = match kind {
+        PatchKind::Json => doc.is_array(),
+        _ => doc.is_object(),
+    };
+    if !shape_ok {
+        return Err(ApiError::bad_request(format!("invalid patch: the patch document is {}", kind_of(&doc))));
+    }
+    Ok(doc)
+}
+
+fn patch_error(e: PatchError) -> ApiError {
+    match e {
+        PatchError::BadRequest(m) => ApiError::bad_request(m),
+        PatchError::Invalid(m) => ApiError::custom(422, "Invalid", m),
+        PatchError::UnsupportedMediaType(m) => ApiError::unsupported_media_type(m),
+    }
+}
+
+/// Applies a patch document to the current object. `kind_of_object` is the (group, kind) for
+/// strategic merge; `None` means the Scale subresource (built in).
+fn apply_patch(kind: PatchKind, current: &Value, doc: &Value, rt: Option<&ResourceType>) -> ApiResult<Value> {
+    let strategic = |doc: &Value| -> ApiResult<Value> {
+        let (group, k) = rt.map(|r| (r.group.as_str(), r.kind.as_str())).unwrap_or(("autoscaling", "Scale"));
+        match (rt.is_some_and(|r| r.custom), patch::builtin_kind(group, k)) {
+            (false, Some(bk)) => patch::apply_strategic_merge_patch(current, doc, bk).map_err(patch_error),
+            _ if rt.is_none() => patch::apply_merge_patch(current, doc).map_err(patch_error),
+            _ => Err(ApiError::unsupported_media_type(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            )),
+        }
+    };
+    match kind {
+        PatchKind::Merge => patch::apply_merge_patch(current, doc).map_err(patch_error),
+        PatchKind::Json => patch::apply_json_patch(current, doc).map_err(patch_error),
+        PatchKind::Strategic => strategic(doc),
+        // Server-side apply, approximated: the applied configuration merges into the object.
+        PatchKind::Apply if rt.is_some_and(|r| r.custom) => patch::apply_merge_patch(current, doc).map_err(patch_error),
+        PatchKind::Apply => strategic(doc),
+    }
+}
+
+fn patch_options_invalid(message: &str) -> ApiError {
+    ApiError::invalid("PatchOptions", "meta.k8s.io", "", message.to_string(), vec![])
+}
+
+#[allow(clippy::too_many_arguments)]
+fn patch_object(
+    cluster: &Cluster,
+    rt: &ResourceType,
+    parts: &Parts,
+    ns: Option<&str>,
+    name: &str,
+    sub: Subresource,
+    bytes: &[u8],
+    q: &Query,
+) -> ApiResult<(u16, Arc<Value>)> {
+    let kind = patch_kind(&content_type(parts))?;
+    if kind == PatchKind::Apply && q.field_manager.is_none() {
+        return Err(patch_options_invalid("fieldManager: Required value: is required for apply patch"));
+    }
+    if kind != PatchKind::Apply && q.force.is_some() {
+        return Err(patch_options_invalid("force: Forbidden: may not be specified for non-apply patch"));
+    }
+    let doc = decode_patch(kind, bytes)?;
+    let opts = write_options(q);
+    let obj_ns = ns.unwrap_or("");
+    // Server-side apply creates the object when it does not exist yet.
+    if kind == PatchKind::Apply && sub == Subresource::Main && cluster.get(rt, obj_ns, name).is_err() {
+        let mut obj = doc.clone();
+        let meta = object::metadata_mut(&mut obj);
+        meta.insert("name".into(), json!(name));
+        let created = cluster.create(rt, ns, obj, &opts)?;
+        return Ok((201, created));
+    }
+    let updated = cluster.update_with(rt, obj_ns, name, sub, &opts, |cur| apply_patch(kind, cur, &doc, Some(rt)))?;
+    Ok((200, updated))
+}

@@ -1,0 +1,191 @@
+//! Faults injected into one simulated cluster through the admin API: network partitions
+//! (refused or hung), latency, error responses, a server that silently drops `.spec.ordinals`
+//! (one without the StatefulSetStartOrdinal feature), dead nodes and failing readiness.
+//!
+//! Owned by the [`crate::sim::cluster::Cluster`]; read on every request by the server and handlers,
+//! written only by the admin API. Every random choice of the cluster (injected errors, uids,
+//! generated names) comes from its seeded generator, so a run with the same seed repeats.
+
+use std::{
+    collections::BTreeMap,
+    sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering},
+    time::Instant,
+};
+
+use parking_lot::Mutex;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use tokio::sync::watch;
+
+/// How the cluster's network behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Partition {
+    /// Normal service.
+    None,
+    /// Connections are refused (the listener is closed) and open ones are cut.
+    Refuse,
+    /// Connections are accepted and requests are never answered; open watches stall.
+    Hang,
+}
+
+/// An error response injected at some rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ErrorRate {
+    /// Probability of answering a request with the error, 0.0 to 1.0.
+    pub rate: f64,
+    /// The HTTP code to answer with.
+    pub code: u16,
+}
+
+/// The fault state of one cluster.
+pub struct Faults {
+    partition: AtomicU8,
+    latency_ms: AtomicU64,
+    errors: Mutex<Option<ErrorRate>>,
+    drop_ordinals: AtomicBool,
+    rng: Mutex<StdRng>,
+    /// Bumped whenever the partition changes, so connections and watches can react.
+    changed: watch::Sender<Partition>,
+    /// Nodes whose kubelet is down, with when they went down.
+    nodes_down: Mutex<BTreeMap<String, Instant>>,
+    /// Pods whose readiness probe is forced, by namespace and name.
+    pod_ready: Mutex<BTreeMap<(String, String), bool>>,
+}
+
+impl Faults {
+    /// No faults; errors drawn from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            partition: AtomicU8::new(0),
+            latency_ms: AtomicU64::new(0),
+            errors: Mutex::new(None),
+            drop_ordinals: AtomicBool::new(false),
+            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            changed: watch::channel(Partition::None).0,
+            nodes_down: Mutex::new(BTreeMap::new()),
+            pod_ready: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The current partition.
+    pub fn partition(&self) -> Partition {
+        match self.partition.load(Ordering::SeqCst) {
+            1 => Partition::Refuse,
+            2 => Partition::Hang,
+            _ => Partition::None,
+        }
+    }
+
+    /// Sets the partition (`Partition::None` heals).
+    pub fn set_partition(&self, p: Partition) {
+        let code = match p {
+            Partition::None => 0,
+            Partition::Refuse => 1,
+            Partition::Hang => 2,
+        };
+        self.partition.store(code, Ordering::SeqCst);
+        self.changed.send_replace(p);
+    }
+
+    /// Follows partition changes.
+    pub fn subscribe(&self) -> watch::Receiver<Partition> {
+        self.changed.subscribe()
+    }
+
+    /// Waits while the cluster is hung (a request or watch that arrives during a hang never
+    /// completes before the heal).
+    pub async fn wait_while_hung(&self) {
+        let mut rx = self.subscribe();
+        let _ = rx.wait_for(|p| *p != Partition::Hang).await;
+    }
+
+    /// Added delay per request.
+    pub fn latency(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.latency_ms.load(Ordering::SeqCst))
+    }
+
+    /// Sets the added delay per request.
+    pub fn set_latency_ms(&self, ms: u64) {
+        self.latency_ms.store(ms, Ordering::SeqCst);
+    }
+
+    /// Sets or clears the error injection.
+    pub fn set_errors(&self, errors: Option<ErrorRate>) {
+        *self.errors.lock() = errors;
+    }
+
+    /// The injected error for this request, if one is drawn.
+    pub fn draw_error(&self) -> Option<u16> {
+        let e = (*self.errors.lock())?;
+        (self.rng.lock().random::<f64>() < e.rate).then_some(e.code)
+    }
+
+    /// Whether StatefulSet writes lose `.spec.ordinals`.
+    pub fn drops_ordinals(&self) -> bool {
+        self.drop_ordinals.load(Ordering::SeqCst)
+    }
+
+    /// Makes StatefulSet writes lose (or keep) `.spec.ordinals`.
+    pub fn set_drop_ordinals(&self, on: bool) {
+        self.drop_ordinals.store(on, Ordering::SeqCst);
+    }
+
+    /// Stops (or restarts) a node's kubelet: no heartbeats, no pod updates.
+    pub fn set_node_down(&self, node: &str, down: bool) {
+        let mut nodes = self.nodes_down.lock();
+        if down {
+            nodes.entry(node.to_string()).or_insert_with(Instant::now);
+        } else {
+            nodes.remove(node);
+        }
+    }
+
+    /// When a node went down, if it is down.
+    pub fn node_down_since(&self, node: &str) -> Option<Instant> {
+        self.nodes_down.lock().get(node).copied()
+    }
+
+    /// Forces a pod's readiness probe result (`None` lets the kubelet decide).
+    pub fn set_pod_ready(&self, namespace: &str, pod: &str, ready: Option<bool>) {
+        let key = (namespace.to_string(), pod.to_string());
+        match ready {
+            Some(r) => self.pod_ready.lock().insert(key, r),
+            None => self.pod_ready.lock().remove(&key),
+        };
+    }
+
+    /// The forced readiness of a pod, if any.
+    pub fn pod_ready(&self, namespace: &str, pod: &str) -> Option<bool> {
+        self.pod_ready.lock().get(&(namespace.to_string(), pod.to_string())).copied()
+    }
+
+    /// A random string over `alphabet` from the cluster's seeded generator (generateName).
+    pub fn random_suffix(&self, alphabet: &[u8], len: usize) -> String {
+        let mut rng = self.rng.lock();
+        (0..len).map(|_| alphabet[rng.random_range(0..alphabet.len())] as char).collect()
+    }
+
+    /// A version-4 UUID from the cluster's seeded generator, so a run is reproducible.
+    pub fn random_uid(&self) -> String {
+        let bytes: [u8; 16] = self.rng.lock().random();
+        uuid::Builder::from_random_bytes(bytes).into_uuid().to_string()
+    }
+
+    /// Clears every fault.
+    pub fn heal(&self) {
+        self.set_partition(Partition::None);
+        self.set_latency_ms(0);
+        self.set_errors(None);
+    }
+
+    /// A JSON summary for the admin API.
+    pub fn describe(&self) -> serde_json::Value {
+        serde_json::json!({
+            "partition": format!("{:?}", self.partition()),
+            "latencyMs": self.latency_ms.load(Ordering::SeqCst),
+            "errors": (*self.errors.lock()).map(|e| serde_json::json!({"rate": e.rate, "code": e.code})),
+            "dropOrdinals": self.drops_ordinals(),
+            "nodesDown": self.nodes_down.lock().keys().cloned().collect::<Vec<_>>(),
+            "podReady": self.pod_ready.lock().iter().map(|((ns, p), r)| serde_json::json!({"namespace": ns, "pod": p, "ready": r})).collect::<Vec<_>>(),
+        })
+    }
+}

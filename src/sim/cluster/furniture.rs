@@ -1,0 +1,63 @@
+//! What a fresh cluster holds before anyone writes to it — the namespaces every real cluster
+//! starts with and the `kubernetes` Service — and the constructors that install it. Apart from
+//! the cluster's state ([`super`]) because installing goes through the registry, which itself
+//! acts on that state.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{Cluster, ClusterConfig, disks::VolumeStore, ledger::Ledger};
+
+impl Cluster {
+    /// The `kubernetes` Service in `default` and its Endpoints, which every real cluster
+    /// shows first in `kubectl get svc -A` (the apiserver's own address, port 443 → 6443).
+    fn add_kubernetes_service(&self) {
+        let labels = json!({"component": "apiserver", "provider": "kubernetes"});
+        let objects = [
+            (
+                "services",
+                json!({"apiVersion": "v1", "kind": "Service",
+                       "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
+                       "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
+                                "sessionAffinity": "None", "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}}),
+            ),
+            (
+                "endpoints",
+                json!({"apiVersion": "v1", "kind": "Endpoints",
+                       "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+                       "subsets": [{"addresses": [{"ip": "192.168.0.2"}],
+                                    "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}]}),
+            ),
+        ];
+        for (plural, object) in objects {
+            if let Some(rt) = self.resources.by_plural("", plural) {
+                let _ = self.create(&rt, Some("default"), object, &Default::default());
+            }
+        }
+    }
+
+    /// A new cluster holding the namespaces every real cluster starts with.
+    pub fn new(config: ClusterConfig) -> Arc<Self> {
+        Self::in_sandbox(config, Arc::default(), Arc::default())
+    }
+
+    /// A new cluster sharing the ledger and volumes of a sandbox with its other clusters.
+    pub fn in_sandbox(config: ClusterConfig, ledger: Arc<Ledger>, volumes: Arc<VolumeStore>) -> Arc<Self> {
+        let cluster = Arc::new(Self::bare(config, ledger, volumes));
+        let ns = cluster.resources.by_plural("", "namespaces").expect("namespaces are built in");
+        for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            cluster
+                .create(
+                    &ns,
+                    None,
+                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+                    &Default::default(),
+                )
+                .expect("a fresh cluster accepts its own namespaces");
+        }
+        cluster.add_kubernetes_service();
+        cluster
+    }
+}

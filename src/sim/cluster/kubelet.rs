@@ -1,0 +1,465 @@
+//! The node side of a simulated cluster: node registration, the scheduler, one kubelet per
+//! node (pods go Pending → Running → Ready after configurable delays; graceful termination
+//! ends with the kubelet's final delete), and the node-lifecycle controller (a node whose
+//! kubelet stops is marked Unknown after the monitor grace period, tainted unreachable, and
+//! its pods are evicted after the toleration — they then stay Terminating, never replaced,
+//! until force-deleted: the book's at-most-one behaviour, k8s-api.md B.7).
+//!
+//! Runs as one task per cluster, in level-triggered sweeps woken by changes and a short tick.
+//! Its timers live in the task (not in objects), measured in real time scaled by the cluster's
+//! time factor.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Weak},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+use crate::sim::{
+    cluster::{
+        ledger::{self, Incarnation},
+        volumes, {Cluster, SHUTDOWN_ANNOTATION},
+    },
+    store::{
+        object,
+        registry::{DeleteOptions, Subresource, WriteOptions},
+        resources::ResourceType,
+    },
+};
+
+/// Real time between sweeps when nothing changes.
+const TICK: Duration = Duration::from_millis(20);
+
+/// Taint put on nodes whose kubelet stopped posting status.
+pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
+
+/// The kubelet task's memory of when each pod entered its current stage.
+#[derive(Default)]
+struct Timers {
+    /// Pod uid → when it was bound, started running, or started terminating.
+    since: HashMap<String, (Stage, Instant)>,
+    /// Node → when it was tainted unreachable.
+    tainted: HashMap<String, Instant>,
+    /// Node → pod IPs handed out from its pod CIDR so far.
+    ips_given: HashMap<String, u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Scheduled,
+    Running,
+    Terminating,
+}
+
+/// Node names of a cluster.
+pub fn node_names(cluster: &Cluster) -> Vec<String> {
+    (1..=cluster.config.nodes).map(|i| format!("node-{i}")).collect()
+}
+
+/// The index `i` of `node-i` (0 for names the sandbox did not make), which numbers the
+/// node's addresses as a cluster's network would.
+fn node_index(node: &str) -> u32 {
+    node.strip_prefix("node-").and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// The node's InternalIP, which pods report as their hostIP.
+fn host_ip(node: &str) -> String {
+    format!("192.168.0.{}", (node_index(node) + 10) % 256)
+}
+
+/// The `n`th pod IP (from 0) in the node's pod CIDR `10.244.<i>.0/24`, as the CNI hands them
+/// out (.0 and .1 reserved, wrapping round within the range).
+fn pod_ip(node: &str, n: u32) -> String {
+    format!("10.244.{}.{}", node_index(node) % 256, n % 253 + 2)
+}
+
+/// Runs the node side of a cluster until the cluster is dropped.
+pub async fn run(cluster: Weak<Cluster>) {
+    let Some(c) = cluster.upgrade() else { return };
+    register_nodes(&c);
+    drop(c);
+    let mut timers = Timers::default();
+    crate::sim::cluster::controller_loop::run(cluster, TICK, |c| sweep(c, &mut timers)).await;
+}
+
+fn rt(cluster: &Cluster, plural: &str) -> Arc<ResourceType> {
+    cluster.resources.by_plural("", plural).expect("core resources are built in")
+}
+
+fn register_nodes(cluster: &Cluster) {
+    let nodes = rt(cluster, "nodes");
+    for name in node_names(cluster) {
+        let node = json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": format!("{}-a", cluster.config.name)}},
+            "spec": {"podCIDR": format!("10.244.{}.0/24", node_index(&name) % 256), "podCIDRs": [format!("10.244.{}.0/24", node_index(&name) % 256)]},
+            "status": {
+                "conditions": [ready_condition("True", "KubeletReady", "kubelet is posting ready status")],
+                "addresses": [{"type": "InternalIP", "address": host_ip(&name)}, {"type": "Hostname", "address": name}],
+                "nodeInfo": {"kubeletVersion": cluster.config.git_version, "kubeProxyVersion": cluster.config.git_version,
+                             "containerRuntimeVersion": "containerd://1.7.0", "operatingSystem": "linux", "architecture": "amd64",
+                             "osImage": "Ubuntu 22.04.4 LTS", "kernelVersion": "5.15.0-105-generic"},
+                "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            },
+        });
+        let _ = cluster.create(&nodes, None, node, &WriteOptions::default());
+    }
+}
+
+fn ready_condition(status: &str, reason: &str, message: &str) -> Value {
+    let now = object::now_rfc3339();
+    json!({"type": "Ready", "status": status, "reason": reason, "message": message, "lastHeartbeatTime": now, "lastTransitionTime": now})
+}
+
+fn node_ready(node: &Value) -> Option<&str> {
+    node.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == "Ready")?.get("status")?.as_str()
+}
+
+fn has_unreachable_taint(node: &Value) -> bool {
+    node.pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .is_some_and(|t| t.iter().any(|t| t["key"] == UNREACHABLE_TAINT))
+}
+
+/// One pass over nodes and pods.
+fn sweep(cluster: &Cluster, timers: &mut Timers) {
+    cluster.counters.kubelet_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nodes_rt = rt(cluster, "nodes");
+    let pods_rt = rt(cluster, "pods");
+    let (nodes, _) = cluster.storage.list(&(String::new(), "nodes".into()), None);
+    let (pods, _) = cluster.storage.list(&(String::new(), "pods".into()), None);
+    node_lifecycle(cluster, &nodes_rt, &pods_rt, &nodes, &pods, timers);
+    let kubelets = node_names(cluster);
+    let schedulable: Vec<&str> = nodes
+        .iter()
+        .filter(|n| kubelets.iter().any(|k| k == object::name(n)))
+        .filter(|n| {
+            node_ready(n) == Some("True")
+                && !has_unreachable_taint(n)
+                && cluster.faults.node_down_since(object::name(n)).is_none()
+        })
+        .map(|n| object::name(n))
+        .collect();
+    let mut load: HashMap<&str, usize> = schedulable.iter().map(|n| (*n, 0)).collect();
+    for p in &pods {
+        if let Some(n) = p.pointer("/spec/nodeName").and_then(Value::as_str)
+            && let Some(l) = load.get_mut(n)
+        {
+            *l += 1;
+        }
+    }
+    for pod in &pods {
+        let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+        if node.is_empty() {
+            if !object::is_deleting(pod) {
+                schedule(cluster, &pods_rt, pod, &mut load, timers);
+            }
+            continue;
+        }
+        // Only the simulated nodes have kubelets; a Node object created through the API has
+        // none, like a node whose machine never came up.
+        if cluster.faults.node_down_since(node).is_some() || !kubelets.iter().any(|k| k == node) {
+            continue;
+        }
+        kubelet(cluster, &pods_rt, pod, node, timers);
+    }
+    let live: std::collections::HashSet<&str> = pods.iter().map(|p| object::uid(p)).collect();
+    timers.since.retain(|uid, _| live.contains(uid.as_str()));
+}
+
+/// The node a pod must run on because one of its volumes is local to it, if any.
+fn required_node(cluster: &Cluster, pod: &Value) -> Option<String> {
+    let ns = object::namespace(pod);
+    let claims = pod.pointer("/spec/volumes").and_then(Value::as_array)?;
+    claims.iter().filter_map(|v| v.pointer("/persistentVolumeClaim/claimName").and_then(Value::as_str)).find_map(
+        |claim| {
+            let pvc = cluster.storage.get(&(String::new(), "persistentvolumeclaims".into()), ns, claim)?;
+            let pv_name = pvc.pointer("/spec/volumeName").and_then(Value::as_str)?;
+            let pv = cluster.storage.get(&(String::new(), "persistentvolumes".into()), "", pv_name)?;
+            volumes::pv_node(&pv).map(str::to_string)
+        },
+    )
+}
+
+fn schedule(
+    cluster: &Cluster,
+    pods_rt: &ResourceType,
+    pod: &Value,
+    load: &mut HashMap<&str, usize>,
+    timers: &mut Timers,
+) {
+    // A pod whose volume is local to a node goes there or nowhere (it stays Pending while that
+    // node is down); otherwise the least-loaded ready node, ties broken by name.
+    let node = match required_node(cluster, pod) {
+        Some(n) if load.contains_key(n.as_str()) => n,
+        Some(_) => return,
+        None => match load.iter().min_by_key(|(n, l)| (**l, **n)) {
+            Some((n, _)) => n.to_string(),
+            None => return,
+        },
+    };
+    let ns = object::namespace(pod);
+    let res = (String::new(), "pods".to_string());
+    let bound = cluster.storage.update(pods_rt, &res, ns, object::name(pod), |cur| {
+        let mut next = (**cur).clone();
+        if !next.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").is_empty() {
+            return Ok(next);
+        }
+        next["spec"]["nodeName"] = json!(node);
+        next["status"]["conditions"] =
+            json!([{"type": "PodScheduled", "status": "True", "lastTransitionTime": object::now_rfc3339()}]);
+        Ok(next)
+    });
+    if let Ok(b) = bound {
+        if let Some(l) = load.get_mut(node.as_str()) {
+            *l += 1;
+        }
+        timers.since.insert(object::uid(b.object()).to_string(), (Stage::Scheduled, Instant::now()));
+    }
+}
+
+fn write_status(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, f: impl FnOnce(&mut Value)) -> bool {
+    let ns = object::namespace(pod);
+    let uid = object::uid(pod).to_string();
+    cluster
+        .update_with(pods_rt, ns, object::name(pod), Subresource::Status, &WriteOptions::default(), |cur| {
+            if object::uid(cur) != uid {
+                return Err(crate::sim::store::error::ApiError::conflict(pods_rt, object::name(cur)));
+            }
+            let mut next = cur.clone();
+            f(&mut next);
+            Ok(next)
+        })
+        .is_ok()
+}
+
+fn containers(pod: &Value) -> Vec<(String, String)> {
+    pod.pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| (c["name"].as_str().unwrap_or("").to_string(), c["image"].as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn set_running(pod: &mut Value, ip: &str, host_ip: &str) {
+    let now = object::now_rfc3339();
+    let statuses: Vec<Value> = containers(pod)
+        .into_iter()
+        .map(|(name, image)| {
+            json!({"name": name, "image": image, "imageID": "", "containerID": format!("containerd://{name}"),
+                   "ready": false, "started": true, "restartCount": 0, "state": {"running": {"startedAt": now}}})
+        })
+        .collect();
+    let status = &mut pod["status"];
+    status["phase"] = json!("Running");
+    status["podIP"] = json!(ip);
+    status["podIPs"] = json!([{"ip": ip}]);
+    status["hostIP"] = json!(host_ip);
+    status["startTime"] = json!(now);
+    status["containerStatuses"] = json!(statuses);
+    status["conditions"] = json!([
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+        {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+        {"type": "ContainersReady", "status": "False", "lastTransitionTime": now},
+        {"type": "Ready", "status": "False", "lastTransitionTime": now},
+    ]);
+}
+
+fn set_ready(pod: &mut Value, ready: bool) {
+    let now = object::now_rfc3339();
+    let value = if ready { "True" } else { "False" };
+    if let Some(conds) = pod.pointer_mut("/status/conditions").and_then(Value::as_array_mut) {
+        for c in conds.iter_mut().filter(|c| c["type"] == "Ready" || c["type"] == "ContainersReady") {
+            if c["status"] != value {
+                c["status"] = json!(value);
+                c["lastTransitionTime"] = json!(now);
+            }
+        }
+    }
+    if let Some(cs) = pod.pointer_mut("/status/containerStatuses").and_then(Value::as_array_mut) {
+        for c in cs {
+            c["ready"] = json!(ready);
+        }
+    }
+}
+
+/// Whether the pod's Ready condition is True.
+pub fn is_ready(pod: &Value) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+}
+
+fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, timers: &mut Timers) {
+    let uid = object::uid(pod).to_string();
+    let cfg = &cluster.config;
+    let now = Instant::now();
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+    if object::is_deleting(pod) {
+        // Graceful termination: the kubelet stops the containers, then deletes the object.
+        let (stage, since) = *timers.since.entry(uid.clone()).or_insert((Stage::Terminating, now));
+        let since = if stage == Stage::Terminating {
+            since
+        } else {
+            timers.since.insert(uid.clone(), (Stage::Terminating, now));
+            now
+        };
+        // The containers exit after their shutdown time, or are killed at the grace period.
+        let grace = pod.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_u64).unwrap_or(0);
+        let shutdown = pod
+            .pointer(&format!("/metadata/annotations/{}", SHUTDOWN_ANNOTATION.replace('/', "~1")))
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64)
+            .unwrap_or(cfg.container_shutdown);
+        if now.duration_since(since) >= cfg.real(shutdown.min(Duration::from_secs(grace))) {
+            let res = (String::new(), "pods".to_string());
+            let removed = cluster.storage.remove(pods_rt, &res, object::namespace(pod), object::name(pod), |cur| {
+                if object::uid(cur) == uid {
+                    Ok(())
+                } else {
+                    Err(crate::sim::store::error::ApiError::conflict(pods_rt, object::name(cur)))
+                }
+            });
+            if removed.is_ok() {
+                cluster.ledger.stopped(&cfg.name, &uid, jiff::Timestamp::now());
+                cluster.gc_wake.notify_one();
+            }
+        }
+        return;
+    }
+    match phase {
+        "Pending" => {
+            let (_, since) = *timers.since.entry(uid.clone()).or_insert((Stage::Scheduled, now));
+            if now.duration_since(since) >= cfg.real(cfg.pod_start_delay) {
+                let given = timers.ips_given.entry(node.to_string()).or_insert(0);
+                let ip = pod_ip(node, *given);
+                *given = given.wrapping_add(1);
+                let host = host_ip(node);
+                if write_status(cluster, pods_rt, pod, |p| set_running(p, &ip, &host)) {
+                    timers.since.insert(uid.clone(), (Stage::Running, now));
+                    cluster.ledger.started(Incarnation {
+                        cluster: cfg.name.clone(),
+                        namespace: object::namespace(pod).to_string(),
+                        pod: object::name(pod).to_string(),
+                        uid,
+                        node: node.to_string(),
+                        identity: ledger::identity_of(pod),
+                        running_from: jiff::Timestamp::now(),
+                        running_until: None,
+                    });
+                }
+            }
+        }
+        "Running" => {
+            let (_, since) = *timers.since.entry(uid.clone()).or_insert((Stage::Running, now));
+            let forced = cluster.faults.pod_ready(object::namespace(pod), object::name(pod));
+            let want = forced.unwrap_or(now.duration_since(since) >= cfg.real(cfg.pod_ready_delay));
+            if want != is_ready(pod) && (forced.is_some() || want) {
+                write_status(cluster, pods_rt, pod, |p| set_ready(p, want));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Marks dead nodes Unknown and taints them, ends their pods in the ledger, evicts after the
+/// toleration, and restores nodes whose kubelet is back.
+fn node_lifecycle(
+    cluster: &Cluster,
+    nodes_rt: &ResourceType,
+    pods_rt: &ResourceType,
+    nodes: &[Arc<Value>],
+    pods: &[Arc<Value>],
+    timers: &mut Timers,
+) {
+    let cfg = &cluster.config;
+    let now = Instant::now();
+    for node in nodes {
+        let name = object::name(node);
+        let on_node = || pods.iter().filter(move |p| p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(name));
+        match cluster.faults.node_down_since(name) {
+            Some(since) => {
+                if node_ready(node) != Some("Unknown") && now.duration_since(since) >= cfg.real(cfg.node_monitor_grace)
+                {
+                    let marked = cluster.update_with(nodes_rt, "", name, Subresource::Main, &WriteOptions::default(), |cur| {
+                        let mut next = cur.clone();
+                        next["spec"]["taints"] = json!([{"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": object::now_rfc3339()}]);
+                        Ok(next)
+                    });
+                    let statused =
+                        cluster.update_with(nodes_rt, "", name, Subresource::Status, &WriteOptions::default(), |cur| {
+                            let mut next = cur.clone();
+                            next["status"]["conditions"] = json!([ready_condition(
+                                "Unknown",
+                                "NodeStatusUnknown",
+                                "Kubelet stopped posting node status."
+                            )]);
+                            Ok(next)
+                        });
+                    if marked.is_ok() && statused.is_ok() {
+                        timers.tainted.insert(name.to_string(), now);
+                        let dead_at = jiff::Timestamp::now();
+                        for p in on_node() {
+                            cluster.ledger.stopped(&cfg.name, object::uid(p), dead_at);
+                            write_status(cluster, pods_rt, p, |p| set_ready(p, false));
+                        }
+                    }
+                }
+                if let Some(tainted) = timers.tainted.get(name)
+                    && now.duration_since(*tainted) >= cfg.real(cfg.unreachable_toleration)
+                {
+                    for p in on_node().filter(|p| !object::is_deleting(p)) {
+                        // Taint-based eviction: a graceful delete nobody on the node can finish.
+                        let _ =
+                            cluster.delete(pods_rt, object::namespace(p), object::name(p), &DeleteOptions::default());
+                    }
+                }
+            }
+            None if node_ready(node) == Some("Unknown") || has_unreachable_taint(node) => {
+                // The kubelet is back: it reports Ready again and its pods resume.
+                let _ = cluster.update_with(nodes_rt, "", name, Subresource::Main, &WriteOptions::default(), |cur| {
+                    let mut next = cur.clone();
+                    if let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) {
+                        spec.remove("taints");
+                    }
+                    Ok(next)
+                });
+                let _ = cluster.update_with(nodes_rt, "", name, Subresource::Status, &WriteOptions::default(), |cur| {
+                    let mut next = cur.clone();
+                    next["status"]["conditions"] =
+                        json!([ready_condition("True", "KubeletReady", "kubelet is posting ready status")]);
+                    Ok(next)
+                });
+                timers.tainted.remove(name);
+                let back = jiff::Timestamp::now();
+                // A returning kubelet restarts the containers of its running pods, but not of
+                // those being deleted meanwhile (evicted): it only finishes their termination.
+                let restarted = |p: &&Arc<Value>| {
+                    p.pointer("/status/phase").and_then(Value::as_str) == Some("Running") && !object::is_deleting(p)
+                };
+                for p in on_node().filter(restarted) {
+                    cluster.ledger.started(Incarnation {
+                        cluster: cfg.name.clone(),
+                        namespace: object::namespace(p).to_string(),
+                        pod: object::name(p).to_string(),
+                        uid: object::uid(p).to_string(),
+                        node: name.to_string(),
+                        identity: ledger::identity_of(p),
+                        running_from: back,
+                        running_until: None,
+                    });
+                    timers.since.insert(object::uid(p).to_string(), (Stage::Running, now));
+                }
+            }
+            None => {}
+        }
+    }
+}

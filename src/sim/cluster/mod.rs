@@ -1,0 +1,147 @@
+//! The simulated cluster: its state ([`Cluster`]: settings, served resources, storage, faults,
+//! and the sandbox-wide ledger and disks), and the components that act on it as a real
+//! cluster's do — the StatefulSet controller, the kubelets and node lifecycle, the
+//! PersistentVolume controller and the garbage collector. Every component holds an
+//! `Arc<Cluster>` and writes through [`crate::sim::store::registry`], as real controllers
+//! write through the API server.
+
+pub mod components;
+pub mod controller_loop;
+pub mod disks;
+pub mod faults;
+pub mod furniture;
+pub mod gc;
+pub mod kubelet;
+pub mod ledger;
+pub mod statefulset;
+pub mod volumes;
+
+use std::{sync::Arc, time::Duration};
+
+use tokio::sync::Notify;
+
+use self::{disks::VolumeStore, faults::Faults, ledger::Ledger};
+use crate::sim::store::{
+    resources::ResourceTable,
+    storage::{Storage, StorageLimits},
+};
+
+/// Settings of one simulated cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// The cluster's name (kubeconfig context, cluster and user).
+    pub name: String,
+    /// `gitVersion` reported by `/version`.
+    pub git_version: String,
+    /// History and watcher buffer sizes.
+    pub limits: StorageLimits,
+    /// How often a watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// Watch duration when the client sets no `timeoutSeconds` (a real server picks 30–60 min).
+    pub default_watch_timeout: Duration,
+    /// Largest request body accepted (the apiserver's 3 MiB).
+    pub max_body_bytes: usize,
+    /// Seed of every random choice the cluster makes (injected errors, generated names).
+    pub seed: u64,
+    /// Real time per simulated time: every simulated delay (pod start, grace periods, node
+    /// timeouts) is multiplied by it, so tests run the same story in a fraction of the time.
+    pub time_factor: f64,
+    /// Number of worker nodes, named `node-1`, `node-2`, ...
+    pub nodes: usize,
+    /// Simulated time from scheduling to Running.
+    pub pod_start_delay: Duration,
+    /// Simulated time from Running to Ready.
+    pub pod_ready_delay: Duration,
+    /// Simulated time without heartbeats before a node is marked Unknown (`node-monitor-grace-period`).
+    pub node_monitor_grace: Duration,
+    /// Simulated toleration of the unreachable taint before pods are evicted (`DefaultTolerationSeconds`).
+    pub unreachable_toleration: Duration,
+    /// Simulated time a container takes to exit on SIGTERM (real servers exit within a second
+    /// or two); a pod's annotation [`SHUTDOWN_ANNOTATION`] overrides it, and the grace period
+    /// always caps it.
+    pub container_shutdown: Duration,
+}
+
+/// Pod annotation: simulated seconds its containers take to exit on SIGTERM (to model a slow
+/// server; capped by the grace period).
+pub const SHUTDOWN_ANNOTATION: &str = "sim.spanset.dev/shutdown-seconds";
+
+impl ClusterConfig {
+    /// Defaults for a cluster of this name.
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            git_version: "v1.33.1".into(),
+            limits: StorageLimits::default(),
+            bookmark_interval: Duration::from_secs(2),
+            default_watch_timeout: Duration::from_secs(1800),
+            max_body_bytes: 3 * 1024 * 1024,
+            seed: 1,
+            time_factor: 1.0,
+            nodes: 3,
+            pod_start_delay: Duration::from_secs(1),
+            pod_ready_delay: Duration::from_secs(1),
+            node_monitor_grace: Duration::from_secs(40),
+            unreachable_toleration: Duration::from_secs(300),
+            container_shutdown: Duration::from_secs(1),
+        }
+    }
+
+    /// The real duration of a simulated one.
+    pub fn real(&self, simulated: Duration) -> Duration {
+        simulated.mul_f64(self.time_factor.max(0.0))
+    }
+}
+
+/// The state of one simulated cluster.
+pub struct Cluster {
+    /// Settings.
+    pub config: ClusterConfig,
+    /// Served resources, built-in and custom.
+    pub resources: ResourceTable,
+    /// Objects and their history.
+    pub storage: Storage,
+    /// Wakes the garbage collector after deletions.
+    pub gc_wake: Notify,
+    /// Injected faults.
+    pub faults: Faults,
+    /// The identity ledger, shared with the other clusters of the sandbox.
+    pub ledger: Arc<Ledger>,
+    /// Volumes, shared with the other clusters of the sandbox.
+    pub volumes: Arc<VolumeStore>,
+    /// Counts of requests served and controller sweeps made (tests read them to see client
+    /// behaviour, and to wait for "N more sweeps" instead of sleeping).
+    pub counters: Counters,
+}
+
+/// Counts of requests and controller sweeps, for tests and diagnostics.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// LIST requests (each page counts).
+    pub lists: std::sync::atomic::AtomicU64,
+    /// WATCH requests.
+    pub watches: std::sync::atomic::AtomicU64,
+    /// Sweeps of the StatefulSet controller.
+    pub statefulset_sweeps: std::sync::atomic::AtomicU64,
+    /// Sweeps of the kubelets and node lifecycle.
+    pub kubelet_sweeps: std::sync::atomic::AtomicU64,
+}
+
+impl Cluster {
+    /// The bare state of a cluster, holding no objects yet ([`furniture`] fills it).
+    fn bare(config: ClusterConfig, ledger: Arc<Ledger>, volumes: Arc<VolumeStore>) -> Self {
+        Self {
+            ledger,
+            volumes,
+            counters: Counters::default(),
+            storage: Storage::new(config.limits),
+            resources: ResourceTable::default(),
+            // Mixing in the name keeps clusters of one sandbox from drawing the same uids.
+            faults: Faults::new(
+                config.name.bytes().fold(config.seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)),
+            ),
+            config,
+            gc_wake: Notify::new(),
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! The StatefulSet controller of a simulated cluster, following the real one
+//! (`pkg/controller/statefulset`, k8s-api.md B.1–B.6): pods `<set>-<ordinal>` for the ordinals
+//! `[start, start+replicas)`, PVCs from claim templates created before their pod and reused,
+//! condemned pods (outside the range) deleted highest ordinal first, OrderedReady waiting for
+//! Running+Ready+Available before each step, Parallel not waiting, ControllerRevisions with
+//! RollingUpdate (partition) and OnDelete, PVC retention through owner references, and status
+//! written through `/status`.
+//!
+//! Runs as one task per cluster in level-triggered sweeps, woken by changes and a short tick.
+//! It writes only through the cluster's registry, as the real controller writes through the API.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Weak},
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+
+use crate::sim::{
+    cluster::{Cluster, kubelet::is_ready},
+    store::{
+        error::ApiResult,
+        object,
+        registry::{DeleteOptions, Subresource, WriteOptions},
+        resources::ResourceType,
+    },
+};
+
+/// Real time between sweeps when nothing changes.
+const TICK: Duration = Duration::from_millis(25);
+
+/// Label carrying the pod name.
+pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
+/// Label carrying the ordinal (PodIndexLabel, on from 1.28).
+pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
+/// Label naming the ControllerRevision a pod was made from.
+pub const REVISION_LABEL: &str = "controller-revision-hash";
+
+/// Runs the controller until the cluster is dropped.
+pub async fn run(cluster: Weak<Cluster>) {
+    crate::sim::cluster::controller_loop::run(cluster, TICK, sweep).await;
+}
+
+struct Kinds {
+    sets: Arc<ResourceType>,
+    pods: Arc<ResourceType>,
+    pvcs: Arc<ResourceType>,
+    revisions: Arc<ResourceType>,
+}
+
+fn kinds(cluster: &Cluster) -> Kinds {
+    let get = |g: &str, p: &str| cluster.resources.by_plural(g, p).expect("built-in resource");
+    Kinds {
+        sets: get("apps", "statefulsets"),
+        pods: get("", "pods"),
+        pvcs: get("", "persistentvolumeclaims"),
+        revisions: get("apps", "controllerrevisions"),
+    }
+}
+
+/// One pass over every StatefulSet of the cluster.
+pub fn sweep(cluster: &Cluster) {
+    cluster.counters.statefulset_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let k = kinds(cluster);
+    let (sets, _) = cluster.storage.list(&("apps".into(), "statefulsets".into()), None);
+    for set in sets {
+        if let Err(e) = sync(cluster, &k, &set) {
+            tracing::debug!(cluster = %cluster.config.name, set = object::name(&set), error = %e, "statefulset sync");
+        }
+    }
+}
+
+fn i64_at(v: &Value, ptr: &str, default: i64) -> i64 {
+    v.pointer(ptr).and_then(Value::as_i64).unwrap_or(default)
+}
+
+fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
+}
+
+fn owned_by(obj: &Value, uid: &str) -> bool {
+    object::owner_refs(obj).iter().any(|r| r["uid"] == uid && r["controller"] == true)
+}
+
+/// The ordinal of a pod of `set`, parsed from its name as the real controller does.
+pub fn ordinal_of(set: &str, pod: &str) -> Option<i64> {
+    pod.strip_prefix(set)?.strip_prefix('-')?.parse().ok().filter(|o: &i64| *o >= 0)
+}
+
+fn fnv32a(data: &[u8]) -> u32 {
+    data.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
+}
+
+/// The revision hash: FNV-32a of the template and collision count, safe-encoded like
+/// `rand.SafeEncodeString`.
+fn revision_hash(template: &Value, collision_count: i64) -> String {
+    const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut data = serde_json::to_vec(template).expect("JSON values always serialize");
+    data.extend_from_slice(collision_count.to_string().as_bytes());
+    fnv32a(&data).to_string().bytes().map(|c| ALPHANUMS[usize::from(c) % ALPHANUMS.len()] as char).collect()
+}
+
+fn set_owner_ref(set: &Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": object::name(set), "uid": object::uid(set), "controller": true, "blockOwnerDeletion": true})
+}
+
+/// Finds or creates the ControllerRevision for the set's current template; returns its name and
+/// the template of every known revision.
+fn ensure_revision(cluster: &Cluster, k: &Kinds, set: &Value) -> ApiResult<(String, BTreeMap<String, Value>)> {
+    let ns = object::namespace(set);
+    let set_uid = object::uid(set);
+    let template = set.pointer("/spec/template").cloned().unwrap_or(json!({}));
+    let data = json!({"spec": {"template": template, "$patch": "replace"}});
+    let (revs, _) = cluster.storage.list(&("apps".into(), "controllerrevisions".into()), Some(ns));
+    let mine: Vec<&Arc<Value>> = revs.iter().filter(|r| owned_by(r, set_uid)).collect();
+    let templates: BTreeMap<String, Value> = mine
+        .iter()
+        .map(|r| (object::name(r).to_string(), r.pointer("/data/spec/template").cloned().unwrap_or(json!({}))))
+        .collect();
+    if let Some(existing) = mine.iter().find(|r| r.get("data") == Some(&data)) {
+        return Ok((object::name(existing).to_string(), templates));
+    }
+    let collision = i64_at(set, "/status/collisionCount", 0);
+    let hash = revision_hash(&template, collision);
+    let name = format!("{}-{hash}", object::name(set));
+    let revision = mine.iter().map(|r| i64_at(r, "/revision", 0)).max().unwrap_or(0) + 1;
+    let mut labels = set.pointer("/spec/template/metadata/labels").cloned().unwrap_or(json!({}));
+    labels["controller.kubernetes.io/hash"] = json!(hash);
+    let cr = json!({
+        "apiVersion": "apps/v1", "kind": "ControllerRevision",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": [set_owner_ref(set)]},
+        "data": data,
+        "revision": revision,
+    });
+    match cluster.create(&k.revisions, Some(ns), cr, &WriteOptions::default()) {
+        Ok(_) => {}
+        Err(e) if e.code == 409 => {}
+        Err(e) => return Err(e),
+    }
+    let mut templates = templates;
+    templates.insert(name.clone(), template);
+    Ok((name, templates))
+}
+
+fn claim_name(claim: &Value, set: &str, ordinal: i64) -> String {
+    format!("{}-{set}-{ordinal}", str_at(claim, "/metadata/name"))
+}
+
+fn new_pod(set: &Value, template: &Value, revision: &str, ordinal: i64) -> Value {
+    let set_name = object::name(set);
+    let name = format!("{set_name}-{ordinal}");
+    // Shapes are checked on write; fall back to empty objects rather than trust them here.
+    let mut meta = template.get("metadata").filter(|m| m.is_object()).cloned().unwrap_or(json!({}));
+    let mut labels = meta.get("labels").filter(|l| l.is_object()).cloned().unwrap_or(json!({}));
+    labels[POD_NAME_LABEL] = json!(name);
+    labels[POD_INDEX_LABEL] = json!(ordinal.to_string());
+    labels[REVISION_LABEL] = json!(revision);
+    meta["labels"] = labels;
+    meta["name"] = json!(name);
+    meta["namespace"] = json!(object::namespace(set));
+    meta["ownerReferences"] = json!([set_owner_ref(set)]);
+    let mut spec = template.get("spec").filter(|s| s.is_object()).cloned().unwrap_or(json!({}));
+    spec["hostname"] = json!(name);
+    if let Some(svc) = set.pointer("/spec/serviceName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        spec["subdomain"] = json!(svc);
+    }
+    if let Some(claims) = set.pointer("/spec/volumeClaimTemplates").and_then(Value::as_array) {
+        let mut volumes: Vec<Value> = spec.get("volumes").and_then(Value::as_array).cloned().unwrap_or_default();
+        for c in claims {
+            let vname = str_at(c, "/metadata/name");
+            volumes.retain(|v| v["name"] != vname);
+            volumes
+                .push(json!({"name": vname, "persistentVolumeClaim": {"claimName": claim_name(c, set_name, ordinal)}}));
+        }
+        spec["volumes"] = json!(volumes);
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+}
+
+/// Creates the missing PVCs of an ordinal; returns false when one is being deleted (the pod
+/// must wait, as the real controller does: `pvc X is being deleted`).
+fn ensure_claims(
+    cluster: &Cluster,
+    k: &Kinds,
+    set: &Value,
+    ordinal: i64,
+    pvcs: &HashMap<String, Arc<Value>>,
+) -> ApiResult<bool> {
+    let Some(claims) = set.pointer("/spec/volumeClaimTemplates").and_then(Value::as_array) else { return Ok(true) };
+    let ns = object::namespace(set);
+    let mut ready = true;
+    for c in claims {
+        let name = claim_name(c, object::name(set), ordinal);
+        match pvcs.get(&name) {
+            Some(existing) if object::is_deleting(existing) => ready = false,
+            Some(_) => {}
+            None => {
+                let mut labels = c.pointer("/metadata/labels").cloned().unwrap_or(json!({}));
+                if let Some(ml) = set.pointer("/spec/selector/matchLabels").and_then(Value::as_object) {
+                    for (key, v) in ml {
+                        labels[key] = v.clone();
+                    }
+                }
+                let pvc = json!({
+                    "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": name, "namespace": ns, "labels": labels},
+                    "spec": c.get("spec").cloned().unwrap_or(json!({})),
+                });
+                match cluster.create(&k.pvcs, Some(ns), pvc, &WriteOptions::default()) {
+                    Ok(_) => {}
+                    Err(e) if e.code == 409 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(ready)
+}
+
+fn phase(pod: &Value) -> &str {
+    str_at(pod, "/status/phase")
+}
+
+fn is_running_ready(pod: &Value) -> bool {
+    phase(pod) == "Running" && is_ready(pod) && !object::is_deleting(pod)
+}
+
+/// Ready for at least `minReadySeconds` (scaled by the time factor).
+fn is_available(cluster: &Cluster, pod: &Value, min_ready: i64) -> bool {
+    if !is_running_ready(pod) {
+        return false;
+    }
+    if min_ready <= 0 {
+        return true;
+    }
+    let since = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let Some(since) = since else { return false };
+    let needed = cluster.config.real(Duration::from_secs(min_ready as u64));
+    let elapsed = jiff::Timestamp::now().duration_since(since);
+    elapsed.as_secs_f64() >= needed.as_secs_f64()
+}
+
+/// Sets the PVC owner references the retention policy asks for (k8s-api.md B.5).
+fn retention_refs(
+    cluster: &Cluster,
+    k: &Kinds,
+    set: &Value,
+    ordinal: i64,
+    pod: Option<&Value>,
+    in_range: bool,
+    pvcs: &HashMap<String, Arc<Value>>,
+) {
+    let Some(claims) = set.pointer("/spec/volumeClaimTemplates").and_then(Value::as_array) else { return };
+    let when_deleted = str_at(set, "/spec/persistentVolumeClaimRetentionPolicy/whenDeleted") == "Delete";
+    let when_scaled = str_at(set, "/spec/persistentVolumeClaimRetentionPolicy/whenScaled") == "Delete";
+    let set_uid = object::uid(set);
+    for c in claims {
+        let name = claim_name(c, object::name(set), ordinal);
+        let Some(pvc) = pvcs.get(&name) else { continue };
+        let mut refs: Vec<Value> = object::owner_refs(pvc).to_vec();
+        let before = refs.clone();
+        refs.retain(|r| {
+            r["uid"] != set_uid && !(r["kind"] == "Pod" && r["name"] == format!("{}-{ordinal}", object::name(set)))
+        });
+        let scaled_away = !in_range && when_scaled;
+        if when_deleted && !scaled_away {
+            refs.push(set_owner_ref(set));
+        }
+        if scaled_away && let Some(pod) = pod {
+            refs.push(json!({"apiVersion": "v1", "kind": "Pod", "name": object::name(pod), "uid": object::uid(pod), "controller": true, "blockOwnerDeletion": true}));
+        }
+        if refs != before {
+            let _ = cluster.update_with(
+                &k.pvcs,
+                object::namespace(pvc),
+                &name,
+                Subresource::Main,
+                &WriteOptions::default(),
+                |cur| {
+                    let mut next = cur.clone();
+                    if refs.is_empty() {
+                        object::metadata_mut(&mut next).remove("ownerReferences");
+                    } else {
+                        object::metadata_mut(&mut next).insert("ownerReferences".into(), json!(refs));
+                    }
+                    Ok(next)
+                },
+            );
+        }
+    }
+}
+
+fn delete_pod(cluster: &Cluster, k: &Kinds, pod: &Value) {
+    let opts = DeleteOptions { precondition_uid: Some(object::uid(pod).to_string()), ..Default::default() };
+    let _ = cluster.delete(&k.pods, object::namespace(pod), object::name(pod), &opts);
+}
+
+/// One sync of one StatefulSet (`updateStatefulSet`, k8s-api.md B.2).
+fn sync(cluster: &Cluster, k: &Kinds, set: &Value) -> ApiResult<()> {
+    let ns = object::namespace(set);
+    let set_name = object::name(set);
+    let set_uid = object::uid(set);
+    let (update_revision, templates) = ensure_revision(cluster, k, set)?;
+    let current_revision = set
+        .pointer("/status/currentRevision")
+        .and_then(Value::as_str)
+        .filter(|r| templates.contains_key(*r))
+        .map(str::to_string)
+        .unwrap_or_else(|| update_revision.clone());
+
+    let (all_pods, _) = cluster.storage.list(&(String::new(), "pods".into()), Some(ns));
+    let pods: BTreeMap<i64, Arc<Value>> = all_pods
+        .into_iter()
+        .filter(|p| owned_by(p, set_uid))
+        .filter_map(|p| ordinal_of(set_name, object::name(&p)).map(|o| (o, p)))
+        .collect();
+    let (all_pvcs, _) = cluster.storage.list(&(String::new(), "persistentvolumeclaims".into()), Some(ns));
+    let pvcs: HashMap<String, Arc<Value>> = all_pvcs.into_iter().map(|p| (object::name(&p).to_string(), p)).collect();
+
+    let start = i64_at(set, "/spec/ordinals/start", 0);
+    let replicas = i64_at(set, "/spec/replicas", 1);
+    let end = start + replicas;
+    let in_range = |o: i64| o >= start && o < end;
+    let monotonic = str_at(set, "/spec/podManagementPolicy") != "Parallel";
+    let min_ready = i64_at(set, "/spec/minReadySeconds", 0);
+    let on_delete = str_at(set, "/spec/updateStrategy/type") == "OnDelete";
+    let partition = i64_at(set, "/spec/updateStrategy/rollingUpdate/partition", 0);
+
+    if !object::is_deleting(set) {
+        'work: {
+            // Replicas, ascending.
+            for ordinal in start..end {
+                match pods.get(&ordinal) {
+                    None => {
+                        if !ensure_claims(cluster, k, set, ordinal, &pvcs)? {
+                            if monotonic {
+                                break 'work;
+                            }
+                            continue;
+                        }
+                        let revision = if ordinal < start + partition { &current_revision } else { &update_revision };
+                        let template = templates.get(revision).cloned().unwrap_or(json!({}));
+                        let pod = new_pod(set, &template, revision, ordinal);
+                        match cluster.create(&k.pods, Some(ns), pod, &WriteOptions::default()) {
+                            Ok(_) | Err(_) if monotonic => break 'work,
+                            _ => continue,
+                        }
+                    }
+                    Some(pod) => {
+                        if matches!(phase(pod), "Failed" | "Succeeded") && !object::is_deleting(pod) {
+                            delete_pod(cluster, k, pod);
+                            if monotonic {
+                                break 'work;
+                            }
+                            continue;
+                        }
+                        if phase(pod) == "Pending" {
+                            ensure_claims(cluster, k, set, ordinal, &pvcs)?;
+                        }
+                        if monotonic && (object::is_deleting(pod) || !is_available(cluster, pod, min_ready)) {
+                            break 'work;
+                        }
+                    }
+                }
+            }
+            for (ordinal, pod) in &pods {
+                retention_refs(cluster, k, set, *ordinal, Some(pod), in_range(*ordinal), &pvcs);
+            }
+            // Condemned, highest ordinal first.
+            let condemned: Vec<&Arc<Value>> =
+                pods.iter().rev().filter(|(o, _)| !in_range(**o)).map(|(_, p)| p).collect();
+            let first_unhealthy = condemned.iter().find(|p| !is_running_ready(p)).map(|p| object::uid(p).to_string());
+            for pod in &condemned {
+                if object::is_deleting(pod) {
+                    if monotonic {
+                        break 'work;
+                    }
+                    continue;
+                }
+                if monotonic
+                    && !is_available(cluster, pod, min_ready)
+                    && first_unhealthy.as_deref() != Some(object::uid(pod))
+                {
+                    break 'work;
+                }
+                delete_pod(cluster, k, pod);
+                if monotonic {
+                    break 'work;
+                }
+            }
+            if on_delete {
+                break 'work;
+            }
+            // RollingUpdate: highest ordinal down to the partition, one pod at a time.
+            for ordinal in (start + partition.max(0)..end).rev() {
+                let Some(pod) = pods.get(&ordinal) else { continue };
+                if str_at(pod, "/metadata/labels/controller-revision-hash") != update_revision
+                    && !object::is_deleting(pod)
+                {
+                    delete_pod(cluster, k, pod);
+                    break 'work;
+                }
+                if !is_available(cluster, pod, min_ready) {
+                    break 'work;
+                }
+            }
+        }
+    }
+    write_status(cluster, k, set, &pods, &current_revision, &update_revision, min_ready)
+}
+
+fn write_status(
+    cluster: &Cluster,
+    k: &Kinds,
+    set: &Value,
+    pods: &BTreeMap<i64, Arc<Value>>,
+    current_revision: &str,
+    update_revision: &str,
+    min_ready: i64,
+) -> ApiResult<()> {
+    let counted: Vec<&Arc<Value>> = pods.values().filter(|p| !phase(p).is_empty()).collect();
+    let live = || counted.iter().filter(|p| !object::is_deleting(p));
+    let revision_of = |p: &Value| str_at(p, "/metadata/labels/controller-revision-hash").to_string();
+    let ready = counted.iter().filter(|p| is_running_ready(p)).count();
+    let available = counted.iter().filter(|p| is_available(cluster, p, min_ready)).count();
+    let current = live().filter(|p| revision_of(p) == current_revision).count();
+    let updated = live().filter(|p| revision_of(p) == update_revision).count();
+    let spec_replicas = i64_at(set, "/spec/replicas", 1) as usize;
+    let (current_revision, current) =
+        if updated == spec_replicas && ready == spec_replicas && counted.len() == spec_replicas {
+            (update_revision, updated)
+        } else {
+            (current_revision, current)
+        };
+    let status = json!({
+        "observedGeneration": i64_at(set, "/metadata/generation", 1),
+        "replicas": counted.len(),
+        "readyReplicas": ready,
+        "availableReplicas": available,
+        "currentReplicas": current,
+        "updatedReplicas": updated,
+        "currentRevision": current_revision,
+        "updateRevision": update_revision,
+        "collisionCount": i64_at(set, "/status/collisionCount", 0),
+    });
+    if set.get("status") == Some(&status) {
+        return Ok(());
+    }
+    let uid = object::uid(set).to_string();
+    cluster.update_with(
+        &k.sets,
+        object::namespace(set),
+        object::name(set),
+        Subresource::Status,
+        &WriteOptions::default(),
+        |cur| {
+            if object::uid(cur) != uid {
+                return Err(crate::sim::store::error::ApiError::conflict(&k.sets, object::name(cur)));
+            }
+            let mut next = cur.clone();
+            next["status"] = status;
+            Ok(next)
+        },
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinals_parse_like_the_real_controller() {
+        assert_eq!(ordinal_of("web", "web-0"), Some(0));
+        assert_eq!(ordinal_of("web", "web-12"), Some(12));
+        assert_eq!(ordinal_of("web", "webx-1"), None);
+        assert_eq!(ordinal_of("web", "web-a"), None);
+        assert_eq!(ordinal_of("web-1", "web-1-3"), Some(3));
+    }
+
+    #[test]
+    fn revision_hashes_are_stable_and_depend_on_the_template() {
+        let a = revision_hash(&json!({"spec": {"containers": [{"image": "a"}]}}), 0);
+        assert_eq!(a, revision_hash(&json!({"spec": {"containers": [{"image": "a"}]}}), 0));
+        assert_ne!(a, revision_hash(&json!({"spec": {"containers": [{"image": "b"}]}}), 0));
+        assert_ne!(a, revision_hash(&json!({"spec": {"containers": [{"image": "a"}]}}), 1));
+        assert!(a.bytes().all(|c| b"bcdfghjklmnpqrstvwxz2456789".contains(&c)));
+    }
+}

@@ -1,0 +1,241 @@
+//! The PersistentVolume controller of one simulated cluster, over the sandbox's shared
+//! [`super::disks`]: a default StorageClass, dynamic provisioning, binding, and reclaim (Retain keeps
+//! a Released volume, Delete removes it). A PV object copied into another cluster — the
+//! migration blog's step 6 — names the same volume there, so the data arrives with it.
+
+use std::{
+    sync::{Arc, Weak},
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+
+use crate::sim::{
+    cluster::Cluster,
+    store::{
+        object,
+        registry::{DeleteOptions, Subresource, WriteOptions},
+        resources::ResourceType,
+    },
+};
+
+/// CSI driver name of sandbox volumes.
+pub const DRIVER: &str = "volumes.sim.spanset.dev";
+/// The default StorageClass every simulated cluster starts with.
+pub const DEFAULT_CLASS: &str = "standard";
+/// A StorageClass whose volumes live on one node (a pod using one can only run there).
+pub const LOCAL_CLASS: &str = "local";
+
+const TICK: Duration = Duration::from_millis(25);
+
+/// The volume identity a PV names, if it is a sandbox volume.
+pub fn volume_of(pv: &Value) -> Option<&str> {
+    (pv.pointer("/spec/csi/driver").and_then(Value::as_str) == Some(DRIVER))
+        .then(|| pv.pointer("/spec/csi/volumeHandle").and_then(Value::as_str))
+        .flatten()
+}
+
+/// The node a PV is bound to by node affinity, if any.
+pub fn pv_node(pv: &Value) -> Option<&str> {
+    pv.pointer("/spec/nodeAffinity/required/nodeSelectorTerms/0/matchExpressions/0/values/0").and_then(Value::as_str)
+}
+
+/// Runs the PersistentVolume controller of a cluster until it is dropped.
+pub async fn run(cluster: Weak<Cluster>) {
+    let Some(c) = cluster.upgrade() else { return };
+    install_classes(&c);
+    drop(c);
+    crate::sim::cluster::controller_loop::run(cluster, TICK, sweep).await;
+}
+
+fn install_classes(cluster: &Cluster) {
+    let Some(sc) = cluster.resources.by_plural("storage.k8s.io", "storageclasses") else { return };
+    let classes = [
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+               "metadata": {"name": DEFAULT_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+               "provisioner": DRIVER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"}),
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": LOCAL_CLASS},
+               "provisioner": DRIVER, "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer",
+               "parameters": {"locality": "node"}}),
+    ];
+    for class in classes {
+        let _ = cluster.create(&sc, None, class, &WriteOptions::default());
+    }
+}
+
+struct Kinds {
+    pvs: Arc<ResourceType>,
+    pvcs: Arc<ResourceType>,
+}
+
+fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
+}
+
+/// One pass: provision, bind, release and reclaim.
+pub fn sweep(cluster: &Cluster) {
+    let k = Kinds {
+        pvs: cluster.resources.by_plural("", "persistentvolumes").expect("built in"),
+        pvcs: cluster.resources.by_plural("", "persistentvolumeclaims").expect("built in"),
+    };
+    let (pvs, _) = cluster.storage.list(&(String::new(), "persistentvolumes".into()), None);
+    let (pvcs, _) = cluster.storage.list(&(String::new(), "persistentvolumeclaims".into()), None);
+    let (classes, _) = cluster.storage.list(&("storage.k8s.io".into(), "storageclasses".into()), None);
+    let (pods, _) = cluster.storage.list(&(String::new(), "pods".into()), None);
+
+    // Claims first: bind to a PV that names them, else provision.
+    for pvc in pvcs.iter().filter(|c| str_at(c, "/status/phase") != "Bound" && !object::is_deleting(c)) {
+        let ns = object::namespace(pvc);
+        let name = object::name(pvc);
+        // A PV reserved for this claim by name (a copied PV has its claimRef uid removed).
+        // A PV reserved for this claim by name (a copied PV has its claimRef uid removed).
+        let waiting_pv = pvs.iter().find(|pv| {
+            let uid = str_at(pv, "/spec/claimRef/uid");
+            str_at(pv, "/spec/claimRef/namespace") == ns
+                && str_at(pv, "/spec/claimRef/name") == name
+                && (uid.is_empty() || uid == object::uid(pvc))
+        });
+        let named_pv = str_at(pvc, "/spec/volumeName");
+        let pv = waiting_pv.or_else(|| pvs.iter().find(|pv| !named_pv.is_empty() && object::name(pv) == named_pv));
+        match pv {
+            Some(pv) => bind(cluster, &k, pv, pvc),
+            None => {
+                let class_name = match str_at(pvc, "/spec/storageClassName") {
+                    "" => DEFAULT_CLASS,
+                    c => c,
+                };
+                let Some(class) = classes.iter().find(|c| object::name(c) == class_name) else { continue };
+                if str_at(class, "/provisioner") != DRIVER || !named_pv.is_empty() {
+                    continue;
+                }
+                let local = str_at(class, "/parameters/locality") == "node";
+                // WaitForFirstConsumer: provision where the first pod using the claim was placed.
+                let node = if local {
+                    let user = pods.iter().find(|p| {
+                        object::namespace(p) == ns
+                            && p.pointer("/spec/volumes").and_then(Value::as_array).is_some_and(|vs| {
+                                vs.iter().any(|v| {
+                                    v.pointer("/persistentVolumeClaim/claimName").and_then(Value::as_str) == Some(name)
+                                })
+                            })
+                    });
+                    match user.map(|p| str_at(p, "/spec/nodeName")).filter(|n| !n.is_empty()) {
+                        Some(n) => Some(n.to_string()),
+                        None => continue,
+                    }
+                } else {
+                    None
+                };
+                provision(cluster, &k, pvc, class, class_name, node);
+            }
+        }
+    }
+
+    // Volumes whose claim is gone: Released, then reclaimed by policy.
+    for pv in pvs.iter().filter(|pv| !object::is_deleting(pv)) {
+        let claim_ns = str_at(pv, "/spec/claimRef/namespace");
+        let claim_name = str_at(pv, "/spec/claimRef/name");
+        let claim_uid = str_at(pv, "/spec/claimRef/uid");
+        if claim_name.is_empty() || claim_uid.is_empty() {
+            continue;
+        }
+        let claim_alive = pvcs
+            .iter()
+            .any(|c| object::namespace(c) == claim_ns && object::name(c) == claim_name && object::uid(c) == claim_uid);
+        if claim_alive {
+            continue;
+        }
+        if str_at(pv, "/spec/persistentVolumeReclaimPolicy") == "Delete" {
+            if let Some(id) = volume_of(pv) {
+                cluster.volumes.destroy(id);
+            }
+            let _ = cluster.delete(&k.pvs, "", object::name(pv), &DeleteOptions::default());
+        } else if str_at(pv, "/status/phase") != "Released" {
+            set_phase(cluster, &k.pvs, "", object::name(pv), "Released");
+        }
+    }
+}
+
+fn set_phase(cluster: &Cluster, rt: &ResourceType, ns: &str, name: &str, phase: &str) {
+    let _ = cluster.update_with(rt, ns, name, Subresource::Status, &WriteOptions::default(), |cur| {
+        let mut next = cur.clone();
+        next["status"]["phase"] = json!(phase);
+        Ok(next)
+    });
+}
+
+fn provision(cluster: &Cluster, k: &Kinds, pvc: &Value, class: &Value, class_name: &str, node: Option<String>) {
+    let id = cluster.volumes.provision(node.clone().map(|n| (cluster.config.name.clone(), n)));
+    let storage = pvc.pointer("/spec/resources/requests/storage").cloned().unwrap_or(json!("1Gi"));
+    let mut pv = json!({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": format!("pvc-{}", object::uid(pvc)), "annotations": {"pv.kubernetes.io/provisioned-by": DRIVER}},
+        "spec": {
+            "capacity": {"storage": storage},
+            "accessModes": pvc.pointer("/spec/accessModes").cloned().unwrap_or(json!(["ReadWriteOnce"])),
+            "persistentVolumeReclaimPolicy": str_at(class, "/reclaimPolicy"),
+            "storageClassName": class_name,
+            "volumeMode": "Filesystem",
+            "csi": {"driver": DRIVER, "volumeHandle": id},
+            "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": object::namespace(pvc), "name": object::name(pvc), "uid": object::uid(pvc)},
+        },
+    });
+    if let Some(n) = node {
+        pv["spec"]["nodeAffinity"] = json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [n]}]}]}});
+    }
+    match cluster.create(&k.pvs, None, pv, &WriteOptions::default()) {
+        Ok(created) => bind(cluster, k, &created, pvc),
+        Err(_) => cluster.volumes.destroy(&id),
+    }
+}
+
+fn bind(cluster: &Cluster, k: &Kinds, pv: &Value, pvc: &Value) {
+    let pv_name = object::name(pv).to_string();
+    let claim = json!({"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": object::namespace(pvc), "name": object::name(pvc), "uid": object::uid(pvc)});
+    let pv_ok = cluster
+        .update_with(&k.pvs, "", &pv_name, Subresource::Main, &WriteOptions::default(), |cur| {
+            let mut next = cur.clone();
+            next["spec"]["claimRef"] = claim.clone();
+            Ok(next)
+        })
+        .is_ok();
+    if !pv_ok {
+        return;
+    }
+    set_phase(cluster, &k.pvs, "", &pv_name, "Bound");
+    let capacity = pv.pointer("/spec/capacity").cloned().unwrap_or(json!({}));
+    let modes = pv.pointer("/spec/accessModes").cloned().unwrap_or(json!([]));
+    let class = pv.pointer("/spec/storageClassName").cloned();
+    let _ = cluster.update_with(
+        &k.pvcs,
+        object::namespace(pvc),
+        object::name(pvc),
+        Subresource::Main,
+        &WriteOptions::default(),
+        |cur| {
+            let mut next = cur.clone();
+            next["spec"]["volumeName"] = json!(pv_name);
+            if let Some(c) = &class
+                && next.pointer("/spec/storageClassName").is_none()
+            {
+                next["spec"]["storageClassName"] = c.clone();
+            }
+            let meta = object::metadata_mut(&mut next);
+            let ann = meta.entry("annotations").or_insert(json!({}));
+            ann["pv.kubernetes.io/bind-completed"] = json!("yes");
+            Ok(next)
+        },
+    );
+    let _ = cluster.update_with(
+        &k.pvcs,
+        object::namespace(pvc),
+        object::name(pvc),
+        Subresource::Status,
+        &WriteOptions::default(),
+        |cur| {
+            let mut next = cur.clone();
+            next["status"] = json!({"phase": "Bound", "capacity": capacity, "accessModes": modes});
+            Ok(next)
+        },
+    );
+}

@@ -1,0 +1,207 @@
+//! The admin API of a running sandbox (what `spanset sim-ctl` talks to): lists the simulated
+//! clusters and injects faults into them. Answers are JSON; errors are `{"error": "..."}`
+//! with one readable line.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use http::{Method, Response};
+use hyper::{body::Incoming, service::service_fn};
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::sim::{
+    api::response::{self, Body},
+    cluster::{
+        Cluster,
+        disks::VolumeStore,
+        faults::{ErrorRate, Partition},
+        ledger::Ledger,
+        volumes,
+    },
+};
+
+/// Clusters by name, with their API server URLs.
+pub type Clusters = Arc<BTreeMap<String, (Arc<Cluster>, String)>>;
+
+/// What the admin API serves: the clusters and the sandbox-wide ledger and volumes.
+pub struct Sandbox {
+    /// Clusters by name.
+    pub clusters: Clusters,
+    /// The identity ledger.
+    pub ledger: Arc<Ledger>,
+    /// The shared volumes.
+    pub volumes: Arc<VolumeStore>,
+}
+
+/// Serves the admin API until the task is aborted.
+pub async fn serve(listener: TcpListener, sandbox: Arc<Sandbox>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let sandbox = sandbox.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let sandbox = sandbox.clone();
+                async move { Ok::<_, std::convert::Infallible>(handle(&sandbox, req)) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+        });
+    }
+}
+
+fn handle(sandbox: &Sandbox, req: http::Request<Incoming>) -> Response<Body> {
+    let clusters = &sandbox.clusters;
+    let path: Vec<&str> = req.uri().path().split('/').filter(|s| !s.is_empty()).collect();
+    let query: BTreeMap<String, String> =
+        url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()).into_owned().collect();
+    match (req.method(), path.as_slice()) {
+        (&Method::GET, ["clusters"]) => {
+            let list: Vec<_> = clusters
+                .iter()
+                .map(|(name, (c, url))| {
+                    json!({"name": name, "server": url, "resourceVersion": c.storage.current_rv(), "faults": c.faults.describe()})
+                })
+                .collect();
+            response::json(200, &json!({"clusters": list}))
+        }
+        (&Method::GET, ["healthz"]) => response::raw(200, "text/plain; charset=utf-8", "ok"),
+        (&Method::GET, ["ledger"]) => {
+            let overlaps = sandbox.ledger.overlaps();
+            response::json(
+                200,
+                &json!({
+                    "incarnations": sandbox.ledger.entries(),
+                    "overlaps": overlaps,
+                    "violations": overlaps.iter().map(|o| o.to_string()).collect::<Vec<_>>(),
+                }),
+            )
+        }
+        (&Method::GET, ["volumes"]) => response::json(200, &json!({"volumes": sandbox.volumes.all()})),
+        (&Method::GET | &Method::POST, ["clusters", name, "volumes", pv]) => match clusters.get(*name) {
+            None => admin_error(404, &format!("no simulated cluster named {name:?} (have: {})", names(clusters))),
+            Some((cluster, _)) => volume_data(sandbox, cluster, pv, req.method() == Method::POST, &query),
+        },
+        (&Method::POST, ["clusters", name, action]) => match clusters.get(*name) {
+            None => admin_error(404, &format!("no simulated cluster named {name:?} (have: {})", names(clusters))),
+            Some((cluster, _)) => match fault_action(cluster, action, &query) {
+                Ok(()) => response::json(200, &json!({"cluster": name, "faults": cluster.faults.describe()})),
+                Err(msg) => admin_error(400, &msg),
+            },
+        },
+        _ => admin_error(404, &format!("unknown admin request {} {}", req.method(), req.uri().path())),
+    }
+}
+
+fn names(clusters: &Clusters) -> String {
+    clusters.keys().cloned().collect::<Vec<_>>().join(", ")
+}
+
+fn admin_error(code: u16, message: &str) -> Response<Body> {
+    response::json(code, &json!({"error": message}))
+}
+
+fn param<'a>(query: &'a BTreeMap<String, String>, key: &str) -> Result<&'a str, String> {
+    query.get(key).map(String::as_str).ok_or_else(|| format!("missing parameter {key:?}"))
+}
+
+/// Reads or writes the data marker of the volume behind a PV of a cluster.
+fn volume_data(
+    sandbox: &Sandbox,
+    cluster: &Cluster,
+    pv: &str,
+    write: bool,
+    query: &BTreeMap<String, String>,
+) -> Response<Body> {
+    let Some(obj) = cluster.storage.get(&(String::new(), "persistentvolumes".into()), "", pv) else {
+        return admin_error(404, &format!("cluster {} has no PersistentVolume {pv:?}", cluster.config.name));
+    };
+    let Some(id) = volumes::volume_of(&obj) else {
+        return admin_error(400, &format!("PersistentVolume {pv:?} is not a sandbox volume"));
+    };
+    if write {
+        let Some(data) = query.get("data") else { return admin_error(400, "missing parameter \"data\"") };
+        if !sandbox.volumes.write(id, data) {
+            return admin_error(404, &format!("volume {id} of PersistentVolume {pv:?} no longer exists"));
+        }
+    }
+    match sandbox.volumes.get(id) {
+        Some(v) => response::json(200, &json!({"persistentVolume": pv, "volume": v})),
+        None => admin_error(404, &format!("volume {id} of PersistentVolume {pv:?} no longer exists")),
+    }
+}
+
+/// Applies one fault command to a cluster.
+fn fault_action(cluster: &Cluster, action: &str, query: &BTreeMap<String, String>) -> Result<(), String> {
+    let faults = &cluster.faults;
+    match action {
+        "partition" => {
+            let mode = match query.get("mode").map(String::as_str).unwrap_or("refuse") {
+                "refuse" => Partition::Refuse,
+                "hang" => Partition::Hang,
+                other => {
+                    return Err(format!("partition mode must be refuse or hang, not {other:?}"));
+                }
+            };
+            faults.set_partition(mode);
+        }
+        "heal" => faults.heal(),
+        "latency" => {
+            let ms = param(query, "ms")?;
+            faults.set_latency_ms(
+                ms.parse().map_err(|_| format!("latency must be a whole number of milliseconds, not {ms:?}"))?,
+            );
+        }
+        "errors" => {
+            let rate: f64 =
+                param(query, "rate")?.parse().map_err(|_| "error rate must be a number from 0 to 1".to_string())?;
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(format!("error rate must be from 0 to 1, not {rate}"));
+            }
+            let code: u16 = query
+                .get("code")
+                .map(String::as_str)
+                .unwrap_or("500")
+                .parse()
+                .map_err(|_| "error code must be an HTTP status code".to_string())?;
+            if !(400..=599).contains(&code) {
+                return Err(format!("error code must be from 400 to 599, not {code}"));
+            }
+            faults.set_errors((rate > 0.0).then_some(ErrorRate { rate, code }));
+        }
+        "cut-watches" => cluster.storage.close_watches(),
+        "expire-watches" => {
+            cluster.storage.compact();
+            cluster.storage.close_watches();
+        }
+        "node-down" | "node-up" => {
+            let node = param(query, "node")?;
+            if !crate::sim::cluster::kubelet::node_names(cluster).iter().any(|n| n == node) {
+                return Err(format!("cluster {} has no simulated node {node:?}", cluster.config.name));
+            }
+            faults.set_node_down(node, action == "node-down");
+        }
+        "pod-ready" => {
+            let pod = param(query, "pod")?;
+            let namespace = query.get("namespace").map(String::as_str).unwrap_or("default");
+            let ready = match param(query, "ready")? {
+                "true" => Some(true),
+                "false" => Some(false),
+                "auto" => None,
+                other => return Err(format!("pod-ready takes true, false or auto, not {other:?}")),
+            };
+            faults.set_pod_ready(namespace, pod, ready);
+        }
+        "drop-ordinals" => {
+            let on = param(query, "on")?;
+            faults.set_drop_ordinals(match on {
+                "true" => true,
+                "false" => false,
+                other => return Err(format!("drop-ordinals takes true or false, not {other:?}")),
+            });
+        }
+        other => return Err(format!("unknown fault {other:?}")),
+    }
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! A fleet of simulated clusters started together (what `spanset sim` runs, and what tests
+//! embed): one API server per cluster on 127.0.0.1, plus the admin API.
+
+use std::{collections::BTreeMap, net::SocketAddr, sync::Arc};
+
+use tokio::net::TcpListener;
+
+use crate::sim::{
+    api::server::{self, ServerHandle},
+    cluster::{
+        disks::VolumeStore,
+        ledger::Ledger,
+        {Cluster, ClusterConfig, components},
+    },
+    sandbox::admin,
+};
+
+/// Errors starting a fleet.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// A listener could not be bound.
+    #[error("cannot listen on 127.0.0.1:{port} for cluster {cluster}: {source}")]
+    Bind {
+        /// Which cluster (or `admin`).
+        cluster: String,
+        /// The port asked for (0 = any free port).
+        port: u16,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Running simulated clusters, by name, and the admin listener.
+pub struct Fleet {
+    /// API servers by cluster name, in the order given.
+    pub servers: Vec<ServerHandle>,
+    /// Address of the admin API.
+    pub admin_addr: SocketAddr,
+    admin: tokio::task::JoinHandle<()>,
+    /// The identity ledger shared by all clusters.
+    pub ledger: Arc<Ledger>,
+}
+
+async fn bind(cluster: &str, port: u16) -> Result<TcpListener, FleetError> {
+    TcpListener::bind(("127.0.0.1", port)).await.map_err(|source| FleetError::Bind {
+        cluster: cluster.to_string(),
+        port,
+        source,
+    })
+}
+
+impl Fleet {
+    /// Starts one API server per config, on `port_base + i` (or free ports), and the admin API
+    /// on `port_base + n`.
+    pub async fn start(configs: Vec<ClusterConfig>, port_base: Option<u16>) -> Result<Self, FleetError> {
+        let port_at = |i: usize| port_base.map(|b| b.saturating_add(i as u16)).unwrap_or(0);
+        let mut servers = Vec::new();
+        let ledger = Arc::new(Ledger::default());
+        let volumes = Arc::new(VolumeStore::default());
+        for (i, config) in configs.into_iter().enumerate() {
+            let listener = bind(&config.name, port_at(i)).await?;
+            let cluster = Cluster::in_sandbox(config, ledger.clone(), volumes.clone());
+            servers.push(
+                {
+                    let components = components::spawn(&cluster);
+                    server::serve(cluster, listener, components)
+                }
+                .map_err(|source| FleetError::Bind {
+                    cluster: "?".into(),
+                    port: port_at(i),
+                    source,
+                })?,
+            );
+        }
+        let n = servers.len();
+        let admin_listener = bind("admin", port_at(n)).await?;
+        let admin_addr = admin_listener.local_addr().map_err(|source| FleetError::Bind {
+            cluster: "admin".into(),
+            port: port_at(n),
+            source,
+        })?;
+        let clusters: BTreeMap<String, (Arc<Cluster>, String)> =
+            servers.iter().map(|s| (s.cluster.config.name.clone(), (s.cluster.clone(), s.url()))).collect();
+        let sandbox = admin::Sandbox { clusters: Arc::new(clusters), ledger: ledger.clone(), volumes: volumes.clone() };
+        let admin = tokio::spawn(admin::serve(admin_listener, Arc::new(sandbox)));
+        Ok(Self { servers, admin_addr, admin, ledger })
+    }
+
+    /// `(name, url)` of each cluster, in order.
+    pub fn endpoints(&self) -> Vec<(String, String)> {
+        self.servers.iter().map(|s| (s.cluster.config.name.clone(), s.url())).collect()
+    }
+
+    /// The server of one cluster.
+    pub fn server(&self, name: &str) -> Option<&ServerHandle> {
+        self.servers.iter().find(|s| s.cluster.config.name == name)
+    }
+
+    /// The admin API's base URL.
+    pub fn admin_url(&self) -> String {
+        format!("http://{}", self.admin_addr)
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.admin.abort();
+    }
+}

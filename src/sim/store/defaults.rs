@@ -1,0 +1,150 @@
+//! Defaulting and create-time status, as the apiserver's defaulters and `PrepareForCreate`
+//! strategies do for the kinds the simulator serves (k8s-api.md B.1 "Defaults").
+
+use serde_json::{Value, json};
+
+use crate::sim::store::resources::ResourceType;
+
+fn default_field(obj: &mut Value, path: &[&str], value: Value) {
+    let mut cur = obj;
+    for (i, seg) in path.iter().enumerate() {
+        if !cur.is_object() {
+            return;
+        }
+        let map = cur.as_object_mut().expect("checked above");
+        if i + 1 == path.len() {
+            map.entry(seg.to_string()).or_insert(value);
+            return;
+        }
+        cur = map.entry(seg.to_string()).or_insert_with(|| json!({}));
+    }
+}
+
+fn default_pod_spec(spec: &mut Value) {
+    default_field(spec, &["restartPolicy"], json!("Always"));
+    default_field(spec, &["terminationGracePeriodSeconds"], json!(30));
+    default_field(spec, &["dnsPolicy"], json!("ClusterFirst"));
+    default_field(spec, &["schedulerName"], json!("default-scheduler"));
+    default_field(spec, &["securityContext"], json!({}));
+    if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
+        for c in containers {
+            default_field(c, &["terminationMessagePath"], json!("/dev/termination-log"));
+            default_field(c, &["terminationMessagePolicy"], json!("File"));
+            default_field(c, &["imagePullPolicy"], json!("IfNotPresent"));
+            default_field(c, &["resources"], json!({}));
+        }
+    }
+}
+
+/// Applies the defaults the real apiserver sets on every write of this kind.
+pub fn apply(rt: &ResourceType, obj: &mut Value) {
+    if rt.custom {
+        return;
+    }
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        ("apps", "statefulsets") => {
+            default_field(obj, &["spec", "replicas"], json!(1));
+            default_field(obj, &["spec", "podManagementPolicy"], json!("OrderedReady"));
+            default_field(obj, &["spec", "revisionHistoryLimit"], json!(10));
+            default_field(obj, &["spec", "updateStrategy", "type"], json!("RollingUpdate"));
+            if obj.pointer("/spec/updateStrategy/type").and_then(Value::as_str) == Some("RollingUpdate") {
+                default_field(obj, &["spec", "updateStrategy", "rollingUpdate", "partition"], json!(0));
+            }
+            default_field(obj, &["spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted"], json!("Retain"));
+            default_field(obj, &["spec", "persistentVolumeClaimRetentionPolicy", "whenScaled"], json!("Retain"));
+            if let Some(tpl) = obj.pointer_mut("/spec/template/spec") {
+                default_pod_spec(tpl);
+            }
+            if let Some(claims) = obj.pointer_mut("/spec/volumeClaimTemplates").and_then(Value::as_array_mut) {
+                for c in claims {
+                    default_field(c, &["spec", "volumeMode"], json!("Filesystem"));
+                }
+            }
+        }
+        ("", "pods") => {
+            if let Some(spec) = obj.get_mut("spec") {
+                default_pod_spec(spec);
+            }
+        }
+        ("", "persistentvolumeclaims") => default_field(obj, &["spec", "volumeMode"], json!("Filesystem")),
+        ("", "persistentvolumes") => {
+            default_field(obj, &["spec", "persistentVolumeReclaimPolicy"], json!("Retain"));
+            default_field(obj, &["spec", "volumeMode"], json!("Filesystem"));
+        }
+        ("", "services") => {
+            default_field(obj, &["spec", "type"], json!("ClusterIP"));
+            default_field(obj, &["spec", "sessionAffinity"], json!("None"));
+        }
+        ("", "secrets") => {
+            default_field(obj, &["type"], json!("Opaque"));
+            merge_string_data(obj);
+        }
+        ("", "namespaces") => default_field(obj, &["spec", "finalizers"], json!(["kubernetes"])),
+        ("storage.k8s.io", "storageclasses") => {
+            default_field(obj, &["reclaimPolicy"], json!("Delete"));
+            default_field(obj, &["volumeBindingMode"], json!("Immediate"));
+        }
+        _ => {}
+    }
+}
+
+/// The status a new object starts with (`PrepareForCreate`): cleared for kinds whose status is
+/// a subresource, with the initial phase where the kind has one.
+pub fn initial_status(rt: &ResourceType, obj: &mut Value) {
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
+    let initial = match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "pods") => Some(json!({"phase": "Pending", "qosClass": "BestEffort"})),
+        ("", "persistentvolumeclaims") => Some(json!({"phase": "Pending"})),
+        ("", "persistentvolumes") => Some(json!({"phase": "Pending"})),
+        ("", "namespaces") => Some(json!({"phase": "Active"})),
+        // Nodes register with their own status (the kubelet writes it on create).
+        ("", "nodes") => return,
+        _ if rt.status_subresource => Some(json!({})),
+        _ => None,
+    };
+    match initial {
+        Some(s) if s.as_object().is_some_and(|m| m.is_empty()) && !rt.custom => {
+            map.insert("status".into(), s);
+        }
+        Some(s) if !rt.custom => {
+            map.insert("status".into(), s);
+        }
+        // Custom resources with a status subresource drop status on create.
+        Some(_) => {
+            map.remove("status");
+        }
+        None => {}
+    }
+}
+
+/// A Secret's `stringData` is write-only: the apiserver merges it into `data` (base64), over
+/// any key of the same name, and never stores it.
+fn merge_string_data(obj: &mut Value) {
+    use base64::Engine;
+    let Some(map) = obj.as_object_mut() else { return };
+    let Some(Value::Object(strings)) = map.remove("stringData") else { return };
+    let data = map.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    for (k, v) in strings {
+        if let Some(text) = v.as_str() {
+            data[k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secrets_string_data_is_merged_into_data_and_not_kept() {
+        let rt = crate::sim::store::resources::builtins().into_iter().find(|r| r.plural == "secrets").unwrap();
+        let mut secret = json!({"data": {"a": "eA==", "b": "eQ=="}, "stringData": {"b": "two", "c": "three"}});
+        apply(&rt, &mut secret);
+        assert_eq!(secret, json!({"type": "Opaque", "data": {"a": "eA==", "b": "dHdv", "c": "dGhyZWU="}}));
+    }
+}

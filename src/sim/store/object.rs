@@ -1,0 +1,104 @@
+//! Small accessors over objects held as JSON values, so every layer reads metadata the same way.
+
+use serde_json::{Map, Value, json};
+
+/// `metadata.name`, or `""`.
+pub fn name(obj: &Value) -> &str {
+    obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+}
+
+/// `metadata.namespace`, or `""` for cluster-scoped objects.
+pub fn namespace(obj: &Value) -> &str {
+    obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("")
+}
+
+/// Namespace (`""` for cluster-scoped) and name: where storage keeps an object.
+pub type ObjectKey = (String, String);
+
+/// The storage key of an object.
+pub fn key_of(obj: &Value) -> ObjectKey {
+    (namespace(obj).to_string(), name(obj).to_string())
+}
+
+/// `metadata.uid`, or `""`.
+pub fn uid(obj: &Value) -> &str {
+    obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("")
+}
+
+/// `metadata.resourceVersion` as a number (0 when absent or not numeric).
+pub fn resource_version(obj: &Value) -> u64 {
+    obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// Sets `metadata.resourceVersion`.
+pub fn set_resource_version(obj: &mut Value, rv: u64) {
+    metadata_mut(obj).insert("resourceVersion".into(), Value::String(rv.to_string()));
+}
+
+/// `metadata` as a mutable map, created if missing.
+pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.is_object() {
+        *obj = json!({});
+    }
+    let map = obj.as_object_mut().expect("object ensured above");
+    let meta = map.entry("metadata").or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    meta.as_object_mut().expect("object ensured above")
+}
+
+/// `metadata.labels`, if any.
+pub fn labels(obj: &Value) -> Option<&Map<String, Value>> {
+    obj.pointer("/metadata/labels").and_then(Value::as_object)
+}
+
+/// `metadata.finalizers` as strings.
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+/// Whether `metadata.deletionTimestamp` is set.
+pub fn is_deleting(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null())
+}
+
+/// `metadata.ownerReferences`.
+pub fn owner_refs(obj: &Value) -> &[Value] {
+    obj.pointer("/metadata/ownerReferences").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// Reads a simple JSONPath such as `.spec.replicas` (dots only, as CRD scale paths use).
+pub fn at_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+    path.trim_start_matches('.').split('.').filter(|s| !s.is_empty()).try_fold(obj, |v, seg| v.get(seg))
+}
+
+/// Writes a simple JSONPath, creating objects on the way.
+pub fn set_path(obj: &mut Value, path: &str, value: Value) {
+    let segs: Vec<&str> = path.trim_start_matches('.').split('.').filter(|s| !s.is_empty()).collect();
+    let mut cur = obj;
+    for (i, seg) in segs.iter().enumerate() {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        let map = cur.as_object_mut().expect("object ensured above");
+        if i + 1 == segs.len() {
+            map.insert(seg.to_string(), value);
+            return;
+        }
+        cur = map.entry(seg.to_string()).or_insert_with(|| json!({}));
+    }
+}
+
+/// The current time in the apiserver's RFC 3339 seconds format.
+pub fn now_rfc3339() -> String {
+    format_time(jiff::Timestamp::now())
+}
+
+/// Formats a timestamp as `2006-01-02T15:04:05Z`.
+pub fn format_time(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
