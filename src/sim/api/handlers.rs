@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::sim::{
     api::{
-        discovery, list,
+        discovery, list, logs,
         negotiate::{self, Output},
         patch::{self, PatchError},
         protobuf,
@@ -28,6 +28,7 @@ use crate::sim::{
         object,
         registry::{DeleteOptions, Deleted, Propagation, Subresource, WriteOptions},
         resources::ResourceType,
+        views,
     },
 };
 
@@ -184,6 +185,16 @@ async fn resource(
     {
         return Err(ApiError::no_route());
     }
+    // A view (events.k8s.io/v1 Events) is read through itself, which converts what it shows,
+    // and written through the resource it views, after converting what was sent.
+    let stored_rt = match rt.view {
+        Some(_) => {
+            let (group, plural) = rt.storage_key();
+            cluster.resources.by_plural(&group, &plural).ok_or_else(ApiError::no_route)?
+        }
+        None => rt.clone(),
+    };
+    let stored_version = if rt.view.is_some() { stored_rt.version() } else { path.version.as_str() };
     let q = Query::parse(parts.uri.query())?;
     let out = negotiate::output(accept).ok_or_else(|| ApiError::not_acceptable(accept.unwrap_or("")))?;
     let ns = path.namespace.as_deref();
@@ -207,20 +218,23 @@ async fn resource(
         (&Method::GET, Some(name), Some("status")) if rt.status_subresource => {
             Ok(response::json(200, &render::as_version(&rt, version, &*cluster.get(&rt, obj_ns, name)?)))
         }
+        (&Method::GET, Some(name), Some("log")) if rt.group.is_empty() && rt.plural == "pods" => {
+            logs::serve(cluster, obj_ns, name, parts.uri.query())
+        }
         (&Method::GET, Some(name), Some("scale")) if rt.scale.is_some() => {
             Ok(response::json(200, &scale::get(cluster, &rt, obj_ns, name)?))
         }
         (&Method::POST, None, None) => {
             let bytes = read_body(cluster, body).await?;
-            let mut obj = decode_object(parts, &bytes)?;
-            let created = cluster.create_versioned(&rt, version, ns, &mut obj, &write_options(&q))?;
+            let mut obj = views::from_view(&rt, &decode_object(parts, &bytes)?);
+            let created = cluster.create_versioned(&stored_rt, stored_version, ns, &mut obj, &write_options(&q))?;
             Ok(response::json(201, &render::as_version(&rt, version, &created)))
         }
         (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
             let sub = subresource(&rt, sub)?;
             let bytes = read_body(cluster, body).await?;
-            let obj = decode_object(parts, &bytes)?;
-            let updated = cluster.replace(&rt, obj_ns, name, sub, obj, &write_options(&q))?;
+            let obj = views::from_view(&rt, &decode_object(parts, &bytes)?);
+            let updated = cluster.replace(&stored_rt, obj_ns, name, sub, obj, &write_options(&q))?;
             Ok(response::json(200, &render::as_version(&rt, version, &updated)))
         }
         (&Method::PUT, Some(name), Some("scale")) if rt.scale.is_some() => {
@@ -231,7 +245,7 @@ async fn resource(
         (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
             let sub = subresource(&rt, sub)?;
             let bytes = read_body(cluster, body).await?;
-            let (code, obj) = patch_object(cluster, &rt, parts, ns, name, sub, &bytes, &q)?;
+            let (code, obj) = patch_object(cluster, &rt, &stored_rt, parts, ns, name, sub, &bytes, &q)?;
             Ok(response::json(code, &render::as_version(&rt, version, &obj)))
         }
         (&Method::PATCH, Some(name), Some("scale")) if rt.scale.is_some() => {
@@ -258,7 +272,7 @@ async fn resource(
             let bytes = read_body(cluster, body).await?;
             let opts = delete_options(&bytes, &q)?;
             let filter = list::Filter::new(&rt, ns, &q)?;
-            let (items, _) = cluster.storage.list(&(rt.group.clone(), rt.plural.clone()), ns);
+            let (items, _) = cluster.storage.list(&rt.storage_key(), ns);
             let mut deleted = Vec::new();
             for obj in items.iter().filter(|o| filter.matches(o)) {
                 match cluster.delete(&rt, object::namespace(obj), object::name(obj), &opts) {
@@ -396,6 +410,7 @@ fn patch_options_invalid(message: &str) -> ApiError {
 #[allow(clippy::too_many_arguments)]
 fn patch_object(
     cluster: &Cluster,
+    addressed: &ResourceType,
     rt: &ResourceType,
     parts: &Parts,
     ns: Option<&str>,
@@ -419,9 +434,13 @@ fn patch_object(
         let mut obj = doc.clone();
         let meta = object::metadata_mut(&mut obj);
         meta.insert("name".into(), json!(name));
-        let created = cluster.create(rt, ns, obj, &opts)?;
+        let created = cluster.create(rt, ns, views::from_view(addressed, &obj), &opts)?;
         return Ok((201, created));
     }
-    let updated = cluster.update_with(rt, obj_ns, name, sub, &opts, |cur| apply_patch(kind, cur, &doc, Some(rt)))?;
+    // The patch is written against the addressed resource's form of the object.
+    let updated = cluster.update_with(rt, obj_ns, name, sub, &opts, |cur| {
+        let patched = apply_patch(kind, &views::to_view(addressed, cur), &doc, Some(addressed))?;
+        Ok(views::from_view(addressed, &patched))
+    })?;
     Ok((200, updated))
 }

@@ -85,7 +85,7 @@ pub fn serve(
     out: Output,
 ) -> ApiResult<Vec<u8>> {
     let filter = Filter::new(rt, ns, q)?;
-    let res = (rt.group.clone(), rt.plural.clone());
+    let res = rt.storage_key();
     if q.resource_version_match.is_some() && q.resource_version.as_deref().unwrap_or("").is_empty() {
         return Err(ApiError::invalid(
             "ListOptions",

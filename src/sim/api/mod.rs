@@ -1,13 +1,14 @@
 //! The API server of one simulated cluster, from the wire inwards: [`server`] (loopback
 //! listeners, connections) → [`routes`] (paths to resources) → [`handlers`] (HTTP verbs,
 //! bodies, content negotiation through [`negotiate`] and [`protobuf`]) → the verbs' own
-//! modules: [`discovery`], [`list`], [`watch`], [`scale`], [`patch`]; and on the way out
+//! modules: [`discovery`], [`list`], [`watch`], [`scale`], [`patch`], [`logs`]; and on the way out
 //! [`render`] and [`table`] (what `kubectl get` prints) and [`response`]. Everything kept and
 //! every per-kind rule is below, in [`crate::sim::store`].
 
 pub mod discovery;
 pub mod handlers;
 pub mod list;
+pub mod logs;
 pub mod negotiate;
 pub mod patch;
 pub mod protobuf;

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::sim::{
     api::{negotiate::Output, query::Query, table},
-    store::resources::ResourceType,
+    store::{resources::ResourceType, views},
 };
 
 /// The `includeObject` choice for Table rows (default `Metadata`).
@@ -19,7 +19,7 @@ pub fn include(q: &Query) -> table::IncludeObject {
 
 /// One object as stored, with `apiVersion` set to the version the client addressed.
 pub fn as_version(rt: &ResourceType, version: &str, obj: &Value) -> Value {
-    let mut out = obj.clone();
+    let mut out = views::to_view(rt, obj);
     if rt.versions.len() > 1 {
         out["apiVersion"] = json!(rt.api_version(version));
     }
@@ -63,7 +63,7 @@ pub fn object(rt: &ResourceType, version: &str, obj: &Value, out: Output, q: &Qu
 /// A list in the negotiated form, serialized; plain JSON lists are written item by item
 /// straight from storage, without copying the objects into a new document.
 pub fn list_bytes(rt: &ResourceType, version: &str, items: &[&Value], meta: Value, out: Output, q: &Query) -> Vec<u8> {
-    if out != Output::Json || rt.versions.len() > 1 {
+    if out != Output::Json || rt.versions.len() > 1 || rt.view.is_some() {
         return serde_json::to_vec(&list(rt, version, items, meta, out, q)).expect("JSON values always serialize");
     }
     let mut buf = Vec::with_capacity(items.len() * 512 + 256);

@@ -51,11 +51,16 @@ pub fn error(err: &ApiError) -> Response<Body> {
 
 /// A chunked streaming body fed by a channel of lines (watch).
 pub fn stream(lines: mpsc::Receiver<Bytes>) -> Response<Body> {
+    stream_with_type(lines, "application/json")
+}
+
+/// A chunked streaming body with an explicit Content-Type (`text/plain` for logs).
+pub fn stream_with_type(lines: mpsc::Receiver<Bytes>, content_type: &'static str) -> Response<Body> {
     let frames = futures::stream::unfold(lines, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
     });
     let mut resp = Response::new(StreamBody::new(frames).boxed_unsync());
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     resp
 }

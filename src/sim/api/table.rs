@@ -94,6 +94,58 @@ fn age_col() -> Value {
     )
 }
 
+/// How long ago a timestamp was, or `<unknown>` for none (printers.go `translateTimestampSince`).
+fn since(t: &str, now: jiff::Timestamp) -> String {
+    match t.parse::<jiff::Timestamp>() {
+        Ok(t) => human_duration(now.duration_since(t)),
+        Err(_) => "<unknown>".into(),
+    }
+}
+
+/// printers.go `printEvent`: the cells of an Event row, for either recorder's Events (the
+/// events.k8s.io one sets `eventTime` and `series` instead of the timestamps and count).
+fn event_row(o: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    let first = match s(o, "/firstTimestamp") {
+        "" => since(s(o, "/eventTime"), now),
+        t => since(t, now),
+    };
+    let mut last = match s(o, "/lastTimestamp") {
+        "" => first.clone(),
+        t => since(t, now),
+    };
+    let mut count = o.get("count").and_then(Value::as_i64).unwrap_or(0);
+    if let Some(series) = o.get("series").filter(|s| s.is_object()) {
+        last = since(s(series, "/lastObservedTime"), now);
+        count = series["count"].as_i64().unwrap_or(0);
+    } else if count == 0 {
+        count = 1;
+    }
+    let kind = s(o, "/involvedObject/kind").to_lowercase();
+    let target = match s(o, "/involvedObject/name") {
+        "" => kind,
+        name => format!("{kind}/{name}"),
+    };
+    let component = [s(o, "/source/component"), s(o, "/reportingComponent")].into_iter().find(|c| !c.is_empty());
+    let instance = [s(o, "/source/host"), s(o, "/reportingInstance")].into_iter().find(|c| !c.is_empty());
+    let source = match (component, instance) {
+        (None, _) => "<unknown>".to_string(),
+        (Some(c), None) => c.to_string(),
+        (Some(c), Some(i)) => format!("{c}, {i}"),
+    };
+    vec![
+        json!(last),
+        json!(s(o, "/type")),
+        json!(s(o, "/reason")),
+        json!(target),
+        json!(s(o, "/involvedObject/fieldPath")),
+        json!(source),
+        json!(s(o, "/message").trim()),
+        json!(first),
+        json!(count),
+        json!(s(o, "/metadata/name")),
+    ]
+}
+
 /// What printers.go `printPod` derives from a pod: the STATUS reason, ready and total
 /// container counts, and the RESTARTS cell.
 struct PodSummary {
@@ -498,6 +550,68 @@ fn columns_and_cells(group: &str, resource: &str, printer_columns: Option<&[Valu
                     json!(or_none(s(o, "/status/nodeInfo/osImage"))),
                     json!(or_none(s(o, "/status/nodeInfo/kernelVersion"))),
                     json!(or_none(s(o, "/status/nodeInfo/containerRuntimeVersion"))),
+                ]
+            }),
+        ),
+        ("" | "events.k8s.io", "events", _) => (
+            vec![
+                text("Last Seen", 0, "The time at which the most recent occurrence of this event was recorded."),
+                text("Type", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
+                text(
+                    "Reason",
+                    0,
+                    "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+                ),
+                text("Object", 0, "The object that this event is about."),
+                text(
+                    "Subobject",
+                    1,
+                    "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2].",
+                ),
+                text(
+                    "Source",
+                    1,
+                    "The component reporting this event. Should be a short machine understandable string.",
+                ),
+                text("Message", 0, "A human-readable description of the status of this operation."),
+                text(
+                    "First Seen",
+                    1,
+                    "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)",
+                ),
+                text("Count", 1, "The number of times this event has occurred."),
+                col("Name", "string", "name", 1, "Name must be unique within a namespace."),
+            ],
+            Box::new(event_row),
+        ),
+        ("discovery.k8s.io", "endpointslices", _) => (
+            vec![
+                name_col(),
+                text("AddressType", 0, "The type of address held in this EndpointSlice."),
+                text("Ports", 0, "The ports held in this EndpointSlice."),
+                text("Endpoints", 0, "The endpoints held in this EndpointSlice."),
+                age_col(),
+            ],
+            Box::new(|o, now| {
+                let list = |ptr: &str, f: &dyn Fn(&Value) -> Vec<String>| {
+                    let items: Vec<String> = o
+                        .pointer(ptr)
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().flat_map(f).collect())
+                        .unwrap_or_default();
+                    if items.is_empty() { "<unset>".to_string() } else { items.join(",") }
+                };
+                vec![
+                    json!(s(o, "/metadata/name")),
+                    json!(s(o, "/addressType")),
+                    json!(list("/ports", &|p| vec![p["port"].to_string()])),
+                    json!(list("/endpoints", &|e| {
+                        e["addresses"]
+                            .as_array()
+                            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+                            .unwrap_or_default()
+                    })),
+                    json!(age(o, now)),
                 ]
             }),
         ),

@@ -80,7 +80,7 @@ pub fn start(
         }
     };
     let (tx, rx) = mpsc::channel(BODY_BUFFER);
-    let res = (rt.group.clone(), rt.plural.clone());
+    let res = rt.storage_key();
     let watch = Watch { cluster: cluster.clone(), rt, version: version.to_string(), filter, out, q };
     match cluster.storage.watch(Some(&res), start) {
         Err(expired) => {

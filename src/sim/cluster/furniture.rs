@@ -10,7 +10,7 @@ use serde_json::json;
 use super::{Cluster, ClusterConfig, disks::VolumeStore, ledger::Ledger};
 
 impl Cluster {
-    /// The `kubernetes` Service in `default` and its Endpoints, which every real cluster
+    /// The `kubernetes` Service in `default` and its Endpoints and EndpointSlice, which every real cluster
     /// shows first in `kubectl get svc -A` (the apiserver's own address, port 443 → 6443).
     fn add_kubernetes_service(&self) {
         let labels = json!({"component": "apiserver", "provider": "kubernetes"});
@@ -30,9 +30,18 @@ impl Cluster {
                        "subsets": [{"addresses": [{"ip": "192.168.0.2"}],
                                     "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}]}),
             ),
+            (
+                "endpointslices",
+                json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                       "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"kubernetes.io/service-name": "kubernetes"}},
+                       "addressType": "IPv4",
+                       "endpoints": [{"addresses": ["192.168.0.2"], "conditions": {"ready": true}}],
+                       "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}),
+            ),
         ];
         for (plural, object) in objects {
-            if let Some(rt) = self.resources.by_plural("", plural) {
+            let group = if plural == "endpointslices" { "discovery.k8s.io" } else { "" };
+            if let Some(rt) = self.resources.by_plural(group, plural) {
                 let _ = self.create(&rt, Some("default"), object, &Default::default());
             }
         }

@@ -42,8 +42,9 @@ struct Item {
 /// One pass of collection over the whole cluster; returns how many writes it made.
 pub fn sweep(cluster: &Cluster) -> usize {
     let mut items = Vec::new();
-    for rt in cluster.resources.all() {
-        let (objs, _) = cluster.storage.list(&(rt.group.clone(), rt.plural.clone()), None);
+    // A view shows objects stored under another resource, which is visited by itself.
+    for rt in cluster.resources.all().into_iter().filter(|rt| rt.view.is_none()) {
+        let (objs, _) = cluster.storage.list(&rt.storage_key(), None);
         items.extend(objs.into_iter().map(|obj| Item { rt: rt.clone(), obj }));
     }
     let by_uid: HashMap<&str, &Item> = items.iter().map(|i| (object::uid(&i.obj), i)).collect();

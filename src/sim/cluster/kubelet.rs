@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use crate::sim::{
     cluster::{
         ledger::{self, Incarnation},
+        node_events::{NodeEvents, Unfit},
         volumes, {Cluster, SHUTDOWN_ANNOTATION},
     },
     store::{
@@ -35,8 +36,7 @@ const TICK: Duration = Duration::from_millis(20);
 /// Taint put on nodes whose kubelet stopped posting status.
 pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 
-/// The kubelet task's memory of when each pod entered its current stage.
-#[derive(Default)]
+/// The kubelet task's memory of when each pod entered its current stage, and its Events.
 struct Timers {
     /// Pod uid → when it was bound, started running, or started terminating.
     since: HashMap<String, (Stage, Instant)>,
@@ -44,6 +44,8 @@ struct Timers {
     tainted: HashMap<String, Instant>,
     /// Node → pod IPs handed out from its pod CIDR so far.
     ips_given: HashMap<String, u32>,
+    /// The scheduler's, kubelets' and node controllers' Events.
+    events: NodeEvents,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,8 +81,13 @@ fn pod_ip(node: &str, n: u32) -> String {
 pub async fn run(cluster: Weak<Cluster>) {
     let Some(c) = cluster.upgrade() else { return };
     register_nodes(&c);
+    let mut timers = Timers {
+        since: HashMap::new(),
+        tainted: HashMap::new(),
+        ips_given: HashMap::new(),
+        events: NodeEvents::new(&c),
+    };
     drop(c);
-    let mut timers = Timers::default();
     crate::sim::cluster::controller_loop::run(cluster, TICK, |c| sweep(c, &mut timers)).await;
 }
 
@@ -155,7 +162,7 @@ fn sweep(cluster: &Cluster, timers: &mut Timers) {
         let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
         if node.is_empty() {
             if !object::is_deleting(pod) {
-                schedule(cluster, &pods_rt, pod, &mut load, timers);
+                schedule(cluster, &pods_rt, pod, &nodes, &mut load, timers);
             }
             continue;
         }
@@ -168,6 +175,8 @@ fn sweep(cluster: &Cluster, timers: &mut Timers) {
     }
     let live: std::collections::HashSet<&str> = pods.iter().map(|p| object::uid(p)).collect();
     timers.since.retain(|uid, _| live.contains(uid.as_str()));
+    timers.events.tick(cluster, &live);
+    cluster.logs.retain_pods(&live);
 }
 
 /// The node a pod must run on because one of its volumes is local to it, if any.
@@ -184,22 +193,41 @@ fn required_node(cluster: &Cluster, pod: &Value) -> Option<String> {
     )
 }
 
+/// Why the scheduler would not put a pod on a node, if it would not (`required` is the node
+/// the pod's local volume ties it to).
+fn unfit(cluster: &Cluster, node: &Value, required: Option<&str>) -> Option<Unfit> {
+    let name = object::name(node);
+    if has_unreachable_taint(node) {
+        Some(Unfit::Unreachable)
+    } else if node_ready(node) != Some("True") || cluster.faults.node_down_since(name).is_some() {
+        Some(Unfit::NotReady)
+    } else if required.is_some_and(|r| r != name) {
+        Some(Unfit::VolumeAffinity)
+    } else {
+        None
+    }
+}
+
 fn schedule(
     cluster: &Cluster,
     pods_rt: &ResourceType,
     pod: &Value,
+    nodes: &[Arc<Value>],
     load: &mut HashMap<&str, usize>,
     timers: &mut Timers,
 ) {
     // A pod whose volume is local to a node goes there or nowhere (it stays Pending while that
     // node is down); otherwise the least-loaded ready node, ties broken by name.
-    let node = match required_node(cluster, pod) {
-        Some(n) if load.contains_key(n.as_str()) => n,
-        Some(_) => return,
-        None => match load.iter().min_by_key(|(n, l)| (**l, **n)) {
-            Some((n, _)) => n.to_string(),
-            None => return,
-        },
+    let required = required_node(cluster, pod);
+    let chosen = match &required {
+        Some(n) if load.contains_key(n.as_str()) => Some(n.clone()),
+        Some(_) => None,
+        None => load.iter().min_by_key(|(n, l)| (**l, **n)).map(|(n, _)| n.to_string()),
+    };
+    let Some(node) = chosen else {
+        let reasons: Vec<Unfit> = nodes.iter().filter_map(|n| unfit(cluster, n, required.as_deref())).collect();
+        timers.events.failed_scheduling(cluster, pod, &reasons);
+        return;
     };
     let ns = object::namespace(pod);
     let res = (String::new(), "pods".to_string());
@@ -218,6 +246,7 @@ fn schedule(
             *l += 1;
         }
         timers.since.insert(object::uid(b.object()).to_string(), (Stage::Scheduled, Instant::now()));
+        timers.events.scheduled(cluster, b.object(), &node);
     }
 }
 
@@ -289,6 +318,19 @@ fn set_ready(pod: &mut Value, ready: bool) {
     }
 }
 
+/// Starts a new log instance for each container of a pod, with its first lines.
+fn start_logs(cluster: &Cluster, pod: &Value, node: &str) {
+    for (name, image) in containers(pod) {
+        let log = cluster.logs.start(object::uid(pod), &name);
+        log.write(format!(
+            "[sim] container {name} ({image}) of pod {}/{} starting on {node}",
+            object::namespace(pod),
+            object::name(pod)
+        ));
+        log.write("[sim] started; waiting for readiness");
+    }
+}
+
 /// Whether the pod's Ready condition is True.
 pub fn is_ready(pod: &Value) -> bool {
     pod.pointer("/status/conditions")
@@ -303,15 +345,21 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
     let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
     if object::is_deleting(pod) {
         // Graceful termination: the kubelet stops the containers, then deletes the object.
-        let (stage, since) = *timers.since.entry(uid.clone()).or_insert((Stage::Terminating, now));
-        let since = if stage == Stage::Terminating {
-            since
-        } else {
-            timers.since.insert(uid.clone(), (Stage::Terminating, now));
-            now
+        let grace = pod.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_u64).unwrap_or(0);
+        let since = match timers.since.get(&uid) {
+            Some((Stage::Terminating, since)) => *since,
+            _ => {
+                timers.since.insert(uid.clone(), (Stage::Terminating, now));
+                if phase == "Running" {
+                    timers.events.killing(cluster, pod, node);
+                    for log in cluster.logs.of_pod(&uid) {
+                        log.write(format!("[sim] received SIGTERM (grace period {grace}s); shutting down"));
+                    }
+                }
+                now
+            }
         };
         // The containers exit after their shutdown time, or are killed at the grace period.
-        let grace = pod.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_u64).unwrap_or(0);
         let shutdown = pod
             .pointer(&format!("/metadata/annotations/{}", SHUTDOWN_ANNOTATION.replace('/', "~1")))
             .and_then(Value::as_str)
@@ -329,6 +377,11 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 }
             });
             if removed.is_ok() {
+                for log in cluster.logs.of_pod(&uid) {
+                    log.write("[sim] exited with code 0");
+                    log.exit();
+                }
+                cluster.logs.forget_pod(&uid);
                 cluster.ledger.stopped(&cfg.name, &uid, jiff::Timestamp::now());
                 cluster.gc_wake.notify_one();
             }
@@ -345,6 +398,8 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 let host = host_ip(node);
                 if write_status(cluster, pods_rt, pod, |p| set_running(p, &ip, &host)) {
                     timers.since.insert(uid.clone(), (Stage::Running, now));
+                    timers.events.containers_started(cluster, pod, node);
+                    start_logs(cluster, pod, node);
                     cluster.ledger.started(Incarnation {
                         cluster: cfg.name.clone(),
                         namespace: object::namespace(pod).to_string(),
@@ -362,8 +417,15 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             let (_, since) = *timers.since.entry(uid.clone()).or_insert((Stage::Running, now));
             let forced = cluster.faults.pod_ready(object::namespace(pod), object::name(pod));
             let want = forced.unwrap_or(now.duration_since(since) >= cfg.real(cfg.pod_ready_delay));
-            if want != is_ready(pod) && (forced.is_some() || want) {
-                write_status(cluster, pods_rt, pod, |p| set_ready(p, want));
+            if want != is_ready(pod)
+                && (forced.is_some() || want)
+                && write_status(cluster, pods_rt, pod, |p| set_ready(p, want))
+            {
+                let line =
+                    if want { "[sim] ready: accepting connections" } else { "[sim] not ready: failing readiness" };
+                for log in cluster.logs.of_pod(&uid) {
+                    log.write(line);
+                }
             }
         }
         _ => {}
@@ -406,6 +468,7 @@ fn node_lifecycle(
                         });
                     if marked.is_ok() && statused.is_ok() {
                         timers.tainted.insert(name.to_string(), now);
+                        timers.events.node_not_ready(cluster, node, on_node().map(|p| &**p));
                         let dead_at = jiff::Timestamp::now();
                         for p in on_node() {
                             cluster.ledger.stopped(&cfg.name, object::uid(p), dead_at);
@@ -418,6 +481,7 @@ fn node_lifecycle(
                 {
                     for p in on_node().filter(|p| !object::is_deleting(p)) {
                         // Taint-based eviction: a graceful delete nobody on the node can finish.
+                        timers.events.evicting(cluster, p);
                         let _ =
                             cluster.delete(pods_rt, object::namespace(p), object::name(p), &DeleteOptions::default());
                     }
@@ -439,6 +503,7 @@ fn node_lifecycle(
                     Ok(next)
                 });
                 timers.tainted.remove(name);
+                timers.events.node_ready(cluster, node);
                 let back = jiff::Timestamp::now();
                 // A returning kubelet restarts the containers of its running pods, but not of
                 // those being deleted meanwhile (evicted): it only finishes their termination.
@@ -457,6 +522,9 @@ fn node_lifecycle(
                         running_until: None,
                     });
                     timers.since.insert(object::uid(p).to_string(), (Stage::Running, now));
+                    // The containers died with the node; new instances start (the old logs
+                    // become `--previous`).
+                    start_logs(cluster, p, name);
                 }
             }
             None => {}

@@ -8,11 +8,14 @@
 pub mod components;
 pub mod controller_loop;
 pub mod disks;
+pub mod events;
 pub mod faults;
 pub mod furniture;
 pub mod gc;
 pub mod kubelet;
 pub mod ledger;
+pub mod logs;
+pub mod node_events;
 pub mod statefulset;
 pub mod volumes;
 
@@ -20,7 +23,7 @@ use std::{sync::Arc, time::Duration};
 
 use tokio::sync::Notify;
 
-use self::{disks::VolumeStore, faults::Faults, ledger::Ledger};
+use self::{disks::VolumeStore, faults::Faults, ledger::Ledger, logs::LogStore};
 use crate::sim::store::{
     resources::ResourceTable,
     storage::{Storage, StorageLimits},
@@ -109,6 +112,8 @@ pub struct Cluster {
     pub ledger: Arc<Ledger>,
     /// Volumes, shared with the other clusters of the sandbox.
     pub volumes: Arc<VolumeStore>,
+    /// What the simulated containers wrote, for `kubectl logs`.
+    pub logs: LogStore,
     /// Counts of requests served and controller sweeps made (tests read them to see client
     /// behaviour, and to wait for "N more sweeps" instead of sleeping).
     pub counters: Counters,
@@ -134,6 +139,7 @@ impl Cluster {
             ledger,
             volumes,
             counters: Counters::default(),
+            logs: LogStore::default(),
             storage: Storage::new(config.limits),
             resources: ResourceTable::default(),
             // Mixing in the name keeps clusters of one sandbox from drawing the same uids.

@@ -18,7 +18,11 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::sim::{
-    cluster::{Cluster, kubelet::is_ready},
+    cluster::{
+        Cluster,
+        events::{EventType, Occurrence, Recorder, Style},
+        kubelet::is_ready,
+    },
     store::{
         error::ApiResult,
         object,
@@ -39,7 +43,8 @@ pub const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// Runs the controller until the cluster is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
-    crate::sim::cluster::controller_loop::run(cluster, TICK, sweep).await;
+    let mut events = Recorder::new(Style::Legacy { component: "statefulset-controller", host: None });
+    crate::sim::cluster::controller_loop::run(cluster, TICK, move |c| sweep(c, &mut events)).await;
 }
 
 struct Kinds {
@@ -60,12 +65,12 @@ fn kinds(cluster: &Cluster) -> Kinds {
 }
 
 /// One pass over every StatefulSet of the cluster.
-pub fn sweep(cluster: &Cluster) {
+pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
     cluster.counters.statefulset_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let k = kinds(cluster);
     let (sets, _) = cluster.storage.list(&("apps".into(), "statefulsets".into()), None);
     for set in sets {
-        if let Err(e) = sync(cluster, &k, &set) {
+        if let Err(e) = sync(cluster, &k, &set, events) {
             tracing::debug!(cluster = %cluster.config.name, set = object::name(&set), error = %e, "statefulset sync");
         }
     }
@@ -186,6 +191,7 @@ fn ensure_claims(
     set: &Value,
     ordinal: i64,
     pvcs: &HashMap<String, Arc<Value>>,
+    events: &mut Recorder,
 ) -> ApiResult<bool> {
     let Some(claims) = set.pointer("/spec/volumeClaimTemplates").and_then(Value::as_array) else { return Ok(true) };
     let ns = object::namespace(set);
@@ -207,10 +213,34 @@ fn ensure_claims(
                     "metadata": {"name": name, "namespace": ns, "labels": labels},
                     "spec": c.get("spec").cloned().unwrap_or(json!({})),
                 });
+                let pod = format!("{}-{ordinal}", object::name(set));
                 match cluster.create(&k.pvcs, Some(ns), pvc, &WriteOptions::default()) {
-                    Ok(_) => {}
+                    Ok(_) => events.record(
+                        cluster,
+                        about_set(
+                            set,
+                            EventType::Normal,
+                            "SuccessfulCreate",
+                            format!("create Claim {name} Pod {pod} in StatefulSet {} success", object::name(set)),
+                        ),
+                    ),
                     Err(e) if e.code == 409 => {}
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        events.record(
+                            cluster,
+                            about_set(
+                                set,
+                                EventType::Warning,
+                                "FailedCreate",
+                                format!(
+                                    "create Claim {name} for Pod {pod} in StatefulSet {} failed error: {}",
+                                    object::name(set),
+                                    e.message
+                                ),
+                            ),
+                        );
+                        return Err(e);
+                    }
                 }
             }
         }
@@ -296,13 +326,40 @@ fn retention_refs(
     }
 }
 
-fn delete_pod(cluster: &Cluster, k: &Kinds, pod: &Value) {
+/// An event about a StatefulSet, as `stateful_pod_control.go` words them.
+fn about_set<'a>(set: &'a Value, event_type: EventType, reason: &'a str, message: String) -> Occurrence<'a> {
+    Occurrence { about: set, field_path: None, event_type, reason, action: "", message }
+}
+
+fn delete_pod(cluster: &Cluster, k: &Kinds, set: &Value, pod: &Value, events: &mut Recorder) {
     let opts = DeleteOptions { precondition_uid: Some(object::uid(pod).to_string()), ..Default::default() };
-    let _ = cluster.delete(&k.pods, object::namespace(pod), object::name(pod), &opts);
+    let (pod_name, set_name) = (object::name(pod), object::name(set));
+    match cluster.delete(&k.pods, object::namespace(pod), pod_name, &opts) {
+        Ok(_) => events.record(
+            cluster,
+            about_set(
+                set,
+                EventType::Normal,
+                "SuccessfulDelete",
+                format!("delete Pod {pod_name} in StatefulSet {set_name} successful"),
+            ),
+        ),
+        // Gone already, or replaced: nothing of ours was deleted.
+        Err(e) if e.code == 404 || e.code == 409 => {}
+        Err(e) => events.record(
+            cluster,
+            about_set(
+                set,
+                EventType::Warning,
+                "FailedDelete",
+                format!("delete Pod {pod_name} in StatefulSet {set_name} failed error: {}", e.message),
+            ),
+        ),
+    }
 }
 
 /// One sync of one StatefulSet (`updateStatefulSet`, k8s-api.md B.2).
-fn sync(cluster: &Cluster, k: &Kinds, set: &Value) -> ApiResult<()> {
+fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> ApiResult<()> {
     let ns = object::namespace(set);
     let set_name = object::name(set);
     let set_uid = object::uid(set);
@@ -338,7 +395,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value) -> ApiResult<()> {
             for ordinal in start..end {
                 match pods.get(&ordinal) {
                     None => {
-                        if !ensure_claims(cluster, k, set, ordinal, &pvcs)? {
+                        if !ensure_claims(cluster, k, set, ordinal, &pvcs, events)? {
                             if monotonic {
                                 break 'work;
                             }
@@ -347,21 +404,46 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value) -> ApiResult<()> {
                         let revision = if ordinal < start + partition { &current_revision } else { &update_revision };
                         let template = templates.get(revision).cloned().unwrap_or(json!({}));
                         let pod = new_pod(set, &template, revision, ordinal);
-                        match cluster.create(&k.pods, Some(ns), pod, &WriteOptions::default()) {
+                        let pod_name = format!("{set_name}-{ordinal}");
+                        let created = cluster.create(&k.pods, Some(ns), pod, &WriteOptions::default());
+                        match &created {
+                            Ok(_) => events.record(
+                                cluster,
+                                about_set(
+                                    set,
+                                    EventType::Normal,
+                                    "SuccessfulCreate",
+                                    format!("create Pod {pod_name} in StatefulSet {set_name} successful"),
+                                ),
+                            ),
+                            Err(e) => events.record(
+                                cluster,
+                                about_set(
+                                    set,
+                                    EventType::Warning,
+                                    "FailedCreate",
+                                    format!(
+                                        "create Pod {pod_name} in StatefulSet {set_name} failed error: {}",
+                                        e.message
+                                    ),
+                                ),
+                            ),
+                        }
+                        match created {
                             Ok(_) | Err(_) if monotonic => break 'work,
                             _ => continue,
                         }
                     }
                     Some(pod) => {
                         if matches!(phase(pod), "Failed" | "Succeeded") && !object::is_deleting(pod) {
-                            delete_pod(cluster, k, pod);
+                            delete_pod(cluster, k, set, pod, events);
                             if monotonic {
                                 break 'work;
                             }
                             continue;
                         }
                         if phase(pod) == "Pending" {
-                            ensure_claims(cluster, k, set, ordinal, &pvcs)?;
+                            ensure_claims(cluster, k, set, ordinal, &pvcs, events)?;
                         }
                         if monotonic && (object::is_deleting(pod) || !is_available(cluster, pod, min_ready)) {
                             break 'work;
@@ -389,7 +471,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value) -> ApiResult<()> {
                 {
                     break 'work;
                 }
-                delete_pod(cluster, k, pod);
+                delete_pod(cluster, k, set, pod, events);
                 if monotonic {
                     break 'work;
                 }
@@ -403,7 +485,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value) -> ApiResult<()> {
                 if str_at(pod, "/metadata/labels/controller-revision-hash") != update_revision
                     && !object::is_deleting(pod)
                 {
-                    delete_pod(cluster, k, pod);
+                    delete_pod(cluster, k, set, pod, events);
                     break 'work;
                 }
                 if !is_available(cluster, pod, min_ready) {

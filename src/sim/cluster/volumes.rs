@@ -11,7 +11,10 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::sim::{
-    cluster::Cluster,
+    cluster::{
+        Cluster,
+        events::{EventType, Occurrence, Recorder, Style},
+    },
     store::{
         object,
         registry::{DeleteOptions, Subresource, WriteOptions},
@@ -45,7 +48,12 @@ pub async fn run(cluster: Weak<Cluster>) {
     let Some(c) = cluster.upgrade() else { return };
     install_classes(&c);
     drop(c);
-    crate::sim::cluster::controller_loop::run(cluster, TICK, sweep).await;
+    // The CSI external-provisioner's component name: driver, controller pod, instance.
+    let mut events = Recorder::new(Style::Legacy {
+        component: "volumes.sim.spanset.dev_csi-controller-0_7d3e1f52-0c1a-4b7e-9a51-2f4e8b6c9d10",
+        host: None,
+    });
+    crate::sim::cluster::controller_loop::run(cluster, TICK, move |c| sweep(c, &mut events)).await;
 }
 
 fn install_classes(cluster: &Cluster) {
@@ -73,7 +81,7 @@ fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
 }
 
 /// One pass: provision, bind, release and reclaim.
-pub fn sweep(cluster: &Cluster) {
+pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
     let k = Kinds {
         pvs: cluster.resources.by_plural("", "persistentvolumes").expect("built in"),
         pvcs: cluster.resources.by_plural("", "persistentvolumeclaims").expect("built in"),
@@ -126,7 +134,7 @@ pub fn sweep(cluster: &Cluster) {
                 } else {
                     None
                 };
-                provision(cluster, &k, pvc, class, class_name, node);
+                provision(cluster, &k, pvc, (class, class_name), node, events);
             }
         }
     }
@@ -164,7 +172,23 @@ fn set_phase(cluster: &Cluster, rt: &ResourceType, ns: &str, name: &str, phase: 
     });
 }
 
-fn provision(cluster: &Cluster, k: &Kinds, pvc: &Value, class: &Value, class_name: &str, node: Option<String>) {
+fn provision(
+    cluster: &Cluster,
+    k: &Kinds,
+    pvc: &Value,
+    (class, class_name): (&Value, &str),
+    node: Option<String>,
+    events: &mut Recorder,
+) {
+    let claim = format!("{}/{}", object::namespace(pvc), object::name(pvc));
+    let mut note = |event_type, reason, message: String| {
+        events.record(cluster, Occurrence { about: pvc, field_path: None, event_type, reason, action: "", message })
+    };
+    note(
+        EventType::Normal,
+        "Provisioning",
+        format!("External provisioner is provisioning volume for claim \"{claim}\""),
+    );
     let id = cluster.volumes.provision(node.clone().map(|n| (cluster.config.name.clone(), n)));
     let storage = pvc.pointer("/spec/resources/requests/storage").cloned().unwrap_or(json!("1Gi"));
     let mut pv = json!({
@@ -184,8 +208,22 @@ fn provision(cluster: &Cluster, k: &Kinds, pvc: &Value, class: &Value, class_nam
         pv["spec"]["nodeAffinity"] = json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [n]}]}]}});
     }
     match cluster.create(&k.pvs, None, pv, &WriteOptions::default()) {
-        Ok(created) => bind(cluster, k, &created, pvc),
-        Err(_) => cluster.volumes.destroy(&id),
+        Ok(created) => {
+            note(
+                EventType::Normal,
+                "ProvisioningSucceeded",
+                format!("Successfully provisioned volume {}", object::name(&created)),
+            );
+            bind(cluster, k, &created, pvc)
+        }
+        Err(e) => {
+            cluster.volumes.destroy(&id);
+            note(
+                EventType::Warning,
+                "ProvisioningFailed",
+                format!("failed to provision volume with StorageClass \"{class_name}\": {}", e.message),
+            );
+        }
     }
 }
 

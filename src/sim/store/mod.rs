@@ -1,7 +1,8 @@
 //! What the API server keeps and the rules it keeps it by: [`storage`] (an etcd-like versioned
 //! map with history and watch fan-out), [`object`] (metadata accessors), [`resources`] (the
 //! served resource table, built-in and custom), and [`registry`] (per-kind rules: [`defaults`],
-//! [`validate`], generation, deletion), with [`selector`] and the API's [`error`]s.
+//! [`validate`], generation, deletion), with [`selector`], the API's [`error`]s, and
+//! [`views`] (one stored resource served under two groups).
 
 pub mod defaults;
 pub mod error;
@@ -11,3 +12,4 @@ pub mod resources;
 pub mod selector;
 pub mod storage;
 pub mod validate;
+pub mod views;

@@ -114,7 +114,7 @@ pub enum Deleted {
 }
 
 fn key(rt: &ResourceType) -> ResourceKey {
-    (rt.group.clone(), rt.plural.clone())
+    rt.storage_key()
 }
 
 fn invalid(rt: &ResourceType, name: &str, errs: &[validate::FieldError]) -> ApiError {

@@ -45,9 +45,30 @@ pub struct ResourceType {
     pub printer_columns: Option<Vec<Value>>,
     /// True for resources defined by a CRD (no strategic merge, generation on any non-metadata change).
     pub custom: bool,
+    /// Set when this resource is another group's view of objects stored under a different
+    /// resource (see [`View`]).
+    pub view: Option<View>,
+}
+
+/// A resource served as a view of another resource's objects, converted field by field on the
+/// way in and out, as the real apiserver serves one storage under two groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// `events.k8s.io/v1` Events: core/v1 Events with renamed fields (`note` for `message`,
+    /// `regarding` for `involvedObject`, `deprecatedCount` for `count`, …).
+    EventsV1,
 }
 
 impl ResourceType {
+    /// Where this resource's objects are stored: its own group and plural, or for a view the
+    /// resource it shows.
+    pub fn storage_key(&self) -> ResourceKey {
+        match self.view {
+            Some(View::EventsV1) => (String::new(), "events".into()),
+            None => (self.group.clone(), self.plural.clone()),
+        }
+    }
+
     /// `statefulsets.apps`, or `pods` for the core group: the prefix of most error messages.
     pub fn group_resource(&self) -> String {
         if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
@@ -110,6 +131,7 @@ fn builtin(
         scale: None,
         printer_columns: None,
         custom: false,
+        view: None,
     }
 }
 
@@ -143,6 +165,11 @@ pub fn builtins() -> Vec<ResourceType> {
         ),
         builtin("", "v1", "persistentvolumes", "persistentvolume", "PersistentVolume", false, &["pv"], true, false),
         builtin("", "v1", "events", "event", "Event", true, &["ev"], false, false),
+        ResourceType {
+            view: Some(View::EventsV1),
+            ..builtin("events.k8s.io", "v1", "events", "event", "Event", true, &["ev"], false, false)
+        },
+        builtin("discovery.k8s.io", "v1", "endpointslices", "endpointslice", "EndpointSlice", true, &[], false, false),
         sts,
         builtin(
             "apps",
@@ -261,5 +288,6 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
         scale,
         printer_columns: first.get("additionalPrinterColumns").and_then(Value::as_array).cloned(),
         custom: true,
+        view: None,
     })
 }

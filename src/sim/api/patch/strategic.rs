@@ -34,6 +34,8 @@ pub fn builtin_kind(group: &str, kind: &str) -> Option<BuiltinKind> {
                 | "Event"
         ) | ("apps", "StatefulSet" | "ControllerRevision")
             | ("coordination.k8s.io", "Lease")
+            | ("events.k8s.io", "Event")
+            | ("discovery.k8s.io", "EndpointSlice")
             | ("storage.k8s.io", "StorageClass")
             | ("apiextensions.k8s.io", "CustomResourceDefinition")
             | ("autoscaling", "Scale")

@@ -1,0 +1,324 @@
+//! The Events of the node side of a cluster, worded as the real components word them: the
+//! scheduler (`Scheduled`, `FailedScheduling`), each kubelet (`Pulling`, `Pulled`, `Created`,
+//! `Started`, `Killing`, `NodeReady`) and the node-lifecycle and taint-eviction controllers
+//! (`NodeNotReady`, `TaintManagerEviction`). Apart from [`super::kubelet`] so that the
+//! simulation's timing and its story for people change for different reasons.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+use super::{
+    Cluster,
+    events::{EventType, Occurrence, Recorder, Style},
+};
+use crate::sim::store::object;
+
+/// Simulated time between two `FailedScheduling` attempts for one pod (the scheduler's
+/// maximum backoff).
+const SCHEDULING_RETRY: Duration = Duration::from_secs(10);
+
+/// Simulated pull time reported in `Pulled`.
+const PULL_SECONDS: f64 = 1.2;
+
+/// Why a node cannot take a pod, as the scheduler's filter plugins say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unfit {
+    /// Tainted `node.kubernetes.io/unreachable` (its kubelet stopped posting status).
+    Unreachable,
+    /// Not Ready (tainted `node.kubernetes.io/not-ready`).
+    NotReady,
+    /// The pod's volume is local to another node.
+    VolumeAffinity,
+}
+
+impl Unfit {
+    fn text(self) -> &'static str {
+        match self {
+            Unfit::Unreachable => "node(s) had untolerated taint {node.kubernetes.io/unreachable: }",
+            Unfit::NotReady => "node(s) had untolerated taint {node.kubernetes.io/not-ready: }",
+            Unfit::VolumeAffinity => "node(s) had volume node affinity conflict",
+        }
+    }
+}
+
+/// The scheduler's message when no node fits: each reason with its count, sorted, then the
+/// preemption verdict.
+pub fn unschedulable_message(unfit: &[Unfit]) -> String {
+    if unfit.is_empty() {
+        return "no nodes available to schedule pods".into();
+    }
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for u in unfit {
+        *counts.entry(u.text()).or_default() += 1;
+    }
+    let reasons: Vec<String> = counts.iter().map(|(text, n)| format!("{n} {text}")).collect();
+    let n = unfit.len();
+    format!(
+        "0/{n} nodes are available: {}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling.",
+        reasons.join(", ")
+    )
+}
+
+/// The recorders of the node side and what they remember (images pulled, pods found
+/// unschedulable).
+pub struct NodeEvents {
+    scheduler: Recorder,
+    node_controller: Recorder,
+    taint_eviction: Recorder,
+    kubelets: HashMap<String, Recorder>,
+    images: HashMap<String, HashSet<String>>,
+    unschedulable: HashMap<String, Instant>,
+}
+
+fn containers(pod: &Value) -> Vec<(&str, &str, &str)> {
+    pod.pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    (
+                        c["name"].as_str().unwrap_or(""),
+                        c["image"].as_str().unwrap_or(""),
+                        c["imagePullPolicy"].as_str().unwrap_or(""),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A pull policy as the API defaults it: `Always` for `:latest` or an untagged image.
+fn pulls_always(image: &str, policy: &str) -> bool {
+    match policy {
+        "Always" => true,
+        "IfNotPresent" | "Never" => false,
+        _ => {
+            let name = image.rsplit('/').next().unwrap_or(image);
+            !name.contains(':') && !name.contains('@') || name.ends_with(":latest")
+        }
+    }
+}
+
+/// A stable made-up image size, so `Pulled` reads like the real thing.
+fn image_size(image: &str) -> u64 {
+    image.bytes().fold(40_000_000u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)) % 90_000_000 + 10_000_000)
+}
+
+fn container_path(name: &str) -> Option<String> {
+    Some(format!("spec.containers{{{name}}}"))
+}
+
+impl NodeEvents {
+    /// Recorders for a cluster's scheduler and controllers (kubelets get theirs on first use).
+    pub fn new(cluster: &Cluster) -> Self {
+        let legacy = |component| Recorder::new(Style::Legacy { component, host: None });
+        Self {
+            scheduler: Recorder::new(Style::Series {
+                controller: "default-scheduler",
+                instance: format!("default-scheduler-{}-control-plane", cluster.config.name),
+            }),
+            node_controller: legacy("node-controller"),
+            taint_eviction: legacy("taint-eviction-controller"),
+            kubelets: HashMap::new(),
+            images: HashMap::new(),
+            unschedulable: HashMap::new(),
+        }
+    }
+
+    fn kubelet(&mut self, node: &str) -> &mut Recorder {
+        self.kubelets
+            .entry(node.to_string())
+            .or_insert_with(|| Recorder::new(Style::Legacy { component: "kubelet", host: Some(node.to_string()) }))
+    }
+
+    /// Writes the scheduler's series heartbeat; called once per sweep.
+    pub fn tick(&mut self, cluster: &Cluster, live_pods: &HashSet<&str>) {
+        self.scheduler.heartbeat(cluster);
+        self.unschedulable.retain(|uid, _| live_pods.contains(uid.as_str()));
+    }
+
+    /// The scheduler bound a pod.
+    pub fn scheduled(&mut self, cluster: &Cluster, pod: &Value, node: &str) {
+        self.unschedulable.remove(object::uid(pod));
+        let message = format!("Successfully assigned {}/{} to {node}", object::namespace(pod), object::name(pod));
+        self.scheduler.record(
+            cluster,
+            Occurrence {
+                about: pod,
+                field_path: None,
+                event_type: EventType::Normal,
+                reason: "Scheduled",
+                action: "Binding",
+                message,
+            },
+        );
+    }
+
+    /// No node fits a pod; recorded at most once per retry period per pod.
+    pub fn failed_scheduling(&mut self, cluster: &Cluster, pod: &Value, unfit: &[Unfit]) {
+        let now = Instant::now();
+        if let Some(last) = self.unschedulable.get(object::uid(pod))
+            && now.duration_since(*last) < cluster.config.real(SCHEDULING_RETRY)
+        {
+            return;
+        }
+        self.unschedulable.insert(object::uid(pod).to_string(), now);
+        self.scheduler.record(
+            cluster,
+            Occurrence {
+                about: pod,
+                field_path: None,
+                event_type: EventType::Warning,
+                reason: "FailedScheduling",
+                action: "Scheduling",
+                message: unschedulable_message(unfit),
+            },
+        );
+    }
+
+    /// A kubelet pulled (or found) each image and started each container of a pod.
+    pub fn containers_started(&mut self, cluster: &Cluster, pod: &Value, node: &str) {
+        for (name, image, policy) in containers(pod) {
+            let present = self.images.get(node).is_some_and(|i| i.contains(image));
+            let mut record = |reason: &'static str, message: String| {
+                self.kubelets
+                    .entry(node.to_string())
+                    .or_insert_with(|| Recorder::new(Style::Legacy { component: "kubelet", host: Some(node.into()) }))
+                    .record(
+                        cluster,
+                        Occurrence {
+                            about: pod,
+                            field_path: container_path(name),
+                            event_type: EventType::Normal,
+                            reason,
+                            action: "",
+                            message,
+                        },
+                    )
+            };
+            if present && !pulls_always(image, policy) {
+                record("Pulled", format!("Container image \"{image}\" already present on machine"));
+            } else {
+                record("Pulling", format!("Pulling image \"{image}\""));
+                record(
+                    "Pulled",
+                    format!(
+                        "Successfully pulled image \"{image}\" in {PULL_SECONDS}s ({PULL_SECONDS}s including waiting). Image size: {} bytes.",
+                        image_size(image)
+                    ),
+                );
+            }
+            record("Created", format!("Created container: {name}"));
+            record("Started", format!("Started container {name}"));
+            self.images.entry(node.to_string()).or_default().insert(image.to_string());
+        }
+    }
+
+    /// A kubelet began stopping a pod's containers (graceful termination).
+    pub fn killing(&mut self, cluster: &Cluster, pod: &Value, node: &str) {
+        let rec = self.kubelet(node);
+        for (name, _, _) in containers(pod) {
+            rec.record(
+                cluster,
+                Occurrence {
+                    about: pod,
+                    field_path: container_path(name),
+                    event_type: EventType::Normal,
+                    reason: "Killing",
+                    action: "",
+                    message: format!("Stopping container {name}"),
+                },
+            );
+        }
+    }
+
+    /// The node-lifecycle controller found a node's kubelet silent: the node and each of its
+    /// pods get `NodeNotReady`.
+    pub fn node_not_ready<'a>(&mut self, cluster: &Cluster, node: &Value, pods: impl Iterator<Item = &'a Value>) {
+        let name = object::name(node);
+        self.node_controller.record(
+            cluster,
+            Occurrence {
+                about: node,
+                field_path: None,
+                event_type: EventType::Normal,
+                reason: "NodeNotReady",
+                action: "",
+                message: format!("Node {name} status is now: NodeNotReady"),
+            },
+        );
+        for pod in pods {
+            self.node_controller.record(
+                cluster,
+                Occurrence {
+                    about: pod,
+                    field_path: None,
+                    event_type: EventType::Warning,
+                    reason: "NodeNotReady",
+                    action: "",
+                    message: "Node is not ready".into(),
+                },
+            );
+        }
+    }
+
+    /// The taint-eviction controller deletes a pod from an unreachable node.
+    pub fn evicting(&mut self, cluster: &Cluster, pod: &Value) {
+        self.taint_eviction.record(
+            cluster,
+            Occurrence {
+                about: pod,
+                field_path: None,
+                event_type: EventType::Normal,
+                reason: "TaintManagerEviction",
+                action: "",
+                message: format!("Marking for deletion Pod {}/{}", object::namespace(pod), object::name(pod)),
+            },
+        );
+    }
+
+    /// A kubelet is back and reports its node Ready.
+    pub fn node_ready(&mut self, cluster: &Cluster, node: &Value) {
+        let name = object::name(node).to_string();
+        self.kubelet(&name).record(
+            cluster,
+            Occurrence {
+                about: node,
+                field_path: None,
+                event_type: EventType::Normal,
+                reason: "NodeReady",
+                action: "",
+                message: format!("Node {name} status is now: NodeReady"),
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unschedulable_message_counts_each_reason_in_order() {
+        assert_eq!(
+            unschedulable_message(&[Unfit::VolumeAffinity, Unfit::Unreachable, Unfit::VolumeAffinity]),
+            "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, \
+             2 node(s) had volume node affinity conflict. preemption: 0/3 nodes are available: 3 Preemption is \
+             not helpful for scheduling."
+        );
+        assert_eq!(unschedulable_message(&[]), "no nodes available to schedule pods");
+    }
+
+    #[test]
+    fn untagged_and_latest_images_are_pulled_every_time() {
+        assert!(pulls_always("nginx", ""));
+        assert!(pulls_always("registry.local:5000/nginx", ""));
+        assert!(pulls_always("nginx:latest", ""));
+        assert!(!pulls_always("nginx:1.25", ""));
+        assert!(!pulls_always("nginx", "IfNotPresent"));
+    }
+}
