@@ -146,6 +146,16 @@ fn event_namespace(about: &Value) -> String {
     }
 }
 
+/// The part of a reference that tells events apart: everything but the object's
+/// resourceVersion, which changes under a repeating event (client-go `getEventKey`).
+fn identity(reference: &Value) -> String {
+    let mut r = reference.clone();
+    if let Some(m) = r.as_object_mut() {
+        m.remove("resourceVersion");
+    }
+    r.to_string()
+}
+
 fn event_name(about: &Value, at: jiff::Timestamp) -> String {
     format!("{}.{:x}", object::name(about), at.as_nanosecond())
 }
@@ -187,7 +197,7 @@ impl Recorder {
 
     fn record_legacy(&mut self, cluster: &Cluster, component: &str, host: Option<&str>, what: Occurrence<'_>) {
         let involved = reference(what.about, what.field_path.as_deref());
-        let source_key = format!("{component}/{}/{}", host.unwrap_or(""), involved);
+        let source_key = format!("{component}/{}/{}", host.unwrap_or(""), identity(&involved));
         if !self.allowed(cluster, source_key.clone()) {
             return;
         }
@@ -247,7 +257,14 @@ impl Recorder {
     fn record_series(&mut self, cluster: &Cluster, controller: &str, instance: &str, what: Occurrence<'_>) {
         self.heartbeat(cluster);
         let regarding = reference(what.about, what.field_path.as_deref());
-        let key = format!("{regarding}/{}/{}/{}/{}", what.event_type.as_str(), what.reason, what.action, what.message);
+        let key = format!(
+            "{}/{}/{}/{}/{}",
+            identity(&regarding),
+            what.event_type.as_str(),
+            what.reason,
+            what.action,
+            what.message
+        );
         let at = jiff::Timestamp::now();
         if let Some(s) = self.series.get_mut(&key) {
             s.count += 1;
@@ -324,4 +341,61 @@ fn write_series(cluster: &Cluster, ns: &str, name: &str, count: u64, last_observ
         next["series"] = json!({"count": count, "lastObservedTime": last_observed});
         Ok(next)
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::cluster::ClusterConfig;
+
+    fn stored_events(cluster: &Cluster) -> Vec<std::sync::Arc<Value>> {
+        cluster.storage.list(&(String::new(), "events".into()), Some("default")).0
+    }
+
+    fn occurrence(about: &Value, message: String) -> Occurrence<'_> {
+        Occurrence {
+            about,
+            field_path: None,
+            event_type: EventType::Warning,
+            reason: "FailedCreate",
+            action: "",
+            message,
+        }
+    }
+
+    #[test]
+    fn the_legacy_recorder_counts_repeats_and_drops_spam_past_its_burst() {
+        let cluster = Cluster::new(ClusterConfig::named("x"));
+        let set = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+                         "metadata": {"name": "web", "namespace": "default", "uid": "u1", "resourceVersion": "1"}});
+        let mut rec = Recorder::new(Style::Legacy { component: "statefulset-controller", host: None });
+        rec.record(&cluster, occurrence(&set, "same".into()));
+        let mut moved = set.clone();
+        moved["metadata"]["resourceVersion"] = json!("2");
+        rec.record(&cluster, occurrence(&moved, "same".into()));
+        let events = stored_events(&cluster);
+        assert_eq!(events.len(), 1, "a repeat bumps the count, even after the object changed");
+        assert_eq!(events[0]["count"], 2);
+        // 25 per source and object, then silence (the burst is spent and refills slowly).
+        for i in 0..40 {
+            rec.record(&cluster, occurrence(&set, format!("message {i}")));
+        }
+        assert_eq!(stored_events(&cluster).len(), 1 + 23, "the burst of 25 counts the first two as well");
+    }
+
+    #[test]
+    fn the_series_recorder_makes_a_series_on_the_first_repeat_only() {
+        let cluster = Cluster::new(ClusterConfig::named("x"));
+        let pod =
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default", "uid": "u"}});
+        let mut rec = Recorder::new(Style::Series { controller: "default-scheduler", instance: "s-1".into() });
+        for _ in 0..5 {
+            rec.record(&cluster, occurrence(&pod, "no nodes".into()));
+        }
+        let events = stored_events(&cluster);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["series"]["count"], 2, "later repeats wait for the heartbeat");
+        assert_eq!(events[0]["reportingComponent"], "default-scheduler");
+        assert!(events[0]["eventTime"].is_string() && events[0]["firstTimestamp"].is_null());
+    }
 }
