@@ -219,7 +219,7 @@ impl Sandbox {
         let fleet = Fleet::start(configs, None).await.expect("sandbox starts");
         let dir = tempfile::tempdir().expect("temp dir");
         let kubeconfig = dir.path().join("kubeconfig");
-        kubeconfig::write(&kubeconfig, &fleet.endpoints()).expect("kubeconfig written");
+        kubeconfig::write(&kubeconfig, &fleet.access()).expect("kubeconfig written");
         let host = client(&kubeconfig, "host").await;
         if join {
             install_crds(&host).await.expect("CRDs installed");

@@ -79,7 +79,7 @@ async fn figures() {
     let fleet = Fleet::start(configs, None).await.expect("sandbox starts");
     let dir = tempfile::tempdir().expect("temp dir");
     let kubeconfig: PathBuf = dir.path().join("kubeconfig");
-    kubeconfig::write(&kubeconfig, &fleet.endpoints()).expect("kubeconfig written");
+    kubeconfig::write(&kubeconfig, &fleet.access()).expect("kubeconfig written");
     let host = client(&kubeconfig, "host").await;
     install_crds(&host).await.expect("CRDs");
     join_members(&host, &members).await.expect("MemberClusters");

@@ -115,6 +115,7 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
         time_factor: args.time_factor,
         nodes: 3,
         seed: 1,
+        auth: false,
     })
 }
 
@@ -145,7 +146,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         .map(|(i, n)| ClusterConfig { time_factor: args.time_factor, seed: 1 + i as u64, ..ClusterConfig::named(n) })
         .collect();
     let fleet = Fleet::start(configs, None).await?;
-    kubeconfig::write(&args.kubeconfig, &fleet.endpoints())
+    kubeconfig::write(&args.kubeconfig, &fleet.access())
         .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", args.kubeconfig.display()))?;
     let host = app::host_client(Some(&args.kubeconfig), Some(HOST)).await?;
     install_crds(&host).await?;

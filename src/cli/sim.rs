@@ -29,6 +29,11 @@ pub struct SimArgs {
     /// Seed of every random choice (injected errors, generated names).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Enforce authentication and RBAC: requests need a bearer token (the kubeconfig's user
+    /// gets an administrator's token; ServiceAccounts get theirs from TokenRequest) and pass
+    /// the Roles and ClusterRoles bound to their user.
+    #[arg(long)]
+    pub auth: bool,
 }
 
 /// Why a cluster name is refused, if it is.
@@ -93,6 +98,7 @@ pub async fn run(args: SimArgs) -> i32 {
             time_factor: args.time_factor,
             nodes: args.nodes,
             seed: args.seed.wrapping_add(i as u64),
+            auth: args.auth,
             ..ClusterConfig::named(n)
         })
         .collect();
@@ -103,7 +109,7 @@ pub async fn run(args: SimArgs) -> i32 {
             return 1;
         }
     };
-    if let Err(e) = kubeconfig::write(&args.kubeconfig, &fleet.endpoints()) {
+    if let Err(e) = kubeconfig::write(&args.kubeconfig, &fleet.access()) {
         eprintln!("spanset: cannot write kubeconfig {}: {e}", args.kubeconfig.display());
         return 1;
     }
@@ -133,6 +139,7 @@ mod tests {
             time_factor: 1.0,
             nodes: 3,
             seed: 1,
+            auth: false,
         }
     }
 

@@ -12,13 +12,14 @@ use serde_json::{Value, json};
 
 use crate::sim::{
     api::{
-        discovery, list, logs,
+        auth, discovery, list, logs,
         negotiate::{self, Output},
         patch::{self, PatchError},
         protobuf,
         query::Query,
         render,
         response::{self, Body},
+        reviews,
         routes::{self, ResourcePath, Route},
         scale, watch,
     },
@@ -28,6 +29,7 @@ use crate::sim::{
         object,
         registry::{DeleteOptions, Deleted, Propagation, Subresource, WriteOptions},
         resources::ResourceType,
+        tokens::UserInfo,
         views,
     },
 };
@@ -52,7 +54,22 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
     );
     let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
     let accept = accept.as_deref();
-    match routes::parse(parts.uri.path()) {
+    let route = routes::parse(parts.uri.path());
+    // Without `--auth` every caller may do everything, as the administrator.
+    let user = if cluster.config.auth {
+        let user = match auth::authenticate(&cluster, &parts.headers) {
+            Ok(u) => u,
+            Err(e) => return response::error(&e),
+        };
+        let attrs = auth::attributes(&parts.method, parts.uri.path(), &route, parts.uri.query());
+        if let Err(e) = auth::authorize(&cluster, &user, &attrs) {
+            return response::error(&e);
+        }
+        user
+    } else {
+        UserInfo::admin()
+    };
+    match route {
         Route::Version => response::json(200, &discovery::version(&cluster)),
         Route::Health => response::raw(200, "text/plain; charset=utf-8", "ok"),
         Route::Api | Route::Apis if parts.method != Method::GET => {
@@ -79,7 +96,7 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
             response::json(200, &json!({"paths": {}}))
         }
         Route::OpenApiV3 | Route::Unknown => response::error(&ApiError::no_route()),
-        Route::Resource(path) => match resource(&cluster, &parts, path, body, accept).await {
+        Route::Resource(path) => match resource(&cluster, &parts, path, body, accept, &user).await {
             Ok(resp) => resp,
             Err(e) => response::error(&e),
         },
@@ -177,6 +194,7 @@ async fn resource(
     path: ResourcePath,
     body: Incoming,
     accept: Option<&str>,
+    user: &UserInfo,
 ) -> ApiResult<Response<Body>> {
     let rt = cluster.resources.lookup(&path.group, &path.version, &path.plural).ok_or_else(ApiError::no_route)?;
     // A namespaced object needs a namespace in its URL; a cluster-scoped one must not have one.
@@ -202,6 +220,17 @@ async fn resource(
     let version = path.version.as_str();
     let method = &parts.method;
     match (method, path.name.as_deref(), path.subresource.as_deref()) {
+        (&Method::POST, None, None) if rt.create_only() => {
+            let bytes = read_body(cluster, body).await?;
+            Ok(response::json(201, &reviews::access_review(cluster, user, &decode_object(parts, &bytes)?)?))
+        }
+        (m, _, _) if rt.create_only() => Err(ApiError::method_not_allowed(m.as_str())),
+        (&Method::POST, Some(name), Some("token")) if rt.group.is_empty() && rt.plural == "serviceaccounts" => {
+            let bytes = read_body(cluster, body).await?;
+            let request =
+                if bytes.iter().all(u8::is_ascii_whitespace) { json!({}) } else { decode_object(parts, &bytes)? };
+            Ok(response::json(201, &reviews::token_request(cluster, obj_ns, name, &request)?))
+        }
         (&Method::GET, None, None) if q.watch => {
             cluster.counters.watches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let lines = watch::start(cluster, rt.clone(), version, ns, q, out)?;

@@ -5,6 +5,7 @@
 //! [`render`] and [`table`] (what `kubectl get` prints) and [`response`]. Everything kept and
 //! every per-kind rule is below, in [`crate::sim::store`].
 
+pub mod auth;
 pub mod discovery;
 pub mod handlers;
 pub mod list;
@@ -15,6 +16,7 @@ pub mod protobuf;
 pub mod query;
 pub mod render;
 pub mod response;
+pub mod reviews;
 pub mod routes;
 pub mod scale;
 pub mod server;

@@ -101,8 +101,55 @@ const SERVICE_SPEC: &[Field] = &[
 ];
 const SERVICE: &[Field] = &[(1, "metadata", Kind::Msg(OBJECT_META)), (2, "spec", Kind::Msg(SERVICE_SPEC))];
 
+// rbac.authorization.k8s.io/v1 (`kubectl create role|clusterrole|rolebinding|clusterrolebinding`).
+const POLICY_RULE: &[Field] = &[
+    (1, "verbs", Kind::RepStr),
+    (2, "apiGroups", Kind::RepStr),
+    (3, "resources", Kind::RepStr),
+    (4, "resourceNames", Kind::RepStr),
+    (5, "nonResourceURLs", Kind::RepStr),
+];
+const ROLE: &[Field] = &[(1, "metadata", Kind::Msg(OBJECT_META)), (2, "rules", Kind::RepMsg(POLICY_RULE))];
+const SUBJECT: &[Field] =
+    &[(1, "kind", Kind::Str), (2, "apiGroup", Kind::Str), (3, "name", Kind::Str), (4, "namespace", Kind::Str)];
+const ROLE_REF: &[Field] = &[(1, "apiGroup", Kind::Str), (2, "kind", Kind::Str), (3, "name", Kind::Str)];
+const ROLE_BINDING: &[Field] = &[
+    (1, "metadata", Kind::Msg(OBJECT_META)),
+    (2, "subjects", Kind::RepMsg(SUBJECT)),
+    (3, "roleRef", Kind::Msg(ROLE_REF)),
+];
+// authorization.k8s.io/v1 (`kubectl auth can-i`).
+const RESOURCE_ATTRIBUTES: &[Field] = &[
+    (1, "namespace", Kind::Str),
+    (2, "verb", Kind::Str),
+    (3, "group", Kind::Str),
+    (4, "version", Kind::Str),
+    (5, "resource", Kind::Str),
+    (6, "subresource", Kind::Str),
+    (7, "name", Kind::Str),
+];
+const NON_RESOURCE_ATTRIBUTES: &[Field] = &[(1, "path", Kind::Str), (2, "verb", Kind::Str)];
+const SSAR_SPEC: &[Field] = &[
+    (1, "resourceAttributes", Kind::Msg(RESOURCE_ATTRIBUTES)),
+    (2, "nonResourceAttributes", Kind::Msg(NON_RESOURCE_ATTRIBUTES)),
+];
+const SSAR: &[Field] = &[(1, "metadata", Kind::Msg(OBJECT_META)), (2, "spec", Kind::Msg(SSAR_SPEC))];
+// authentication.k8s.io/v1 (`kubectl create token`).
+const BOUND_OBJECT_REF: &[Field] =
+    &[(1, "kind", Kind::Str), (2, "apiVersion", Kind::Str), (3, "name", Kind::Str), (4, "uid", Kind::Str)];
+const TOKEN_REQUEST_SPEC: &[Field] = &[
+    (1, "audiences", Kind::RepStr),
+    (3, "boundObjectRef", Kind::Msg(BOUND_OBJECT_REF)),
+    (4, "expirationSeconds", Kind::Int),
+];
+const TOKEN_REQUEST: &[Field] = &[(1, "metadata", Kind::Msg(OBJECT_META)), (2, "spec", Kind::Msg(TOKEN_REQUEST_SPEC))];
+
 fn schema_for(api_version: &str, kind: &str) -> Option<&'static [Field]> {
     match (api_version, kind) {
+        ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => Some(ROLE),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => Some(ROLE_BINDING),
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => Some(SSAR),
+        ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
         ("v1", "Secret") => Some(SECRET),
         ("v1", "ConfigMap") => Some(CONFIG_MAP),
         ("v1", "Namespace") => Some(NAMESPACE),

@@ -19,12 +19,15 @@ pub struct ServerHandle {
     accept: JoinHandle<()>,
     /// Tasks that live and die with this server (the cluster's simulated components).
     companions: Vec<JoinHandle<()>>,
+    /// Whether it serves HTTPS.
+    tls: bool,
 }
 
 impl ServerHandle {
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://` for a cluster served over TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Stops accepting and closes every connection.
@@ -43,17 +46,19 @@ impl Drop for ServerHandle {
     }
 }
 
-/// Serves a cluster on an already bound listener (bind first, so callers learn the port);
-/// `companions` are stopped with the server.
+/// Serves a cluster on an already bound listener (bind first, so callers learn the port),
+/// over TLS when `tls` is given; `companions` are stopped with the server.
 pub fn serve(
     cluster: Arc<Cluster>,
     listener: TcpListener,
     companions: Vec<JoinHandle<()>>,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) -> std::io::Result<ServerHandle> {
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
-    let accept = tokio::spawn(accept_loop(cluster.clone(), listener, stopped));
-    Ok(ServerHandle { addr, cluster, stop, accept, companions })
+    let https = tls.is_some();
+    let accept = tokio::spawn(accept_loop(cluster.clone(), listener, stopped, tls));
+    Ok(ServerHandle { addr, cluster, stop, accept, companions, tls: https })
 }
 
 /// Binds `addr` again after a refused partition heals (the port may linger briefly).
@@ -71,7 +76,12 @@ async fn rebind(addr: SocketAddr) -> TcpListener {
     }
 }
 
-async fn accept_loop(cluster: Arc<Cluster>, listener: TcpListener, stopped: watch::Receiver<bool>) {
+async fn accept_loop(
+    cluster: Arc<Cluster>,
+    listener: TcpListener,
+    stopped: watch::Receiver<bool>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
     let Ok(addr) = listener.local_addr() else {
         return;
     };
@@ -104,31 +114,49 @@ async fn accept_loop(cluster: Arc<Cluster>, listener: TcpListener, stopped: watc
         let _ = stream.set_nodelay(true);
         let cluster = cluster.clone();
         let server_address = server_address.clone();
-        let mut stopped = stopped.clone();
-        let mut cut = cluster.faults.subscribe();
+        let stopped = stopped.clone();
+        let cut = cluster.faults.subscribe();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let svc = service_fn(move |req| {
-                let cluster = cluster.clone();
-                let server_address = server_address.clone();
-                async move {
-                    Ok::<_, std::convert::Infallible>(
-                        crate::sim::api::handlers::handle(cluster, server_address, req).await,
-                    )
-                }
-            });
-            let conn =
-                hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), svc);
-            tokio::pin!(conn);
-            // The connection ends with the server, or abruptly when a refused partition starts.
-            tokio::select! {
-                res = conn.as_mut() => {
-                    if let Err(e) = res {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                }
-                _ = stopped.wait_for(|s| *s) => {}
-                _ = cut.wait_for(|p| *p == Partition::Refuse) => {}
+            match tls {
+                Some(cfg) => match tokio_rustls::TlsAcceptor::from(cfg).accept(stream).await {
+                    Ok(s) => serve_connection(s, cluster, server_address, stopped, cut).await,
+                    Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
+                },
+                None => serve_connection(stream, cluster, server_address, stopped, cut).await,
             }
         });
+    }
+}
+
+/// Serves one connection (plain or TLS) until it ends, the server stops, or a refused
+/// partition cuts it.
+async fn serve_connection<IO>(
+    io: IO,
+    cluster: Arc<Cluster>,
+    server_address: String,
+    mut stopped: watch::Receiver<bool>,
+    mut cut: watch::Receiver<Partition>,
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = service_fn(move |req| {
+        let cluster = cluster.clone();
+        let server_address = server_address.clone();
+        async move {
+            Ok::<_, std::convert::Infallible>(crate::sim::api::handlers::handle(cluster, server_address, req).await)
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    // The connection ends with the server, or abruptly when a refused partition starts.
+    tokio::select! {
+        res = conn.as_mut() => {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        }
+        _ = stopped.wait_for(|s| *s) => {}
+        _ = cut.wait_for(|p| *p == Partition::Refuse) => {}
     }
 }

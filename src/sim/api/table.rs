@@ -584,6 +584,96 @@ fn columns_and_cells(group: &str, resource: &str, printer_columns: Option<&[Valu
             ],
             Box::new(event_row),
         ),
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings", _) => (
+            vec![
+                name_col(),
+                text("Role", 0, "RoleRef is the reference to the role the binding grants."),
+                age_col(),
+                text("Users", 1, "Users in the binding."),
+                text("Groups", 1, "Groups in the binding."),
+                text("ServiceAccounts", 1, "ServiceAccounts in the binding."),
+            ],
+            Box::new(|o, now| {
+                let subjects = |kind: &str| -> String {
+                    o.get("subjects")
+                        .and_then(Value::as_array)
+                        .map(|ss| {
+                            ss.iter()
+                                .filter(|s| s["kind"] == kind)
+                                .map(|s| match s["namespace"].as_str() {
+                                    Some(ns) if kind == "ServiceAccount" => {
+                                        format!("{ns}/{}", s["name"].as_str().unwrap_or(""))
+                                    }
+                                    _ => s["name"].as_str().unwrap_or("").to_string(),
+                                })
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        })
+                        .unwrap_or_default()
+                };
+                vec![
+                    json!(s(o, "/metadata/name")),
+                    json!(format!("{}/{}", s(o, "/roleRef/kind"), s(o, "/roleRef/name"))),
+                    json!(age(o, now)),
+                    json!(subjects("User")),
+                    json!(subjects("Group")),
+                    json!(subjects("ServiceAccount")),
+                ]
+            }),
+        ),
+        ("apps", "deployments", _) => (
+            vec![
+                name_col(),
+                text("Ready", 0, "Number of the pod with ready state"),
+                col(
+                    "Up-to-date",
+                    "integer",
+                    "",
+                    0,
+                    "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                ),
+                col(
+                    "Available",
+                    "integer",
+                    "",
+                    0,
+                    "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+                ),
+                age_col(),
+                text("Containers", 1, "Names of each container in the template."),
+                text("Images", 1, "Images referenced by each container in the template."),
+                text(
+                    "Selector",
+                    1,
+                    "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.",
+                ),
+            ],
+            Box::new(|o, now| {
+                let int = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+                let (containers, images) = containers_and_images(o.pointer("/spec/template/spec"));
+                let selector = o
+                    .pointer("/spec/selector/matchLabels")
+                    .and_then(Value::as_object)
+                    .map(|m| {
+                        m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(",")
+                    })
+                    .unwrap_or_default();
+                vec![
+                    json!(s(o, "/metadata/name")),
+                    json!(format!(
+                        "{}/{}",
+                        int("/status/readyReplicas"),
+                        o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)
+                    )),
+                    json!(int("/status/updatedReplicas")),
+                    json!(int("/status/availableReplicas")),
+                    json!(age(o, now)),
+                    json!(containers),
+                    json!(images),
+                    json!(selector),
+                ]
+            }),
+        ),
         ("discovery.k8s.io", "endpointslices", _) => (
             vec![
                 name_col(),

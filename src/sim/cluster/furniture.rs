@@ -47,6 +47,66 @@ impl Cluster {
         }
     }
 
+    /// The ClusterRoles and bindings every real cluster bootstraps that matter here: the
+    /// administrators' `cluster-admin`, and what every authenticated user may do —
+    /// discovery (`system:discovery`), public health and version (`system:public-info-viewer`)
+    /// and reviewing its own access (`system:basic-user`).
+    fn add_bootstrap_rbac(&self) {
+        let rbac = |plural: &str| self.resources.by_plural("rbac.authorization.k8s.io", plural);
+        let (Some(roles), Some(bindings)) = (rbac("clusterroles"), rbac("clusterrolebindings")) else { return };
+        let role = |name: &str, rules: serde_json::Value| {
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                                "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+                   "rules": rules})
+        };
+        let binding = |name: &str, group: &str| {
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                                "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]})
+        };
+        let health = json!(["/healthz", "/livez", "/readyz", "/version", "/version/"]);
+        let objects = [
+            (
+                &roles,
+                role(
+                    "cluster-admin",
+                    json!([
+                        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                        {"nonResourceURLs": ["*"], "verbs": ["*"]},
+                    ]),
+                ),
+            ),
+            (
+                &roles,
+                role(
+                    "system:discovery",
+                    json!([{"nonResourceURLs": [
+                "/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"
+            ], "verbs": ["get"]}]),
+                ),
+            ),
+            (&roles, role("system:public-info-viewer", json!([{"nonResourceURLs": health, "verbs": ["get"]}]))),
+            (
+                &roles,
+                role(
+                    "system:basic-user",
+                    json!([{"apiGroups": ["authorization.k8s.io"],
+                "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]}]),
+                ),
+            ),
+            (&bindings, binding("cluster-admin", "system:masters")),
+            (&bindings, binding("system:discovery", "system:authenticated")),
+            (&bindings, binding("system:public-info-viewer", "system:authenticated")),
+            (&bindings, binding("system:basic-user", "system:authenticated")),
+        ];
+        for (rt, object) in objects {
+            let _ = self.create(rt, None, object, &Default::default());
+        }
+    }
+
     /// A new cluster holding the namespaces every real cluster starts with.
     pub fn new(config: ClusterConfig) -> Arc<Self> {
         Self::in_sandbox(config, Arc::default(), Arc::default())
@@ -67,6 +127,7 @@ impl Cluster {
                 .expect("a fresh cluster accepts its own namespaces");
         }
         cluster.add_kubernetes_service();
+        cluster.add_bootstrap_rbac();
         cluster
     }
 }

@@ -25,8 +25,10 @@ use tokio::sync::Notify;
 
 use self::{disks::VolumeStore, faults::Faults, ledger::Ledger, logs::LogStore};
 use crate::sim::store::{
+    audit::AuditLog,
     resources::ResourceTable,
     storage::{Storage, StorageLimits},
+    tokens::TokenStore,
 };
 
 /// Settings of one simulated cluster.
@@ -63,6 +65,9 @@ pub struct ClusterConfig {
     /// or two); a pod's annotation [`SHUTDOWN_ANNOTATION`] overrides it, and the grace period
     /// always caps it.
     pub container_shutdown: Duration,
+    /// Whether requests must carry a valid bearer token and pass RBAC (`spanset sim --auth`);
+    /// otherwise every caller may do everything, as before.
+    pub auth: bool,
 }
 
 /// Pod annotation: simulated seconds its containers take to exit on SIGTERM (to model a slow
@@ -87,6 +92,7 @@ impl ClusterConfig {
             node_monitor_grace: Duration::from_secs(40),
             unreachable_toleration: Duration::from_secs(300),
             container_shutdown: Duration::from_secs(1),
+            auth: false,
         }
     }
 
@@ -112,6 +118,12 @@ pub struct Cluster {
     pub ledger: Arc<Ledger>,
     /// Volumes, shared with the other clusters of the sandbox.
     pub volumes: Arc<VolumeStore>,
+    /// Bearer tokens accepted when the cluster enforces authentication.
+    pub tokens: TokenStore,
+    /// The administrator's token (full rights), when the cluster enforces authentication.
+    pub admin_token: Option<String>,
+    /// Who asked what, and what the authorizer answered, when the cluster enforces it.
+    pub audit: AuditLog,
     /// What the simulated containers wrote, for `kubectl logs`.
     pub logs: LogStore,
     /// Counts of requests served and controller sweeps made (tests read them to see client
@@ -135,11 +147,15 @@ pub struct Counters {
 impl Cluster {
     /// The bare state of a cluster, holding no objects yet ([`furniture`] fills it).
     fn bare(config: ClusterConfig, ledger: Arc<Ledger>, volumes: Arc<VolumeStore>) -> Self {
+        let tokens = TokenStore::default();
         Self {
             ledger,
             volumes,
             counters: Counters::default(),
             logs: LogStore::default(),
+            admin_token: config.auth.then(|| tokens.issue_admin()),
+            tokens,
+            audit: AuditLog::default(),
             storage: Storage::new(config.limits),
             resources: ResourceTable::default(),
             // Mixing in the name keeps clusters of one sandbox from drawing the same uids.

@@ -12,7 +12,10 @@ use crate::sim::{
         ledger::Ledger,
         {Cluster, ClusterConfig, components},
     },
-    sandbox::admin,
+    sandbox::{
+        admin, kubeconfig,
+        tls::{SandboxTls, TlsError},
+    },
 };
 
 /// Errors starting a fleet.
@@ -29,6 +32,9 @@ pub enum FleetError {
         #[source]
         source: std::io::Error,
     },
+    /// TLS for clusters that enforce authentication could not be set up.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 /// Running simulated clusters, by name, and the admin listener.
@@ -40,6 +46,8 @@ pub struct Fleet {
     admin: tokio::task::JoinHandle<()>,
     /// The identity ledger shared by all clusters.
     pub ledger: Arc<Ledger>,
+    /// The CA of the clusters served over TLS, PEM.
+    pub ca_pem: Option<String>,
 }
 
 async fn bind(cluster: &str, port: u16) -> Result<TcpListener, FleetError> {
@@ -58,13 +66,19 @@ impl Fleet {
         let mut servers = Vec::new();
         let ledger = Arc::new(Ledger::default());
         let volumes = Arc::new(VolumeStore::default());
+        // Clusters that enforce authentication serve HTTPS: kubectl sends tokens only over TLS.
+        let tls = match configs.iter().any(|c| c.auth) {
+            true => Some(SandboxTls::generate()?),
+            false => None,
+        };
         for (i, config) in configs.into_iter().enumerate() {
             let listener = bind(&config.name, port_at(i)).await?;
+            let server_tls = tls.as_ref().filter(|_| config.auth).map(|t| t.server.clone());
             let cluster = Cluster::in_sandbox(config, ledger.clone(), volumes.clone());
             servers.push(
                 {
                     let components = components::spawn(&cluster);
-                    server::serve(cluster, listener, components)
+                    server::serve(cluster, listener, components, server_tls)
                 }
                 .map_err(|source| FleetError::Bind {
                     cluster: "?".into(),
@@ -84,12 +98,26 @@ impl Fleet {
             servers.iter().map(|s| (s.cluster.config.name.clone(), (s.cluster.clone(), s.url()))).collect();
         let sandbox = admin::Sandbox { clusters: Arc::new(clusters), ledger: ledger.clone(), volumes: volumes.clone() };
         let admin = tokio::spawn(admin::serve(admin_listener, Arc::new(sandbox)));
-        Ok(Self { servers, admin_addr, admin, ledger })
+        Ok(Self { servers, admin_addr, admin, ledger, ca_pem: tls.map(|t| t.ca_pem) })
     }
 
     /// `(name, url)` of each cluster, in order.
     pub fn endpoints(&self) -> Vec<(String, String)> {
         self.servers.iter().map(|s| (s.cluster.config.name.clone(), s.url())).collect()
+    }
+
+    /// How to reach each cluster, in order, with the administrator's token of those that
+    /// enforce authentication (for the kubeconfig).
+    pub fn access(&self) -> Vec<kubeconfig::Access> {
+        self.servers
+            .iter()
+            .map(|s| kubeconfig::Access {
+                name: s.cluster.config.name.clone(),
+                url: s.url(),
+                token: s.cluster.admin_token.clone(),
+                ca_pem: self.ca_pem.clone().filter(|_| s.cluster.config.auth),
+            })
+            .collect()
     }
 
     /// The server of one cluster.

@@ -5,3 +5,4 @@
 pub mod admin;
 pub mod fleet;
 pub mod kubeconfig;
+pub mod tls;

@@ -36,7 +36,8 @@ impl ApiError {
         Self { code, reason, message: message.into(), details: None }
     }
 
-    fn with_details(mut self, details: Value) -> Self {
+    /// Adds the `details` of the `Status` (name, group, kind).
+    pub fn with_details(mut self, details: Value) -> Self {
         self.details = Some(details);
         self
     }

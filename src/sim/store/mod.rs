@@ -2,8 +2,10 @@
 //! map with history and watch fan-out), [`object`] (metadata accessors), [`resources`] (the
 //! served resource table, built-in and custom), and [`registry`] (per-kind rules: [`defaults`],
 //! [`validate`], generation, deletion), with [`selector`], the API's [`error`]s, and
-//! [`views`] (one stored resource served under two groups).
+//! [`views`] (one stored resource served under two groups); and, for a cluster that enforces
+//! authentication, its [`tokens`] and [`audit`] log.
 
+pub mod audit;
 pub mod defaults;
 pub mod error;
 pub mod object;
@@ -11,5 +13,6 @@ pub mod registry;
 pub mod resources;
 pub mod selector;
 pub mod storage;
+pub mod tokens;
 pub mod validate;
 pub mod views;

@@ -91,7 +91,15 @@ impl ResourceType {
 
     /// The verbs discovery advertises.
     pub fn verbs(&self) -> Vec<&'static str> {
+        if self.create_only() {
+            return vec!["create"];
+        }
         vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+    }
+
+    /// Reviews (`SelfSubjectAccessReview`): answered on create, never stored.
+    pub fn create_only(&self) -> bool {
+        self.group == "authorization.k8s.io"
     }
 
     /// Whether a change to this field set bumps `metadata.generation`: built-ins bump on `.spec`
@@ -137,12 +145,20 @@ fn builtin(
 
 /// The built-in resources every simulated cluster serves.
 pub fn builtins() -> Vec<ResourceType> {
-    let mut sts = builtin("apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, &["sts"], true, true);
-    sts.scale = Some(ScalePaths {
+    let scale = Some(ScalePaths {
         spec_replicas: ".spec.replicas".into(),
         status_replicas: ".status.replicas".into(),
         label_selector: None,
     });
+    let mut sts = builtin("apps", "v1", "statefulsets", "statefulset", "StatefulSet", true, &["sts"], true, true);
+    sts.scale = scale.clone();
+    // Stored and served (so `kubectl apply -k deploy/` works); no controller runs their pods.
+    let mut deployments =
+        builtin("apps", "v1", "deployments", "deployment", "Deployment", true, &["deploy"], true, true);
+    deployments.scale = scale;
+    let rbac = |plural: &str, singular: &str, kind: &str, namespaced: bool| {
+        builtin("rbac.authorization.k8s.io", "v1", plural, singular, kind, namespaced, &[], false, false)
+    };
     vec![
         builtin("", "v1", "namespaces", "namespace", "Namespace", false, &["ns"], true, false),
         builtin("", "v1", "nodes", "node", "Node", false, &["no"], true, false),
@@ -171,6 +187,22 @@ pub fn builtins() -> Vec<ResourceType> {
         },
         builtin("discovery.k8s.io", "v1", "endpointslices", "endpointslice", "EndpointSlice", true, &[], false, false),
         sts,
+        deployments,
+        rbac("roles", "role", "Role", true),
+        rbac("rolebindings", "rolebinding", "RoleBinding", true),
+        rbac("clusterroles", "clusterrole", "ClusterRole", false),
+        rbac("clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", false),
+        builtin(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+            "selfsubjectaccessreview",
+            "SelfSubjectAccessReview",
+            false,
+            &[],
+            false,
+            false,
+        ),
         builtin(
             "apps",
             "v1",

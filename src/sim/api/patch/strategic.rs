@@ -32,7 +32,8 @@ pub fn builtin_kind(group: &str, kind: &str) -> Option<BuiltinKind> {
                 | "Node"
                 | "Namespace"
                 | "Event"
-        ) | ("apps", "StatefulSet" | "ControllerRevision")
+        ) | ("apps", "StatefulSet" | "ControllerRevision" | "Deployment")
+            | ("rbac.authorization.k8s.io", "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding")
             | ("coordination.k8s.io", "Lease")
             | ("events.k8s.io", "Event")
             | ("discovery.k8s.io", "EndpointSlice")

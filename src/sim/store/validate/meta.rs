@@ -14,8 +14,24 @@ pub(super) fn name_messages(resource: &str, name: &str, prefix: bool) -> Vec<Str
         // could not be confirmed for 1.27–1.33.
         "namespaces" => syntax::dns1123_label(name),
         "services" => syntax::dns1035_label(name),
+        // RBAC names are path segments (`system:discovery`), `ValidatePathSegmentName`.
+        "roles" | "clusterroles" | "rolebindings" | "clusterrolebindings" => path_segment(name, prefix),
         _ => syntax::dns1123_subdomain(name),
     }
+}
+
+/// `ValidatePathSegmentName`: anything but `.`, `..`, `/` and `%`.
+fn path_segment(name: &str, prefix: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    if !prefix && (name == "." || name == "..") {
+        out.push(format!("may not be '{name}'"));
+    }
+    for bad in ["/", "%"] {
+        if name.contains(bad) {
+            out.push(format!("may not contain '{bad}'"));
+        }
+    }
+    out
 }
 
 /// `ValidateLabels`: one error per message, keys then values, in key order.

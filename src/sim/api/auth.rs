@@ -1,0 +1,338 @@
+//! Authentication and RBAC authorization of a cluster that enforces them (`spanset sim --auth`),
+//! as the apiserver does them: a bearer token names a user (401 `Unauthorized` otherwise), the
+//! request becomes attributes (verb, API group, resource, subresource, namespace, name — or a
+//! non-resource path), and the Roles, ClusterRoles and their bindings in storage decide (403
+//! `Forbidden`, worded as the apiserver words it). Every decision is written to the cluster's
+//! audit log with the rule that allowed it.
+
+use http::{HeaderMap, Method, header};
+use serde_json::{Value, json};
+
+use super::{query::Query, routes::Route};
+use crate::sim::{
+    cluster::Cluster,
+    store::{
+        audit::{AuditRecord, RuleRef},
+        error::ApiError,
+        object,
+        tokens::{Lookup, UserInfo},
+    },
+};
+
+/// What a request asks, in the authorizer's terms (`authorizer.Attributes`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Attributes {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`; for a
+    /// non-resource request the lowercase HTTP method.
+    pub verb: String,
+    /// True for requests about API resources.
+    pub resource_request: bool,
+    /// API group (`""` for core).
+    pub group: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Subresource, or empty.
+    pub subresource: String,
+    /// Namespace, or empty (for a namespace itself, its name).
+    pub namespace: String,
+    /// Object name, or empty.
+    pub name: String,
+    /// URL path.
+    pub path: String,
+}
+
+/// The 401 the apiserver sends for a missing, unknown or expired token.
+pub fn unauthorized() -> ApiError {
+    ApiError::custom(401, "Unauthorized", "Unauthorized")
+}
+
+/// The user behind a request's bearer token. A ServiceAccount token stops working once its
+/// ServiceAccount is deleted (or replaced by another of the same name).
+pub fn authenticate(cluster: &Cluster, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(unauthorized)?;
+    match cluster.tokens.lookup(token) {
+        Lookup::Valid(user, None) => Ok(user),
+        Lookup::Valid(user, Some(bound)) => {
+            let sa = cluster.storage.get(&(String::new(), "serviceaccounts".into()), &bound.namespace, &bound.name);
+            match sa {
+                Some(sa) if object::uid(&sa) == bound.uid && !object::is_deleting(&sa) => Ok(user),
+                _ => Err(unauthorized()),
+            }
+        }
+        Lookup::Invalid => Err(unauthorized()),
+    }
+}
+
+/// The attributes of a request, as the apiserver's `RequestInfoFactory` derives them.
+pub fn attributes(method: &Method, path: &str, route: &Route, query: Option<&str>) -> Attributes {
+    let Route::Resource(p) = route else {
+        return Attributes { verb: method.as_str().to_lowercase(), path: path.to_string(), ..Default::default() };
+    };
+    let watch = Query::parse(query).is_ok_and(|q| q.watch);
+    let named = p.name.is_some();
+    let verb = match *method {
+        Method::GET | Method::HEAD if watch && !named => "watch",
+        Method::GET | Method::HEAD if named => "get",
+        Method::GET | Method::HEAD => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if named => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "",
+    };
+    let namespace = match (&p.namespace, p.plural.as_str(), &p.name) {
+        (Some(ns), _, _) => ns.clone(),
+        (None, "namespaces", Some(name)) => name.clone(),
+        _ => String::new(),
+    };
+    Attributes {
+        verb: verb.to_string(),
+        resource_request: true,
+        group: p.group.clone(),
+        resource: p.plural.clone(),
+        subresource: p.subresource.clone().unwrap_or_default(),
+        namespace,
+        name: p.name.clone().unwrap_or_default(),
+        path: path.to_string(),
+    }
+}
+
+fn strings(v: &Value, key: &str) -> Vec<String> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+/// Whether one PolicyRule grants the request (`rbac/v1.PolicyRule` semantics).
+pub fn rule_allows(rule: &Value, a: &Attributes) -> bool {
+    let has = |key: &str, want: &str| strings(rule, key).iter().any(|s| s == "*" || s == want);
+    if !has("verbs", &a.verb) {
+        return false;
+    }
+    if !a.resource_request {
+        return strings(rule, "nonResourceURLs")
+            .iter()
+            .any(|u| u == "*" || u == &a.path || u.strip_suffix('*').is_some_and(|prefix| a.path.starts_with(prefix)));
+    }
+    if !has("apiGroups", &a.group) {
+        return false;
+    }
+    let combined =
+        if a.subresource.is_empty() { a.resource.clone() } else { format!("{}/{}", a.resource, a.subresource) };
+    let resource_ok = strings(rule, "resources")
+        .iter()
+        .any(|r| r == "*" || *r == combined || (!a.subresource.is_empty() && *r == format!("*/{}", a.subresource)));
+    if !resource_ok {
+        return false;
+    }
+    let names = strings(rule, "resourceNames");
+    names.is_empty() || (!a.name.is_empty() && names.contains(&a.name))
+}
+
+fn subject_matches(subject: &Value, user: &UserInfo, binding_ns: &str) -> bool {
+    let name = subject["name"].as_str().unwrap_or("");
+    match subject["kind"].as_str().unwrap_or("") {
+        "User" => name == user.name,
+        "Group" => user.groups.iter().any(|g| g == name),
+        "ServiceAccount" => {
+            let ns = subject["namespace"].as_str().filter(|n| !n.is_empty()).unwrap_or(binding_ns);
+            user.name == format!("system:serviceaccount:{ns}:{name}")
+        }
+        _ => false,
+    }
+}
+
+/// The first rule granting the request to the user, through a ClusterRoleBinding or a
+/// RoleBinding of the request's namespace.
+fn granting_rule(cluster: &Cluster, user: &UserInfo, a: &Attributes) -> Option<RuleRef> {
+    let rbac = |plural: &str| ("rbac.authorization.k8s.io".to_string(), plural.to_string());
+    let role_rules = |kind: &str, ns: &str, name: &str| -> Vec<Value> {
+        let plural = if kind == "ClusterRole" { "clusterroles" } else { "roles" };
+        cluster
+            .storage
+            .get(&rbac(plural), if kind == "ClusterRole" { "" } else { ns }, name)
+            .and_then(|r| r.get("rules").and_then(Value::as_array).cloned())
+            .unwrap_or_default()
+    };
+    let first_match = |binding: &Value, binding_ns: &str| -> Option<RuleRef> {
+        let subjects = binding.get("subjects").and_then(Value::as_array)?;
+        if !subjects.iter().any(|s| subject_matches(s, user, binding_ns)) {
+            return None;
+        }
+        let kind = binding.pointer("/roleRef/kind").and_then(Value::as_str)?;
+        let name = binding.pointer("/roleRef/name").and_then(Value::as_str)?;
+        let index = role_rules(kind, binding_ns, name).iter().position(|r| rule_allows(r, a))?;
+        let namespace = if kind == "ClusterRole" { String::new() } else { binding_ns.to_string() };
+        Some(RuleRef { kind: kind.to_string(), namespace, name: name.to_string(), index })
+    };
+    let (cluster_bindings, _) = cluster.storage.list(&rbac("clusterrolebindings"), None);
+    if let Some(r) = cluster_bindings.iter().find_map(|b| first_match(b, "")) {
+        return Some(r);
+    }
+    if a.namespace.is_empty() {
+        return None;
+    }
+    let (bindings, _) = cluster.storage.list(&rbac("rolebindings"), Some(&a.namespace));
+    bindings.iter().find_map(|b| first_match(b, &a.namespace))
+}
+
+/// What the authorizer decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Allowed, by this rule (none for `system:masters`).
+    Allow(Option<RuleRef>),
+    /// Denied: no rule grants it.
+    Deny,
+}
+
+/// Decides a request as RBAC does; `system:masters` may do everything.
+pub fn decide(cluster: &Cluster, user: &UserInfo, a: &Attributes) -> Decision {
+    if user.groups.iter().any(|g| g == "system:masters") {
+        return Decision::Allow(None);
+    }
+    match granting_rule(cluster, user, a) {
+        Some(rule) => Decision::Allow(Some(rule)),
+        None => Decision::Deny,
+    }
+}
+
+/// The apiserver's `forbiddenMessage`, without the `RESOURCE is forbidden:` prefix.
+pub fn forbidden_reason(user: &UserInfo, a: &Attributes) -> String {
+    if !a.resource_request {
+        return format!("User {:?} cannot {} path {:?}", user.name, a.verb, a.path);
+    }
+    let resource =
+        if a.subresource.is_empty() { a.resource.clone() } else { format!("{}/{}", a.resource, a.subresource) };
+    if a.namespace.is_empty() {
+        format!(
+            "User {:?} cannot {} resource {resource:?} in API group {:?} at the cluster scope",
+            user.name, a.verb, a.group
+        )
+    } else {
+        format!(
+            "User {:?} cannot {} resource {resource:?} in API group {:?} in the namespace {:?}",
+            user.name, a.verb, a.group, a.namespace
+        )
+    }
+}
+
+/// The 403 `Status` for a denied request (`apierrors.NewForbidden`).
+pub fn forbidden(user: &UserInfo, a: &Attributes) -> ApiError {
+    let reason = forbidden_reason(user, a);
+    if !a.resource_request {
+        return ApiError::custom(403, "Forbidden", format!("forbidden: {reason}"));
+    }
+    let qualified = if a.group.is_empty() { a.resource.clone() } else { format!("{}.{}", a.resource, a.group) };
+    let message = if a.name.is_empty() {
+        format!("{qualified} is forbidden: {reason}")
+    } else {
+        format!("{qualified} {:?} is forbidden: {reason}", a.name)
+    };
+    let mut details = json!({"group": a.group, "kind": a.resource});
+    if !a.name.is_empty() {
+        details["name"] = json!(a.name);
+    }
+    ApiError::custom(403, "Forbidden", message).with_details(details)
+}
+
+/// Authorizes a request and writes the decision to the audit log.
+pub fn authorize(cluster: &Cluster, user: &UserInfo, a: &Attributes) -> Result<(), ApiError> {
+    let decision = decide(cluster, user, a);
+    let (allowed, rule) = match &decision {
+        Decision::Allow(rule) => (true, rule.clone()),
+        Decision::Deny => (false, None),
+    };
+    cluster.audit.record(AuditRecord {
+        user: user.name.clone(),
+        verb: a.verb.clone(),
+        group: a.group.clone(),
+        resource: a.resource.clone(),
+        subresource: a.subresource.clone(),
+        namespace: a.namespace.clone(),
+        name: a.name.clone(),
+        path: if a.resource_request { String::new() } else { a.path.clone() },
+        allowed,
+        rule,
+    });
+    if allowed { Ok(()) } else { Err(forbidden(user, a)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::api::routes;
+
+    fn attrs(method: Method, path_and_query: &str) -> Attributes {
+        let (path, query) = path_and_query.split_once('?').map_or((path_and_query, None), |(p, q)| (p, Some(q)));
+        attributes(&method, path, &routes::parse(path), query)
+    }
+
+    #[test]
+    fn requests_become_the_apiservers_attributes() {
+        let a = attrs(Method::GET, "/api/v1/namespaces/default/pods");
+        assert_eq!((a.verb.as_str(), a.resource.as_str(), a.namespace.as_str()), ("list", "pods", "default"));
+        assert_eq!(attrs(Method::GET, "/api/v1/namespaces/default/pods?watch=true").verb, "watch");
+        let a = attrs(Method::PATCH, "/apis/apps/v1/namespaces/x/statefulsets/web/status");
+        assert_eq!((a.group.as_str(), a.subresource.as_str(), a.name.as_str()), ("apps", "status", "web"));
+        assert_eq!(attrs(Method::DELETE, "/api/v1/namespaces/x/pods").verb, "deletecollection");
+        assert_eq!(attrs(Method::GET, "/api/v1/namespaces/kube-system").namespace, "kube-system");
+        let a = attrs(Method::GET, "/version");
+        assert!(!a.resource_request);
+        assert_eq!((a.verb.as_str(), a.path.as_str()), ("get", "/version"));
+    }
+
+    #[test]
+    fn rules_match_verbs_groups_resources_subresources_and_names() {
+        let rule = json!({"apiGroups": ["apps"], "resources": ["statefulsets", "statefulsets/status"], "verbs": ["get", "patch"]});
+        assert!(rule_allows(&rule, &attrs(Method::PATCH, "/apis/apps/v1/namespaces/x/statefulsets/web/status")));
+        assert!(!rule_allows(&rule, &attrs(Method::PATCH, "/apis/apps/v1/namespaces/x/statefulsets/web/scale")));
+        assert!(!rule_allows(&rule, &attrs(Method::DELETE, "/apis/apps/v1/namespaces/x/statefulsets/web")));
+        assert!(!rule_allows(&rule, &attrs(Method::GET, "/api/v1/namespaces/x/pods/web-0")), "another group");
+        let named =
+            json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["a"], "verbs": ["get", "list"]});
+        assert!(rule_allows(&named, &attrs(Method::GET, "/api/v1/namespaces/x/secrets/a")));
+        assert!(!rule_allows(&named, &attrs(Method::GET, "/api/v1/namespaces/x/secrets/b")));
+        assert!(!rule_allows(&named, &attrs(Method::GET, "/api/v1/namespaces/x/secrets")), "a list has no name");
+        let sub = json!({"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["*"]});
+        assert!(rule_allows(&sub, &attrs(Method::PUT, "/apis/apps/v1/namespaces/x/statefulsets/web/status")));
+        assert!(!rule_allows(&sub, &attrs(Method::PUT, "/apis/apps/v1/namespaces/x/statefulsets/web")));
+        let paths = json!({"nonResourceURLs": ["/apis/*", "/version"], "verbs": ["get"]});
+        assert!(rule_allows(&paths, &attrs(Method::GET, "/apis/apps/v1")));
+        assert!(rule_allows(&paths, &attrs(Method::GET, "/version")));
+        assert!(!rule_allows(&paths, &attrs(Method::GET, "/metrics")));
+    }
+
+    #[test]
+    fn refusals_are_worded_as_the_apiserver_words_them() {
+        let sa = UserInfo::service_account("spanset-system", "spanset");
+        let e = forbidden(&sa, &attrs(Method::GET, "/api/v1/namespaces/default/pods"));
+        assert_eq!(
+            e.message,
+            r#"pods is forbidden: User "system:serviceaccount:spanset-system:spanset" cannot list resource "pods" in API group "" in the namespace "default""#
+        );
+        let e = forbidden(&sa, &attrs(Method::GET, "/api/v1/nodes/n1"));
+        assert_eq!(
+            e.message,
+            r#"nodes "n1" is forbidden: User "system:serviceaccount:spanset-system:spanset" cannot get resource "nodes" in API group "" at the cluster scope"#
+        );
+        let e = forbidden(&sa, &attrs(Method::PATCH, "/apis/apps/v1/namespaces/x/statefulsets/web/status"));
+        assert!(e.message.starts_with(r#"statefulsets.apps "web" is forbidden: "#), "{}", e.message);
+        assert!(
+            e.message
+                .ends_with(r#"cannot patch resource "statefulsets/status" in API group "apps" in the namespace "x""#)
+        );
+        let e = forbidden(&sa, &attrs(Method::GET, "/metrics"));
+        assert_eq!(
+            e.message,
+            r#"forbidden: User "system:serviceaccount:spanset-system:spanset" cannot get path "/metrics""#
+        );
+    }
+}

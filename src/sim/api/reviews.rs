@@ -1,0 +1,97 @@
+//! The two auth APIs that answer a POST without storing anything: `SelfSubjectAccessReview`
+//! (what `kubectl auth can-i` asks) and the ServiceAccount `token` subresource (TokenRequest,
+//! what `kubectl create token` and `spanset join` use to mint a token).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::auth::{self, Attributes, Decision};
+use crate::sim::{
+    cluster::Cluster,
+    store::{
+        error::{ApiError, ApiResult},
+        object,
+        tokens::{BoundTo, UserInfo},
+    },
+};
+
+/// Default lifetime of a requested token (`TokenRequestSpec.expirationSeconds`).
+const DEFAULT_EXPIRATION: i64 = 3600;
+/// The shortest lifetime the apiserver accepts.
+const MIN_EXPIRATION: i64 = 600;
+
+fn invalid(kind: &str, field: &str, message: String) -> ApiError {
+    ApiError::custom(422, "Invalid", format!("{kind}.authentication.k8s.io \"\" is invalid: {field}: {message}"))
+}
+
+/// Answers a SelfSubjectAccessReview for `user`: the review echoed with `status.allowed`.
+/// A cluster that does not enforce authorization allows everything, and says so.
+pub fn access_review(cluster: &Cluster, user: &UserInfo, body: &Value) -> ApiResult<Value> {
+    let spec = body.get("spec").cloned().unwrap_or(json!({}));
+    let str_at = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let a = if let Some(r) = spec.get("resourceAttributes") {
+        Attributes {
+            verb: str_at(r, "verb"),
+            resource_request: true,
+            group: str_at(r, "group"),
+            resource: str_at(r, "resource"),
+            subresource: str_at(r, "subresource"),
+            namespace: str_at(r, "namespace"),
+            name: str_at(r, "name"),
+            path: String::new(),
+        }
+    } else if let Some(n) = spec.get("nonResourceAttributes") {
+        Attributes { verb: str_at(n, "verb"), path: str_at(n, "path"), ..Default::default() }
+    } else {
+        return Err(ApiError::custom(
+            422,
+            "Invalid",
+            "SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.resourceAttributes: Invalid value: \"null\": exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        ));
+    };
+    let allowed = !cluster.config.auth || matches!(auth::decide(cluster, user, &a), Decision::Allow(_));
+    let mut out = body.clone();
+    out["apiVersion"] = json!("authorization.k8s.io/v1");
+    out["kind"] = json!("SelfSubjectAccessReview");
+    object::metadata_mut(&mut out).insert("creationTimestamp".into(), Value::Null);
+    out["status"] = if allowed { json!({"allowed": true}) } else { json!({"allowed": false}) };
+    Ok(out)
+}
+
+/// Mints a token for a ServiceAccount (`POST .../serviceaccounts/NAME/token`), bound to the
+/// ServiceAccount's uid and expiring after `spec.expirationSeconds` (simulated time).
+pub fn token_request(cluster: &Cluster, ns: &str, name: &str, body: &Value) -> ApiResult<Value> {
+    let sa_rt = cluster.resources.by_plural("", "serviceaccounts").ok_or_else(ApiError::no_route)?;
+    let sa = cluster.get(&sa_rt, ns, name)?;
+    let seconds = match body.pointer("/spec/expirationSeconds") {
+        None | Some(Value::Null) => DEFAULT_EXPIRATION,
+        Some(v) => v.as_i64().ok_or_else(|| {
+            invalid("TokenRequest", "spec.expirationSeconds", format!("Invalid value: {v}: must be a number"))
+        })?,
+    };
+    if seconds < MIN_EXPIRATION {
+        return Err(invalid(
+            "TokenRequest",
+            "spec.expirationSeconds",
+            format!("Invalid value: {seconds}: may not specify a duration less than 10 minutes"),
+        ));
+    }
+    let audiences: Vec<String> = body
+        .pointer("/spec/audiences")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .filter(|a: &Vec<String>| !a.is_empty())
+        .unwrap_or_else(|| vec!["https://kubernetes.default.svc.cluster.local".into()]);
+    let lifetime = cluster.config.real(Duration::from_secs(seconds as u64));
+    let bound = BoundTo { namespace: ns.into(), name: name.into(), uid: object::uid(&sa).into() };
+    let token = cluster.tokens.issue_for(bound, &audiences, seconds, std::time::Instant::now() + lifetime);
+    let expires = jiff::Timestamp::now() + jiff::SignedDuration::try_from(lifetime).unwrap_or_default();
+    Ok(json!({
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": null},
+        "spec": {"audiences": audiences, "expirationSeconds": seconds, "boundObjectRef": null},
+        "status": {"token": token, "expirationTimestamp": object::format_time(expires)},
+    }))
+}
