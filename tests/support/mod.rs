@@ -66,11 +66,17 @@ pub struct Sandbox {
 impl Sandbox {
     /// Starts `spanset sim --clusters <clusters>` and waits for `ready`.
     pub fn start(clusters: &str) -> Self {
+        Self::start_with(clusters, &[])
+    }
+
+    /// Like [`Sandbox::start`], with more flags (`--auth`).
+    pub fn start_with(clusters: &str, flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let kubeconfig = dir.path().join("kubeconfig");
         let mut child = Command::new(env!("CARGO_BIN_EXE_spanset"))
             .args(["sim", "--time-factor", "0.01", "--clusters", clusters, "--kubeconfig"])
             .arg(&kubeconfig)
+            .args(flags)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
