@@ -52,6 +52,22 @@ pub struct Supervisor {
     /// Names seen by a relist in progress (a watch restart), to drop what vanished meanwhile.
     relisted_members: Option<Vec<String>>,
     relisted_federations: Option<Vec<FederationKey>>,
+    /// The resourceVersion of each member's kubeconfig Secret its client was built from
+    /// (`None`: no Secret could be read), to reconnect when the Secret is rotated in place.
+    secret_versions: BTreeMap<String, Option<String>>,
+}
+
+/// How often the kubeconfig Secrets of members are read again, to pick up rotated
+/// credentials without a restart (a `get` each: no list or watch of Secrets is needed).
+pub const SECRET_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Where a member's credentials come from, for messages (never the credentials).
+pub fn credentials_of(spec: &MemberClusterSpec) -> String {
+    match (&spec.context, &spec.kubeconfig_secret) {
+        (Some(ctx), _) => format!("context {ctx:?}"),
+        (None, Some(s)) => format!("Secret {}/{}", s.namespace, s.name),
+        (None, None) => "no credentials".into(),
+    }
 }
 
 impl Supervisor {
@@ -76,6 +92,7 @@ impl Supervisor {
             members_listed: false,
             relisted_members: None,
             relisted_federations: None,
+            secret_versions: BTreeMap::new(),
         }
     }
 
@@ -113,48 +130,106 @@ impl Supervisor {
             self.broadcast();
             return;
         }
+        self.connect(mc, ctx);
+    }
+
+    /// (Re)builds a member's client from its spec and starts its watcher; a failure is
+    /// reported on the MemberCluster (`Reachable=False`, `BadKubeconfig`) and to coordinators.
+    fn connect(&mut self, mc: Arc<MemberCluster>, ctx: &mut Context<Self>) {
+        let name = mc.name_any();
         self.connecting.insert(name.clone(), mc.spec.clone());
         self.connecting_members.insert(name.clone(), mc.clone());
         self.broadcast();
         let host = self.host.clone();
         let kubeconfig = self.config.kubeconfig.clone();
         let spec = mc.spec.clone();
-        ctx.spawn(async move { member_client(&host, kubeconfig.as_deref(), &spec).await }.into_actor(self).map(
-            move |client, act, _| {
-                if act.connecting.get(&name) != Some(&mc.spec) {
-                    return; // superseded by a newer spec, or deleted
+        let secret_version = secret_version(&host, &spec);
+        let connecting = async move {
+            let version = secret_version.await;
+            (member_client(&host, kubeconfig.as_deref(), &spec).await, version)
+        };
+        ctx.spawn(connecting.into_actor(self).map(move |(client, version), act, _| {
+            if act.connecting.get(&name) != Some(&mc.spec) {
+                return; // superseded by a newer spec, or deleted
+            }
+            act.secret_versions.insert(name.clone(), version);
+            act.connecting.remove(&name);
+            act.connecting_members.remove(&name);
+            if let Some((_, old)) = act.members.remove(&name)
+                && let Ok(w) = old.watcher
+            {
+                w.do_send(Stop);
+            }
+            let watcher = client.map(|client| {
+                let client = member_http::instrumented(client, &name, act.metrics.clone());
+                let w = ClusterWatcher::new(
+                    name.clone(),
+                    credentials_of(&mc.spec),
+                    client,
+                    act.host.clone(),
+                    act.leadership.clone(),
+                    act.metrics.clone(),
+                    act.synced.clone(),
+                );
+                w.start()
+            });
+            if let Err(e) = &watcher {
+                tracing::warn!(cluster = %name, error = %e, "member cannot be reached");
+                act.report_bad_kubeconfig(&name, e);
+            }
+            act.members
+                .insert(name.clone(), (mc.spec.clone(), MemberHandle { member: mc, watcher, connecting: false }));
+            act.broadcast();
+        }));
+    }
+
+    /// Writes `Reachable=False` with reason `BadKubeconfig` on a member whose client could not
+    /// be built (the message names the Secret or context and what is wrong with it).
+    fn report_bad_kubeconfig(&self, name: &str, message: &str) {
+        if self.leadership.term().is_none() {
+            return;
+        }
+        let api: Api<MemberCluster> = Api::all(self.host.clone());
+        let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now());
+        let patch = serde_json::json!({"status": {"conditions": [{
+            "type": "Reachable", "status": "False", "reason": "BadKubeconfig", "message": message,
+            "lastTransitionTime": now.to_string(),
+        }]}});
+        let name = name.to_string();
+        actix::spawn(async move {
+            if let Err(e) =
+                api.patch_status(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await
+            {
+                tracing::debug!(cluster = %name, error = %e, "cannot write the MemberCluster's status");
+            }
+        });
+    }
+
+    /// Reads every member's kubeconfig Secret again and reconnects those whose Secret changed
+    /// (rotated credentials) or appeared.
+    fn recheck_secrets(&mut self, ctx: &mut Context<Self>) {
+        let host = self.host.clone();
+        let members: Vec<(String, Arc<MemberCluster>, Option<String>)> = self
+            .members
+            .iter()
+            .filter(|(n, (spec, _))| spec.kubeconfig_secret.is_some() && !self.connecting.contains_key(*n))
+            .map(|(n, (_, h))| (n.clone(), h.member.clone(), self.secret_versions.get(n).cloned().flatten()))
+            .collect();
+        for (name, mc, used) in members {
+            let read = secret_version(&host, &mc.spec);
+            ctx.spawn(read.into_actor(self).map(move |now, act, ctx| {
+                let current = act.members.get(&name).map(|(spec, _)| spec.clone());
+                if now != used && current.as_ref() == Some(&mc.spec) && !act.connecting.contains_key(&name) {
+                    tracing::info!(cluster = %name, "the member's kubeconfig Secret changed; reconnecting");
+                    act.connect(mc, ctx);
                 }
-                act.connecting.remove(&name);
-                act.connecting_members.remove(&name);
-                if let Some((_, old)) = act.members.remove(&name)
-                    && let Ok(w) = old.watcher
-                {
-                    w.do_send(Stop);
-                }
-                let watcher = client.map(|client| {
-                    let client = member_http::instrumented(client, &name, act.metrics.clone());
-                    let w = ClusterWatcher::new(
-                        name.clone(),
-                        client,
-                        act.host.clone(),
-                        act.leadership.clone(),
-                        act.metrics.clone(),
-                        act.synced.clone(),
-                    );
-                    w.start()
-                });
-                if let Err(e) = &watcher {
-                    tracing::warn!(cluster = %name, error = %e, "member cannot be reached");
-                }
-                act.members
-                    .insert(name.clone(), (mc.spec.clone(), MemberHandle { member: mc, watcher, connecting: false }));
-                act.broadcast();
-            },
-        ));
+            }));
+        }
     }
 
     fn member_deleted(&mut self, name: &str) {
         self.metrics.forget_member(name);
+        self.secret_versions.remove(name);
         self.connecting.remove(name);
         self.connecting_members.remove(name);
         if let Some((_, h)) = self.members.remove(name)
@@ -195,6 +270,20 @@ impl Supervisor {
 pub const MEMBER_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 /// How long a request body may take to send to a member.
 pub const MEMBER_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The resourceVersion of a member's kubeconfig Secret, if it has one that can be read.
+fn secret_version(
+    host: &Client,
+    spec: &MemberClusterSpec,
+) -> impl std::future::Future<Output = Option<String>> + 'static {
+    let secret = spec.kubeconfig_secret.clone();
+    let host = host.clone();
+    async move {
+        let secret = secret?;
+        let s = Api::<Secret>::namespaced(host, &secret.namespace).get_opt(&secret.name).await.ok()??;
+        s.metadata.resource_version
+    }
+}
 
 /// A client for a member: a context of the controller's kubeconfig, or a kubeconfig held in a
 /// Secret of the host. The error names what is wrong (never the credentials).
@@ -249,6 +338,7 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.run_interval(SECRET_RECHECK, |act, ctx| act.recheck_secrets(ctx));
         let mcs: Api<MemberCluster> = Api::all(self.host.clone());
         let fsts: Api<FederatedStatefulSet> = Api::all(self.host.clone());
         ctx.add_stream(

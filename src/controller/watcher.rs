@@ -58,6 +58,9 @@ const COALESCE: Duration = Duration::from_millis(20);
 /// The watcher of one member cluster.
 pub struct ClusterWatcher {
     cluster: String,
+    /// Where the member's credentials come from (`Secret NS/NAME`, `context NAME`), for
+    /// messages; never the credentials themselves.
+    credentials: String,
     client: Client,
     leadership: Leadership,
     metrics: Arc<Metrics>,
@@ -83,6 +86,7 @@ impl ClusterWatcher {
     /// A watcher for `cluster`, talking through `client`.
     pub fn new(
         cluster: String,
+        credentials: String,
         client: Client,
         host: Client,
         leadership: Leadership,
@@ -92,6 +96,7 @@ impl ClusterWatcher {
         synced.insert(cluster.clone(), false);
         Self {
             cluster,
+            credentials,
             client,
             leadership,
             metrics,
@@ -190,7 +195,14 @@ impl ClusterWatcher {
     }
 
     fn contact_failed(&mut self, e: &kube::Error) {
-        self.health.failed(Failure::of(e), e.to_string());
+        let message = match e {
+            kube::Error::Api(s) if s.code == 401 => {
+                format!("the member rejects the credentials of {}: {}", self.credentials, s.message)
+            }
+            kube::Error::Api(s) => s.message.clone(),
+            other => other.to_string(),
+        };
+        self.health.failed(Failure::of(e), message);
     }
 
     /// Every [`PROBE_PERIOD`]: judges the member's health (so that detection lands within one
@@ -474,10 +486,11 @@ impl ClusterWatcher {
 
     fn watch_event_seen(&mut self, resource: &str) {
         self.contact_ok();
+        self.health.denied.remove(resource);
         self.metrics.watch_event(&self.cluster, resource);
     }
 
-    fn watch_failed(&mut self, e: &watcher::Error) -> Vec<FederationKey> {
+    fn watch_failed(&mut self, resource: &str, e: &watcher::Error) -> Vec<FederationKey> {
         tracing::debug!(cluster = %self.cluster, error = %e, "member watch failed; retrying");
         self.metrics.watch_restart(&self.cluster);
         let cause = match e {
@@ -487,6 +500,29 @@ impl ClusterWatcher {
             watcher::Error::WatchError(s) => Failure::of(&kube::Error::Api(s.clone())),
             _ => Failure::ServerError,
         };
+        let status = match e {
+            watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s.message.clone()),
+            watcher::Error::WatchError(s) => Some(s.message.clone()),
+            _ => None,
+        };
+        match cause {
+            // The member's own words name the missing permission.
+            Failure::Forbidden => {
+                self.health.denied.insert(resource.to_string(), status.clone().unwrap_or_else(|| e.to_string()));
+            }
+            Failure::Unauthorized => {
+                let message = format!(
+                    "the member rejects the credentials of {}: {}",
+                    self.credentials,
+                    status.clone().unwrap_or_else(|| e.to_string())
+                );
+                self.health.failed(cause, message);
+                return vec![];
+            }
+            _ => {}
+        }
         self.health.failed(cause, e.to_string());
         vec![]
     }
@@ -553,21 +589,21 @@ impl StreamHandler<Watched> for ClusterWatcher {
                     self.watch_event_seen("statefulsets");
                     self.sts_event(ev)
                 }
-                Err(e) => self.watch_failed(&e),
+                Err(e) => self.watch_failed("statefulsets", &e),
             },
             Watched::Pod(ev) => match *ev {
                 Ok(ev) => {
                     self.watch_event_seen("pods");
                     self.pod_event(ev)
                 }
-                Err(e) => self.watch_failed(&e),
+                Err(e) => self.watch_failed("pods", &e),
             },
             Watched::Claim(ev) => match *ev {
                 Ok(ev) => {
                     self.watch_event_seen("persistentvolumeclaims");
                     self.claim_event(ev)
                 }
-                Err(e) => self.watch_failed(&e),
+                Err(e) => self.watch_failed("persistentvolumeclaims", &e),
             },
         };
         if self.cache.synced() && !was_synced {

@@ -140,8 +140,13 @@ pub async fn client_for(kubeconfig: &std::path::Path, context: &str) -> Client {
 impl Federation {
     /// Starts `host` plus `members`, installs the CRDs and the MemberClusters.
     pub async fn start(members: &[&str]) -> Self {
+        Self::start_with(members, &[]).await
+    }
+
+    /// Like [`Federation::start`], with more `spanset sim` flags (`--auth`).
+    pub async fn start_with(members: &[&str], flags: &[&str]) -> Self {
         let names = std::iter::once("host").chain(members.iter().copied()).collect::<Vec<_>>().join(",");
-        let sandbox = Sandbox::start(&names);
+        let sandbox = Sandbox::start_with(&names, flags);
         let host = client_for(&sandbox.kubeconfig, "host").await;
         let members: Vec<String> = members.iter().map(|m| m.to_string()).collect();
         spanset::cli::sandbox::install_crds(&host).await.expect("CRDs installed");

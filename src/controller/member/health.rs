@@ -77,6 +77,10 @@ pub struct Health {
     pub last_contact: Option<Instant>,
     /// Why the latest call failed, and its message, until a call succeeds.
     pub failure: Option<(Failure, String)>,
+    /// Watched resources the member refuses to show (403), with the member's message (which
+    /// names the missing permission), until a watch of that resource delivers again. A member
+    /// can answer probes and still be unusable this way.
+    pub denied: std::collections::BTreeMap<String, String>,
 }
 
 impl Health {
@@ -96,8 +100,17 @@ impl Health {
         self.last_contact.is_some_and(|t| now.saturating_duration_since(t) < after)
     }
 
-    /// The `Reachable` condition at `now`: status, reason and message.
+    /// The `Reachable` condition at `now`: status, reason and message. Credentials the member
+    /// rejects (401) and permissions it refuses (403) show at once, whatever else answers:
+    /// they are not a blip that waiting cures.
     pub fn condition(&self, now: Instant, after: Duration) -> (bool, &'static str, String) {
+        if let Some((_, message)) = self.denied.iter().next() {
+            let resources: Vec<&str> = self.denied.keys().map(String::as_str).collect();
+            return (false, Failure::Forbidden.reason(), format!("cannot watch {}: {message}", resources.join(", ")));
+        }
+        if let Some((Failure::Unauthorized, message)) = &self.failure {
+            return (false, Failure::Unauthorized.reason(), message.clone());
+        }
         if self.reachable(now, after) {
             return (true, "Answering", String::new());
         }
