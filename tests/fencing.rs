@@ -33,6 +33,7 @@ async fn a_stale_leaders_write_is_refused_with_409_and_it_steps_down_on_seeing_t
     let stale = Leadership::fixed(1);
     let watcher = ClusterWatcher::new(
         "east".into(),
+        "context \"east\"".into(),
         east.clone(),
         f.host.clone(),
         stale.clone(),
