@@ -26,6 +26,8 @@ fn main() {
         Command::Fence(args) => runtime().block_on(cli::fence::run_fence(args)),
         Command::Unfence(args) => runtime().block_on(cli::fence::run_unfence(args)),
         Command::Drill(args) => runtime().block_on(cli::drill::run(args)),
+        Command::Join(args) => runtime().block_on(cli::join::run_join(args)),
+        Command::Unjoin(args) => runtime().block_on(cli::join::run_unjoin(args)),
     };
     std::process::exit(code);
 }

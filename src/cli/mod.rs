@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 pub mod crd;
 pub mod drill;
 pub mod fence;
+pub mod join;
 pub mod plan;
 pub mod run;
 pub mod sandbox;
@@ -44,6 +45,10 @@ pub enum Command {
     Unfence(fence::UnfenceArgs),
     /// Rehearse failover: `evacuate` moves every ordinal out of a member and back, timed.
     Drill(drill::DrillArgs),
+    /// Register a member cluster under a least-privilege identity (RBAC, token, Secret, MemberCluster).
+    Join(join::JoinArgs),
+    /// Remove a member cluster that no federation places ordinals in.
+    Unjoin(join::UnjoinArgs),
 }
 
 /// Parses the command line; a bad flag prints one line and exits 2 (help and version exit 0).

@@ -41,6 +41,48 @@ pub struct SandboxArgs {
     /// Do not create the example federation `redis`.
     #[arg(long)]
     pub no_example: bool,
+    /// Enforce authentication and RBAC in every cluster, and run the controller with exactly
+    /// the shipped permissions: its host identity from `deploy/rbac.yaml`, and each member
+    /// joined with `spanset join` (`deploy/member/rbac.yaml`).
+    #[arg(long)]
+    pub auth: bool,
+}
+
+/// The ServiceAccount the controller runs as in the host (`deploy/rbac.yaml`).
+pub const CONTROLLER_ACCOUNT: &str = "spanset";
+/// The leader Lease's name (`deploy/rbac.yaml` allows only this one).
+pub const LEASE_NAME: &str = "spanset-leader";
+
+/// Sets up least-privilege identities in a sandbox that enforces RBAC: applies the host RBAC,
+/// joins every member with [`super::join::join`], and writes `<kubeconfig>.controller`, a
+/// kubeconfig whose `host` context is the controller's ServiceAccount. Answers its path.
+pub async fn secure(host: &Client, kubeconfig: &std::path::Path, members: &[String]) -> anyhow::Result<PathBuf> {
+    use super::join::{self, JoinArgs};
+    join::apply_manifest(host, join::HOST_RBAC, "deploy/rbac.yaml").await.map_err(anyhow::Error::msg)?;
+    for m in members {
+        let member = app::host_client(Some(kubeconfig), Some(m)).await?;
+        let args = JoinArgs {
+            name: m.clone(),
+            kubeconfig: kubeconfig.to_path_buf(),
+            context: m.clone(),
+            host_kubeconfig: None,
+            host_context: Some(HOST.into()),
+            namespace: join::SYSTEM_NAMESPACE.into(),
+            token_seconds: 365 * 24 * 3600,
+            region: None,
+        };
+        join::join(host, &member, &args).await.map_err(|e| anyhow::anyhow!("join {m}: {e}"))?;
+    }
+    let (token, _) = join::mint(host, CONTROLLER_ACCOUNT, 365 * 24 * 3600).await.map_err(anyhow::Error::msg)?;
+    let cluster = join::cluster_entry(kubeconfig, HOST).map_err(anyhow::Error::msg)?;
+    let path = kubeconfig.with_extension("controller");
+    let text = join::identity_kubeconfig(HOST, cluster, CONTROLLER_ACCOUNT, &token);
+    let mut file = std::fs::OpenOptions::new();
+    file.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+    file.open(&path)?.write_all(text.as_bytes())?;
+    Ok(path)
 }
 
 /// The example federation: 6 replicas of redis, weights 1:1:1 over the members.
@@ -143,14 +185,25 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     let configs = names
         .iter()
         .enumerate()
-        .map(|(i, n)| ClusterConfig { time_factor: args.time_factor, seed: 1 + i as u64, ..ClusterConfig::named(n) })
+        .map(|(i, n)| ClusterConfig {
+            time_factor: args.time_factor,
+            seed: 1 + i as u64,
+            auth: args.auth,
+            ..ClusterConfig::named(n)
+        })
         .collect();
     let fleet = Fleet::start(configs, None).await?;
     kubeconfig::write(&args.kubeconfig, &fleet.access())
         .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", args.kubeconfig.display()))?;
     let host = app::host_client(Some(&args.kubeconfig), Some(HOST)).await?;
     install_crds(&host).await?;
-    join_members(&host, &args.clusters).await?;
+    // Under --auth the controller runs as the shipped identities; otherwise as the administrator.
+    let (controller_kubeconfig, lease_namespace) = if args.auth {
+        (secure(&host, &args.kubeconfig, &args.clusters).await?, super::join::SYSTEM_NAMESPACE)
+    } else {
+        join_members(&host, &args.clusters).await?;
+        (args.kubeconfig.clone(), "default")
+    };
     if !args.no_example {
         let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), "default");
         match api.create(&PostParams::default(), &example(&args.clusters)).await {
@@ -160,10 +213,10 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         }
     }
     let opts = RunOptions {
-        kubeconfig: Some(args.kubeconfig.clone()),
+        kubeconfig: Some(controller_kubeconfig.clone()),
         context: Some(HOST.into()),
         metrics_addr: args.metrics_addr,
-        lease: Some(LeaseSettings::new("default", "spanset-leader", super::run::default_identity())),
+        lease: Some(LeaseSettings::new(lease_namespace, LEASE_NAME, super::run::default_identity())),
     };
     let running = app::start(opts).await?;
     {
@@ -175,6 +228,9 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         writeln!(out, "metrics: http://{}/metrics", running.metrics_addr)?;
         let path = std::fs::canonicalize(&args.kubeconfig).unwrap_or(args.kubeconfig.clone());
         writeln!(out, "kubeconfig: {}", path.display())?;
+        if args.auth {
+            writeln!(out, "controller kubeconfig: {}", controller_kubeconfig.display())?;
+        }
         writeln!(out, "ready")?;
         out.flush()?;
     }

@@ -36,6 +36,11 @@ pub struct SimArgs {
     pub auth: bool,
 }
 
+/// Whether a name is not a DNS label (cluster and member names must be).
+pub fn bad_dns_label(name: &str) -> bool {
+    bad_cluster_name(name).is_some()
+}
+
 /// Why a cluster name is refused, if it is.
 fn bad_cluster_name(name: &str) -> Option<&'static str> {
     if name.is_empty() || name.len() > 63 {

@@ -78,6 +78,10 @@ fn handle(sandbox: &Sandbox, req: http::Request<Incoming>) -> Response<Body> {
                 }),
             )
         }
+        (&Method::GET, ["clusters", name, "audit"]) => match clusters.get(*name) {
+            None => admin_error(404, &format!("no simulated cluster named {name:?} (have: {})", names(clusters))),
+            Some((cluster, _)) => response::json(200, &json!({"cluster": name, "records": cluster.audit.all()})),
+        },
         (&Method::GET, ["volumes"]) => response::json(200, &json!({"volumes": sandbox.volumes.all()})),
         (&Method::GET | &Method::POST, ["clusters", name, "volumes", pv]) => match clusters.get(*name) {
             None => admin_error(404, &format!("no simulated cluster named {name:?} (have: {})", names(clusters))),

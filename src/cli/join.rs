@@ -1,0 +1,381 @@
+//! `spanset join NAME --kubeconfig FILE --context CTX` and `spanset unjoin NAME`: register a
+//! member cluster with the host under an identity that has only what spanset needs there.
+//!
+//! `join` applies `deploy/member/rbac.yaml` (compiled in) to the member — namespace
+//! `spanset-system`, ServiceAccount `spanset-member`, its ClusterRole and binding —, mints a
+//! token for that ServiceAccount through the TokenRequest API, and writes into the host a
+//! Secret holding a kubeconfig for that identity plus the `MemberCluster` pointing at it. Run
+//! again, it rotates the token in place (the controller picks the new Secret up without a
+//! restart). `unjoin` removes the MemberCluster and its Secret (and, given the member's
+//! kubeconfig, the member-side identity), refused while any federation still places ordinals
+//! there. Exit codes: 0 done, 1 refused or failed (one line on stderr), 2 bad flags.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use k8s_openapi::{
+    ByteString,
+    api::{
+        authentication::v1::TokenRequest,
+        core::v1::{Namespace, Secret, ServiceAccount},
+        rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
+    },
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    config::Kubeconfig,
+};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::{
+    api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec, SecretKeyRef},
+    controller::host_client,
+};
+
+/// The member-side identity and permissions, as shipped in `deploy/member/`.
+pub const MEMBER_RBAC: &str = include_str!("../../deploy/member/rbac.yaml");
+/// The controller's identity and permissions in the host, as shipped in `deploy/`.
+pub const HOST_RBAC: &str = include_str!("../../deploy/rbac.yaml");
+/// Namespace of the member-side identity (and, by default, of the host-side Secrets).
+pub const SYSTEM_NAMESPACE: &str = "spanset-system";
+/// The member-side ServiceAccount.
+pub const MEMBER_ACCOUNT: &str = "spanset-member";
+/// Label on the host Secrets `join` writes, naming their member (`unjoin` deletes only these).
+pub const MEMBER_LABEL: &str = "spanset.dev/member";
+/// Field manager of `join`'s writes.
+const MANAGER: &str = "spanset-join";
+
+/// Flags of `spanset join`.
+#[derive(Debug, clap::Args)]
+pub struct JoinArgs {
+    /// Name of the member (the MemberCluster's name; a DNS label).
+    pub name: String,
+    /// Kubeconfig holding the member's context (an administrator's, used once to set up).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: PathBuf,
+    /// The member's context in it.
+    #[arg(long, value_name = "CTX")]
+    pub context: String,
+    /// Kubeconfig of the host cluster (default: --kubeconfig).
+    #[arg(long, value_name = "FILE")]
+    pub host_kubeconfig: Option<PathBuf>,
+    /// The host's context (default: the host kubeconfig's current context).
+    #[arg(long, value_name = "CTX")]
+    pub host_context: Option<String>,
+    /// Namespace of the host Secret holding the member's kubeconfig.
+    #[arg(long, default_value = SYSTEM_NAMESPACE)]
+    pub namespace: String,
+    /// Lifetime of the minted token, in seconds (run `join` again to rotate it).
+    #[arg(long, default_value_t = 365 * 24 * 3600)]
+    pub token_seconds: i64,
+    /// Region recorded on the MemberCluster.
+    #[arg(long)]
+    pub region: Option<String>,
+}
+
+/// Flags of `spanset unjoin`.
+#[derive(Debug, clap::Args)]
+pub struct UnjoinArgs {
+    /// Name of the member.
+    pub name: String,
+    /// Kubeconfig of the host cluster (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub host_kubeconfig: Option<PathBuf>,
+    /// The host's context (default: its current context).
+    #[arg(long, value_name = "CTX")]
+    pub host_context: Option<String>,
+    /// Kubeconfig holding the member's context, to remove the member-side identity too.
+    #[arg(long, value_name = "FILE", requires = "context")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The member's context in --kubeconfig.
+    #[arg(long, value_name = "CTX")]
+    pub context: Option<String>,
+}
+
+/// What `join` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    /// The host Secret holding the member's kubeconfig (`namespace/name`).
+    pub secret: String,
+    /// When the minted token expires (RFC 3339).
+    pub expires: String,
+}
+
+fn docs(text: &str, source: &str) -> Result<Vec<Value>, String> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| serde::Deserialize::deserialize(d).map_err(|e| format!("{source}: {e}")))
+        .collect::<Result<Vec<Value>, String>>()
+        .map(|all| all.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+async fn apply<K>(api: Api<K>, doc: &Value) -> Result<(), String>
+where
+    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default();
+    api.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(doc))
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("cannot apply {kind} {name}: {e}"))
+}
+
+/// Applies an identity-and-permissions manifest (`deploy/rbac.yaml`, `deploy/member/rbac.yaml`),
+/// creating `spanset-system` first.
+pub async fn apply_manifest(client: &Client, text: &str, source: &str) -> Result<(), String> {
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}});
+    apply(Api::<Namespace>::all(client.clone()), &ns).await?;
+    for doc in docs(text, source)? {
+        let ns = doc.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(SYSTEM_NAMESPACE);
+        let c = client.clone();
+        match doc.get("kind").and_then(Value::as_str) {
+            Some("Namespace") => apply(Api::<Namespace>::all(c), &doc).await?,
+            Some("ServiceAccount") => apply(Api::<ServiceAccount>::namespaced(c, ns), &doc).await?,
+            Some("ClusterRole") => apply(Api::<ClusterRole>::all(c), &doc).await?,
+            Some("ClusterRoleBinding") => apply(Api::<ClusterRoleBinding>::all(c), &doc).await?,
+            Some("Role") => apply(Api::<Role>::namespaced(c, ns), &doc).await?,
+            Some("RoleBinding") => apply(Api::<RoleBinding>::namespaced(c, ns), &doc).await?,
+            other => return Err(format!("{source}: unexpected kind {other:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// The server, CA and TLS settings of a kubeconfig context, as a kubeconfig `cluster` entry
+/// (a CA given as a file is embedded, since the Secret travels without the file).
+pub fn cluster_entry(kubeconfig: &Path, context: &str) -> Result<Value, String> {
+    let where_ = format!("--kubeconfig {} --context {context}", kubeconfig.display());
+    let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| format!("{where_}: {e}"))?;
+    let ctx = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref())
+        .ok_or_else(|| format!("{where_}: no such context"))?;
+    let cluster =
+        kc.clusters.iter().find(|c| c.name == ctx.cluster).and_then(|c| c.cluster.as_ref()).ok_or_else(|| {
+            format!("{where_}: the context names cluster {:?}, which is not in the file", ctx.cluster)
+        })?;
+    let server = cluster.server.clone().ok_or_else(|| format!("{where_}: the cluster has no server"))?;
+    let mut entry = json!({"server": server});
+    let ca = match (&cluster.certificate_authority_data, &cluster.certificate_authority) {
+        (Some(data), _) => Some(data.clone()),
+        (None, Some(file)) => {
+            let pem = std::fs::read(file).map_err(|e| format!("{where_}: certificate-authority {file}: {e}"))?;
+            Some(base64::engine::general_purpose::STANDARD.encode(pem))
+        }
+        (None, None) => None,
+    };
+    if let Some(ca) = ca {
+        entry["certificate-authority-data"] = json!(ca);
+    }
+    if cluster.insecure_skip_tls_verify == Some(true) {
+        entry["insecure-skip-tls-verify"] = json!(true);
+    }
+    if let Some(name) = &cluster.tls_server_name {
+        entry["tls-server-name"] = json!(name);
+    }
+    Ok(entry)
+}
+
+/// A kubeconfig with one context: `name`'s cluster entry and a ServiceAccount's token.
+pub fn identity_kubeconfig(name: &str, cluster: Value, account: &str, token: &str) -> String {
+    let doc = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": account}}],
+        "current-context": name,
+    });
+    serde_yaml::to_string(&doc).expect("a JSON document always renders as YAML")
+}
+
+/// Mints a token for a ServiceAccount of `spanset-system`; answers it and its expiry.
+pub async fn mint(client: &Client, account: &str, seconds: i64) -> Result<(String, String), String> {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": seconds}}))
+            .expect("a literal TokenRequest");
+    let minted: TokenRequest = sas
+        .create_subresource("token", account, &PostParams::default(), &request)
+        .await
+        .map_err(|e| format!("cannot mint a token for {SYSTEM_NAMESPACE}/{account}: {e}"))?;
+    let status = minted.status.ok_or("the member's TokenRequest answer has no status")?;
+    Ok((status.token, status.expiration_timestamp.0.to_string()))
+}
+
+/// Joins a member: identity and permissions in the member, its kubeconfig Secret and the
+/// MemberCluster in the host.
+pub async fn join(host: &Client, member: &Client, args: &JoinArgs) -> Result<Joined, String> {
+    if crate::cli::sim::bad_dns_label(&args.name) {
+        return Err(format!("NAME: {:?} is not a DNS label", args.name));
+    }
+    let cluster = cluster_entry(&args.kubeconfig, &args.context)?;
+    apply_manifest(member, MEMBER_RBAC, "deploy/member/rbac.yaml").await.map_err(|e| format!("in the member: {e}"))?;
+    let (token, expires) =
+        mint(member, MEMBER_ACCOUNT, args.token_seconds).await.map_err(|e| format!("in the member: {e}"))?;
+    let kubeconfig = identity_kubeconfig(&args.name, cluster, MEMBER_ACCOUNT, &token);
+
+    let namespaces: Api<Namespace> = Api::all(host.clone());
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": args.namespace}});
+    namespaces
+        .patch(&args.namespace, &PatchParams::apply(MANAGER), &Patch::Apply(&ns))
+        .await
+        .map_err(|e| format!("cannot create namespace {} in the host: {e}", args.namespace))?;
+    let secret_name = format!("spanset-member-{}", args.name);
+    let mut secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": secret_name, "namespace": args.namespace, "labels": {MEMBER_LABEL: args.name}},
+        "type": "Opaque",
+    }))
+    .expect("a literal Secret");
+    secret.data = Some([("kubeconfig".to_string(), ByteString(kubeconfig.into_bytes()))].into());
+    Api::<Secret>::namespaced(host.clone(), &args.namespace)
+        .patch(&secret_name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&secret))
+        .await
+        .map_err(|e| format!("cannot write Secret {}/{secret_name} in the host: {e}", args.namespace))?;
+    let spec = MemberClusterSpec {
+        kubeconfig_secret: Some(SecretKeyRef {
+            namespace: args.namespace.clone(),
+            name: secret_name.clone(),
+            key: Some("kubeconfig".into()),
+        }),
+        context: None,
+        region: args.region.clone(),
+        fenced: false,
+    };
+    let mcs: Api<MemberCluster> = Api::all(host.clone());
+    let mc = json!({"apiVersion": "spanset.dev/v1alpha1", "kind": "MemberCluster",
+                    "metadata": {"name": args.name}, "spec": spec});
+    mcs.patch(&args.name, &PatchParams::apply(MANAGER), &Patch::Apply(&mc))
+        .await
+        .map_err(|e| format!("cannot write MemberCluster {} in the host: {e}", args.name))?;
+    Ok(Joined { secret: format!("{}/{secret_name}", args.namespace), expires })
+}
+
+/// The federations that still place ordinals in a member (in their placement or their slices).
+async fn placing(host: &Client, name: &str) -> Result<Vec<String>, String> {
+    let all = Api::<FederatedStatefulSet>::all(host.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("cannot list FederatedStatefulSets in the host: {e}"))?;
+    Ok(all
+        .items
+        .iter()
+        .filter(|f| {
+            f.spec.placement.clusters.iter().any(|c| c.name == name)
+                || f.status.as_ref().is_some_and(|s| s.slices.iter().any(|sl| sl.cluster == name && sl.replicas > 0))
+        })
+        .map(|f| format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any()))
+        .collect())
+}
+
+/// Unjoins a member: refused while a federation places ordinals there.
+pub async fn unjoin(host: &Client, member: Option<&Client>, name: &str) -> Result<(), String> {
+    let users = placing(host, name).await?;
+    if !users.is_empty() {
+        return Err(format!(
+            "membercluster/{name} still holds ordinals of {}; remove it from their spec.placement and wait for the moves first",
+            users.join(", ")
+        ));
+    }
+    let mcs: Api<MemberCluster> = Api::all(host.clone());
+    let mc = mcs.get_opt(name).await.map_err(|e| format!("cannot read MemberCluster {name}: {e}"))?;
+    if let Some(secret) = mc.as_ref().and_then(|m| m.spec.kubeconfig_secret.clone()) {
+        let secrets: Api<Secret> = Api::namespaced(host.clone(), &secret.namespace);
+        let ours = secrets
+            .get_opt(&secret.name)
+            .await
+            .map_err(|e| format!("cannot read Secret {}/{}: {e}", secret.namespace, secret.name))?
+            .is_some_and(|s| s.labels().get(MEMBER_LABEL).map(String::as_str) == Some(name));
+        if ours {
+            secrets
+                .delete(&secret.name, &DeleteParams::default())
+                .await
+                .map_err(|e| format!("cannot delete Secret {}/{}: {e}", secret.namespace, secret.name))?;
+        }
+    }
+    if mc.is_some() {
+        mcs.delete(name, &DeleteParams::default())
+            .await
+            .map_err(|e| format!("cannot delete MemberCluster {name}: {e}"))?;
+    }
+    if let Some(member) = member {
+        let gone = |r: Result<_, kube::Error>, what: &str| match r {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(format!("cannot delete {what} in the member: {e}")),
+        };
+        let dp = DeleteParams::default();
+        gone(
+            Api::<ClusterRoleBinding>::all(member.clone()).delete(MEMBER_ACCOUNT, &dp).await.map(|_| ()),
+            "ClusterRoleBinding",
+        )?;
+        gone(Api::<ClusterRole>::all(member.clone()).delete(MEMBER_ACCOUNT, &dp).await.map(|_| ()), "ClusterRole")?;
+        gone(
+            Api::<ServiceAccount>::namespaced(member.clone(), SYSTEM_NAMESPACE)
+                .delete(MEMBER_ACCOUNT, &dp)
+                .await
+                .map(|_| ()),
+            "ServiceAccount",
+        )?;
+    }
+    Ok(())
+}
+
+/// Runs `spanset join`.
+pub async fn run_join(args: JoinArgs) -> i32 {
+    let host_file = args.host_kubeconfig.clone().unwrap_or_else(|| args.kubeconfig.clone());
+    let result = async {
+        let member = host_client::client(Some(&args.kubeconfig), Some(&args.context))
+            .await
+            .map_err(|e| format!("--kubeconfig/--context: {e}"))?;
+        let host = host_client::client(Some(&host_file), args.host_context.as_deref())
+            .await
+            .map_err(|e| format!("host: {e}"))?;
+        join(&host, &member, &args).await
+    }
+    .await;
+    match result {
+        Ok(j) => {
+            println!(
+                "membercluster/{} joined: {SYSTEM_NAMESPACE}/{MEMBER_ACCOUNT} in context {}, token valid until {}, kubeconfig in Secret {}",
+                args.name, args.context, j.expires, j.secret
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("spanset: join {}: {e}", args.name);
+            1
+        }
+    }
+}
+
+/// Runs `spanset unjoin`.
+pub async fn run_unjoin(args: UnjoinArgs) -> i32 {
+    let result = async {
+        let host = host_client::client(args.host_kubeconfig.as_deref(), args.host_context.as_deref())
+            .await
+            .map_err(|e| format!("host: {e}"))?;
+        let member = match (&args.kubeconfig, &args.context) {
+            (Some(file), Some(ctx)) => Some(
+                host_client::client(Some(file), Some(ctx)).await.map_err(|e| format!("--kubeconfig/--context: {e}"))?,
+            ),
+            _ => None,
+        };
+        unjoin(&host, member.as_ref(), &args.name).await
+    }
+    .await;
+    match result {
+        Ok(()) => {
+            println!("membercluster/{} unjoined", args.name);
+            0
+        }
+        Err(e) => {
+            eprintln!("spanset: unjoin {}: {e}", args.name);
+            1
+        }
+    }
+}
