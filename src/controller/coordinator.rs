@@ -58,6 +58,9 @@ struct Outcome {
     again: bool,
     /// What failed, if anything.
     error: Option<String>,
+    /// A member refused a write for lack of permission (403) or credentials (401), naming
+    /// them: reported as a condition until a write there succeeds.
+    access_refused: Option<String>,
     /// Moves whose end was stored, with their durations.
     finished: Vec<(u32, f64)>,
     /// Events whose facts were stored: to record.
@@ -80,6 +83,8 @@ pub struct Coordinator {
     views: BTreeMap<String, Arc<super::messages::MemberView>>,
     subscribed: BTreeMap<String, Addr<ClusterWatcher>>,
     template_refusal: Option<(String, String)>,
+    /// A member's 401/403 on spanset's last attempt to write there, shown as `Blocked`.
+    access_refusal: Option<String>,
     /// Ordinals whose storage cannot be handed over (a volume tied to a node), with why; kept
     /// while their move is recorded.
     handover_refusals: BTreeMap<u32, String>,
@@ -135,6 +140,7 @@ impl Coordinator {
             views: BTreeMap::new(),
             subscribed: BTreeMap::new(),
             template_refusal: None,
+            access_refusal: None,
             handover_refusals: BTreeMap::new(),
             deadline_at: None,
             queued: false,
@@ -243,6 +249,11 @@ impl Coordinator {
             if let Some(e) = &outcome.error {
                 tracing::debug!(federation = %act.key, error = %e, "reconcile did not finish; retrying");
             }
+            if let Some(why) = outcome.access_refused {
+                tracing::warn!(federation = %act.key, refusal = %why, "a member refuses spanset's writes; nothing moves there");
+                act.access_refusal = Some(why);
+                act.again = true;
+            }
             act.again |= outcome.again;
             for (cluster, rv) in outcome.written {
                 act.awaiting.insert(cluster, (rv, Instant::now()));
@@ -328,6 +339,8 @@ impl Coordinator {
             members: &members,
             term,
             template_refusal: refusal,
+            // Shown once; the reconcile after it tries the writes again.
+            access_refusal: self.access_refusal.take(),
             handover_refusals: self.handover_refusals.clone(),
             now,
             wall: jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()),
@@ -424,7 +437,10 @@ async fn carry_out(
         };
         match w.send(msg).await {
             Ok(Ok(())) => out.ensured.push(c.clone()),
-            Ok(Err(e)) => return Err(format!("{c}: supporting objects: {e}")),
+            Ok(Err(e)) => {
+                note_access_refusal(out, &e);
+                return Err(format!("{c}: supporting objects: {e}"));
+            }
             Err(e) => return Err(format!("{c}: watcher gone: {e}")),
         }
     }
@@ -440,6 +456,10 @@ async fn carry_out(
         };
         match watcher.send(msg).await {
             Ok(Ok(_)) => {}
+            Ok(Err(e @ WriteError::Refused { code: 401 | 403, .. })) => {
+                note_access_refusal(out, &e);
+                return Err(format!("{}: {e}", w.cluster));
+            }
             Ok(Err(WriteError::Refused { cluster, code, message })) => {
                 out.refusal = Some((template_hash(&fsts), format!("{cluster} refused it ({code}): {message}")));
                 return Ok(());
@@ -483,7 +503,10 @@ async fn carry_out(
                 let grown = decision.grows.iter().filter(|k| to(k).is_some_and(|m| m.to == cluster));
                 out.grown.extend(grown.map(|k| (*k, at)));
             }
-            Ok(Err(e)) => failed.push(format!("{cluster}: {e}")),
+            Ok(Err(e)) => {
+                note_access_refusal(out, &e);
+                failed.push(format!("{cluster}: {e}"));
+            }
             Err(e) => failed.push(format!("{cluster}: watcher gone: {e}")),
         }
     }
@@ -502,6 +525,14 @@ async fn carry_out(
         crash_points("persisted", decision);
     }
     Ok(())
+}
+
+/// Records a member's 401 or 403 (the member's own message names the permission or says the
+/// credentials were rejected).
+fn note_access_refusal(out: &mut Outcome, e: &WriteError) {
+    if let WriteError::Refused { cluster, code: code @ (401 | 403), message } = e {
+        out.access_refused = Some(format!("member {cluster} refused spanset's write ({code}): {message}"));
+    }
 }
 
 /// Hands one ordinal's volumes from its source to its destination (both idempotent), or
@@ -524,7 +555,10 @@ async fn handover(
             out.handover_refused.push((h.ordinal, message));
             return Ok(());
         }
-        Ok(Err(e)) => return Err(format!("ordinal {}: handover from {}: {e}", h.ordinal, h.from)),
+        Ok(Err(e)) => {
+            note_access_refusal(out, &e);
+            return Err(format!("ordinal {}: handover from {}: {e}", h.ordinal, h.from));
+        }
         Err(e) => return Err(format!("{}: watcher gone: {e}", h.from)),
     };
     // Failpoint `move-handover-released`: the source kept its volumes, the destination has no

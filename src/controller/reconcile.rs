@@ -78,6 +78,8 @@ pub struct Inputs<'a> {
     pub term: u64,
     /// A member's refusal of the current template (from a dry run), if any.
     pub template_refusal: Option<String>,
+    /// A member's refusal (401/403) of spanset's last write there, naming the permission.
+    pub access_refusal: Option<String>,
     /// Ordinals whose storage cannot be handed over, with why (naming the PV).
     pub handover_refusals: BTreeMap<Ordinal, String>,
     /// Monotonic now, for reachability.
@@ -287,6 +289,9 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     }
     if let Some(why) = &inp.template_refusal {
         return blocked(fsts, &previous, "TemplateRefused", format!("spec.template: {why}"), &wall);
+    }
+    if let Some(why) = &inp.access_refusal {
+        return blocked(fsts, &previous, "MemberForbidden", why.clone(), &wall);
     }
 
     // The observation: placement members, and any other member still holding something.
@@ -673,6 +678,7 @@ mod tests {
             members,
             term,
             template_refusal: None,
+            access_refusal: None,
             handover_refusals: BTreeMap::new(),
             now: Instant::now(),
             wall: jiff::Timestamp::from_second(1_800_000_000).unwrap(),

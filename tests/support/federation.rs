@@ -34,13 +34,24 @@ impl Controller {
 
     /// Starts `spanset run` with extra environment and extra flags (e.g. `--log-format json`).
     pub fn start_full(sandbox: &Sandbox, name: &str, env: &[(&str, &str)], flags: &[&str]) -> Self {
+        Self::start_as(sandbox, name, &sandbox.kubeconfig, env, flags)
+    }
+
+    /// Starts `spanset run` with another kubeconfig (e.g. a ServiceAccount's).
+    pub fn start_as(
+        sandbox: &Sandbox,
+        name: &str,
+        kubeconfig: &std::path::Path,
+        env: &[(&str, &str)],
+        flags: &[&str],
+    ) -> Self {
         let log = sandbox.dir.path().join(format!("{name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_spanset"))
             .args(["run", "--context", "host", "--metrics-addr", "127.0.0.1:0", "--identity", name])
             // Short leases, so that a successor of a killed controller takes over in seconds.
             .args(["--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5", "--kubeconfig"])
-            .arg(&sandbox.kubeconfig)
+            .arg(kubeconfig)
             .args(flags)
             .env("RUST_LOG", "spanset=debug")
             .envs(env.iter().copied())

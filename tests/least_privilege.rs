@@ -1,0 +1,327 @@
+//! Least privilege, proven on a sandbox that enforces RBAC (`--auth`): the controller runs as
+//! the shipped identities — `spanset-system/spanset` in the host (`deploy/rbac.yaml`) and
+//! `spanset-system/spanset-member` in each member joined with `spanset join`
+//! (`deploy/member/rbac.yaml`) — through a federation's whole life: placement, carried Secret
+//! and ConfigMap (created, then updated), a new namespace, a Service change, an ordinal moved
+//! with its volume, an automatic fence, and deletion. Every request is audited by the sandbox
+//! with the rule that allowed it. The run must see no refusal, and every verb of every
+//! resource of every shipped rule must have been used by some request that rule allowed:
+//! nothing granted is never needed. Since each allowed request names the one rule that allowed
+//! it and no two shipped rules grant the same verb on the same resource, removing any rule
+//! refuses the request that used it; one removal is shown end to end, ending in a condition
+//! that names the missing permission.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    core::v1::{ConfigMap, Namespace, Secret, Service},
+    rbac::v1::ClusterRole,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+use spanset::{
+    api::FederatedStatefulSet,
+    cli::{join, sandbox},
+};
+use support::{
+    Sandbox, eventually,
+    federation::{Controller, Federation, client_for},
+};
+
+/// The shipped rules: (kind, namespace, name, index, rule).
+fn shipped_rules() -> Vec<(String, String, String, usize, Value)> {
+    let mut out = Vec::new();
+    for text in [join::HOST_RBAC, join::MEMBER_RBAC] {
+        for doc in serde_yaml::Deserializer::from_str(text) {
+            let doc: Value = serde::Deserialize::deserialize(doc).unwrap();
+            let kind = doc["kind"].as_str().unwrap_or("").to_string();
+            if kind != "Role" && kind != "ClusterRole" {
+                continue;
+            }
+            let ns = if kind == "Role" {
+                doc["metadata"]["namespace"].as_str().unwrap_or("").to_string()
+            } else {
+                String::new()
+            };
+            let name = doc["metadata"]["name"].as_str().unwrap().to_string();
+            for (i, rule) in doc["rules"].as_array().unwrap().iter().enumerate() {
+                out.push((kind.clone(), ns.clone(), name.clone(), i, rule.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default()
+}
+
+/// Every audit record of the sandbox's clusters.
+fn audit(sandbox: &Sandbox, clusters: &[&str]) -> Vec<Value> {
+    let mut all = Vec::new();
+    for c in clusters {
+        let url = format!("{}/clusters/{c}/audit", sandbox.admin);
+        let out = std::process::Command::new("curl").args(["-sf", &url]).output().expect("curl runs");
+        assert!(out.status.success(), "audit of {c}");
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("audit JSON");
+        all.extend(doc["records"].as_array().unwrap().iter().cloned().map(|mut r| {
+            r["cluster"] = json!(c);
+            r
+        }));
+    }
+    all
+}
+
+async fn start(members: &[&str]) -> (Federation, std::path::PathBuf) {
+    let names = std::iter::once("host").chain(members.iter().copied()).collect::<Vec<_>>().join(",");
+    let sandbox = Sandbox::start_with(&names, &["--auth"]);
+    let host = client_for(&sandbox.kubeconfig, "host").await;
+    sandbox::install_crds(&host).await.expect("CRDs");
+    let members: Vec<String> = members.iter().map(|m| m.to_string()).collect();
+    let controller = sandbox::secure(&host, &sandbox.kubeconfig, &members).await.expect("identities set up");
+    (Federation { sandbox, host, members }, controller)
+}
+
+fn controller(f: &Federation, kubeconfig: &std::path::Path) -> Controller {
+    Controller::start_as(&f.sandbox, "controller", kubeconfig, &[], &["--lease-namespace", "spanset-system"])
+}
+
+fn federation(name: &str, ns: &str, weights: &[(&str, i32)], replicas: i32) -> FederatedStatefulSet {
+    let clusters: Vec<Value> = weights.iter().map(|(n, w)| json!({"name": n, "weight": w})).collect();
+    let mut f: FederatedStatefulSet = serde_json::from_value(json!({
+        "apiVersion": "spanset.dev/v1alpha1", "kind": "FederatedStatefulSet",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "template": {
+                "selector": {"matchLabels": {"app": name}},
+                "serviceName": name,
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "db", "image": "postgres:16", "ports": [{"name": "pg", "containerPort": 5432}]}]}},
+                "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}],
+            },
+            "placement": {"clusters": clusters},
+            "migration": {"storage": "Move", "carry": [{"kind": "ConfigMap", "name": "settings"}, {"kind": "Secret", "name": "creds"}]},
+            "failover": {"policy": "Automatic", "unreachableAfterSeconds": 6, "fenceAfterSeconds": 1},
+        },
+    }))
+    .expect("a valid federation");
+    f.metadata.namespace = Some(ns.into());
+    f
+}
+
+async fn carried(host: &Client, ns: &str, value: &str) {
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "settings", "namespace": ns}, "data": {"mode": value}}))
+            .unwrap();
+    Api::<ConfigMap>::namespaced(host.clone(), ns)
+        .patch("settings", &PatchParams::apply("test").force(), &Patch::Apply(&cm))
+        .await
+        .unwrap();
+    let secret: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "creds", "namespace": ns}, "stringData": {"password": value}}),
+    )
+    .unwrap();
+    Api::<Secret>::namespaced(host.clone(), ns)
+        .patch("creds", &PatchParams::apply("test").force(), &Patch::Apply(&secret))
+        .await
+        .unwrap();
+}
+
+/// Within one role, no two rules grant the same verb on the same resource (and the host's
+/// and members' identities are bound to one role each, plus the leader Role for Leases only),
+/// so each audited use names the only rule that could allow it.
+#[test]
+fn no_two_shipped_rules_overlap() {
+    let mut seen = std::collections::BTreeMap::new();
+    for (kind, ns, name, index, rule) in shipped_rules() {
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                for verb in strings(&rule["verbs"]) {
+                    assert!(verb != "*" && resource != "*" && group != "*", "{name} rule {index} uses a wildcard");
+                    let names = strings(&rule["resourceNames"]).join(",");
+                    // Host and member roles bind different identities in different clusters.
+                    let key = (name.clone(), group.clone(), resource.clone(), verb.clone(), names);
+                    if let Some(other) = seen.insert(key.clone(), format!("{kind} {ns}/{name} rule {index}")) {
+                        panic!("{key:?} granted twice: {other} and {kind} {ns}/{name} rule {index}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(seen.len() > 20, "the shipped rules were read: {}", seen.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_permissions_are_enough_and_each_is_needed() {
+    let (f, kubeconfig) = start(&["east", "west"]).await;
+    let _c = controller(&f, &kubeconfig);
+    carried(&f.host, "default", "one").await;
+    f.create(&federation("db", "default", &[("east", 1), ("west", 1)], 2)).await;
+    f.wait_settled("db", &[("east", 0, 1), ("west", 1, 1)], "placed").await;
+    let east = f.member("east").await;
+
+    // Carried data changed, then a second port in the template: the members' Service and the
+    // carried objects are updated with the new template (`update` in the members).
+    carried(&f.host, "default", "two").await;
+    let ports = json!({"spec": {"template": {"template": {"spec": {"containers": [{"name": "db", "image": "postgres:16",
+        "ports": [{"name": "pg", "containerPort": 5432}, {"name": "metrics", "containerPort": 9187}]}]}}}}});
+    f.api().patch("db", &PatchParams::default(), &Patch::Merge(&ports)).await.unwrap();
+    eventually("east's Service has both ports and the carried ConfigMap its new data", || async {
+        let svc = Api::<Service>::namespaced(east.clone(), "default").get_opt("db").await.ok().flatten();
+        let cm = Api::<ConfigMap>::namespaced(east.clone(), "default").get_opt("settings").await.ok().flatten();
+        svc.and_then(|s| s.spec).and_then(|s| s.ports).map(|p| p.len()) == Some(2)
+            && cm.and_then(|c| c.data).and_then(|d| d.get("mode").cloned()).as_deref() == Some("two")
+    })
+    .await;
+    // A federation in a namespace the members lack (created there).
+    let shop = Api::<Namespace>::all(f.host.clone());
+    shop.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap())
+        .await
+        .unwrap();
+    carried(&f.host, "shop", "three").await;
+    Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop")
+        .create(&PostParams::default(), &federation("cart", "shop", &[("east", 1)], 1))
+        .await
+        .unwrap();
+    eventually("east runs shop/cart", || async {
+        Api::<StatefulSet>::namespaced(east.clone(), "shop").get_opt("cart").await.ok().flatten().is_some()
+    })
+    .await;
+    // An ordinal moves west → east with its volume.
+    let weights =
+        json!({"spec": {"placement": {"clusters": [{"name": "east", "weight": 1}, {"name": "west", "weight": 0}]}}});
+    f.api().patch("db", &PatchParams::default(), &Patch::Merge(&weights)).await.unwrap();
+    f.wait_settled("db", &[("east", 0, 2)], "ordinal 1 moved to east").await;
+    // Back and forth: the same move again repeats its Events, which bumps their count (`patch`).
+    let both =
+        json!({"spec": {"placement": {"clusters": [{"name": "east", "weight": 1}, {"name": "west", "weight": 1}]}}});
+    f.api().patch("db", &PatchParams::default(), &Patch::Merge(&both)).await.unwrap();
+    f.wait_settled("db", &[("east", 0, 1), ("west", 1, 1)], "ordinal 1 back in west").await;
+    f.api().patch("db", &PatchParams::default(), &Patch::Merge(&weights)).await.unwrap();
+    f.wait_settled("db", &[("east", 0, 2)], "ordinal 1 in east again").await;
+    // West goes silent: the automatic policy fences it.
+    f.sandbox.ctl_ok(&["partition", "west"]);
+    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    eventually("west is fenced automatically", || async { mcs.get("west").await.is_ok_and(|m| m.spec.fenced) }).await;
+    f.sandbox.ctl_ok(&["heal", "west"]);
+    mcs.patch("west", &PatchParams::default(), &Patch::Merge(json!({"spec": {"fenced": false}}))).await.unwrap();
+    // Deletion removes the members' objects, then the finalizer.
+    f.api().delete("db", &DeleteParams::default()).await.unwrap();
+    Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop")
+        .delete("cart", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("both federations are gone", || async {
+        f.api().get_opt("db").await.is_ok_and(|o| o.is_none())
+            && Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop")
+                .get_opt("cart")
+                .await
+                .is_ok_and(|o| o.is_none())
+    })
+    .await;
+
+    let records = audit(&f.sandbox, &["host", "east", "west"]);
+    let ours = |r: &&Value| {
+        let u = r["user"].as_str().unwrap_or("");
+        u == "system:serviceaccount:spanset-system:spanset"
+            || u == "system:serviceaccount:spanset-system:spanset-member"
+    };
+    let refused: Vec<&Value> = records.iter().filter(ours).filter(|r| r["allowed"] == false).collect();
+    assert!(refused.is_empty(), "the shipped permissions were not enough: {refused:#?}");
+
+    // Every verb of every resource of every shipped rule was used through that rule.
+    let used: BTreeSet<(String, String, String, u64, String, String)> = records
+        .iter()
+        .filter(ours)
+        .filter_map(|r| {
+            let rule = r.get("rule").filter(|v| v.is_object())?;
+            let resource = match r["subresource"].as_str().unwrap_or("") {
+                "" => r["resource"].as_str().unwrap_or("").to_string(),
+                sub => format!("{}/{sub}", r["resource"].as_str().unwrap_or("")),
+            };
+            Some((
+                rule["kind"].as_str()?.to_string(),
+                rule["namespace"].as_str()?.to_string(),
+                rule["name"].as_str()?.to_string(),
+                rule["index"].as_u64()?,
+                r["verb"].as_str()?.to_string(),
+                resource,
+            ))
+        })
+        .collect();
+    let mut unused = Vec::new();
+    for (kind, ns, name, index, rule) in shipped_rules() {
+        for verb in strings(&rule["verbs"]) {
+            for resource in strings(&rule["resources"]) {
+                if !used.contains(&(
+                    kind.clone(),
+                    ns.clone(),
+                    name.clone(),
+                    index as u64,
+                    verb.clone(),
+                    resource.clone(),
+                )) {
+                    unused.push(format!("{kind} {name} rule {index}: {verb} {resource}"));
+                }
+            }
+        }
+    }
+    assert!(unused.is_empty(), "granted but never used:\n{}", unused.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_member_permission_ends_in_a_condition_that_names_it() {
+    let (f, kubeconfig) = start(&["east"]).await;
+    // Take away the member's right to create namespaces.
+    let east_admin = client_for(&f.sandbox.kubeconfig, "east").await;
+    let roles: Api<ClusterRole> = Api::all(east_admin);
+    let mut role = roles.get(join::MEMBER_ACCOUNT).await.unwrap();
+    role.rules
+        .as_mut()
+        .unwrap()
+        .retain(|r| !r.resources.as_ref().is_some_and(|rs| rs.contains(&"namespaces".to_string())));
+    role.metadata.managed_fields = None;
+    roles.replace(join::MEMBER_ACCOUNT, &PostParams::default(), &role).await.unwrap();
+    let c = controller(&f, &kubeconfig);
+    let shop = Api::<Namespace>::all(f.host.clone());
+    shop.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap())
+        .await
+        .unwrap();
+    carried(&f.host, "shop", "x").await;
+    let api = Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop");
+    api.create(&PostParams::default(), &federation("cart", "shop", &[("east", 1)], 1)).await.unwrap();
+    let start = std::time::Instant::now();
+    let message = loop {
+        let status = api.get("cart").await.unwrap().status.unwrap_or_default();
+        if let Some(c) = status.conditions.iter().find(|c| c.message.contains("is forbidden")) {
+            break c.message.clone();
+        }
+        if start.elapsed() > support::DEADLINE {
+            let log = c.log_text();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            panic!(
+                "no condition names the refusal: {status:?}\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(
+        message
+            .contains(r#"User "system:serviceaccount:spanset-system:spanset-member" cannot get resource "namespaces""#)
+            || message.contains(
+                r#"User "system:serviceaccount:spanset-system:spanset-member" cannot create resource "namespaces""#
+            ),
+        "the condition names the missing permission: {message}"
+    );
+    let east = f.member("east").await;
+    assert!(Api::<StatefulSet>::namespaced(east, "shop").get_opt("cart").await.unwrap().is_none(), "nothing written");
+}
