@@ -48,6 +48,19 @@ async fn a_federation_is_sliced_across_members_and_scales_up_and_down() {
         assert_eq!(labels["spanset.dev/federation-namespace"], "default");
         assert!(labels.contains_key("spanset.dev/federation-uid"), "{m}: ownership labels");
     }
+    // An edit of the carried Secret reaches every member, though nothing else changed.
+    let edit = serde_json::json!({"stringData": {"password": "rotated"}});
+    Api::<Secret>::namespaced(f.host.clone(), "default")
+        .patch("redis-auth", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&edit))
+        .await
+        .unwrap();
+    for m in ["east", "west", "central"] {
+        let secrets: Api<Secret> = Api::namespaced(f.member(m).await, "default");
+        support::eventually(&format!("the rotated password in {m}"), || async {
+            secrets.get("redis-auth").await.is_ok_and(|s| s.data.is_some_and(|d| d["password"].0 == b"rotated"))
+        })
+        .await;
+    }
     patch(&f, "redis", serde_json::json!({"spec": {"replicas": 9}})).await;
     f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3), ("central", 6, 3)], "scaled to 9").await;
     patch(&f, "redis", serde_json::json!({"spec": {"replicas": 4}})).await;

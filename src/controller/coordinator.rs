@@ -48,6 +48,8 @@ struct Outcome {
     stored: Option<FederatedStatefulSet>,
     /// Members whose supporting objects were ensured in this term for this template.
     ensured: Vec<String>,
+    /// A digest of the carried objects' content as read in this reconcile.
+    carried_digest: Option<String>,
     /// A member refused the template (dry run): `(template hash, message)`.
     refusal: Option<(String, String)>,
     /// Ordinals whose storage a member refused to hand over, with why.
@@ -92,7 +94,10 @@ pub struct Coordinator {
     deadline_at: Option<Instant>,
     /// Counted in `workqueue_depth`.
     queued: bool,
-    ensured: HashSet<(String, u64, String)>,
+    ensured: HashSet<(String, u64, String, String)>,
+    /// Digest of the carried Secrets' and ConfigMaps' content last read from the host: a change
+    /// makes every member's supporting objects due again, so carried data follows its edits.
+    carried_digest: String,
     busy: bool,
     again: bool,
     recorder: Arc<tokio::sync::Mutex<crate::controller::events::Recorder>>,
@@ -145,6 +150,7 @@ impl Coordinator {
             deadline_at: None,
             queued: false,
             ensured: HashSet::new(),
+            carried_digest: String::new(),
             busy: false,
             again: false,
             recorder,
@@ -231,8 +237,13 @@ impl Coordinator {
                 act.fsts = Arc::new(f);
             }
             let hash = template_hash(&act.fsts);
+            let digest = outcome.carried_digest.clone().unwrap_or_else(|| act.carried_digest.clone());
+            if digest != act.carried_digest {
+                act.carried_digest = digest.clone();
+                act.again = true;
+            }
             for c in outcome.ensured {
-                act.ensured.insert((c, term, hash.clone()));
+                act.ensured.insert((c, term, hash.clone(), digest.clone()));
             }
             for member in &outcome.fenced {
                 act.metrics.failover(member);
@@ -367,7 +378,7 @@ impl Coordinator {
             .views
             .keys()
             .filter(|c| decision.writable.contains(*c))
-            .filter(|c| !self.ensured.contains(&((*c).clone(), term, hash.clone())))
+            .filter(|c| !self.ensured.contains(&((*c).clone(), term, hash.clone(), self.carried_digest.clone())))
             .cloned()
             .collect();
         let host = self.host.clone();
@@ -427,6 +438,7 @@ async fn carry_out(
     }
     // Namespace, Service and carried objects where they may be missing.
     let carried = carried(host, &fsts).await?;
+    out.carried_digest = Some(digest_of(&carried));
     for c in ensure_due.iter().chain(decision.supporting.iter()) {
         let Some(w) = watchers.get(c) else { continue };
         let msg = EnsureSupporting {
@@ -593,6 +605,20 @@ fn crash_points(when: &str, decision: &Decision) {
 }
 
 /// The carried Secrets and ConfigMaps, read from the host and relabelled for members.
+/// A digest of carried objects' content (names, types and data), to notice edits.
+fn digest_of(carried: &[Carried]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for c in carried {
+        let text = match c {
+            Carried::Secret(s) => serde_json::to_string(&(&s.metadata.name, &s.type_, &s.data, &s.string_data)),
+            Carried::ConfigMap(m) => serde_json::to_string(&(&m.metadata.name, &m.data, &m.binary_data)),
+        };
+        text.unwrap_or_default().hash(&mut h);
+    }
+    format!("{:016x}", h.finish())
+}
+
 async fn carried(host: &Client, fsts: &FederatedStatefulSet) -> Result<Vec<Carried>, String> {
     let ns = fsts.namespace().unwrap_or_default();
     let mut out = Vec::new();
