@@ -13,7 +13,7 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 use spanset::{
-    api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec, SecretKeyRef},
+    api::{MemberCluster, MemberClusterSpec, SecretKeyRef},
     cli::sandbox::example,
 };
 use support::federation::{Controller, Federation};
@@ -38,19 +38,11 @@ async fn no_member_statefulset(f: &Federation, name: &str) {
     }
 }
 
-fn placing(f: &Federation, name: &str, clusters: &[&str]) -> FederatedStatefulSet {
-    let mut fsts = example(&f.members);
-    fsts.metadata.name = Some(name.into());
-    fsts.spec.placement.clusters =
-        example(&clusters.iter().map(|c| c.to_string()).collect::<Vec<_>>()).spec.placement.clusters;
-    fsts
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_cluster_is_named_and_nothing_is_written() {
     let f = Federation::start(&["east", "west"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
-    f.create(&placing(&f, "lost", &["east", "nowhere"])).await;
+    f.create(&f.placing("lost", &["east", "nowhere"])).await;
     let msg = condition(&f, "lost", "Blocked", "UnknownCluster").await;
     assert!(msg.contains("spec.placement.clusters[1].name") && msg.contains("nowhere"), "{msg}");
     no_member_statefulset(&f, "lost").await;
@@ -123,10 +115,10 @@ async fn a_missing_or_unparsable_kubeconfig_secret_is_named_and_nothing_is_writt
     garbage.data = Some([("kubeconfig".to_string(), ByteString(b"{not: [a kubeconfig".to_vec()))].into());
     secrets.create(&PostParams::default(), &garbage).await.unwrap();
     let _c = Controller::start(&f.sandbox, "controller");
-    f.create(&placing(&f, "far", &["east", "far"])).await;
+    f.create(&f.placing("far", &["east", "far"])).await;
     let msg = condition(&f, "far", "Blocked", "MemberUnusable").await;
     assert!(msg.contains("default/far-kubeconfig") && msg.contains("does not exist"), "{msg}");
-    f.create(&placing(&f, "garbled", &["east", "garbled"])).await;
+    f.create(&f.placing("garbled", &["east", "garbled"])).await;
     let msg = condition(&f, "garbled", "Blocked", "MemberUnusable").await;
     assert!(msg.contains("default/garbled-kubeconfig") && msg.contains("cannot be parsed"), "{msg}");
     assert!(!msg.contains("not: [a kubeconfig"), "the Secret's content is never shown: {msg}");

@@ -18,10 +18,7 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use spanset::{
-    api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec, SecretKeyRef},
-    cli::sandbox::example,
-};
+use spanset::api::{MemberCluster, MemberClusterSpec, SecretKeyRef};
 use support::federation::{Controller, Federation};
 
 /// The member's `Reachable` condition once it is `status` with `reason`; its message.
@@ -90,14 +87,6 @@ async fn powerless_token(f: &Federation, member: &str) -> String {
     minted.status.unwrap().token
 }
 
-fn placing(f: &Federation, name: &str, clusters: &[&str]) -> FederatedStatefulSet {
-    let mut fsts = example(&f.members);
-    fsts.metadata.name = Some(name.into());
-    fsts.spec.placement.clusters =
-        example(&clusters.iter().map(|c| c.to_string()).collect::<Vec<_>>()).spec.placement.clusters;
-    fsts
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_credentials_are_named_on_the_member_nothing_moves_and_a_rotated_secret_heals_it() {
     let f = Federation::start_with(&["east"], &["--auth"]).await;
@@ -116,7 +105,7 @@ async fn wrong_credentials_are_named_on_the_member_nothing_moves_and_a_rotated_s
     put_secret(&f.host, "powerless-kubeconfig", &kubeconfig_with_token(&f, "east", &nobody)).await;
     join_with_secret(&f.host, "powerless", "powerless-kubeconfig").await;
     let mut c = Controller::start(&f.sandbox, "controller");
-    f.create(&placing(&f, "web", &["missing", "rejected", "powerless"])).await;
+    f.create(&f.placing("web", &["missing", "rejected", "powerless"])).await;
 
     let msg = reachable(&f.host, "missing", "False", "BadKubeconfig").await;
     assert!(msg.contains("default/missing-kubeconfig") && msg.contains("does not exist"), "{msg}");

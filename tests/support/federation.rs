@@ -165,6 +165,18 @@ impl Federation {
         Self { sandbox, host, members }
     }
 
+    /// The example federation under another name, placed on `clusters` (weight 1 each).
+    pub fn placing(&self, name: &str, clusters: &[&str]) -> FederatedStatefulSet {
+        let mut fsts = spanset::cli::sandbox::example(&self.members);
+        fsts.metadata.name = Some(name.into());
+        fsts.spec.placement.clusters =
+            spanset::cli::sandbox::example(&clusters.iter().map(|c| c.to_string()).collect::<Vec<_>>())
+                .spec
+                .placement
+                .clusters;
+        fsts
+    }
+
     /// A client of a member.
     pub async fn member(&self, name: &str) -> Client {
         client_for(&self.sandbox.kubeconfig, name).await
