@@ -184,6 +184,10 @@ impl Recorder {
     fn allowed(&mut self, cluster: &Cluster, key: String) -> bool {
         let now = Instant::now();
         let refill = cluster.config.real(SPAM_REFILL).as_secs_f64().max(f64::EPSILON);
+        if self.spam.len() >= LEGACY_CACHE && !self.spam.contains_key(&key) {
+            // Forget buckets that have refilled (client-go keeps an LRU of the same size).
+            self.spam.retain(|_, (tokens, at)| *tokens + now.duration_since(*at).as_secs_f64() / refill < SPAM_BURST);
+        }
         let (tokens, at) = self.spam.entry(key).or_insert((SPAM_BURST, now));
         *tokens = (*tokens + now.duration_since(*at).as_secs_f64() / refill).min(SPAM_BURST);
         *at = now;

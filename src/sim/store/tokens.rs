@@ -97,7 +97,11 @@ impl TokenStore {
         }));
         let token = format!("{header}.{claims}.{}", random_part());
         let user = UserInfo::service_account(&bound.namespace, &bound.name);
-        self.issued.lock().insert(token.clone(), Issued { user, bound: Some(bound), expires: Some(expires) });
+        let mut issued = self.issued.lock();
+        // Expired tokens are forgotten as new ones are minted, so the store stays small.
+        let now = Instant::now();
+        issued.retain(|_, i| i.expires.is_none_or(|e| now < e));
+        issued.insert(token.clone(), Issued { user, bound: Some(bound), expires: Some(expires) });
         token
     }
 
