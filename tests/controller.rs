@@ -174,7 +174,7 @@ async fn a_controller_stopped_with_sigterm_hands_over_to_a_second_one_which_fini
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "initial slices").await;
     patch(&f, "redis", weights(&f, &[0, 0, 1])).await;
     support::eventually("a move under way", || async { !f.status("redis").await.moves.is_empty() }).await;
-    let leases: Api<Lease> = Api::namespaced(f.host.clone(), "default");
+    let leases: Api<Lease> = Api::namespaced(f.host.clone(), f.lease_namespace());
     let holder =
         || async { leases.get("spanset-leader").await.ok().and_then(|l| l.spec?.holder_identity).unwrap_or_default() };
     let leader = holder().await;

@@ -79,7 +79,7 @@ async fn join_registers_a_least_privilege_identity_and_unjoin_waits_for_the_fede
     assert_ne!(first, second, "a new token");
 
     // Unjoin is refused while a federation places ordinals in east.
-    let f = Federation { sandbox, host: host.clone(), members: vec!["east".into()] };
+    let f = Federation { sandbox, host: host.clone(), members: vec!["east".into()], refusals_expected: false };
     f.create(&example(&f.members)).await;
     let unjoin = ["unjoin", "east", "--host-context", "host", "--kubeconfig", &kubeconfig, "--context", "east"];
     let out = spanset(&f.sandbox, &unjoin);

@@ -25,10 +25,7 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use spanset::{
-    api::FederatedStatefulSet,
-    cli::{join, sandbox},
-};
+use spanset::{api::FederatedStatefulSet, cli::join};
 use support::{
     Sandbox, eventually,
     federation::{Controller, Federation, client_for},
@@ -76,20 +73,6 @@ fn audit(sandbox: &Sandbox, clusters: &[&str]) -> Vec<Value> {
         }));
     }
     all
-}
-
-async fn start(members: &[&str]) -> (Federation, std::path::PathBuf) {
-    let names = std::iter::once("host").chain(members.iter().copied()).collect::<Vec<_>>().join(",");
-    let sandbox = Sandbox::start_with(&names, &["--auth"]);
-    let host = client_for(&sandbox.kubeconfig, "host").await;
-    sandbox::install_crds(&host).await.expect("CRDs");
-    let members: Vec<String> = members.iter().map(|m| m.to_string()).collect();
-    let controller = sandbox::secure(&host, &sandbox.kubeconfig, &members).await.expect("identities set up");
-    (Federation { sandbox, host, members }, controller)
-}
-
-fn controller(f: &Federation, kubeconfig: &std::path::Path) -> Controller {
-    Controller::start_as(&f.sandbox, "controller", kubeconfig, &[], &["--lease-namespace", "spanset-system"])
 }
 
 fn federation(name: &str, ns: &str, weights: &[(&str, i32)], replicas: i32) -> FederatedStatefulSet {
@@ -161,8 +144,8 @@ fn no_two_shipped_rules_overlap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_permissions_are_enough_and_each_is_needed() {
-    let (f, kubeconfig) = start(&["east", "west"]).await;
-    let _c = controller(&f, &kubeconfig);
+    let f = Federation::start_secure(&["east", "west"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
     carried(&f.host, "default", "one").await;
     f.create(&federation("db", "default", &[("east", 1), ("west", 1)], 2)).await;
     f.wait_settled("db", &[("east", 0, 1), ("west", 1, 1)], "placed").await;
@@ -279,7 +262,8 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_member_permission_ends_in_a_condition_that_names_it() {
-    let (f, kubeconfig) = start(&["east"]).await;
+    let mut f = Federation::start_secure(&["east"]).await;
+    f.refusals_expected = true;
     // Take away the member's right to create namespaces.
     let east_admin = client_for(&f.sandbox.kubeconfig, "east").await;
     let roles: Api<ClusterRole> = Api::all(east_admin);
@@ -290,7 +274,7 @@ async fn a_missing_member_permission_ends_in_a_condition_that_names_it() {
         .retain(|r| !r.resources.as_ref().is_some_and(|rs| rs.contains(&"namespaces".to_string())));
     role.metadata.managed_fields = None;
     roles.replace(join::MEMBER_ACCOUNT, &PostParams::default(), &role).await.unwrap();
-    let c = controller(&f, &kubeconfig);
+    let c = Controller::start(&f.sandbox, "controller");
     let shop = Api::<Namespace>::all(f.host.clone());
     shop.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap())
         .await

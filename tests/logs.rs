@@ -23,7 +23,8 @@ fn with_token(kubeconfig: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_carry_reconcile_and_member_write_spans_and_never_a_token_or_secret() {
-    let f = Federation::start(&["east", "west"]).await;
+    // Without --auth whatever SPANSET_TEST_AUTH says: the test puts its own token in the kubeconfig.
+    let f = Federation::start_with(&["east", "west"], &[]).await;
     let text = std::fs::read_to_string(&f.sandbox.kubeconfig).unwrap();
     std::fs::write(&f.sandbox.kubeconfig, with_token(&text)).unwrap();
     let c = Controller::start_full(&f.sandbox, "controller", &[("RUST_LOG", "debug")], &["--log-format", "json"]);

@@ -34,7 +34,15 @@ impl Controller {
 
     /// Starts `spanset run` with extra environment and extra flags (e.g. `--log-format json`).
     pub fn start_full(sandbox: &Sandbox, name: &str, env: &[(&str, &str)], flags: &[&str]) -> Self {
-        Self::start_as(sandbox, name, &sandbox.kubeconfig, env, flags)
+        match &sandbox.controller_kubeconfig {
+            // The shipped identity: its Lease lives in spanset-system.
+            Some(kubeconfig) => {
+                let mut all = vec!["--lease-namespace", "spanset-system"];
+                all.extend_from_slice(flags);
+                Self::start_as(sandbox, name, kubeconfig, env, &all)
+            }
+            None => Self::start_as(sandbox, name, &sandbox.kubeconfig, env, flags),
+        }
     }
 
     /// Starts `spanset run` with another kubeconfig (e.g. a ServiceAccount's).
@@ -133,6 +141,16 @@ impl Drop for Controller {
     }
 }
 
+impl Drop for Federation {
+    fn drop(&mut self) {
+        if std::thread::panicking() || self.refusals_expected {
+            return;
+        }
+        let refused = self.refused_requests();
+        assert!(refused.is_empty(), "the shipped permissions were not enough:\n{}", refused.join("\n"));
+    }
+}
+
 /// A simulated host and members with spanset's API installed.
 pub struct Federation {
     /// The sandbox process.
@@ -141,6 +159,8 @@ pub struct Federation {
     pub host: Client,
     /// Member names.
     pub members: Vec<String>,
+    /// A test that takes permissions away expects refusals: no check at the end.
+    pub refusals_expected: bool,
 }
 
 /// A kube client for one context of a kubeconfig.
@@ -150,8 +170,53 @@ pub async fn client_for(kubeconfig: &std::path::Path, context: &str) -> Client {
 
 impl Federation {
     /// Starts `host` plus `members`, installs the CRDs and the MemberClusters.
+    /// The sandbox enforces RBAC and controllers run as the shipped identities (`spanset
+    /// sandbox --auth`'s set-up), and each test ends by checking the audit for refusals: the
+    /// whole controller suite is the proof that the shipped permissions are enough.
+    /// `SPANSET_TEST_AUTH=0` runs it as an all-powerful administrator instead.
     pub async fn start(members: &[&str]) -> Self {
-        Self::start_with(members, &[]).await
+        if std::env::var("SPANSET_TEST_AUTH").as_deref() == Ok("0") {
+            return Self::start_with(members, &[]).await;
+        }
+        Self::start_secure(members).await
+    }
+
+    /// `host` plus `members` enforcing RBAC, with the shipped identities set up: members joined
+    /// with `spanset join`, the controller's kubeconfig in `sandbox.controller_kubeconfig`.
+    pub async fn start_secure(members: &[&str]) -> Self {
+        let names = std::iter::once("host").chain(members.iter().copied()).collect::<Vec<_>>().join(",");
+        let mut sandbox = Sandbox::start_with(&names, &["--auth"]);
+        let host = client_for(&sandbox.kubeconfig, "host").await;
+        let members: Vec<String> = members.iter().map(|m| m.to_string()).collect();
+        spanset::cli::sandbox::install_crds(&host).await.expect("CRDs installed");
+        let controller = spanset::cli::sandbox::secure(&host, &sandbox.kubeconfig, &members).await.expect("identities");
+        sandbox.controller_kubeconfig = Some(controller);
+        Self { sandbox, host, members, refusals_expected: false }
+    }
+
+    /// Where the controllers' leader Lease lives.
+    pub fn lease_namespace(&self) -> &'static str {
+        if self.sandbox.controller_kubeconfig.is_some() { "spanset-system" } else { "default" }
+    }
+
+    /// The requests of spanset's identities that the sandbox refused (empty without `--auth`).
+    pub fn refused_requests(&self) -> Vec<String> {
+        if self.sandbox.controller_kubeconfig.is_none() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for c in std::iter::once("host".to_string()).chain(self.members.iter().cloned()) {
+            let url = format!("{}/clusters/{c}/audit", self.sandbox.admin);
+            let Ok(res) = std::process::Command::new("curl").args(["-sf", &url]).output() else { continue };
+            let doc: serde_json::Value = serde_json::from_slice(&res.stdout).unwrap_or_default();
+            for r in doc["records"].as_array().into_iter().flatten() {
+                let user = r["user"].as_str().unwrap_or("");
+                if r["allowed"] == false && user.starts_with("system:serviceaccount:spanset-system:") {
+                    out.push(format!("{c}: {user} {} {} {} {}", r["verb"], r["resource"], r["subresource"], r["path"]));
+                }
+            }
+        }
+        out
     }
 
     /// Like [`Federation::start`], with more `spanset sim` flags (`--auth`).
@@ -162,7 +227,7 @@ impl Federation {
         let members: Vec<String> = members.iter().map(|m| m.to_string()).collect();
         spanset::cli::sandbox::install_crds(&host).await.expect("CRDs installed");
         spanset::cli::sandbox::join_members(&host, &members).await.expect("MemberClusters created");
-        Self { sandbox, host, members }
+        Self { sandbox, host, members, refusals_expected: false }
     }
 
     /// The example federation under another name, placed on `clusters` (weight 1 each).

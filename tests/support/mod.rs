@@ -61,6 +61,9 @@ pub struct Sandbox {
     pub admin: String,
     /// Lines printed before `ready`.
     pub banner: Vec<String>,
+    /// Under `--auth`, once the shipped identities are set up: the controller's kubeconfig
+    /// (its ServiceAccount in the host). Controllers started on this sandbox use it.
+    pub controller_kubeconfig: Option<PathBuf>,
 }
 
 impl Sandbox {
@@ -102,7 +105,7 @@ impl Sandbox {
         }
         let admin =
             banner.iter().find_map(|l| l.strip_prefix("admin: ")).expect("an `admin:` line before `ready`").to_string();
-        Self { child, dir, kubeconfig, admin, banner }
+        Self { child, dir, kubeconfig, admin, banner, controller_kubeconfig: None }
     }
 
     /// Runs `spanset sim-ctl --admin <this sandbox> ARGS`.

@@ -61,7 +61,8 @@ fn handle(sandbox: &Sandbox, req: http::Request<Incoming>) -> Response<Body> {
             let list: Vec<_> = clusters
                 .iter()
                 .map(|(name, (c, url))| {
-                    json!({"name": name, "server": url, "resourceVersion": c.storage.current_rv(), "faults": c.faults.describe()})
+                    json!({"name": name, "server": url, "resourceVersion": c.storage.current_rv(), "faults": c.faults.describe(),
+                           "nodes": crate::sim::cluster::kubelet::node_names(c)})
                 })
                 .collect();
             response::json(200, &json!({"clusters": list}))
