@@ -1,0 +1,14 @@
+# A static, non-root image of spanset (the controller and its tools in one binary).
+# Build: docker build -t ghcr.io/spanset/spanset:0.1.0 .
+FROM rust:1-alpine AS build
+RUN apk add --no-cache musl-dev
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked --bin spanset \
+ && cp target/release/spanset /spanset
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /spanset /spanset
+USER 65532:65532
+ENTRYPOINT ["/spanset"]
+CMD ["run"]
