@@ -158,6 +158,7 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
         nodes: 3,
         seed: 1,
         auth: false,
+        kruise: false,
     })
 }
 

@@ -34,6 +34,10 @@ pub struct SimArgs {
     /// the Roles and ClusterRoles bound to their user.
     #[arg(long)]
     pub auth: bool,
+    /// Install a simulated OpenKruise in every cluster: Advanced StatefulSets
+    /// (`statefulsets.apps.kruise.io`, `asts`) with `reserveOrdinals`.
+    #[arg(long)]
+    pub kruise: bool,
 }
 
 /// Whether a name is not a DNS label (cluster and member names must be).
@@ -104,6 +108,7 @@ pub async fn run(args: SimArgs) -> i32 {
             nodes: args.nodes,
             seed: args.seed.wrapping_add(i as u64),
             auth: args.auth,
+            kruise: args.kruise,
             ..ClusterConfig::named(n)
         })
         .collect();
@@ -145,6 +150,7 @@ mod tests {
             nodes: 3,
             seed: 1,
             auth: false,
+            kruise: false,
         }
     }
 

@@ -107,6 +107,39 @@ impl Cluster {
         }
     }
 
+    /// OpenKruise's Advanced StatefulSet CRD, as the Kruise chart installs it (served version,
+    /// short name, status and scale subresources, printer columns).
+    fn add_kruise(&self) {
+        let Some(crds) = self.resources.by_plural("apiextensions.k8s.io", "customresourcedefinitions") else { return };
+        let column = |name: &str, ty: &str, path: &str| json!({"name": name, "type": ty, "jsonPath": path});
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "statefulsets.apps.kruise.io"},
+            "spec": {
+                "group": "apps.kruise.io", "scope": "Namespaced",
+                "names": {"plural": "statefulsets", "singular": "statefulset", "kind": "StatefulSet",
+                          "listKind": "StatefulSetList", "shortNames": ["asts"]},
+                "versions": [{
+                    "name": "v1beta1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                    "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.labelSelector"}},
+                    "additionalPrinterColumns": [
+                        column("DESIRED", "integer", ".spec.replicas"),
+                        column("CURRENT", "integer", ".status.replicas"),
+                        column("UPDATED", "integer", ".status.updatedReplicas"),
+                        column("READY", "integer", ".status.readyReplicas"),
+                        column("AVAILABLE", "integer", ".status.availableReplicas"),
+                        column("AGE", "date", ".metadata.creationTimestamp"),
+                    ],
+                }],
+            },
+        });
+        if let Err(e) = self.create(&crds, None, crd, &Default::default()) {
+            tracing::warn!(cluster = %self.config.name, error = %e, "cannot install the Advanced StatefulSet CRD");
+        }
+    }
+
     /// A new cluster holding the namespaces every real cluster starts with.
     pub fn new(config: ClusterConfig) -> Arc<Self> {
         Self::in_sandbox(config, Arc::default(), Arc::default())
@@ -128,6 +161,9 @@ impl Cluster {
         }
         cluster.add_kubernetes_service();
         cluster.add_bootstrap_rbac();
+        if cluster.config.kruise {
+            cluster.add_kruise();
+        }
         cluster
     }
 }

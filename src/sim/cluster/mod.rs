@@ -68,6 +68,10 @@ pub struct ClusterConfig {
     /// Whether requests must carry a valid bearer token and pass RBAC (`spanset sim --auth`);
     /// otherwise every caller may do everything, as before.
     pub auth: bool,
+    /// Whether OpenKruise is installed: its Advanced StatefulSet CRD
+    /// (`statefulsets.apps.kruise.io`, short name `asts`), run by the StatefulSet controller
+    /// with Kruise's ordinal rules (`reserveOrdinals`).
+    pub kruise: bool,
 }
 
 /// Pod annotation: simulated seconds its containers take to exit on SIGTERM (to model a slow
@@ -93,6 +97,7 @@ impl ClusterConfig {
             unreachable_toleration: Duration::from_secs(300),
             container_shutdown: Duration::from_secs(1),
             auth: false,
+            kruise: false,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The StatefulSet controller of a simulated cluster, following the real one
 //! (`pkg/controller/statefulset`, k8s-api.md B.1–B.6): pods `<set>-<ordinal>` for the ordinals
-//! `[start, start+replicas)`, PVCs from claim templates created before their pod and reused,
+//! `[start, start+replicas)` — or, for OpenKruise's Advanced StatefulSet, the first `replicas`
+//! ordinals from `start` not in `reserveOrdinals` —, PVCs from claim templates created before their pod and reused,
 //! condemned pods (outside the range) deleted highest ordinal first, OrderedReady waiting for
 //! Running+Ready+Available before each step, Parallel not waiting, ControllerRevisions with
 //! RollingUpdate (partition) and OnDelete, PVC retention through owner references, and status
@@ -48,6 +49,7 @@ pub async fn run(cluster: Weak<Cluster>) {
 }
 
 struct Kinds {
+    /// apps/v1 StatefulSets, or OpenKruise's Advanced StatefulSets (apps.kruise.io).
     sets: Arc<ResourceType>,
     pods: Arc<ResourceType>,
     pvcs: Arc<ResourceType>,
@@ -64,16 +66,44 @@ fn kinds(cluster: &Cluster) -> Kinds {
     }
 }
 
-/// One pass over every StatefulSet of the cluster.
+/// One pass over every StatefulSet of the cluster, and every Advanced StatefulSet where
+/// the simulated OpenKruise is installed.
 pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
     cluster.counters.statefulset_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let k = kinds(cluster);
-    let (sets, _) = cluster.storage.list(&("apps".into(), "statefulsets".into()), None);
-    for set in sets {
-        if let Err(e) = sync(cluster, &k, &set, events) {
-            tracing::debug!(cluster = %cluster.config.name, set = object::name(&set), error = %e, "statefulset sync");
+    let kruise = cluster.resources.by_plural(KRUISE_GROUP, "statefulsets").map(|sets| Kinds {
+        sets,
+        pods: k.pods.clone(),
+        pvcs: k.pvcs.clone(),
+        revisions: k.revisions.clone(),
+    });
+    for k in std::iter::once(&k).chain(kruise.as_ref()) {
+        let (sets, _) = cluster.storage.list(&k.sets.storage_key(), None);
+        for set in sets {
+            if let Err(e) = sync(cluster, k, &set, events) {
+                tracing::debug!(cluster = %cluster.config.name, set = object::name(&set), error = %e, "statefulset sync");
+            }
         }
     }
+}
+
+/// OpenKruise's API group (Advanced StatefulSet).
+pub const KRUISE_GROUP: &str = "apps.kruise.io";
+
+/// The ordinals a set wants, ascending: `[start, start+replicas)` for apps/v1; for an Advanced
+/// StatefulSet the first `replicas` ordinals from `start` that are not in `reserveOrdinals`.
+pub fn desired_ordinals(set: &Value, kruise: bool) -> Vec<i64> {
+    let start = i64_at(set, "/spec/ordinals/start", 0);
+    let replicas = i64_at(set, "/spec/replicas", 1).max(0);
+    if !kruise {
+        return (start..start + replicas).collect();
+    }
+    let reserved: std::collections::BTreeSet<i64> = set
+        .pointer("/spec/reserveOrdinals")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default();
+    (start..).filter(|o| !reserved.contains(o)).take(replicas as usize).collect()
 }
 
 fn i64_at(v: &Value, ptr: &str, default: i64) -> i64 {
@@ -107,7 +137,8 @@ fn revision_hash(template: &Value, collision_count: i64) -> String {
 }
 
 fn set_owner_ref(set: &Value) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": object::name(set), "uid": object::uid(set), "controller": true, "blockOwnerDeletion": true})
+    let api_version = set["apiVersion"].as_str().filter(|v| !v.is_empty()).unwrap_or("apps/v1");
+    json!({"apiVersion": api_version, "kind": "StatefulSet", "name": object::name(set), "uid": object::uid(set), "controller": true, "blockOwnerDeletion": true})
 }
 
 /// Finds or creates the ControllerRevision for the set's current template; returns its name and
@@ -380,10 +411,9 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
     let (all_pvcs, _) = cluster.storage.list(&(String::new(), "persistentvolumeclaims".into()), Some(ns));
     let pvcs: HashMap<String, Arc<Value>> = all_pvcs.into_iter().map(|p| (object::name(&p).to_string(), p)).collect();
 
-    let start = i64_at(set, "/spec/ordinals/start", 0);
-    let replicas = i64_at(set, "/spec/replicas", 1);
-    let end = start + replicas;
-    let in_range = |o: i64| o >= start && o < end;
+    let desired = desired_ordinals(set, k.sets.group == KRUISE_GROUP);
+    let wanted: std::collections::BTreeSet<i64> = desired.iter().copied().collect();
+    let in_range = |o: i64| wanted.contains(&o);
     let monotonic = str_at(set, "/spec/podManagementPolicy") != "Parallel";
     let min_ready = i64_at(set, "/spec/minReadySeconds", 0);
     let on_delete = str_at(set, "/spec/updateStrategy/type") == "OnDelete";
@@ -392,7 +422,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
     if !object::is_deleting(set) {
         'work: {
             // Replicas, ascending.
-            for ordinal in start..end {
+            for (index, &ordinal) in desired.iter().enumerate() {
                 match pods.get(&ordinal) {
                     None => {
                         if !ensure_claims(cluster, k, set, ordinal, &pvcs, events)? {
@@ -401,7 +431,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
                             }
                             continue;
                         }
-                        let revision = if ordinal < start + partition { &current_revision } else { &update_revision };
+                        let revision = if (index as i64) < partition { &current_revision } else { &update_revision };
                         let template = templates.get(revision).cloned().unwrap_or(json!({}));
                         let pod = new_pod(set, &template, revision, ordinal);
                         let pod_name = format!("{set_name}-{ordinal}");
@@ -480,7 +510,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
                 break 'work;
             }
             // RollingUpdate: highest ordinal down to the partition, one pod at a time.
-            for ordinal in (start + partition.max(0)..end).rev() {
+            for &ordinal in desired.iter().skip(partition.max(0) as usize).rev() {
                 let Some(pod) = pods.get(&ordinal) else { continue };
                 if str_at(pod, "/metadata/labels/controller-revision-hash") != update_revision
                     && !object::is_deleting(pod)
@@ -531,6 +561,18 @@ fn write_status(
         "updateRevision": update_revision,
         "collisionCount": i64_at(set, "/status/collisionCount", 0),
     });
+    let mut status = status;
+    if k.sets.group == KRUISE_GROUP {
+        // What Kruise reports beside the apps/v1 fields (the scale subresource reads the selector).
+        let selector = set
+            .pointer("/spec/selector/matchLabels")
+            .and_then(Value::as_object)
+            .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+            .unwrap_or_default();
+        status["labelSelector"] = json!(selector);
+        status["updatedReadyReplicas"] =
+            json!(live().filter(|p| revision_of(p) == update_revision && is_running_ready(p)).count());
+    }
     if set.get("status") == Some(&status) {
         return Ok(());
     }
@@ -556,6 +598,17 @@ fn write_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kruise_skips_reserved_ordinals_and_apps_v1_ignores_them() {
+        let set = |replicas: i64, reserve: &[i64]| json!({"spec": {"replicas": replicas, "reserveOrdinals": reserve}});
+        assert_eq!(desired_ordinals(&set(4, &[1]), true), [0, 2, 3, 4]);
+        assert_eq!(desired_ordinals(&set(4, &[1, 3]), true), [0, 2, 4, 5]);
+        assert_eq!(desired_ordinals(&set(3, &[1, 3]), true), [0, 2, 4]);
+        assert_eq!(desired_ordinals(&set(3, &[1, 3]), false), [0, 1, 2]);
+        let started = json!({"spec": {"replicas": 2, "ordinals": {"start": 5}, "reserveOrdinals": [5]}});
+        assert_eq!(desired_ordinals(&started, true), [6, 7]);
+    }
 
     #[test]
     fn ordinals_parse_like_the_real_controller() {
