@@ -14,6 +14,7 @@ use crate::sim::{
     api::{
         auth, discovery, list, logs,
         negotiate::{self, Output},
+        openapi,
         patch::{self, PatchError},
         protobuf,
         query::Query,
@@ -92,10 +93,8 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
             None => response::error(&ApiError::no_route()),
         },
         Route::OpenApiV2 => response::raw(200, OPENAPI_V2_TYPE, Bytes::new()),
-        Route::OpenApiV3 if parts.uri.path().trim_end_matches('/') == "/openapi/v3" => {
-            response::json(200, &json!({"paths": {}}))
-        }
-        Route::OpenApiV3 | Route::Unknown => response::error(&ApiError::no_route()),
+        Route::OpenApiV3 => openapi::serve(&cluster, parts.uri.path()),
+        Route::Unknown => response::error(&ApiError::no_route()),
         Route::Resource(path) => match resource(&cluster, &parts, path, body, accept, &user).await {
             Ok(resp) => resp,
             Err(e) => response::error(&e),

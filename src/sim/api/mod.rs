@@ -11,6 +11,7 @@ pub mod handlers;
 pub mod list;
 pub mod logs;
 pub mod negotiate;
+pub mod openapi;
 pub mod patch;
 pub mod protobuf;
 pub mod query;
