@@ -218,7 +218,9 @@ async fn kube_rs_sees_the_apiservers_401_and_403_and_tokens_that_expire_or_die()
         .iter()
         .rev()
         .find(|r| {
-            r.user == "system:serviceaccount:spanset-system:spanset" && r.verb == "list" && r.resource == "configmaps"
+            r.user == "system:serviceaccount:spanset-system:spanset"
+                && r.request.verb == "list"
+                && r.request.resource == "configmaps"
         })
         .expect("the list is audited");
     assert!(listed.allowed);
@@ -226,7 +228,11 @@ async fn kube_rs_sees_the_apiservers_401_and_403_and_tokens_that_expire_or_die()
         listed.rule,
         Some(RuleRef { kind: "Role".into(), namespace: "default".into(), name: "reader".into(), index: 1 })
     );
-    assert!(audit.iter().any(|r| r.resource == "configmaps" && r.verb == "get" && !r.allowed && r.rule.is_none()));
+    assert!(
+        audit
+            .iter()
+            .any(|r| r.request.resource == "configmaps" && r.request.verb == "get" && !r.allowed && r.rule.is_none())
+    );
 
     // Access reviews answer for the caller.
     let review = |verb: &str, resource: &str| -> SelfSubjectAccessReview {

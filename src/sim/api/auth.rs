@@ -12,34 +12,12 @@ use super::{query::Query, routes::Route};
 use crate::sim::{
     cluster::Cluster,
     store::{
-        audit::{AuditRecord, RuleRef},
+        audit::{Attributes, AuditRecord, RuleRef},
         error::ApiError,
         object,
         tokens::{Lookup, UserInfo},
     },
 };
-
-/// What a request asks, in the authorizer's terms (`authorizer.Attributes`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Attributes {
-    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`; for a
-    /// non-resource request the lowercase HTTP method.
-    pub verb: String,
-    /// True for requests about API resources.
-    pub resource_request: bool,
-    /// API group (`""` for core).
-    pub group: String,
-    /// Resource (plural).
-    pub resource: String,
-    /// Subresource, or empty.
-    pub subresource: String,
-    /// Namespace, or empty (for a namespace itself, its name).
-    pub namespace: String,
-    /// Object name, or empty.
-    pub name: String,
-    /// URL path.
-    pub path: String,
-}
 
 /// The 401 the apiserver sends for a missing, unknown or expired token.
 pub fn unauthorized() -> ApiError {
@@ -250,18 +228,11 @@ pub fn authorize(cluster: &Cluster, user: &UserInfo, a: &Attributes) -> Result<(
         Decision::Allow(rule) => (true, rule.clone()),
         Decision::Deny => (false, None),
     };
-    cluster.audit.record(AuditRecord {
-        user: user.name.clone(),
-        verb: a.verb.clone(),
-        group: a.group.clone(),
-        resource: a.resource.clone(),
-        subresource: a.subresource.clone(),
-        namespace: a.namespace.clone(),
-        name: a.name.clone(),
-        path: if a.resource_request { String::new() } else { a.path.clone() },
-        allowed,
-        rule,
-    });
+    let mut request = a.clone();
+    if a.resource_request {
+        request.path.clear();
+    }
+    cluster.audit.record(AuditRecord { user: user.name.clone(), request, allowed, rule });
     if allowed { Ok(()) } else { Err(forbidden(user, a)) }
 }
 

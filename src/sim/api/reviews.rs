@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::auth::{self, Attributes, Decision};
+use super::auth::{self, Decision};
 use crate::sim::{
     cluster::Cluster,
     store::{
+        audit::Attributes,
         error::{ApiError, ApiResult},
         object,
         tokens::{BoundTo, UserInfo},

@@ -26,25 +26,36 @@ pub struct RuleRef {
 pub struct AuditRecord {
     /// The user name.
     pub user: String,
-    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`, or
-    /// the HTTP verb of a non-resource request.
-    pub verb: String,
-    /// API group (`""` for core); empty for non-resource requests.
-    pub group: String,
-    /// Resource, empty for non-resource requests.
-    pub resource: String,
-    /// Subresource (`status`, `log`…), or empty.
-    pub subresource: String,
-    /// Namespace, or empty.
-    pub namespace: String,
-    /// Object name, or empty.
-    pub name: String,
-    /// The URL path of a non-resource request, or empty.
-    pub path: String,
+    /// What it asked (the path only for non-resource requests).
+    #[serde(flatten)]
+    pub request: Attributes,
     /// Whether the request was allowed.
     pub allowed: bool,
     /// The rule that allowed it (none for `system:masters` or a refusal).
     pub rule: Option<RuleRef>,
+}
+
+/// What a request asks, in the authorizer's terms (`authorizer.Attributes`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attributes {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`; for a
+    /// non-resource request the lowercase HTTP method.
+    pub verb: String,
+    /// True for requests about API resources.
+    pub resource_request: bool,
+    /// API group (`""` for core).
+    pub group: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Subresource, or empty.
+    pub subresource: String,
+    /// Namespace, or empty (for a namespace itself, its name).
+    pub namespace: String,
+    /// Object name, or empty.
+    pub name: String,
+    /// URL path.
+    pub path: String,
 }
 
 /// The records of one cluster, oldest first, bounded.
