@@ -220,6 +220,31 @@ fn automatic_fences(fsts: &FederatedStatefulSet, inp: &Inputs<'_>, grace: Durati
     out
 }
 
+/// The planner's observation of a member whose watcher has not reported yet: the slice last
+/// stored in the status (or nothing), unreachable and not observed since that write — so its
+/// absences confirm nothing and every ordinal it might run stays where it is.
+fn unreported(previous: &FederatedStatefulSetStatus, name: &str, fenced: bool) -> ClusterObservation {
+    let written = previous
+        .slices
+        .iter()
+        .find(|s| s.cluster == name)
+        .map(|s| Slice {
+            start: u32::try_from(s.start).unwrap_or(0),
+            replicas: u32::try_from(s.replicas).unwrap_or(0),
+            reserved: s.reserved_ordinals.iter().filter_map(|k| u32::try_from(*k).ok()).collect(),
+        })
+        .unwrap_or_else(Slice::empty);
+    ClusterObservation {
+        pods: written.ordinals(),
+        written,
+        observed_since_write: false,
+        ready: Default::default(),
+        reachable: false,
+        fenced,
+        compatible: true,
+    }
+}
+
 /// The planner's observation of one member, from its watcher's report.
 pub fn observe(view: &MemberView, fenced: bool, now: Instant, grace: Duration) -> ClusterObservation {
     let f = &view.federation;
@@ -300,10 +325,19 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let listed_before: BTreeSet<&str> = previous.slices.iter().map(|s| s.cluster.as_str()).collect();
     let mut obs = Observed::new();
     for (name, m) in inp.members {
-        let Some(view) = &m.view else { continue };
-        let holds = view.federation.sts.is_some() || !view.federation.pods.is_empty();
-        if placement.contains(name.as_str()) || holds || listed_before.contains(name.as_str()) {
-            obs.insert(name.clone(), observe(view, m.fenced, inp.now, grace));
+        match &m.view {
+            Some(view) => {
+                let holds = view.federation.sts.is_some() || !view.federation.pods.is_empty();
+                if placement.contains(name.as_str()) || holds || listed_before.contains(name.as_str()) {
+                    obs.insert(name.clone(), observe(view, m.fenced, inp.now, grace));
+                }
+            }
+            // Not reported yet (a new process or a new watcher): what it runs is unknown, so it
+            // counts as silent and unconfirmed, and no ordinal grows anywhere until it reports.
+            None if placement.contains(name.as_str()) || listed_before.contains(name.as_str()) => {
+                obs.insert(name.clone(), unreported(&previous, name, m.fenced));
+            }
+            None => {}
         }
     }
     let hash = template_hash(fsts);
@@ -507,7 +541,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             None => n.clone(),
         })
         .collect();
-    let missing: Vec<&str> = placement.iter().copied().filter(|n| !obs.contains_key(*n)).collect();
+    let missing: Vec<&str> =
+        placement.iter().copied().filter(|n| inp.members.get(*n).is_none_or(|m| m.view.is_none())).collect();
     let done = plan.as_ref().is_some_and(|p| p.done) && writes.is_empty();
     match &plan_error {
         Some(e) => verdicts.push(Verdict::yes(types::BLOCKED, "NoPlacement", e.clone())),
@@ -693,6 +728,34 @@ mod tests {
                 (w.cluster.clone(), spec.ordinals.as_ref().and_then(|o| o.start), spec.replicas)
             })
             .collect()
+    }
+
+    #[test]
+    fn nothing_grows_over_a_member_that_has_not_reported_yet() {
+        // A new leader, after stamping east: west (which runs 3-5) has not reported yet, so
+        // what it runs is unknown and east must not take its ordinals. This grew east to 0-6
+        // before (an at-most-one violation seen once in CI after a controller restart).
+        let mut f = fsts(&[("east", 1), ("west", 0)]);
+        f.status = Some(FederatedStatefulSetStatus {
+            slices: vec![SliceStatus {
+                cluster: "west".into(),
+                start: 3,
+                replicas: 3,
+                reserved_ordinals: vec![],
+                ready_replicas: 3,
+            }],
+            ..Default::default()
+        });
+        let mut west = settled(&f, 3, 3, 7);
+        west.view = None;
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), west)]);
+        let d = decide_now(&f, &members, 8);
+        assert!(written_slices(&d).is_empty(), "nothing is written: {:?}", written_slices(&d));
+        assert!(d.status.conditions.iter().any(|c| c.reason == "WaitingForMembers" && c.message.contains("west")));
+        // Once west reports, the move starts with west's release, not east's grow.
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), settled(&f, 3, 3, 8))]);
+        let d = decide_now(&f, &members, 8);
+        assert!(written_slices(&d).iter().all(|(c, _, r)| c != "east" || *r == Some(3)), "{:?}", written_slices(&d));
     }
 
     #[test]
