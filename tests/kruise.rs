@@ -1,7 +1,8 @@
-//! The simulated OpenKruise (`spanset sim --kruise`, issue 10 item 1, first part): the Advanced
-//! StatefulSet CRD with its short name and printer columns, and the documented
-//! `reserveOrdinals` examples replayed through kubectl — replicas 4 reserving [1] runs
-//! 0,2,3,4; reserving 3 as well runs 0,2,4,5; and with replicas 3, 0,2,4.
+//! The simulated OpenKruise (`spanset sim --kruise`, issue 10 item 1, in part): the Advanced
+//! StatefulSet CRD with its short name and printer columns, the documented `reserveOrdinals`
+//! examples replayed through kubectl — replicas 4 reserving [1] runs 0,2,3,4; reserving 3 as
+//! well runs 0,2,4,5; and with replicas 3, 0,2,4 — and, through kube-rs,
+//! `scaleStrategy.maxUnavailable` with `specified-delete`.
 
 mod support;
 
@@ -81,4 +82,117 @@ fn reserve_ordinals_1_27() {
 #[test]
 fn reserve_ordinals_1_33() {
     reserve_ordinals_as_documented(33);
+}
+
+mod scale_strategy {
+    //! `scaleStrategy.maxUnavailable` and `apps.kruise.io/specified-delete`, through kube-rs.
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::{
+        Api, Client, ResourceExt,
+        api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams},
+    };
+    use serde_json::json;
+    use spanset::sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
+
+    use super::support::eventually;
+
+    async fn sandbox() -> (Fleet, Client) {
+        let config = ClusterConfig { kruise: true, time_factor: 0.01, ..ClusterConfig::named("a") };
+        let fleet = Fleet::start(vec![config], None).await.expect("sandbox starts");
+        let client = Client::try_from(kube::Config::new(fleet.servers[0].url().parse().unwrap())).unwrap();
+        (fleet, client)
+    }
+
+    fn asts(max_unavailable: Option<i64>) -> DynamicObject {
+        let mut spec = json!({"replicas": 3, "podManagementPolicy": "Parallel", "serviceName": "s",
+            "selector": {"matchLabels": {"app": "s"}},
+            "template": {"metadata": {"labels": {"app": "s"}}, "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}});
+        if let Some(m) = max_unavailable {
+            spec["scaleStrategy"] = json!({"maxUnavailable": m});
+        }
+        serde_json::from_value(json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet",
+            "metadata": {"name": "s"}, "spec": spec}))
+        .unwrap()
+    }
+
+    async fn pod_names(client: &Client) -> Vec<String> {
+        let mut names: Vec<String> = Api::<Pod>::default_namespaced(client.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn api(client: &Client) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk("apps.kruise.io", "v1beta1", "StatefulSet");
+        Api::default_namespaced_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "statefulsets"))
+    }
+
+    /// Waits for `n` more sweeps of the StatefulSet controller, so that "nothing happened" is
+    /// a fact and not a guess.
+    async fn sweeps(fleet: &Fleet, n: u64) {
+        let counter = &fleet.servers[0].cluster.counters.statefulset_sweeps;
+        let from = counter.load(std::sync::atomic::Ordering::Relaxed);
+        eventually("more sweeps", || async { counter.load(std::sync::atomic::Ordering::Relaxed) >= from + n }).await;
+    }
+
+    #[tokio::test]
+    async fn max_unavailable_holds_new_pods_while_one_is_not_ready_and_specified_delete_waits_its_turn() {
+        let (fleet, client) = sandbox().await;
+        let faults = &fleet.servers[0].cluster.faults;
+        faults.set_pod_ready("default", "s-0", Some(false));
+        api(&client).create(&PostParams::default(), &asts(Some(1))).await.unwrap();
+        eventually("s-0 created", || async { pod_names(&client).await == ["s-0"] }).await;
+        sweeps(&fleet, 20).await;
+        assert_eq!(pod_names(&client).await, ["s-0"], "one unavailable pod spends the budget of 1");
+        faults.set_pod_ready("default", "s-0", None);
+        eventually("all three", || async { pod_names(&client).await == ["s-0", "s-1", "s-2"] }).await;
+        let pods: Api<Pod> = Api::default_namespaced(client.clone());
+        eventually("all ready", || async {
+            pods.list(&ListParams::default()).await.unwrap().items.iter().all(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+        })
+        .await;
+
+        // specified-delete: s-1 is deleted and recreated at its ordinal, but not while s-2 is
+        // unavailable.
+        faults.set_pod_ready("default", "s-2", Some(false));
+        eventually("s-2 unready", || async {
+            pods.get("s-2")
+                .await
+                .unwrap()
+                .status
+                .and_then(|s| s.conditions)
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "False"))
+        })
+        .await;
+        let uid = pods.get("s-1").await.unwrap().uid().unwrap();
+        let mark = json!({"metadata": {"labels": {"apps.kruise.io/specified-delete": "true"}}});
+        pods.patch("s-1", &PatchParams::default(), &Patch::Merge(&mark)).await.unwrap();
+        sweeps(&fleet, 20).await;
+        assert_eq!(pods.get("s-1").await.unwrap().uid(), Some(uid.clone()), "no room while s-2 is unavailable");
+        faults.set_pod_ready("default", "s-2", None);
+        eventually("s-1 recreated", || async {
+            pods.get_opt("s-1").await.unwrap().is_some_and(|p| p.uid() != Some(uid.clone()))
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn without_max_unavailable_parallel_creates_every_pod_at_once() {
+        let (fleet, client) = sandbox().await;
+        fleet.servers[0].cluster.faults.set_pod_ready("default", "s-0", Some(false));
+        api(&client).create(&PostParams::default(), &asts(None)).await.unwrap();
+        eventually("all three created", || async { pod_names(&client).await == ["s-0", "s-1", "s-2"] }).await;
+    }
 }

@@ -89,6 +89,21 @@ pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
 
 /// OpenKruise's API group (Advanced StatefulSet).
 pub const KRUISE_GROUP: &str = "apps.kruise.io";
+/// Kruise's label asking its controller to delete (and so recreate) a pod.
+pub const SPECIFIED_DELETE: &str = "apps.kruise.io/specified-delete";
+
+/// `scaleStrategy.maxUnavailable` of an Advanced StatefulSet as a count: an integer, or a
+/// percentage of the wanted replicas rounded up; `None` when unset (no limit).
+fn max_unavailable(set: &Value, replicas: usize) -> Option<usize> {
+    match set.pointer("/spec/scaleStrategy/maxUnavailable")? {
+        Value::Number(n) => n.as_u64().map(|n| (n as usize).max(1)),
+        Value::String(s) => {
+            let pct: usize = s.strip_suffix('%')?.parse().ok()?;
+            Some((replicas * pct).div_ceil(100).max(1))
+        }
+        _ => None,
+    }
+}
 
 /// The ordinals a set wants, ascending: `[start, start+replicas)` for apps/v1; for an Advanced
 /// StatefulSet the first `replicas` ordinals from `start` that are not in `reserveOrdinals`.
@@ -418,13 +433,43 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
     let min_ready = i64_at(set, "/spec/minReadySeconds", 0);
     let on_delete = str_at(set, "/spec/updateStrategy/type") == "OnDelete";
     let partition = i64_at(set, "/spec/updateStrategy/rollingUpdate/partition", 0);
+    // Kruise's scaleStrategy.maxUnavailable (Parallel only): at most this many of the wanted
+    // pods missing or unavailable at once while scaling; pods labelled specified-delete are
+    // deleted (and recreated at their ordinal) within the same budget.
+    let kruise = k.sets.group == KRUISE_GROUP;
+    let max_unavailable = kruise.then(|| max_unavailable(set, desired.len())).flatten();
+    // Wanted pods that exist and are unavailable (starting, not ready, or going away), plus
+    // those this sweep creates or deletes.
+    let mut busy = desired
+        .iter()
+        .filter(|o| pods.get(o).is_some_and(|p| object::is_deleting(p) || !is_available(cluster, p, min_ready)))
+        .count();
+    let room = |busy: usize| max_unavailable.is_none_or(|m| busy < m);
 
     if !object::is_deleting(set) {
         'work: {
+            if kruise && !monotonic {
+                for (ordinal, pod) in &pods {
+                    let marked =
+                        pod.pointer(&format!("/metadata/labels/{}", SPECIFIED_DELETE.replace('/', "~1"))).is_some();
+                    if marked && wanted.contains(ordinal) && !object::is_deleting(pod) {
+                        // An unavailable pod is already counted; an available one needs room.
+                        let available = is_available(cluster, pod, min_ready);
+                        if !available || room(busy) {
+                            delete_pod(cluster, k, set, pod, events);
+                            busy += usize::from(available);
+                        }
+                    }
+                }
+            }
             // Replicas, ascending.
             for (index, &ordinal) in desired.iter().enumerate() {
                 match pods.get(&ordinal) {
                     None => {
+                        // A new pod is unavailable until Ready: created only within the budget.
+                        if !monotonic && !room(busy) {
+                            continue;
+                        }
                         if !ensure_claims(cluster, k, set, ordinal, &pvcs, events)? {
                             if monotonic {
                                 break 'work;
@@ -459,6 +504,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
                                 ),
                             ),
                         }
+                        busy += usize::from(created.is_ok());
                         match created {
                             Ok(_) | Err(_) if monotonic => break 'work,
                             _ => continue,
