@@ -27,7 +27,7 @@ use futures::StreamExt;
 use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod};
 use kube::{
     Api, Client,
-    api::{ListParams, Patch, PatchParams, PostParams},
+    api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
     runtime::watcher,
 };
 use serde_json::{Value, json};
@@ -40,6 +40,7 @@ use spanset::{
         leader::LeaseSettings,
         member::cache::{FederationCache, MemberCache, PodRecord, StsRecord},
     },
+    plan::Backend,
     sim::{cluster::ClusterConfig, sandbox::fleet::Fleet, sandbox::kubeconfig},
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
@@ -990,7 +991,8 @@ async fn memory_figures(report: &mut Report) {
         let c = client(&sim.kubeconfig, m).await;
         let lp = ListParams::default().labels(FEDERATION);
         pods.push(Api::<Pod>::all(c.clone()).list(&lp).await.expect("pods").items);
-        sets.push(Api::<StatefulSet>::all(c).list(&lp).await.expect("sts").items);
+        let apps_v1 = spanset::controller::member::workload::api_resource(Backend::StatefulSet);
+        sets.push(Api::<DynamicObject>::all_with(c, &apps_v1).list(&lp).await.expect("sts").items);
     }
     let objects: usize = pods.iter().map(Vec::len).sum::<usize>() + sets.iter().map(Vec::len).sum::<usize>();
     let pod_count: usize = pods.iter().map(Vec::len).sum();
@@ -999,7 +1001,7 @@ async fn memory_figures(report: &mut Report) {
     for (p, s) in pods.iter().zip(&sets) {
         let mut cache = MemberCache::default();
         for sts in s {
-            cache.sts_applied(sts);
+            cache.sts_applied(sts, Backend::StatefulSet);
         }
         for pod in p {
             cache.pod_applied(pod);

@@ -122,6 +122,20 @@ fn the_cel_rules_refuse_what_they_should_when_evaluated() {
     let mut overflow = example();
     overflow.spec.ordinals = Some(spanset::api::GlobalOrdinals { start: i32::MAX - 2 });
     assert!(refused(&overflow).contains("start + replicas must stay within int32"));
+    let mut in_place = example();
+    in_place.spec.template.update_strategy = Some(
+        serde_json::from_value(serde_json::json!({"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}})).unwrap(),
+    );
+    assert!(
+        refused(&in_place).contains("podUpdatePolicy and scaleStrategy are only for spec.backend AdvancedStatefulSet")
+    );
+    let mut scaled = example();
+    scaled.spec.template.scale_strategy =
+        Some(serde_json::from_value(serde_json::json!({"maxUnavailable": 1})).unwrap());
+    assert!(refused(&scaled).contains("only for spec.backend AdvancedStatefulSet"));
+    in_place.spec.backend = spanset::api::Backend::AdvancedStatefulSet;
+    in_place.spec.template.scale_strategy = scaled.spec.template.scale_strategy.clone();
+    in_place.validate_cel().expect("Kruise's fields with the Advanced backend");
 }
 
 #[test]
@@ -140,4 +154,9 @@ fn selector_service_name_and_claim_templates_are_immutable() {
     let mut reclaimed = example();
     reclaimed.spec.template.volume_claim_templates.clear();
     assert!(reclaimed.validate_cel_update(&old).unwrap_err().to_string().contains("volumeClaimTemplates is immutable"));
+    let mut advanced = example();
+    advanced.spec.backend = spanset::api::Backend::AdvancedStatefulSet;
+    let e = advanced.validate_cel_update(&old).unwrap_err().to_string();
+    assert!(e.contains("spec.backend is immutable"), "{e}");
+    advanced.validate_cel_update(&advanced.clone()).expect("an unchanged backend passes");
 }

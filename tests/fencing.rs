@@ -47,6 +47,7 @@ async fn a_stale_leaders_write_is_refused_with_409_and_it_steps_down_on_seeing_t
     let write = |slice: Slice, rv: Option<u64>| WriteStatefulSet {
         key: key.clone(),
         object: statefulset(&fsts, &slice, 1),
+        kind: spanset::plan::Backend::StatefulSet,
         expected_rv: rv,
         term: 1,
         dry_run: false,
@@ -68,7 +69,7 @@ async fn a_stale_leaders_write_is_refused_with_409_and_it_steps_down_on_seeing_t
     // The stale leader's write, conditional on the version it read in its own term: the
     // member refuses it with 409 whatever the writer believes.
     let grow = Slice { start: 0, replicas: 3, ..Slice::empty() };
-    let mut raw = statefulset(&fsts, &grow, 1);
+    let mut raw: StatefulSet = statefulset(&fsts, &grow, 1).try_parse().expect("an apps/v1 StatefulSet");
     raw.metadata.resource_version = Some(created.rv.to_string());
     match api.replace("redis", &PostParams::default(), &raw).await {
         Err(kube::Error::Api(e)) => assert_eq!(e.code, 409),

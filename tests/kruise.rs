@@ -1,7 +1,8 @@
 //! The simulated OpenKruise (`spanset sim --kruise`, issue 10 item 1, in part): the Advanced
 //! StatefulSet CRD with its short name and printer columns, the documented `reserveOrdinals`
 //! examples replayed through kubectl — replicas 4 reserving [1] runs 0,2,3,4; reserving 3 as
-//! well runs 0,2,4,5; and with replicas 3, 0,2,4 — and, through kube-rs,
+//! well runs 0,2,4,5; and with replicas 3, 0,2,4 —, the in-place image update (same uid,
+//! `InPlaceUpdateReady`) against a recreating env change and `ReCreate`, and, through kube-rs,
 //! `scaleStrategy.maxUnavailable` with `specified-delete`.
 
 mod support;
@@ -82,6 +83,112 @@ fn reserve_ordinals_1_27() {
 #[test]
 fn reserve_ordinals_1_33() {
     reserve_ordinals_as_documented(33);
+}
+
+const IN_PLACE: &str = r#"apiVersion: apps.kruise.io/v1beta1
+kind: StatefulSet
+metadata:
+  name: web
+spec:
+  replicas: 2
+  serviceName: web
+  podManagementPolicy: Parallel
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      readinessGates:
+      - conditionType: InPlaceUpdateReady
+      containers:
+      - name: main
+        image: nginx:1.24
+  updateStrategy:
+    type: RollingUpdate
+    rollingUpdate:
+      podUpdatePolicy: InPlaceIfPossible
+"#;
+
+fn pod_field(k: &Kubectl, pod: &str, path: &str) -> String {
+    k.ok(&["get", "pod", pod, "-o", &format!("jsonpath={path}")])
+}
+
+/// Both pods run `image` and are Ready.
+fn updated(k: &Kubectl, image: &str, what: &str) {
+    wait_until(what, DEADLINE, || {
+        ["web-0", "web-1"].iter().all(|p| {
+            let out = k.run(&["get", "pod", p, "-o", "jsonpath={.spec.containers[0].image} {.status.containerStatuses[0].image} {.status.conditions[?(@.type==\"Ready\")].status}"]);
+            String::from_utf8_lossy(&out.stdout) == format!("{image} {image} True")
+        })
+    });
+}
+
+/// The documented in-place update: with `podUpdatePolicy: InPlaceIfPossible` a new image is
+/// applied to the running pods (same uid, the container restarted once, the
+/// `InPlaceUpdateReady` condition back to True); an env change recreates them; `ReCreate`
+/// recreates too.
+fn in_place_update_as_documented(minor: u32) {
+    let sandbox = Sandbox::start_with("solo", &["--kruise"]);
+    let Some(k) = Kubectl::new(minor, &sandbox) else {
+        return;
+    };
+    k.ok_with_stdin(&["apply", "-f", "-"], IN_PLACE);
+    updated(&k, "nginx:1.24", "both pods run nginx:1.24");
+    assert_eq!(pod_field(&k, "web-0", "{.status.conditions[?(@.type==\"InPlaceUpdateReady\")].status}"), "True");
+    let uids = |k: &Kubectl| ["web-0", "web-1"].map(|p| pod_field(k, p, "{.metadata.uid}"));
+    let before = uids(&k);
+
+    let image = r#"{"spec":{"template":{"spec":{"containers":[{"name":"main","image":"nginx:1.25"}]}}}}"#;
+    k.ok(&["patch", "asts", "web", "--type", "merge", "-p", image]);
+    updated(&k, "nginx:1.25", "both pods updated in place to nginx:1.25");
+    assert_eq!(uids(&k), before, "kubectl 1.{minor}: the pods were updated in place, not recreated");
+    for p in ["web-0", "web-1"] {
+        assert_eq!(
+            pod_field(&k, p, "{.status.containerStatuses[0].restartCount}"),
+            "1",
+            "{p} restarted its container once"
+        );
+        assert_eq!(pod_field(&k, p, "{.status.conditions[?(@.type==\"InPlaceUpdateReady\")].status}"), "True");
+        let state = pod_field(&k, p, "{.metadata.annotations.apps\\.kruise\\.io/inplace-update-state}");
+        assert!(state.contains("\"revision\""), "{p}'s in-place state annotation: {state}");
+    }
+    let events =
+        k.ok(&["get", "events", "--field-selector", "involvedObject.name=web", "-o", "jsonpath={.items[*].reason}"]);
+    assert!(events.contains("SuccessfulUpdatePodInPlace"), "kubectl 1.{minor}: {events}");
+    let kubelet =
+        k.ok(&["get", "events", "--field-selector", "involvedObject.name=web-0", "-o", "jsonpath={.items[*].message}"]);
+    assert!(kubelet.contains("Container main definition changed, will be restarted"), "{kubelet}");
+    wait_until("the status counts both updated and ready", DEADLINE, || {
+        k.ok(&["get", "asts", "web", "-o", "jsonpath={.status.updatedReplicas} {.status.updatedReadyReplicas}"])
+            == "2 2"
+    });
+
+    // An env change cannot be made in place: the pods are recreated.
+    let env = r#"{"spec":{"template":{"spec":{"containers":[{"name":"main","image":"nginx:1.25","env":[{"name":"A","value":"1"}]}]}}}}"#;
+    k.ok(&["patch", "asts", "web", "--type", "merge", "-p", env]);
+    wait_until("both pods recreated", DEADLINE, || {
+        let now = uids(&k);
+        now.iter().zip(&before).all(|(a, b)| !a.is_empty() && a != b)
+    });
+    updated(&k, "nginx:1.25", "the recreated pods are ready");
+    // ReCreate: an image change recreates too.
+    let recreate = r#"{"spec":{"updateStrategy":{"rollingUpdate":{"podUpdatePolicy":"ReCreate"}},"template":{"spec":{"containers":[{"name":"main","image":"nginx:1.26","env":[{"name":"A","value":"1"}]}]}}}}"#;
+    let middle = uids(&k);
+    k.ok(&["patch", "asts", "web", "--type", "merge", "-p", recreate]);
+    updated(&k, "nginx:1.26", "ReCreate rolled nginx:1.26");
+    let after = uids(&k);
+    assert!(after.iter().zip(&middle).all(|(a, b)| a != b), "ReCreate recreated: {middle:?} → {after:?}");
+}
+
+#[test]
+fn in_place_update_1_27() {
+    in_place_update_as_documented(27);
+}
+
+#[test]
+fn in_place_update_1_33() {
+    in_place_update_as_documented(33);
 }
 
 mod scale_strategy {

@@ -144,9 +144,13 @@ fn no_two_shipped_rules_overlap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_permissions_are_enough_and_each_is_needed() {
-    let f = Federation::start_secure(&["east", "west"]).await;
+    let f = Federation::start_secure_with(&["east", "west"], &["--kruise"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
     carried(&f.host, "default", "one").await;
+    // An Advanced StatefulSet federation beside it, whose ordinal 0 moves west → east and back.
+    let mut kv = federation("kv", "default", &[("east", 1), ("west", 1)], 2);
+    kv.spec.backend = spanset::api::Backend::AdvancedStatefulSet;
+    f.create(&kv).await;
     f.create(&federation("db", "default", &[("east", 1), ("west", 1)], 2)).await;
     f.wait_settled("db", &[("east", 0, 1), ("west", 1, 1)], "placed").await;
     let east = f.member("east").await;
@@ -190,6 +194,24 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     f.wait_settled("db", &[("east", 0, 1), ("west", 1, 1)], "ordinal 1 back in west").await;
     f.api().patch("db", &PatchParams::default(), &Patch::Merge(&weights)).await.unwrap();
     f.wait_settled("db", &[("east", 0, 2)], "ordinal 1 in east again").await;
+    let kv_east =
+        json!({"spec": {"placement": {"clusters": [{"name": "east", "weight": 1}, {"name": "west", "weight": 0}]}}});
+    f.api().patch("kv", &PatchParams::default(), &Patch::Merge(&kv_east)).await.unwrap();
+    let kruise = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("apps.kruise.io", "v1beta1", "StatefulSet"),
+        "statefulsets",
+    );
+    let west = f.member("west").await;
+    eventually("kv's ordinals both run in east, and west's Advanced StatefulSet is empty", || async {
+        let replicas = |c: Client| {
+            let api = Api::<kube::api::DynamicObject>::namespaced_with(c, "default", &kruise);
+            async move { api.get_opt("kv").await.ok().flatten().and_then(|o| o.data["spec"]["replicas"].as_i64()) }
+        };
+        replicas(east.clone()).await == Some(2)
+            && replicas(west.clone()).await == Some(0)
+            && f.status("kv").await.ready.as_deref() == Some("2/2")
+    })
+    .await;
     // West goes silent: the automatic policy fences it.
     f.sandbox.ctl_ok(&["partition", "west"]);
     let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
@@ -198,12 +220,14 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     mcs.patch("west", &PatchParams::default(), &Patch::Merge(json!({"spec": {"fenced": false}}))).await.unwrap();
     // Deletion removes the members' objects, then the finalizer.
     f.api().delete("db", &DeleteParams::default()).await.unwrap();
+    f.api().delete("kv", &DeleteParams::default()).await.unwrap();
     Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop")
         .delete("cart", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("both federations are gone", || async {
+    eventually("every federation is gone", || async {
         f.api().get_opt("db").await.is_ok_and(|o| o.is_none())
+            && f.api().get_opt("kv").await.is_ok_and(|o| o.is_none())
             && Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop")
                 .get_opt("cart")
                 .await

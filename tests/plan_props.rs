@@ -5,7 +5,8 @@
 //! - every written slice stays contiguous for apps/v1;
 //! - in-flight moves never exceed maxConcurrentMoves because of the planner;
 //! - the target is reached when clusters cooperate;
-//! - the number of ordinal moves is minimal for contiguous slices (brute-force oracle).
+//! - the number of ordinal moves is minimal for contiguous slices (brute-force oracle), and
+//!   for Advanced StatefulSet any-set slices (a second brute-force oracle).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -298,6 +299,67 @@ proptest! {
         }
         let start: Vec<Option<usize>> = owner.iter().map(|c| Some(*c)).collect();
         prop_assert_eq!(acquired, oracle(&start, &target, n) as u64, "from {:?} to {:?}: {:?}", start, target, steps);
+    }
+}
+
+/// Fewest ordinals that must change cluster to give each cluster `counts[c]` ordinals of
+/// `0..replicas` when any set is allowed: every assignment with those counts is tried, and each
+/// ordinal whose cluster differs from `start` (or that no cluster runs yet) costs one acquisition.
+fn any_set_oracle(start: &[Option<usize>], counts: &[u32]) -> usize {
+    let n = counts.len();
+    let mut best = usize::MAX;
+    let mut assign = vec![0usize; start.len()];
+    let total = n.pow(start.len() as u32);
+    for code in 0..total {
+        let mut rest = code;
+        let mut have = vec![0u32; n];
+        for slot in assign.iter_mut() {
+            *slot = rest % n;
+            rest /= n;
+            have[*slot] += 1;
+        }
+        if have != counts {
+            continue;
+        }
+        let cost = assign.iter().zip(start).filter(|(a, s)| **s != Some(**a)).count();
+        best = best.min(cost);
+    }
+    best
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_set_plans_move_as_few_ordinals_as_the_oracle(
+        replicas in 1u32..8,
+        weights in prop::collection::vec(0u32..4, 2..5),
+        owners in prop::collection::vec(0usize..6, 10),
+        max_moves in 1u32..4,
+    ) {
+        let mut weights = weights;
+        weights[0] = weights[0].max(1);
+        let n = weights.len();
+        let d = desired(Backend::AdvancedStatefulSet, replicas, &weights, max_moves);
+        // Any set per cluster, over ordinals 0..10: some beyond the range, some run nowhere
+        // (an owner code of n or more).
+        let mut sets = vec![Ordinals::new(); n];
+        for (k, c) in owners.iter().enumerate() {
+            if *c < n {
+                sets[*c].insert(k as u32);
+            }
+        }
+        let obs: Observed = sets.iter().enumerate().map(|(c, set)| (format!("c{c}"), healthy(set.clone()))).collect();
+        let (first, steps) = plan_to_completion(&d, &obs).expect("plans to completion");
+        let acquired: u64 = steps.iter().map(|s| match s { Step::Grow { acquires, .. } => acquires.len(), _ => 0 }).sum();
+        let mut counts = vec![0u32; n];
+        for (name, slice) in &first.target {
+            counts[name[1..].parse::<usize>().unwrap()] = slice.replicas;
+            prop_assert_eq!(Slice::from_ordinals(&slice.ordinals()), slice.clone(), "the fewest reservations");
+        }
+        let start: Vec<Option<usize>> =
+            (0..replicas as usize).map(|k| owners[k]).map(|c| (c < n).then_some(c)).collect();
+        prop_assert_eq!(acquired, any_set_oracle(&start, &counts) as u64, "from {:?} to {:?}: {:?}", sets, first.target, steps);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use k8s_openapi::{
     api::{
-        apps::v1::{StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetUpdateStrategy},
+        apps::v1::StatefulSetPersistentVolumeClaimRetentionPolicy,
         core::v1::{PersistentVolumeClaim, PodTemplateSpec},
     },
     apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector},
@@ -37,6 +37,8 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.ordinals) || self.ordinals.start + self.replicas <= 2147483647").message("spec.ordinals.start: start + replicas must stay within int32"))]
 #[x_kube(validation = Rule::new("self.placement.clusters.map(c, has(c.minReplicas) ? c.minReplicas : 0).sum() <= self.replicas").message("spec.placement.clusters: the sum of minReplicas exceeds spec.replicas"))]
+#[x_kube(validation = Rule::new("(has(self.backend) && self.backend == 'AdvancedStatefulSet') || (!has(self.template.scaleStrategy) && !(has(self.template.updateStrategy) && has(self.template.updateStrategy.rollingUpdate) && has(self.template.updateStrategy.rollingUpdate.podUpdatePolicy)))").message("spec.template: podUpdatePolicy and scaleStrategy are only for spec.backend AdvancedStatefulSet"))]
+#[x_kube(validation = Rule::new("(has(self.backend) ? self.backend : 'StatefulSet') == (has(oldSelf.backend) ? oldSelf.backend : 'StatefulSet')").message("spec.backend is immutable: the member StatefulSets of one API are not converted into the other; delete the federation and create it again"))]
 pub struct FederatedStatefulSetSpec {
     /// Total replicas across all member clusters.
     #[schemars(range(min = 0))]
@@ -110,10 +112,13 @@ pub struct StatefulSetTemplate {
     /// `OrderedReady` or `Parallel`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_management_policy: Option<String>,
-    /// RollingUpdate or OnDelete.
+    /// RollingUpdate or OnDelete; with `backend: AdvancedStatefulSet`, Kruise's
+    /// `rollingUpdate.podUpdatePolicy` too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "preserve_unknown_object")]
-    pub update_strategy: Option<StatefulSetUpdateStrategy>,
+    pub update_strategy: Option<super::UpdateStrategy>,
+    /// `backend: AdvancedStatefulSet` only: Kruise's `scaleStrategy` of every slice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_strategy: Option<super::ScaleStrategy>,
     /// PVC retention on scale-down and deletion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserve_unknown_object")]

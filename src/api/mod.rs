@@ -3,9 +3,11 @@
 
 mod federated_statefulset;
 mod member_cluster;
+mod strategy;
 
 pub use federated_statefulset::*;
 pub use member_cluster::*;
+pub use strategy::*;
 
 use kube::CustomResourceExt;
 
@@ -70,6 +72,19 @@ impl FederatedStatefulSetSpec {
             max_concurrent_moves,
         };
         errs.extend(plan::validate(&desired));
+        if self.backend == Backend::StatefulSet {
+            let only =
+                "only with spec.backend AdvancedStatefulSet (OpenKruise); apps/v1 StatefulSets have no such field";
+            if self.template.update_strategy.as_ref().and_then(UpdateStrategy::pod_update_policy).is_some() {
+                errs.push(plan::SpecError {
+                    field: "spec.template.updateStrategy.rollingUpdate.podUpdatePolicy".into(),
+                    reason: only.into(),
+                });
+            }
+            if self.template.scale_strategy.is_some() {
+                errs.push(plan::SpecError { field: "spec.template.scaleStrategy".into(), reason: only.into() });
+            }
+        }
         if errs.is_empty() { Ok(desired) } else { Err(errs) }
     }
 }

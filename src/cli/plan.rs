@@ -114,11 +114,7 @@ fn observed(d: &plan::Desired, current: &Current) -> Observed {
 /// A set of ordinals for people, as runs: `[5]`, `[0-99999]`, `[1, 3-5]` (the range notation
 /// of Kruise's `reserveOrdinals`), so that a step moving many ordinals stays one short line.
 fn ordinals_text(set: &Ordinals) -> String {
-    let runs: Vec<String> = set
-        .ranges()
-        .map(|r| if r.start() == r.end() { r.start().to_string() } else { format!("{}-{}", r.start(), r.end()) })
-        .collect();
-    format!("[{}]", runs.join(", "))
+    format!("[{}]", crate::plan::ordinal_runs(set).join(", "))
 }
 
 fn describe(step: &Step) -> String {

@@ -46,6 +46,12 @@ pub struct SandboxArgs {
     /// joined with `spanset join` (`deploy/member/rbac.yaml`).
     #[arg(long)]
     pub auth: bool,
+    /// Install a simulated OpenKruise in the members (alone: every member; with names,
+    /// `--kruise east,west`: those), and give the example federation `backend:
+    /// AdvancedStatefulSet`, so that any ordinal moves straight to any cluster. A member left
+    /// without it gets no slice, and the federation's Degraded condition says why.
+    #[arg(long, value_name = "CLUSTERS", num_args = 0..=1, value_delimiter = ',')]
+    pub kruise: Option<Vec<String>>,
 }
 
 /// The ServiceAccount the controller runs as in the host (`deploy/rbac.yaml`).
@@ -158,7 +164,7 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
         nodes: 3,
         seed: 1,
         auth: false,
-        kruise: false,
+        kruise: args.kruise.clone(),
     })
 }
 
@@ -190,6 +196,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
             time_factor: args.time_factor,
             seed: 1 + i as u64,
             auth: args.auth,
+            kruise: n != HOST && super::sim::kruise_in(&args.kruise, n),
             ..ClusterConfig::named(n)
         })
         .collect();
@@ -207,7 +214,11 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     };
     if !args.no_example {
         let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), "default");
-        match api.create(&PostParams::default(), &example(&args.clusters)).await {
+        let mut fsts = example(&args.clusters);
+        if args.kruise.is_some() {
+            fsts.spec.backend = crate::api::Backend::AdvancedStatefulSet;
+        }
+        match api.create(&PostParams::default(), &fsts).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return Err(e.into()),

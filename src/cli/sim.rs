@@ -34,10 +34,11 @@ pub struct SimArgs {
     /// the Roles and ClusterRoles bound to their user.
     #[arg(long)]
     pub auth: bool,
-    /// Install a simulated OpenKruise in every cluster: Advanced StatefulSets
-    /// (`statefulsets.apps.kruise.io`, `asts`) with `reserveOrdinals`.
-    #[arg(long)]
-    pub kruise: bool,
+    /// Install a simulated OpenKruise: Advanced StatefulSets (`statefulsets.apps.kruise.io`,
+    /// `asts`) with `reserveOrdinals`, `scaleStrategy.maxUnavailable`, specified deletion and
+    /// in-place update. Alone, in every cluster; with names (`--kruise east,west`), in those.
+    #[arg(long, value_name = "CLUSTERS", num_args = 0..=1, require_equals = false, value_delimiter = ',')]
+    pub kruise: Option<Vec<String>>,
 }
 
 /// Whether a name is not a DNS label (cluster and member names must be).
@@ -70,12 +71,22 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
             return Err(format!("--clusters: cluster {name:?} is named twice"));
         }
     }
+    for name in args.kruise.iter().flatten() {
+        if !args.clusters.contains(name) {
+            return Err(format!("--kruise: no cluster named {name:?} in --clusters"));
+        }
+    }
     if let Some(base) = args.port_base
         && (base == 0 || usize::from(base) + args.clusters.len() > usize::from(u16::MAX))
     {
         return Err(format!("--port-base: {base} leaves no room for {} ports", args.clusters.len() + 1));
     }
     Ok(())
+}
+
+/// Whether `--kruise` installs OpenKruise in `cluster`: alone it means every cluster.
+pub fn kruise_in(flag: &Option<Vec<String>>, cluster: &str) -> bool {
+    flag.as_ref().is_some_and(|names| names.is_empty() || names.iter().any(|n| n == cluster))
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -108,7 +119,7 @@ pub async fn run(args: SimArgs) -> i32 {
             nodes: args.nodes,
             seed: args.seed.wrapping_add(i as u64),
             auth: args.auth,
-            kruise: args.kruise,
+            kruise: kruise_in(&args.kruise, n),
             ..ClusterConfig::named(n)
         })
         .collect();
@@ -150,8 +161,20 @@ mod tests {
             nodes: 3,
             seed: 1,
             auth: false,
-            kruise: false,
+            kruise: None,
         }
+    }
+
+    #[test]
+    fn kruise_alone_means_every_cluster_and_with_names_only_those() {
+        let mut a = args(&["east", "west"], None);
+        assert!(!kruise_in(&a.kruise, "east"));
+        a.kruise = Some(vec![]);
+        assert!(kruise_in(&a.kruise, "east") && kruise_in(&a.kruise, "west"));
+        a.kruise = Some(vec!["west".into()]);
+        assert!(!kruise_in(&a.kruise, "east") && kruise_in(&a.kruise, "west"));
+        a.kruise = Some(vec!["north".into()]);
+        assert_eq!(check(&a).unwrap_err(), "--kruise: no cluster named \"north\" in --clusters");
     }
 
     #[test]

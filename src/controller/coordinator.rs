@@ -24,7 +24,7 @@ use super::{
     leader::Leadership,
     member::{
         cache::rv_of,
-        objects::{FederationKey, headless_service, namespace, ownership_labels, template_hash},
+        objects::{self, FederationKey, headless_service, namespace, ownership_labels, template_hash},
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, EnsureSupporting, MemberHandle, MemberObserved, MembersChanged,
@@ -462,6 +462,7 @@ async fn carry_out(
         let msg = WriteStatefulSet {
             key: key.clone(),
             object: w.object.clone(),
+            kind: objects::backend(&fsts),
             expected_rv: w.expected_rv,
             term,
             dry_run: true,
@@ -497,6 +498,7 @@ async fn carry_out(
         let msg = WriteStatefulSet {
             key: key.clone(),
             object: w.object.clone(),
+            kind: objects::backend(&fsts),
             expected_rv: w.expected_rv,
             term,
             dry_run: false,

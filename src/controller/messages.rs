@@ -10,17 +10,18 @@
 use std::{collections::BTreeMap, sync::Arc, time::Instant};
 
 use actix::prelude::*;
-use k8s_openapi::api::{
-    apps::v1::StatefulSet,
-    core::v1::{ConfigMap, Namespace, PersistentVolume, PersistentVolumeClaim, Secret, Service},
-};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolume, PersistentVolumeClaim, Secret, Service};
+use kube::api::DynamicObject;
 
 use super::member::{
     cache::{ClaimRecord, FederationCache, StsRecord},
     health::Failure,
     objects::FederationKey,
 };
-use crate::api::{FederatedStatefulSet, MemberCluster};
+use crate::{
+    api::{FederatedStatefulSet, MemberCluster},
+    plan::Backend,
+};
 
 /// What one member's watcher knows of one federation, and of the member's health.
 #[derive(Debug, Clone, Default)]
@@ -39,6 +40,9 @@ pub struct MemberView {
     pub failure: Option<(Failure, String)>,
     /// Whether the member keeps `.spec.ordinals` (`None` until known).
     pub keeps_ordinals: Option<bool>,
+    /// Whether the member serves Advanced StatefulSets (`apps.kruise.io/v1beta1`; `None`
+    /// until discovery answered).
+    pub serves_advanced: Option<bool>,
     /// The member's `gitVersion`.
     pub server_version: Option<String>,
     /// The newest resourceVersion the watcher had seen when it made this report: the
@@ -114,7 +118,9 @@ pub struct WriteStatefulSet {
     /// The federation.
     pub key: FederationKey,
     /// The whole object to store.
-    pub object: StatefulSet,
+    pub object: DynamicObject,
+    /// Its API (apps/v1 or Advanced StatefulSet).
+    pub kind: Backend,
     /// The resourceVersion it must still have.
     pub expected_rv: Option<u64>,
     /// The term the write was planned in.

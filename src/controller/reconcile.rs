@@ -19,20 +19,18 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::{api::apps::v1::StatefulSet, apimachinery::pkg::apis::meta::v1::Time};
-use kube::ResourceExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::{ResourceExt, api::DynamicObject};
 
 use super::{
     events::Note,
-    member::objects::{statefulset, template_hash},
+    member::objects::{backend, statefulset, template_hash},
     messages::MemberView,
     status::{Verdict, conditions, types},
 };
 use crate::{
-    api::{
-        Backend, FailoverPolicy, FederatedStatefulSet, FederatedStatefulSetStatus, MoveStatus, SliceStatus, StorageMode,
-    },
-    plan::{self, ClusterObservation, Observed, Ordinal, Ordinals, Slice, Step},
+    api::{FailoverPolicy, FederatedStatefulSet, FederatedStatefulSetStatus, MoveStatus, SliceStatus, StorageMode},
+    plan::{self, Backend, ClusterObservation, Exclusion, Observed, Ordinal, Ordinals, Slice, Step},
 };
 
 /// Move phases, as stored in `status.moves`.
@@ -119,8 +117,8 @@ fn handover_due(inp: &Inputs<'_>, k: Ordinal, from: &str, to: &str) -> Option<Ve
 pub struct StsWrite {
     /// The member.
     pub cluster: String,
-    /// The object.
-    pub object: StatefulSet,
+    /// The object (of the federation's backend).
+    pub object: DynamicObject,
     /// Its resourceVersion precondition (`None`: create).
     pub expected_rv: Option<u64>,
     /// Whether the write changes the template (a dry run goes first).
@@ -245,8 +243,14 @@ fn unreported(previous: &FederatedStatefulSetStatus, name: &str, fenced: bool) -
     }
 }
 
+/// Whether a member can run a backend's StatefulSets: it keeps `.spec.ordinals`, and for
+/// Advanced StatefulSets its discovery lists them (`None` while either is unknown).
+fn runs_backend(view: &MemberView, backend: Backend) -> bool {
+    view.keeps_ordinals != Some(false) && (backend == Backend::StatefulSet || view.serves_advanced != Some(false))
+}
+
 /// The planner's observation of one member, from its watcher's report.
-pub fn observe(view: &MemberView, fenced: bool, now: Instant, grace: Duration) -> ClusterObservation {
+pub fn observe(view: &MemberView, backend: Backend, fenced: bool, now: Instant, grace: Duration) -> ClusterObservation {
     let f = &view.federation;
     let written = f.sts.as_ref().filter(|s| !s.deleting).map(|s| s.slice.clone()).unwrap_or_default();
     ClusterObservation {
@@ -256,7 +260,7 @@ pub fn observe(view: &MemberView, fenced: bool, now: Instant, grace: Duration) -
         observed_since_write: view.synced && f.confirmed(),
         reachable: view.synced && view.last_contact.is_some_and(|t| now.saturating_duration_since(t) < grace),
         fenced,
-        compatible: view.keeps_ordinals != Some(false),
+        compatible: runs_backend(view, backend),
     }
 }
 
@@ -290,14 +294,9 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             return blocked(fsts, &previous, "InvalidSpec", msg, &wall);
         }
     };
-    if fsts.spec.backend == Backend::AdvancedStatefulSet {
-        return blocked(
-            fsts,
-            &previous,
-            "BackendUnsupported",
-            "spec.backend: AdvancedStatefulSet is not supported yet by this controller; use StatefulSet".into(),
-            &wall,
-        );
+    let backend = backend(fsts);
+    if let Some(msg) = backend_mismatch(inp, backend) {
+        return blocked(fsts, &previous, "BackendMismatch", msg, &wall);
     }
     for (i, c) in fsts.spec.placement.clusters.iter().enumerate() {
         match inp.members.get(&c.name) {
@@ -329,7 +328,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             Some(view) => {
                 let holds = view.federation.sts.is_some() || !view.federation.pods.is_empty();
                 if placement.contains(name.as_str()) || holds || listed_before.contains(name.as_str()) {
-                    obs.insert(name.clone(), observe(view, m.fenced, inp.now, grace));
+                    obs.insert(name.clone(), observe(view, backend, m.fenced, inp.now, grace));
                 }
             }
             // Not reported yet (a new process or a new watcher): what it runs is unknown, so it
@@ -566,8 +565,24 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         verdicts.push(Verdict::no(types::READY, why.0, why.1.clone()));
         verdicts.push(Verdict::yes(types::PROGRESSING, why.0, why.1));
     }
-    let excluded: Vec<String> =
-        plan.as_ref().map(|p| p.excluded.iter().map(|(c, e)| format!("{c} ({e:?})")).collect()).unwrap_or_default();
+    let excluded: Vec<String> = plan
+        .as_ref()
+        .map(|p| {
+            p.excluded
+                .iter()
+                .map(|(c, e)| match (e, view_of(c)) {
+                    (Exclusion::Incompatible, Some(v)) if v.keeps_ordinals == Some(false) => {
+                        format!("{c} (Incompatible: its API server drops .spec.ordinals)")
+                    }
+                    (Exclusion::Incompatible, Some(v)) if !runs_backend(&v, backend) => format!(
+                        "{c} (Incompatible: spec.backend is AdvancedStatefulSet and the member does not serve \
+                         statefulsets.apps.kruise.io/v1beta1; install OpenKruise there)"
+                    ),
+                    _ => format!("{c} ({e:?})"),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     verdicts.push(if excluded.is_empty() {
         Verdict::no(types::DEGRADED, "AllMembersEligible", "")
     } else {
@@ -612,6 +627,33 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         released: newly_released.into_iter().collect(),
         grows,
     }
+}
+
+/// Why nothing may be written when a member holds this federation's StatefulSet in the API
+/// that `spec.backend` does not name (the backend was changed, or someone created one): the
+/// two objects would each run pods, and spanset does not convert one into the other.
+fn backend_mismatch(inp: &Inputs<'_>, backend: Backend) -> Option<String> {
+    let api = |b: Backend| match b {
+        Backend::StatefulSet => "apps/v1 StatefulSet",
+        Backend::AdvancedStatefulSet => "Advanced StatefulSet (apps.kruise.io)",
+    };
+    let holders: Vec<String> = inp
+        .members
+        .iter()
+        .filter_map(|(name, m)| {
+            let f = &m.view.as_ref()?.federation;
+            let foreign = [&f.sts, &f.other_kind].into_iter().flatten().find(|s| s.kind != backend)?;
+            Some(format!("{name} ({})", api(foreign.kind)))
+        })
+        .collect();
+    (!holders.is_empty()).then(|| {
+        format!(
+            "spec.backend: {backend:?}, but this federation's StatefulSet is of another API in {}; spanset does not \
+             convert between the two (each would run its own pods): set spec.backend back, or delete the federation \
+             and create it again",
+            holders.join(", ")
+        )
+    })
 }
 
 /// Whether every unfenced member other than `to` is confirmed not to hold or run `k`.
@@ -664,6 +706,7 @@ mod tests {
     /// A member that runs `[start, start+replicas)`, all Ready, written in `term`, confirmed.
     fn settled(f: &FederatedStatefulSet, start: u32, replicas: u32, term: u64) -> MemberInput {
         let sts = StsRecord {
+            kind: crate::controller::member::objects::backend(f),
             uid: format!("sts-{start}"),
             rv: 10,
             generation: 2,
@@ -695,7 +738,8 @@ mod tests {
             pods,
             floor_rv: 11,
             gone: Default::default(),
-            uncertain_write: false,
+            uncertain_write: None,
+            other_kind: None,
         };
         let view = MemberView {
             synced: true,
@@ -724,8 +768,9 @@ mod tests {
         d.writes
             .iter()
             .map(|w| {
-                let spec = w.object.spec.as_ref().unwrap();
-                (w.cluster.clone(), spec.ordinals.as_ref().and_then(|o| o.start), spec.replicas)
+                let spec = &w.object.data["spec"];
+                let int = |v: &serde_json::Value| v.as_i64().map(|n| n as i32);
+                (w.cluster.clone(), int(&spec["ordinals"]["start"]), int(&spec["replicas"]))
             })
             .collect()
     }

@@ -4,8 +4,10 @@
 //! these fields in both log formats. Fields are names and numbers only, never object bodies,
 //! so no Secret data or token reaches the logs.
 
-use k8s_openapi::api::apps::v1::StatefulSet;
+use kube::api::DynamicObject;
 use tracing::{Span, info_span};
+
+use super::member::workload;
 
 /// The span of one reconcile of `federation` (`namespace/name`) in leader term `term`.
 pub fn reconcile(federation: &impl std::fmt::Display, term: u64) -> Span {
@@ -13,27 +15,31 @@ pub fn reconcile(federation: &impl std::fmt::Display, term: u64) -> Span {
 }
 
 /// The span of one write of `object`, a federation's StatefulSet, in member `cluster`.
-pub fn member_write(cluster: &str, federation: &impl std::fmt::Display, object: &StatefulSet, dry_run: bool) -> Span {
-    let spec = object.spec.as_ref();
-    let replicas = spec.and_then(|s| s.replicas).unwrap_or(0);
-    let start = spec.and_then(|s| s.ordinals.as_ref()).and_then(|o| o.start).unwrap_or(0);
+/// `ordinals` is the set written, as ranges (`0,2-3`; `-` for none), reservations included.
+pub fn member_write(
+    cluster: &str,
+    federation: &impl std::fmt::Display,
+    object: &DynamicObject,
+    kind: crate::plan::Backend,
+    dry_run: bool,
+) -> Span {
+    let slice = workload::stored_slice(object, kind);
     info_span!(
         "member_write",
         cluster = %cluster,
         federation = %federation,
-        ordinals = %ordinals(start, replicas),
-        replicas,
+        ordinals = %ordinals(&slice.ordinals()),
+        replicas = slice.replicas,
         dry_run
     )
 }
 
-/// `start-end` (inclusive), `start` for one ordinal, `-` for none.
-fn ordinals(start: i32, replicas: i32) -> String {
-    match replicas {
-        r if r <= 0 => "-".into(),
-        1 => start.to_string(),
-        r => format!("{start}-{}", start.saturating_add(r - 1)),
+/// The ordinals as ranges: `0,2-3`; `-` for none.
+fn ordinals(set: &crate::plan::Ordinals) -> String {
+    if set.is_empty() {
+        return "-".into();
     }
+    crate::plan::ordinal_runs(set).join(",")
 }
 
 #[cfg(test)]
@@ -42,8 +48,10 @@ mod tests {
 
     #[test]
     fn a_write_names_the_ordinals_it_writes() {
-        assert_eq!(ordinals(2, 2), "2-3");
-        assert_eq!(ordinals(4, 1), "4");
-        assert_eq!(ordinals(0, 0), "-");
+        use crate::plan::Ordinals;
+        assert_eq!(ordinals(&Ordinals::from([2, 3])), "2-3");
+        assert_eq!(ordinals(&Ordinals::from([4])), "4");
+        assert_eq!(ordinals(&Ordinals::from([0, 2, 3, 7])), "0,2-3,7");
+        assert_eq!(ordinals(&Ordinals::new()), "-");
     }
 }

@@ -18,12 +18,12 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy},
+    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, PropagationPolicy},
     runtime::{WatchStreamExt, watcher},
 };
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::api::MemberCluster;
+use crate::{api::MemberCluster, plan::Backend};
 
 use super::{
     labels::{FEDERATION, FIELD_MANAGER, MANAGED_SELECTOR, TERM},
@@ -31,8 +31,9 @@ use super::{
     member::{
         cache::{MemberCache, StsRecord, rv_of},
         health::{Failure, Health},
-        objects::{FederationKey, keeps_ordinals},
+        objects::FederationKey,
         storage,
+        workload::{self, KRUISE_GROUP, KRUISE_VERSION, api_resource, keeps_ordinals},
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, EnsureSupporting, MemberObserved, MemberView, ReleaseClaims, Subscribe,
@@ -52,6 +53,9 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MEMBER_UNREACHABLE_AFTER: Duration = super::reconcile::DEFAULT_UNREACHABLE_AFTER;
 /// How often `status.lastContact` of a MemberCluster is refreshed when nothing else changes.
 pub const CONTACT_REPORT_PERIOD: Duration = Duration::from_secs(30);
+/// How often a member that does not serve Advanced StatefulSets is asked again (OpenKruise
+/// may be installed later), in probes.
+const ADVANCED_RECHECK_PROBES: u64 = 15;
 /// How long reports are held to coalesce a burst of events into one.
 const COALESCE: Duration = Duration::from_millis(20);
 
@@ -72,6 +76,7 @@ pub struct ClusterWatcher {
     health: Health,
     started: Instant,
     probing: bool,
+    probes: u64,
     keeps_ordinals: Option<bool>,
     server_version: Option<String>,
     relists: Relists,
@@ -108,6 +113,7 @@ impl ClusterWatcher {
             health: Health::default(),
             started: Instant::now(),
             probing: false,
+            probes: 0,
             keeps_ordinals: None,
             server_version: None,
             relists: Relists::default(),
@@ -128,6 +134,7 @@ impl ClusterWatcher {
             watching_since: Some(self.started),
             failure: self.health.failure.clone(),
             keeps_ordinals: self.keeps_ordinals,
+            serves_advanced: self.cache.serves_advanced,
             server_version: self.server_version.clone(),
             rv: self.cache.newest_rv,
         }
@@ -223,13 +230,14 @@ impl ClusterWatcher {
     /// Reads again each StatefulSet whose last write got no definite answer, so that the
     /// cache holds what the member really stored before anything there counts as confirmed.
     fn settle_uncertain_writes(&mut self, ctx: &mut Context<Self>) {
-        let uncertain: Vec<FederationKey> =
-            self.cache.federations.iter().filter(|(_, f)| f.uncertain_write).map(|(k, _)| k.clone()).collect();
-        for key in uncertain {
+        let uncertain: Vec<(FederationKey, Backend)> =
+            self.cache.federations.iter().filter_map(|(k, f)| Some((k.clone(), f.uncertain_write?))).collect();
+        for (key, kind) in uncertain {
             if !self.confirming.insert(key.clone()) {
                 continue;
             }
-            let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), &key.namespace);
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &key.namespace, &api_resource(kind));
             let name = key.name.clone();
             self.metrics.api_request(&self.cluster, "get");
             let read = async move { tokio::time::timeout(PROBE_TIMEOUT, api.get_opt(&name)).await };
@@ -239,9 +247,9 @@ impl ClusterWatcher {
                     Ok(Ok(found)) => {
                         act.contact_ok();
                         if let Some(sts) = found {
-                            act.cache.sts_applied(&sts);
+                            act.cache.sts_applied(&sts, kind);
                         }
-                        act.cache.federations.entry(key.clone()).or_default().uncertain_write = false;
+                        act.cache.federations.entry(key.clone()).or_default().uncertain_write = None;
                         act.touched([key], ctx);
                     }
                     Ok(Err(e)) => act.contact_failed(&e),
@@ -255,6 +263,12 @@ impl ClusterWatcher {
         let client = self.client.clone();
         let sts: Api<StatefulSet> = Api::namespaced(self.client.clone(), "default");
         let check_ordinals = self.keeps_ordinals.is_none();
+        let check_advanced = match self.cache.serves_advanced {
+            None => true,
+            Some(true) => false,
+            Some(false) => self.probes.is_multiple_of(ADVANCED_RECHECK_PROBES),
+        };
+        self.probes += 1;
         self.metrics.api_request(&self.cluster, "get");
         self.probing = true;
         let call = async move {
@@ -262,18 +276,22 @@ impl ClusterWatcher {
             // Whether the member keeps `.spec.ordinals`, asked once with a dry run that
             // stores nothing: a member that drops it never gets a slice.
             let keeps = if check_ordinals { Some(probe_ordinals(&sts).await?) } else { None };
-            Ok::<_, kube::Error>((version.git_version, keeps))
+            let advanced = if check_advanced { Some(serves_advanced(&client).await?) } else { None };
+            Ok::<_, kube::Error>((version.git_version, keeps, advanced))
         };
         ctx.spawn(async move { tokio::time::timeout(PROBE_TIMEOUT, call).await }.into_actor(self).map(
             |res, act, ctx| {
                 act.probing = false;
                 let was_up = act.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
                 match res {
-                    Ok(Ok((version, keeps))) => {
+                    Ok(Ok((version, keeps, advanced))) => {
                         act.contact_ok();
                         act.server_version = Some(version);
                         if keeps.is_some() {
                             act.keeps_ordinals = keeps;
+                        }
+                        if let Some(served) = advanced {
+                            act.advanced_discovered(served, ctx);
                         }
                     }
                     Ok(Err(e)) => act.contact_failed(&e),
@@ -351,6 +369,17 @@ impl ClusterWatcher {
     }
 }
 
+/// Asks a member's discovery whether it serves Advanced StatefulSets: OpenKruise's
+/// `statefulsets` in `apps.kruise.io/v1beta1`. An absent group (404) or a refused discovery
+/// (403) is an answer: not served.
+async fn serves_advanced(client: &Client) -> Result<bool, kube::Error> {
+    match client.list_api_group_resources(&format!("{KRUISE_GROUP}/{KRUISE_VERSION}")).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == "statefulsets")),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 403 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Asks a member, with a dry-run create, whether it keeps `.spec.ordinals`.
 async fn probe_ordinals(api: &Api<StatefulSet>) -> Result<bool, kube::Error> {
     let probe: StatefulSet = serde_json::from_value(serde_json::json!({
@@ -363,7 +392,7 @@ async fn probe_ordinals(api: &Api<StatefulSet>) -> Result<bool, kube::Error> {
     .expect("a literal object");
     let pp = PostParams { dry_run: true, field_manager: Some(FIELD_MANAGER.into()) };
     match api.create(&pp, &probe).await {
-        Ok(stored) => Ok(keeps_ordinals(&probe, &stored)),
+        Ok(stored) => Ok(stored.spec.and_then(|s| s.ordinals).and_then(|o| o.start) == Some(1)),
         // Already there (someone created the probe's name) or refused: ask no further.
         Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 || e.code == 403 => Ok(true),
         Err(e) => Err(e),
@@ -375,10 +404,9 @@ impl Actor for ClusterWatcher {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         tracing::info!(cluster = %self.cluster, "watching member");
+        self.watch_statefulsets(Backend::StatefulSet, ctx);
         let cfg = watcher::Config::default().labels(MANAGED_SELECTOR);
-        let sts: Api<StatefulSet> = Api::all(self.client.clone());
         let pods: Api<Pod> = Api::all(self.client.clone());
-        ctx.add_stream(watcher(sts, cfg.clone()).backoff(RetryBackoff::default()).map(|e| Watched::Sts(Box::new(e))));
         ctx.add_stream(watcher(pods, cfg).backoff(RetryBackoff::default()).map(|e| Watched::Pod(Box::new(e))));
         // Claims carry the StatefulSet's selector labels, not spanset's: watch them all.
         let claims: Api<PersistentVolumeClaim> = Api::all(self.client.clone());
@@ -431,10 +459,10 @@ impl kube::runtime::utils::Backoff for RetryBackoff {
     }
 }
 
-/// An event of one of the watcher's two watches.
+/// An event of one of the watcher's watches.
 pub enum Watched {
-    /// The StatefulSet watch.
-    Sts(Box<Result<watcher::Event<StatefulSet>, watcher::Error>>),
+    /// A StatefulSet watch: apps/v1, or Advanced StatefulSets where the member serves them.
+    Sts(Backend, Box<Result<watcher::Event<DynamicObject>, watcher::Error>>),
     /// The pod watch.
     Pod(Box<Result<watcher::Event<Pod>, watcher::Error>>),
     /// The claim watch.
@@ -444,20 +472,50 @@ pub enum Watched {
 /// Buffers of a relist in progress (watcher `Init` … `InitDone`): applied whole at the end.
 #[derive(Default)]
 struct Relists {
-    sts: Option<Vec<StatefulSet>>,
+    sts: Option<Vec<DynamicObject>>,
+    advanced: Option<Vec<DynamicObject>>,
     pods: Option<Vec<Pod>>,
     claims: Option<Vec<PersistentVolumeClaim>>,
 }
 
 impl ClusterWatcher {
-    fn sts_event(&mut self, ev: watcher::Event<StatefulSet>) -> Vec<FederationKey> {
+    /// Watches the managed StatefulSets of one API.
+    fn watch_statefulsets(&mut self, kind: Backend, ctx: &mut Context<Self>) {
+        let cfg = watcher::Config::default().labels(MANAGED_SELECTOR);
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &api_resource(kind));
+        ctx.add_stream(
+            watcher(api, cfg).backoff(RetryBackoff::default()).map(move |e| Watched::Sts(kind, Box::new(e))),
+        );
+    }
+
+    /// Discovery answered whether the member serves Advanced StatefulSets: where it newly
+    /// does, they are watched too (the cache reports once that watch has listed).
+    fn advanced_discovered(&mut self, served: bool, ctx: &mut Context<Self>) {
+        let before = self.cache.serves_advanced;
+        if before == Some(served) || before == Some(true) {
+            return;
+        }
+        let was_synced = self.cache.synced();
+        self.cache.serves_advanced = Some(served);
+        if served {
+            tracing::info!(cluster = %self.cluster, "member serves Advanced StatefulSets; watching them");
+            self.watch_statefulsets(Backend::AdvancedStatefulSet, ctx);
+        }
+        self.after_events(was_synced, Vec::new(), ctx);
+    }
+
+    fn sts_event(&mut self, kind: Backend, ev: watcher::Event<DynamicObject>) -> Vec<FederationKey> {
         if let watcher::Event::Apply(s) | watcher::Event::InitApply(s) = &ev {
             self.check_stamp(s);
         }
-        match relist_step(&mut self.relists.sts, ev) {
-            Step::Applied(s) => self.cache.sts_applied(&s).into_iter().collect(),
-            Step::Deleted(s) => self.cache.sts_deleted(&s).into_iter().collect(),
-            Step::Relisted(listed) => self.cache.sts_relisted(&listed),
+        let buffer = match kind {
+            Backend::StatefulSet => &mut self.relists.sts,
+            Backend::AdvancedStatefulSet => &mut self.relists.advanced,
+        };
+        match relist_step(buffer, ev) {
+            Step::Applied(s) => self.cache.sts_applied(&s, kind).into_iter().collect(),
+            Step::Deleted(s) => self.cache.sts_deleted(&s, kind).into_iter().collect(),
+            Step::Relisted(listed) => self.cache.sts_relisted(&listed, kind),
             Step::Buffered => vec![],
         }
     }
@@ -530,7 +588,7 @@ impl ClusterWatcher {
     /// A managed object stamped with a newer term than this process's means another process
     /// leads: stop writing at once. One without `.spec.ordinals` means the member dropped it
     /// (spanset always writes it).
-    fn check_stamp(&mut self, s: &StatefulSet) {
+    fn check_stamp(&mut self, s: &DynamicObject) {
         if let Some(t) = s.annotations().get(TERM).and_then(|t| t.parse::<u64>().ok())
             && let Some(mine) = self.leadership.term()
             && t > mine
@@ -542,7 +600,7 @@ impl ClusterWatcher {
                 s.name_any()
             ));
         }
-        if s.spec.as_ref().is_none_or(|sp| sp.ordinals.is_none()) {
+        if workload::ordinals_start(s).is_none() {
             self.keeps_ordinals = Some(false);
         }
     }
@@ -583,14 +641,20 @@ fn relist_step<K>(buffer: &mut Option<Vec<K>>, ev: watcher::Event<K>) -> Step<K>
 impl StreamHandler<Watched> for ClusterWatcher {
     fn handle(&mut self, item: Watched, ctx: &mut Self::Context) {
         let was_synced = self.cache.synced();
-        let mut keys = match item {
-            Watched::Sts(ev) => match *ev {
-                Ok(ev) => {
-                    self.watch_event_seen("statefulsets");
-                    self.sts_event(ev)
+        let keys = match item {
+            Watched::Sts(kind, ev) => {
+                let resource = match kind {
+                    Backend::StatefulSet => "statefulsets",
+                    Backend::AdvancedStatefulSet => "statefulsets.apps.kruise.io",
+                };
+                match *ev {
+                    Ok(ev) => {
+                        self.watch_event_seen(resource);
+                        self.sts_event(kind, ev)
+                    }
+                    Err(e) => self.watch_failed(resource, &e),
                 }
-                Err(e) => self.watch_failed("statefulsets", &e),
-            },
+            }
             Watched::Pod(ev) => match *ev {
                 Ok(ev) => {
                     self.watch_event_seen("pods");
@@ -606,16 +670,22 @@ impl StreamHandler<Watched> for ClusterWatcher {
                 Err(e) => self.watch_failed("persistentvolumeclaims", &e),
             },
         };
-        if self.cache.synced() && !was_synced {
-            self.synced.insert(self.cluster.clone(), true);
-            // The first sync reports to every subscriber.
-            keys.extend(self.subscribers.keys().cloned());
-        }
-        self.touched(keys, ctx);
+        self.after_events(was_synced, keys, ctx);
     }
 
     fn finished(&mut self, _: &mut Self::Context) {
         // The watch streams retry forever with backoff; ending means the actor is stopping.
+    }
+}
+
+impl ClusterWatcher {
+    /// Reports the federations `keys` touched, and every subscribed one on the first sync.
+    fn after_events(&mut self, was_synced: bool, mut keys: Vec<FederationKey>, ctx: &mut Context<Self>) {
+        if self.cache.synced() && !was_synced {
+            self.synced.insert(self.cluster.clone(), true);
+            keys.extend(self.subscribers.keys().cloned());
+        }
+        self.touched(keys, ctx);
     }
 }
 
@@ -663,7 +733,9 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
         if let Err(e) = self.check_term(msg.term) {
             return Box::pin(fut::ready(Err(e)));
         }
-        let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), &msg.key.namespace);
+        let kind = msg.kind;
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &msg.key.namespace, &api_resource(kind));
         let cluster = self.cluster.clone();
         let pp = PostParams { dry_run: msg.dry_run, field_manager: Some(FIELD_MANAGER.into()) };
         let mut object = msg.object;
@@ -671,7 +743,7 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
         self.metrics.api_request(&self.cluster, verb);
         let written = object.clone();
         let name = msg.key.name.clone();
-        let span = spans::member_write(&cluster, &msg.key, &object, msg.dry_run);
+        let span = spans::member_write(&cluster, &msg.key, &object, kind, msg.dry_run);
         let work = async move {
             match msg.expected_rv {
                 None => api.create(&pp, &object).await,
@@ -696,7 +768,7 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
                 }
                 // No answer, or a server error: the write may have been applied or not.
                 if !dry_run && !matches!(&e, kube::Error::Api(s) if s.code < 500) {
-                    act.cache.federations.entry(key.clone()).or_default().uncertain_write = true;
+                    act.cache.federations.entry(key.clone()).or_default().uncertain_write = Some(kind);
                     tracing::warn!(cluster = %cluster, federation = %key, error = %e,
                         "a StatefulSet write got no definite answer; nothing there counts as confirmed until it is read again");
                 }
@@ -707,7 +779,7 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
             if !kept || act.keeps_ordinals.is_none() {
                 act.keeps_ordinals = Some(kept);
             }
-            let (_, record) = StsRecord::of(&stored).ok_or_else(|| WriteError::Refused {
+            let (_, record) = StsRecord::of(&stored, kind).ok_or_else(|| WriteError::Refused {
                 cluster: cluster.clone(),
                 code: 500,
                 message: "the stored object lost its federation label".into(),
@@ -715,10 +787,11 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
             if !dry_run {
                 tracing::debug!(
                     cluster = %cluster, federation = %name_for_log, term, rv = record.rv,
-                    start = record.slice.start, replicas = record.slice.replicas, "wrote member StatefulSet"
+                    start = record.slice.start, replicas = record.slice.replicas,
+                    reserved = %crate::plan::ordinal_runs(&record.slice.reserved).join(","), "wrote member StatefulSet"
                 );
                 act.metrics.member_write(&cluster, "statefulset");
-                let keys = act.cache.sts_written(&stored);
+                let keys = act.cache.sts_written(&stored, kind);
                 act.touched(keys, ctx);
             }
             Ok(record)
@@ -827,6 +900,10 @@ impl Handler<DeleteFederation> for ClusterWatcher {
         let key = msg.key.clone();
         let cached = self.cache.federations.get(&key).cloned().unwrap_or_default();
         let cluster = self.cluster.clone();
+        let mut kinds = vec![Backend::StatefulSet];
+        if self.cache.serves_advanced == Some(true) {
+            kinds.push(Backend::AdvancedStatefulSet);
+        }
         let work = async move {
             let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
             let delete_owned = |api_kind: &str, name: String| {
@@ -839,11 +916,14 @@ impl Handler<DeleteFederation> for ClusterWatcher {
                         "Service" => delete_if_ours(&Api::<Service>::namespaced(client, &ns), &name, &dp).await,
                         "Secret" => delete_if_ours(&Api::<Secret>::namespaced(client, &ns), &name, &dp).await,
                         "ConfigMap" => delete_if_ours(&Api::<ConfigMap>::namespaced(client, &ns), &name, &dp).await,
-                        _ => delete_if_ours(&Api::<StatefulSet>::namespaced(client, &ns), &name, &dp).await,
+                        _ => Ok(()),
                     }
                 }
             };
-            delete_owned("StatefulSet", key.name.clone()).await?;
+            for kind in kinds {
+                let api = Api::<DynamicObject>::namespaced_with(client.clone(), &key.namespace, &api_resource(kind));
+                delete_if_ours(&api, &key.name, &dp).await?;
+            }
             delete_owned("Service", msg.service.clone()).await?;
             for (kind, name) in msg.carried {
                 delete_owned(&kind, name).await?;
@@ -853,7 +933,7 @@ impl Handler<DeleteFederation> for ClusterWatcher {
         Box::pin(work.into_actor(self).map(move |res, act, _| {
             res.map_err(|e| write_error(&cluster, e))?;
             act.contact_ok();
-            Ok(cached.sts.is_none() && cached.pods.is_empty())
+            Ok(cached.sts.is_none() && cached.other_kind.is_none() && cached.pods.is_empty())
         }))
     }
 }

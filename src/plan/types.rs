@@ -60,6 +60,14 @@ pub mod ordinals_serde {
     }
 }
 
+/// A set of ordinals for people, as runs lowest first: `["1", "3-5"]` (the range notation of
+/// Kruise's `reserveOrdinals`), so that a set of many ordinals stays short in logs and output.
+pub fn ordinal_runs(set: &Ordinals) -> Vec<String> {
+    set.ranges()
+        .map(|r| if r.start() == r.end() { r.start().to_string() } else { format!("{}-{}", r.start(), r.end()) })
+        .collect()
+}
+
 /// Which workload API the member clusters run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum Backend {

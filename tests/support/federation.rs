@@ -184,8 +184,13 @@ impl Federation {
     /// `host` plus `members` enforcing RBAC, with the shipped identities set up: members joined
     /// with `spanset join`, the controller's kubeconfig in `sandbox.controller_kubeconfig`.
     pub async fn start_secure(members: &[&str]) -> Self {
+        Self::start_secure_with(members, &[]).await
+    }
+
+    /// Like [`Federation::start_secure`], with more `spanset sim` flags (`--kruise`).
+    pub async fn start_secure_with(members: &[&str], flags: &[&str]) -> Self {
         let names = std::iter::once("host").chain(members.iter().copied()).collect::<Vec<_>>().join(",");
-        let mut sandbox = Sandbox::start_with(&names, &["--auth"]);
+        let mut sandbox = Sandbox::start_with(&names, &[&["--auth"], flags].concat());
         let host = client_for(&sandbox.kubeconfig, "host").await;
         let members: Vec<String> = members.iter().map(|m| m.to_string()).collect();
         spanset::cli::sandbox::install_crds(&host).await.expect("CRDs installed");
@@ -219,7 +224,16 @@ impl Federation {
         out
     }
 
-    /// Like [`Federation::start`], with more `spanset sim` flags (`--auth`).
+    /// Like [`Federation::start`] (shipped identities unless `SPANSET_TEST_AUTH=0`), with more
+    /// `spanset sim` flags (`--kruise`).
+    pub async fn start_flags(members: &[&str], flags: &[&str]) -> Self {
+        if std::env::var("SPANSET_TEST_AUTH").as_deref() == Ok("0") {
+            return Self::start_with(members, flags).await;
+        }
+        Self::start_secure_with(members, flags).await
+    }
+
+    /// Like [`Federation::start`] as an administrator, with more `spanset sim` flags (`--auth`).
     pub async fn start_with(members: &[&str], flags: &[&str]) -> Self {
         let names = std::iter::once("host").chain(members.iter().copied()).collect::<Vec<_>>().join(",");
         let sandbox = Sandbox::start_with(&names, flags);

@@ -12,16 +12,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::{
-    apps::v1::StatefulSet,
-    core::v1::{PersistentVolumeClaim, Pod},
-};
-use kube::ResourceExt;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::{ResourceExt, api::DynamicObject};
 
-use super::objects::{FederationKey, stored_slice};
+use super::{
+    objects::FederationKey,
+    workload::{observed_generation, ordinals_start, stored_slice},
+};
 use crate::{
     controller::labels::{FEDERATION, FEDERATION_UID, TEMPLATE_HASH, TERM},
-    plan::Slice,
+    plan::{Backend, Slice},
 };
 
 /// A resourceVersion as a number. Kubernetes calls them opaque, but every apiserver (etcd's
@@ -137,6 +137,8 @@ impl ClaimRecord {
 /// What spanset keeps of a member StatefulSet it manages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StsRecord {
+    /// Its API: apps/v1 or Advanced StatefulSet.
+    pub kind: Backend,
     /// The object's uid.
     pub uid: String,
     /// Its resourceVersion: the precondition of spanset's next write.
@@ -160,17 +162,18 @@ pub struct StsRecord {
 }
 
 impl StsRecord {
-    /// The record of a managed StatefulSet.
-    pub fn of(sts: &StatefulSet) -> Option<(FederationKey, StsRecord)> {
+    /// The record of a managed StatefulSet read from the API of `kind`.
+    pub fn of(sts: &DynamicObject, kind: Backend) -> Option<(FederationKey, StsRecord)> {
         sts.labels().get(FEDERATION)?;
         let ann = |k: &str| sts.annotations().get(k).cloned();
         let record = StsRecord {
+            kind,
             uid: sts.uid().unwrap_or_default(),
             rv: rv_of(sts.metadata.resource_version.as_deref()),
             generation: sts.metadata.generation.unwrap_or(0),
-            observed_generation: sts.status.as_ref().and_then(|s| s.observed_generation).unwrap_or(0),
-            slice: stored_slice(sts),
-            has_ordinals: sts.spec.as_ref().is_some_and(|s| s.ordinals.is_some()),
+            observed_generation: observed_generation(sts),
+            slice: stored_slice(sts, kind),
+            has_ordinals: ordinals_start(sts).is_some(),
             term: ann(TERM).and_then(|t| t.parse().ok()),
             template_hash: ann(TEMPLATE_HASH),
             federation_uid: sts.labels().get(FEDERATION_UID).cloned(),
@@ -200,6 +203,10 @@ pub enum StsState {
 pub struct FederationCache {
     /// Its StatefulSet, if any.
     pub sts: Option<StsRecord>,
+    /// A second StatefulSet of the same name in the other API (apps/v1 beside an Advanced
+    /// StatefulSet, after a backend change or someone's own object). While there is one,
+    /// nothing here counts as confirmed and the coordinator writes nothing.
+    pub other_kind: Option<StsRecord>,
     /// Its pods by ordinal.
     pub pods: BTreeMap<u32, PodRecord>,
     /// The StatefulSet state the last confirming list was made after.
@@ -215,7 +222,8 @@ pub struct FederationCache {
     pub written_generation: Option<(String, i64)>,
     /// A write of its StatefulSet got no answer (timeout, cut connection): it may or may not
     /// have been applied, so nothing here is a confirmation until the StatefulSet is read again.
-    pub uncertain_write: bool,
+    /// Set to the API of the write (the object to read again).
+    pub uncertain_write: Option<Backend>,
 }
 
 impl FederationCache {
@@ -229,6 +237,9 @@ impl FederationCache {
     /// controller has not yet observed the latest generation (a list now could miss the pods
     /// it is about to create or delete).
     pub fn state(&self) -> Option<StsState> {
+        if self.other_kind.is_some() {
+            return None;
+        }
         match &self.sts {
             None => Some(StsState::Absent),
             Some(s) if s.observed_generation >= s.generation => {
@@ -240,7 +251,7 @@ impl FederationCache {
 
     /// Whether the pod records are confirmations of absence for the current StatefulSet.
     pub fn confirmed(&self) -> bool {
-        !self.uncertain_write && self.state().is_some() && self.state() == self.confirmed_for
+        self.uncertain_write.is_none() && self.state().is_some() && self.state() == self.confirmed_for
     }
 
     /// The state to confirm, when a confirming list is due.
@@ -258,6 +269,10 @@ pub struct MemberCache {
     pub sts_synced: bool,
     /// The pod watch has listed once.
     pub pods_synced: bool,
+    /// Whether the member serves Advanced StatefulSets (`None` until discovery answered).
+    pub serves_advanced: Option<bool>,
+    /// The Advanced StatefulSet watch has listed once.
+    pub advanced_synced: bool,
     /// The newest resourceVersion seen on any watch.
     pub newest_rv: u64,
     /// The newest leader term seen stamped on a managed object.
@@ -270,9 +285,14 @@ pub struct MemberCache {
 }
 
 impl MemberCache {
-    /// Both watches have listed: the cache may be reported.
+    /// Every watch has listed, and whether the member serves Advanced StatefulSets is known
+    /// (with their watch listed too where it does): the cache may be reported.
     pub fn synced(&self) -> bool {
-        self.sts_synced && self.pods_synced && self.claims_synced
+        let advanced = match self.serves_advanced {
+            None => false,
+            Some(served) => !served || self.advanced_synced,
+        };
+        self.sts_synced && self.pods_synced && self.claims_synced && advanced
     }
 
     /// A claim was created or changed, or is gone (`deleted`); answers its namespace.
@@ -312,56 +332,80 @@ impl MemberCache {
         out
     }
 
-    /// A StatefulSet was created or changed. Returns its federation.
-    pub fn sts_applied(&mut self, sts: &StatefulSet) -> Option<FederationKey> {
-        let (key, record) = StsRecord::of(sts)?;
+    /// A StatefulSet of API `kind` was created or changed. Returns its federation.
+    pub fn sts_applied(&mut self, sts: &DynamicObject, kind: Backend) -> Option<FederationKey> {
+        let (key, record) = StsRecord::of(sts, kind)?;
         self.newest_rv = self.newest_rv.max(record.rv);
         self.newest_term = self.newest_term.max(record.term.unwrap_or(0));
         let f = self.federations.entry(key.clone()).or_default();
         if f.gone.get(&record.uid).is_some_and(|rv| *rv >= record.rv) {
             return Some(key);
         }
-        if f.sts.as_ref().is_none_or(|s| s.uid != record.uid || s.rv <= record.rv) {
-            f.sts = Some(record);
+        // Filed beside the record of the other API, never over it.
+        let slot = match &f.sts {
+            Some(s) if s.kind != kind => &mut f.other_kind,
+            _ => &mut f.sts,
+        };
+        if slot.as_ref().is_none_or(|s| s.uid != record.uid || s.rv <= record.rv) {
+            *slot = Some(record);
         }
         Some(key)
     }
 
-    /// This process wrote a StatefulSet and got `stored` back.
-    pub fn sts_written(&mut self, stored: &StatefulSet) -> Option<FederationKey> {
-        let key = self.sts_applied(stored)?;
+    /// This process wrote a StatefulSet of API `kind` and got `stored` back.
+    pub fn sts_written(&mut self, stored: &DynamicObject, kind: Backend) -> Option<FederationKey> {
+        let key = self.sts_applied(stored, kind)?;
         let f = self.federations.entry(key.clone()).or_default();
-        f.written_generation = f.sts.as_ref().map(|s| (s.uid.clone(), s.generation));
+        f.written_generation = f.sts.as_ref().filter(|s| s.kind == kind).map(|s| (s.uid.clone(), s.generation));
         Some(key)
     }
 
-    /// A StatefulSet is gone.
-    pub fn sts_deleted(&mut self, sts: &StatefulSet) -> Option<FederationKey> {
-        let (key, record) = StsRecord::of(sts)?;
+    /// A StatefulSet of API `kind` is gone.
+    pub fn sts_deleted(&mut self, sts: &DynamicObject, kind: Backend) -> Option<FederationKey> {
+        let (key, record) = StsRecord::of(sts, kind)?;
         self.newest_rv = self.newest_rv.max(record.rv);
         let f = self.federations.entry(key.clone()).or_default();
+        if f.other_kind.as_ref().is_some_and(|s| s.uid == record.uid) {
+            f.other_kind = None;
+        }
         if f.sts.as_ref().is_some_and(|s| s.uid == record.uid) {
-            f.sts = None;
+            f.sts = f.other_kind.take();
         }
         f.gone.insert(record.uid, record.rv);
         Some(key)
     }
 
-    /// Replaces the StatefulSets after a relist (a watch restart): those not listed are gone.
-    pub fn sts_relisted(&mut self, listed: &[StatefulSet]) -> Vec<FederationKey> {
+    /// Replaces the StatefulSets of API `kind` after a relist (a watch restart): those of that
+    /// API not listed are gone.
+    pub fn sts_relisted(&mut self, listed: &[DynamicObject], kind: Backend) -> Vec<FederationKey> {
         let mut seen = Vec::new();
         for sts in listed {
-            if let Some(k) = self.sts_applied(sts) {
+            if let Some(k) = self.sts_applied(sts, kind) {
                 seen.push(k);
             }
         }
         let mut touched = seen.clone();
         for (k, f) in self.federations.iter_mut() {
-            if !seen.contains(k) && f.sts.take().is_some() {
+            if seen.contains(k) {
+                continue;
+            }
+            let mut dropped = false;
+            if f.other_kind.as_ref().is_some_and(|s| s.kind == kind) {
+                f.other_kind = None;
+                dropped = true;
+            }
+            if f.sts.as_ref().is_some_and(|s| s.kind == kind) {
+                f.sts = f.other_kind.take();
+                dropped = true;
+            }
+            if dropped {
                 touched.push(k.clone());
             }
         }
-        self.sts_synced = true;
+        match kind {
+            Backend::StatefulSet => self.sts_synced = true,
+            Backend::AdvancedStatefulSet => self.advanced_synced = true,
+        }
         touched
     }
 
@@ -447,7 +491,7 @@ mod tests {
     fn a_write_without_a_definite_answer_voids_the_confirmation_until_read_again() {
         let mut f = FederationCache { confirmed_for: Some(StsState::Absent), ..Default::default() };
         assert!(f.confirmed());
-        f.uncertain_write = true;
+        f.uncertain_write = Some(Backend::StatefulSet);
         assert!(!f.confirmed(), "the write may have created pods nobody has seen");
         assert_eq!(f.confirmation_due(), None, "a list alone does not settle it: the StatefulSet is read first");
     }
@@ -462,7 +506,7 @@ mod tests {
         .unwrap()
     }
 
-    fn sts(generation: i64, observed: i64, rv: u64, start: i32, replicas: i32) -> StatefulSet {
+    fn sts(generation: i64, observed: i64, rv: u64, start: i32, replicas: i32) -> DynamicObject {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "redis", "namespace": "db", "uid": "s-1", "generation": generation,
                 "resourceVersion": rv.to_string(), "labels": {FEDERATION: "redis"}, "annotations": {TERM: "3"}},
@@ -485,11 +529,11 @@ mod tests {
     #[test]
     fn confirmation_needs_a_list_after_the_generation_the_member_observed() {
         let mut c = MemberCache::default();
-        c.sts_applied(&sts(2, 1, 10, 0, 2));
+        c.sts_applied(&sts(2, 1, 10, 0, 2), Backend::StatefulSet);
         let f = &c.federations[&key()];
         assert_eq!(f.confirmation_due(), None, "the member's controller has not seen generation 2");
         assert!(!f.confirmed());
-        c.sts_applied(&sts(2, 2, 11, 0, 2));
+        c.sts_applied(&sts(2, 2, 11, 0, 2), Backend::StatefulSet);
         let due = c.federations[&key()].confirmation_due().expect("a list is due");
         c.pods_confirmed(&key(), &[pod(0, "a", 9, true)], 12, due);
         let f = &c.federations[&key()];
@@ -497,7 +541,7 @@ mod tests {
         assert_eq!(f.pods.keys().copied().collect::<Vec<_>>(), vec![0]);
         assert_eq!(c.newest_term, 3);
         // A new write: unconfirmed again until the next list.
-        c.sts_applied(&sts(3, 3, 13, 0, 1));
+        c.sts_applied(&sts(3, 3, 13, 0, 1), Backend::StatefulSet);
         assert!(!c.federations[&key()].confirmed());
     }
 
@@ -532,6 +576,13 @@ mod tests {
         assert!(!f.confirmed());
         assert_eq!(f.pods.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
         assert!(c.pods_synced && !c.synced(), "the StatefulSets have not listed yet");
+        c.sts_relisted(&[], Backend::StatefulSet);
+        c.claims_relisted(&[]);
+        assert!(!c.synced(), "whether the member serves Advanced StatefulSets is not known yet");
+        c.serves_advanced = Some(true);
+        assert!(!c.synced(), "it does, and their watch has not listed");
+        c.sts_relisted(&[], Backend::AdvancedStatefulSet);
+        assert!(c.synced());
     }
 
     #[test]
@@ -577,13 +628,36 @@ mod tests {
         assert!(c.federations[&key()].pods.contains_key(&0));
         c.pod_deleted(&pod(0, "new", 10, true));
         assert!(!c.federations[&key()].pods.contains_key(&0));
-        c.sts_applied(&sts(1, 1, 3, 2, 2));
+        c.sts_applied(&sts(1, 1, 3, 2, 2), Backend::StatefulSet);
         assert_eq!(
             c.federations[&key()].sts.as_ref().unwrap().slice,
             Slice { start: 2, replicas: 2, ..Slice::empty() }
         );
-        c.sts_deleted(&sts(1, 1, 4, 2, 2));
+        c.sts_deleted(&sts(1, 1, 4, 2, 2), Backend::StatefulSet);
         assert!(c.federations[&key()].sts.is_none());
         assert_eq!(c.federations[&key()].confirmation_due(), Some(StsState::Absent));
+    }
+
+    #[test]
+    fn a_statefulset_of_the_other_api_is_filed_beside_and_voids_confirmations_while_it_lasts() {
+        let mut c = MemberCache::default();
+        c.sts_applied(&sts(1, 1, 3, 0, 2), Backend::StatefulSet);
+        let due = c.federations[&key()].confirmation_due().unwrap();
+        c.pods_confirmed(&key(), &[], 4, due);
+        assert!(c.federations[&key()].confirmed());
+        let mut advanced = sts(1, 1, 5, 2, 2);
+        advanced.metadata.uid = Some("a-1".into());
+        c.sts_applied(&advanced, Backend::AdvancedStatefulSet);
+        let f = &c.federations[&key()];
+        assert_eq!(f.sts.as_ref().unwrap().kind, Backend::StatefulSet, "the first stays in place");
+        assert_eq!(f.other_kind.as_ref().unwrap().uid, "a-1");
+        assert!(!f.confirmed(), "two objects may run pods: nothing is confirmed");
+        // A relist of apps/v1 without it: the Advanced StatefulSet becomes the record.
+        c.sts_relisted(&[], Backend::StatefulSet);
+        let f = &c.federations[&key()];
+        assert_eq!(f.sts.as_ref().map(|s| (s.kind, s.uid.as_str())), Some((Backend::AdvancedStatefulSet, "a-1")));
+        assert!(f.other_kind.is_none());
+        c.sts_deleted(&advanced, Backend::AdvancedStatefulSet);
+        assert!(c.federations[&key()].sts.is_none());
     }
 }

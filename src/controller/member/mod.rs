@@ -5,3 +5,4 @@ pub mod cache;
 pub mod health;
 pub mod objects;
 pub mod storage;
+pub mod workload;

@@ -11,12 +11,13 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
-use kube::ResourceExt;
+use kube::{ResourceExt, api::DynamicObject};
 
+use super::workload::api_resource;
 use crate::{
     api::FederatedStatefulSet,
     controller::labels::{FEDERATION, FEDERATION_NAMESPACE, FEDERATION_UID, MANAGED_BY, MANAGER, TEMPLATE_HASH, TERM},
-    plan::Slice,
+    plan::{Backend, Slice},
 };
 
 /// Which federation a member object belongs to: its namespace, name and uid.
@@ -75,7 +76,7 @@ fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
         template,
         volume_claim_templates: (!t.volume_claim_templates.is_empty()).then(|| t.volume_claim_templates.clone()),
         pod_management_policy: t.pod_management_policy.clone(),
-        update_strategy: t.update_strategy.clone(),
+        update_strategy: t.update_strategy.as_ref().map(crate::api::UpdateStrategy::to_apps_v1),
         persistent_volume_claim_retention_policy: t.persistent_volume_claim_retention_policy.clone(),
         min_ready_seconds: t.min_ready_seconds,
         ..Default::default()
@@ -85,20 +86,33 @@ fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
 /// The hash of everything spanset writes in a member StatefulSet besides the slice and the term:
 /// when it differs from the stored annotation, the template must be written again.
 pub fn template_hash(fsts: &FederatedStatefulSet) -> String {
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "spec": spec_without_slice(fsts),
         "labels": ownership_labels(fsts),
     });
+    // Only Advanced StatefulSets hold these: apps/v1 hashes stay what they were.
+    if backend(fsts) == Backend::AdvancedStatefulSet {
+        doc["advanced"] = advanced_fields(fsts);
+    }
     stable_hash(doc.to_string().as_bytes())
 }
 
-/// The member StatefulSet selecting `slice`, stamped with the writer's `term`. Its
-/// `resourceVersion` is left for the writer to set (the write's precondition).
-pub fn statefulset(fsts: &FederatedStatefulSet, slice: &Slice, term: u64) -> StatefulSet {
+/// What only an Advanced StatefulSet's spec holds besides its ordinals: the whole
+/// `updateStrategy` (with `podUpdatePolicy`) and `scaleStrategy`.
+fn advanced_fields(fsts: &FederatedStatefulSet) -> serde_json::Value {
+    let t = &fsts.spec.template;
+    serde_json::json!({"updateStrategy": t.update_strategy, "scaleStrategy": t.scale_strategy})
+}
+
+/// The member StatefulSet selecting `slice`, stamped with the writer's `term`, of the
+/// federation's backend: apps/v1, or an Advanced StatefulSet whose `reserveOrdinals` are the
+/// slice's (only the gaps inside its set, the fewest that express it). Its `resourceVersion` is
+/// left for the writer to set (the write's precondition).
+pub fn statefulset(fsts: &FederatedStatefulSet, slice: &Slice, term: u64) -> DynamicObject {
     let mut spec = spec_without_slice(fsts);
     spec.replicas = Some(slice.replicas as i32);
     spec.ordinals = Some(StatefulSetOrdinals { start: Some(slice.start as i32) });
-    StatefulSet {
+    let typed = StatefulSet {
         metadata: ObjectMeta {
             name: Some(fsts.name_any()),
             namespace: fsts.namespace(),
@@ -111,6 +125,28 @@ pub fn statefulset(fsts: &FederatedStatefulSet, slice: &Slice, term: u64) -> Sta
         },
         spec: Some(spec),
         status: None,
+    };
+    let backend = backend(fsts);
+    let mut value = serde_json::to_value(&typed).expect("a StatefulSet serializes");
+    value["apiVersion"] = api_resource(backend).api_version.into();
+    if backend == Backend::AdvancedStatefulSet {
+        if !slice.reserved.is_empty() {
+            value["spec"]["reserveOrdinals"] = slice.reserved.iter().collect::<Vec<_>>().into();
+        }
+        for (field, v) in advanced_fields(fsts).as_object().into_iter().flatten() {
+            if !v.is_null() {
+                value["spec"][field] = v.clone();
+            }
+        }
+    }
+    serde_json::from_value(value).expect("a StatefulSet is an object")
+}
+
+/// The planner's backend of a federation.
+pub fn backend(fsts: &FederatedStatefulSet) -> Backend {
+    match fsts.spec.backend {
+        crate::api::Backend::StatefulSet => Backend::StatefulSet,
+        crate::api::Backend::AdvancedStatefulSet => Backend::AdvancedStatefulSet,
     }
 }
 
@@ -154,29 +190,13 @@ pub fn namespace(fsts: &FederatedStatefulSet) -> Namespace {
     Namespace { metadata: ObjectMeta { name: fsts.namespace(), ..Default::default() }, ..Default::default() }
 }
 
-/// The slice a stored member StatefulSet selects, as the member runs it: a server that dropped
-/// `.spec.ordinals` runs from ordinal 0.
-pub fn stored_slice(sts: &StatefulSet) -> Slice {
-    let spec = sts.spec.as_ref();
-    let start = spec.and_then(|s| s.ordinals.as_ref()).and_then(|o| o.start).unwrap_or(0);
-    let replicas = spec.and_then(|s| s.replicas).unwrap_or(1);
-    Slice { start: start.max(0) as u32, replicas: replicas.max(0) as u32, ..Slice::empty() }
-}
-
-/// Whether the stored object kept the `.spec.ordinals` that was written (false: the member's
-/// API server silently drops the field and must get no slice).
-pub fn keeps_ordinals(written: &StatefulSet, stored: &StatefulSet) -> bool {
-    let ordinals = |s: &StatefulSet| s.spec.as_ref().and_then(|s| s.ordinals.clone());
-    match ordinals(written) {
-        None => true,
-        Some(w) => ordinals(stored).is_some_and(|s| s.start.unwrap_or(0) == w.start.unwrap_or(0)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::FederatedStatefulSetSpec;
+    use crate::{
+        api::FederatedStatefulSetSpec,
+        controller::member::workload::{keeps_ordinals, stored_slice},
+    };
 
     fn fsts() -> FederatedStatefulSet {
         let spec: FederatedStatefulSetSpec = serde_yaml::from_str(
@@ -203,18 +223,68 @@ placement:
     #[test]
     fn the_member_statefulset_selects_the_slice_and_carries_ownership_and_term() {
         let sts = statefulset(&fsts(), &Slice { start: 2, replicas: 2, ..Slice::empty() }, 7);
-        let spec = sts.spec.as_ref().unwrap();
-        assert_eq!(spec.replicas, Some(2));
-        assert_eq!(spec.ordinals.as_ref().unwrap().start, Some(2));
-        assert_eq!(spec.service_name.as_deref(), Some("redis"));
+        assert_eq!(sts.types.as_ref().unwrap().api_version, "apps/v1");
+        assert_eq!(sts.types.as_ref().unwrap().kind, "StatefulSet");
+        let spec = &sts.data["spec"];
+        assert_eq!(spec["replicas"], 2);
+        assert_eq!(spec["ordinals"]["start"], 2);
+        assert_eq!(spec["serviceName"], "redis");
+        assert!(spec.get("reserveOrdinals").is_none());
         let labels = sts.metadata.labels.as_ref().unwrap();
         assert_eq!(labels[FEDERATION_UID], "u-1");
         assert_eq!(labels[FEDERATION_NAMESPACE], "db");
         assert_eq!(sts.metadata.annotations.as_ref().unwrap()[TERM], "7");
-        let pod_labels = spec.template.metadata.as_ref().unwrap().labels.as_ref().unwrap();
+        let pod_labels = &spec["template"]["metadata"]["labels"];
         assert_eq!(pod_labels[FEDERATION], "redis", "pods carry the federation label for the watchers");
         assert_eq!(pod_labels["app"], "redis", "the user's labels stay");
-        assert_eq!(stored_slice(&sts), Slice { start: 2, replicas: 2, ..Slice::empty() });
+        assert_eq!(stored_slice(&sts, Backend::StatefulSet), Slice { start: 2, replicas: 2, ..Slice::empty() });
+    }
+
+    #[test]
+    fn an_advanced_statefulset_writes_the_fewest_reservations_that_select_its_set() {
+        let mut f = fsts();
+        f.spec.backend = crate::api::Backend::AdvancedStatefulSet;
+        let set = crate::plan::Ordinals::from([1, 4, 5, 9]);
+        let sts = statefulset(&f, &Slice::from_ordinals(&set), 3);
+        assert_eq!(sts.types.as_ref().unwrap().api_version, "apps.kruise.io/v1beta1");
+        assert_eq!(sts.data["spec"]["ordinals"]["start"], 1);
+        assert_eq!(sts.data["spec"]["replicas"], 4);
+        assert_eq!(sts.data["spec"]["reserveOrdinals"], serde_json::json!([2, 3, 6, 7, 8]));
+        assert_eq!(stored_slice(&sts, Backend::AdvancedStatefulSet).ordinals(), set);
+        let contiguous = statefulset(&f, &Slice { start: 2, replicas: 3, ..Slice::empty() }, 3);
+        assert!(contiguous.data["spec"].get("reserveOrdinals").is_none(), "a run needs no reservation");
+        assert!(contiguous.data["spec"].get("scaleStrategy").is_none(), "nothing asked, nothing written");
+    }
+
+    #[test]
+    fn kruise_policies_reach_only_advanced_statefulsets_and_change_their_hash() {
+        let mut f = fsts();
+        f.spec.backend = crate::api::Backend::AdvancedStatefulSet;
+        let plain_hash = template_hash(&f);
+        f.spec.template.update_strategy = Some(
+            serde_json::from_value(
+                serde_json::json!({"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible", "partition": 1}}),
+            )
+            .unwrap(),
+        );
+        f.spec.template.scale_strategy =
+            Some(serde_json::from_value(serde_json::json!({"maxUnavailable": 1})).unwrap());
+        assert_ne!(template_hash(&f), plain_hash, "a new policy is written to the members");
+        let sts = statefulset(&f, &Slice { start: 0, replicas: 2, ..Slice::empty() }, 1);
+        assert_eq!(sts.data["spec"]["updateStrategy"]["rollingUpdate"]["podUpdatePolicy"], "InPlaceIfPossible");
+        assert_eq!(sts.data["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 1);
+        assert_eq!(sts.data["spec"]["scaleStrategy"]["maxUnavailable"], 1);
+        f.spec.backend = crate::api::Backend::StatefulSet;
+        let v1 = statefulset(&f, &Slice { start: 0, replicas: 2, ..Slice::empty() }, 1);
+        assert_eq!(v1.data["spec"]["updateStrategy"], serde_json::json!({"rollingUpdate": {"partition": 1}}));
+        assert!(v1.data["spec"].get("scaleStrategy").is_none());
+        let errs = f.spec.to_desired().unwrap_err();
+        let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["spec.template.updateStrategy.rollingUpdate.podUpdatePolicy", "spec.template.scaleStrategy"],
+            "apps/v1 refuses Kruise's fields, naming them"
+        );
     }
 
     #[test]
@@ -233,13 +303,13 @@ placement:
     fn a_stored_object_without_ordinals_is_caught_and_runs_from_zero() {
         let written = statefulset(&fsts(), &Slice { start: 4, replicas: 2, ..Slice::empty() }, 1);
         let mut dropped = written.clone();
-        dropped.spec.as_mut().unwrap().ordinals = None;
+        dropped.data["spec"].as_object_mut().unwrap().remove("ordinals");
         assert!(keeps_ordinals(&written, &written));
         assert!(!keeps_ordinals(&written, &dropped));
-        assert_eq!(stored_slice(&dropped), Slice { start: 0, replicas: 2, ..Slice::empty() });
+        assert_eq!(stored_slice(&dropped, Backend::StatefulSet), Slice { start: 0, replicas: 2, ..Slice::empty() });
         let at_zero = statefulset(&fsts(), &Slice::empty(), 1);
         let mut dropped_at_zero = at_zero.clone();
-        dropped_at_zero.spec.as_mut().unwrap().ordinals = None;
+        dropped_at_zero.data["spec"].as_object_mut().unwrap().remove("ordinals");
         assert!(!keeps_ordinals(&at_zero, &dropped_at_zero), "a dropped start of 0 is caught too");
     }
 

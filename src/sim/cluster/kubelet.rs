@@ -10,7 +10,7 @@
 //! time factor.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     sync::{Arc, Weak},
     time::{Duration, Instant},
 };
@@ -292,19 +292,33 @@ fn set_running(pod: &mut Value, ip: &str, host_ip: &str) {
     status["hostIP"] = json!(host_ip);
     status["startTime"] = json!(now);
     status["containerStatuses"] = json!(statuses);
-    status["conditions"] = json!([
-        {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
-        {"type": "Initialized", "status": "True", "lastTransitionTime": now},
-        {"type": "ContainersReady", "status": "False", "lastTransitionTime": now},
-        {"type": "Ready", "status": "False", "lastTransitionTime": now},
+    // Conditions others own (a readiness gate's, set by its controller) stay.
+    let own = ["PodScheduled", "Initialized", "ContainersReady", "Ready"];
+    let mut conditions: Vec<Value> = status["conditions"]
+        .as_array()
+        .map(|cs| cs.iter().filter(|c| !own.iter().any(|t| c["type"] == *t)).cloned().collect())
+        .unwrap_or_default();
+    conditions.extend([
+        json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": now}),
+        json!({"type": "Initialized", "status": "True", "lastTransitionTime": now}),
+        json!({"type": "ContainersReady", "status": "False", "lastTransitionTime": now}),
+        json!({"type": "Ready", "status": "False", "lastTransitionTime": now}),
     ]);
+    status["conditions"] = json!(conditions);
 }
 
-fn set_ready(pod: &mut Value, ready: bool) {
+/// Sets `ContainersReady` (and each container's `ready`) to `containers`, and `Ready` to
+/// `ready` (which the pod's readiness gates may hold False while its containers are ready).
+fn set_ready(pod: &mut Value, containers: bool, ready: bool) {
     let now = object::now_rfc3339();
-    let value = if ready { "True" } else { "False" };
+    let word = |b: bool| if b { "True" } else { "False" };
     if let Some(conds) = pod.pointer_mut("/status/conditions").and_then(Value::as_array_mut) {
-        for c in conds.iter_mut().filter(|c| c["type"] == "Ready" || c["type"] == "ContainersReady") {
+        for c in conds.iter_mut() {
+            let value = match c["type"].as_str() {
+                Some("Ready") => word(ready),
+                Some("ContainersReady") => word(containers),
+                _ => continue,
+            };
             if c["status"] != value {
                 c["status"] = json!(value);
                 c["lastTransitionTime"] = json!(now);
@@ -313,14 +327,69 @@ fn set_ready(pod: &mut Value, ready: bool) {
     }
     if let Some(cs) = pod.pointer_mut("/status/containerStatuses").and_then(Value::as_array_mut) {
         for c in cs {
-            c["ready"] = json!(ready);
+            c["ready"] = json!(containers);
         }
     }
 }
 
-/// Starts a new log instance for each container of a pod, with its first lines.
-fn start_logs(cluster: &Cluster, pod: &Value, node: &str) {
+fn condition_true(pod: &Value, kind: &str) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == "True"))
+}
+
+/// Whether every readiness gate of the pod (`spec.readinessGates`) has its condition True.
+fn gates_pass(pod: &Value) -> bool {
+    pod.pointer("/spec/readinessGates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g["conditionType"].as_str())
+        .all(|kind| condition_true(pod, kind))
+}
+
+/// Containers whose image in the spec differs from the one running (an in-place update).
+fn changed_containers(pod: &Value) -> Vec<String> {
+    let running: BTreeMap<&str, &str> = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| (c["name"].as_str().unwrap_or(""), c["image"].as_str().unwrap_or("")))
+        .collect();
+    containers(pod)
+        .into_iter()
+        .filter(|(name, image)| running.get(name.as_str()).is_some_and(|r| r != image))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// Restarts `changed` containers with their new image: the old instance terminated, a new one
+/// running (not ready yet), the restart counted; the pod is no longer Ready.
+fn restart_containers(pod: &mut Value, changed: &[String]) {
+    let now = object::now_rfc3339();
+    let images: BTreeMap<String, String> = containers(pod).into_iter().collect();
+    if let Some(cs) = pod.pointer_mut("/status/containerStatuses").and_then(Value::as_array_mut) {
+        for c in cs.iter_mut().filter(|c| changed.iter().any(|n| c["name"] == n.as_str())) {
+            let name = c["name"].as_str().unwrap_or("").to_string();
+            let started = c.pointer("/state/running/startedAt").cloned().unwrap_or(json!(now));
+            c["lastState"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
+                "finishedAt": now, "containerID": c["containerID"].clone()}});
+            c["state"] = json!({"running": {"startedAt": now}});
+            c["image"] = json!(images.get(&name).cloned().unwrap_or_default());
+            c["restartCount"] = json!(c["restartCount"].as_i64().unwrap_or(0) + 1);
+        }
+    }
+    set_ready(pod, false, false);
+}
+
+/// Starts a new log instance for each container of a pod (or only those named), with its
+/// first lines.
+fn start_logs(cluster: &Cluster, pod: &Value, node: &str, only: Option<&[String]>) {
     for (name, image) in containers(pod) {
+        if only.is_some_and(|names| !names.contains(&name)) {
+            continue;
+        }
         let log = cluster.logs.start(object::uid(pod), &name);
         log.write(format!(
             "[sim] container {name} ({image}) of pod {}/{} starting on {node}",
@@ -399,7 +468,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 if write_status(cluster, pods_rt, pod, |p| set_running(p, &ip, &host)) {
                     timers.since.insert(uid.clone(), (Stage::Running, now));
                     timers.events.containers_started(cluster, pod, node);
-                    start_logs(cluster, pod, node);
+                    start_logs(cluster, pod, node, None);
                     cluster.ledger.started(Incarnation {
                         cluster: cfg.name.clone(),
                         namespace: object::namespace(pod).to_string(),
@@ -414,15 +483,43 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             }
         }
         "Running" => {
+            // A container whose image the spec changed (an in-place update) is restarted with
+            // it; the pod keeps its uid and node, and is Ready again after the usual delay.
+            let changed = changed_containers(pod);
+            if !changed.is_empty() {
+                if write_status(cluster, pods_rt, pod, |p| restart_containers(p, &changed)) {
+                    timers.since.insert(uid.clone(), (Stage::Running, now));
+                    for name in &changed {
+                        if let Some(old) = cluster.logs.get(&uid, name, false) {
+                            old.write("[sim] container definition changed; stopping for a restart");
+                            old.write("[sim] exited with code 0");
+                            old.exit();
+                        }
+                        timers.events.container_restarted(cluster, pod, node, name);
+                    }
+                    start_logs(cluster, pod, node, Some(&changed));
+                }
+                return;
+            }
             let (_, since) = *timers.since.entry(uid.clone()).or_insert((Stage::Running, now));
             let forced = cluster.faults.pod_ready(object::namespace(pod), object::name(pod));
-            let want = forced.unwrap_or(now.duration_since(since) >= cfg.real(cfg.pod_ready_delay));
-            if want != is_ready(pod)
-                && (forced.is_some() || want)
-                && write_status(cluster, pods_rt, pod, |p| set_ready(p, want))
+            let containers_want = forced.unwrap_or(now.duration_since(since) >= cfg.real(cfg.pod_ready_delay));
+            // Ready needs every readiness gate's condition too, and follows it both ways.
+            let gates = gates_pass(pod);
+            let want = containers_want && gates;
+            let containers_now = condition_true(pod, "ContainersReady");
+            let change = (want != is_ready(pod) && (forced.is_some() || want || !gates))
+                || (containers_want != containers_now && (forced.is_some() || containers_want));
+            if change
+                && write_status(cluster, pods_rt, pod, |p| set_ready(p, containers_want, want))
+                && containers_want != containers_now
             {
-                let line =
-                    if want { "[sim] ready: accepting connections" } else { "[sim] not ready: failing readiness" };
+                // The containers' own readiness is what they log; a gate is not theirs.
+                let line = if containers_want {
+                    "[sim] ready: accepting connections"
+                } else {
+                    "[sim] not ready: failing readiness"
+                };
                 for log in cluster.logs.of_pod(&uid) {
                     log.write(line);
                 }
@@ -472,7 +569,7 @@ fn node_lifecycle(
                         let dead_at = jiff::Timestamp::now();
                         for p in on_node() {
                             cluster.ledger.stopped(&cfg.name, object::uid(p), dead_at);
-                            write_status(cluster, pods_rt, p, |p| set_ready(p, false));
+                            write_status(cluster, pods_rt, p, |p| set_ready(p, false, false));
                         }
                     }
                 }
@@ -524,7 +621,7 @@ fn node_lifecycle(
                     timers.since.insert(object::uid(p).to_string(), (Stage::Running, now));
                     // The containers died with the node; new instances start (the old logs
                     // become `--previous`).
-                    start_logs(cluster, p, name);
+                    start_logs(cluster, p, name, None);
                 }
             }
             None => {}

@@ -183,39 +183,59 @@ impl NodeEvents {
     /// A kubelet pulled (or found) each image and started each container of a pod.
     pub fn containers_started(&mut self, cluster: &Cluster, pod: &Value, node: &str) {
         for (name, image, policy) in containers(pod) {
-            let present = self.images.get(node).is_some_and(|i| i.contains(image));
-            let mut record = |reason: &'static str, message: String| {
-                self.kubelets
-                    .entry(node.to_string())
-                    .or_insert_with(|| Recorder::new(Style::Legacy { component: "kubelet", host: Some(node.into()) }))
-                    .record(
-                        cluster,
-                        Occurrence {
-                            about: pod,
-                            field_path: container_path(name),
-                            event_type: EventType::Normal,
-                            reason,
-                            action: "",
-                            message,
-                        },
-                    )
-            };
-            if present && !pulls_always(image, policy) {
-                record("Pulled", format!("Container image \"{image}\" already present on machine"));
-            } else {
-                record("Pulling", format!("Pulling image \"{image}\""));
-                record(
-                    "Pulled",
-                    format!(
-                        "Successfully pulled image \"{image}\" in {PULL_SECONDS}s ({PULL_SECONDS}s including waiting). Image size: {} bytes.",
-                        image_size(image)
-                    ),
-                );
-            }
-            record("Created", format!("Created container: {name}"));
-            record("Started", format!("Started container {name}"));
-            self.images.entry(node.to_string()).or_default().insert(image.to_string());
+            self.container_started(cluster, pod, node, name, image, policy);
         }
+    }
+
+    /// A kubelet restarted one container of a pod whose spec changed its image (an in-place
+    /// update): `Killing` with the kubelet's "definition changed" wording, then the start.
+    pub fn container_restarted(&mut self, cluster: &Cluster, pod: &Value, node: &str, container: &str) {
+        let Some((name, image, policy)) = containers(pod).into_iter().find(|c| c.0 == container) else { return };
+        self.kubelet(node).record(
+            cluster,
+            Occurrence {
+                about: pod,
+                field_path: container_path(name),
+                event_type: EventType::Normal,
+                reason: "Killing",
+                action: "",
+                message: format!("Container {name} definition changed, will be restarted"),
+            },
+        );
+        self.container_started(cluster, pod, node, name, image, policy);
+    }
+
+    fn container_started(&mut self, cluster: &Cluster, pod: &Value, node: &str, name: &str, image: &str, policy: &str) {
+        let present = self.images.get(node).is_some_and(|i| i.contains(image));
+        let rec = self.kubelet(node);
+        let mut record = |reason: &'static str, message: String| {
+            rec.record(
+                cluster,
+                Occurrence {
+                    about: pod,
+                    field_path: container_path(name),
+                    event_type: EventType::Normal,
+                    reason,
+                    action: "",
+                    message,
+                },
+            )
+        };
+        if present && !pulls_always(image, policy) {
+            record("Pulled", format!("Container image \"{image}\" already present on machine"));
+        } else {
+            record("Pulling", format!("Pulling image \"{image}\""));
+            record(
+                "Pulled",
+                format!(
+                    "Successfully pulled image \"{image}\" in {PULL_SECONDS}s ({PULL_SECONDS}s including waiting). Image size: {} bytes.",
+                    image_size(image)
+                ),
+            );
+        }
+        record("Created", format!("Created container: {name}"));
+        record("Started", format!("Started container {name}"));
+        self.images.entry(node.to_string()).or_default().insert(image.to_string());
     }
 
     /// A kubelet began stopping a pod's containers (graceful termination).

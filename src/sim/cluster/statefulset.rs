@@ -22,6 +22,7 @@ use crate::sim::{
     cluster::{
         Cluster,
         events::{EventType, Occurrence, Recorder, Style},
+        inplace::{self, Policy},
         kubelet::is_ready,
     },
     store::{
@@ -445,6 +446,11 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
         .filter(|o| pods.get(o).is_some_and(|p| object::is_deleting(p) || !is_available(cluster, p, min_ready)))
         .count();
     let room = |busy: usize| max_unavailable.is_none_or(|m| busy < m);
+    // Kruise's podUpdatePolicy: pods of an in-place policy carry the InPlaceUpdateReady gate.
+    let policy = if kruise { Policy::of(set) } else { Policy::ReCreate };
+    for pod in pods.values() {
+        inplace::refresh(cluster, &k.pods, pod)?;
+    }
 
     if !object::is_deleting(set) {
         'work: {
@@ -478,7 +484,10 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
                         }
                         let revision = if (index as i64) < partition { &current_revision } else { &update_revision };
                         let template = templates.get(revision).cloned().unwrap_or(json!({}));
-                        let pod = new_pod(set, &template, revision, ordinal);
+                        let mut pod = new_pod(set, &template, revision, ordinal);
+                        if policy.in_place() {
+                            inplace::add_gate(&mut pod);
+                        }
                         let pod_name = format!("{set_name}-{ordinal}");
                         let created = cluster.create(&k.pods, Some(ns), pod, &WriteOptions::default());
                         match &created {
@@ -558,10 +567,26 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
             // RollingUpdate: highest ordinal down to the partition, one pod at a time.
             for &ordinal in desired.iter().skip(partition.max(0) as usize).rev() {
                 let Some(pod) = pods.get(&ordinal) else { continue };
-                if str_at(pod, "/metadata/labels/controller-revision-hash") != update_revision
-                    && !object::is_deleting(pod)
-                {
-                    delete_pod(cluster, k, set, pod, events);
+                let revision = str_at(pod, "/metadata/labels/controller-revision-hash");
+                if revision != update_revision && !object::is_deleting(pod) {
+                    let new = templates.get(&update_revision).cloned().unwrap_or(json!({}));
+                    let in_place =
+                        policy.in_place() && templates.get(revision).is_some_and(|old| inplace::possible(old, &new));
+                    if in_place {
+                        inplace::update(cluster, &k.pods, pod, &new, &update_revision)?;
+                        let pod_name = object::name(pod);
+                        events.record(
+                            cluster,
+                            about_set(
+                                set,
+                                EventType::Normal,
+                                "SuccessfulUpdatePodInPlace",
+                                format!("successfully update pod {pod_name} in-place(revision {update_revision})"),
+                            ),
+                        );
+                    } else if policy != Policy::InPlaceOnly {
+                        delete_pod(cluster, k, set, pod, events);
+                    }
                     break 'work;
                 }
                 if !is_available(cluster, pod, min_ready) {

@@ -1,0 +1,252 @@
+//! `backend: AdvancedStatefulSet` end to end (issue 10): the controller writes OpenKruise
+//! Advanced StatefulSets (`apps.kruise.io/v1beta1`) in members whose discovery lists them, with
+//! `reserveOrdinals` as the planner's any-set slice in its smallest form; an ordinal leaving a
+//! cluster goes straight to its new cluster without shifting a neighbour (pod uids of the
+//! others unchanged), where apps/v1 must shift one; a member without OpenKruise gets no slice
+//! and a condition saying why; a backend changed under running members blocks. Every run ends
+//! with the sandbox's ledger: no ordinal ever ran in two clusters at once.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams},
+};
+use serde_json::{Value, json};
+use spanset::api::{Backend, FederatedStatefulSet};
+use support::{
+    eventually,
+    federation::{Controller, Federation},
+};
+
+fn advanced() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apps.kruise.io", "v1beta1", "StatefulSet"),
+        "statefulsets",
+    )
+}
+
+/// A federation of `replicas` over `clusters` in placement order (weight 1 each).
+fn federation(f: &Federation, name: &str, backend: Backend, clusters: &[&str], replicas: i32) -> FederatedStatefulSet {
+    let mut fsts = f.placing(name, clusters);
+    fsts.spec.replicas = replicas;
+    fsts.spec.backend = backend;
+    fsts.spec.template.volume_claim_templates.clear();
+    fsts
+}
+
+/// The federation's pods in a member: ordinal → uid (running or terminating).
+async fn pods(member: &Client, name: &str) -> BTreeMap<u32, String> {
+    let api: Api<Pod> = Api::namespaced(member.clone(), "default");
+    let lp = ListParams::default().labels(&format!("spanset.dev/federation={name}"));
+    let list = api.list(&lp).await.map(|l| l.items).unwrap_or_default();
+    list.into_iter()
+        .filter_map(|p| {
+            let k = p.metadata.name.as_deref()?.strip_prefix(&format!("{name}-"))?.parse().ok()?;
+            Some((k, p.metadata.uid.clone()?))
+        })
+        .collect()
+}
+
+/// The member's Advanced StatefulSet spec `(start, replicas, reserveOrdinals)`, if any.
+async fn advanced_spec(member: &Client, name: &str) -> Option<(i64, i64, Value)> {
+    let api = Api::<DynamicObject>::namespaced_with(member.clone(), "default", &advanced());
+    let o = api.get_opt(name).await.ok().flatten()?;
+    let spec = &o.data["spec"];
+    Some((
+        spec["ordinals"]["start"].as_i64().unwrap_or(0),
+        spec["replicas"].as_i64().unwrap_or(1),
+        spec.get("reserveOrdinals").cloned().unwrap_or(json!([])),
+    ))
+}
+
+/// Every member's pods of a federation: cluster → ordinal → uid.
+async fn placement(f: &Federation, name: &str) -> BTreeMap<String, BTreeMap<u32, String>> {
+    let mut out = BTreeMap::new();
+    for m in &f.members {
+        out.insert(m.clone(), pods(&f.member(m).await, name).await);
+    }
+    out
+}
+
+/// Waits until the status says `n/n` ready, nothing moves, and each member runs exactly the
+/// ordinals `want` gives it.
+async fn wait_running(f: &Federation, name: &str, want: &[(&str, &[u32])], what: &str) {
+    let total: usize = want.iter().map(|w| w.1.len()).sum();
+    eventually(what, || async {
+        let status = f.status(name).await;
+        let ready = status.ready.as_deref() == Some(format!("{total}/{total}").as_str()) && status.moves.is_empty();
+        let now = placement(f, name).await;
+        let placed = f.members.iter().all(|m| {
+            let wanted: Vec<u32> = want.iter().find(|w| w.0 == m).map(|w| w.1.to_vec()).unwrap_or_default();
+            now[m].keys().copied().collect::<Vec<_>>() == wanted
+        });
+        ready && placed
+    })
+    .await;
+}
+
+async fn set_weights(f: &Federation, name: &str, weights: &[(&str, i32)]) {
+    let clusters: Vec<Value> = weights.iter().map(|(c, w)| json!({"name": c, "weight": w})).collect();
+    let patch = json!({"spec": {"placement": {"clusters": clusters}}});
+    f.api().patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("weights patched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordinal_goes_straight_to_its_new_cluster_without_restarting_any_neighbour() {
+    let f = Federation::start_flags(&["central", "east", "west"], &["--kruise"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    // Two federations of 6 over central, east, west (weights 1:1:1, placement order central
+    // first): one of Advanced StatefulSets, one of apps/v1 StatefulSets for comparison.
+    let order = ["central", "east", "west"];
+    f.create(&federation(&f, "kv", Backend::AdvancedStatefulSet, &order, 6)).await;
+    f.create(&federation(&f, "plain", Backend::StatefulSet, &order, 6)).await;
+    let thirds: &[(&str, &[u32])] = &[("central", &[0, 1]), ("east", &[2, 3]), ("west", &[4, 5])];
+    wait_running(&f, "kv", thirds, "kv runs 0-1 in central, 2-3 in east, 4-5 in west").await;
+    wait_running(&f, "plain", thirds, "plain runs the same thirds").await;
+    let kv_before = placement(&f, "kv").await;
+    let plain_before = placement(&f, "plain").await;
+
+    // Central's weight goes to 0.
+    let zero = [("central", 0), ("east", 1), ("west", 1)];
+    set_weights(&f, "kv", &zero).await;
+    set_weights(&f, "plain", &zero).await;
+    // Advanced: central's two ordinals go to east and west; nothing else moves.
+    wait_running(&f, "kv", &[("east", &[0, 2, 3]), ("west", &[1, 4, 5])], "kv re-homed central's ordinals").await;
+    // apps/v1: east and west must stay contiguous, in placement order: 0-2 and 3-5, so
+    // east's ordinal 3 has to move to west.
+    wait_running(&f, "plain", &[("east", &[0, 1, 2]), ("west", &[3, 4, 5])], "plain shifted through east").await;
+
+    let kv_after = placement(&f, "kv").await;
+    for cluster in ["east", "west"] {
+        for (k, uid) in &kv_before[cluster] {
+            assert_eq!(
+                kv_after[cluster].get(k),
+                Some(uid),
+                "Advanced StatefulSet: pod {k} of {cluster} was restarted or moved: before {kv_before:?}, after {kv_after:?}"
+            );
+        }
+    }
+    let plain_after = placement(&f, "plain").await;
+    assert!(!plain_after["east"].contains_key(&3), "apps/v1: east gave up its neighbour ordinal 3");
+    assert_ne!(plain_after["west"].get(&3), plain_before["east"].get(&3), "apps/v1: ordinal 3 runs a new pod in west");
+
+    // The member objects say it in the fewest reservations: east runs 0,2,3 as start 0,
+    // replicas 3, reserving 1; west 1,4,5 as start 1, replicas 3, reserving 2-3; central none.
+    assert_eq!(advanced_spec(&f.member("east").await, "kv").await, Some((0, 3, json!([1]))));
+    assert_eq!(advanced_spec(&f.member("west").await, "kv").await, Some((1, 3, json!([2, 3]))));
+    assert_eq!(advanced_spec(&f.member("central").await, "kv").await.map(|s| s.1), Some(0));
+    let status = f.status("kv").await;
+    let west = status.slices.iter().find(|s| s.cluster == "west").expect("west's slice");
+    assert_eq!((west.start, west.replicas, west.reserved_ordinals.clone()), (1, 3, vec![2, 3]));
+    let events = f.events("kv").await;
+    let started: Vec<&str> = events.iter().filter(|e| e.1 == "MoveStarted").map(|e| e.2.as_str()).collect();
+    assert!(
+        started.iter().any(|m| m.contains("ordinal 0: central → east"))
+            && started.iter().any(|m| m.contains("ordinal 1: central → west")),
+        "each ordinal went straight to its cluster: {started:?}"
+    );
+    assert!(!started.iter().any(|m| m.starts_with("ordinal 2") || m.starts_with("ordinal 3")), "{started:?}");
+
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_without_openkruise_gets_no_slice_and_the_condition_says_why() {
+    let f = Federation::start_flags(&["east", "west", "north"], &["--kruise", "east,west"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(&f, "kv", Backend::AdvancedStatefulSet, &["east", "west", "north"], 4)).await;
+    f.create(&federation(&f, "plain", Backend::StatefulSet, &["north"], 1)).await;
+    wait_running(&f, "kv", &[("east", &[0, 1]), ("west", &[2, 3])], "kv placed on the members with OpenKruise").await;
+    eventually("kv is Degraded, naming north and OpenKruise", || async {
+        let status = f.status("kv").await;
+        status.conditions.iter().any(|c| {
+            c.type_ == "Degraded"
+                && c.status == "True"
+                && c.message.contains("north (Incompatible")
+                && c.message.contains("statefulsets.apps.kruise.io/v1beta1")
+        })
+    })
+    .await;
+    // Nothing was written for kv in north, and the apps/v1 federation runs there all the same.
+    assert!(pods(&f.member("north").await, "kv").await.is_empty());
+    wait_running(&f, "plain", &[("north", &[0])], "an apps/v1 federation runs in north").await;
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_changed_under_running_members_blocks_and_writes_nothing() {
+    let f = Federation::start_flags(&["east", "west"], &["--kruise"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(&f, "db", Backend::StatefulSet, &["east", "west"], 2)).await;
+    wait_running(&f, "db", &[("east", &[0]), ("west", &[1])], "db placed").await;
+    let before = placement(&f, "db").await;
+    let patch = json!({"spec": {"backend": "AdvancedStatefulSet", "replicas": 4}});
+    f.api().patch("db", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("backend patched");
+    eventually("db is Blocked with BackendMismatch naming spec.backend", || async {
+        f.status("db").await.conditions.iter().any(|c| {
+            c.type_ == "Blocked"
+                && c.status == "True"
+                && c.reason == "BackendMismatch"
+                && c.message.starts_with("spec.backend: AdvancedStatefulSet")
+                && c.message.contains("east (apps/v1 StatefulSet)")
+        })
+    })
+    .await;
+    assert_eq!(placement(&f, "db").await, before, "the pods run on, untouched");
+    for m in ["east", "west"] {
+        assert!(advanced_spec(&f.member(m).await, "db").await.is_none(), "no Advanced StatefulSet in {m}");
+    }
+    // Set back, the federation carries on with the new replica count.
+    let back = json!({"spec": {"backend": "StatefulSet"}});
+    f.api().patch("db", &PatchParams::default(), &Patch::Merge(&back)).await.expect("backend patched back");
+    wait_running(&f, "db", &[("east", &[0, 1]), ("west", &[2, 3])], "db grew to 4 once set back").await;
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_image_is_rolled_in_place_in_every_member_with_in_place_if_possible() {
+    let f = Federation::start_flags(&["east", "west"], &["--kruise"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    let mut fsts = federation(&f, "kv", Backend::AdvancedStatefulSet, &["east", "west"], 4);
+    fsts.spec.template.update_strategy = Some(
+        serde_json::from_value(json!({"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}})).expect("a strategy"),
+    );
+    f.create(&fsts).await;
+    wait_running(&f, "kv", &[("east", &[0, 1]), ("west", &[2, 3])], "kv placed").await;
+    let before = placement(&f, "kv").await;
+    // The member objects carry the policy; the pods the readiness gate Kruise injects.
+    let east = f.member("east").await;
+    let api = Api::<DynamicObject>::namespaced_with(east.clone(), "default", &advanced());
+    let stored = api.get("kv").await.expect("east's Advanced StatefulSet");
+    assert_eq!(stored.data["spec"]["updateStrategy"]["rollingUpdate"]["podUpdatePolicy"], "InPlaceIfPossible");
+    let pod = Api::<Pod>::namespaced(east.clone(), "default").get("kv-0").await.expect("kv-0");
+    let gates: Vec<String> =
+        pod.spec.and_then(|s| s.readiness_gates).into_iter().flatten().map(|g| g.condition_type).collect();
+    assert_eq!(gates, ["InPlaceUpdateReady"]);
+
+    let image = json!({"spec": {"template": {"template": {"spec": {"containers": [{"name": "redis", "image": "redis:7.4",
+        "ports": [{"name": "redis", "containerPort": 6379}]}]}}}}});
+    f.api().patch("kv", &PatchParams::default(), &Patch::Merge(&image)).await.expect("image patched");
+    eventually("every pod runs redis:7.4 and is Ready", || async {
+        let mut all = true;
+        for m in ["east", "west"] {
+            let pods: Api<Pod> = Api::namespaced(f.member(m).await, "default");
+            let lp = ListParams::default().labels("spanset.dev/federation=kv");
+            for p in pods.list(&lp).await.map(|l| l.items).unwrap_or_default() {
+                let status = p.status.unwrap_or_default();
+                let running = status.container_statuses.unwrap_or_default().first().map(|c| c.image.clone());
+                let ready =
+                    status.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
+                all &= running.as_deref() == Some("redis:7.4") && ready;
+            }
+        }
+        all && f.status("kv").await.ready.as_deref() == Some("4/4")
+    })
+    .await;
+    assert_eq!(placement(&f, "kv").await, before, "every pod was updated in place: same ordinals, same uids");
+    f.assert_ledger_clean();
+}
