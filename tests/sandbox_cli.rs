@@ -1,5 +1,7 @@
 //! `spanset sandbox`, the README's first command: simulated host and members, the example
-//! federation sliced 0-1, 2-3, 4-5, metrics served, kubectl working, a clean stop on SIGTERM.
+//! federation sliced 0-1, 2-3, 4-5, metrics served, kubectl working, a clean stop on SIGTERM;
+//! and `spanset sandbox --kruise east,west`: the example as Advanced StatefulSets, with the
+//! member left without OpenKruise out of the placement and named in the Degraded condition.
 
 mod support;
 
@@ -19,13 +21,12 @@ fn http_get(addr: &str, path: &str) -> String {
     body
 }
 
-#[test]
-fn the_sandbox_runs_the_example_federation_across_three_members_until_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("sandbox.kubeconfig");
+/// `spanset sandbox FLAGS` with its stdout lines collected as they come.
+fn start_sandbox(kubeconfig: &std::path::Path, flags: &[&str]) -> (std::process::Child, Arc<Mutex<Vec<String>>>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_spanset"))
         .args(["sandbox", "--time-factor", "0.01", "--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
-        .arg(&kubeconfig)
+        .arg(kubeconfig)
+        .args(flags)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -38,6 +39,77 @@ fn the_sandbox_runs_the_example_federation_across_three_members_until_sigterm() 
             sink.lock().unwrap().push(line);
         }
     });
+    (child, lines)
+}
+
+/// Waits until the live table shows `cluster` holding `ordinals` of default/redis, `ready`.
+fn wait_row(lines: &Arc<Mutex<Vec<String>>>, cluster: &str, ordinals: &str, ready: &str) {
+    wait_until(&format!("{cluster} {ordinals} ready in the table"), DEADLINE * 2, || {
+        lines.lock().unwrap().iter().any(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            cells.len() >= 4
+                && cells[0] == "default/redis"
+                && cells[1] == cluster
+                && cells[2] == ordinals
+                && cells[3] == ready
+        })
+    });
+}
+
+/// Sends SIGTERM and asserts a clean exit.
+fn stop(mut child: std::process::Child) {
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < DEADLINE, "the sandbox stops on SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "exit status {status}");
+}
+
+/// kubectl 1.33 against the sandbox (`None` without kubectl, which CI refuses).
+fn kubectl(kubeconfig: &std::path::Path, context: &str, args: &[&str]) -> Option<String> {
+    let Some(kubectl) = support::kubectl_binary(33) else {
+        assert!(std::env::var_os("CI").is_none(), "kubectl is required under CI");
+        return None;
+    };
+    let out = Command::new(kubectl)
+        .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "--context", context])
+        .args(args)
+        .output()
+        .unwrap();
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn the_kruise_sandbox_runs_the_example_as_advanced_statefulsets_where_openkruise_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("sandbox.kubeconfig");
+    let (child, lines) = start_sandbox(&kubeconfig, &["--kruise", "east,west"]);
+    wait_until("ready", DEADLINE, || lines.lock().unwrap().iter().any(|l| l == "ready"));
+    // Central has no OpenKruise: the six replicas go to east and west.
+    wait_row(&lines, "east", "0-2", "3/3");
+    wait_row(&lines, "west", "3-5", "3/3");
+    let jsonpath = "jsonpath={.spec.ordinals.start}/{.spec.replicas}";
+    if let Some(out) = kubectl(&kubeconfig, "west", &["get", "asts", "redis", "-o", jsonpath]) {
+        assert_eq!(out, "3/3", "west runs an Advanced StatefulSet");
+        let backend = kubectl(&kubeconfig, "host", &["get", "fsts", "redis", "-o", "jsonpath={.spec.backend}"]);
+        assert_eq!(backend.as_deref(), Some("AdvancedStatefulSet"));
+        let condition = "jsonpath={.status.conditions[?(@.type==\"Degraded\")].message}";
+        let degraded = kubectl(&kubeconfig, "host", &["get", "fsts", "redis", "-o", condition]).unwrap_or_default();
+        assert!(degraded.contains("central (Incompatible") && degraded.contains("apps.kruise.io"), "{degraded}");
+    }
+    stop(child);
+}
+
+#[test]
+fn the_sandbox_runs_the_example_federation_across_three_members_until_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("sandbox.kubeconfig");
+    let (child, lines) = start_sandbox(&kubeconfig, &[]);
     let has = |pred: &dyn Fn(&str) -> bool| lines.lock().unwrap().iter().any(|l| pred(l));
     wait_until("ready", DEADLINE, || has(&|l| l == "ready"));
     for name in ["host", "east", "west", "central"] {
@@ -46,16 +118,7 @@ fn the_sandbox_runs_the_example_federation_across_three_members_until_sigterm() 
     assert!(has(&|l| l.starts_with("admin: http://")));
     // The live table shows the three slices, all Ready.
     for (cluster, ordinals) in [("east", "0-1"), ("west", "2-3"), ("central", "4-5")] {
-        wait_until(&format!("{cluster} {ordinals} ready in the table"), DEADLINE * 2, || {
-            has(&|l| {
-                let cells: Vec<&str> = l.split_whitespace().collect();
-                cells.len() >= 4
-                    && cells[0] == "default/redis"
-                    && cells[1] == cluster
-                    && cells[2] == ordinals
-                    && cells[3] == "2/2"
-            })
-        });
+        wait_row(&lines, cluster, ordinals, "2/2");
     }
     let metrics_line =
         lines.lock().unwrap().iter().find_map(|l| l.strip_prefix("metrics: http://").map(str::to_string));
@@ -68,24 +131,9 @@ fn the_sandbox_runs_the_example_federation_across_three_members_until_sigterm() 
     let ready = http_get(&addr, "/readyz");
     assert!(ready.lines().next().is_some_and(|l| l.contains(" 200 ")), "{ready}");
     // kubectl works against the written kubeconfig.
-    if let Some(kubectl) = support::kubectl_binary(33) {
-        let out = Command::new(kubectl)
-            .args([
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-                "--context",
-                "west",
-                "get",
-                "sts",
-                "redis",
-                "-o",
-                "jsonpath={.spec.ordinals.start}/{.spec.replicas}",
-            ])
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "2/2");
-    } else {
-        assert!(std::env::var_os("CI").is_none(), "kubectl is required under CI");
+    let jsonpath = "jsonpath={.spec.ordinals.start}/{.spec.replicas}";
+    if let Some(out) = kubectl(&kubeconfig, "west", &["get", "sts", "redis", "-o", jsonpath]) {
+        assert_eq!(out, "2/2");
     }
     // `spanset status` reads the same federation from the host.
     let out = Command::new(env!("CARGO_BIN_EXE_spanset"))
@@ -99,14 +147,5 @@ fn the_sandbox_runs_the_example_federation_across_three_members_until_sigterm() 
     for cluster in ["east", "west", "central"] {
         assert!(text.contains(&format!("\"cluster\":\"{cluster}\"")), "{cluster} in {text}");
     }
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-    let start = std::time::Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(start.elapsed() < DEADLINE, "the sandbox stops on SIGTERM");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    assert!(status.success(), "exit status {status}");
+    stop(child);
 }

@@ -332,11 +332,11 @@ where
 
 /// Runs the cluster-loss drill against a sandbox.
 pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport, String> {
-    use k8s_openapi::api::apps::v1::StatefulSet;
+    use kube::api::DynamicObject;
 
     use crate::{
         api::{FailoverPolicy, MemberCluster},
-        controller::{events::Recorder, fencing, supervisor::member_client},
+        controller::{events::Recorder, fencing, member::workload, supervisor::member_client},
     };
     let (ns, name) = parse_key(&args.on.fsts)?;
     let api: Api<FederatedStatefulSet> = Api::namespaced(client.clone(), &ns);
@@ -418,9 +418,11 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
 
     // Return: the API first, so that spanset shrinks the member before its nodes restart.
     admin(&args.admin, "POST", format!("/clusters/{cluster}/heal")).await?;
-    let sts: Api<StatefulSet> = Api::namespaced(member.clone(), &ns);
+    // The member StatefulSet of the federation's backend (apps/v1 or Advanced StatefulSet).
+    let backend = crate::controller::member::objects::backend(&f);
+    let sts: Api<DynamicObject> = Api::namespaced_with(member.clone(), &ns, &workload::api_resource(backend));
     let shrink = wait_for(&format!("{cluster}'s StatefulSet shrunk on return"), timeout, || async {
-        Ok(sts.get_opt(&name).await.ok().flatten().and_then(|s| s.spec).is_some_and(|s| s.replicas == Some(0)))
+        Ok(sts.get_opt(&name).await.ok().flatten().is_some_and(|s| workload::replicas(&s) == 0))
     })
     .await?;
     for n in &nodes {

@@ -816,6 +816,66 @@ mod tests {
         assert_eq!(second.status, first.status, "a no-op reconcile leaves nothing to store");
     }
 
+    /// `m` with its report changed by `edit`.
+    fn reporting(mut m: MemberInput, edit: impl FnOnce(&mut MemberView)) -> MemberInput {
+        let mut view = (**m.view.as_ref().expect("a view")).clone();
+        edit(&mut view);
+        m.view = Some(Arc::new(view));
+        m
+    }
+
+    #[test]
+    fn an_advanced_federation_gives_no_slice_to_a_member_without_openkruise_and_says_so() {
+        let mut f = fsts(&[("east", 1), ("west", 1)]);
+        f.spec.backend = crate::api::Backend::AdvancedStatefulSet;
+        let east = reporting(settled(&f, 0, 2, 7), |v| v.serves_advanced = Some(true));
+        let west = reporting(settled(&f, 0, 0, 7), |v| {
+            v.serves_advanced = Some(false);
+            v.federation = FederationCache::default();
+        });
+        let members = BTreeMap::from([("east".into(), east), ("west".into(), west)]);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.writes.iter().all(|w| w.cluster == "east"), "nothing is written in west: {:?}", written_slices(&d));
+        assert!(!d.writable.contains(&"west".to_string()));
+        let degraded = d.status.conditions.iter().find(|c| c.type_ == types::DEGRADED).expect("Degraded");
+        assert_eq!(degraded.status, "True");
+        assert!(
+            degraded.message.contains("west (Incompatible: spec.backend is AdvancedStatefulSet and the member does not serve statefulsets.apps.kruise.io/v1beta1"),
+            "{}",
+            degraded.message
+        );
+        // The same member runs apps/v1 federations.
+        let mut plain = fsts(&[("east", 1), ("west", 1)]);
+        plain.spec.replicas = 2;
+        let members = BTreeMap::from([
+            ("east".into(), settled(&plain, 0, 1, 7)),
+            ("west".into(), reporting(settled(&plain, 1, 1, 7), |v| v.serves_advanced = Some(false))),
+        ]);
+        let d = decide_now(&plain, &members, 7);
+        assert!(d.writable.contains(&"west".to_string()));
+        assert!(d.done, "an apps/v1 federation is settled there");
+    }
+
+    #[test]
+    fn a_statefulset_of_the_other_api_blocks_every_write() {
+        let plain = fsts(&[("east", 1), ("west", 1)]);
+        let members =
+            BTreeMap::from([("east".into(), settled(&plain, 0, 1, 7)), ("west".into(), settled(&plain, 1, 1, 7))]);
+        let mut f = plain.clone();
+        f.spec.backend = crate::api::Backend::AdvancedStatefulSet;
+        f.spec.replicas = 4;
+        let d = decide_now(&f, &members, 7);
+        assert!(d.blocked && d.writes.is_empty());
+        let blocked = d.status.conditions.iter().find(|c| c.type_ == types::BLOCKED).expect("Blocked");
+        assert_eq!(blocked.reason, "BackendMismatch");
+        assert!(blocked.message.starts_with("spec.backend: AdvancedStatefulSet, but"), "{}", blocked.message);
+        assert!(
+            blocked.message.contains("east (apps/v1 StatefulSet), west (apps/v1 StatefulSet)"),
+            "{}",
+            blocked.message
+        );
+    }
+
     #[test]
     fn a_new_term_stamps_every_member_with_its_stored_slice_before_any_step() {
         let f = fsts(&[("east", 1), ("west", 0)]);
