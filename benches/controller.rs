@@ -10,6 +10,8 @@
 //! is measured is the controller, the kube client and the simulated API servers, all sharing
 //! this machine's cores.
 
+mod support;
+
 use std::{
     alloc::{GlobalAlloc, Layout, System},
     collections::BTreeMap,
@@ -41,8 +43,8 @@ use spanset::{
         member::cache::{FederationCache, MemberCache, PodRecord, StsRecord},
     },
     plan::Backend,
-    sim::{cluster::ClusterConfig, sandbox::fleet::Fleet, sandbox::kubeconfig},
 };
+use support::{DEADLINE, Sandbox, client, settled, wait_settled};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tracing_subscriber::{Layer, layer::SubscriberExt, util::SubscriberInitExt};
 
@@ -59,8 +61,6 @@ const FEDERATIONS: usize = 100;
 const REPLICAS_EACH: i32 = 10;
 /// The idle window of the 100-federation controller's CPU figure.
 const IDLE_CPU_WINDOW: Duration = Duration::from_secs(10);
-/// How long any one wait may take before the benchmark gives up.
-const DEADLINE: Duration = Duration::from_secs(120);
 
 // ---------------------------------------------------------------------------------------------
 // What the simulated API servers and the coordinators log, counted in-process.
@@ -202,57 +202,6 @@ fn percentile<T: Copy>(sorted: &[T], p: f64) -> T {
 // Sandboxes and controllers.
 
 /// An in-process sandbox: `host` plus members, a kubeconfig, CRDs and MemberClusters.
-struct Sandbox {
-    fleet: Fleet,
-    _dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
-    host: Client,
-}
-
-impl Sandbox {
-    async fn start(members: &[String], join: bool) -> Self {
-        let names: Vec<String> = std::iter::once("host".to_string()).chain(members.iter().cloned()).collect();
-        let configs = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| ClusterConfig { time_factor: TIME_FACTOR, seed: 1 + i as u64, ..ClusterConfig::named(n) })
-            .collect();
-        let fleet = Fleet::start(configs, None).await.expect("sandbox starts");
-        let dir = tempfile::tempdir().expect("temp dir");
-        let kubeconfig = dir.path().join("kubeconfig");
-        kubeconfig::write(&kubeconfig, &fleet.access()).expect("kubeconfig written");
-        let host = client(&kubeconfig, "host").await;
-        if join {
-            install_crds(&host).await.expect("CRDs installed");
-            join_members(&host, members).await.expect("MemberClusters created");
-        }
-        Self { fleet, _dir: dir, kubeconfig, host }
-    }
-
-    fn dir(&self) -> &Path {
-        self._dir.path()
-    }
-
-    /// Starts the controller in this process, with the default lease settings of `spanset run`.
-    async fn controller(&self) -> app::Running {
-        let opts = RunOptions {
-            kubeconfig: Some(self.kubeconfig.clone()),
-            context: Some("host".into()),
-            metrics_addr: "127.0.0.1:0".parse().expect("address"),
-            lease: Some(LeaseSettings::new("default", "spanset-leader", "bench")),
-        };
-        app::start(opts).await.expect("controller starts")
-    }
-
-    fn fsts(&self) -> Api<FederatedStatefulSet> {
-        Api::namespaced(self.host.clone(), "default")
-    }
-}
-
-async fn client(kubeconfig: &Path, context: &str) -> Client {
-    app::host_client(Some(kubeconfig), Some(context)).await.expect("a client for the context")
-}
-
 fn member_names(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("m{i}")).collect()
 }
@@ -281,28 +230,6 @@ fn series_sum(text: &str, name: &str) -> f64 {
         .sum()
 }
 
-/// Whether a federation is settled: observed, every ordinal Ready, nothing moving.
-fn settled(f: &FederatedStatefulSet, replicas: i32) -> bool {
-    let Some(s) = &f.status else { return false };
-    s.observed_generation == f.metadata.generation
-        && s.moves.is_empty()
-        && s.ready.as_deref() == Some(format!("{replicas}/{replicas}").as_str())
-        && s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-}
-
-async fn wait_settled(api: &Api<FederatedStatefulSet>, name: &str, replicas: i32, what: &str) {
-    let start = Instant::now();
-    loop {
-        if let Ok(f) = api.get(name).await
-            && settled(&f, replicas)
-        {
-            return;
-        }
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn federation(name: &str, members: &[String], replicas: i32, template: Value) -> FederatedStatefulSet {
     let mut f = example(members);
     f.metadata.name = Some(name.into());
@@ -328,7 +255,7 @@ fn light_template(app: &str) -> Value {
 
 async fn federation_figures(seen: &Seen, report: &mut Report) {
     let members = member_names(MEMBERS);
-    let sb = Sandbox::start(&members, true).await;
+    let sb = Sandbox::start(&members, TIME_FACTOR, true).await;
     let running = sb.controller().await;
     let api = sb.fsts();
     let replicas = MEMBERS as i32;
@@ -613,7 +540,7 @@ fn strip(mut obj: Value) -> Value {
 /// per-ordinal loop (the source's 6 Ready pods and the destination's empty StatefulSet and
 /// Secret are set up before the clock starts). `move_storage`: the blog's PV/PVC hand-over.
 async fn blog_by_kubectl(bin: &Path, move_storage: bool) -> (Duration, u64, bool) {
-    let sb = Sandbox::start(&["source".to_string(), "destination".to_string()], false).await;
+    let sb = Sandbox::start(&["source".to_string(), "destination".to_string()], TIME_FACTOR, false).await;
     let k = |ctx: &str| Kubectl {
         bin: bin.to_path_buf(),
         kubeconfig: sb.kubeconfig.clone(),
@@ -676,7 +603,7 @@ async fn blog_by_kubectl(bin: &Path, move_storage: bool) -> (Duration, u64, bool
 /// the ledger stayed clean. The move back (1:0 again) gives the hand-off more samples.
 async fn blog_by_spanset(seen: &Seen) -> (Duration, Duration, SocketAddr, bool, app::Running, Sandbox) {
     let members = vec!["source".to_string(), "destination".to_string()];
-    let sb = Sandbox::start(&members, true).await;
+    let sb = Sandbox::start(&members, TIME_FACTOR, true).await;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(sb.host.clone(), "default");
     let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
         "metadata": {"name": "redis-redis-cluster"}, "stringData": {"password": "s3cret"}

@@ -8,8 +8,9 @@
 //! Targets (issue 11): detection within one probe period (2 s) of the threshold; the
 //! controller's share ≤ 100 ms per ordinal.
 
+mod support;
+
 use std::{
-    path::PathBuf,
     sync::{Arc, Mutex},
     time::Instant,
 };
@@ -25,21 +26,13 @@ use spanset::{
     api::{FederatedStatefulSet, MemberCluster},
     cli::{
         drill::{DrillOn, Format, LossArgs, cluster_loss},
-        sandbox::{example, install_crds, join_members},
+        sandbox::example,
     },
-    controller::{
-        app::{self, RunOptions},
-        leader::LeaseSettings,
-    },
-    sim::{cluster::ClusterConfig, sandbox::fleet::Fleet, sandbox::kubeconfig},
 };
+use support::{Sandbox, client};
 
 const TIME_FACTOR: f64 = 0.01;
 const REPLICAS: i32 = 30;
-
-async fn client(kubeconfig: &std::path::Path, context: &str) -> Client {
-    app::host_client(Some(kubeconfig), Some(context)).await.expect("a client")
-}
 
 /// A member StatefulSet's slices `(when seen, start, replicas)`, in the order seen.
 type Slices = Arc<Mutex<Vec<(Instant, i32, i32)>>>;
@@ -70,27 +63,9 @@ fn main() {
 
 async fn figures() {
     let members: Vec<String> = ["east", "west", "central"].iter().map(|s| s.to_string()).collect();
-    let names: Vec<String> = std::iter::once("host".to_string()).chain(members.iter().cloned()).collect();
-    let configs = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| ClusterConfig { time_factor: TIME_FACTOR, seed: 1 + i as u64, ..ClusterConfig::named(n) })
-        .collect();
-    let fleet = Fleet::start(configs, None).await.expect("sandbox starts");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let kubeconfig: PathBuf = dir.path().join("kubeconfig");
-    kubeconfig::write(&kubeconfig, &fleet.access()).expect("kubeconfig written");
-    let host = client(&kubeconfig, "host").await;
-    install_crds(&host).await.expect("CRDs");
-    join_members(&host, &members).await.expect("MemberClusters");
-    let running = app::start(RunOptions {
-        kubeconfig: Some(kubeconfig.clone()),
-        context: Some("host".into()),
-        metrics_addr: "127.0.0.1:0".parse().expect("address"),
-        lease: Some(LeaseSettings::new("default", "spanset-leader", "bench")),
-    })
-    .await
-    .expect("controller starts");
+    let sb = Sandbox::start(&members, TIME_FACTOR, true).await;
+    let (host, kubeconfig) = (sb.host.clone(), sb.kubeconfig.clone());
+    let running = sb.controller().await;
     let mut f: FederatedStatefulSet = example(&members);
     f.spec.replicas = REPLICAS;
     f.spec.migration.max_concurrent_moves = Some(REPLICAS);
@@ -118,7 +93,7 @@ async fn figures() {
 
     let args = LossArgs {
         cluster: "central".into(),
-        admin: format!("http://{}", fleet.admin_addr),
+        admin: format!("http://{}", sb.fleet.admin_addr),
         on: DrillOn {
             fsts: "default/redis".into(),
             output: Format::Json,

@@ -293,11 +293,8 @@ pub fn render_table(items: &[FederatedStatefulSet]) -> String {
             out.push_str(&format!("{name:<24} {:<12} {:<10} {:<8} -\n", "-", "-", status.ready.unwrap_or_default()));
         }
         for s in &status.slices {
-            let ordinals = match s.replicas {
-                0 => "-".to_string(),
-                1 => s.start.to_string(),
-                n => format!("{}-{}", s.start, s.start + n - 1),
-            };
+            let reserved = s.reserved_ordinals.iter().map(|k| i64::from(*k));
+            let ordinals = crate::plan::stored_slice_text(s.start.into(), s.replicas.into(), reserved);
             let moves: Vec<String> = status
                 .moves
                 .iter()
@@ -313,4 +310,27 @@ pub fn render_table(items: &[FederatedStatefulSet]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_shows_the_ordinals_a_slice_selects_reservations_skipped() {
+        let mut f = example(&["east".to_string(), "west".to_string()]);
+        f.status = Some(serde_json::from_value(serde_json::json!({
+            "ready": "6/6",
+            "slices": [
+                {"cluster": "east", "start": 0, "replicas": 3, "reservedOrdinals": [2, 3], "readyReplicas": 3},
+                {"cluster": "west", "start": 2, "replicas": 3, "reservedOrdinals": [4], "readyReplicas": 3}
+            ],
+            "moves": [{"ordinal": 5, "from": "central", "to": "west", "phase": "Starting", "since": "2026-01-01T00:00:00Z"}]
+        }))
+        .unwrap());
+        let table = render_table(&[f]);
+        let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(rows[1][..4], ["default/redis", "east", "0-1,4", "3/3"], "{table}");
+        assert_eq!(rows[2][..4], ["default/redis", "west", "2-3,5", "3/3"], "{table}");
+    }
 }

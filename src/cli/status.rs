@@ -413,31 +413,7 @@ fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
 /// list alone, so a huge `replicas` costs nothing; `"-"` when empty, `"invalid"` for negative
 /// numbers.
 fn owned_ordinals(slice: &SliceView) -> String {
-    if slice.start < 0 || slice.replicas < 0 {
-        return "invalid".into();
-    }
-    let reserved: BTreeSet<i64> = slice.reserved_ordinals.iter().copied().filter(|r| *r >= slice.start).collect();
-    let mut ranges: Vec<(i64, i64)> = Vec::new();
-    let mut left = slice.replicas;
-    let mut next = slice.start;
-    for r in reserved {
-        if left == 0 {
-            break;
-        }
-        let len = (r - next).min(left);
-        if len > 0 {
-            ranges.push((next, next + len - 1));
-            left -= len;
-        }
-        next = r + 1;
-    }
-    if left > 0 {
-        ranges.push((next, next.saturating_add(left - 1)));
-    }
-    if ranges.is_empty() {
-        return "-".into();
-    }
-    ranges.iter().map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect::<Vec<_>>().join(",")
+    crate::plan::stored_slice_text(slice.start, slice.replicas, slice.reserved_ordinals.iter().copied())
 }
 
 #[cfg(test)]

@@ -28,30 +28,21 @@ pub fn member_write(
         "member_write",
         cluster = %cluster,
         federation = %federation,
-        ordinals = %ordinals(&slice.ordinals()),
+        ordinals = %crate::plan::ordinals_text(&slice.ordinals()),
         replicas = slice.replicas,
         dry_run
     )
 }
 
-/// The ordinals as ranges: `0,2-3`; `-` for none.
-fn ordinals(set: &crate::plan::Ordinals) -> String {
-    if set.is_empty() {
-        return "-".into();
-    }
-    crate::plan::ordinal_runs(set).join(",")
-}
-
 #[cfg(test)]
 mod tests {
-    use super::ordinals;
+    use crate::plan::{Ordinals, ordinals_text};
 
     #[test]
     fn a_write_names_the_ordinals_it_writes() {
-        use crate::plan::Ordinals;
-        assert_eq!(ordinals(&Ordinals::from([2, 3])), "2-3");
-        assert_eq!(ordinals(&Ordinals::from([4])), "4");
-        assert_eq!(ordinals(&Ordinals::from([0, 2, 3, 7])), "0,2-3,7");
-        assert_eq!(ordinals(&Ordinals::new()), "-");
+        assert_eq!(ordinals_text(&Ordinals::from([2, 3])), "2-3");
+        assert_eq!(ordinals_text(&Ordinals::from([4])), "4");
+        assert_eq!(ordinals_text(&Ordinals::from([0, 2, 3, 7])), "0,2-3,7");
+        assert_eq!(ordinals_text(&Ordinals::new()), "-");
     }
 }

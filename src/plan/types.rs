@@ -68,6 +68,22 @@ pub fn ordinal_runs(set: &Ordinals) -> Vec<String> {
         .collect()
 }
 
+/// A set of ordinals on one line, as runs: `0,2-3,7`; `-` for none.
+pub fn ordinals_text(set: &Ordinals) -> String {
+    if set.is_empty() { "-".into() } else { ordinal_runs(set).join(",") }
+}
+
+/// The ordinals a slice as stored in a status (`start`, `replicas`, `reserveOrdinals`) selects,
+/// as [`ordinals_text`]; `invalid` for a negative start or count. Costs the reserved ordinals,
+/// never the replicas (a slice of two billion prints at once).
+pub fn stored_slice_text(start: i64, replicas: i64, reserved: impl IntoIterator<Item = i64>) -> String {
+    let (Ok(start), Ok(replicas)) = (Ordinal::try_from(start), Ordinal::try_from(replicas)) else {
+        return "invalid".into();
+    };
+    let reserved = reserved.into_iter().filter_map(|k| Ordinal::try_from(k).ok()).collect();
+    ordinals_text(&Slice { start, replicas, reserved }.ordinals())
+}
+
 /// Which workload API the member clusters run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum Backend {
