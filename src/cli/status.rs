@@ -43,7 +43,7 @@
 //! RFC 3339 time. Exit codes: 0 shown, 1 not found or the cluster could not be read (one line
 //! on stderr), 2 bad flags.
 
-use std::{collections::BTreeSet, path::PathBuf};
+use std::path::PathBuf;
 
 use kube::{
     Api, Client,
