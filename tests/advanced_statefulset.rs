@@ -250,3 +250,42 @@ async fn a_new_image_is_rolled_in_place_in_every_member_with_in_place_if_possibl
     assert_eq!(placement(&f, "kv").await, before, "every pod was updated in place: same ordinals, same uids");
     f.assert_ledger_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openkruise_leaving_a_member_re_homes_its_ordinals_and_returning_brings_them_back() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let f = Federation::start_flags(&["east", "west"], &["--kruise"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(&f, "kv", Backend::AdvancedStatefulSet, &["east", "west"], 4)).await;
+    f.create(&federation(&f, "plain", Backend::StatefulSet, &["west"], 1)).await;
+    wait_running(&f, "kv", &[("east", &[0, 1]), ("west", &[2, 3])], "kv placed").await;
+    wait_running(&f, "plain", &[("west", &[0])], "plain placed").await;
+
+    // OpenKruise is removed from west: its CRD, and with it every Advanced StatefulSet there.
+    let crds: Api<CustomResourceDefinition> = Api::all(f.member("west").await);
+    let mut crd = crds.get("statefulsets.apps.kruise.io").await.expect("west has OpenKruise");
+    crds.delete("statefulsets.apps.kruise.io", &Default::default()).await.expect("CRD deleted");
+    wait_running(&f, "kv", &[("east", &[0, 1, 2, 3])], "west's ordinals re-homed to east").await;
+    let status = f.status("kv").await;
+    let degraded = status.conditions.iter().find(|c| c.type_ == "Degraded").expect("Degraded");
+    assert!(degraded.message.contains("west (Incompatible"), "{}", degraded.message);
+    // West itself is fine: its apps/v1 federation runs on, and it stays Reachable.
+    assert_eq!(f.status("plain").await.ready.as_deref(), Some("1/1"));
+    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    eventually("west's MemberCluster reports Reachable (a missing resource is not a dead member)", || async {
+        let west = mcs.get("west").await.ok().and_then(|m| m.status);
+        west.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Reachable" && c.status == "True"))
+    })
+    .await;
+    let cluster_unreachable = f.status("kv").await.conditions.into_iter().find(|c| c.type_ == "ClusterUnreachable");
+    assert_eq!(cluster_unreachable.map(|c| c.status).as_deref(), Some("False"));
+
+    // OpenKruise comes back: discovery notices (within 30 s) and west gets its share again.
+    crd.metadata.resource_version = None;
+    crd.metadata.uid = None;
+    crd.metadata.creation_timestamp = None;
+    crd.status = None;
+    crds.create(&Default::default(), &crd).await.expect("CRD created again");
+    wait_running(&f, "kv", &[("east", &[0, 1]), ("west", &[2, 3])], "west holds 2-3 again").await;
+    f.assert_ledger_clean();
+}

@@ -77,6 +77,8 @@ pub struct ClusterWatcher {
     started: Instant,
     probing: bool,
     probes: u64,
+    /// The Advanced StatefulSet watch, while the member serves them.
+    advanced_watch: Option<SpawnHandle>,
     keeps_ordinals: Option<bool>,
     server_version: Option<String>,
     relists: Relists,
@@ -114,6 +116,7 @@ impl ClusterWatcher {
             started: Instant::now(),
             probing: false,
             probes: 0,
+            advanced_watch: None,
             keeps_ordinals: None,
             server_version: None,
             relists: Relists::default(),
@@ -369,6 +372,24 @@ impl ClusterWatcher {
     }
 }
 
+/// Whether a request failed because the member does not serve its resource at all (404
+/// "the server could not find the requested resource"), rather than a missing object or
+/// namespace (404 naming it).
+fn resource_missing(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404 && s.message.contains("could not find the requested resource"))
+}
+
+/// Whether a watch failed because its resource does not exist (404).
+fn not_found(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s))
+        | watcher::Error::WatchError(s) => s.code == 404,
+        _ => false,
+    }
+}
+
 /// Asks a member's discovery whether it serves Advanced StatefulSets: OpenKruise's
 /// `statefulsets` in `apps.kruise.io/v1beta1`. An absent group (404) or a refused discovery
 /// (403) is an answer: not served.
@@ -404,7 +425,7 @@ impl Actor for ClusterWatcher {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         tracing::info!(cluster = %self.cluster, "watching member");
-        self.watch_statefulsets(Backend::StatefulSet, ctx);
+        let _ = self.watch_statefulsets(Backend::StatefulSet, ctx);
         let cfg = watcher::Config::default().labels(MANAGED_SELECTOR);
         let pods: Api<Pod> = Api::all(self.client.clone());
         ctx.add_stream(watcher(pods, cfg).backoff(RetryBackoff::default()).map(|e| Watched::Pod(Box::new(e))));
@@ -480,16 +501,15 @@ struct Relists {
 
 impl ClusterWatcher {
     /// Watches the managed StatefulSets of one API.
-    fn watch_statefulsets(&mut self, kind: Backend, ctx: &mut Context<Self>) {
+    fn watch_statefulsets(&mut self, kind: Backend, ctx: &mut Context<Self>) -> SpawnHandle {
         let cfg = watcher::Config::default().labels(MANAGED_SELECTOR);
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &api_resource(kind));
-        ctx.add_stream(
-            watcher(api, cfg).backoff(RetryBackoff::default()).map(move |e| Watched::Sts(kind, Box::new(e))),
-        );
+        ctx.add_stream(watcher(api, cfg).backoff(RetryBackoff::default()).map(move |e| Watched::Sts(kind, Box::new(e))))
     }
 
     /// Discovery answered whether the member serves Advanced StatefulSets: where it newly
-    /// does, they are watched too (the cache reports once that watch has listed).
+    /// does, they are watched too (the cache reports once that watch has listed). The watch,
+    /// once started, stays: it relists by itself if OpenKruise leaves and comes back.
     fn advanced_discovered(&mut self, served: bool, ctx: &mut Context<Self>) {
         let before = self.cache.serves_advanced;
         if before == Some(served) || before == Some(true) {
@@ -499,9 +519,32 @@ impl ClusterWatcher {
         self.cache.serves_advanced = Some(served);
         if served {
             tracing::info!(cluster = %self.cluster, "member serves Advanced StatefulSets; watching them");
-            self.watch_statefulsets(Backend::AdvancedStatefulSet, ctx);
+            // A fresh watch: its first list is what marks them synced.
+            self.cache.advanced_synced = false;
+            if let Some(old) = self.advanced_watch.take() {
+                ctx.cancel_future(old);
+            }
+            self.advanced_watch = Some(self.watch_statefulsets(Backend::AdvancedStatefulSet, ctx));
         }
         self.after_events(was_synced, Vec::new(), ctx);
+    }
+
+    /// The member answered 404 for Advanced StatefulSets (their watch, or a write):
+    /// OpenKruise was removed, and with its CRD every Advanced StatefulSet. Not a health
+    /// failure (the member answers); their records and their watch go, and discovery asks
+    /// again later (a new watch then lists them afresh).
+    fn advanced_gone(&mut self, ctx: &mut Context<Self>) -> Vec<FederationKey> {
+        if self.cache.serves_advanced == Some(false) {
+            return vec![];
+        }
+        tracing::warn!(cluster = %self.cluster, "member no longer serves Advanced StatefulSets");
+        self.contact_ok();
+        if let Some(old) = self.advanced_watch.take() {
+            ctx.cancel_future(old);
+        }
+        self.relists.advanced = None;
+        self.cache.serves_advanced = Some(false);
+        self.cache.sts_relisted(&[], Backend::AdvancedStatefulSet)
     }
 
     fn sts_event(&mut self, kind: Backend, ev: watcher::Event<DynamicObject>) -> Vec<FederationKey> {
@@ -652,6 +695,7 @@ impl StreamHandler<Watched> for ClusterWatcher {
                         self.watch_event_seen(resource);
                         self.sts_event(kind, ev)
                     }
+                    Err(e) if kind == Backend::AdvancedStatefulSet && not_found(&e) => self.advanced_gone(ctx),
                     Err(e) => self.watch_failed(resource, &e),
                 }
             }
@@ -771,6 +815,16 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
                     act.cache.federations.entry(key.clone()).or_default().uncertain_write = Some(kind);
                     tracing::warn!(cluster = %cluster, federation = %key, error = %e,
                         "a StatefulSet write got no definite answer; nothing there counts as confirmed until it is read again");
+                }
+                // The member stopped serving Advanced StatefulSets (OpenKruise removed): not the
+                // template's fault; the member is marked, and the next report excludes it.
+                if kind == Backend::AdvancedStatefulSet && resource_missing(&e) {
+                    let keys = act.advanced_gone(ctx);
+                    act.touched(keys, ctx);
+                    return WriteError::Unavailable {
+                        cluster: cluster.clone(),
+                        message: "the member no longer serves statefulsets.apps.kruise.io/v1beta1".into(),
+                    };
                 }
                 write_error(&cluster, e)
             })?;
