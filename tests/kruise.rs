@@ -1,7 +1,7 @@
 //! The simulated OpenKruise (`spanset sim --kruise`, issue 10 item 1, in part): the Advanced
 //! StatefulSet CRD with its short name and printer columns, the documented `reserveOrdinals`
 //! examples replayed through kubectl — replicas 4 reserving [1] runs 0,2,3,4; reserving 3 as
-//! well runs 0,2,4,5; and with replicas 3, 0,2,4 —, the in-place image update (same uid,
+//! well runs 0,2,4,5; and with replicas 3, 0,2,4 —, specified deletion by label, the in-place image update (same uid,
 //! `InPlaceUpdateReady`) against a recreating env change and `ReCreate`, and, through kube-rs,
 //! `scaleStrategy.maxUnavailable` with `specified-delete`.
 
@@ -73,6 +73,16 @@ fn reserve_ordinals_as_documented(minor: u32) {
     // Pods name their owner as Kruise's StatefulSet.
     let owner = k.ok(&["get", "pod", "sample-0", "-o", "jsonpath={.metadata.ownerReferences[0].apiVersion}"]);
     assert_eq!(owner, "apps.kruise.io/v1beta1");
+    // Specified deletion, as documented: label a pod and the controller deletes it and creates
+    // it again at its ordinal (a new uid, without the label).
+    let uid = k.ok(&["get", "pod", "sample-2", "-o", "jsonpath={.metadata.uid}"]);
+    k.ok(&["label", "pod", "sample-2", "apps.kruise.io/specified-delete=true"]);
+    wait_until("sample-2 recreated", DEADLINE, || {
+        let out = k.run(&["get", "pod", "sample-2", "-o", "jsonpath={.metadata.uid} {.metadata.labels}"]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        out.status.success() && !text.starts_with(&uid) && !text.contains("specified-delete")
+    });
+    runs(&k, &[0, 2], "still 0,2");
 }
 
 #[test]

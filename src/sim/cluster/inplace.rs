@@ -13,12 +13,7 @@ use serde_json::{Value, json};
 
 use crate::sim::{
     cluster::Cluster,
-    store::{
-        error::{ApiError, ApiResult},
-        object,
-        registry::{Subresource, WriteOptions},
-        resources::ResourceType,
-    },
+    store::{error::ApiResult, object, registry::Subresource, resources::ResourceType},
 };
 
 /// The readiness gate Kruise injects into pods it may update in place.
@@ -89,31 +84,17 @@ fn gate_condition(pod: &Value) -> Option<&str> {
 }
 
 fn set_gate(cluster: &Cluster, pods: &ResourceType, pod: &Value, status: &str, reason: &str) -> ApiResult<()> {
-    let uid = object::uid(pod).to_string();
-    cluster.update_with(
-        pods,
-        object::namespace(pod),
-        object::name(pod),
-        Subresource::Status,
-        &WriteOptions::default(),
-        |cur| {
-            if object::uid(cur) != uid {
-                return Err(ApiError::conflict(pods, object::name(cur)));
-            }
-            let mut next = cur.clone();
-            let now = object::now_rfc3339();
-            let mut conds: Vec<Value> =
-                next.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
-            conds.retain(|c| c["type"] != GATE);
-            let mut c = json!({"type": GATE, "status": status, "lastTransitionTime": now});
-            if !reason.is_empty() {
-                c["reason"] = json!(reason);
-            }
-            conds.push(c);
-            next["status"]["conditions"] = json!(conds);
-            Ok(next)
-        },
-    )?;
+    cluster.update_incarnation(pods, pod, Subresource::Status, |next| {
+        let mut conds: Vec<Value> =
+            next.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+        conds.retain(|c| c["type"] != GATE);
+        let mut c = json!({"type": GATE, "status": status, "lastTransitionTime": object::now_rfc3339()});
+        if !reason.is_empty() {
+            c["reason"] = json!(reason);
+        }
+        conds.push(c);
+        next["status"]["conditions"] = json!(conds);
+    })?;
     Ok(())
 }
 
@@ -148,7 +129,6 @@ pub fn refresh(cluster: &Cluster, pods: &ResourceType, pod: &Value) -> ApiResult
 /// the images, the revision label and the state annotation.
 pub fn update(cluster: &Cluster, pods: &ResourceType, pod: &Value, template: &Value, revision: &str) -> ApiResult<()> {
     set_gate(cluster, pods, pod, "False", "StartInPlaceUpdate")?;
-    let uid = object::uid(pod).to_string();
     let old_revision = pod.pointer(&format!("/metadata/labels/{REVISION_LABEL}")).cloned().unwrap_or(Value::Null);
     let images: Vec<(String, String)> = template
         .pointer("/spec/containers")
@@ -157,39 +137,27 @@ pub fn update(cluster: &Cluster, pods: &ResourceType, pod: &Value, template: &Va
         .flatten()
         .map(|c| (c["name"].as_str().unwrap_or("").to_string(), c["image"].as_str().unwrap_or("").to_string()))
         .collect();
-    cluster.update_with(
-        pods,
-        object::namespace(pod),
-        object::name(pod),
-        Subresource::Main,
-        &WriteOptions::default(),
-        |cur| {
-            if object::uid(cur) != uid {
-                return Err(ApiError::conflict(pods, object::name(cur)));
-            }
-            let mut next = cur.clone();
-            let mut last = serde_json::Map::new();
-            if let Some(cs) = next.pointer_mut("/spec/containers").and_then(Value::as_array_mut) {
-                for c in cs {
-                    let name = c["name"].as_str().unwrap_or("").to_string();
-                    if let Some((_, image)) = images.iter().find(|(n, _)| *n == name) {
-                        if c["image"] != image.as_str() {
-                            last.insert(name, json!({"imageID": c["image"].clone()}));
-                        }
-                        c["image"] = json!(image);
+    cluster.update_incarnation(pods, pod, Subresource::Main, |next| {
+        let mut last = serde_json::Map::new();
+        if let Some(cs) = next.pointer_mut("/spec/containers").and_then(Value::as_array_mut) {
+            for c in cs {
+                let name = c["name"].as_str().unwrap_or("").to_string();
+                if let Some((_, image)) = images.iter().find(|(n, _)| *n == name) {
+                    if c["image"] != image.as_str() {
+                        last.insert(name, json!({"imageID": c["image"].clone()}));
                     }
+                    c["image"] = json!(image);
                 }
             }
-            let state = json!({"revision": revision, "updateTimestamp": object::now_rfc3339(),
+        }
+        let state = json!({"revision": revision, "updateTimestamp": object::now_rfc3339(),
             "lastContainerStatuses": last, "previousRevision": old_revision});
-            let meta = object::metadata_mut(&mut next);
-            let labels = meta.entry("labels").or_insert_with(|| json!({}));
-            labels[REVISION_LABEL] = json!(revision);
-            let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
-            annotations[STATE_ANNOTATION] = json!(state.to_string());
-            Ok(next)
-        },
-    )?;
+        let meta = object::metadata_mut(next);
+        let labels = meta.entry("labels").or_insert_with(|| json!({}));
+        labels[REVISION_LABEL] = json!(revision);
+        let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+        annotations[STATE_ANNOTATION] = json!(state.to_string());
+    })?;
     Ok(())
 }
 

@@ -251,18 +251,7 @@ fn schedule(
 }
 
 fn write_status(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, f: impl FnOnce(&mut Value)) -> bool {
-    let ns = object::namespace(pod);
-    let uid = object::uid(pod).to_string();
-    cluster
-        .update_with(pods_rt, ns, object::name(pod), Subresource::Status, &WriteOptions::default(), |cur| {
-            if object::uid(cur) != uid {
-                return Err(crate::sim::store::error::ApiError::conflict(pods_rt, object::name(cur)));
-            }
-            let mut next = cur.clone();
-            f(&mut next);
-            Ok(next)
-        })
-        .is_ok()
+    cluster.update_incarnation(pods_rt, pod, Subresource::Status, f).is_ok()
 }
 
 fn containers(pod: &Value) -> Vec<(String, String)> {

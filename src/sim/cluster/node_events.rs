@@ -191,16 +191,12 @@ impl NodeEvents {
     /// update): `Killing` with the kubelet's "definition changed" wording, then the start.
     pub fn container_restarted(&mut self, cluster: &Cluster, pod: &Value, node: &str, container: &str) {
         let Some((name, image, policy)) = containers(pod).into_iter().find(|c| c.0 == container) else { return };
-        self.kubelet(node).record(
+        self.container_killing(
             cluster,
-            Occurrence {
-                about: pod,
-                field_path: container_path(name),
-                event_type: EventType::Normal,
-                reason: "Killing",
-                action: "",
-                message: format!("Container {name} definition changed, will be restarted"),
-            },
+            pod,
+            node,
+            name,
+            format!("Container {name} definition changed, will be restarted"),
         );
         self.container_started(cluster, pod, node, name, image, policy);
     }
@@ -240,20 +236,23 @@ impl NodeEvents {
 
     /// A kubelet began stopping a pod's containers (graceful termination).
     pub fn killing(&mut self, cluster: &Cluster, pod: &Value, node: &str) {
-        let rec = self.kubelet(node);
         for (name, _, _) in containers(pod) {
-            rec.record(
-                cluster,
-                Occurrence {
-                    about: pod,
-                    field_path: container_path(name),
-                    event_type: EventType::Normal,
-                    reason: "Killing",
-                    action: "",
-                    message: format!("Stopping container {name}"),
-                },
-            );
+            self.container_killing(cluster, pod, node, name, format!("Stopping container {name}"));
         }
+    }
+
+    fn container_killing(&mut self, cluster: &Cluster, pod: &Value, node: &str, name: &str, message: String) {
+        self.kubelet(node).record(
+            cluster,
+            Occurrence {
+                about: pod,
+                field_path: container_path(name),
+                event_type: EventType::Normal,
+                reason: "Killing",
+                action: "",
+                message,
+            },
+        );
     }
 
     /// The node-lifecycle controller found a node's kubelet silent: the node and each of its

@@ -93,6 +93,11 @@ pub const KRUISE_GROUP: &str = "apps.kruise.io";
 /// Kruise's label asking its controller to delete (and so recreate) a pod.
 pub const SPECIFIED_DELETE: &str = "apps.kruise.io/specified-delete";
 
+/// Whether a pod is labelled for Kruise's specified deletion.
+fn specified_delete(pod: &Value) -> bool {
+    pod.pointer(&format!("/metadata/labels/{}", SPECIFIED_DELETE.replace('/', "~1"))).is_some()
+}
+
 /// `scaleStrategy.maxUnavailable` of an Advanced StatefulSet as a count: an integer, or a
 /// percentage of the wanted replicas rounded up; `None` when unset (no limit).
 fn max_unavailable(set: &Value, replicas: usize) -> Option<usize> {
@@ -456,9 +461,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
         'work: {
             if kruise && !monotonic {
                 for (ordinal, pod) in &pods {
-                    let marked =
-                        pod.pointer(&format!("/metadata/labels/{}", SPECIFIED_DELETE.replace('/', "~1"))).is_some();
-                    if marked && wanted.contains(ordinal) && !object::is_deleting(pod) {
+                    if specified_delete(pod) && wanted.contains(ordinal) && !object::is_deleting(pod) {
                         // An unavailable pod is already counted; an available one needs room.
                         let available = is_available(cluster, pod, min_ready);
                         if !available || room(busy) {
@@ -520,7 +523,9 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
                         }
                     }
                     Some(pod) => {
-                        if matches!(phase(pod), "Failed" | "Succeeded") && !object::is_deleting(pod) {
+                        // OrderedReady: a pod marked for deletion goes in its turn, one at a time.
+                        let marked = kruise && monotonic && specified_delete(pod);
+                        if (marked || matches!(phase(pod), "Failed" | "Succeeded")) && !object::is_deleting(pod) {
                             delete_pod(cluster, k, set, pod, events);
                             if monotonic {
                                 break 'work;
@@ -647,22 +652,7 @@ fn write_status(
     if set.get("status") == Some(&status) {
         return Ok(());
     }
-    let uid = object::uid(set).to_string();
-    cluster.update_with(
-        &k.sets,
-        object::namespace(set),
-        object::name(set),
-        Subresource::Status,
-        &WriteOptions::default(),
-        |cur| {
-            if object::uid(cur) != uid {
-                return Err(crate::sim::store::error::ApiError::conflict(&k.sets, object::name(cur)));
-            }
-            let mut next = cur.clone();
-            next["status"] = status;
-            Ok(next)
-        },
-    )?;
+    cluster.update_incarnation(&k.sets, set, Subresource::Status, |next| next["status"] = status)?;
     Ok(())
 }
 

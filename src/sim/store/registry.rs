@@ -347,6 +347,27 @@ impl Cluster {
         Ok(t)
     }
 
+    /// What a controller writes about an object it read: [`Registry::update_with`], but only
+    /// while it is the same incarnation (a namesake created since, with another uid, is
+    /// refused with 409 and left alone). `f` edits a copy of the current object.
+    pub fn update_incarnation(
+        &self,
+        rt: &ResourceType,
+        obj: &Value,
+        sub: Subresource,
+        f: impl FnOnce(&mut Value),
+    ) -> ApiResult<Arc<Value>> {
+        let uid = object::uid(obj).to_string();
+        self.update_with(rt, object::namespace(obj), object::name(obj), sub, &WriteOptions::default(), |cur| {
+            if object::uid(cur) != uid {
+                return Err(ApiError::conflict(rt, object::name(cur)));
+            }
+            let mut next = cur.clone();
+            f(&mut next);
+            Ok(next)
+        })
+    }
+
     /// Read-modify-write of one object through the kind's update rules. `f` gets the current
     /// object and returns the desired one (a PUT body, or the result of a patch).
     pub fn update_with(
