@@ -1,7 +1,8 @@
 //! The simulated OpenKruise (`spanset sim --kruise`, issue 10 item 1, in part): the Advanced
 //! StatefulSet CRD with its short name and printer columns, the documented `reserveOrdinals`
 //! examples replayed through kubectl — replicas 4 reserving [1] runs 0,2,3,4; reserving 3 as
-//! well runs 0,2,4,5; and with replicas 3, 0,2,4 —, specified deletion by label, the in-place image update (same uid,
+//! well runs 0,2,4,5; and with replicas 3, 0,2,4 —, specified deletion by label, scaling at
+//! `scaleStrategy.maxUnavailable` with pods held unready, the in-place image update (same uid,
 //! `InPlaceUpdateReady`) against a recreating env change and `ReCreate`, and, through kube-rs,
 //! `scaleStrategy.maxUnavailable` with `specified-delete`.
 
@@ -83,6 +84,77 @@ fn reserve_ordinals_as_documented(minor: u32) {
         out.status.success() && !text.starts_with(&uid) && !text.contains("specified-delete")
     });
     runs(&k, &[0, 2], "still 0,2");
+}
+
+/// The StatefulSet controller's sweeps so far in cluster `solo` (admin API), so that "nothing
+/// happened" is waited for as a fact, never as a sleep.
+fn sweeps(sandbox: &Sandbox) -> u64 {
+    let out = sandbox.ctl(&["clusters"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("sim-ctl clusters prints JSON");
+    doc["clusters"][0]["statefulsetSweeps"].as_u64().expect("a sweep count")
+}
+
+const RATE_LIMITED: &str = r#"apiVersion: apps.kruise.io/v1beta1
+kind: StatefulSet
+metadata:
+  name: limited
+spec:
+  replicas: 1
+  serviceName: limited
+  podManagementPolicy: Parallel
+  scaleStrategy:
+    maxUnavailable: 50%
+  selector:
+    matchLabels: {app: limited}
+  template:
+    metadata:
+      labels: {app: limited}
+    spec:
+      containers:
+      - name: main
+        image: nginx:alpine
+"#;
+
+/// The documented scaling with `scaleStrategy.maxUnavailable` (Parallel): scaled from 1 to 4
+/// at 50% (2 pods), two new pods held unready spend the budget and the fourth waits for them.
+fn max_unavailable_as_documented(minor: u32) {
+    let sandbox = Sandbox::start_with("solo", &["--kruise"]);
+    let Some(k) = Kubectl::new(minor, &sandbox) else {
+        return;
+    };
+    k.ok_with_stdin(&["apply", "-f", "-"], RATE_LIMITED);
+    let names = |k: &Kubectl| {
+        let out = k.ok(&["get", "pods", "-l", "app=limited", "-o", "jsonpath={.items[*].metadata.name}"]);
+        let mut v: Vec<String> = out.split_whitespace().map(str::to_string).collect();
+        v.sort();
+        v
+    };
+    wait_until("limited-0 runs", DEADLINE, || names(&k) == ["limited-0"]);
+    wait_until("limited-0 ready", DEADLINE, || {
+        k.ok(&["get", "asts", "limited", "-o", "jsonpath={.status.readyReplicas}"]) == "1"
+    });
+    for pod in ["limited-1", "limited-2"] {
+        sandbox.ctl_ok(&["pod-ready", "solo", pod, "false"]);
+    }
+    k.ok(&["scale", "asts", "limited", "--replicas", "4"]);
+    wait_until("limited-1 and limited-2 created", DEADLINE, || names(&k).len() >= 3);
+    let from = sweeps(&sandbox);
+    wait_until("twenty more sweeps", DEADLINE, || sweeps(&sandbox) >= from + 20);
+    assert_eq!(names(&k), ["limited-0", "limited-1", "limited-2"], "kubectl 1.{minor}: the budget of 2 is spent");
+    for pod in ["limited-1", "limited-2"] {
+        sandbox.ctl_ok(&["pod-ready", "solo", pod, "auto"]);
+    }
+    wait_until("all four", DEADLINE, || names(&k) == ["limited-0", "limited-1", "limited-2", "limited-3"]);
+}
+
+#[test]
+fn max_unavailable_1_27() {
+    max_unavailable_as_documented(27);
+}
+
+#[test]
+fn max_unavailable_1_33() {
+    max_unavailable_as_documented(33);
 }
 
 #[test]

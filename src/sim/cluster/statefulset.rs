@@ -648,6 +648,8 @@ fn write_status(
         status["labelSelector"] = json!(selector);
         status["updatedReadyReplicas"] =
             json!(live().filter(|p| revision_of(p) == update_revision && is_running_ready(p)).count());
+        status["updatedAvailableReplicas"] =
+            json!(live().filter(|p| revision_of(p) == update_revision && is_available(cluster, p, min_ready)).count());
     }
     if set.get("status") == Some(&status) {
         return Ok(());

@@ -61,8 +61,9 @@ fn handle(sandbox: &Sandbox, req: http::Request<Incoming>) -> Response<Body> {
             let list: Vec<_> = clusters
                 .iter()
                 .map(|(name, (c, url))| {
+                    let sweeps = c.counters.statefulset_sweeps.load(std::sync::atomic::Ordering::Relaxed);
                     json!({"name": name, "server": url, "resourceVersion": c.storage.current_rv(), "faults": c.faults.describe(),
-                           "nodes": crate::sim::cluster::kubelet::node_names(c)})
+                           "nodes": crate::sim::cluster::kubelet::node_names(c), "statefulsetSweeps": sweeps})
                 })
                 .collect();
             response::json(200, &json!({"clusters": list}))
