@@ -218,7 +218,13 @@ fn in_place_update_as_documented(minor: u32) {
     k.ok_with_stdin(&["apply", "-f", "-"], IN_PLACE);
     updated(&k, "nginx:1.24", "both pods run nginx:1.24");
     assert_eq!(pod_field(&k, "web-0", "{.status.conditions[?(@.type==\"InPlaceUpdateReady\")].status}"), "True");
-    let uids = |k: &Kubectl| ["web-0", "web-1"].map(|p| pod_field(k, p, "{.metadata.uid}"));
+    // Empty for a pod that is gone for the moment (between its deletion and its recreation).
+    let uids = |k: &Kubectl| {
+        ["web-0", "web-1"].map(|p| {
+            let out = k.run(&["get", "pod", p, "-o", "jsonpath={.metadata.uid}"]);
+            if out.status.success() { String::from_utf8_lossy(&out.stdout).into_owned() } else { String::new() }
+        })
+    };
     let before = uids(&k);
 
     let image = r#"{"spec":{"template":{"spec":{"containers":[{"name":"main","image":"nginx:1.25"}]}}}}"#;
@@ -242,8 +248,9 @@ fn in_place_update_as_documented(minor: u32) {
         k.ok(&["get", "events", "--field-selector", "involvedObject.name=web-0", "-o", "jsonpath={.items[*].message}"]);
     assert!(kubelet.contains("Container main definition changed, will be restarted"), "{kubelet}");
     wait_until("the status counts both updated and ready", DEADLINE, || {
-        k.ok(&["get", "asts", "web", "-o", "jsonpath={.status.updatedReplicas} {.status.updatedReadyReplicas}"])
-            == "2 2"
+        let fields =
+            "jsonpath={.status.updatedReplicas} {.status.updatedReadyReplicas} {.status.updatedAvailableReplicas}";
+        k.ok(&["get", "asts", "web", "-o", fields]) == "2 2 2"
     });
 
     // An env change cannot be made in place: the pods are recreated.
