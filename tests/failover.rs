@@ -2,7 +2,8 @@
 //! their reasons while a short blip flips nothing; the Manual policy holds a lost member's
 //! ordinals until `spanset fence`, then re-homes them, shrinks the member first when it
 //! answers again and keeps it fenced until `spanset unfence`; the Automatic policy fences by
-//! itself; and fencing a member that is only partitioned, its pods still running, is the
+//! itself, also a member lost while no controller ran (its silence counted from the watcher's
+//! start, its slice held from the status meanwhile); and fencing a member that is only partitioned, its pods still running, is the
 //! operator error the ledger exposes.
 
 mod support;
@@ -276,6 +277,29 @@ async fn automatic_policy_fences_a_lost_member_by_itself_and_says_so() {
     let metrics = c.metrics_text();
     assert!(metrics.contains("spanset_failovers_total{cluster=\"central\"} 1"), "a metric counts it: {metrics}");
     assert!(metrics.contains("spanset_member_fenced{cluster=\"central\"} 1"), "{metrics}");
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_lost_while_no_controller_ran_is_fenced_automatically_by_the_next_one() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let mut first = Controller::start(&f.sandbox, "first");
+    let failover = serde_json::json!({"policy": "Automatic", "unreachableAfterSeconds": 6, "fenceAfterSeconds": 2});
+    f.create(&federation(&f.members, failover)).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    first.terminate();
+    // Central is lost while no controller runs: the next one never hears from it.
+    lose(&f, "central").await;
+    let started = Instant::now();
+    let _second = Controller::start(&f.sandbox, "second");
+    // Until the fence, central's 4-5 are held where they were last seen, never grown elsewhere.
+    wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central fenced and its ordinals re-homed").await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(8),
+        "not before unreachable (6 s) + fence (2 s), counted from the watcher's start"
+    );
+    let mc = member_cluster(&f, "central").await;
+    assert!(mc.spec.fenced && mc.annotations().get("spanset.dev/fenced-by").is_some_and(|b| b.contains("automatic")));
     f.assert_ledger_clean();
 }
 

@@ -356,6 +356,10 @@ impl Coordinator {
             now,
             wall: jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()),
         });
+        tracing::debug!(
+            federation = %self.key, writes = decision.writes.len(), blocked = decision.blocked, done = decision.done,
+            fence = ?decision.fence.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), "decided"
+        );
         for k in &decision.released {
             self.released_at.entry(*k).or_insert(now);
         }

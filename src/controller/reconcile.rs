@@ -325,18 +325,19 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut obs = Observed::new();
     for (name, m) in inp.members {
         match &m.view {
-            Some(view) => {
+            Some(view) if view.synced => {
                 let holds = view.federation.sts.is_some() || !view.federation.pods.is_empty();
                 if placement.contains(name.as_str()) || holds || listed_before.contains(name.as_str()) {
                     obs.insert(name.clone(), observe(view, backend, m.fenced, inp.now, grace));
                 }
             }
-            // Not reported yet (a new process or a new watcher): what it runs is unknown, so it
-            // counts as silent and unconfirmed, and no ordinal grows anywhere until it reports.
-            None if placement.contains(name.as_str()) || listed_before.contains(name.as_str()) => {
+            // Not reported yet, or not synced yet (a new process or a new watcher, or a member
+            // down since it started): what it runs is unknown, so it counts as silent and
+            // unconfirmed, and no ordinal grows anywhere until it reports or is fenced.
+            _ if placement.contains(name.as_str()) || listed_before.contains(name.as_str()) => {
                 obs.insert(name.clone(), unreported(&previous, name, m.fenced));
             }
-            None => {}
+            _ => {}
         }
     }
     let hash = template_hash(fsts);
@@ -516,16 +517,25 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     // Status.
     let mut slices: Vec<SliceStatus> = obs
         .iter()
-        .filter_map(|(name, o)| {
-            let view = view_of(name)?;
-            view.federation.sts.as_ref()?;
-            Some(SliceStatus {
-                cluster: name.clone(),
-                start: o.written.start as i32,
-                replicas: o.written.replicas as i32,
-                reserved_ordinals: o.written.reserved.iter().map(|k| k as i32).collect(),
-                ready_replicas: (&o.written.ordinals() & &o.ready).len() as i32,
-            })
+        .filter_map(|(name, o)| match view_of(name).filter(|v| v.synced) {
+            Some(view) => {
+                view.federation.sts.as_ref()?;
+                Some(SliceStatus {
+                    cluster: name.clone(),
+                    start: o.written.start as i32,
+                    replicas: o.written.replicas as i32,
+                    reserved_ordinals: o.written.reserved.iter().map(|k| k as i32).collect(),
+                    ready_replicas: (&o.written.ordinals() & &o.ready).len() as i32,
+                })
+            }
+            // Not reported yet: the slice it was last seen to hold stays in the status, which
+            // is where the next reconcile (or the next leader) learns it from; none of its
+            // pods counts as ready meanwhile.
+            None => previous
+                .slices
+                .iter()
+                .find(|s| &s.cluster == name)
+                .map(|s| SliceStatus { ready_replicas: 0, ..s.clone() }),
         })
         .collect();
     let order = |c: &str| fsts.spec.placement.clusters.iter().position(|p| p.name == c).unwrap_or(usize::MAX);
@@ -540,8 +550,11 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             None => n.clone(),
         })
         .collect();
-    let missing: Vec<&str> =
-        placement.iter().copied().filter(|n| inp.members.get(*n).is_none_or(|m| m.view.is_none())).collect();
+    let missing: Vec<&str> = placement
+        .iter()
+        .copied()
+        .filter(|n| inp.members.get(*n).is_none_or(|m| m.view.as_ref().is_none_or(|v| !v.synced)))
+        .collect();
     let done = plan.as_ref().is_some_and(|p| p.done) && writes.is_empty();
     match &plan_error {
         Some(e) => verdicts.push(Verdict::yes(types::BLOCKED, "NoPlacement", e.clone())),
@@ -797,10 +810,61 @@ mod tests {
         let d = decide_now(&f, &members, 8);
         assert!(written_slices(&d).is_empty(), "nothing is written: {:?}", written_slices(&d));
         assert!(d.status.conditions.iter().any(|c| c.reason == "WaitingForMembers" && c.message.contains("west")));
+        // The status keeps what west was last seen to hold, so that the next reconcile (west
+        // still silent) knows it too.
+        let kept = d.status.slices.iter().find(|s| s.cluster == "west").map(|s| (s.start, s.replicas));
+        assert_eq!(kept, Some((3, 3)), "{:?}", d.status.slices);
+        let mut again = f.clone();
+        again.status = Some(d.status.clone());
+        let d2 = decide_now(&again, &members, 8);
+        assert!(written_slices(&d2).is_empty(), "still nothing: {:?}", written_slices(&d2));
         // Once west reports, the move starts with west's release, not east's grow.
         let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), settled(&f, 3, 3, 8))]);
         let d = decide_now(&f, &members, 8);
         assert!(written_slices(&d).iter().all(|(c, _, r)| c != "east" || *r == Some(3)), "{:?}", written_slices(&d));
+    }
+
+    #[test]
+    fn a_member_silent_since_its_watcher_started_is_fenced_automatically_but_not_one_that_answers() {
+        let mut f = fsts(&[("east", 1), ("west", 1)]);
+        f.spec.failover.policy = Some(FailoverPolicy::Automatic);
+        f.spec.failover.fence_after_seconds = Some(10);
+        f.status = Some(FederatedStatefulSetStatus {
+            slices: vec![SliceStatus {
+                cluster: "west".into(),
+                start: 3,
+                replicas: 3,
+                reserved_ordinals: vec![],
+                ready_replicas: 3,
+            }],
+            ..Default::default()
+        });
+        let long_ago = Instant::now() - Duration::from_secs(60);
+        // West never answered this process: its watcher reports, unsynced, since a minute.
+        let silent = reporting(settled(&f, 3, 3, 7), |v| {
+            *v = MemberView { synced: false, watching_since: Some(long_ago), ..Default::default() };
+        });
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), silent)]);
+        let d = decide_now(&f, &members, 8);
+        assert_eq!(d.fence.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), ["west"]);
+        assert!(
+            written_slices(&d).iter().all(|(c, _, r)| c != "east" || *r == Some(3)),
+            "nothing grows before the fence"
+        );
+        let kept =
+            d.status.slices.iter().find(|s| s.cluster == "west").map(|s| (s.start, s.replicas, s.ready_replicas));
+        assert_eq!(kept, Some((3, 3, 0)), "what west holds stays in the status, none of it ready");
+        // West answers probes but has not listed yet (a slow first list): not silent, not fenced.
+        let answering = reporting(settled(&f, 3, 3, 7), |v| {
+            *v = MemberView {
+                synced: false,
+                watching_since: Some(long_ago),
+                last_contact: Some(Instant::now()),
+                ..Default::default()
+            };
+        });
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), answering)]);
+        assert!(decide_now(&f, &members, 8).fence.is_empty());
     }
 
     #[test]

@@ -164,9 +164,9 @@ impl ClusterWatcher {
             if self.cache.synced() {
                 self.confirm_if_due(&key, ctx);
             }
-            if let Some(sub) = self.subscribers.get(&key)
-                && self.cache.synced()
-            {
+            // Reported before the first sync too (`synced: false`): the coordinator then knows
+            // how long the member has been silent, which the automatic failover counts.
+            if let Some(sub) = self.subscribers.get(&key) {
                 let view = Arc::new(self.view(&key));
                 sub.do_send(MemberObserved { cluster: self.cluster.clone(), key, view });
             }
@@ -585,7 +585,13 @@ impl ClusterWatcher {
         self.subscribers.keys().filter(|k| k.namespace == namespace).cloned().collect()
     }
 
-    fn watch_event_seen(&mut self, resource: &str) {
+    /// A watch delivered `ev`. `Init` is not news from the member: kube's watcher yields it
+    /// before each list attempt, also when the member then refuses the list, so it proves no
+    /// contact (counting it once kept a member that never answered "reachable").
+    fn watch_event_seen<K>(&mut self, resource: &str, ev: &watcher::Event<K>) {
+        if matches!(ev, watcher::Event::Init) {
+            return;
+        }
         self.contact_ok();
         self.health.denied.remove(resource);
         self.metrics.watch_event(&self.cluster, resource);
@@ -692,7 +698,7 @@ impl StreamHandler<Watched> for ClusterWatcher {
                 };
                 match *ev {
                     Ok(ev) => {
-                        self.watch_event_seen(resource);
+                        self.watch_event_seen(resource, &ev);
                         self.sts_event(kind, ev)
                     }
                     Err(e) if kind == Backend::AdvancedStatefulSet && not_found(&e) => self.advanced_gone(ctx),
@@ -701,14 +707,14 @@ impl StreamHandler<Watched> for ClusterWatcher {
             }
             Watched::Pod(ev) => match *ev {
                 Ok(ev) => {
-                    self.watch_event_seen("pods");
+                    self.watch_event_seen("pods", &ev);
                     self.pod_event(ev)
                 }
                 Err(e) => self.watch_failed("pods", &e),
             },
             Watched::Claim(ev) => match *ev {
                 Ok(ev) => {
-                    self.watch_event_seen("persistentvolumeclaims");
+                    self.watch_event_seen("persistentvolumeclaims", &ev);
                     self.claim_event(ev)
                 }
                 Err(e) => self.watch_failed("persistentvolumeclaims", &e),
