@@ -171,6 +171,17 @@ async fn a_member_without_openkruise_gets_no_slice_and_the_condition_says_why() 
         })
     })
     .await;
+    // The MemberClusters say which members serve Advanced StatefulSets.
+    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    eventually("the MemberClusters report OpenKruise: east and west yes, north no", || async {
+        let mut seen = Vec::new();
+        for m in ["east", "west", "north"] {
+            let status = mcs.get(m).await.ok().and_then(|mc| mc.status);
+            seen.push(status.and_then(|s| s.serves_advanced_stateful_sets));
+        }
+        seen == [Some(true), Some(true), Some(false)]
+    })
+    .await;
     // Nothing was written for kv in north, and the apps/v1 federation runs there all the same.
     assert!(pods(&f.member("north").await, "kv").await.is_empty());
     wait_running(&f, "plain", &[("north", &[0])], "an apps/v1 federation runs in north").await;

@@ -70,4 +70,9 @@ pub struct MemberClusterStatus {
     /// Whether the member keeps `.spec.ordinals` (false: it gets no slice).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keeps_ordinals: Option<bool>,
+    /// Whether the member serves OpenKruise's Advanced StatefulSets
+    /// (`statefulsets.apps.kruise.io/v1beta1`; false: no slice of a federation with
+    /// `backend: AdvancedStatefulSet`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serves_advanced_stateful_sets: Option<bool>,
 }

@@ -329,6 +329,7 @@ impl ClusterWatcher {
             "conditions": [reachable],
             "serverVersion": self.server_version,
             "keepsOrdinals": self.keeps_ordinals,
+            "servesAdvancedStatefulSets": self.cache.serves_advanced,
         });
         let fresh = self.reported_at.is_some_and(|t| t.elapsed() < CONTACT_REPORT_PERIOD);
         if self.reported.as_ref() == Some(&facts) && fresh {
