@@ -77,6 +77,18 @@ fn kubectl_enforces_tokens_and_rbac(minor: u32) {
     let can = as_sa(&["auth", "can-i", "list", "pods"]);
     assert_eq!((can.status.code(), String::from_utf8_lossy(&can.stdout).trim()), (Some(0), "yes"), "{v}");
     assert!(as_sa(&["get", "pods"]).status.success(), "{v}: the Role now allows the list");
+    // `kubectl auth can-i --list` (SelfSubjectRulesReview) lists the Role's rule and the
+    // bootstrap ones every authenticated user has.
+    let list = as_sa(&["auth", "can-i", "--list"]);
+    let text = String::from_utf8_lossy(&list.stdout).to_string();
+    assert!(list.status.success(), "{v}: {}", String::from_utf8_lossy(&list.stderr));
+    let row = |resource: &str| text.lines().find(|l| l.split_whitespace().next() == Some(resource)).map(str::trim_end);
+    assert!(row("pods").is_some_and(|l| l.ends_with("[get list]")), "{v}:\n{text}");
+    let ssar = row("selfsubjectaccessreviews.authorization.k8s.io");
+    assert!(ssar.is_some_and(|l| l.ends_with("[create]")), "{v}:\n{text}");
+    assert!(text.lines().any(|l| l.contains("[/version]") && l.contains("[get]")), "{v}: non-resource URLs:\n{text}");
+    let elsewhere = as_sa(&["auth", "can-i", "--list", "-n", "kube-system"]);
+    assert!(row_absent(&String::from_utf8_lossy(&elsewhere.stdout), "pods"), "{v}: the Role is only in default");
     let delete = as_sa(&["delete", "pod", "x"]);
     assert!(
         String::from_utf8_lossy(&delete.stderr).contains(
@@ -107,6 +119,10 @@ fn kubectl_enforces_tokens_and_rbac(minor: u32) {
     k.ok_with_stdin(&["apply", "-f", "-"], DEPLOYMENT);
     let deploy = k.ok(&["get", "deployments", "-n", "spanset-system"]);
     assert_eq!(deploy.lines().nth(1).unwrap_or("").split_whitespace().nth(1), Some("0/2"), "{v}:\n{deploy}");
+}
+
+fn row_absent(table: &str, resource: &str) -> bool {
+    !table.lines().any(|l| l.split_whitespace().next() == Some(resource))
 }
 
 macro_rules! per_version {

@@ -162,6 +162,39 @@ fn granting_rule(cluster: &Cluster, user: &UserInfo, a: &Attributes) -> Option<R
     bindings.iter().find_map(|b| first_match(b, &a.namespace))
 }
 
+/// Every rule granted to `user` by ClusterRoleBindings and by the RoleBindings of `namespace`
+/// (the RBAC rule resolver's `RulesFor`), in binding order.
+pub fn rules_for(cluster: &Cluster, user: &UserInfo, namespace: &str) -> Vec<Value> {
+    let rbac = |plural: &str| ("rbac.authorization.k8s.io".to_string(), plural.to_string());
+    let mut out = Vec::new();
+    let mut add = |binding: &Value, binding_ns: &str| {
+        let bound = binding
+            .get("subjects")
+            .and_then(Value::as_array)
+            .is_some_and(|subjects| subjects.iter().any(|s| subject_matches(s, user, binding_ns)));
+        if !bound {
+            return;
+        }
+        let kind = binding.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or("");
+        let name = binding.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
+        let (plural, ns) = if kind == "ClusterRole" { ("clusterroles", "") } else { ("roles", binding_ns) };
+        if let Some(role) = cluster.storage.get(&rbac(plural), ns, name) {
+            out.extend(role.get("rules").and_then(Value::as_array).cloned().unwrap_or_default());
+        }
+    };
+    let (cluster_bindings, _) = cluster.storage.list(&rbac("clusterrolebindings"), None);
+    for b in &cluster_bindings {
+        add(b, "");
+    }
+    if !namespace.is_empty() {
+        let (bindings, _) = cluster.storage.list(&rbac("rolebindings"), Some(namespace));
+        for b in &bindings {
+            add(b, namespace);
+        }
+    }
+    out
+}
+
 /// What the authorizer decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {

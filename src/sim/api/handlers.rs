@@ -221,7 +221,12 @@ async fn resource(
     match (method, path.name.as_deref(), path.subresource.as_deref()) {
         (&Method::POST, None, None) if rt.create_only() => {
             let bytes = read_body(cluster, body).await?;
-            Ok(response::json(201, &reviews::access_review(cluster, user, &decode_object(parts, &bytes)?)?))
+            let review = decode_object(parts, &bytes)?;
+            let answer = match rt.plural.as_str() {
+                "selfsubjectrulesreviews" => reviews::rules_review(cluster, user, &review),
+                _ => reviews::access_review(cluster, user, &review),
+            };
+            Ok(response::json(201, &answer?))
         }
         (m, _, _) if rt.create_only() => Err(ApiError::method_not_allowed(m.as_str())),
         (&Method::POST, Some(name), Some("token")) if rt.group.is_empty() && rt.plural == "serviceaccounts" => {

@@ -134,6 +134,9 @@ const SSAR_SPEC: &[Field] = &[
     (2, "nonResourceAttributes", Kind::Msg(NON_RESOURCE_ATTRIBUTES)),
 ];
 const SSAR: &[Field] = &[(1, "metadata", Kind::Msg(OBJECT_META)), (2, "spec", Kind::Msg(SSAR_SPEC))];
+// `kubectl auth can-i --list`.
+const SSRR_SPEC: &[Field] = &[(1, "namespace", Kind::Str)];
+const SSRR: &[Field] = &[(1, "metadata", Kind::Msg(OBJECT_META)), (2, "spec", Kind::Msg(SSRR_SPEC))];
 // authentication.k8s.io/v1 (`kubectl create token`).
 const BOUND_OBJECT_REF: &[Field] =
     &[(1, "kind", Kind::Str), (2, "apiVersion", Kind::Str), (3, "name", Kind::Str), (4, "uid", Kind::Str)];
@@ -149,6 +152,7 @@ fn schema_for(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => Some(ROLE),
         ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => Some(ROLE_BINDING),
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => Some(SSAR),
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => Some(SSRR),
         ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
         ("v1", "Secret") => Some(SECRET),
         ("v1", "ConfigMap") => Some(CONFIG_MAP),

@@ -1,6 +1,7 @@
-//! The two auth APIs that answer a POST without storing anything: `SelfSubjectAccessReview`
-//! (what `kubectl auth can-i` asks) and the ServiceAccount `token` subresource (TokenRequest,
-//! what `kubectl create token` and `spanset join` use to mint a token).
+//! The auth APIs that answer a POST without storing anything: `SelfSubjectAccessReview`
+//! (what `kubectl auth can-i` asks), `SelfSubjectRulesReview` (`kubectl auth can-i --list`)
+//! and the ServiceAccount `token` subresource (TokenRequest, what `kubectl create token` and
+//! `spanset join` use to mint a token).
 
 use std::time::Duration;
 
@@ -57,6 +58,43 @@ pub fn access_review(cluster: &Cluster, user: &UserInfo, body: &Value) -> ApiRes
     out["kind"] = json!("SelfSubjectAccessReview");
     object::metadata_mut(&mut out).insert("creationTimestamp".into(), Value::Null);
     out["status"] = if allowed { json!({"allowed": true}) } else { json!({"allowed": false}) };
+    Ok(out)
+}
+
+/// Answers a SelfSubjectRulesReview for `user` in `spec.namespace`: every rule of the roles
+/// bound to the user there and cluster-wide, split into resource and non-resource rules, as
+/// the RBAC rule resolver lists them. A cluster that does not enforce authorization grants
+/// everything, and says so.
+pub fn rules_review(cluster: &Cluster, user: &UserInfo, body: &Value) -> ApiResult<Value> {
+    let namespace = body.pointer("/spec/namespace").and_then(Value::as_str).unwrap_or("");
+    let rules = if cluster.config.auth {
+        auth::rules_for(cluster, user, namespace)
+    } else {
+        vec![
+            json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
+            json!({"verbs": ["*"], "nonResourceURLs": ["*"]}),
+        ]
+    };
+    let keep = |r: &Value, keys: &[&str]| {
+        let mut out = serde_json::Map::new();
+        for k in keys {
+            if let Some(v) = r.get(*k).filter(|v| v.as_array().is_some_and(|a| !a.is_empty())) {
+                out.insert((*k).to_string(), v.clone());
+            }
+        }
+        Value::Object(out)
+    };
+    let (resource, non_resource): (Vec<&Value>, Vec<&Value>) =
+        rules.iter().partition(|r| r.get("nonResourceURLs").and_then(Value::as_array).is_none_or(Vec::is_empty));
+    let mut out = body.clone();
+    out["apiVersion"] = json!("authorization.k8s.io/v1");
+    out["kind"] = json!("SelfSubjectRulesReview");
+    object::metadata_mut(&mut out).insert("creationTimestamp".into(), Value::Null);
+    out["status"] = json!({
+        "resourceRules": resource.iter().map(|r| keep(r, &["verbs", "apiGroups", "resources", "resourceNames"])).collect::<Vec<_>>(),
+        "nonResourceRules": non_resource.iter().map(|r| keep(r, &["verbs", "nonResourceURLs"])).collect::<Vec<_>>(),
+        "incomplete": false,
+    });
     Ok(out)
 }
 

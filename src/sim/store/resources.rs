@@ -204,6 +204,17 @@ pub fn builtins() -> Vec<ResourceType> {
             false,
         ),
         builtin(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectrulesreviews",
+            "selfsubjectrulesreview",
+            "SelfSubjectRulesReview",
+            false,
+            &[],
+            false,
+            false,
+        ),
+        builtin(
             "apps",
             "v1",
             "controllerrevisions",
