@@ -392,12 +392,20 @@ fn not_found(e: &watcher::Error) -> bool {
 }
 
 /// Asks a member's discovery whether it serves Advanced StatefulSets: OpenKruise's
-/// `statefulsets` in `apps.kruise.io/v1beta1`. An absent group (404) or a refused discovery
-/// (403) is an answer: not served.
+/// `statefulsets` in `apps.kruise.io/v1beta1`. Any answer of the API server is an answer: an
+/// absent group (404), a refused discovery (403), and also a failing one (5xx): an optional
+/// group failing is not the member failing, so until discovery works they count as not
+/// served (no slice of that backend there; pods are watched whatever their owner, so nothing
+/// they run is missed) and it is asked again later. Only no answer at all fails the probe.
 async fn serves_advanced(client: &Client) -> Result<bool, kube::Error> {
     match client.list_api_group_resources(&format!("{KRUISE_GROUP}/{KRUISE_VERSION}")).await {
         Ok(list) => Ok(list.resources.iter().any(|r| r.name == "statefulsets")),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 403 => Ok(false),
+        Err(kube::Error::Api(e)) => {
+            if e.code != 404 && e.code != 403 {
+                tracing::debug!(code = e.code, message = %e.message, "discovery of Advanced StatefulSets failed");
+            }
+            Ok(false)
+        }
         Err(e) => Err(e),
     }
 }
