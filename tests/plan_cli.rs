@@ -159,3 +159,41 @@ fn a_long_migration_lists_its_first_and_last_steps_unless_asked_for_all() {
     let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
     assert_eq!(doc["steps"].as_array().unwrap().len(), 2000);
 }
+
+#[test]
+fn the_advanced_example_sends_each_ordinal_straight_to_its_cluster() {
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/advanced-statefulset.yaml")).unwrap();
+    let fsts: spanset::api::FederatedStatefulSet = serde_yaml::from_str(&example).expect("the example parses");
+    fsts.validate_cel().expect("the example passes the CRD's rules");
+    assert_eq!(fsts.spec.backend, spanset::api::Backend::AdvancedStatefulSet);
+    // Central's weight to 0 from thirds: its 0 and 1 go to east and west; nothing else moves.
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("kv.yaml");
+    std::fs::write(&spec, example.replace("{name: central, weight: 1}", "{name: central, weight: 0}")).unwrap();
+    let current = dir.path().join("current.yaml");
+    std::fs::write(
+        &current,
+        "clusters:\n  central: {start: 0, replicas: 2}\n  east: {start: 2, replicas: 2}\n  west: {start: 4, replicas: 2}\n",
+    )
+    .unwrap();
+    let out = spanset(&["plan", "-f", spec.to_str().unwrap(), "--current", current.to_str().unwrap(), "-o", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        doc["slices"],
+        serde_json::json!([
+            {"cluster": "central", "start": 0, "replicas": 0},
+            {"cluster": "east", "start": 0, "replicas": 3, "reservedOrdinals": [1]},
+            {"cluster": "west", "start": 1, "replicas": 3, "reservedOrdinals": [2, 3]},
+        ])
+    );
+    let acquired: Vec<u64> = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["action"] == "grow")
+        .flat_map(|s| s["acquires"].as_array().unwrap().iter().filter_map(|k| k.as_u64()))
+        .collect();
+    assert_eq!(acquired.len(), 2, "only central's two ordinals move: {}", doc["steps"]);
+}
