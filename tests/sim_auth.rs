@@ -87,6 +87,24 @@ fn kubectl_enforces_tokens_and_rbac(minor: u32) {
     let ssar = row("selfsubjectaccessreviews.authorization.k8s.io");
     assert!(ssar.is_some_and(|l| l.ends_with("[create]")), "{v}:\n{text}");
     assert!(text.lines().any(|l| l.contains("[/version]") && l.contains("[get]")), "{v}: non-resource URLs:\n{text}");
+    // Impersonation: the administrator may act as anyone; the ServiceAccount may not.
+    let sa = "system:serviceaccount:spanset-system:spanset";
+    assert_eq!(k.ok(&["auth", "can-i", "list", "pods", "--as", sa]).trim(), "yes", "{v}");
+    let alice = k.fails(&["get", "pods", "--as", "alice", "--as-group", "devs"]);
+    assert!(
+        alice.contains(
+            r#"pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "default""#
+        ),
+        "{v}: {alice}"
+    );
+    let refused = as_sa(&["get", "pods", "--as", "alice"]);
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains(
+            r#"users "alice" is forbidden: User "system:serviceaccount:spanset-system:spanset" cannot impersonate resource "users" in API group "" at the cluster scope"#
+        ),
+        "{v}: {}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     let elsewhere = as_sa(&["auth", "can-i", "--list", "-n", "kube-system"]);
     assert!(row_absent(&String::from_utf8_lossy(&elsewhere.stdout), "pods"), "{v}: the Role is only in default");
     let delete = as_sa(&["delete", "pod", "x"]);

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::sim::{
     api::{
-        auth, discovery, list, logs,
+        auth, discovery, impersonation, list, logs,
         negotiate::{self, Output},
         openapi,
         patch::{self, PatchError},
@@ -58,7 +58,9 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
     let route = routes::parse(parts.uri.path());
     // Without `--auth` every caller may do everything, as the administrator.
     let user = if cluster.config.auth {
-        let user = match auth::authenticate(&cluster, &parts.headers) {
+        let user = match auth::authenticate(&cluster, &parts.headers)
+            .and_then(|u| impersonation::apply(&cluster, u, &parts.headers))
+        {
             Ok(u) => u,
             Err(e) => return response::error(&e),
         };

@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod discovery;
 pub mod handlers;
+pub mod impersonation;
 pub mod list;
 pub mod logs;
 pub mod negotiate;
