@@ -300,3 +300,25 @@ async fn openkruise_leaving_a_member_re_homes_its_ordinals_and_returning_brings_
     wait_running(&f, "kv", &[("east", &[0, 1]), ("west", &[2, 3])], "west holds 2-3 again").await;
     f.assert_ledger_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openkruise_that_drops_ordinals_excludes_its_member_for_advanced_federations_only() {
+    let f = Federation::start_flags(&["east", "west"], &["--kruise"]).await;
+    // West's OpenKruise is too old for `.spec.ordinals`: its schema prunes the field.
+    f.sandbox.ctl_ok(&["drop-ordinals", "west", "true", "--kruise"]);
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(&f, "kv", Backend::AdvancedStatefulSet, &["east", "west"], 4)).await;
+    f.create(&federation(&f, "plain", Backend::StatefulSet, &["east", "west"], 2)).await;
+    wait_running(&f, "kv", &[("east", &[0, 1, 2, 3])], "kv entirely in east").await;
+    let degraded = f.status("kv").await.conditions.into_iter().find(|c| c.type_ == "Degraded").expect("Degraded");
+    assert!(
+        degraded.message.contains("west (Incompatible: its OpenKruise drops .spec.ordinals of Advanced StatefulSets"),
+        "{}",
+        degraded.message
+    );
+    // The apps/v1 federation is not affected: west keeps its apps/v1 ordinals.
+    wait_running(&f, "plain", &[("east", &[0]), ("west", &[1])], "plain over both").await;
+    // West's Advanced StatefulSet was created empty and never given a slice.
+    assert_eq!(advanced_spec(&f.member("west").await, "kv").await.map(|s| s.1), Some(0));
+    f.assert_ledger_clean();
+}

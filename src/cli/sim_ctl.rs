@@ -114,6 +114,9 @@ pub enum Action {
         /// `true` or `false`.
         #[arg(action = clap::ArgAction::Set)]
         on: bool,
+        /// Only from Advanced StatefulSets (an OpenKruise too old for `.spec.ordinals`).
+        #[arg(long)]
+        kruise: bool,
     },
 }
 
@@ -201,7 +204,10 @@ pub fn run(args: SimCtlArgs) -> i32 {
         }
         Action::CutWatches { cluster } => ("POST", format!("/clusters/{cluster}/cut-watches")),
         Action::ExpireWatches { cluster } => ("POST", format!("/clusters/{cluster}/expire-watches")),
-        Action::DropOrdinals { cluster, on } => ("POST", format!("/clusters/{cluster}/drop-ordinals?on={on}")),
+        Action::DropOrdinals { cluster, on, kruise } => {
+            let api = if *kruise { "kruise" } else { "apps" };
+            ("POST", format!("/clusters/{cluster}/drop-ordinals?on={on}&api={api}"))
+        }
         Action::NodeDown { cluster, node } => ("POST", format!("/clusters/{cluster}/node-down?node={}", enc(node))),
         Action::NodeUp { cluster, node } => ("POST", format!("/clusters/{cluster}/node-up?node={}", enc(node))),
         Action::PodReady { cluster, pod, ready, namespace } => (

@@ -38,8 +38,11 @@ pub struct MemberView {
     pub watching_since: Option<Instant>,
     /// Why the latest call to the member failed, until one succeeds.
     pub failure: Option<(Failure, String)>,
-    /// Whether the member keeps `.spec.ordinals` (`None` until known).
+    /// Whether the member keeps `.spec.ordinals` of apps/v1 StatefulSets (`None` until known).
     pub keeps_ordinals: Option<bool>,
+    /// Whether it keeps `.spec.ordinals` of Advanced StatefulSets (an OpenKruise too old for
+    /// them prunes the field; `None` until one was written or seen).
+    pub advanced_keeps_ordinals: Option<bool>,
     /// Whether the member serves Advanced StatefulSets (`apps.kruise.io/v1beta1`; `None`
     /// until discovery answered).
     pub serves_advanced: Option<bool>,

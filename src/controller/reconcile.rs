@@ -243,10 +243,22 @@ fn unreported(previous: &FederatedStatefulSetStatus, name: &str, fenced: bool) -
     }
 }
 
-/// Whether a member can run a backend's StatefulSets: it keeps `.spec.ordinals`, and for
-/// Advanced StatefulSets its discovery lists them (`None` while either is unknown).
-fn runs_backend(view: &MemberView, backend: Backend) -> bool {
-    view.keeps_ordinals != Some(false) && (backend == Backend::StatefulSet || view.serves_advanced != Some(false))
+/// Why a member cannot run a backend's StatefulSets, if it cannot: it drops `.spec.ordinals`
+/// of that API, or (Advanced StatefulSets) its discovery does not list them. Unknowns do not
+/// exclude (a member is unsynced until discovery answers; the first write tells the rest).
+fn incompatibility(view: &MemberView, backend: Backend) -> Option<&'static str> {
+    match backend {
+        Backend::StatefulSet if view.keeps_ordinals == Some(false) => Some("its API server drops .spec.ordinals"),
+        Backend::StatefulSet => None,
+        Backend::AdvancedStatefulSet if view.serves_advanced == Some(false) => Some(
+            "spec.backend is AdvancedStatefulSet and the member does not serve \
+             statefulsets.apps.kruise.io/v1beta1; install OpenKruise there",
+        ),
+        Backend::AdvancedStatefulSet if view.advanced_keeps_ordinals == Some(false) => Some(
+            "its OpenKruise drops .spec.ordinals of Advanced StatefulSets; upgrade it to a version that keeps them",
+        ),
+        Backend::AdvancedStatefulSet => None,
+    }
 }
 
 /// The planner's observation of one member, from its watcher's report.
@@ -260,7 +272,7 @@ pub fn observe(view: &MemberView, backend: Backend, fenced: bool, now: Instant, 
         observed_since_write: view.synced && f.confirmed(),
         reachable: view.synced && view.last_contact.is_some_and(|t| now.saturating_duration_since(t) < grace),
         fenced,
-        compatible: runs_backend(view, backend),
+        compatible: incompatibility(view, backend).is_none(),
     }
 }
 
@@ -583,15 +595,12 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         .map(|p| {
             p.excluded
                 .iter()
-                .map(|(c, e)| match (e, view_of(c)) {
-                    (Exclusion::Incompatible, Some(v)) if v.keeps_ordinals == Some(false) => {
-                        format!("{c} (Incompatible: its API server drops .spec.ordinals)")
+                .map(|(c, e)| {
+                    let why = view_of(c).and_then(|v| incompatibility(&v, backend));
+                    match (e, why) {
+                        (Exclusion::Incompatible, Some(why)) => format!("{c} (Incompatible: {why})"),
+                        _ => format!("{c} ({e:?})"),
                     }
-                    (Exclusion::Incompatible, Some(v)) if !runs_backend(&v, backend) => format!(
-                        "{c} (Incompatible: spec.backend is AdvancedStatefulSet and the member does not serve \
-                         statefulsets.apps.kruise.io/v1beta1; install OpenKruise there)"
-                    ),
-                    _ => format!("{c} ({e:?})"),
                 })
                 .collect()
         })

@@ -80,6 +80,7 @@ pub struct ClusterWatcher {
     /// The Advanced StatefulSet watch, while the member serves them.
     advanced_watch: Option<SpawnHandle>,
     keeps_ordinals: Option<bool>,
+    advanced_keeps_ordinals: Option<bool>,
     server_version: Option<String>,
     relists: Relists,
     synced: Synced,
@@ -118,6 +119,7 @@ impl ClusterWatcher {
             probes: 0,
             advanced_watch: None,
             keeps_ordinals: None,
+            advanced_keeps_ordinals: None,
             server_version: None,
             relists: Relists::default(),
             synced,
@@ -137,6 +139,7 @@ impl ClusterWatcher {
             watching_since: Some(self.started),
             failure: self.health.failure.clone(),
             keeps_ordinals: self.keeps_ordinals,
+            advanced_keeps_ordinals: self.advanced_keeps_ordinals,
             serves_advanced: self.cache.serves_advanced,
             server_version: self.server_version.clone(),
             rv: self.cache.newest_rv,
@@ -558,7 +561,7 @@ impl ClusterWatcher {
 
     fn sts_event(&mut self, kind: Backend, ev: watcher::Event<DynamicObject>) -> Vec<FederationKey> {
         if let watcher::Event::Apply(s) | watcher::Event::InitApply(s) = &ev {
-            self.check_stamp(s);
+            self.check_stamp(s, kind);
         }
         let buffer = match kind {
             Backend::StatefulSet => &mut self.relists.sts,
@@ -645,8 +648,8 @@ impl ClusterWatcher {
 
     /// A managed object stamped with a newer term than this process's means another process
     /// leads: stop writing at once. One without `.spec.ordinals` means the member dropped it
-    /// (spanset always writes it).
-    fn check_stamp(&mut self, s: &DynamicObject) {
+    /// (spanset always writes it), for that API only.
+    fn check_stamp(&mut self, s: &DynamicObject, kind: Backend) {
         if let Some(t) = s.annotations().get(TERM).and_then(|t| t.parse::<u64>().ok())
             && let Some(mine) = self.leadership.term()
             && t > mine
@@ -659,7 +662,15 @@ impl ClusterWatcher {
             ));
         }
         if workload::ordinals_start(s).is_none() {
-            self.keeps_ordinals = Some(false);
+            *self.keeps_ordinals_of(kind) = Some(false);
+        }
+    }
+
+    /// Whether the member keeps `.spec.ordinals` of one API's StatefulSets.
+    fn keeps_ordinals_of(&mut self, kind: Backend) -> &mut Option<bool> {
+        match kind {
+            Backend::StatefulSet => &mut self.keeps_ordinals,
+            Backend::AdvancedStatefulSet => &mut self.advanced_keeps_ordinals,
         }
     }
 }
@@ -845,8 +856,9 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
             })?;
             act.contact_ok();
             let kept = keeps_ordinals(&written, &stored);
-            if !kept || act.keeps_ordinals.is_none() {
-                act.keeps_ordinals = Some(kept);
+            let known = act.keeps_ordinals_of(kind);
+            if !kept || known.is_none() {
+                *known = Some(kept);
             }
             let (_, record) = StsRecord::of(&stored, kind).ok_or_else(|| WriteError::Refused {
                 cluster: cluster.clone(),

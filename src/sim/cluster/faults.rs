@@ -42,6 +42,7 @@ pub struct Faults {
     latency_ms: AtomicU64,
     errors: Mutex<Option<ErrorRate>>,
     drop_ordinals: AtomicBool,
+    kruise_drops_ordinals: AtomicBool,
     rng: Mutex<StdRng>,
     /// Bumped whenever the partition changes, so connections and watches can react.
     changed: watch::Sender<Partition>,
@@ -59,6 +60,7 @@ impl Faults {
             latency_ms: AtomicU64::new(0),
             errors: Mutex::new(None),
             drop_ordinals: AtomicBool::new(false),
+            kruise_drops_ordinals: AtomicBool::new(false),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             changed: watch::channel(Partition::None).0,
             nodes_down: Mutex::new(BTreeMap::new()),
@@ -129,6 +131,17 @@ impl Faults {
         self.drop_ordinals.store(on, Ordering::SeqCst);
     }
 
+    /// Whether Advanced StatefulSet writes lose `.spec.ordinals` (an OpenKruise too old for
+    /// them, whose schema prunes the field).
+    pub fn kruise_drops_ordinals(&self) -> bool {
+        self.kruise_drops_ordinals.load(Ordering::SeqCst)
+    }
+
+    /// Makes Advanced StatefulSet writes lose (or keep) `.spec.ordinals`.
+    pub fn set_kruise_drops_ordinals(&self, on: bool) {
+        self.kruise_drops_ordinals.store(on, Ordering::SeqCst);
+    }
+
     /// Stops (or restarts) a node's kubelet: no heartbeats, no pod updates.
     pub fn set_node_down(&self, node: &str, down: bool) {
         let mut nodes = self.nodes_down.lock();
@@ -184,6 +197,7 @@ impl Faults {
             "latencyMs": self.latency_ms.load(Ordering::SeqCst),
             "errors": (*self.errors.lock()).map(|e| serde_json::json!({"rate": e.rate, "code": e.code})),
             "dropOrdinals": self.drops_ordinals(),
+            "kruiseDropsOrdinals": self.kruise_drops_ordinals(),
             "nodesDown": self.nodes_down.lock().keys().cloned().collect::<Vec<_>>(),
             "podReady": self.pod_ready.lock().iter().map(|((ns, p), r)| serde_json::json!({"namespace": ns, "pod": p, "ready": r})).collect::<Vec<_>>(),
         })

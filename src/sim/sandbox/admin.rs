@@ -200,12 +200,16 @@ fn fault_action(cluster: &Cluster, action: &str, query: &BTreeMap<String, String
             faults.set_pod_ready(namespace, pod, ready);
         }
         "drop-ordinals" => {
-            let on = param(query, "on")?;
-            faults.set_drop_ordinals(match on {
+            let on = match param(query, "on")? {
                 "true" => true,
                 "false" => false,
                 other => return Err(format!("drop-ordinals takes true or false, not {other:?}")),
-            });
+            };
+            match query.get("api").map(String::as_str) {
+                None | Some("apps") => faults.set_drop_ordinals(on),
+                Some("kruise") => faults.set_kruise_drops_ordinals(on),
+                Some(other) => return Err(format!("drop-ordinals: api is apps or kruise, not {other:?}")),
+            }
         }
         other => return Err(format!("unknown fault {other:?}")),
     }

@@ -303,10 +303,12 @@ impl Cluster {
     /// Silently drops fields the simulated server does not keep, like an apiserver without the
     /// feature gate (fault injection: `drop-ordinals`).
     fn drop_unsupported_fields(&self, rt: &ResourceType, obj: &mut Value) {
-        if (rt.group.as_str(), rt.plural.as_str()) == ("apps", "statefulsets")
-            && self.faults.drops_ordinals()
-            && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
-        {
+        let drops = match (rt.group.as_str(), rt.plural.as_str()) {
+            ("apps", "statefulsets") => self.faults.drops_ordinals(),
+            ("apps.kruise.io", "statefulsets") => self.faults.kruise_drops_ordinals(),
+            _ => false,
+        };
+        if drops && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
             spec.remove("ordinals");
         }
     }
