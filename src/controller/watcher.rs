@@ -520,8 +520,7 @@ impl ClusterWatcher {
     }
 
     /// Discovery answered whether the member serves Advanced StatefulSets: where it newly
-    /// does, they are watched too (the cache reports once that watch has listed). The watch,
-    /// once started, stays: it relists by itself if OpenKruise leaves and comes back.
+    /// does, they are watched too, with a fresh watch (the cache reports once it has listed).
     fn advanced_discovered(&mut self, served: bool, ctx: &mut Context<Self>) {
         let before = self.cache.serves_advanced;
         if before == Some(served) || before == Some(true) {
