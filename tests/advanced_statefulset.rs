@@ -297,6 +297,11 @@ async fn openkruise_leaving_a_member_re_homes_its_ordinals_and_returning_brings_
     crd.metadata.creation_timestamp = None;
     crd.status = None;
     crds.create(&Default::default(), &crd).await.expect("CRD created again");
+    eventually("west's MemberCluster says it serves Advanced StatefulSets again", || async {
+        let west = mcs.get("west").await.ok().and_then(|m| m.status);
+        west.is_some_and(|s| s.serves_advanced_stateful_sets == Some(true))
+    })
+    .await;
     wait_running(&f, "kv", &[("east", &[0, 1]), ("west", &[2, 3])], "west holds 2-3 again").await;
     f.assert_ledger_clean();
 }
