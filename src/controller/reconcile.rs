@@ -797,22 +797,27 @@ mod tests {
             .collect()
     }
 
+    /// A stored status in which `cluster` was last seen holding `[start, start+replicas)`, Ready.
+    fn status_holding(cluster: &str, start: i32, replicas: i32) -> FederatedStatefulSetStatus {
+        FederatedStatefulSetStatus {
+            slices: vec![SliceStatus {
+                cluster: cluster.into(),
+                start,
+                replicas,
+                reserved_ordinals: vec![],
+                ready_replicas: replicas,
+            }],
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn nothing_grows_over_a_member_that_has_not_reported_yet() {
         // A new leader, after stamping east: west (which runs 3-5) has not reported yet, so
         // what it runs is unknown and east must not take its ordinals. This grew east to 0-6
         // before (an at-most-one violation seen once in CI after a controller restart).
         let mut f = fsts(&[("east", 1), ("west", 0)]);
-        f.status = Some(FederatedStatefulSetStatus {
-            slices: vec![SliceStatus {
-                cluster: "west".into(),
-                start: 3,
-                replicas: 3,
-                reserved_ordinals: vec![],
-                ready_replicas: 3,
-            }],
-            ..Default::default()
-        });
+        f.status = Some(status_holding("west", 3, 3));
         let mut west = settled(&f, 3, 3, 7);
         west.view = None;
         let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), west)]);
@@ -838,16 +843,7 @@ mod tests {
         let mut f = fsts(&[("east", 1), ("west", 1)]);
         f.spec.failover.policy = Some(FailoverPolicy::Automatic);
         f.spec.failover.fence_after_seconds = Some(10);
-        f.status = Some(FederatedStatefulSetStatus {
-            slices: vec![SliceStatus {
-                cluster: "west".into(),
-                start: 3,
-                replicas: 3,
-                reserved_ordinals: vec![],
-                ready_replicas: 3,
-            }],
-            ..Default::default()
-        });
+        f.status = Some(status_holding("west", 3, 3));
         let long_ago = Instant::now() - Duration::from_secs(60);
         // West never answered this process: its watcher reports, unsynced, since a minute.
         let silent = reporting(settled(&f, 3, 3, 7), |v| {
