@@ -4,10 +4,7 @@
 //! keeps a single watch, cache and write path; these functions read the few fields spanset
 //! needs from either, tolerating anything the member stores besides them.
 
-use kube::{
-    ResourceExt,
-    api::{ApiResource, DynamicObject, GroupVersionKind},
-};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::Value;
 
 use crate::plan::{Backend, Ordinal, Ordinals, Slice};
@@ -24,16 +21,6 @@ pub fn api_resource(backend: Backend) -> ApiResource {
         Backend::AdvancedStatefulSet => GroupVersionKind::gvk(KRUISE_GROUP, KRUISE_VERSION, "StatefulSet"),
     };
     ApiResource::from_gvk_with_plural(&gvk, "statefulsets")
-}
-
-/// The backend an object belongs to, from its `apiVersion` (`None`: neither, or unset, as in
-/// the items of an apiserver's list of built-in objects: callers that listed know the kind).
-pub fn backend_of(obj: &DynamicObject) -> Option<Backend> {
-    match obj.types.as_ref().map(|t| t.api_version.as_str()) {
-        Some("apps/v1") => Some(Backend::StatefulSet),
-        Some(v) if v.split('/').next() == Some(KRUISE_GROUP) => Some(Backend::AdvancedStatefulSet),
-        _ => None,
-    }
 }
 
 fn i64_at(obj: &DynamicObject, pointer: &str) -> Option<i64> {
@@ -57,7 +44,7 @@ pub fn observed_generation(obj: &DynamicObject) -> i64 {
 
 /// `.spec.reserveOrdinals` as a set: Kruise accepts integers and, since 1.7, `"a-b"` ranges;
 /// anything else is ignored (it reserves nothing in Kruise either).
-pub fn reserved(obj: &DynamicObject) -> Ordinals {
+fn reserved(obj: &DynamicObject) -> Ordinals {
     let mut out = Ordinals::new();
     for v in obj.data.pointer("/spec/reserveOrdinals").and_then(Value::as_array).into_iter().flatten() {
         match v {
@@ -105,11 +92,6 @@ pub fn keeps_ordinals(written: &DynamicObject, stored: &DynamicObject) -> bool {
     }
 }
 
-/// `namespace/name` of an object, for messages.
-pub fn describe(obj: &DynamicObject) -> String {
-    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,7 +107,6 @@ mod tests {
             "spec": {"replicas": 3, "ordinals": {"start": 2}, "reserveOrdinals": [0, 3, "5-6", "x", -1, "9-7", 20]},
             "status": {"observedGeneration": 4}
         }));
-        assert_eq!(backend_of(&kruise), Some(Backend::AdvancedStatefulSet));
         assert_eq!(reserved(&kruise), Ordinals::from([0, 3, 5, 6, 20]), "malformed entries reserve nothing");
         let s = stored_slice(&kruise, Backend::AdvancedStatefulSet);
         assert_eq!(s.ordinals(), Ordinals::from([2, 4, 7]));
