@@ -672,6 +672,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         ready_replicas: Some(ready_total),
         clusters: Some(slices.iter().filter(|s| s.replicas > 0).count() as i32),
         moving: Some(moves.len() as i32),
+        replicas: Some(existing_pods(&obs)),
+        label_selector: Some(crate::api::selector_text(&fsts.spec.template.selector)),
         slices,
         moves: moves_list,
     };
@@ -731,6 +733,12 @@ fn released(obs: &Observed, k: Ordinal, to: &str) -> bool {
     obs.iter()
         .filter(|(n, o)| n.as_str() != to && !o.fenced)
         .all(|(_, o)| !o.written.contains(k) && !o.pods.contains(k) && o.reachable && o.observed_since_write)
+}
+
+/// Pods of the federation that exist in reachable, unfenced members: what `status.replicas`
+/// (the `/scale` subresource's current count) reports.
+fn existing_pods(obs: &Observed) -> i32 {
+    obs.values().filter(|o| o.reachable && !o.fenced).map(|o| o.pods.len()).sum::<u64>() as i32
 }
 
 /// Ordinals whose pods exist in two unfenced members at once.
