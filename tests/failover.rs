@@ -557,7 +557,7 @@ async fn a_new_leader_counts_silence_for_the_automatic_fence_only_from_its_own_l
     // fence it the moment it takes over, on the silence it counted as a standby.
     let f = Federation::start_with(&["east", "west", "central"], &[]).await;
     let mut first = Controller::start(&f.sandbox, "first");
-    let failover = serde_json::json!({"policy": "Automatic", "unreachableAfterSeconds": 6, "fenceAfterSeconds": 2});
+    let failover = serde_json::json!({"policy": "Automatic", "unreachableAfterSeconds": 6, "fenceAfterSeconds": 10});
     f.create(&federation(&f.members, failover)).await;
     f.wait_settled("redis", &THIRDS, "initial slices").await;
     // The second controller's kubeconfig sends central's context to a closed port.
@@ -569,9 +569,11 @@ async fn a_new_leader_counts_silence_for_the_automatic_fence_only_from_its_own_l
     let cut = f.sandbox.dir.path().join("no-route-to-central.kubeconfig");
     std::fs::write(&cut, serde_yaml::to_string(&kc).unwrap()).unwrap();
     let second = Controller::start_as(&f.sandbox, "second", &cut, &[], &[]);
-    // As a standby, the second has counted central silent past every threshold.
-    support::eventually("the standby's watcher finds central unreachable", || async {
-        std::fs::read_to_string(&second.log).unwrap_or_default().contains("metrics_addr")
+    let standby = Instant::now();
+    // As a standby, the second counts central silent past 6 + 10 s before the takeover.
+    support::eventually("the standby has counted central silent past the fence threshold", || async {
+        standby.elapsed() > Duration::from_secs(17)
+            && std::fs::read_to_string(&second.log).unwrap_or_default().contains("metrics_addr")
             && second.metrics_text().contains("spanset_member_reachable{cluster=\"central\"} 0")
     })
     .await;
@@ -585,7 +587,7 @@ async fn a_new_leader_counts_silence_for_the_automatic_fence_only_from_its_own_l
     let after = killed.elapsed();
     println!("fenced {after:?} after the old leader died");
     assert!(
-        after >= Duration::from_secs(8),
-        "not before unreachableAfterSeconds (6) + fenceAfterSeconds (2) of the new leader's own leadership: {after:?}"
+        after >= Duration::from_secs(16),
+        "not before unreachableAfterSeconds (6) + fenceAfterSeconds (10) of the new leader's own leadership: {after:?}"
     );
 }
