@@ -94,3 +94,100 @@ async fn a_leader_of_a_renamed_lease_takes_a_term_above_every_stamp() {
     let third = Controller::start_full(&f.sandbox, "third", &[], &["--lease-name", "spanset-renamed"]);
     stamps_grow_and_writes_go_through(&f, &third).await;
 }
+
+/// `spec.placement` with these weights, in this order.
+fn placement(weights: &[(&str, i32)]) -> serde_json::Value {
+    let clusters: Vec<serde_json::Value> =
+        weights.iter().map(|(m, w)| serde_json::json!({"name": m, "weight": w})).collect();
+    serde_json::json!({"spec": {"placement": {"clusters": clusters}}})
+}
+
+/// Whether a controller's watchers have listed a member's StatefulSets and pods.
+fn has_listed(metrics: &str, cluster: &str) -> bool {
+    ["statefulsets", "pods"].iter().all(|resource| {
+        metrics.lines().any(|l| {
+            l.starts_with("spanset_watch_events_total{")
+                && l.contains(&format!("cluster=\"{cluster}\""))
+                && l.contains(&format!("resource=\"{resource}\""))
+                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).is_some_and(|v| v >= 1.0)
+        })
+    })
+}
+
+/// The requests a hung member holds now (`METHOD PATH`).
+fn held(f: &Federation, cluster: &str) -> Vec<String> {
+    let doc: serde_json::Value = serde_json::from_str(&f.sandbox.ctl_ok(&["clusters"])).expect("JSON");
+    let c = doc["clusters"].as_array().into_iter().flatten().find(|c| c["name"] == cluster).expect("the cluster");
+    c["faults"]["held"].as_array().into_iter().flatten().filter_map(|r| r.as_str().map(str::to_string)).collect()
+}
+
+/// Whether the MemberCluster says it is unreachable.
+async fn reported_unreachable(f: &Federation, cluster: &str) -> bool {
+    let api: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    let Ok(mc) = api.get(cluster).await else { return false };
+    mc.status.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Reachable" && c.status == "False"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_leader_s_grow_still_in_flight_to_a_member_the_new_leader_cannot_reach_starts_nothing_twice() {
+    // Issue 19, item 13. The old leader records ordinal 1 moving east → central (Starting) and
+    // sends central its grow; central hangs, so the grow stays in flight. The old leader is
+    // paused, a standby that had listed central before the hang takes over and cannot reach
+    // it, and the operator sends ordinal 1 to west instead. When central answers again, the
+    // old grow lands there. Nothing of that may make ordinal 1 run in two clusters.
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let go = f.sandbox.dir.path().join("go");
+    let failpoint = format!("hold-writes-Starting=return({})", go.display());
+    let first = Controller::start_with(&f.sandbox, "first", &[("FAILPOINTS", &failpoint)]);
+    let mut fsts = example(&f.members);
+    fsts.spec.replicas = 4;
+    for c in &mut fsts.spec.placement.clusters {
+        c.weight = Some(if c.name == "west" { 0 } else { 1 });
+    }
+    f.create(&fsts).await;
+    f.wait_settled("redis", &[("east", 0, 2), ("central", 2, 2)], "initial slices").await;
+    let second = Controller::start(&f.sandbox, "second");
+    support::eventually("the standby listed central", || async {
+        second.log_text().contains("metrics_addr") && has_listed(&second.metrics_text(), "central")
+    })
+    .await;
+
+    let to_central = placement(&[("east", 0), ("west", 0), ("central", 1)]);
+    f.api().patch("redis", &PatchParams::default(), &Patch::Merge(&to_central)).await.expect("patched");
+    support::eventually("ordinal 1 recorded Starting towards central", || async {
+        f.status("redis").await.moves.iter().any(|m| m.ordinal == 1 && m.phase == "Starting" && m.to == "central")
+    })
+    .await;
+    // The first leader now holds its grow of central; central stops answering.
+    f.sandbox.ctl_ok(&["partition", "central", "--hang"]);
+    support::eventually("central reported unreachable", || reported_unreachable(&f, "central")).await;
+    std::fs::write(&go, "").expect("the failpoint's file");
+    let grow = "PUT /apis/apps/v1/namespaces/default/statefulsets/redis".to_string();
+    support::wait_until("the grow held at central", support::DEADLINE, || held(&f, "central").contains(&grow));
+    first.signal("-STOP");
+
+    // The standby takes over; ordinal 1 is sent to west instead.
+    let to_west = placement(&[("east", 0), ("west", 1), ("central", 0)]);
+    let patched = f.api().patch("redis", &PatchParams::default(), &Patch::Merge(&to_west)).await.expect("patched");
+    let generation = patched.metadata.generation;
+    support::eventually("the new leader grew west with ordinal 1, or said why it does not", || async {
+        let in_west = f.member_slice("west", "redis").await.is_some_and(|(s, r)| s <= 1 && 1 < s + r);
+        let status = f.status("redis").await;
+        let waits = status.observed_generation == generation
+            && status.conditions.iter().any(|c| {
+                c.type_ == "Progressing" && c.reason == "MembersUnconfirmed" && c.message.starts_with("central")
+            });
+        in_west || waits
+    })
+    .await;
+    // Central answers again: the old grow lands there.
+    f.sandbox.ctl_ok(&["heal", "central"]);
+    // The ledger first: a federation that ran ordinal 1 twice may also never settle.
+    let settled = std::panic::AssertUnwindSafe(f.wait_settled("redis", &[("west", 0, 4)], "everything in west"));
+    let settled = futures::FutureExt::catch_unwind(settled).await;
+    f.assert_ledger_clean();
+    if let Err(panic) = settled {
+        std::panic::resume_unwind(panic);
+    }
+    assert!(second.log_text().contains("acquired leadership"), "the standby led");
+}

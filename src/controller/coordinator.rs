@@ -497,6 +497,9 @@ async fn carry_out(
     for h in &decision.handovers {
         handover(h, &fsts, watchers, term, out).await?;
     }
+    if !decision.writes.is_empty() {
+        hold_points(decision).await;
+    }
     let sends = decision.writes.iter().filter_map(|w| {
         let watcher = watchers.get(&w.cluster)?.clone();
         let msg = WriteStatefulSet {
@@ -607,6 +610,22 @@ fn crash_points(when: &str, decision: &Decision) {
             tracing::error!(failpoint = %name, "failpoint: exiting as a crash would");
             std::process::exit(86)
         });
+    }
+}
+
+/// Failpoints `hold-writes-<Phase>` (e.g. `FAILPOINTS=hold-writes-Starting=return(/tmp/go)`):
+/// after the status recording a move in that phase is stored, and before the member writes
+/// acting on it are sent, wait until the named file exists, so that a test can act in
+/// between (cut the destination off, so that the write stays in flight there).
+async fn hold_points(decision: &Decision) {
+    for phase in decision.status.moves.iter().map(|m| m.phase.as_str()).collect::<std::collections::BTreeSet<_>>() {
+        let name = format!("hold-writes-{phase}");
+        if let Some(Some(path)) = fail::eval(&name, |arg| arg) {
+            tracing::warn!(failpoint = %name, %path, "failpoint: holding the member writes until the file exists");
+            while !std::path::Path::new(&path).exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
     }
 }
 

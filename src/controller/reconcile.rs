@@ -354,6 +354,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     }
     let hash = template_hash(fsts);
     let view_of = |c: &str| inp.members.get(c).and_then(|m| m.view.clone());
+    let unstamped = unstamped_unreachable(&mut obs, inp);
 
     // 2. Stamps and creates.
     let mut writes = Vec::new();
@@ -580,6 +581,16 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             ("HandoverRefused", format!("storage cannot follow: {}", refused.join("; ")))
         } else if !missing.is_empty() {
             ("WaitingForMembers", format!("no report yet from {}", missing.join(", ")))
+        } else if !unstamped.is_empty() {
+            (
+                "MembersUnconfirmed",
+                format!(
+                    "{} cannot be reached and does not carry term {} yet: a write of an earlier leader may still \
+                     land there, so no ordinal starts anywhere until it answers or is fenced",
+                    unstamped.join(", "),
+                    inp.term
+                ),
+            )
         } else if stamping {
             ("Writing", "writing member StatefulSets in this term".to_string())
         } else if let Some(p) = plan.as_ref().filter(|p| p.stalled) {
@@ -678,6 +689,25 @@ fn backend_mismatch(inp: &Inputs<'_>, backend: Backend) -> Option<String> {
             holders.join(", ")
         )
     })
+}
+
+/// Members that this leader cannot reach and has not stamped with its term: an earlier
+/// leader's write may still be in flight to them (sent before it stopped, delivered when the
+/// member answers again), and nothing this leader writes can fence it off until its own stamp
+/// lands there. What they were last seen to hold confirms nothing, so they count as not
+/// observed since their last write, which holds every grow (issue 19, item 13). A member this
+/// leader stamped is different: a late write of an earlier term, conditional on an older
+/// resourceVersion, can only be refused there. Answers their names.
+fn unstamped_unreachable(obs: &mut Observed, inp: &Inputs<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, o) in obs.iter_mut().filter(|(_, o)| !o.reachable && !o.fenced) {
+        let term = inp.members.get(name).and_then(|m| m.view.as_ref()).and_then(|v| v.federation.sts.as_ref()?.term);
+        if term != Some(inp.term) {
+            o.observed_since_write = false;
+            out.push(name.clone());
+        }
+    }
+    out
 }
 
 /// Whether every unfenced member other than `to` is confirmed not to hold or run `k`.
@@ -1035,6 +1065,33 @@ mod tests {
         assert_eq!(d.writable, vec!["east".to_string()], "nothing is sent to west");
         // West was last seen holding nothing: east takes the whole range meanwhile.
         let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), silent(3, 0))]);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
+    }
+
+    #[test]
+    fn a_silent_member_not_yet_stamped_by_this_leader_holds_every_grow() {
+        // Issue 19, item 13: west was last seen holding nothing, but in term 6; the leader of
+        // term 6 may have sent it a grow that has not landed yet. Term 7 cannot stamp west, so
+        // nothing it saw there confirms anything.
+        let f = fsts(&[("east", 1), ("west", 1)]);
+        let mut west = settled(&f, 3, 0, 6);
+        let mut view = (**west.view.as_ref().unwrap()).clone();
+        view.last_contact = Some(Instant::now() - Duration::from_secs(31));
+        west.view = Some(Arc::new(view));
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), west.clone())]);
+        let d = decide_now(&f, &members, 7);
+        assert!(
+            d.writes.is_empty(),
+            "no grow while west may still take an earlier term's write: {:?}",
+            written_slices(&d)
+        );
+        let p = d.status.conditions.iter().find(|c| c.type_ == types::PROGRESSING).unwrap();
+        assert_eq!(p.reason, "MembersUnconfirmed");
+        assert!(p.message.starts_with("west cannot be reached and does not carry term 7"), "{}", p.message);
+        // Fenced, west's workloads are dead by the operator's word: east takes everything.
+        west.fenced = true;
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), west)]);
         let d = decide_now(&f, &members, 7);
         assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
     }
