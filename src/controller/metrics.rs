@@ -130,7 +130,7 @@ impl Metrics {
         let http_duration = HistogramVec::new(
             HistogramOpts::new(
                 "member_http_request_duration_seconds",
-                "Time of a request to a member, to its response headers (a watch: until it is open)",
+                "Time of a request to a member, to its whole response (a watch: until it is open)",
             )
             .namespace("spanset")
             .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0]),

@@ -538,7 +538,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                     start: o.written.start as i32,
                     replicas: o.written.replicas as i32,
                     reserved_ordinals: o.written.reserved.iter().map(|k| k as i32).collect(),
-                    ready_replicas: (&o.written.ordinals() & &o.ready).len() as i32,
+                    // What an unreachable member runs is unknown: none of it counts as ready.
+                    ready_replicas: if o.reachable { (&o.written.ordinals() & &o.ready).len() as i32 } else { 0 },
                 })
             }
             // Not reported yet: the slice it was last seen to hold stays in the status, which
@@ -568,7 +569,14 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         .copied()
         .filter(|n| inp.members.get(*n).is_none_or(|m| m.view.as_ref().is_none_or(|v| !v.synced)))
         .collect();
-    let done = plan.as_ref().is_some_and(|p| p.done) && writes.is_empty();
+    // An unfenced member that cannot be reached and holds something may run anything of it,
+    // with any template: the federation is not done while one does (issue 19, item 2).
+    let holding_unreachable: Vec<&str> = obs
+        .iter()
+        .filter(|(_, o)| !o.reachable && !o.fenced && (o.written.replicas > 0 || !o.pods.is_empty()))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let done = plan.as_ref().is_some_and(|p| p.done) && writes.is_empty() && holding_unreachable.is_empty();
     match &plan_error {
         Some(e) => verdicts.push(Verdict::yes(types::BLOCKED, "NoPlacement", e.clone())),
         None => verdicts.push(Verdict::no(types::BLOCKED, "Planned", "")),
@@ -597,6 +605,14 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             ("MoveLimit", plan::stall_message(&desired, &p.in_flight))
         } else if !moves.is_empty() {
             ("Migrating", format!("{} ordinal(s) moving", moves.len()))
+        } else if !holding_unreachable.is_empty() {
+            (
+                "MembersUnreachable",
+                format!(
+                    "{} cannot be reached: what it runs there is unknown and cannot be written",
+                    holding_unreachable.join(", ")
+                ),
+            )
         } else {
             ("Reconciling", format!("{ready_total}/{} ready", desired.replicas))
         };
@@ -1067,6 +1083,24 @@ mod tests {
         let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), silent(3, 0))]);
         let d = decide_now(&f, &members, 7);
         assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
+    }
+
+    #[test]
+    fn a_federation_with_a_silent_member_holding_a_slice_is_not_ready() {
+        // Issue 19, item 2: central hangs with its slice (and whatever template it runs);
+        // everything else is as targeted. The status must not say Ready, nor count its pods.
+        let f = fsts(&[("east", 1), ("central", 1)]);
+        let mut central = settled(&f, 3, 3, 7);
+        let mut view = (**central.view.as_ref().unwrap()).clone();
+        view.last_contact = Some(Instant::now() - Duration::from_secs(31));
+        central.view = Some(Arc::new(view));
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("central".into(), central)]);
+        let d = decide_now(&f, &members, 7);
+        assert!(!d.done);
+        let ready = d.status.conditions.iter().find(|c| c.type_ == types::READY).unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "MembersUnreachable"));
+        assert!(ready.message.starts_with("central cannot be reached"), "{}", ready.message);
+        assert_eq!(d.status.ready.as_deref(), Some("3/6"), "central's pods are not counted");
     }
 
     #[test]
