@@ -27,8 +27,8 @@ use super::{
         objects::{self, FederationKey, headless_service, namespace, ownership_labels, template_hash},
     },
     messages::{
-        AdoptClaims, Carried, DeleteFederation, EnsureSupporting, MemberHandle, MemberObserved, MembersChanged,
-        ReleaseClaims, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, MemberHandle, MemberObserved,
+        MembersChanged, ReleaseClaims, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput},
@@ -555,6 +555,22 @@ async fn carry_out(
     }
     if !failed.is_empty() {
         return Err(failed.join("; "));
+    }
+    let mut by_cluster: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
+    for d in &decision.pod_deletes {
+        by_cluster.entry(d.cluster.as_str()).or_default().push((d.name.clone(), d.uid.clone()));
+    }
+    for (cluster, pods) in by_cluster {
+        let Some(w) = watchers.get(cluster) else { continue };
+        let msg = DeletePods { namespace: key.namespace.clone(), pods, term };
+        match w.send(msg).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                note_access_refusal(out, &e);
+                return Err(format!("{cluster}: deleting the pods left in a fenced member: {e}"));
+            }
+            Err(e) => return Err(format!("{cluster}: watcher gone: {e}")),
+        }
     }
     if !decision.writes.is_empty() {
         crash_points("written", decision);
