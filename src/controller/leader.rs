@@ -161,6 +161,8 @@ struct State {
     /// Set by `step_down`, taken by the elector: the record naming this process no longer
     /// lets it resume without waiting.
     stepped_down: bool,
+    /// When this process last began leading (see [`Leadership::leading_since`]).
+    since: Option<Instant>,
 }
 
 impl Default for Leadership {
@@ -190,7 +192,10 @@ impl Leadership {
     /// Always leading in `term` (until [`Leadership::step_down`]): for tests and for
     /// single-process tools that need no election.
     pub fn fixed(term: u64) -> Self {
-        Self::with_state(State { leading: Some((term, None)), ..State::default() }, Some(term))
+        Self::with_state(
+            State { leading: Some((term, None)), since: Some(Instant::now()), ..State::default() },
+            Some(term),
+        )
     }
 
     /// A member object carries `term` in `spanset.dev/term`: the next term this process takes
@@ -234,6 +239,14 @@ impl Leadership {
             }
             _ => Some(term),
         }
+    }
+
+    /// While leading, when this process began leading in its current term. What it observed
+    /// before that, as a standby, is not evidence a leader may act on alone: the automatic
+    /// failover policy counts a member's silence only from here.
+    pub fn leading_since(&self) -> Option<Instant> {
+        self.term()?;
+        self.inner.state.lock().since
     }
 
     /// Leadership changes: `Some(term)` on acquiring, `None` on losing, stepping down or
@@ -284,6 +297,7 @@ impl Leadership {
             st.leading = Some((term, Some(deadline)));
             st.written.clear();
             st.stepped_down = false;
+            st.since = Some(Instant::now());
             self.inner.tx.send_replace(Some(term));
         }
         let weak = Arc::downgrade(&self.inner);
