@@ -87,7 +87,7 @@ async fn a_hung_member_neither_freezes_the_federation_nor_makes_its_status_lie()
     })
     .await;
     // Nothing more can be written while central hangs: the status of that state is the truth
-    // to tell (before: `Reconciling`, "6/6 ready", central's pods counted as ready).
+    // to tell (before: `Reconciling`, naming nothing, with central's pods counted as ready).
     let started = std::time::Instant::now();
     let s = loop {
         let s = f.status("redis").await;
