@@ -28,7 +28,7 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, EnsureSupporting, MemberHandle, MemberObserved, MembersChanged,
-        ReleaseClaims, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        ReleaseClaims, RetireClaims, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput},
@@ -71,6 +71,8 @@ struct Outcome {
     written: Vec<(String, u64)>,
     /// Moves whose destination's grow was written, with when that write landed.
     grown: Vec<(u32, Instant)>,
+    /// Events of the storage steps carried out (claims retired), recorded whatever else is.
+    storage_notes: Vec<crate::controller::events::Note>,
 }
 
 /// The coordinator of one federation.
@@ -269,10 +271,10 @@ impl Coordinator {
             for (cluster, rv) in outcome.written {
                 act.awaiting.insert(cluster, (rv, Instant::now()));
             }
-            if !outcome.notes.is_empty() {
+            if !outcome.notes.is_empty() || !outcome.storage_notes.is_empty() {
                 let recorder = act.recorder.clone();
                 let fsts = act.fsts.clone();
-                let notes = outcome.notes.clone();
+                let notes: Vec<_> = outcome.notes.iter().chain(&outcome.storage_notes).cloned().collect();
                 actix::spawn(async move {
                     let mut r = recorder.lock().await;
                     for n in &notes {
@@ -494,8 +496,17 @@ async fn carry_out(
         out.notes = decision.notes.clone();
         crash_points("persisted", decision);
     }
+    // A storage step that fails (its member stopped answering) holds only its own ordinal,
+    // whose grow is not among this round's writes: the others go ahead.
+    let mut stuck = Vec::new();
     for h in &decision.handovers {
-        handover(h, &fsts, watchers, term, out).await?;
+        if let Err(e) = handover(h, &fsts, watchers, term, out).await {
+            tracing::warn!(federation = %key, ordinal = h.ordinal, error = %e, "storage step failed; its move waits");
+            stuck.push(e);
+        }
+    }
+    if !stuck.is_empty() {
+        out.again = true;
     }
     let sends = decision.writes.iter().filter_map(|w| {
         let watcher = watchers.get(&w.cluster)?.clone();
@@ -553,8 +564,8 @@ fn note_access_refusal(out: &mut Outcome, e: &WriteError) {
     }
 }
 
-/// Hands one ordinal's volumes from its source to its destination (both idempotent), or
-/// records why it cannot.
+/// Carries out one ordinal's storage step: hands its volumes from its source to its
+/// destination, or retires its claims in the source (all idempotent); or records why it cannot.
 async fn handover(
     h: &reconcile::Handover,
     fsts: &FederatedStatefulSet,
@@ -566,6 +577,34 @@ async fn handover(
         return Err(format!("ordinal {}: no watcher for {} or {}", h.ordinal, h.from, h.to));
     };
     let namespace = fsts.namespace().unwrap_or_default();
+    if let reconcile::HandoverKind::Retire { keep_volume } = h.kind {
+        let msg = RetireClaims { namespace, claims: h.claims.clone(), keep_volume, term };
+        return match from.send(msg).await {
+            Ok(Ok(retired)) => {
+                for (claim, volume) in retired {
+                    let fate = match (volume, keep_volume) {
+                        (Some(v), true) => format!("its volume {v} is kept (Retain, Released)"),
+                        (Some(v), false) => format!("its volume {v} goes by its reclaim policy"),
+                        (None, _) => "it had no volume".to_string(),
+                    };
+                    out.storage_notes.push(crate::controller::events::Note::normal(
+                        "StaleClaimRetired",
+                        format!(
+                            "ordinal {} left {}: claim {claim} deleted there so that it never binds again \
+                             (migration.staleClaims); {fate}",
+                            h.ordinal, h.from
+                        ),
+                    ));
+                }
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                note_access_refusal(out, &e);
+                Err(format!("ordinal {}: retiring its claims in {}: {e}", h.ordinal, h.from))
+            }
+            Err(e) => Err(format!("{}: watcher gone: {e}", h.from)),
+        };
+    }
     let msg = ReleaseClaims { namespace: namespace.clone(), claims: h.claims.clone(), term };
     let objects = match from.send(msg).await {
         Ok(Ok(objects)) => objects,

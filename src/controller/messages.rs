@@ -229,3 +229,20 @@ pub struct AdoptClaims {
     /// The writer's term.
     pub term: u64,
 }
+
+/// `storage: Detached`, source side: deletes these claims of a departed ordinal so that they
+/// never bind again if it comes back (`migration.staleClaims`), setting their volumes to
+/// Retain first when `keep_volume`. Claims already gone are skipped. Answers each claim
+/// deleted with its volume.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<(String, Option<String>)>, WriteError>")]
+pub struct RetireClaims {
+    /// The claims' namespace.
+    pub namespace: String,
+    /// The claims of the ordinal, by name.
+    pub claims: Vec<String>,
+    /// Keep each claim's volume (reclaim policy Retain) rather than let it go by its policy.
+    pub keep_volume: bool,
+    /// The writer's term.
+    pub term: u64,
+}

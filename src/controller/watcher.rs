@@ -36,8 +36,8 @@ use super::{
         workload::{self, KRUISE_GROUP, KRUISE_VERSION, api_resource, keeps_ordinals},
     },
     messages::{
-        AdoptClaims, Carried, DeleteFederation, EnsureSupporting, MemberObserved, MemberView, ReleaseClaims, Subscribe,
-        Unsubscribe, WriteError, WriteStatefulSet,
+        AdoptClaims, Carried, DeleteFederation, EnsureSupporting, MemberObserved, MemberView, ReleaseClaims,
+        RetireClaims, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     spans,
@@ -1125,6 +1125,59 @@ impl Handler<AdoptClaims> for ClusterWatcher {
                 }
             }
             Ok(())
+        };
+        Box::pin(work.into_actor(self).map(|res, act, _| {
+            if res.is_ok() {
+                act.contact_ok();
+            }
+            res
+        }))
+    }
+}
+
+impl Handler<RetireClaims> for ClusterWatcher {
+    type Result = ResponseActFuture<Self, Result<Vec<(String, Option<String>)>, WriteError>>;
+
+    fn handle(&mut self, msg: RetireClaims, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.check_term(msg.term) {
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let client = self.client.clone();
+        let cluster = self.cluster.clone();
+        let metrics = self.metrics.clone();
+        let work = async move {
+            let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &msg.namespace);
+            let pvs: Api<PersistentVolume> = Api::all(client);
+            let retain = serde_json::json!({"spec": {"persistentVolumeReclaimPolicy": "Retain"}});
+            let pp = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+            let mut retired = Vec::new();
+            for name in &msg.claims {
+                let Some(pvc) = pvcs.get_opt(name).await.map_err(|e| write_error(&cluster, e))? else { continue };
+                if pvc.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
+                if msg.keep_volume
+                    && let Some(v) = &volume
+                    && pvs.get_opt(v).await.map_err(|e| write_error(&cluster, e))?.is_some()
+                {
+                    pvs.patch(v, &pp, &Patch::Merge(&retain)).await.map_err(|e| write_error(&cluster, e))?;
+                    metrics.member_write(&cluster, "PersistentVolume");
+                }
+                // The claim read above, not one created since under the same name.
+                let dp = DeleteParams {
+                    preconditions: Some(kube::api::Preconditions { uid: pvc.uid(), resource_version: None }),
+                    ..Default::default()
+                };
+                match pvcs.delete(name, &dp).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => continue,
+                    Err(e) => return Err(write_error(&cluster, e)),
+                }
+                metrics.member_write(&cluster, "PersistentVolumeClaim");
+                retired.push((name.clone(), volume));
+            }
+            Ok(retired)
         };
         Box::pin(work.into_actor(self).map(|res, act, _| {
             if res.is_ok() {
