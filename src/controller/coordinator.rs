@@ -506,7 +506,9 @@ async fn carry_out(
         }
     }
     if !stuck.is_empty() {
+        // Tried again after the pause that follows a failure.
         out.again = true;
+        out.error = Some(stuck.join("; "));
     }
     let sends = decision.writes.iter().filter_map(|w| {
         let watcher = watchers.get(&w.cluster)?.clone();
