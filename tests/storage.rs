@@ -381,3 +381,58 @@ async fn a_detached_ordinal_that_returns_never_starts_on_its_older_claim() {
     assert_eq!(marker(&f, "east", &old), "older", "its data is there for an operator");
     f.assert_ledger_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_storage_move_a_returning_ordinal_gets_its_current_volume_and_the_stale_claim_never_binds() {
+    // Issue 19, item 5: west holds an older claim for redis-1 (left from an earlier run
+    // there); the handover brings east's current volume and the older claim never binds.
+    let f = Federation::start(&["east", "west"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    let mut fsts = serde_json::to_value(federation(&f.members, "Move", None)).unwrap();
+    fsts["spec"]["replicas"] = 2.into();
+    fsts["spec"]["placement"]["clusters"] =
+        serde_json::json!([{"name": "east", "weight": 1}, {"name": "west", "weight": 0}]);
+    f.create(&serde_json::from_value(fsts).unwrap()).await;
+    f.wait_settled("redis", &[("east", 0, 2)], "both in east").await;
+    let current = until("east's claim for 1 bound", || volume_of(&f, "east", 1)).await;
+    f.sandbox.ctl_ok(&["volume", "east", &current, "--write", "current"]);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(f.member("west").await, "default");
+    let leftover: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "data-redis-1"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+    .unwrap();
+    pvcs.create(&Default::default(), &leftover).await.unwrap();
+    let stale = until("west's older claim bound", || volume_of(&f, "west", 1)).await;
+    f.sandbox.ctl_ok(&["volume", "west", &stale, "--write", "older"]);
+    let body = serde_json::json!({"spec": {"placement": {"clusters": [
+        {"name": "east", "weight": 1}, {"name": "west", "weight": 1}]}}});
+    f.api().patch("redis", &PatchParams::default(), &Patch::Merge(body)).await.unwrap();
+    // Over the whole move: whenever redis-1 has a pod in west, its claim is east's volume.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("west").await, "default");
+    let start = std::time::Instant::now();
+    loop {
+        let settled = f.status("redis").await.moves.is_empty()
+            && f.member_slice("west", "redis").await == Some((1, 1))
+            && f.status("redis").await.ready.as_deref() == Some("2/2");
+        if pods.get_opt("redis-1").await.unwrap().is_some() {
+            let bound = volume_of(&f, "west", 1).await;
+            assert_eq!(bound.as_deref(), Some(current.as_str()), "redis-1 runs in west on a claim not its current one");
+        }
+        if settled {
+            break;
+        }
+        assert!(start.elapsed() < support::DEADLINE * 2, "never settled: {:?}", f.status("redis").await);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(marker(&f, "west", &current), "current", "the current data arrived");
+    let events = f.events("redis").await;
+    assert!(
+        events.iter().any(|e| e.1 == "StaleClaimRetired" && e.2.contains("data-redis-1") && e.2.contains(&stale)),
+        "{events:?}"
+    );
+    let west: Api<PersistentVolume> = Api::all(f.member("west").await);
+    let kept = west.get(&stale).await.expect("the older volume is kept");
+    assert_eq!(kept.spec.unwrap().persistent_volume_reclaim_policy.as_deref(), Some("Retain"));
+    assert_eq!(marker(&f, "west", &stale), "older");
+    f.assert_ledger_clean();
+}

@@ -627,7 +627,20 @@ async fn handover(
         std::process::exit(86)
     });
     match to.send(AdoptClaims { namespace, objects, term }).await {
-        Ok(Ok(())) => Ok(()),
+        Ok(Ok(retired)) => {
+            for (claim, volume) in retired {
+                let volume = volume.map(|v| format!("; its volume {v} is kept (Retain, Released)")).unwrap_or_default();
+                out.storage_notes.push(crate::controller::events::Note::warning(
+                    "StaleClaimRetired",
+                    format!(
+                        "ordinal {} returned to {}: its older claim {claim} there was deleted so that it never binds \
+                         again, and the handed-over one from {} takes its place{volume}",
+                        h.ordinal, h.to, h.from
+                    ),
+                ));
+            }
+            Ok(())
+        }
         Ok(Err(WriteError::Refused { message, .. })) => {
             out.handover_refused.push((h.ordinal, message));
             Ok(())

@@ -218,9 +218,11 @@ pub struct ReleaseClaims {
 }
 
 /// Storage handover, destination side: creates the handed-over PVs and PVCs, leaving those
-/// already there for the same volume; a claim of that name bound to another volume is refused.
+/// already there for the same volume. A claim of that name bound to another volume is stale
+/// (the ordinal ran elsewhere since): it is retired, its volume kept (Retain), and answered
+/// with that volume so that an Event can name both.
 #[derive(Message)]
-#[rtype(result = "Result<(), WriteError>")]
+#[rtype(result = "Result<Vec<(String, Option<String>)>, WriteError>")]
 pub struct AdoptClaims {
     /// The claims' namespace.
     pub namespace: String,
