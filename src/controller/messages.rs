@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! Supervisor ──StartCoordinator/SpecChanged/MembersChanged──▶ Coordinator
-//! Coordinator ──Subscribe/WriteStatefulSet/EnsureSupporting/DeleteFederation──▶ ClusterWatcher
+//! Coordinator ──Subscribe/WriteStatefulSet/EnsureSupporting/DeleteFederation/DeletePods──▶ ClusterWatcher
 //! ClusterWatcher ──MemberObserved──▶ Coordinator
 //! ```
 
@@ -245,6 +245,20 @@ pub struct RetireClaims {
     pub claims: Vec<String>,
     /// Keep each claim's volume (reclaim policy Retain) rather than let it go by its policy.
     pub keep_volume: bool,
+    /// The writer's term.
+    pub term: u64,
+}
+
+/// Deletes pods of a federation in a member, gracefully and each only as the incarnation named
+/// (a uid precondition): the pods left in a fenced member that answers again (see
+/// [`crate::controller::reconcile::PodDelete`]). A pod already gone or replaced counts as done.
+#[derive(Message)]
+#[rtype(result = "Result<(), WriteError>")]
+pub struct DeletePods {
+    /// The pods' namespace.
+    pub namespace: String,
+    /// The pods, as (name, uid).
+    pub pods: Vec<(String, String)>,
     /// The writer's term.
     pub term: u64,
 }
