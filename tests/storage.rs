@@ -294,7 +294,7 @@ async fn a_handover_whose_source_is_lost_holds_only_its_ordinal_until_the_fence(
     assert_eq!(waiting.1, "HandoverWaiting", "{waiting:?}");
     assert!(waiting.2.contains("a is unreachable"), "{waiting:?}");
     assert_eq!(f.member_slice("b", "redis").await.map(|s| s.1), Some(0), "0-1 still wait for their volumes");
-    // a is lost for good: its nodes stop, an operator fences it, and its ordinals start in b on
+    // a is lost for good: its machines power off, an operator fences it, and its ordinals start in b on
     // fresh claims (failover), which a condition says.
     f.sandbox.ctl_ok(&["latency", "a", "0"]);
     lose_nodes(&f, "a", &nodes).await;
@@ -316,10 +316,11 @@ async fn a_handover_whose_source_is_lost_holds_only_its_ordinal_until_the_fence(
     f.assert_ledger_clean();
 }
 
-/// Stops `nodes` of `member` and waits until the ledger has its pods stopped.
+/// Powers `nodes` of `member` off (their containers stop: a real loss, not a lost network) and
+/// waits until the ledger has its pods stopped.
 async fn lose_nodes(f: &Federation, member: &str, nodes: &[String]) {
     for node in nodes {
-        f.sandbox.ctl_ok(&["node-down", member, node]);
+        f.sandbox.ctl_ok(&["node-down", member, node, "--power-off"]);
     }
     until(&format!("{member}'s pods recorded as stopped"), || async {
         let ledger: serde_json::Value = serde_json::from_str(&f.sandbox.ctl_ok(&["ledger"])).ok()?;
