@@ -358,6 +358,37 @@ fn ready_pods_in(pods: &[Pod]) -> usize {
     pods.iter().filter(|p| ready(p) && p.metadata.deletion_timestamp.is_none()).count()
 }
 
+/// kube-controller-manager's rolling update (`updateStatefulSet`) takes one pod down at a time
+/// and waits for it to be healthy again before the next, under `Parallel` too (without
+/// `maxUnavailable`): polled over the whole rollout, never two of three pods down at once.
+#[tokio::test]
+async fn a_parallel_rolling_update_takes_one_pod_down_at_a_time() {
+    let s = sim().await;
+    s.sets.create(&PostParams::default(), &quiz(3, json!({"podManagementPolicy": "Parallel"}))).await.unwrap();
+    eventually("three ready pods", || async { ready_pods(&s).await.len() == 3 }).await;
+    let old = revision(&s.pods.get("quiz-0").await.unwrap());
+    new_image(&s, "quiz:2").await;
+    let start = std::time::Instant::now();
+    let mut worst = 0;
+    loop {
+        let pods = s.pods.list(&ListParams::default()).await.unwrap().items;
+        let down = 3 - ready_pods_in(&pods);
+        worst = worst.max(down);
+        assert!(
+            down <= 1,
+            "{down} of 3 pods down at once: {:?}",
+            pods.iter().map(|p| (p.name_any(), ready(p))).collect::<Vec<_>>()
+        );
+        let updated = pods.iter().filter(|p| revision(p) != old && ready(p) && p.metadata.deletion_timestamp.is_none());
+        if updated.count() == 3 {
+            break;
+        }
+        assert!(start.elapsed() < support::DEADLINE, "the rollout finishes");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    assert_eq!(worst, 1, "the rollout took pods down one at a time");
+}
+
 #[tokio::test]
 async fn on_delete_updates_a_pod_only_when_it_is_deleted() {
     let s = sim().await;
