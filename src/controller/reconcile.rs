@@ -1451,4 +1451,27 @@ mod tests {
         let d = decide_now(&f, &members, 7);
         assert!(d.handovers.is_empty(), "{:?}", d.handovers);
     }
+
+    #[test]
+    fn storage_move_with_claims_deleted_on_scale_down_blocks_every_write_naming_both_fields() {
+        // Issue 19, item 10: a federation stored before the CRD's rule. The source's shrink
+        // would garbage-collect the moving ordinal's claim before its handover.
+        let mut f = fsts(&[("east", 1), ("west", 0)]);
+        f.spec.migration.storage = Some(StorageMode::Move);
+        f.spec.template.persistent_volume_claim_retention_policy =
+            Some(serde_json::from_value(serde_json::json!({"whenScaled": "Delete"})).unwrap());
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), settled(&f, 3, 3, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.blocked && d.writes.is_empty() && d.handovers.is_empty());
+        let blocked = d.status.conditions.iter().find(|c| c.type_ == types::BLOCKED).unwrap();
+        assert_eq!(blocked.reason, "InvalidSpec");
+        assert!(
+            blocked.message.contains(
+                "spec.migration.storage: Move cannot be combined with \
+                 spec.template.persistentVolumeClaimRetentionPolicy.whenScaled: Delete"
+            ),
+            "{}",
+            blocked.message
+        );
+    }
 }
