@@ -437,3 +437,59 @@ async fn with_storage_move_a_returning_ordinal_gets_its_current_volume_and_the_s
     assert_eq!(marker(&f, "west", &stale), "older");
     f.assert_ledger_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_ordinal_arriving_where_an_older_claim_of_it_was_left_never_binds_it() {
+    // Issue 19, item 5: west holds a claim for redis-1 from a run before (left there by hand
+    // here; a member fenced while it ran the ordinal keeps one the same way). redis-1 ran in
+    // east since, so that claim must not bind when it arrives.
+    let f = Federation::start(&["east", "west"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    let mut fsts = serde_json::to_value(federation(&f.members, "Detached", None)).unwrap();
+    fsts["spec"]["replicas"] = 2.into();
+    fsts["spec"]["placement"]["clusters"] =
+        serde_json::json!([{"name": "east", "weight": 1}, {"name": "west", "weight": 0}]);
+    f.create(&serde_json::from_value(fsts).unwrap()).await;
+    f.wait_settled("redis", &[("east", 0, 2)], "both in east").await;
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(f.member("west").await, "default");
+    let leftover: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "data-redis-1"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+    .unwrap();
+    pvcs.create(&Default::default(), &leftover).await.unwrap();
+    let stale = until("west's older claim bound", || volume_of(&f, "west", 1)).await;
+    f.sandbox.ctl_ok(&["volume", "west", &stale, "--write", "older"]);
+    let body = serde_json::json!({"spec": {"placement": {"clusters": [
+        {"name": "east", "weight": 1}, {"name": "west", "weight": 1}]}}});
+    f.api().patch("redis", &PatchParams::default(), &Patch::Merge(body)).await.unwrap();
+    // Over the whole move: whenever redis-1 has a pod in west, its claim is not the older one.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("west").await, "default");
+    let start = std::time::Instant::now();
+    loop {
+        let settled = f.status("redis").await.moves.is_empty()
+            && f.member_slice("west", "redis").await == Some((1, 1))
+            && f.status("redis").await.ready.as_deref() == Some("2/2");
+        if pods.get_opt("redis-1").await.unwrap().is_some() {
+            let bound = volume_of(&f, "west", 1).await;
+            assert_ne!(bound.as_deref(), Some(stale.as_str()), "redis-1 runs in west on its older claim");
+        }
+        if settled {
+            break;
+        }
+        assert!(start.elapsed() < support::DEADLINE * 2, "never settled: {:?}", f.status("redis").await);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let events = f.events("redis").await;
+    assert!(
+        events.iter().any(|e| e.1 == "StaleClaimRetired"
+            && e.2.contains("arrives in west")
+            && e.2.contains("data-redis-1")
+            && e.2.contains(&stale)),
+        "{events:?}"
+    );
+    let west: Api<PersistentVolume> = Api::all(f.member("west").await);
+    let kept = west.get(&stale).await.expect("the older volume is kept");
+    assert_eq!(kept.spec.unwrap().persistent_volume_reclaim_policy.as_deref(), Some("Retain"));
+    assert_eq!(marker(&f, "west", &stale), "older");
+    f.assert_ledger_clean();
+}

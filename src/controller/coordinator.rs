@@ -599,9 +599,10 @@ async fn handover(
         return Err(format!("ordinal {}: no watcher for {} or {}", h.ordinal, h.from, h.to));
     };
     let namespace = fsts.namespace().unwrap_or_default();
-    if let reconcile::HandoverKind::Retire { keep_volume } = h.kind {
+    if let reconcile::HandoverKind::Retire { keep_volume, arrival } = h.kind {
+        let (at, watcher) = if arrival { (&h.to, to) } else { (&h.from, from) };
         let msg = RetireClaims { namespace, claims: h.claims.clone(), keep_volume, term };
-        return match from.send(msg).await {
+        return match watcher.send(msg).await {
             Ok(Ok(retired)) => {
                 for (claim, volume) in retired {
                     let fate = match (volume, keep_volume) {
@@ -609,22 +610,23 @@ async fn handover(
                         (Some(v), false) => format!("its volume {v} goes by its reclaim policy"),
                         (None, _) => "it had no volume".to_string(),
                     };
+                    let why = if arrival {
+                        format!("ordinal {} arrives in {at} from {}: its older claim {claim} there", h.ordinal, h.from)
+                    } else {
+                        format!("ordinal {} left {at}: claim {claim}", h.ordinal)
+                    };
                     out.storage_notes.push(crate::controller::events::Note::normal(
                         "StaleClaimRetired",
-                        format!(
-                            "ordinal {} left {}: claim {claim} deleted there so that it never binds again \
-                             (migration.staleClaims); {fate}",
-                            h.ordinal, h.from
-                        ),
+                        format!("{why} was deleted so that it never binds again (migration.staleClaims); {fate}"),
                     ));
                 }
                 Ok(())
             }
             Ok(Err(e)) => {
                 note_access_refusal(out, &e);
-                Err(format!("ordinal {}: retiring its claims in {}: {e}", h.ordinal, h.from))
+                Err(format!("ordinal {}: retiring its claims in {at}: {e}", h.ordinal))
             }
-            Err(e) => Err(format!("{}: watcher gone: {e}", h.from)),
+            Err(e) => Err(format!("{at}: watcher gone: {e}")),
         };
     }
     let msg = ReleaseClaims { namespace: namespace.clone(), claims: h.claims.clone(), term };

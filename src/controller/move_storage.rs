@@ -29,11 +29,15 @@ use crate::{
 pub enum HandoverKind {
     /// `storage: Move`: the source's volumes go to the destination.
     Move,
-    /// `storage: Detached`: the source's claims are deleted; `keep_volume` sets their volumes
-    /// to Retain first (`staleClaims: Release`).
+    /// `storage: Detached`: stale claims of the ordinal are deleted, in the source (the ones it
+    /// leaves) or, once those are gone, in the destination (older ones left there by a run
+    /// before, e.g. in a member fenced since); `keep_volume` sets their volumes to Retain first
+    /// (`staleClaims: Release`).
     Retire {
         /// Keep each claim's volume (reclaim policy Retain) when its claim is deleted.
         keep_volume: bool,
+        /// The claims are in the destination, not the source.
+        arrival: bool,
     },
 }
 
@@ -84,8 +88,9 @@ fn claims_of(view: Option<&MemberView>, k: Ordinal) -> Vec<super::member::cache:
 /// The claims `k`'s storage still needs dealt with, and how: `None` when nothing is due.
 ///
 /// `Move`: none when the source has no claims or the destination holds every one for the
-/// same volume. `Detached`: the source's claims not being deleted (none when the ordinal goes
-/// back to where it came from, whose claims are then still its newest).
+/// same volume. `Detached`: the source's claims not being deleted, then the destination's (an
+/// ordinal moving in ran elsewhere since any claim there was made); none when the ordinal goes
+/// back to where it came from, whose claims are then still its newest.
 pub fn due(inp: &Inputs<'_>, k: Ordinal, from: &str, to: &str) -> Option<(HandoverKind, Vec<String>)> {
     let view = |c: &str| inp.members.get(c).and_then(|m| m.view.as_deref());
     let source = claims_of(view(from), k);
@@ -96,10 +101,18 @@ pub fn due(inp: &Inputs<'_>, k: Ordinal, from: &str, to: &str) -> Option<(Handov
                 source.iter().all(|c| there.iter().any(|d| d.name == c.name && d.volume == c.volume && !d.deleting));
             (!source.is_empty() && !arrived).then(|| (HandoverKind::Move, source.into_iter().map(|c| c.name).collect()))
         }
+        StorageMode::Detached if from == to => None,
         StorageMode::Detached => {
-            let stale: Vec<String> = source.into_iter().filter(|c| !c.deleting).map(|c| c.name).collect();
             let keep_volume = inp.fsts.spec.migration.stale_claims.unwrap_or_default() == StaleClaims::Release;
-            (from != to && !stale.is_empty()).then_some((HandoverKind::Retire { keep_volume }, stale))
+            let live = |claims: Vec<super::member::cache::ClaimRecord>| -> Vec<String> {
+                claims.into_iter().filter(|c| !c.deleting).map(|c| c.name).collect()
+            };
+            let leaving = live(source);
+            if !leaving.is_empty() {
+                return Some((HandoverKind::Retire { keep_volume, arrival: false }, leaving));
+            }
+            let older = live(claims_of(view(to), k));
+            (!older.is_empty()).then_some((HandoverKind::Retire { keep_volume, arrival: true }, older))
         }
     }
 }
@@ -124,7 +137,8 @@ pub fn gate(inp: &Inputs<'_>, obs: &Observed, m: &MoveStatus, k: Ordinal) -> Gat
     }
     let involved: &[&str] = match kind {
         HandoverKind::Move => &[&m.from, &m.to],
-        HandoverKind::Retire { .. } => &[&m.from],
+        HandoverKind::Retire { arrival: false, .. } => &[&m.from],
+        HandoverKind::Retire { arrival: true, .. } => &[&m.to],
     };
     if let Some(c) = involved.iter().find(|c| obs.get(**c).is_none_or(|o| !o.reachable)) {
         return Gate::Held {

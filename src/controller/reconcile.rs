@@ -1421,13 +1421,13 @@ mod tests {
             BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);
         let d = decide_now(&f, &members, 7);
         assert!(!grows_b(&d), "{:?}", written_slices(&d));
-        let retire = HandoverKind::Retire { keep_volume: true };
+        let retire = HandoverKind::Retire { keep_volume: true, arrival: false };
         let steps: Vec<(u32, &str, HandoverKind)> =
             d.handovers.iter().map(|h| (h.ordinal, h.from.as_str(), h.kind)).collect();
         assert_eq!(steps, [(0, "a", retire), (1, "a", retire)], "staleClaims defaults to Release");
         f.spec.migration.stale_claims = Some(crate::api::StaleClaims::Delete);
         let d = decide_now(&f, &members, 7);
-        assert_eq!(d.handovers[0].kind, HandoverKind::Retire { keep_volume: false });
+        assert_eq!(d.handovers[0].kind, HandoverKind::Retire { keep_volume: false, arrival: false });
         // Claims being deleted count as gone: b grows.
         f.status = Some(d.status);
         let a = reporting(members.remove("a").unwrap(), |v| {
@@ -1437,6 +1437,21 @@ mod tests {
         let d = decide_now(&f, &members, 7);
         assert!(d.handovers.is_empty());
         assert!(written_slices(&d).contains(&("b".to_string(), Some(0), Some(2))), "{:?}", written_slices(&d));
+    }
+
+    #[test]
+    fn a_detached_ordinal_arriving_where_an_older_claim_of_it_was_left_retires_that_claim_first() {
+        // b kept a claim of ordinal 1 from a run before (a member fenced since, say): the
+        // ordinal ran in a since, so that claim must not bind when it arrives.
+        let f = four_over_abc(StorageMode::Detached, phases::RELEASED);
+        let a = settled(&f, 0, 0, 7);
+        let b = with_claims(settled(&f, 0, 0, 7), &[1], "b");
+        let members = BTreeMap::from([("a".into(), a), ("b".into(), b), ("c".into(), settled(&f, 2, 2, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(!grows_b(&d), "{:?}", written_slices(&d));
+        let steps: Vec<(u32, &str, HandoverKind)> =
+            d.handovers.iter().map(|h| (h.ordinal, h.to.as_str(), h.kind)).collect();
+        assert_eq!(steps, [(1, "b", HandoverKind::Retire { keep_volume: true, arrival: true })]);
     }
 
     #[test]
