@@ -28,7 +28,7 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberHandle, MemberObserved,
-        MembersChanged, ReleaseClaims, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        MembersChanged, ReleaseClaims, RetireClaims, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput},
@@ -71,6 +71,8 @@ struct Outcome {
     written: Vec<(String, u64)>,
     /// Moves whose destination's grow was written, with when that write landed.
     grown: Vec<(u32, Instant)>,
+    /// Events of the storage steps carried out (claims retired), recorded whatever else is.
+    storage_notes: Vec<crate::controller::events::Note>,
 }
 
 /// The coordinator of one federation.
@@ -269,10 +271,10 @@ impl Coordinator {
             for (cluster, rv) in outcome.written {
                 act.awaiting.insert(cluster, (rv, Instant::now()));
             }
-            if !outcome.notes.is_empty() {
+            if !outcome.notes.is_empty() || !outcome.storage_notes.is_empty() {
                 let recorder = act.recorder.clone();
                 let fsts = act.fsts.clone();
-                let notes = outcome.notes.clone();
+                let notes: Vec<_> = outcome.notes.iter().chain(&outcome.storage_notes).cloned().collect();
                 actix::spawn(async move {
                     let mut r = recorder.lock().await;
                     for n in &notes {
@@ -519,8 +521,19 @@ async fn carry_out(
         out.notes = decision.notes.clone();
         crash_points("persisted", decision);
     }
+    // A storage step that fails (its member stopped answering) holds only its own ordinal,
+    // whose grow is not among this round's writes: the others go ahead.
+    let mut stuck = Vec::new();
     for h in &decision.handovers {
-        handover(h, &fsts, watchers, term, out).await?;
+        if let Err(e) = handover(h, &fsts, watchers, term, out).await {
+            tracing::warn!(federation = %key, ordinal = h.ordinal, error = %e, "storage step failed; its move waits");
+            stuck.push(e);
+        }
+    }
+    if !stuck.is_empty() {
+        // Tried again after the pause that follows a failure.
+        out.again = true;
+        out.error = Some(stuck.join("; "));
     }
     if !decision.writes.is_empty() {
         hold_points(decision).await;
@@ -613,8 +626,8 @@ fn note_access_refusal(out: &mut Outcome, e: &WriteError) {
     }
 }
 
-/// Hands one ordinal's volumes from its source to its destination (both idempotent), or
-/// records why it cannot.
+/// Carries out one ordinal's storage step: hands its volumes from its source to its
+/// destination, or retires its claims in the source (all idempotent); or records why it cannot.
 async fn handover(
     h: &reconcile::Handover,
     fsts: &FederatedStatefulSet,
@@ -626,6 +639,36 @@ async fn handover(
         return Err(format!("ordinal {}: no watcher for {} or {}", h.ordinal, h.from, h.to));
     };
     let namespace = fsts.namespace().unwrap_or_default();
+    if let reconcile::HandoverKind::Retire { keep_volume, arrival } = h.kind {
+        let (at, watcher) = if arrival { (&h.to, to) } else { (&h.from, from) };
+        let msg = RetireClaims { namespace, claims: h.claims.clone(), keep_volume, term };
+        return match watcher.send(msg).await {
+            Ok(Ok(retired)) => {
+                for (claim, volume) in retired {
+                    let fate = match (volume, keep_volume) {
+                        (Some(v), true) => format!("its volume {v} is kept (Retain, Released)"),
+                        (Some(v), false) => format!("its volume {v} goes by its reclaim policy"),
+                        (None, _) => "it had no volume".to_string(),
+                    };
+                    let why = if arrival {
+                        format!("ordinal {} arrives in {at} from {}: its older claim {claim} there", h.ordinal, h.from)
+                    } else {
+                        format!("ordinal {} left {at}: claim {claim}", h.ordinal)
+                    };
+                    out.storage_notes.push(crate::controller::events::Note::normal(
+                        "StaleClaimRetired",
+                        format!("{why} was deleted so that it never binds again (migration.staleClaims); {fate}"),
+                    ));
+                }
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                note_access_refusal(out, &e);
+                Err(format!("ordinal {}: retiring its claims in {at}: {e}", h.ordinal))
+            }
+            Err(e) => Err(format!("{at}: watcher gone: {e}")),
+        };
+    }
     let msg = ReleaseClaims { namespace: namespace.clone(), claims: h.claims.clone(), term };
     let objects = match from.send(msg).timeout(MEMBER_CALL_TIMEOUT).await {
         Ok(Ok(objects)) => objects,
@@ -646,7 +689,20 @@ async fn handover(
         std::process::exit(86)
     });
     match to.send(AdoptClaims { namespace, objects, term }).timeout(MEMBER_CALL_TIMEOUT).await {
-        Ok(Ok(())) => Ok(()),
+        Ok(Ok(retired)) => {
+            for (claim, volume) in retired {
+                let volume = volume.map(|v| format!("; its volume {v} is kept (Retain, Released)")).unwrap_or_default();
+                out.storage_notes.push(crate::controller::events::Note::warning(
+                    "StaleClaimRetired",
+                    format!(
+                        "ordinal {} returned to {}: its older claim {claim} there was deleted so that it never binds \
+                         again, and the handed-over one from {} takes its place{volume}",
+                        h.ordinal, h.to, h.from
+                    ),
+                ));
+            }
+            Ok(())
+        }
         Ok(Err(WriteError::Refused { message, .. })) => {
             out.handover_refused.push((h.ordinal, message));
             Ok(())

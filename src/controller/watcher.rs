@@ -37,7 +37,7 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, MemberObserved, MemberView,
-        ReleaseClaims, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        ReleaseClaims, RetireClaims, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     spans,
@@ -1152,7 +1152,7 @@ impl Handler<ReleaseClaims> for ClusterWatcher {
 }
 
 impl Handler<AdoptClaims> for ClusterWatcher {
-    type Result = ResponseActFuture<Self, Result<(), WriteError>>;
+    type Result = ResponseActFuture<Self, Result<Vec<(String, Option<String>)>, WriteError>>;
 
     fn handle(&mut self, msg: AdoptClaims, _: &mut Self::Context) -> Self::Result {
         if let Err(e) = self.check_term(msg.term) {
@@ -1165,6 +1165,7 @@ impl Handler<AdoptClaims> for ClusterWatcher {
             let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &msg.namespace);
             let pvs: Api<PersistentVolume> = Api::all(client);
             let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
+            let mut retired = Vec::new();
             for (pv, pvc) in &msg.objects {
                 let volume = pv.name_any();
                 if pvs.get_opt(&volume).await.map_err(|e| write_error(&cluster, e))?.is_none() {
@@ -1178,25 +1179,37 @@ impl Handler<AdoptClaims> for ClusterWatcher {
                     }
                     Some(there)
                         if there.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == Some(volume.as_str()) => {}
+                    // A claim of that name for another volume is stale: the ordinal ran
+                    // elsewhere since (a failover re-homed it onto a fresh claim, or it left
+                    // with storage: Detached). It must never bind again: it is retired (its
+                    // volume kept) and the handed-over claim takes its place once it is gone.
                     Some(there) => {
-                        return Err(WriteError::Refused {
-                            cluster: cluster.clone(),
-                            code: 409,
-                            message: format!(
-                                "PersistentVolumeClaim {} already exists there for another volume ({}); the handed-over \
-                                 volume {volume} cannot take its place",
-                                there.name_any(),
-                                there
-                                    .spec
-                                    .as_ref()
-                                    .and_then(|s| s.volume_name.clone())
-                                    .unwrap_or_else(|| "none yet".into())
-                            ),
-                        });
+                        let name = there.name_any();
+                        if there.metadata.deletion_timestamp.is_none() {
+                            let old = retire_claim(&pvcs, &pvs, &there, true, &cluster, &metrics).await?;
+                            tracing::warn!(
+                                cluster = %cluster, claim = %name, volume = ?old, handed_over = %volume,
+                                "stale claim retired in the destination of a storage handover; its volume is kept"
+                            );
+                            retired.push((name.clone(), old));
+                        }
+                        match pvcs.create(&pp, pvc).await {
+                            Ok(_) => metrics.member_write(&cluster, "PersistentVolumeClaim"),
+                            Err(kube::Error::Api(e)) if e.code == 409 => {
+                                return Err(WriteError::Unavailable {
+                                    cluster: cluster.clone(),
+                                    message: format!(
+                                        "stale PersistentVolumeClaim {name} is still being deleted; the handed-over \
+                                         claim for volume {volume} is created once it is gone"
+                                    ),
+                                });
+                            }
+                            Err(e) => return Err(write_error(&cluster, e)),
+                        }
                     }
                 }
             }
-            Ok(())
+            Ok(retired)
         };
         Box::pin(work.into_actor(self).map(|res, act, _| {
             if res.is_ok() {
@@ -1205,6 +1218,71 @@ impl Handler<AdoptClaims> for ClusterWatcher {
             res
         }))
     }
+}
+
+impl Handler<RetireClaims> for ClusterWatcher {
+    type Result = ResponseActFuture<Self, Result<Vec<(String, Option<String>)>, WriteError>>;
+
+    fn handle(&mut self, msg: RetireClaims, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.check_term(msg.term) {
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let client = self.client.clone();
+        let cluster = self.cluster.clone();
+        let metrics = self.metrics.clone();
+        let work = async move {
+            let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &msg.namespace);
+            let pvs: Api<PersistentVolume> = Api::all(client);
+            let mut retired = Vec::new();
+            for name in &msg.claims {
+                let Some(pvc) = pvcs.get_opt(name).await.map_err(|e| write_error(&cluster, e))? else { continue };
+                if pvc.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                let volume = retire_claim(&pvcs, &pvs, &pvc, msg.keep_volume, &cluster, &metrics).await?;
+                retired.push((name.clone(), volume));
+            }
+            Ok(retired)
+        };
+        Box::pin(work.into_actor(self).map(|res, act, _| {
+            if res.is_ok() {
+                act.contact_ok();
+            }
+            res
+        }))
+    }
+}
+
+/// Deletes the claim `pvc` (the very object read: a uid precondition), setting its volume to
+/// Retain first when `keep_volume`; a claim already gone counts as deleted. Answers its volume.
+async fn retire_claim(
+    pvcs: &Api<PersistentVolumeClaim>,
+    pvs: &Api<PersistentVolume>,
+    pvc: &PersistentVolumeClaim,
+    keep_volume: bool,
+    cluster: &str,
+    metrics: &Metrics,
+) -> Result<Option<String>, WriteError> {
+    let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
+    if keep_volume
+        && let Some(v) = &volume
+        && pvs.get_opt(v).await.map_err(|e| write_error(cluster, e))?.is_some()
+    {
+        let retain = serde_json::json!({"spec": {"persistentVolumeReclaimPolicy": "Retain"}});
+        let pp = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        pvs.patch(v, &pp, &Patch::Merge(&retain)).await.map_err(|e| write_error(cluster, e))?;
+        metrics.member_write(cluster, "PersistentVolume");
+    }
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions { uid: pvc.uid(), resource_version: None }),
+        ..Default::default()
+    };
+    match pvcs.delete(&pvc.name_any(), &dp).await {
+        Ok(_) => metrics.member_write(cluster, "PersistentVolumeClaim"),
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(write_error(cluster, e)),
+    }
+    Ok(volume)
 }
 
 #[cfg(test)]
