@@ -825,7 +825,7 @@ mod tests {
     use super::*;
 
     fn at(rv: &str) -> FederatedStatefulSet {
-        let mut f = crate::cli::sandbox::example(&["east".to_string()]);
+        let mut f = crate::api::example(&["east".to_string()]);
         f.metadata.resource_version = Some(rv.into());
         f
     }
