@@ -218,7 +218,7 @@ pub async fn mint(client: &Client, account: &str, seconds: i64) -> Result<(Strin
 /// Joins a member: identity and permissions in the member, its kubeconfig Secret and the
 /// MemberCluster in the host.
 pub async fn join(host: &Client, member: &Client, args: &JoinArgs) -> Result<Joined, String> {
-    if crate::cli::sim::bad_dns_label(&args.name) {
+    if super::bad_cluster_name(&args.name).is_some() {
         return Err(format!("NAME: {:?} is not a DNS label", args.name));
     }
     let cluster = cluster_entry(&args.kubeconfig, &args.context)?;

@@ -891,7 +891,7 @@ mod tests {
 
     fn fsts(weights: &[(&str, i32)]) -> FederatedStatefulSet {
         let clusters: Vec<String> = weights.iter().map(|(c, _)| c.to_string()).collect();
-        let mut f = crate::cli::sandbox::example(&clusters);
+        let mut f = crate::api::example(&clusters);
         for (p, (_, w)) in f.spec.placement.clusters.iter_mut().zip(weights) {
             p.weight = Some(*w);
         }
