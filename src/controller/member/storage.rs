@@ -5,6 +5,8 @@
 //! the same volume. Nothing is deleted in the source. A volume tied to one node (a `local`
 //! volume, or node affinity) cannot follow its ordinal and is refused, naming the PV.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
 
@@ -50,6 +52,15 @@ pub fn pv_for_destination(pv: &PersistentVolume) -> PersistentVolume {
         }
     }
     out
+}
+
+/// A handed-over copy labelled as the federation's (beside the labels it came with), so that
+/// the destination's guard (`spanset-member-scope`) lets spanset's identity create it, and
+/// later hand it back.
+pub fn owned_by<K: kube::Resource>(mut k: K, labels: &BTreeMap<String, String>) -> K {
+    let mine = k.meta_mut().labels.get_or_insert_with(BTreeMap::new);
+    mine.extend(labels.iter().map(|(a, b)| (a.clone(), b.clone())));
+    k
 }
 
 /// The PVC as it is created in the destination: naming the same volume.
