@@ -43,10 +43,13 @@ pub fn map_of(entries: impl IntoIterator<Item = (String, Cel)>) -> Cel {
     Cel::Map(Map { map: Arc::new(map) })
 }
 
+/// A compiled program, or the parser's error.
+type Compiled = Result<Arc<Program>, String>;
+
 /// Compiled programs by source text. Policies are few and their expressions fixed, so the
 /// cache stays small; a policy's expressions are compiled once, not on every request.
-fn cache() -> &'static Mutex<HashMap<String, Result<Arc<Program>, String>>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Result<Arc<Program>, String>>>> = OnceLock::new();
+fn cache() -> &'static Mutex<HashMap<String, Compiled>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Compiled>>> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
 
