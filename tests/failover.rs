@@ -49,16 +49,17 @@ async fn reachable(f: &Federation, name: &str) -> Option<(String, String, String
     condition(&mc.status.map(|s| s.conditions).unwrap_or_default(), "Reachable")
 }
 
-/// Stops every node of a member (its pods die with them), then cuts it off: a real loss.
+/// Powers off every node of a member (its pods die with them), then cuts it off: a real loss,
+/// the one a fence asserts.
 async fn lose(f: &Federation, member: &str) {
     let nodes: Api<Node> = Api::all(f.member(member).await);
     for n in nodes.list(&ListParams::default()).await.expect("nodes listed").items {
         let name = n.name_any();
         if name.starts_with("node-") {
-            f.sandbox.ctl_ok(&["node-down", member, &name]);
+            f.sandbox.ctl_ok(&["node-down", member, &name, "--power-off"]);
         }
     }
-    // The sandbox records the pods as stopped once their nodes are declared dead.
+    // The sandbox records the pods as stopped at the power-off.
     let start = Instant::now();
     loop {
         let out = f.sandbox.ctl_ok(&["ledger"]);
@@ -174,7 +175,19 @@ async fn hung_and_refusing_members_are_detected_with_their_reasons_and_a_blip_fl
 async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_first_when_it_returns() {
     let f = Federation::start(&["east", "west", "central"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
-    f.create(&federation(&f.members, serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6}))).await;
+    let mut fsts = federation(&f.members, serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6}));
+    // As databases often do, the pods tolerate an unreachable node (here for ever): nothing
+    // evicts central's pods before it returns, so each is still bound and not being deleted
+    // unless spanset deletes it (an OrderedReady scale-down deletes one, which then waits on its
+    // dead node, and leaves the other to restart when the nodes power on).
+    fsts.spec.template.template.spec.as_mut().expect("a pod spec").tolerations =
+        Some(vec![k8s_openapi::api::core::v1::Toleration {
+            key: Some("node.kubernetes.io/unreachable".into()),
+            operator: Some("Exists".into()),
+            effect: Some("NoExecute".into()),
+            ..Default::default()
+        }]);
+    f.create(&fsts).await;
     f.wait_settled("redis", &THIRDS, "initial slices").await;
 
     // A reachable member is not fenced without --force.
@@ -229,8 +242,11 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
     // to restart first, central's own StatefulSet controller would bring back pods of its stale
     // slice before anyone could shrink it: fencing promises those workloads stay dead).
     f.sandbox.ctl_ok(&["heal", "central"]);
-    support::eventually("central's StatefulSet shrunk to nothing", || async {
+    let central_pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("central").await, "default");
+    support::eventually("central's StatefulSet shrunk to nothing and every pod of it being deleted", || async {
+        let pods = central_pods.list(&ListParams::default()).await.unwrap().items;
         f.member_slice("central", "redis").await.is_some_and(|s| s.1 == 0)
+            && pods.iter().all(|p| p.metadata.deletion_timestamp.is_some())
     })
     .await;
     for n in names.iter().filter(|n| n.starts_with("node-")) {
@@ -245,6 +261,64 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
     assert!(!mc.spec.fenced && mc.annotations().contains_key("spanset.dev/unfenced-by"));
     f.wait_settled("redis", &THIRDS, "thirds again after the unfence").await;
     f.assert_ledger_clean();
+}
+
+/// Fencing asserts that a member's workloads are dead. A member whose nodes only lost their
+/// network (the book's case) still runs its containers, so once its ordinals are re-homed the
+/// ledger records them running in two clusters: the ledger sees what a StatefulSet fears, and
+/// the failover tests that stay clean do so because their loss is a real one (a power-off).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_a_member_whose_nodes_only_lost_their_network_runs_its_ordinals_twice() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(&f.members, serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6}))).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    let nodes: Api<Node> = Api::all(f.member("central").await);
+    for n in nodes.list(&ListParams::default()).await.expect("nodes listed").items {
+        if n.name_any().starts_with("node-") {
+            f.sandbox.ctl_ok(&["node-down", "central", &n.name_any()]);
+        }
+    }
+    f.sandbox.ctl_ok(&["partition", "central"]);
+    support::eventually("central Unreachable in its MemberCluster", || async {
+        reachable(&f, "central").await.is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    let out = f.spanset(&["fence", "central", "--reason", "its network is gone"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals re-homed").await;
+    let west: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("west").await, "default");
+    support::eventually("redis-4 and redis-5 running in west", || async {
+        let mut both = true;
+        for pod in ["redis-4", "redis-5"] {
+            both &= west
+                .get_opt(pod)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|p| p.status.and_then(|s| s.phase).as_deref() == Some("Running"));
+        }
+        both
+    })
+    .await;
+    let ledger: serde_json::Value = serde_json::from_str(&f.sandbox.ctl_ok(&["ledger"])).expect("ledger JSON");
+    let violations: Vec<String> = ledger["violations"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|v| v.as_str().unwrap_or_default().to_string())
+        .collect();
+    for k in [4, 5] {
+        assert!(
+            violations.iter().any(|v| v.contains(&format!("ordinal {k} ran in two places at once"))
+                && v.contains("central pod redis-")
+                && v.contains("west pod redis-")),
+            "ordinal {k} recorded in central and west: {violations:?}\n{}",
+            ledger["incarnations"]
+        );
+    }
+    let out = f.sandbox.ctl(&["ledger", "--check"]);
+    assert!(!out.status.success(), "ledger --check fails on the violation");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! Supervisor ──StartCoordinator/SpecChanged/MembersChanged──▶ Coordinator
-//! Coordinator ──Subscribe/WriteStatefulSet/EnsureSupporting/DeleteFederation──▶ ClusterWatcher
+//! Coordinator ──Subscribe/WriteStatefulSet/EnsureSupporting/DeleteFederation/DeletePods──▶ ClusterWatcher
 //! ClusterWatcher ──MemberObserved──▶ Coordinator
 //! ```
 
@@ -226,6 +226,20 @@ pub struct AdoptClaims {
     pub namespace: String,
     /// The objects from [`ReleaseClaims`].
     pub objects: Vec<(PersistentVolume, PersistentVolumeClaim)>,
+    /// The writer's term.
+    pub term: u64,
+}
+
+/// Deletes pods of a federation in a member, gracefully and each only as the incarnation named
+/// (a uid precondition): the pods left in a fenced member that answers again (see
+/// [`crate::controller::reconcile::PodDelete`]). A pod already gone or replaced counts as done.
+#[derive(Message)]
+#[rtype(result = "Result<(), WriteError>")]
+pub struct DeletePods {
+    /// The pods' namespace.
+    pub namespace: String,
+    /// The pods, as (name, uid).
+    pub pods: Vec<(String, String)>,
     /// The writer's term.
     pub term: u64,
 }

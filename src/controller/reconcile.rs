@@ -112,6 +112,20 @@ fn handover_due(inp: &Inputs<'_>, k: Ordinal, from: &str, to: &str) -> Option<Ve
     (!source.is_empty() && !arrived).then(|| source.into_iter().map(|c| c.name).collect())
 }
 
+/// A pod that spanset deletes itself: one left running in a fenced member that answers again,
+/// after its StatefulSet was shrunk to nothing. Its ordinal was re-homed while the member was
+/// declared dead, and an OrderedReady scale-down would wait on a pod stuck Terminating on a
+/// dead node while the others kept running — and restarted when their nodes power on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodDelete {
+    /// The member.
+    pub cluster: String,
+    /// The pod's name.
+    pub name: String,
+    /// Its uid: only this incarnation is deleted.
+    pub uid: String,
+}
+
 /// A member StatefulSet write.
 #[derive(Debug, Clone)]
 pub struct StsWrite {
@@ -144,6 +158,8 @@ pub struct Decision {
     pub fence: Vec<(String, String)>,
     /// Storage handovers to carry out before the writes.
     pub handovers: Vec<Handover>,
+    /// Pods to delete (gracefully, by uid) in fenced members that answer again.
+    pub pod_deletes: Vec<PodDelete>,
     /// Nothing may be written (a condition says why).
     pub blocked: bool,
     /// Every slice as targeted and every ordinal Ready.
@@ -401,6 +417,22 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         }
     }
 
+    // A fenced member that answers again and whose shrink is stored: every pod of the
+    // federation still there goes now, whatever its StatefulSet controller's order.
+    let mut pod_deletes = Vec::new();
+    for name in obs.iter().filter(|(_, o)| o.fenced && o.reachable).map(|(n, _)| n) {
+        let view = view_of(name).expect("observed members have views");
+        let f = &view.federation;
+        if f.sts.as_ref().is_some_and(|s| !s.deleting && s.slice.replicas == 0) {
+            let pod_name = |k: &Ordinal| format!("{}-{k}", fsts.name_any());
+            pod_deletes.extend(f.pods.iter().filter(|(_, p)| !p.deleting).map(|(k, p)| PodDelete {
+                cluster: name.clone(),
+                name: pod_name(k),
+                uid: p.uid.clone(),
+            }));
+        }
+    }
+
     // 3. Plan.
     let recorded: BTreeMap<Ordinal, MoveStatus> =
         previous.moves.iter().filter_map(|m| u32::try_from(m.ordinal).ok().map(|k| (k, m.clone()))).collect();
@@ -537,7 +569,14 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                     start: o.written.start as i32,
                     replicas: o.written.replicas as i32,
                     reserved_ordinals: o.written.reserved.iter().map(|k| k as i32).collect(),
-                    ready_replicas: (&o.written.ordinals() & &o.ready).len() as i32,
+                    // A fenced member is declared dead: its pods count for nothing (they show
+                    // in the Degraded condition instead); an unreachable one's readiness is not
+                    // known, only last seen.
+                    ready_replicas: if o.fenced || !o.reachable {
+                        0
+                    } else {
+                        (&o.written.ordinals() & &o.ready).len() as i32
+                    },
                 })
             }
             // Not reported yet: the slice it was last seen to hold stays in the status, which
@@ -567,7 +606,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         .copied()
         .filter(|n| inp.members.get(*n).is_none_or(|m| m.view.as_ref().is_none_or(|v| !v.synced)))
         .collect();
-    let done = plan.as_ref().is_some_and(|p| p.done) && writes.is_empty();
+    let done = plan.as_ref().is_some_and(|p| p.done) && writes.is_empty() && pod_deletes.is_empty();
     match &plan_error {
         Some(e) => verdicts.push(Verdict::yes(types::BLOCKED, "NoPlacement", e.clone())),
         None => verdicts.push(Verdict::no(types::BLOCKED, "Planned", "")),
@@ -582,6 +621,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             ("WaitingForMembers", format!("no report yet from {}", missing.join(", ")))
         } else if stamping {
             ("Writing", "writing member StatefulSets in this term".to_string())
+        } else if let Some(p) = plan.as_ref().filter(|p| p.stalled) {
+            ("MoveLimit", plan::stall_message(&desired, &p.in_flight))
         } else if !moves.is_empty() {
             ("Migrating", format!("{} ordinal(s) moving", moves.len()))
         } else {
@@ -597,8 +638,14 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 .iter()
                 .map(|(c, e)| {
                     let why = view_of(c).and_then(|v| incompatibility(&v, backend));
+                    let left: Ordinals =
+                        view_of(c).map(|v| v.federation.pods.keys().copied().collect()).unwrap_or_default();
                     match (e, why) {
                         (Exclusion::Incompatible, Some(why)) => format!("{c} (Incompatible: {why})"),
+                        (Exclusion::Fenced, _) if !left.is_empty() => format!(
+                            "{c} (Fenced; it still reports pods of ordinals {}, counted nowhere)",
+                            plan::ordinal_runs(&left).join(",")
+                        ),
                         _ => format!("{c} ({e:?})"),
                     }
                 })
@@ -641,6 +688,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         writable,
         fence: automatic_fences(fsts, inp, grace),
         handovers,
+        pod_deletes,
         blocked: false,
         done,
         finished_moves: finished,
@@ -836,6 +884,52 @@ mod tests {
         let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), settled(&f, 3, 3, 8))]);
         let d = decide_now(&f, &members, 8);
         assert!(written_slices(&d).iter().all(|(c, _, r)| c != "east" || *r == Some(3)), "{:?}", written_slices(&d));
+    }
+
+    #[test]
+    fn a_fenced_member_that_answers_again_is_shrunk_then_its_remaining_pods_are_deleted() {
+        // West was fenced and its ordinals 3-5 re-homed to east; west answers again. Its own
+        // StatefulSet controller (OrderedReady) would delete one pod at a time and wait on one
+        // stuck Terminating on a dead node: spanset deletes the others itself, once the shrink
+        // is stored, each by uid.
+        let f = fsts(&[("east", 1), ("west", 0)]);
+        let mut west = settled(&f, 3, 3, 8);
+        west.fenced = true;
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 6, 8)), ("west".into(), west)]);
+        let d = decide_now(&f, &members, 8);
+        assert_eq!(written_slices(&d), vec![("west".to_string(), Some(0), Some(0))], "the shrink first");
+        assert!(d.pod_deletes.is_empty(), "no pod goes before the shrink is stored: {:?}", d.pod_deletes);
+        let shrunk = reporting(settled(&f, 3, 3, 8), |v| {
+            let sts = v.federation.sts.as_mut().unwrap();
+            sts.slice = Slice::empty();
+            v.federation.pods.get_mut(&5).unwrap().deleting = true;
+        });
+        let mut west = shrunk;
+        west.fenced = true;
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 6, 8)), ("west".into(), west)]);
+        let d = decide_now(&f, &members, 8);
+        let deletes: Vec<(&str, &str, &str)> =
+            d.pod_deletes.iter().map(|p| (p.cluster.as_str(), p.name.as_str(), p.uid.as_str())).collect();
+        assert_eq!(deletes, vec![("west", "redis-3", "p3"), ("west", "redis-4", "p4")], "not the one already deleting");
+        assert!(!d.done, "not done while pods are left there");
+    }
+
+    #[test]
+    fn a_fenced_member_counts_for_no_readiness_and_its_pods_are_named_in_degraded() {
+        // East runs everything after the re-homing; fenced west still reports Ready pods 3-5
+        // (it answers again, or its last report was from before the fence).
+        let f = fsts(&[("east", 1), ("west", 0)]);
+        let mut west = settled(&f, 3, 3, 8);
+        west.fenced = true;
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 6, 8)), ("west".into(), west)]);
+        let d = decide_now(&f, &members, 8);
+        assert_eq!(d.status.ready_replicas, Some(6), "6/6, not 9/6: {:?}", d.status.slices);
+        assert_eq!(d.status.ready.as_deref(), Some("6/6"));
+        let west = d.status.slices.iter().find(|s| s.cluster == "west").expect("west listed");
+        assert_eq!(west.ready_replicas, 0);
+        let degraded = d.status.conditions.iter().find(|c| c.type_ == "Degraded").expect("Degraded");
+        assert_eq!(degraded.status, "True");
+        assert!(degraded.message.contains("west (Fenced; it still reports pods of ordinals 3-5"), "{degraded:?}");
     }
 
     #[test]
