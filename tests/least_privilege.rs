@@ -344,18 +344,6 @@ async fn a_missing_member_permission_ends_in_a_condition_that_names_it() {
     assert!(Api::<StatefulSet>::namespaced(east, "shop").get_opt("cart").await.unwrap().is_none(), "nothing written");
 }
 
-/// The member identity's own client, from the kubeconfig `spanset join` left in the host.
-async fn member_identity(host: &Client, member: &str) -> Client {
-    let secret = Api::<Secret>::namespaced(host.clone(), "spanset-system")
-        .get(&format!("spanset-member-{member}"))
-        .await
-        .unwrap();
-    let yaml = String::from_utf8(secret.data.unwrap()["kubeconfig"].0.clone()).unwrap();
-    let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
-    Client::try_from(config).unwrap()
-}
-
 /// The refusal of a write by a guard: 403, naming the policy and its binding.
 fn guarded<T: std::fmt::Debug>(r: Result<T, kube::Error>, policy: &str) -> String {
     match r {
@@ -379,7 +367,7 @@ async fn each_member_guard_refuses_what_it_must() {
     f.create(&redis).await;
     f.wait_settled("redis", &[("east", 0, 1)], "placed").await;
     let admin = f.member("east").await;
-    let spanset = member_identity(&f.host, "east").await;
+    let spanset = f.spanset_identity("east").await;
     let sets = |c: &Client| Api::<StatefulSet>::namespaced(c.clone(), "default");
 
     // (a) Nobody but spanset changes spanset's StatefulSet: spec, scale, or spanset's stamps.
