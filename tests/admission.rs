@@ -45,6 +45,18 @@ async fn kubectl_meets_the_members_guards() {
         ran += 1;
         k.context = Some("west".into());
 
+        // The guards, as `kubectl get` lists them.
+        let rows = |what: &str| -> Vec<Vec<String>> {
+            k.ok(&["get", what]).lines().map(|l| l.split_whitespace().map(str::to_string).collect()).collect()
+        };
+        let policies = rows("validatingadmissionpolicies");
+        assert_eq!(policies[0], ["NAME", "VALIDATIONS", "PARAMKIND", "AGE"], "kubectl 1.{minor}");
+        assert!(policies.iter().any(|r| r[..3] == ["spanset-owner-scale", "1", "apps/v1/StatefulSet"]), "{policies:?}");
+        assert!(policies.iter().any(|r| r[..3] == ["spanset-member-scope", "2", "<unset>"]), "{policies:?}");
+        let bindings = rows("validatingadmissionpolicybindings");
+        assert_eq!(bindings[0], ["NAME", "POLICYNAME", "PARAMREF", "AGE"], "kubectl 1.{minor}");
+        assert!(bindings.iter().any(|r| r[..3] == ["spanset-owner", "spanset-owner", "<unset>"]), "{bindings:?}");
+
         // (a) The administrator scales or patches spanset's StatefulSet by hand.
         let err = refused(&k, &["scale", "sts", "redis", "--replicas", "5"], None);
         assert!(
