@@ -49,6 +49,28 @@ fn rules(field: &str, list: &[Value], errs: &mut Vec<FieldError>) {
                 errs.push(required(&format!("{field}[{i}].{key}"), ""));
             }
         }
+        for key in ["apiGroups", "apiVersions"] {
+            let list = items(r, key);
+            if list.len() > 1 && list.iter().any(|v| v == "*") {
+                let f = format!("{field}[{i}].{key}");
+                errs.push(err(
+                    &f,
+                    FieldErrorKind::Invalid,
+                    Some(Value::Array(list.to_vec())),
+                    "if '*' is present, must not specify other values",
+                ));
+            }
+        }
+        let resources = items(r, "resources");
+        if resources.len() > 1 && resources.iter().any(|v| v == "*/*") {
+            let f = format!("{field}[{i}].resources");
+            errs.push(err(
+                &f,
+                FieldErrorKind::Invalid,
+                Some(Value::Array(resources.to_vec())),
+                "if '*/*' is present, must not specify other resources",
+            ));
+        }
         for (j, op) in items(r, "operations").iter().enumerate() {
             let ok = matches!(op.as_str(), Some("*" | "CREATE" | "UPDATE" | "DELETE" | "CONNECT"));
             if !ok {
@@ -165,7 +187,7 @@ mod tests {
         let errs = policy_errors(json!({
             "failurePolicy": "Sometimes",
             "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
-                "operations": ["PATCH"], "resources": ["statefulsets"]}]},
+                "operations": ["PATCH"], "resources": ["statefulsets", "*/*"]}]},
             "validations": [{"expression": "object.spec.replicas <=", "reason": "Teapot"}],
         }));
         assert!(errs.iter().any(|e| e.starts_with("spec.failurePolicy: Unsupported value: \"Sometimes\"")), "{errs:?}");
@@ -183,6 +205,11 @@ mod tests {
         );
         assert!(
             errs.iter().any(|e| e.starts_with("spec.validations[0].reason: Unsupported value: \"Teapot\"")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter().any(|e| e.starts_with("spec.matchConstraints.resourceRules[0].resources: Invalid value")
+                && e.ends_with("if '*/*' is present, must not specify other resources")),
             "{errs:?}"
         );
         assert!(
