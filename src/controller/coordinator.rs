@@ -28,7 +28,7 @@ use super::{
         storage,
     },
     messages::{
-        AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, MemberHandle, MemberObserved,
+        AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberHandle, MemberObserved,
         MembersChanged, ReleaseClaims, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
@@ -321,10 +321,13 @@ impl Coordinator {
     fn wake_at_next_deadline(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
         let deadlines = reconcile::silence_deadlines(&self.fsts);
+        // Silence counts for the automatic fence only from this process's leadership.
+        let leading = self.leadership.leading_since().unwrap_or(now);
         let next = self
             .views
             .values()
             .filter_map(|v| v.last_contact.or(v.watching_since))
+            .map(|since| since.max(leading))
             .flat_map(|since| deadlines.iter().map(move |d| since + *d + Duration::from_millis(5)))
             .filter(|t| *t > now)
             .min();
@@ -355,6 +358,7 @@ impl Coordinator {
             access_refusal: self.access_refusal.take(),
             handover_refusals: self.handover_refusals.clone(),
             now,
+            leading_since: self.leadership.leading_since().unwrap_or(now),
             wall: jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()),
         });
         tracing::debug!(
@@ -801,6 +805,16 @@ impl Handler<MembersChanged> for Coordinator {
         self.members_listed = msg.listed;
         self.subscribe_all(ctx);
         self.schedule(ctx);
+    }
+}
+
+impl Handler<Holds> for Coordinator {
+    type Result = Vec<String>;
+
+    fn handle(&mut self, msg: Holds, _: &mut Self::Context) -> Vec<String> {
+        let members = self.inputs();
+        let grace = reconcile::unreachable_after(&self.fsts);
+        super::holds::holds(&self.fsts, &msg.cluster, members.get(&msg.cluster), Instant::now(), grace)
     }
 }
 

@@ -2,7 +2,7 @@
 //! (`WriteStatefulSet`), facts past tense (`MemberObserved`).
 //!
 //! ```text
-//! Supervisor ──StartCoordinator/SpecChanged/MembersChanged──▶ Coordinator
+//! Supervisor ──StartCoordinator/SpecChanged/MembersChanged/Holds──▶ Coordinator
 //! Coordinator ──Subscribe/WriteStatefulSet/EnsureSupporting/DeleteFederation/DeletePods──▶ ClusterWatcher
 //! ClusterWatcher ──MemberObserved──▶ Coordinator
 //! ```
@@ -195,6 +195,15 @@ pub struct MembersChanged {
     pub members: Arc<BTreeMap<String, MemberHandle>>,
     /// The MemberCluster watch has listed once: a name missing here is truly unknown.
     pub listed: bool,
+}
+
+/// The supervisor asks a coordinator what its federation still holds in a member whose
+/// MemberCluster is being deleted (see [`super::holds`]); the answer is empty when nothing.
+#[derive(Message)]
+#[rtype(result = "Vec<String>")]
+pub struct Holds {
+    /// The member.
+    pub cluster: String,
 }
 
 /// Stops an actor (its object is gone, or the process is shutting down).

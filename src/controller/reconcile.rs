@@ -82,6 +82,11 @@ pub struct Inputs<'a> {
     pub handover_refusals: BTreeMap<Ordinal, String>,
     /// Monotonic now, for reachability.
     pub now: Instant,
+    /// When this process began leading in `term`: the automatic policy counts a member's
+    /// silence for fencing only from here, never from what the watchers counted while this
+    /// process was a standby (which may simply have no route to a member the old leader
+    /// reached).
+    pub leading_since: Instant,
     /// Wall-clock now, for `since` and transition times.
     pub wall: jiff::Timestamp,
 }
@@ -180,7 +185,7 @@ pub struct Decision {
 }
 
 /// The federation's `failover.unreachableAfterSeconds`, at least [`MIN_UNREACHABLE_AFTER`].
-fn unreachable_after(fsts: &FederatedStatefulSet) -> Duration {
+pub fn unreachable_after(fsts: &FederatedStatefulSet) -> Duration {
     fsts.spec
         .failover
         .unreachable_after_seconds
@@ -201,30 +206,46 @@ pub fn silence_deadlines(fsts: &FederatedStatefulSet) -> Vec<Duration> {
     out
 }
 
-/// Placement members that the automatic policy fences now: unfenced, and silent for
-/// `unreachableAfterSeconds` + `fenceAfterSeconds` (counted from the watcher's start when the
-/// member never answered this process).
-fn automatic_fences(fsts: &FederatedStatefulSet, inp: &Inputs<'_>, grace: Duration) -> Vec<(String, String)> {
+/// Members that the automatic policy fences now: unfenced, holding something of this
+/// federation (in the placement, or in the observation with a slice or pods there: a member
+/// removed from the placement while lost still holds its ordinals, issue 19 item 16), and
+/// silent for `unreachableAfterSeconds` + `fenceAfterSeconds`. Silence is counted from the
+/// last answer, or from the watcher's start when the member never answered this process, and
+/// never from before this process began leading (issue 19 item 12): a standby's watcher may
+/// have had no route to a member that the old leader reached, and its count says nothing
+/// about that member's pods.
+fn automatic_fences(
+    fsts: &FederatedStatefulSet,
+    inp: &Inputs<'_>,
+    obs: &Observed,
+    grace: Duration,
+) -> Vec<(String, String)> {
     if fsts.spec.failover.policy != Some(FailoverPolicy::Automatic) {
         return Vec::new();
     }
     let fence_after = Duration::from_secs(
         fsts.spec.failover.fence_after_seconds.map_or(DEFAULT_FENCE_AFTER_SECONDS, |s| s.max(1)) as u64,
     );
+    let placed = |n: &str| fsts.spec.placement.clusters.iter().any(|c| c.name == n);
+    let holds = |n: &str| obs.get(n).is_some_and(|o| o.written.replicas > 0 || !o.pods.is_empty());
     let mut out = Vec::new();
-    for c in &fsts.spec.placement.clusters {
-        let Some(m) = inp.members.get(&c.name) else { continue };
+    for (name, m) in inp.members {
+        if m.fenced || !(placed(name) || holds(name)) {
+            continue;
+        }
         let Some(view) = &m.view else { continue };
         let Some(since) = view.last_contact.or(view.watching_since) else { continue };
+        let since = since.max(inp.leading_since);
         let silent = inp.now.saturating_duration_since(since);
-        if m.fenced || silent < grace + fence_after {
+        if silent < grace + fence_after {
             continue;
         }
         let why = view.failure.as_ref().map(|(f, msg)| format!("{}: {msg}", f.reason())).unwrap_or_default();
         out.push((
-            c.name.clone(),
+            name.clone(),
             format!(
-                "automatic failover: no answer for {}s (unreachableAfterSeconds {} + fenceAfterSeconds {}); {why}",
+                "automatic failover: no answer for {}s (unreachableAfterSeconds {} + fenceAfterSeconds {}, counted \
+                 from this leader's start at the earliest); {why}",
                 silent.as_secs(),
                 grace.as_secs(),
                 fence_after.as_secs()
@@ -672,6 +693,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         ready_replicas: Some(ready_total),
         clusters: Some(slices.iter().filter(|s| s.replicas > 0).count() as i32),
         moving: Some(moves.len() as i32),
+        replicas: Some(existing_pods(&obs)),
+        label_selector: Some(crate::api::selector_text(&fsts.spec.template.selector)),
         slices,
         moves: moves_list,
     };
@@ -686,7 +709,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         writes,
         supporting,
         writable,
-        fence: automatic_fences(fsts, inp, grace),
+        fence: automatic_fences(fsts, inp, &obs, grace),
         handovers,
         pod_deletes,
         blocked: false,
@@ -726,11 +749,18 @@ fn backend_mismatch(inp: &Inputs<'_>, backend: Backend) -> Option<String> {
     })
 }
 
-/// Whether every unfenced member other than `to` is confirmed not to hold or run `k`.
+/// Whether every member other than `to` that counts (unfenced, or fenced but answering again:
+/// [`plan::steps::counts`]) is confirmed not to hold or run `k`.
 fn released(obs: &Observed, k: Ordinal, to: &str) -> bool {
     obs.iter()
-        .filter(|(n, o)| n.as_str() != to && !o.fenced)
+        .filter(|(n, o)| n.as_str() != to && plan::steps::counts(o))
         .all(|(_, o)| !o.written.contains(k) && !o.pods.contains(k) && o.reachable && o.observed_since_write)
+}
+
+/// Pods of the federation that exist in reachable, unfenced members: what `status.replicas`
+/// (the `/scale` subresource's current count) reports.
+fn existing_pods(obs: &Observed) -> i32 {
+    obs.values().filter(|o| o.reachable && !o.fenced).map(|o| o.pods.len()).sum::<u64>() as i32
 }
 
 /// Ordinals whose pods exist in two unfenced members at once.
@@ -830,6 +860,7 @@ mod tests {
             access_refusal: None,
             handover_refusals: BTreeMap::new(),
             now: Instant::now(),
+            leading_since: Instant::now() - Duration::from_secs(3600),
             wall: jiff::Timestamp::from_second(1_800_000_000).unwrap(),
         })
     }
@@ -964,6 +995,117 @@ mod tests {
         });
         let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), answering)]);
         assert!(decide_now(&f, &members, 8).fence.is_empty());
+    }
+
+    #[test]
+    fn a_new_leader_counts_silence_for_an_automatic_fence_only_from_its_own_leadership() {
+        // Issue 19 item 12: this process's watcher has not reached west for a minute while it
+        // was a standby (the old leader did); it has led for two seconds only.
+        let mut f = fsts(&[("east", 1), ("west", 1)]);
+        f.spec.failover.policy = Some(FailoverPolicy::Automatic);
+        f.spec.failover.fence_after_seconds = Some(10);
+        f.status = Some(status_holding("west", 3, 3));
+        let now = Instant::now();
+        let long_ago = now - Duration::from_secs(60);
+        let silent = reporting(settled(&f, 3, 3, 7), |v| {
+            *v = MemberView { synced: false, watching_since: Some(long_ago), ..Default::default() };
+        });
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), silent)]);
+        let at = |leading_since: Instant| {
+            decide(&Inputs {
+                fsts: &f,
+                members: &members,
+                term: 8,
+                template_refusal: None,
+                access_refusal: None,
+                handover_refusals: BTreeMap::new(),
+                now,
+                leading_since,
+                wall: jiff::Timestamp::from_second(1_800_000_000).unwrap(),
+            })
+        };
+        let d = at(now - Duration::from_secs(2));
+        assert!(d.fence.is_empty(), "a standby's count of silence fences nothing: {:?}", d.fence);
+        // Past unreachableAfterSeconds (15) + fenceAfterSeconds (10) of its own leadership, it fences.
+        let d = at(now - Duration::from_secs(26));
+        assert_eq!(d.fence.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), ["west"]);
+    }
+
+    #[test]
+    fn a_lost_member_removed_from_the_placement_is_still_fenced_automatically() {
+        // Issue 19 item 16: central holds 4-5 but is no longer in the placement; it was lost,
+        // and after a restart it has never answered. Unfenced, it blocks every grow.
+        let mut f = fsts(&[("east", 1), ("west", 1)]);
+        f.spec.failover.policy = Some(FailoverPolicy::Automatic);
+        f.spec.failover.fence_after_seconds = Some(10);
+        f.status = Some(status_holding("central", 4, 2));
+        let long_ago = Instant::now() - Duration::from_secs(60);
+        let silent = reporting(settled(&f, 4, 2, 7), |v| {
+            *v = MemberView { synced: false, watching_since: Some(long_ago), ..Default::default() };
+        });
+        let members = BTreeMap::from([
+            ("east".into(), settled(&f, 0, 2, 8)),
+            ("west".into(), settled(&f, 2, 2, 8)),
+            ("central".into(), silent),
+        ]);
+        let d = decide_now(&f, &members, 8);
+        assert_eq!(d.fence.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), ["central"]);
+        assert!(
+            written_slices(&d).iter().all(|(_, s, r)| s.unwrap_or(0) + r.unwrap_or(0) <= 4),
+            "nothing grows into 4-5 before the fence: {:?}",
+            written_slices(&d)
+        );
+        // A silent member that holds nothing of this federation is not fenced by it.
+        let mut g = f.clone();
+        g.status = Some(status_holding("east", 0, 2));
+        let idle = reporting(settled(&g, 0, 0, 7), |v| {
+            *v = MemberView { synced: false, watching_since: Some(long_ago), ..Default::default() };
+        });
+        let members = BTreeMap::from([
+            ("east".into(), settled(&g, 0, 3, 8)),
+            ("west".into(), settled(&g, 3, 3, 8)),
+            ("central".into(), idle),
+        ]);
+        assert!(decide_now(&g, &members, 8).fence.is_empty());
+    }
+
+    #[test]
+    fn pods_of_a_fenced_member_that_answers_again_block_their_grow_elsewhere() {
+        // Issue 19 item 14: west was fenced while lost, answers again and has been shrunk, but
+        // its pods 3-5 still exist (still running, or terminating): east waits for them.
+        let f = fsts(&[("east", 1), ("west", 1)]);
+        let back = |pods: bool| {
+            let mut m = reporting(settled(&f, 3, 3, 8), |v| {
+                if let Some(sts) = v.federation.sts.as_mut() {
+                    sts.slice = Slice { start: 3, replicas: 0, ..Slice::empty() };
+                }
+                if !pods {
+                    v.federation.pods.clear();
+                }
+            });
+            m.fenced = true;
+            m
+        };
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), back(true))]);
+        let d = decide_now(&f, &members, 8);
+        assert!(
+            written_slices(&d).iter().all(|(c, _, r)| c != "east" || r.unwrap_or(0) <= 3),
+            "east takes none of west's 3-5 while their pods exist there: {:?}",
+            written_slices(&d)
+        );
+        // Once west's pods are gone, east takes the whole range.
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), back(false))]);
+        let d = decide_now(&f, &members, 8);
+        assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
+        // A fenced member that does not answer counts for nothing: the fence stands for it.
+        let mut lost = back(true);
+        lost.view = Some(Arc::new(MemberView {
+            last_contact: Some(Instant::now() - Duration::from_secs(60)),
+            ..(**lost.view.as_ref().unwrap()).clone()
+        }));
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), lost)]);
+        let d = decide_now(&f, &members, 8);
+        assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
     }
 
     #[test]
