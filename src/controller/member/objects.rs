@@ -230,6 +230,12 @@ placement:
     }
 
     #[test]
+    fn a_namespace_spanset_creates_is_labelled_as_spanset_s() {
+        let ns = namespace(&fsts());
+        assert_eq!(ns.metadata.labels.unwrap().get(MANAGED_BY).map(String::as_str), Some(MANAGER));
+    }
+
+    #[test]
     fn the_member_statefulset_selects_the_slice_and_carries_ownership_and_term() {
         let sts = statefulset(&fsts(), &Slice { start: 2, replicas: 2, ..Slice::empty() }, 7);
         assert_eq!(sts.types.as_ref().unwrap().api_version, "apps/v1");

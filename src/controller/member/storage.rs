@@ -104,6 +104,17 @@ mod tests {
     }
 
     #[test]
+    fn a_handed_over_copy_carries_the_federations_labels_beside_its_own() {
+        let mut source = pv(serde_json::json!({"csi": {"driver": "d", "volumeHandle": "vol-1"}}));
+        source.metadata.labels = Some(BTreeMap::from([("tier".to_string(), "db".to_string())]));
+        let labels = BTreeMap::from([("spanset.dev/federation".to_string(), "web".to_string())]);
+        let copy = owned_by(pv_for_destination(&source), &labels);
+        let got = copy.metadata.labels.unwrap();
+        assert_eq!(got.get("spanset.dev/federation").map(String::as_str), Some("web"));
+        assert_eq!(got.get("tier").map(String::as_str), Some("db"));
+    }
+
+    #[test]
     fn volumes_tied_to_a_node_are_refused_naming_the_pv() {
         let local = pv(serde_json::json!({"local": {"path": "/mnt/disk"}}));
         assert!(refusal(&local).unwrap().contains("PersistentVolume pv-1 is a local volume"));
