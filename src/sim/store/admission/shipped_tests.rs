@@ -26,7 +26,12 @@ fn spanset() -> UserInfo {
 /// A member with the shipped guards, a spanset StatefulSet `redis` (stamped with term 3) and
 /// its pod, a user's StatefulSet `web`, and a PersistentVolume.
 fn member() -> Arc<Cluster> {
-    let c = Cluster::new(ClusterConfig::named("member"));
+    member_with(false)
+}
+
+/// [`member`], with OpenKruise installed or not.
+fn member_with(kruise: bool) -> Arc<Cluster> {
+    let c = Cluster::new(ClusterConfig { kruise, ..ClusterConfig::named("member") });
     for doc in serde_yaml::Deserializer::from_str(SHIPPED) {
         let doc: Value = serde::Deserialize::deserialize(doc).unwrap();
         let plural = match doc["kind"].as_str() {
@@ -155,6 +160,41 @@ fn only_spanset_scales_its_statefulsets() {
     // spanset writes its slices through the StatefulSet itself, never through /scale (its role
     // grants no statefulsets/scale): a Scale carries no label, so its scope guard refuses one.
     refused(admit(&spanset(), "redis"), "spanset-member-scope", "UPDATE of statefulsets/scale default/redis refused");
+}
+
+#[test]
+fn only_spanset_scales_its_advanced_statefulsets() {
+    let c = member_with(true);
+    let kruise = rt(&c, "apps.kruise.io", "statefulsets");
+    let mut asts = sts("kv", true);
+    asts["apiVersion"] = json!("apps.kruise.io/v1beta1");
+    c.create(&kruise, Some("default"), asts, &WriteOptions::default()).unwrap();
+    let scale = |n: i64| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "spec": {"replicas": n}});
+    let (after, before) = (scale(5), scale(3));
+    let admin = UserInfo::admin();
+    let request = Request {
+        operation: Operation::Update,
+        resource: &kruise,
+        version: "v1beta1",
+        subresource: "scale",
+        namespace: "default",
+        name: "kv",
+        object: Some(&after),
+        old_object: Some(&before),
+        kind: Some(("autoscaling", "v1", "Scale")),
+        user: &admin,
+        dry_run: false,
+    };
+    refused(
+        c.admit(&request),
+        "spanset-owner-scale-kruise",
+        "the replicas of Advanced StatefulSet default/kv are owned by spanset (FederatedStatefulSet default/kv in the host cluster)",
+    );
+    // Without OpenKruise the policy's param kind is not served, and nothing asks for it.
+    let plain = member();
+    let sets = rt(&plain, "apps", "statefulsets");
+    let web = Request { resource: &sets, version: "v1", name: "web", ..request };
+    plain.admit(&web).expect("an apps/v1 scale of a user's StatefulSet is no business of the kruise guard");
 }
 
 #[test]
