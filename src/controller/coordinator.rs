@@ -445,49 +445,70 @@ async fn carry_out(
         fsts = add_finalizer(host, &fsts).await?;
         out.stored = Some(fsts.clone());
     }
-    // Namespace, Service and carried objects where they may be missing.
+    // Namespace, Service and carried objects where they may be missing; every member at once,
+    // so that one that does not answer delays the others by one request deadline at most.
     let carried = carried(host, &fsts).await?;
     out.carried_digest = Some(digest_of(&carried));
-    for c in ensure_due.iter().chain(decision.supporting.iter()) {
-        let Some(w) = watchers.get(c) else { continue };
+    // Members whose earlier call of this round got no answer (or an error): their writes wait
+    // for the next round; the others' go ahead.
+    let mut skipped: BTreeMap<String, String> = BTreeMap::new();
+    let due: std::collections::BTreeSet<&String> = ensure_due.iter().chain(decision.supporting.iter()).collect();
+    let ensures = due.into_iter().filter_map(|c| {
+        let w = watchers.get(c)?.clone();
         let msg = EnsureSupporting {
             namespace: namespace(&fsts),
             service: headless_service(&fsts),
             carried: carried.clone(),
             term,
         };
-        match w.send(msg).await {
-            Ok(Ok(())) => out.ensured.push(c.clone()),
+        Some(async move { (c.clone(), w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await) })
+    });
+    for (c, res) in futures::future::join_all(ensures).await {
+        match res {
+            Ok(Ok(())) => out.ensured.push(c),
+            Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{c}: supporting objects: {e}")),
             Ok(Err(e)) => {
                 note_access_refusal(out, &e);
-                return Err(format!("{c}: supporting objects: {e}"));
+                skipped.insert(c.clone(), format!("{c}: supporting objects: {e}"));
             }
-            Err(e) => return Err(format!("{c}: watcher gone: {e}")),
+            Err(e) => {
+                skipped.insert(c.clone(), format!("{c}: supporting objects: {}", call_failed(e)));
+            }
         }
     }
-    // A new template is tried everywhere first, so that a refused one changes nothing.
-    for w in decision.writes.iter().filter(|w| w.new_template) {
-        let Some(watcher) = watchers.get(&w.cluster) else { continue };
-        let msg = WriteStatefulSet {
-            key: key.clone(),
-            object: w.object.clone(),
-            kind: objects::backend(&fsts),
-            expected_rv: w.expected_rv,
-            term,
-            dry_run: true,
-        };
-        match watcher.send(msg).await {
+    // A new template is tried everywhere first, so that a refused one changes nothing; a
+    // member that does not answer the dry run gets no write this round.
+    let dry_runs =
+        decision.writes.iter().filter(|w| w.new_template && !skipped.contains_key(&w.cluster)).filter_map(|w| {
+            let watcher = watchers.get(&w.cluster)?.clone();
+            let msg = WriteStatefulSet {
+                key: key.clone(),
+                object: w.object.clone(),
+                kind: objects::backend(&fsts),
+                expected_rv: w.expected_rv,
+                term,
+                dry_run: true,
+            };
+            Some(async move { (w.cluster.clone(), watcher.send(msg).timeout(MEMBER_CALL_TIMEOUT).await) })
+        });
+    for (cluster, res) in futures::future::join_all(dry_runs).await {
+        match res {
             Ok(Ok(_)) => {}
             Ok(Err(e @ WriteError::Refused { code: 401 | 403, .. })) => {
                 note_access_refusal(out, &e);
-                return Err(format!("{}: {e}", w.cluster));
+                return Err(format!("{cluster}: {e}"));
             }
             Ok(Err(WriteError::Refused { cluster, code, message })) => {
                 out.refusal = Some((template_hash(&fsts), format!("{cluster} refused it ({code}): {message}")));
                 return Ok(());
             }
-            Ok(Err(e)) => return Err(format!("{}: {e}", w.cluster)),
-            Err(e) => return Err(format!("{}: watcher gone: {e}", w.cluster)),
+            Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{cluster}: {e}")),
+            Ok(Err(e)) => {
+                skipped.insert(cluster.clone(), format!("{cluster}: {e}"));
+            }
+            Err(e) => {
+                skipped.insert(cluster.clone(), format!("{cluster}: {}", call_failed(e)));
+            }
         }
     }
     if decision.persist_first
@@ -502,7 +523,10 @@ async fn carry_out(
     for h in &decision.handovers {
         handover(h, &fsts, watchers, term, out).await?;
     }
-    let sends = decision.writes.iter().filter_map(|w| {
+    if !decision.writes.is_empty() {
+        hold_points(decision).await;
+    }
+    let sends = decision.writes.iter().filter(|w| !skipped.contains_key(&w.cluster)).filter_map(|w| {
         let watcher = watchers.get(&w.cluster)?.clone();
         let msg = WriteStatefulSet {
             key: key.clone(),
@@ -513,12 +537,13 @@ async fn carry_out(
             dry_run: false,
         };
         Some(async move {
-            let res = watcher.send(msg).await;
+            let res = watcher.send(msg).timeout(MEMBER_CALL_TIMEOUT).await;
             (w.cluster.clone(), res, Instant::now())
         })
     });
-    let mut failed = Vec::new();
-    for (cluster, res, at) in futures::future::join_all(sends).await {
+    let results = futures::future::join_all(sends).await;
+    let mut failed: Vec<String> = skipped.into_values().collect();
+    for (cluster, res, at) in results {
         match res {
             Ok(Ok(record)) => {
                 out.written.push((cluster.clone(), record.rv));
@@ -530,7 +555,7 @@ async fn carry_out(
                 note_access_refusal(out, &e);
                 failed.push(format!("{cluster}: {e}"));
             }
-            Err(e) => failed.push(format!("{cluster}: watcher gone: {e}")),
+            Err(e) => failed.push(format!("{cluster}: {}", call_failed(e))),
         }
     }
     if !failed.is_empty() {
@@ -566,6 +591,21 @@ async fn carry_out(
     Ok(())
 }
 
+/// How long a coordinator waits for a watcher to carry out one call (a write, a dry run, the
+/// supporting objects): a few request deadlines, so that a watcher that cannot answer never
+/// holds a reconcile, and with it every other member's writes and the status, without bound.
+pub const MEMBER_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a call to a watcher got no answer.
+fn call_failed(e: MailboxError) -> String {
+    match e {
+        MailboxError::Timeout => {
+            format!("no answer within {}s (the member may still apply the write)", MEMBER_CALL_TIMEOUT.as_secs())
+        }
+        MailboxError::Closed => "watcher gone".to_string(),
+    }
+}
+
 /// Records a member's 401 or 403 (the member's own message names the permission or says the
 /// credentials were rejected).
 fn note_access_refusal(out: &mut Outcome, e: &WriteError) {
@@ -588,7 +628,7 @@ async fn handover(
     };
     let namespace = fsts.namespace().unwrap_or_default();
     let msg = ReleaseClaims { namespace: namespace.clone(), claims: h.claims.clone(), term };
-    let objects = match from.send(msg).await {
+    let objects = match from.send(msg).timeout(MEMBER_CALL_TIMEOUT).await {
         Ok(Ok(objects)) => objects,
         Ok(Err(WriteError::Refused { code: 422, message, .. })) => {
             out.handover_refused.push((h.ordinal, message));
@@ -611,7 +651,7 @@ async fn handover(
         tracing::error!(failpoint = "move-handover-released", "failpoint: exiting as a crash would");
         std::process::exit(86)
     });
-    match to.send(AdoptClaims { namespace, objects, term }).await {
+    match to.send(AdoptClaims { namespace, objects, term }).timeout(MEMBER_CALL_TIMEOUT).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(WriteError::Refused { message, .. })) => {
             out.handover_refused.push((h.ordinal, message));
@@ -633,6 +673,22 @@ fn crash_points(when: &str, decision: &Decision) {
             tracing::error!(failpoint = %name, "failpoint: exiting as a crash would");
             std::process::exit(86)
         });
+    }
+}
+
+/// Failpoints `hold-writes-<Phase>` (e.g. `FAILPOINTS=hold-writes-Starting=return(/tmp/go)`):
+/// after the status recording a move in that phase is stored, and before the member writes
+/// acting on it are sent, wait until the named file exists, so that a test can act in
+/// between (cut the destination off, so that the write stays in flight there).
+async fn hold_points(decision: &Decision) {
+    for phase in decision.status.moves.iter().map(|m| m.phase.as_str()).collect::<std::collections::BTreeSet<_>>() {
+        let name = format!("hold-writes-{phase}");
+        if let Some(Some(path)) = fail::eval(&name, |arg| arg) {
+            tracing::warn!(failpoint = %name, %path, "failpoint: holding the member writes until the file exists");
+            while !std::path::Path::new(&path).exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
     }
 }
 
@@ -733,7 +789,7 @@ async fn delete(
             carried: carried.clone(),
             term,
         };
-        match w.send(msg).await {
+        match w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await {
             Ok(Ok(true)) => {}
             Ok(Ok(false)) => pending.push(format!("{cluster}: pods still terminating")),
             Ok(Err(e)) => pending.push(format!("{cluster}: {e}")),

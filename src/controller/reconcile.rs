@@ -391,6 +391,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     }
     let hash = template_hash(fsts);
     let view_of = |c: &str| inp.members.get(c).and_then(|m| m.view.clone());
+    let unstamped = unstamped_unreachable(&mut obs, inp);
 
     // 2. Stamps and creates.
     let mut writes = Vec::new();
@@ -627,7 +628,17 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         .copied()
         .filter(|n| inp.members.get(*n).is_none_or(|m| m.view.as_ref().is_none_or(|v| !v.synced)))
         .collect();
-    let done = plan.as_ref().is_some_and(|p| p.done) && writes.is_empty() && pod_deletes.is_empty();
+    // An unfenced member that cannot be reached and holds something may run anything of it,
+    // with any template: the federation is not done while one does (issue 19, item 2).
+    let holding_unreachable: Vec<&str> = obs
+        .iter()
+        .filter(|(_, o)| !o.reachable && !o.fenced && (o.written.replicas > 0 || !o.pods.is_empty()))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let done = plan.as_ref().is_some_and(|p| p.done)
+        && writes.is_empty()
+        && pod_deletes.is_empty()
+        && holding_unreachable.is_empty();
     match &plan_error {
         Some(e) => verdicts.push(Verdict::yes(types::BLOCKED, "NoPlacement", e.clone())),
         None => verdicts.push(Verdict::no(types::BLOCKED, "Planned", "")),
@@ -640,12 +651,30 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             ("HandoverRefused", format!("storage cannot follow: {}", refused.join("; ")))
         } else if !missing.is_empty() {
             ("WaitingForMembers", format!("no report yet from {}", missing.join(", ")))
+        } else if !unstamped.is_empty() {
+            (
+                "MembersUnconfirmed",
+                format!(
+                    "{} cannot be reached and does not carry term {} yet: a write of an earlier leader may still \
+                     land there, so no ordinal starts anywhere until it answers or is fenced",
+                    unstamped.join(", "),
+                    inp.term
+                ),
+            )
         } else if stamping {
             ("Writing", "writing member StatefulSets in this term".to_string())
         } else if let Some(p) = plan.as_ref().filter(|p| p.stalled) {
             ("MoveLimit", plan::stall_message(&desired, &p.in_flight))
         } else if !moves.is_empty() {
             ("Migrating", format!("{} ordinal(s) moving", moves.len()))
+        } else if !holding_unreachable.is_empty() {
+            (
+                "MembersUnreachable",
+                format!(
+                    "{} cannot be reached: what it runs there is unknown and cannot be written",
+                    holding_unreachable.join(", ")
+                ),
+            )
         } else {
             ("Reconciling", format!("{ready_total}/{} ready", desired.replicas))
         };
@@ -747,6 +776,25 @@ fn backend_mismatch(inp: &Inputs<'_>, backend: Backend) -> Option<String> {
             holders.join(", ")
         )
     })
+}
+
+/// Members that this leader cannot reach and has not stamped with its term: an earlier
+/// leader's write may still be in flight to them (sent before it stopped, delivered when the
+/// member answers again), and nothing this leader writes can fence it off until its own stamp
+/// lands there. What they were last seen to hold confirms nothing, so they count as not
+/// observed since their last write, which holds every grow (issue 19, item 13). A member this
+/// leader stamped is different: a late write of an earlier term, conditional on an older
+/// resourceVersion, can only be refused there. Answers their names.
+fn unstamped_unreachable(obs: &mut Observed, inp: &Inputs<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, o) in obs.iter_mut().filter(|(_, o)| !o.reachable && !o.fenced) {
+        let term = inp.members.get(name).and_then(|m| m.view.as_ref()).and_then(|v| v.federation.sts.as_ref()?.term);
+        if term != Some(inp.term) {
+            o.observed_since_write = false;
+            out.push(name.clone());
+        }
+    }
+    out
 }
 
 /// Whether every member other than `to` that counts (unfenced, or fenced but answering again:
@@ -1269,6 +1317,51 @@ mod tests {
         assert_eq!(d.writable, vec!["east".to_string()], "nothing is sent to west");
         // West was last seen holding nothing: east takes the whole range meanwhile.
         let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), silent(3, 0))]);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
+    }
+
+    #[test]
+    fn a_federation_with_a_silent_member_holding_a_slice_is_not_ready() {
+        // Issue 19, item 2: central hangs with its slice (and whatever template it runs);
+        // everything else is as targeted. The status must not say Ready, nor count its pods.
+        let f = fsts(&[("east", 1), ("central", 1)]);
+        let mut central = settled(&f, 3, 3, 7);
+        let mut view = (**central.view.as_ref().unwrap()).clone();
+        view.last_contact = Some(Instant::now() - Duration::from_secs(31));
+        central.view = Some(Arc::new(view));
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("central".into(), central)]);
+        let d = decide_now(&f, &members, 7);
+        assert!(!d.done);
+        let ready = d.status.conditions.iter().find(|c| c.type_ == types::READY).unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "MembersUnreachable"));
+        assert!(ready.message.starts_with("central cannot be reached"), "{}", ready.message);
+        assert_eq!(d.status.ready.as_deref(), Some("3/6"), "central's pods are not counted");
+    }
+
+    #[test]
+    fn a_silent_member_not_yet_stamped_by_this_leader_holds_every_grow() {
+        // Issue 19, item 13: west was last seen holding nothing, but in term 6; the leader of
+        // term 6 may have sent it a grow that has not landed yet. Term 7 cannot stamp west, so
+        // nothing it saw there confirms anything.
+        let f = fsts(&[("east", 1), ("west", 1)]);
+        let mut west = settled(&f, 3, 0, 6);
+        let mut view = (**west.view.as_ref().unwrap()).clone();
+        view.last_contact = Some(Instant::now() - Duration::from_secs(31));
+        west.view = Some(Arc::new(view));
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), west.clone())]);
+        let d = decide_now(&f, &members, 7);
+        assert!(
+            d.writes.is_empty(),
+            "no grow while west may still take an earlier term's write: {:?}",
+            written_slices(&d)
+        );
+        let p = d.status.conditions.iter().find(|c| c.type_ == types::PROGRESSING).unwrap();
+        assert_eq!(p.reason, "MembersUnconfirmed");
+        assert!(p.message.starts_with("west cannot be reached and does not carry term 7"), "{}", p.message);
+        // Fenced, west's workloads are dead by the operator's word: east takes everything.
+        west.fenced = true;
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), west)]);
         let d = decide_now(&f, &members, 7);
         assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
     }
