@@ -25,6 +25,7 @@ use super::{
     member::{
         cache::rv_of,
         objects::{self, FederationKey, headless_service, namespace, ownership_labels, template_hash},
+        storage,
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberHandle, MemberObserved,
@@ -682,6 +683,11 @@ async fn handover(
         }
         Err(e) => return Err(format!("{}: watcher gone: {e}", h.from)),
     };
+    let labels = ownership_labels(fsts);
+    let objects = objects
+        .into_iter()
+        .map(|(pv, pvc)| (storage::owned_by(pv, &labels), storage::owned_by(pvc, &labels)))
+        .collect();
     // Failpoint `move-handover-released`: the source kept its volumes, the destination has no
     // copy yet; a restarted controller hands them over again.
     fail::fail_point!("move-handover-released", |_| {

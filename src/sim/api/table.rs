@@ -582,6 +582,52 @@ fn columns_and_cells(group: &str, resource: &str, printer_columns: Option<&[Valu
                 ]
             }),
         ),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies", _) => (
+            vec![
+                name_col(),
+                col(
+                    "Validations",
+                    "integer",
+                    "",
+                    0,
+                    "Validations indicates the number of validation rules defined in this configuration",
+                ),
+                text("ParamKind", 0, "ParamKind specifies the kind of resources used to parameterize this policy"),
+                age_col(),
+            ],
+            Box::new(|o, now| {
+                let validations = o.pointer("/spec/validations").and_then(Value::as_array).map_or(0, Vec::len);
+                let param_kind = match o.pointer("/spec/paramKind").filter(|k| !k.is_null()) {
+                    Some(k) => format!("{}/{}", s(k, "/apiVersion"), s(k, "/kind")),
+                    None => "<unset>".into(),
+                };
+                vec![json!(s(o, "/metadata/name")), json!(validations), json!(param_kind), json!(age(o, now))]
+            }),
+        ),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", _) => (
+            vec![
+                name_col(),
+                text("PolicyName", 0, "PolicyName indicates the policy definition which the policy binding binded to"),
+                text("ParamRef", 0, "ParamRef indicates the param resource which sets the configration param"),
+                age_col(),
+            ],
+            Box::new(|o, now| {
+                // As kubectl's printer: namespace/name, `*/name` without a namespace; a selector
+                // is shown in its query form (the real printer prints Go's struct).
+                let param = match o.pointer("/spec/paramRef").filter(|p| !p.is_null()) {
+                    None => "<unset>".to_string(),
+                    Some(p) if !s(p, "/name").is_empty() => match s(p, "/namespace") {
+                        "" => format!("*/{}", s(p, "/name")),
+                        ns => format!("{ns}/{}", s(p, "/name")),
+                    },
+                    Some(p) => p
+                        .get("selector")
+                        .and_then(|sel| crate::sim::store::selector::LabelSelector::from_api(sel).ok())
+                        .map_or_else(|| "<error>".into(), |sel| sel.to_query_string()),
+                };
+                vec![json!(s(o, "/metadata/name")), json!(s(o, "/spec/policyName")), json!(param), json!(age(o, now))]
+            }),
+        ),
         ("apps", "deployments", _) => (
             vec![
                 name_col(),
