@@ -306,6 +306,24 @@ impl Supervisor {
         }));
     }
 
+    /// While leading: reports every member whose client could not be built and whose
+    /// MemberCluster does not say so yet. The report at connect time is skipped by a process
+    /// that does not lead yet (it campaigns only once members have listed), so it comes here.
+    fn report_unusable(&self) {
+        if self.leadership.term().is_none() {
+            return;
+        }
+        for (name, (_, handle)) in &self.members {
+            let Err(why) = &handle.watcher else { continue };
+            let said = self.objects.get(name).and_then(|mc| mc.status.as_ref()).is_some_and(|s| {
+                s.conditions.iter().any(|c| c.type_ == "Reachable" && c.reason == "BadKubeconfig" && c.message == *why)
+            });
+            if !said {
+                self.report_bad_kubeconfig(name, why);
+            }
+        }
+    }
+
     /// Writes `Reachable=False` with reason `BadKubeconfig` on a member whose client could not
     /// be built (the message names the Secret or context and what is wrong with it).
     fn report_bad_kubeconfig(&self, name: &str, message: &str) {
@@ -477,7 +495,10 @@ impl Actor for Supervisor {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.run_interval(SECRET_RECHECK, |act, ctx| act.recheck_secrets(ctx));
         ctx.run_interval(STAMPS_CHECK, |act, _| act.tell_stamps_known());
-        ctx.run_interval(FINALIZER_RECHECK, |act, ctx| act.tend_finalizers(ctx));
+        ctx.run_interval(FINALIZER_RECHECK, |act, ctx| {
+            act.tend_finalizers(ctx);
+            act.report_unusable();
+        });
         let mcs: Api<MemberCluster> = Api::all(self.host.clone());
         let fsts: Api<FederatedStatefulSet> = Api::all(self.host.clone());
         ctx.add_stream(

@@ -19,12 +19,13 @@ use super::{
     types::{Backend, ClusterObservation, Desired, Ordinal, Ordinals, Slice, Step},
 };
 
-/// Ordinals moving between clusters, not yet written and Ready where they go: every one
-/// recorded as moving (`recorded`, the durable `status.moves`: the release was decided, even if
-/// the source's shrink is not observed yet), and those released by every other cluster's spec
-/// but still running (terminating) somewhere else. An unrecorded ordinal still written in
-/// another cluster's spec is misplaced, not moving: it starts moving when that cluster releases
-/// it. This is the set `maxConcurrentMoves` bounds.
+/// Ordinals moving between clusters: released by every other cluster's spec, not yet Ready
+/// where they go, and either recorded as moving (`recorded`, the durable `status.moves`) or
+/// still running (terminating) somewhere else. An ordinal still written in another cluster's
+/// spec is misplaced, not moving: it starts moving when that cluster releases it (a record of
+/// it is stale: counting it would hold the limit against a move that cannot happen). This is
+/// the set `maxConcurrentMoves` bounds; a coordinator plans again only once its own writes are
+/// observed, so a release it decided is never missed here.
 pub fn in_flight(members: &[Member<'_>], index: &Holders<'_>, recorded: &Ordinals) -> Ordinals {
     let mut out = Ordinals::new();
     for (i, m) in members.iter().enumerate() {
@@ -35,9 +36,8 @@ pub fn in_flight(members: &[Member<'_>], index: &Holders<'_>, recorded: &Ordinal
             continue;
         }
         let (held_elsewhere, lingering) = (index.written_by_other(i), index.running_in_other(i));
-        let unsettled: Ordinals = (want.ranges() - settled()).into_range_set_blaze();
-        out |= &unsettled & recorded;
-        out |= ((unsettled.ranges() - held_elsewhere.ranges()) & lingering.ranges()).into_range_set_blaze();
+        let unsettled = want.ranges() - settled() - held_elsewhere.ranges();
+        out |= (unsettled & (recorded.ranges() | lingering.ranges())).into_range_set_blaze();
     }
     out
 }

@@ -33,9 +33,7 @@ pub fn in_flight(
             let settled = here.written.contains(k) && here.ready.contains(&k);
             let held_elsewhere = index.written_by_other(k, c);
             let lingering = index.running_in_other(k, c);
-            // A recorded move counts whatever the source shows (its shrink may not be
-            // observed yet); an unrecorded one only once no other spec holds it.
-            if !settled && (recorded.contains(&k) || (!held_elsewhere && lingering)) {
+            if !settled && !held_elsewhere && (recorded.contains(&k) || lingering) {
                 out.insert(k);
             }
         }
