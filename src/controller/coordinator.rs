@@ -28,7 +28,7 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, EnsureSupporting, MemberHandle, MemberObserved, MembersChanged,
-        ReleaseClaims, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        ReleaseClaims, ReleasePod, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput},
@@ -512,8 +512,34 @@ async fn carry_out(
             (w.cluster.clone(), res, Instant::now())
         })
     });
+    let releases = decision.releases.iter().filter_map(|r| {
+        let watcher = watchers.get(&r.cluster)?.clone();
+        let msg = ReleasePod {
+            key: key.clone(),
+            ordinal: r.ordinal,
+            uid: r.uid.clone(),
+            rv: r.rv,
+            remaining: r.remaining.clone(),
+            term,
+        };
+        Some(async move { (r, watcher.send(msg).await) })
+    });
+    let (written, released) =
+        futures::future::join(futures::future::join_all(sends), futures::future::join_all(releases)).await;
     let mut failed = Vec::new();
-    for (cluster, res, at) in futures::future::join_all(sends).await {
+    for (r, res) in released {
+        match res {
+            Ok(Ok(())) => {}
+            // The pod changed or went since it was judged: its watch event plans again.
+            Ok(Err(WriteError::Conflict | WriteError::Refused { code: 404, .. })) => {}
+            Ok(Err(e)) => {
+                note_access_refusal(out, &e);
+                failed.push(format!("{}: releasing pod of ordinal {}: {e}", r.cluster, r.ordinal));
+            }
+            Err(e) => failed.push(format!("{}: watcher gone: {e}", r.cluster)),
+        }
+    }
+    for (cluster, res, at) in written {
         match res {
             Ok(Ok(record)) => {
                 out.written.push((cluster.clone(), record.rv));
