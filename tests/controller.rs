@@ -87,25 +87,49 @@ async fn a_federation_is_sliced_across_members_and_scales_up_and_down() {
     f.assert_ledger_clean();
 }
 
+/// Polls the federation's status until `done` holds, recording every move phase seen and
+/// asserting, at every poll, that no more than `limit` ordinals are moving (the status's own
+/// `status.moves`): `maxConcurrentMoves` holds at every instant, not only at the end.
+async fn moves_within_limit(
+    f: &Federation,
+    name: &str,
+    limit: usize,
+    what: &str,
+    done: impl Fn(&spanset::api::FederatedStatefulSetStatus) -> bool,
+) -> std::collections::BTreeSet<String> {
+    let mut phases = std::collections::BTreeSet::new();
+    let start = std::time::Instant::now();
+    loop {
+        let status = f.status(name).await;
+        assert!(
+            status.moves.len() <= limit,
+            "{what}: {} ordinals moving at once with maxConcurrentMoves {limit}: {:?}",
+            status.moves.len(),
+            status.moves
+        );
+        phases.extend(status.moves.iter().map(|m| m.phase.clone()));
+        if done(&status) && status.moves.is_empty() {
+            return phases;
+        }
+        assert!(start.elapsed() < support::DEADLINE * 2, "{what}: {status:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weights_move_every_ordinal_to_one_member_and_back_one_safe_step_at_a_time() {
     let f = Federation::start(&["east", "west", "central"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
-    f.create(&example(&f.members)).await;
+    let fsts = example(&f.members);
+    assert_eq!(fsts.spec.migration.max_concurrent_moves.unwrap_or(1), 1, "the example moves one ordinal at a time");
+    f.create(&fsts).await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "initial slices").await;
     patch(&f, "redis", weights(&f, &[1, 0, 0])).await;
-    // The moves are recorded in the status while they happen.
-    let mut phases = std::collections::BTreeSet::new();
-    let start = std::time::Instant::now();
-    loop {
-        let status = f.status("redis").await;
-        phases.extend(status.moves.iter().map(|m| m.phase.clone()));
-        if status.slices.iter().any(|s| s.cluster == "east" && s.replicas == 6 && s.ready_replicas == 6) {
-            break;
-        }
-        assert!(start.elapsed() < support::DEADLINE * 2, "everything in east: {status:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    // The moves are recorded in the status while they happen, one at a time.
+    let phases = moves_within_limit(&f, "redis", 1, "everything to east", |s| {
+        s.slices.iter().any(|s| s.cluster == "east" && s.replicas == 6 && s.ready_replicas == 6)
+    })
+    .await;
     assert!(phases.contains("Draining") || phases.contains("Starting"), "moves were recorded: {phases:?}");
     f.wait_settled("redis", &[("east", 0, 6)], "everything in east").await;
     let events = f.events("redis").await;
@@ -119,7 +143,14 @@ async fn weights_move_every_ordinal_to_one_member_and_back_one_safe_step_at_a_ti
         );
     }
     patch(&f, "redis", weights(&f, &[1, 1, 1])).await;
-    f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "back to thirds").await;
+    let thirds = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
+    moves_within_limit(&f, "redis", 1, "back to thirds", |s| {
+        thirds.iter().all(|(c, start, n)| {
+            s.slices.iter().any(|x| x.cluster == *c && x.start == *start && x.replicas == *n && x.ready_replicas == *n)
+        })
+    })
+    .await;
+    f.wait_settled("redis", &thirds, "back to thirds").await;
     f.assert_ledger_clean();
 }
 

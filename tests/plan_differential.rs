@@ -38,6 +38,7 @@ struct PlanValue {
     steps: Vec<StepValue>,
     in_flight: Vec<Ordinal>,
     done: bool,
+    stalled: bool,
 }
 
 fn new_slice(s: &Slice) -> SliceValue {
@@ -76,6 +77,7 @@ fn new_plan(p: &Plan) -> PlanValue {
         steps: p.steps.iter().map(new_step).collect(),
         in_flight: p.in_flight.iter().collect(),
         done: p.done,
+        stalled: p.stalled,
     }
 }
 
@@ -86,6 +88,7 @@ fn old_plan(p: &old::Plan) -> PlanValue {
         steps: p.steps.iter().map(old_step).collect(),
         in_flight: p.in_flight.iter().copied().collect(),
         done: p.done,
+        stalled: p.stalled,
     }
 }
 

@@ -232,7 +232,7 @@ impl Coordinator {
             // The stored object replaces ours only if it is newer: a spec change may have
             // arrived while this reconcile ran.
             if let Some(f) = outcome.stored
-                && rv_of(f.metadata.resource_version.as_deref()) > rv_of(act.fsts.metadata.resource_version.as_deref())
+                && newer(&f, &act.fsts)
             {
                 act.fsts = Arc::new(f);
             }
@@ -786,6 +786,11 @@ impl Handler<SpecChanged> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: SpecChanged, ctx: &mut Self::Context) {
+        // A watch event can lag behind the object this coordinator stored itself (its status
+        // write answers the whole object): an older one would roll `status.moves` back.
+        if !newer(&msg.0, &self.fsts) {
+            return;
+        }
         self.fsts = msg.0;
         self.expose_last_drill();
         self.schedule(ctx);
@@ -811,5 +816,30 @@ impl Handler<MemberObserved> for Coordinator {
             self.views.insert(msg.cluster, msg.view);
             self.schedule(ctx);
         }
+    }
+}
+
+/// Whether `candidate` is a later version of the federation than `current` (its
+/// resourceVersion is higher): only a later one may replace what a coordinator holds, whichever
+/// path brings it (a watch event, or the answer to its own status write).
+fn newer(candidate: &FederatedStatefulSet, current: &FederatedStatefulSet) -> bool {
+    rv_of(candidate.metadata.resource_version.as_deref()) > rv_of(current.metadata.resource_version.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(rv: &str) -> FederatedStatefulSet {
+        let mut f = crate::cli::sandbox::example(&["east".to_string()]);
+        f.metadata.resource_version = Some(rv.into());
+        f
+    }
+
+    #[test]
+    fn a_lagging_version_never_replaces_a_later_one() {
+        assert!(newer(&at("12"), &at("11")));
+        assert!(!newer(&at("11"), &at("12")), "a watch event older than the stored status is ignored");
+        assert!(!newer(&at("12"), &at("12")));
     }
 }

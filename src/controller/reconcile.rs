@@ -602,6 +602,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             ("WaitingForMembers", format!("no report yet from {}", missing.join(", ")))
         } else if stamping {
             ("Writing", "writing member StatefulSets in this term".to_string())
+        } else if let Some(p) = plan.as_ref().filter(|p| p.stalled) {
+            ("MoveLimit", plan::stall_message(&desired, &p.in_flight))
         } else if !moves.is_empty() {
             ("Migrating", format!("{} ordinal(s) moving", moves.len()))
         } else {

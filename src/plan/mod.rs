@@ -27,6 +27,21 @@ pub enum PlanError {
     /// The simulation made no progress (a planner bug or an impossible observation).
     #[error("no safe step leads on from here: {0}")]
     Stuck(String),
+    /// The moves in flight wait on moves that `maxConcurrentMoves` leaves no room for
+    /// ([`Plan::stalled`]); the message names the field and the ordinals.
+    #[error("{0}")]
+    Stalled(String),
+}
+
+/// Why a stalled plan cannot go on, naming the field to change: what the coordinator's
+/// condition and `spanset plan` both say.
+pub fn stall_message(d: &Desired, in_flight: &Ordinals) -> String {
+    format!(
+        "spec.migration.maxConcurrentMoves: ordinal(s) {} in flight can land only after other moves (apps/v1 slices \
+         that cross), and the limit of {} leaves no room for them; raise it by one to go on",
+        ordinal_runs(in_flight).join(", "),
+        d.max_concurrent_moves
+    )
 }
 
 /// Plans from the current observation: the target, the safe steps now, the moves in flight.
@@ -41,7 +56,7 @@ pub fn plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Plan, Plan
     let members = members::members(d, obs, &slices);
     let holders = steps::Holders::new(&members);
     let in_flight = steps::in_flight(&members, &holders, moving);
-    let steps = steps::next_steps(d, &members, &holders, &in_flight);
+    let (steps, stalled) = steps::next_steps(d, &members, &holders, &in_flight);
     let all_written = members.iter().filter(|m| m.observed).all(|m| {
         (!m.obs.reachable && m.obs.fenced) || m.target.as_ref().map_or(m.written.is_empty(), |t| m.written == *t)
     });
@@ -54,6 +69,7 @@ pub fn plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Plan, Plan
         steps,
         in_flight,
         done,
+        stalled,
     })
 }
 
@@ -87,6 +103,9 @@ pub fn plan_to_completion(d: &Desired, obs: &Observed) -> Result<(Plan, Vec<Step
         let p = plan(d, &obs, &moving)?;
         if p.done {
             return Ok((first, all));
+        }
+        if p.stalled {
+            return Err(PlanError::Stalled(stall_message(d, &p.in_flight)));
         }
         if p.steps.is_empty() {
             // Nothing to write: only readiness is awaited, which cooperation has given.

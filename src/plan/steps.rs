@@ -17,10 +17,12 @@ use super::{
     types::{Backend, Desired, Ordinal, Ordinals, Slice, Step},
 };
 
-/// Ordinals moving between clusters: released by every other cluster's spec, not yet Ready
-/// where they go, and either recorded as moving (`recorded`, the durable `status.moves`) or
-/// still running (terminating) somewhere else. An ordinal still written in another cluster's
-/// spec is misplaced, not moving: it starts moving when that cluster releases it.
+/// Ordinals moving between clusters, not yet written and Ready where they go: every one
+/// recorded as moving (`recorded`, the durable `status.moves`: the release was decided, even if
+/// the source's shrink is not observed yet), and those released by every other cluster's spec
+/// but still running (terminating) somewhere else. An unrecorded ordinal still written in
+/// another cluster's spec is misplaced, not moving: it starts moving when that cluster releases
+/// it. This is the set `maxConcurrentMoves` bounds.
 pub fn in_flight(members: &[Member<'_>], index: &Holders<'_>, recorded: &Ordinals) -> Ordinals {
     let mut out = Ordinals::new();
     for (i, m) in members.iter().enumerate() {
@@ -31,8 +33,9 @@ pub fn in_flight(members: &[Member<'_>], index: &Holders<'_>, recorded: &Ordinal
             continue;
         }
         let (held_elsewhere, lingering) = (index.written_by_other(i), index.running_in_other(i));
-        let unsettled = want.ranges() - settled() - held_elsewhere.ranges();
-        out |= (unsettled & (recorded.ranges() | lingering.ranges())).into_range_set_blaze();
+        let unsettled: Ordinals = (want.ranges() - settled()).into_range_set_blaze();
+        out |= &unsettled & recorded;
+        out |= ((unsettled.ranges() - held_elsewhere.ranges()) & lingering.ranges()).into_range_set_blaze();
     }
     out
 }
@@ -51,8 +54,8 @@ pub struct Holders<'a> {
     /// Ordinals running in at least one unfenced cluster, and in at least two.
     running_once: Ordinals,
     running_twice: Ordinals,
-    /// Unfenced observed members whose absences are not confirmations: not observed since the
-    /// last write, so that their spec or pods may hold anything.
+    /// Members whose absences are not confirmations: unfenced and not observed since the last
+    /// write, or never observed at all, so that their spec or pods may hold anything.
     unconfirmed: Vec<usize>,
 }
 
@@ -68,8 +71,13 @@ impl<'a> Holders<'a> {
         // the one last observed (spanset writes nothing to it while unreachable and reverts any
         // drift), so it can run pods only for what it holds or already runs, which the sets
         // above block; every other ordinal may go ahead among the healthy members.
-        let unconfirmed =
-            (0..members.len()).filter(|&i| counted(&members[i]) && !members[i].obs.observed_since_write).collect();
+        // A placement cluster missing from the observation was never seen: it may run anything.
+        let unconfirmed = (0..members.len())
+            .filter(|&i| {
+                let m = &members[i];
+                (counted(m) && !m.obs.observed_since_write) || !m.observed
+            })
+            .collect();
         Self { written, written_once, written_twice, running, running_once, running_twice, unconfirmed }
     }
 
@@ -182,12 +190,18 @@ fn release_ends(written: &Ordinals, keep: &Ordinals, free: &Ordinals, next: &Ord
 ///
 /// Liveness: apps/v1 slices can cross each other (after partitions and spec edits), so that no
 /// ordinal any cluster must give up can be taken next by its destination. Then, with nothing
-/// in flight that its destination could take by waiting, one such ordinal is released anyway
-/// (one move beyond `maxConcurrentMoves` at most); its destination takes it once the slices in
-/// its way have moved.
-pub fn next_steps(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> Vec<Step> {
+/// in flight that its destination could take by waiting, one such ordinal is released anyway,
+/// within `maxConcurrentMoves` (the limit holds at every instant: it is what operators bound
+/// disruption with); its destination takes it once the slices in its way have moved.
+/// Answers the steps, and whether the plan is stalled by the limit (see [`super::Plan::stalled`]).
+pub fn next_steps(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> (Vec<Step>, bool) {
     let (steps, waiting_helps) = next_steps_with(d, members, holders, moving, false);
-    if steps.is_empty() && !waiting_helps { next_steps_with(d, members, holders, moving, true).0 } else { steps }
+    if !steps.is_empty() || waiting_helps {
+        return (steps, false);
+    }
+    let steps = next_steps_with(d, members, holders, moving, true).0;
+    let stalled = steps.is_empty() && !moving.is_empty() && moving.len() >= u64::from(d.max_concurrent_moves);
+    (steps, stalled)
 }
 
 fn next_steps_with(
@@ -203,14 +217,8 @@ fn next_steps_with(
     // Some move in flight can land where it goes once confirmations and readiness arrive.
     let waiting_helps = !(moving.ranges() & next.ranges()).is_empty();
     let mut budget = u64::from(d.max_concurrent_moves).saturating_sub(moving.len());
-    // Liveness: when the target changed under moves in flight (a spec edit, a partition that
-    // healed) every one of them may wait on another ordinal that the spent budget would never
-    // release. Then one more move may start, so they can finish.
-    if budget == 0 && !moving.is_empty() && (moving.ranges() & next.ranges()).is_empty() {
-        budget = 1;
-    }
     if stuck {
-        budget = 1;
+        budget = budget.min(1);
     }
     let mut steps = Vec::new();
     // Shrinks: every cluster we can write to gives up what its target does not hold. Clusters
@@ -253,8 +261,10 @@ fn next_steps_with(
         if !o.reachable || o.fenced || !o.compatible {
             continue;
         }
-        // Nothing to take when the spec holds the whole target already.
-        if (want.ranges() - written.ranges()).is_empty() {
+        // Nothing to take when the spec holds the whole target already; and one step per
+        // cluster per plan: a cluster that shrinks now grows next round (both writes would be
+        // conditional on the same resourceVersion, so the second would always fail).
+        if (want.ranges() - written.ranges()).is_empty() || steps.iter().any(|s: &Step| s.cluster() == m.name) {
             continue;
         }
         let free = holders.free_for(want, i);

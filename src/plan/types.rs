@@ -308,4 +308,9 @@ pub struct Plan {
     pub in_flight: Ordinals,
     /// Whether every cluster's written slice equals its target and every ordinal is Ready.
     pub done: bool,
+    /// Nothing can go on within `maxConcurrentMoves`: the moves in flight can land only after
+    /// other moves (apps/v1 slices that cross after an edit or a partition), and the limit
+    /// leaves no room for them. The limit is kept; raising it lets the federation go on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stalled: bool,
 }

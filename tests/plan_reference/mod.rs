@@ -31,6 +31,9 @@ pub enum PlanError {
     /// The simulation made no progress (a planner bug or an impossible observation).
     #[error("no safe step leads on from here: {0}")]
     Stuck(String),
+    /// The moves in flight wait on moves that `maxConcurrentMoves` leaves no room for.
+    #[error("{0}")]
+    Stalled(String),
 }
 
 /// Plans from the current observation: the target, the safe steps now, the moves in flight.
@@ -44,7 +47,7 @@ pub fn plan(d: &Desired, obs: &Observed, moving: &BTreeSet<Ordinal>) -> Result<P
     let target: Vec<(String, Slice)> = slices.into_iter().map(|(i, s)| (d.clusters[i].name.clone(), s)).collect();
     let targets: BTreeMap<String, BTreeSet<Ordinal>> = target.iter().map(|(n, s)| (n.clone(), s.ordinals())).collect();
     let in_flight = steps::in_flight(&targets, obs, moving);
-    let steps = steps::next_steps(d, obs, &targets, &in_flight);
+    let (steps, stalled) = steps::next_steps(d, obs, &targets, &in_flight);
     let all_written = obs.iter().all(|(n, o)| {
         o.written.ordinals() == targets.get(n).cloned().unwrap_or_default() || (!o.reachable && o.fenced)
     });
@@ -56,6 +59,7 @@ pub fn plan(d: &Desired, obs: &Observed, moving: &BTreeSet<Ordinal>) -> Result<P
         steps,
         in_flight,
         done,
+        stalled,
     })
 }
 
@@ -89,6 +93,10 @@ pub fn plan_to_completion(d: &Desired, obs: &Observed) -> Result<(Plan, Vec<Step
         let p = plan(d, &obs, &moving)?;
         if p.done {
             return Ok((first, all));
+        }
+        if p.stalled {
+            let in_flight: spanset::plan::Ordinals = p.in_flight.iter().copied().collect();
+            return Err(PlanError::Stalled(spanset::plan::stall_message(d, &in_flight)));
         }
         if p.steps.is_empty() {
             // Nothing to write: only readiness is awaited, which cooperation has given.

@@ -33,7 +33,9 @@ pub fn in_flight(
             let settled = here.written.contains(k) && here.ready.contains(&k);
             let held_elsewhere = index.written_by_other(k, c);
             let lingering = index.running_in_other(k, c);
-            if !settled && !held_elsewhere && (recorded.contains(&k) || lingering) {
+            // A recorded move counts whatever the source shows (its shrink may not be
+            // observed yet); an unrecorded one only once no other spec holds it.
+            if !settled && (recorded.contains(&k) || (!held_elsewhere && lingering)) {
                 out.insert(k);
             }
         }
@@ -73,6 +75,13 @@ impl<'a> Holders<'a> {
         Self { written, running, unconfirmed }
     }
 
+    /// Counts placement clusters missing from the observation as unconfirmed: never seen,
+    /// they may run anything.
+    pub fn with_unobserved(mut self, placement: impl Iterator<Item = &'a str>, obs: &Observed) -> Self {
+        self.unconfirmed.extend(placement.filter(|c| !obs.contains_key(*c)));
+        self
+    }
+
     /// Whether an unfenced cluster other than `c` has `k` in its spec.
     pub fn written_by_other(&self, k: Ordinal, c: &str) -> bool {
         self.written.get(&k).is_some_and(|hs| hs.iter().any(|h| *h != c))
@@ -105,9 +114,14 @@ pub fn next_steps(
     obs: &Observed,
     targets: &BTreeMap<String, BTreeSet<Ordinal>>,
     moving: &BTreeSet<Ordinal>,
-) -> Vec<Step> {
+) -> (Vec<Step>, bool) {
     let (steps, waiting_helps) = next_steps_with(d, obs, targets, moving, false);
-    if steps.is_empty() && !waiting_helps { next_steps_with(d, obs, targets, moving, true).0 } else { steps }
+    if !steps.is_empty() || waiting_helps {
+        return (steps, false);
+    }
+    let steps = next_steps_with(d, obs, targets, moving, true).0;
+    let stalled = steps.is_empty() && !moving.is_empty() && moving.len() >= d.max_concurrent_moves as usize;
+    (steps, stalled)
 }
 
 fn next_steps_with(
@@ -142,18 +156,13 @@ fn next_steps_with(
             Some((lo, hi)) => *k + 1 == lo || *k == hi + 1,
         },
     };
-    let holders = Holders::new(obs);
+    let holders = Holders::new(obs).with_unobserved(d.clusters.iter().map(|c| c.name.as_str()), obs);
     // Some move in flight can land where it goes once confirmations and readiness arrive.
     let waiting_helps = moving.iter().any(takes_next);
     let mut budget = (d.max_concurrent_moves as usize).saturating_sub(moving.len());
-    // Liveness: when the target changed under moves in flight (a spec edit, a partition that
-    // healed) every one of them may wait on another ordinal that the spent budget would never
-    // release. Then one more move may start, so they can finish.
-    if budget == 0 && !moving.is_empty() && !moving.iter().any(takes_next) {
-        budget = 1;
-    }
+    // Liveness within the limit: stuck, one move may start if the limit leaves room.
     if stuck {
-        budget = 1;
+        budget = budget.min(1);
     }
     let mut steps = Vec::new();
     // Shrinks: every cluster we can write to gives up what its target does not hold. Clusters
@@ -221,7 +230,8 @@ fn next_steps_with(
     for c in &d.clusters {
         let o = observation(obs, &c.name);
         let Some(want) = targets.get(&c.name) else { continue };
-        if !o.reachable || o.fenced || !o.compatible {
+        // One step per cluster per plan: a cluster that shrinks now grows next round.
+        if !o.reachable || o.fenced || !o.compatible || steps.iter().any(|s: &Step| s.cluster() == c.name) {
             continue;
         }
         let written = o.written.ordinals();

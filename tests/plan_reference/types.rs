@@ -152,4 +152,7 @@ pub struct Plan {
     pub in_flight: BTreeSet<Ordinal>,
     /// Whether every cluster's written slice equals its target and every ordinal is Ready.
     pub done: bool,
+    /// Nothing can go on within `maxConcurrentMoves` (moves in flight wait on moves the limit
+    /// leaves no room for).
+    pub stalled: bool,
 }
