@@ -17,7 +17,7 @@ use kube::{
 };
 use serde_json::json;
 use spanset::sim::{
-    cluster::{Cluster, ClusterConfig},
+    cluster::{Cluster, ClusterConfig, faults::NodeOutage},
     sandbox::fleet::Fleet,
 };
 use support::eventually;
@@ -203,7 +203,8 @@ async fn a_pod_on_a_failed_node_stays_terminating_until_force_deleted_then_retur
     eventually("three ready pods", || async { ready_pods(&s).await.len() == 3 }).await;
     let victim = s.pods.get("quiz-1").await.unwrap();
     let node = victim.spec.as_ref().unwrap().node_name.clone().unwrap();
-    s.cluster.faults.set_node_down(&node, true);
+    // The machine is really dead (powered off): what the operator's force delete asserts.
+    s.cluster.faults.node_out(&node, NodeOutage::PoweredOff);
     eventually("quiz-1 evicted", || async {
         s.pods.get("quiz-1").await.unwrap().metadata.deletion_timestamp.is_some()
     })
@@ -221,6 +222,64 @@ async fn a_pod_on_a_failed_node_stays_terminating_until_force_deleted_then_retur
     })
     .await;
     assert!(s.fleet.ledger.overlaps().is_empty(), "{:?}", s.fleet.ledger.overlaps());
+}
+
+/// The book's warning made visible: a node that only lost its network keeps running its
+/// containers, so force-deleting its pod starts a second incarnation of the identity while the
+/// first still runs; the ledger records the overlap until the node's kubelet returns and kills
+/// the orphaned containers.
+#[tokio::test]
+async fn force_deleting_a_pod_whose_node_only_lost_its_network_runs_its_identity_twice() {
+    let s = sim().await;
+    s.sets.create(&PostParams::default(), &quiz(3, json!({}))).await.unwrap();
+    eventually("three ready pods", || async { ready_pods(&s).await.len() == 3 }).await;
+    let victim = s.pods.get("quiz-1").await.unwrap();
+    let node = victim.spec.as_ref().unwrap().node_name.clone().unwrap();
+    s.cluster.faults.node_out(&node, NodeOutage::Unreachable);
+    eventually("quiz-1 evicted", || async {
+        s.pods.get("quiz-1").await.unwrap().metadata.deletion_timestamp.is_some()
+    })
+    .await;
+    assert!(s.fleet.ledger.overlaps().is_empty(), "nothing ran twice before the force delete");
+    let open = |uid: &str| s.fleet.ledger.entries().iter().any(|e| e.uid == uid && e.running_until.is_none());
+    assert!(open(&victim.uid().unwrap()), "an eviction stops nothing on a node out of reach");
+    s.pods.delete("quiz-1", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    eventually("a new quiz-1 running elsewhere", || async {
+        s.pods.get_opt("quiz-1").await.unwrap().is_some_and(|p| p.uid() != victim.uid() && ready(&p))
+    })
+    .await;
+    let overlaps = s.fleet.ledger.overlaps();
+    assert_eq!(overlaps.len(), 1, "{overlaps:?}");
+    assert_eq!(overlaps[0].first.uid, victim.uid().unwrap());
+    assert!(overlaps[0].first.running_until.is_none(), "the old containers still run: {:?}", overlaps[0]);
+    // The kubelet returns: it finds no pod object for its containers and kills them.
+    s.cluster.faults.node_back(&node);
+    eventually("the orphaned containers killed by the returning kubelet", || async { !open(&victim.uid().unwrap()) })
+        .await;
+    assert_eq!(s.fleet.ledger.overlaps().len(), 1, "the overlap stays on the record");
+}
+
+/// A powered-off machine that powers on again restarts the containers of its pods that are
+/// still bound to it and not being deleted: a new run of the same pod (same uid), recorded
+/// from the power-on; its run before ended at the power-off.
+#[tokio::test]
+async fn a_node_that_powers_on_again_restarts_its_bound_pods_as_new_runs() {
+    let s = sim().await;
+    s.sets.create(&PostParams::default(), &quiz(1, json!({}))).await.unwrap();
+    eventually("quiz-0 ready", || async { ready_pods(&s).await == ["quiz-0"] }).await;
+    let pod = s.pods.get("quiz-0").await.unwrap();
+    let (uid, node) = (pod.uid().unwrap(), pod.spec.unwrap().node_name.unwrap());
+    s.cluster.faults.node_out(&node, NodeOutage::PoweredOff);
+    let runs = || s.fleet.ledger.entries().into_iter().filter(|e| e.uid == uid).collect::<Vec<_>>();
+    eventually("the run ended at the power-off", || async { runs().iter().all(|e| e.running_until.is_some()) }).await;
+    s.cluster.faults.node_back(&node);
+    eventually("a second run of the same pod, Ready again", || async {
+        runs().len() == 2 && ready_pods(&s).await == ["quiz-0"]
+    })
+    .await;
+    let runs = runs();
+    assert!(runs[1].running_until.is_none() && runs[1].running_from >= runs[0].running_until.unwrap(), "{runs:?}");
+    assert!(s.fleet.ledger.overlaps().is_empty());
 }
 
 #[tokio::test]
@@ -297,6 +356,37 @@ async fn rolling_updates_go_from_the_highest_ordinal_down_to_the_partition() {
 
 fn ready_pods_in(pods: &[Pod]) -> usize {
     pods.iter().filter(|p| ready(p) && p.metadata.deletion_timestamp.is_none()).count()
+}
+
+/// kube-controller-manager's rolling update (`updateStatefulSet`) takes one pod down at a time
+/// and waits for it to be healthy again before the next, under `Parallel` too (without
+/// `maxUnavailable`): polled over the whole rollout, never two of three pods down at once.
+#[tokio::test]
+async fn a_parallel_rolling_update_takes_one_pod_down_at_a_time() {
+    let s = sim().await;
+    s.sets.create(&PostParams::default(), &quiz(3, json!({"podManagementPolicy": "Parallel"}))).await.unwrap();
+    eventually("three ready pods", || async { ready_pods(&s).await.len() == 3 }).await;
+    let old = revision(&s.pods.get("quiz-0").await.unwrap());
+    new_image(&s, "quiz:2").await;
+    let start = std::time::Instant::now();
+    let mut worst = 0;
+    loop {
+        let pods = s.pods.list(&ListParams::default()).await.unwrap().items;
+        let down = 3 - ready_pods_in(&pods);
+        worst = worst.max(down);
+        assert!(
+            down <= 1,
+            "{down} of 3 pods down at once: {:?}",
+            pods.iter().map(|p| (p.name_any(), ready(p))).collect::<Vec<_>>()
+        );
+        let updated = pods.iter().filter(|p| revision(p) != old && ready(p) && p.metadata.deletion_timestamp.is_none());
+        if updated.count() == 3 {
+            break;
+        }
+        assert!(start.elapsed() < support::DEADLINE, "the rollout finishes");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    assert_eq!(worst, 1, "the rollout took pods down one at a time");
 }
 
 #[tokio::test]

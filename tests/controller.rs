@@ -217,3 +217,26 @@ async fn a_controller_stopped_with_sigterm_hands_over_to_a_second_one_which_fini
     assert!(other.log_text().contains("wrote member StatefulSet"), "the new leader wrote (stamps at least)");
     f.assert_ledger_clean();
 }
+
+/// `/scale`: `kubectl scale fsts` changes the federation's replicas (an autoscaler would do the
+/// same), and the scale subresource reports what runs and the selector as a string.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_scale_targets_the_federation_through_its_scale_subresource() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "initial slices").await;
+    let Some(mut k) = support::Kubectl::new(33, &f.sandbox) else { return };
+    k.context = Some("host".into());
+    let out = k.ok(&["scale", "fsts", "redis", "--replicas", "9"]);
+    assert!(out.contains("federatedstatefulset.spanset.dev/redis scaled"), "{out}");
+    assert_eq!(f.api().get("redis").await.unwrap().spec.replicas, 9);
+    f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3), ("central", 6, 3)], "nine replicas").await;
+    let scale = k.ok(&["get", "fsts", "redis", "--subresource", "scale", "-o", "json"]);
+    let scale: serde_json::Value = serde_json::from_str(&scale).expect("a Scale");
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 9);
+    assert_eq!(scale["status"]["replicas"], 9, "{scale}");
+    assert_eq!(scale["status"]["selector"], "app=redis", "{scale}");
+    f.assert_ledger_clean();
+}

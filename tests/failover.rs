@@ -49,16 +49,17 @@ async fn reachable(f: &Federation, name: &str) -> Option<(String, String, String
     condition(&mc.status.map(|s| s.conditions).unwrap_or_default(), "Reachable")
 }
 
-/// Stops every node of a member (its pods die with them), then cuts it off: a real loss.
+/// Powers off every node of a member (its pods die with them), then cuts it off: a real loss,
+/// the one a fence asserts.
 async fn lose(f: &Federation, member: &str) {
     let nodes: Api<Node> = Api::all(f.member(member).await);
     for n in nodes.list(&ListParams::default()).await.expect("nodes listed").items {
         let name = n.name_any();
         if name.starts_with("node-") {
-            f.sandbox.ctl_ok(&["node-down", member, &name]);
+            f.sandbox.ctl_ok(&["node-down", member, &name, "--power-off"]);
         }
     }
-    // The sandbox records the pods as stopped once their nodes are declared dead.
+    // The sandbox records the pods as stopped at the power-off.
     let start = Instant::now();
     loop {
         let out = f.sandbox.ctl_ok(&["ledger"]);
@@ -174,7 +175,19 @@ async fn hung_and_refusing_members_are_detected_with_their_reasons_and_a_blip_fl
 async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_first_when_it_returns() {
     let f = Federation::start(&["east", "west", "central"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
-    f.create(&federation(&f.members, serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6}))).await;
+    let mut fsts = federation(&f.members, serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6}));
+    // As databases often do, the pods tolerate an unreachable node (here for ever): nothing
+    // evicts central's pods before it returns, so each is still bound and not being deleted
+    // unless spanset deletes it (an OrderedReady scale-down deletes one, which then waits on its
+    // dead node, and leaves the other to restart when the nodes power on).
+    fsts.spec.template.template.spec.as_mut().expect("a pod spec").tolerations =
+        Some(vec![k8s_openapi::api::core::v1::Toleration {
+            key: Some("node.kubernetes.io/unreachable".into()),
+            operator: Some("Exists".into()),
+            effect: Some("NoExecute".into()),
+            ..Default::default()
+        }]);
+    f.create(&fsts).await;
     f.wait_settled("redis", &THIRDS, "initial slices").await;
 
     // A reachable member is not fenced without --force.
@@ -219,6 +232,13 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
 
     // Re-homed among the healthy members (weights 1:1 of the rest).
     wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals re-homed").await;
+    // Issue 19 item 14: central was never shrunk (it has not answered since); unfenced now, its
+    // own StatefulSet controller would restart 4-5 when it returns. Refused, naming them.
+    let refused = f.spanset(&["unfence", "central"]).await;
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("default/redis ordinals 4-5") && stderr.contains("--force"), "{stderr}");
+    assert!(member_cluster(&f, "central").await.spec.fenced, "nothing changed");
 
     // Central comes back: its nodes restart, the partition heals. Its StatefulSet is shrunk
     // before anything else, and it stays fenced.
@@ -229,14 +249,22 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
     // to restart first, central's own StatefulSet controller would bring back pods of its stale
     // slice before anyone could shrink it: fencing promises those workloads stay dead).
     f.sandbox.ctl_ok(&["heal", "central"]);
-    support::eventually("central's StatefulSet shrunk to nothing", || async {
+    let central_pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("central").await, "default");
+    support::eventually("central's StatefulSet shrunk to nothing and every pod of it being deleted", || async {
+        let pods = central_pods.list(&ListParams::default()).await.unwrap().items;
         f.member_slice("central", "redis").await.is_some_and(|s| s.1 == 0)
+            && pods.iter().all(|p| p.metadata.deletion_timestamp.is_some())
     })
     .await;
     for n in names.iter().filter(|n| n.starts_with("node-")) {
         f.sandbox.ctl_ok(&["node-up", "central", n]);
     }
     assert!(member_cluster(&f, "central").await.spec.fenced, "still fenced until an operator unfences");
+    // The status shows central holding nothing once the shrink is observed: unfence then goes.
+    support::eventually("the status shows central shrunk", || async {
+        f.status("redis").await.slices.iter().all(|s| s.cluster != "central" || s.replicas == 0)
+    })
+    .await;
     assert_eq!(f.member_slice("east", "redis").await, Some((0, 3)));
 
     let out = f.spanset(&["unfence", "central"]).await;
@@ -245,6 +273,64 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
     assert!(!mc.spec.fenced && mc.annotations().contains_key("spanset.dev/unfenced-by"));
     f.wait_settled("redis", &THIRDS, "thirds again after the unfence").await;
     f.assert_ledger_clean();
+}
+
+/// Fencing asserts that a member's workloads are dead. A member whose nodes only lost their
+/// network (the book's case) still runs its containers, so once its ordinals are re-homed the
+/// ledger records them running in two clusters: the ledger sees what a StatefulSet fears, and
+/// the failover tests that stay clean do so because their loss is a real one (a power-off).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_a_member_whose_nodes_only_lost_their_network_runs_its_ordinals_twice() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(&f.members, serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6}))).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    let nodes: Api<Node> = Api::all(f.member("central").await);
+    for n in nodes.list(&ListParams::default()).await.expect("nodes listed").items {
+        if n.name_any().starts_with("node-") {
+            f.sandbox.ctl_ok(&["node-down", "central", &n.name_any()]);
+        }
+    }
+    f.sandbox.ctl_ok(&["partition", "central"]);
+    support::eventually("central Unreachable in its MemberCluster", || async {
+        reachable(&f, "central").await.is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    let out = f.spanset(&["fence", "central", "--reason", "its network is gone"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals re-homed").await;
+    let west: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("west").await, "default");
+    support::eventually("redis-4 and redis-5 running in west", || async {
+        let mut both = true;
+        for pod in ["redis-4", "redis-5"] {
+            both &= west
+                .get_opt(pod)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|p| p.status.and_then(|s| s.phase).as_deref() == Some("Running"));
+        }
+        both
+    })
+    .await;
+    let ledger: serde_json::Value = serde_json::from_str(&f.sandbox.ctl_ok(&["ledger"])).expect("ledger JSON");
+    let violations: Vec<String> = ledger["violations"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|v| v.as_str().unwrap_or_default().to_string())
+        .collect();
+    for k in [4, 5] {
+        assert!(
+            violations.iter().any(|v| v.contains(&format!("ordinal {k} ran in two places at once"))
+                && v.contains("central pod redis-")
+                && v.contains("west pod redis-")),
+            "ordinal {k} recorded in central and west: {violations:?}\n{}",
+            ledger["incarnations"]
+        );
+    }
+    let out = f.sandbox.ctl(&["ledger", "--check"]);
+    assert!(!out.status.success(), "ledger --check fails on the violation");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,6 +423,15 @@ async fn fencing_a_member_that_is_only_partitioned_is_caught_by_the_ledger() {
     assert!(!check.status.success(), "the ledger reports the identities that ran twice");
     let report = String::from_utf8_lossy(&check.stdout).to_string() + &String::from_utf8_lossy(&check.stderr);
     assert!(report.contains("redis-4") || report.contains("redis-5"), "{report}");
+    // Central still has 4-5 written (never shrunk): unfence is refused, naming them, and
+    // `--force` is the operator's explicit word.
+    let refused = f.spanset(&["unfence", "central"]).await;
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("default/redis ordinals 4-5"), "{refused:?}");
+    assert!(member_cluster(&f, "central").await.spec.fenced);
+    let forced = f.spanset(&["unfence", "central", "--force"]).await;
+    assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
+    assert!(!member_cluster(&f, "central").await.spec.fenced);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -408,4 +503,165 @@ async fn a_member_lost_during_a_migration_is_fenced_and_the_migration_completes(
     wait_slices(&f, &[("east", 0, 6), ("west", 0, 0)], "6/6", "every ordinal in east").await;
     assert!(f.status("redis").await.moves.is_empty());
     f.assert_ledger_clean();
+}
+
+/// Whether a pod of that name exists in a member (running or terminating).
+async fn pod_exists(f: &Federation, member: &str, pod: &str) -> bool {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member(member).await, "default");
+    pods.get_opt(pod).await.expect("pod read").is_some()
+}
+
+/// Fails if east or west has a pod of ordinal 4 or 5 while central still has its pod object:
+/// the survivors are read first, so a pod seen in central afterwards existed then too.
+async fn assert_not_twice(f: &Federation, when: &str) {
+    for pod in ["redis-4", "redis-5"] {
+        for m in ["east", "west"] {
+            if pod_exists(f, m, pod).await {
+                assert!(
+                    !pod_exists(f, "central", pod).await,
+                    "{when}: {pod} started in {m} while central's still exists"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_member_is_kept_while_its_pods_may_still_run_and_goes_once_it_holds_nothing() {
+    // Issue 19 item 3: `kubectl delete mc central` used to erase what spanset knew of central,
+    // and 4-5 started in west while their pods still existed (stuck Terminating) in central.
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(&f.members, serde_json::json!({"unreachableAfterSeconds": 6}))).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    let mcs: Api<MemberCluster> = Api::all(f.host.clone());
+    support::eventually("the controller's finalizer on every MemberCluster", || async {
+        let list = mcs.list(&ListParams::default()).await.unwrap();
+        list.items.len() == 3
+            && list.items.iter().all(|mc| mc.finalizers().iter().any(|x| x == "spanset.dev/member-in-use"))
+    })
+    .await;
+    // Every node of central stops; its API still answers.
+    let nodes: Api<Node> = Api::all(f.member("central").await);
+    let names: Vec<String> =
+        nodes.list(&ListParams::default()).await.unwrap().items.iter().map(|n| n.name_any()).collect();
+    for n in names.iter().filter(|n| n.starts_with("node-")) {
+        f.sandbox.ctl_ok(&["node-down", "central", n]);
+    }
+    // Central leaves the placement: its slice is shrunk, 4-5 wait for their pods to be gone.
+    let body = serde_json::json!({"spec": {"placement": {"clusters": [
+        {"name": "east", "weight": 1}, {"name": "west", "weight": 1}]}}});
+    f.api().patch("redis", &PatchParams::default(), &Patch::Merge(body)).await.unwrap();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("central").await, "default");
+    // West takes 4 next and 5 after it, so central gives up 4 first and keeps 5 meanwhile.
+    support::eventually("central gave up 4, its pods 4-5 stuck Terminating, 4's move recorded", || async {
+        let mut ok = f.member_slice("central", "redis").await == Some((5, 1));
+        for pod in ["redis-4", "redis-5"] {
+            ok &= pods.get_opt(pod).await.ok().flatten().is_some_and(|p| p.metadata.deletion_timestamp.is_some());
+        }
+        ok && f.status("redis").await.moves.iter().any(|m| m.ordinal == 4 && m.from == "central")
+    })
+    .await;
+    assert_not_twice(&f, "before the delete").await;
+    // unjoin is refused (moves), and changes nothing.
+    let unjoin = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_spanset"));
+        cmd.args(["unjoin", "central", "--host-kubeconfig"])
+            .arg(&f.sandbox.kubeconfig)
+            .args(["--host-context", "host"]);
+        cmd.args(args);
+        cmd
+    };
+    let out = tokio::task::spawn_blocking({
+        let mut cmd = unjoin(&[]);
+        move || cmd.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ordinals 4 are moving from or to it"), "{out:?}");
+    assert!(mcs.get_opt("central").await.unwrap().is_some_and(|mc| mc.metadata.deletion_timestamp.is_none()));
+
+    // The delete is accepted but held: the MemberCluster stays, and so does what spanset knows.
+    mcs.delete("central", &Default::default()).await.expect("delete accepted");
+    support::eventually("the deletion is held and says why", || async {
+        assert_not_twice(&f, "while the deletion is held").await;
+        let mc = mcs.get_opt("central").await.unwrap().expect("central is kept while it holds pods");
+        assert!(mc.metadata.deletion_timestamp.is_some());
+        events_about(&f, "central")
+            .await
+            .iter()
+            .any(|e| e.0 == "Warning" && e.1 == "DeletionHeld" && e.2.contains("pods of ordinals 4-5"))
+    })
+    .await;
+    assert_not_twice(&f, "after the hold was reported").await;
+
+    // Central's nodes return: its kubelets confirm the ends, its pods go, 4-5 start in west,
+    // and the MemberCluster goes once central holds nothing.
+    for n in names.iter().filter(|n| n.starts_with("node-")) {
+        f.sandbox.ctl_ok(&["node-up", "central", n]);
+    }
+    support::eventually("the MemberCluster gone once central holds nothing", || async {
+        assert_not_twice(&f, "while central's pods go").await;
+        mcs.get_opt("central").await.unwrap().is_none()
+    })
+    .await;
+    support::eventually("east and west hold everything", || async {
+        let status = f.status("redis").await;
+        f.member_slice("east", "redis").await == Some((0, 3))
+            && f.member_slice("west", "redis").await == Some((3, 3))
+            && status.ready.as_deref() == Some("6/6")
+            && status.moves.is_empty()
+    })
+    .await;
+    // unjoin now finishes the job (the Secret goes).
+    let out = tokio::task::spawn_blocking({
+        let mut cmd = unjoin(&[]);
+        move || cmd.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_counts_silence_for_the_automatic_fence_only_from_its_own_leadership() {
+    // Issue 19 item 12: a standby that has no route to central (the leader reaches it) must not
+    // fence it the moment it takes over, on the silence it counted as a standby.
+    let f = Federation::start_with(&["east", "west", "central"], &[]).await;
+    let mut first = Controller::start(&f.sandbox, "first");
+    let failover = serde_json::json!({"policy": "Automatic", "unreachableAfterSeconds": 6, "fenceAfterSeconds": 10});
+    f.create(&federation(&f.members, failover)).await;
+    f.wait_settled("redis", &THIRDS, "initial slices").await;
+    // The second controller's kubeconfig sends central's context to a closed port.
+    let mut kc = kube::config::Kubeconfig::read_from(&f.sandbox.kubeconfig).unwrap();
+    let cluster = kc.contexts.iter().find(|c| c.name == "central").unwrap().context.as_ref().unwrap().cluster.clone();
+    for c in kc.clusters.iter_mut().filter(|c| c.name == cluster) {
+        c.cluster.as_mut().unwrap().server = Some("https://127.0.0.1:1".into());
+    }
+    let cut = f.sandbox.dir.path().join("no-route-to-central.kubeconfig");
+    std::fs::write(&cut, serde_yaml::to_string(&kc).unwrap()).unwrap();
+    let second = Controller::start_as(&f.sandbox, "second", &cut, &[], &[]);
+    let standby = Instant::now();
+    // As a standby, the second counts central silent past 6 + 10 s before the takeover.
+    support::eventually("the standby has counted central silent past the fence threshold", || async {
+        standby.elapsed() > Duration::from_secs(17)
+            && std::fs::read_to_string(&second.log).unwrap_or_default().contains("metrics_addr")
+            && second.metrics_text().contains("spanset_member_reachable{cluster=\"central\"} 0")
+    })
+    .await;
+    assert!(!member_cluster(&f, "central").await.spec.fenced, "the leader reaches central");
+    first.kill();
+    let killed = Instant::now();
+    support::eventually("the new leader fences central once its own silence is long enough", || async {
+        member_cluster(&f, "central").await.spec.fenced
+    })
+    .await;
+    let after = killed.elapsed();
+    println!("fenced {after:?} after the old leader died");
+    assert!(
+        after >= Duration::from_secs(16),
+        "not before unreachableAfterSeconds (6) + fenceAfterSeconds (10) of the new leader's own leadership: {after:?}"
+    );
 }

@@ -163,7 +163,8 @@ async fn creations(f: &Federation, member: &str, pod: &str) -> i32 {
         .sum()
 }
 
-/// Item 9: six replicas 2/2/2, Manual policy. West loses power (every node down) and its API;
+/// Item 9: six replicas 2/2/2, Manual policy. West loses power (every node powered off) and
+/// its API;
 /// an operator fences it and its ordinals 2-3 are re-homed. Then its nodes restart and its API
 /// heals together — the nodes first, so that west's own StatefulSet controller has recreated
 /// its stale slice's pods before spanset can reach west to shrink it.
@@ -184,9 +185,9 @@ async fn returning_member(gate: IdentityGate) -> Federation {
         .filter(|n| n.starts_with("node-"))
         .collect();
     for n in &nodes {
-        f.sandbox.ctl_ok(&["node-down", "west", n]);
+        f.sandbox.ctl_ok(&["node-down", "west", n, "--power-off"]);
     }
-    // The ledger records west's pods stopped once their nodes are dead.
+    // A power loss: the ledger records west's pods stopped at once.
     let start = Instant::now();
     loop {
         let ledger: serde_json::Value = serde_json::from_str(&f.sandbox.ctl_ok(&["ledger"])).expect("ledger JSON");

@@ -3,7 +3,8 @@
 //! `spanset-system/spanset-member` in each member joined with `spanset join`
 //! (`deploy/member/rbac.yaml`) — through a federation's whole life: placement, carried Secret
 //! and ConfigMap (created, then updated), a new namespace, a Service change, an ordinal moved
-//! with its volume, an automatic fence, and deletion. Every request is audited by the sandbox
+//! with its volume, a member lost and fenced automatically whose leftover pods spanset deletes
+//! when its API returns, and deletion. Every request is audited by the sandbox
 //! with the rule that allowed it. The run must see no refusal, and every verb of every
 //! resource of every shipped rule must have been used by some request that rule allowed:
 //! nothing granted is never needed. Since each allowed request names the one rule that allowed
@@ -212,15 +213,55 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
             && f.status("kv").await.ready.as_deref() == Some("2/2")
     })
     .await;
-    // West goes silent: the automatic policy fences it.
+    // A federation with two pods in west, which tolerate an unreachable node as databases do.
+    let mut pair = federation("pair", "default", &[("east", 1), ("west", 1)], 4);
+    pair.spec.template.template.spec.as_mut().unwrap().tolerations =
+        Some(vec![k8s_openapi::api::core::v1::Toleration {
+            key: Some("node.kubernetes.io/unreachable".into()),
+            operator: Some("Exists".into()),
+            effect: Some("NoExecute".into()),
+            ..Default::default()
+        }]);
+    f.create(&pair).await;
+    f.wait_settled("pair", &[("east", 0, 2), ("west", 2, 2)], "pair placed").await;
+    // West is lost (its machines power off, then its API goes): the automatic policy fences it
+    // and pair is re-homed in east.
+    let nodes: Vec<String> = {
+        let clusters: Value = serde_json::from_str(&f.sandbox.ctl_ok(&["clusters"])).unwrap();
+        let west = clusters["clusters"].as_array().unwrap().iter().find(|c| c["name"] == "west").unwrap().clone();
+        strings(&west["nodes"])
+    };
+    for n in &nodes {
+        f.sandbox.ctl_ok(&["node-down", "west", n, "--power-off"]);
+    }
     f.sandbox.ctl_ok(&["partition", "west"]);
     let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
     eventually("west is fenced automatically", || async { mcs.get("west").await.is_ok_and(|m| m.spec.fenced) }).await;
+    eventually("pair re-homed in east", || async {
+        let s = f.status("pair").await;
+        s.moves.is_empty() && s.slices.iter().any(|x| x.cluster == "east" && x.replicas == 4 && x.ready_replicas == 4)
+    })
+    .await;
+    // Its API returns first: spanset shrinks pair there, then deletes the pod its StatefulSet
+    // controller leaves behind the one stuck Terminating (`delete` on pods); only then do its
+    // machines power on.
     f.sandbox.ctl_ok(&["heal", "west"]);
+    let west_pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(west.clone(), "default");
+    eventually("every pod of pair in west is being deleted", || async {
+        let pods = west_pods.list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
+        let pair: Vec<_> =
+            pods.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("pair-"))).collect();
+        pair.iter().all(|p| p.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+    for n in &nodes {
+        f.sandbox.ctl_ok(&["node-up", "west", n]);
+    }
     mcs.patch("west", &PatchParams::default(), &Patch::Merge(json!({"spec": {"fenced": false}}))).await.unwrap();
     // Deletion removes the members' objects, then the finalizer.
     f.api().delete("db", &DeleteParams::default()).await.unwrap();
     f.api().delete("kv", &DeleteParams::default()).await.unwrap();
+    f.api().delete("pair", &DeleteParams::default()).await.unwrap();
     Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop")
         .delete("cart", &DeleteParams::default())
         .await
@@ -228,6 +269,7 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     eventually("every federation is gone", || async {
         f.api().get_opt("db").await.is_ok_and(|o| o.is_none())
             && f.api().get_opt("kv").await.is_ok_and(|o| o.is_none())
+            && f.api().get_opt("pair").await.is_ok_and(|o| o.is_none())
             && Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop")
                 .get_opt("cart")
                 .await

@@ -24,6 +24,8 @@ use serde::{Deserialize, Serialize};
     namespaced,
     shortname = "fsts",
     status = "FederatedStatefulSetStatus",
+    // `/scale`, so that `kubectl scale fsts` and a HorizontalPodAutoscaler can target it.
+    scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.replicas", label_selector_path = ".status.labelSelector"),
     // Client-side CEL evaluation (`validate_cel`), so tests can run the schema's rules.
     cel,
     // Longer names break the controller-revision-hash label of member pods: 63 characters
@@ -268,6 +270,30 @@ pub struct FederatedStatefulSetStatus {
     /// Ordinals moving, for the MOVING column.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moving: Option<i32>,
+    /// Pods of the federation that exist in reachable, unfenced members (a StatefulSet's
+    /// `status.replicas`; the `/scale` subresource's `statusReplicasPath`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// The pod selector as a string (`app=redis`), for `/scale` and autoscalers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
+}
+
+/// A label selector in the string form of `kubectl get -l` and of the `/scale` subresource's
+/// `status.selector` (`app=redis,tier in (db,cache),!canary`): what autoscalers read.
+pub fn selector_text(selector: &LabelSelector) -> String {
+    let mut parts: Vec<String> = selector.match_labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect();
+    for e in selector.match_expressions.iter().flatten() {
+        let values = || e.values.clone().unwrap_or_default().join(",");
+        parts.push(match e.operator.as_str() {
+            "In" => format!("{} in ({})", e.key, values()),
+            "NotIn" => format!("{} notin ({})", e.key, values()),
+            "Exists" => e.key.clone(),
+            "DoesNotExist" => format!("!{}", e.key),
+            other => format!("{} {other} ({})", e.key, values()),
+        });
+    }
+    parts.join(",")
 }
 
 /// One cluster's slice as written and observed.
@@ -301,4 +327,28 @@ pub struct MoveStatus {
     pub phase: String,
     /// When the phase began (RFC 3339).
     pub since: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    use super::*;
+
+    #[test]
+    fn selectors_print_as_kubectl_and_scale_read_them() {
+        let sel = LabelSelector {
+            match_labels: Some([("app".to_string(), "redis".to_string())].into()),
+            match_expressions: Some(vec![
+                LabelSelectorRequirement {
+                    key: "tier".into(),
+                    operator: "In".into(),
+                    values: Some(vec!["db".into(), "cache".into()]),
+                },
+                LabelSelectorRequirement { key: "canary".into(), operator: "DoesNotExist".into(), values: None },
+                LabelSelectorRequirement { key: "zone".into(), operator: "Exists".into(), values: None },
+            ]),
+        };
+        assert_eq!(selector_text(&sel), "app=redis,tier in (db,cache),!canary,zone");
+    }
 }

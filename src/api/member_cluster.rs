@@ -5,7 +5,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-/// How to reach a member cluster and whether it is fenced.
+/// How to reach a member cluster and whether it is fenced. A deleted MemberCluster is kept (the
+/// controller's finalizer `spanset.dev/member-in-use`) while a federation still has a slice,
+/// pods or moves in the member, unless it is fenced and silent.
 // Several printer columns share `type_ = "string"`; clippy reads them as duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -37,7 +39,8 @@ pub struct MemberClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
     /// An operator's statement that the cluster's workloads are dead: its ordinals may be
-    /// re-homed. Only an operator unfences.
+    /// re-homed. Only an operator unfences (`spanset unfence` refuses while a federation's
+    /// status still shows ordinals written there, unless `--force`).
     #[serde(default)]
     pub fenced: bool,
 }

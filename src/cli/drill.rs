@@ -369,8 +369,10 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
         .iter()
         .filter_map(|n| n.as_str().map(str::to_string))
         .collect();
+    // A cluster loss: its machines power off (their containers stop at once). A node that only
+    // lost its network would keep its containers running, and a fence would then be a lie.
     for n in &nodes {
-        admin(&args.admin, "POST", format!("/clusters/{cluster}/node-down?node={n}")).await?;
+        admin(&args.admin, "POST", format!("/clusters/{cluster}/node-down?node={n}&power-off=true")).await?;
     }
     wait_for(&format!("{cluster}'s pods dead with their nodes"), timeout, || async {
         let ledger: serde_json::Value = serde_json::from_str(&admin(&args.admin, "GET", "/ledger".into()).await?)
@@ -421,15 +423,34 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
     // The member StatefulSet of the federation's backend (apps/v1 or Advanced StatefulSet).
     let backend = crate::controller::member::objects::backend(&f);
     let sts: Api<DynamicObject> = Api::namespaced_with(member.clone(), &ns, &workload::api_resource(backend));
-    let shrink = wait_for(&format!("{cluster}'s StatefulSet shrunk on return"), timeout, || async {
-        Ok(sts.get_opt(&name).await.ok().flatten().is_some_and(|s| workload::replicas(&s) == 0))
-    })
-    .await?;
+    // Shrunk: its StatefulSet holds nothing, and every pod of the federation there is being
+    // deleted or gone — only then may its machines power on (a bound pod not being deleted
+    // would restart with them, while its ordinal runs elsewhere).
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(member.clone(), &ns);
+    let shrink =
+        wait_for(&format!("{cluster}'s StatefulSet shrunk and its pods deleted on return"), timeout, || async {
+            let empty = sts.get_opt(&name).await.ok().flatten().is_some_and(|s| workload::replicas(&s) == 0);
+            let prefix = format!("{name}-");
+            let left = pods.list(&Default::default()).await.map_err(|e| e.to_string())?.items.into_iter().any(|p| {
+                p.metadata.name.as_deref().is_some_and(|n| n.starts_with(&prefix))
+                    && p.metadata.deletion_timestamp.is_none()
+            });
+            Ok(empty && !left)
+        })
+        .await?;
     for n in &nodes {
         admin(&args.admin, "POST", format!("/clusters/{cluster}/node-up?node={n}")).await?;
     }
     let mut events = Recorder::for_component(client.clone(), "spanset.dev/drill", "drill".into());
-    eprintln!("{}", fencing::unfence(client, cluster, "spanset drill", &mut events).await?);
+    // Unfencing waits for the federation's status to show the member holding nothing too
+    // (`unfence` refuses a member whose StatefulSets the status still shows holding ordinals).
+    let feds: Api<FederatedStatefulSet> = Api::all(client.clone());
+    wait_for(&format!("the federation's status showing {cluster} shrunk"), timeout, || async {
+        let all = feds.list(&Default::default()).await.map_err(|e| e.to_string())?;
+        Ok(fencing::still_written(&all.items, cluster).is_empty())
+    })
+    .await?;
+    eprintln!("{}", fencing::unfence(client, cluster, "spanset drill", false, &mut events).await?);
     let back = Instant::now();
     settle(&api, &name, "back", cluster, false, timeout).await?;
     let back = back.elapsed().as_secs_f64();

@@ -6,7 +6,9 @@
 //! member that the controller still reaches (`Reachable=True`) would declare running pods dead,
 //! so it is refused unless `--force`. Unfencing clears `spec.fenced` and records who and when;
 //! the controller shrinks a fenced member's StatefulSets when it answers again, whether or not
-//! it is unfenced yet. Both are idempotent. Exit codes: 0 done (or nothing to do), 1 refused or
+//! it is unfenced yet. Unfencing a member that was never shrunk since the fence (a federation's
+//! status still shows ordinals written there) is refused, naming them, unless `--force`: its
+//! own StatefulSet controller would restart those re-homed ordinals when it returns. Both are idempotent. Exit codes: 0 done (or nothing to do), 1 refused or
 //! the cluster could not be written (one line on stderr), 2 bad flags.
 
 use std::path::PathBuf;
@@ -42,6 +44,10 @@ pub struct FenceArgs {
 pub struct UnfenceArgs {
     /// The MemberCluster to unfence.
     pub name: String,
+    /// Unfence even though a federation's status says the member's StatefulSets still hold
+    /// ordinals (it was never shrunk since the fence): they may run twice when it returns.
+    #[arg(long)]
+    pub force: bool,
     /// Kubeconfig of the host cluster (default: $KUBECONFIG, then ~/.kube/config).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -98,7 +104,7 @@ pub async fn run_unfence(args: UnfenceArgs) -> i32 {
     let res = async {
         let client = connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
         let mut events = Recorder::for_component(client.clone(), "spanset.dev/cli", operator());
-        unfence(&client, &args.name, &operator(), &mut events).await
+        unfence(&client, &args.name, &operator(), args.force, &mut events).await
     };
     finish(res.await)
 }

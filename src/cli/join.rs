@@ -8,16 +8,21 @@
 //! again, it rotates the token in place (the controller picks the new Secret up without a
 //! restart). `unjoin` removes the MemberCluster and its Secret (and, given the member's
 //! kubeconfig, the member-side identity), refused while any federation still places ordinals
-//! there. Exit codes: 0 done, 1 refused or failed (one line on stderr), 2 bad flags.
+//! there, has moves from or to it, or (given the member's kubeconfig) pods there; the
+//! controller also holds a deleted MemberCluster (a finalizer) while it knows of pods or moves
+//! there, and the Secret goes only once the MemberCluster is gone. Exit codes: 0 done, 1 refused or failed (one line on stderr), 2 bad flags.
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use base64::Engine;
 use k8s_openapi::{
     ByteString,
     api::{
         authentication::v1::TokenRequest,
-        core::v1::{Namespace, Secret, ServiceAccount},
+        core::v1::{Namespace, Pod, Secret, ServiceAccount},
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
 };
@@ -31,7 +36,7 @@ use serde_json::{Value, json};
 
 use crate::{
     api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec, SecretKeyRef},
-    controller::host_client,
+    controller::{host_client, labels::MEMBER_FINALIZER},
 };
 
 /// The member-side identity and permissions, as shipped in `deploy/member/`.
@@ -92,6 +97,10 @@ pub struct UnjoinArgs {
     /// The member's context in --kubeconfig.
     #[arg(long, value_name = "CTX")]
     pub context: Option<String>,
+    /// How long to wait, in seconds, for the controller to let the MemberCluster go (it holds
+    /// it while a federation still has pods or moves there).
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    pub wait: u64,
 }
 
 /// What `join` did.
@@ -255,25 +264,51 @@ pub async fn join(host: &Client, member: &Client, args: &JoinArgs) -> Result<Joi
     Ok(Joined { secret: format!("{}/{secret_name}", args.namespace), expires })
 }
 
-/// The federations that still place ordinals in a member (in their placement or their slices).
+/// What the federations still have in a member, per the host: their placement naming it, a
+/// slice there, or moves from or to it (`NS/NAME: why`).
 async fn placing(host: &Client, name: &str) -> Result<Vec<String>, String> {
     let all = Api::<FederatedStatefulSet>::all(host.clone())
         .list(&ListParams::default())
         .await
         .map_err(|e| format!("cannot list FederatedStatefulSets in the host: {e}"))?;
-    Ok(all
-        .items
-        .iter()
-        .filter(|f| {
-            f.spec.placement.clusters.iter().any(|c| c.name == name)
-                || f.status.as_ref().is_some_and(|s| s.slices.iter().any(|sl| sl.cluster == name && sl.replicas > 0))
-        })
-        .map(|f| format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any()))
-        .collect())
+    let mut out = Vec::new();
+    for f in &all.items {
+        let key = format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any());
+        let status = f.status.clone().unwrap_or_default();
+        let mut why = Vec::new();
+        if f.spec.placement.clusters.iter().any(|c| c.name == name) {
+            why.push("spec.placement names it".to_string());
+        }
+        if status.slices.iter().any(|sl| sl.cluster == name && sl.replicas > 0) {
+            why.push("its status shows a slice there".to_string());
+        }
+        let moving: Vec<String> =
+            status.moves.iter().filter(|m| m.from == name || m.to == name).map(|m| m.ordinal.to_string()).collect();
+        if !moving.is_empty() {
+            why.push(format!("ordinals {} are moving from or to it", moving.join(", ")));
+        }
+        if !why.is_empty() {
+            out.push(format!("{key} ({})", why.join(", ")));
+        }
+    }
+    Ok(out)
 }
 
-/// Unjoins a member: refused while a federation places ordinals there.
-pub async fn unjoin(host: &Client, member: Option<&Client>, name: &str) -> Result<(), String> {
+/// The pods of federations in a member (`NS/NAME`), read with the member's own credentials.
+async fn federation_pods(member: &Client) -> Result<Vec<String>, String> {
+    let pods = Api::<Pod>::all(member.clone())
+        .list(&ListParams::default().labels(crate::controller::labels::FEDERATION))
+        .await
+        .map_err(|e| format!("cannot list pods in the member: {e}"))?;
+    Ok(pods.items.iter().map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())).collect())
+}
+
+/// Unjoins a member: refused while a federation places ordinals there, has moves from or to it,
+/// or (with the member's credentials) while pods of a federation exist there. The MemberCluster
+/// is deleted first; the controller holds it (a finalizer) while a federation still has pods or
+/// moves there, and its kubeconfig Secret and the member-side identity go only once it is gone,
+/// so that the controller keeps watching the member meanwhile. Waits up to `wait` for that.
+pub async fn unjoin(host: &Client, member: Option<&Client>, name: &str, wait: Duration) -> Result<(), String> {
     let users = placing(host, name).await?;
     if !users.is_empty() {
         return Err(format!(
@@ -281,8 +316,39 @@ pub async fn unjoin(host: &Client, member: Option<&Client>, name: &str) -> Resul
             users.join(", ")
         ));
     }
+    if let Some(member) = member {
+        let pods = federation_pods(member).await?;
+        if !pods.is_empty() {
+            return Err(format!(
+                "membercluster/{name} still runs pods of federations: {} (terminating ones may still run their \
+                 containers); wait until they are gone, or force-delete those whose node is known to be dead",
+                pods.join(", ")
+            ));
+        }
+    }
     let mcs: Api<MemberCluster> = Api::all(host.clone());
     let mc = mcs.get_opt(name).await.map_err(|e| format!("cannot read MemberCluster {name}: {e}"))?;
+    if mc.is_some() {
+        mcs.delete(name, &DeleteParams::default())
+            .await
+            .map_err(|e| format!("cannot delete MemberCluster {name}: {e}"))?;
+        let start = std::time::Instant::now();
+        loop {
+            let left = mcs.get_opt(name).await.map_err(|e| format!("cannot read MemberCluster {name}: {e}"))?;
+            if left.is_none() {
+                break;
+            }
+            if start.elapsed() >= wait {
+                return Err(format!(
+                    "membercluster/{name} is marked for deletion, but the controller still holds it (finalizer \
+                     {MEMBER_FINALIZER}): a federation still has pods or moves there (`kubectl describe mc {name}` \
+                     shows why); its kubeconfig Secret is kept so that the controller keeps watching the member; run \
+                     `spanset unjoin {name}` again once it is gone"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
     if let Some(secret) = mc.as_ref().and_then(|m| m.spec.kubeconfig_secret.clone()) {
         let secrets: Api<Secret> = Api::namespaced(host.clone(), &secret.namespace);
         let ours = secrets
@@ -296,11 +362,6 @@ pub async fn unjoin(host: &Client, member: Option<&Client>, name: &str) -> Resul
                 .await
                 .map_err(|e| format!("cannot delete Secret {}/{}: {e}", secret.namespace, secret.name))?;
         }
-    }
-    if mc.is_some() {
-        mcs.delete(name, &DeleteParams::default())
-            .await
-            .map_err(|e| format!("cannot delete MemberCluster {name}: {e}"))?;
     }
     if let Some(member) = member {
         let gone = |r: Result<_, kube::Error>, what: &str| match r {
@@ -365,7 +426,7 @@ pub async fn run_unjoin(args: UnjoinArgs) -> i32 {
             ),
             _ => None,
         };
-        unjoin(&host, member.as_ref(), &args.name).await
+        unjoin(&host, member.as_ref(), &args.name, Duration::from_secs(args.wait)).await
     }
     .await;
     match result {

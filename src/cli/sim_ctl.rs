@@ -63,15 +63,21 @@ pub enum Action {
         /// Cluster name.
         cluster: String,
     },
-    /// Stop a node's kubelet: no heartbeats; after the grace period the node goes Unknown and
-    /// its pods are evicted but stay Terminating until force-deleted.
+    /// Take a node out: no heartbeats; after the grace period the node goes Unknown and its
+    /// pods are evicted but stay Terminating until force-deleted. Without `--power-off` the node
+    /// lost its network or kubelet: its containers keep running (in the ledger too) until it
+    /// returns; with it, the machine powered off and its containers stopped at once.
     NodeDown {
         /// Cluster name.
         cluster: String,
         /// Node name (`node-1`, ...).
         node: String,
+        /// The machine powers off (its containers stop now) rather than losing its network.
+        #[arg(long)]
+        power_off: bool,
     },
-    /// Restart a node's kubelet.
+    /// Bring a node back: its kubelet returns (or its machine powers on and restarts the
+    /// containers of the pods still bound to it and not being deleted).
     NodeUp {
         /// Cluster name.
         cluster: String,
@@ -208,7 +214,9 @@ pub fn run(args: SimCtlArgs) -> i32 {
             let api = if *kruise { "kruise" } else { "apps" };
             ("POST", format!("/clusters/{cluster}/drop-ordinals?on={on}&api={api}"))
         }
-        Action::NodeDown { cluster, node } => ("POST", format!("/clusters/{cluster}/node-down?node={}", enc(node))),
+        Action::NodeDown { cluster, node, power_off } => {
+            ("POST", format!("/clusters/{cluster}/node-down?node={}&power-off={power_off}", enc(node)))
+        }
         Action::NodeUp { cluster, node } => ("POST", format!("/clusters/{cluster}/node-up?node={}", enc(node))),
         Action::PodReady { cluster, pod, ready, namespace } => (
             "POST",

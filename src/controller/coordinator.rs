@@ -27,8 +27,8 @@ use super::{
         objects::{self, FederationKey, headless_service, namespace, ownership_labels, template_hash},
     },
     messages::{
-        AdoptClaims, Carried, DeleteFederation, EnsureSupporting, MemberHandle, MemberObserved, MembersChanged,
-        ReleaseClaims, ReleasePod, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberHandle, MemberObserved,
+        MembersChanged, ReleaseClaims, ReleasePod, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput},
@@ -320,10 +320,13 @@ impl Coordinator {
     fn wake_at_next_deadline(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
         let deadlines = reconcile::silence_deadlines(&self.fsts);
+        // Silence counts for the automatic fence only from this process's leadership.
+        let leading = self.leadership.leading_since().unwrap_or(now);
         let next = self
             .views
             .values()
             .filter_map(|v| v.last_contact.or(v.watching_since))
+            .map(|since| since.max(leading))
             .flat_map(|since| deadlines.iter().map(move |d| since + *d + Duration::from_millis(5)))
             .filter(|t| *t > now)
             .min();
@@ -354,6 +357,7 @@ impl Coordinator {
             access_refusal: self.access_refusal.take(),
             handover_refusals: self.handover_refusals.clone(),
             now,
+            leading_since: self.leadership.leading_since().unwrap_or(now),
             wall: jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()),
         });
         tracing::debug!(
@@ -556,6 +560,22 @@ async fn carry_out(
     }
     if !failed.is_empty() {
         return Err(failed.join("; "));
+    }
+    let mut by_cluster: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
+    for d in &decision.pod_deletes {
+        by_cluster.entry(d.cluster.as_str()).or_default().push((d.name.clone(), d.uid.clone()));
+    }
+    for (cluster, pods) in by_cluster {
+        let Some(w) = watchers.get(cluster) else { continue };
+        let msg = DeletePods { namespace: key.namespace.clone(), pods, term };
+        match w.send(msg).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                note_access_refusal(out, &e);
+                return Err(format!("{cluster}: deleting the pods left in a fenced member: {e}"));
+            }
+            Err(e) => return Err(format!("{cluster}: watcher gone: {e}")),
+        }
     }
     if !decision.writes.is_empty() {
         crash_points("written", decision);
@@ -805,6 +825,16 @@ impl Handler<MembersChanged> for Coordinator {
         self.members_listed = msg.listed;
         self.subscribe_all(ctx);
         self.schedule(ctx);
+    }
+}
+
+impl Handler<Holds> for Coordinator {
+    type Result = Vec<String>;
+
+    fn handle(&mut self, msg: Holds, _: &mut Self::Context) -> Vec<String> {
+        let members = self.inputs();
+        let grace = reconcile::unreachable_after(&self.fsts);
+        super::holds::holds(&self.fsts, &msg.cluster, members.get(&msg.cluster), Instant::now(), grace)
     }
 }
 

@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    api::{Patch, PatchParams},
+    api::{ListParams, Patch, PatchParams},
 };
 use serde_json::json;
 
@@ -13,7 +13,7 @@ use super::{
     events::{Note, Recorder},
     labels::{FENCE_REASON, FENCED_AT, FENCED_BY, UNFENCED_AT, UNFENCED_BY},
 };
-use crate::api::MemberCluster;
+use crate::api::{FederatedStatefulSet, MemberCluster};
 
 fn now() -> String {
     let t = jiff::Timestamp::now();
@@ -69,13 +69,60 @@ pub async fn fence(
     ))
 }
 
-/// Unfences a member as `by`.
-pub async fn unfence(client: &Client, name: &str, by: &str, events: &mut Recorder) -> Result<String, String> {
+/// What each federation's status says a member's StatefulSets still hold (`NS/NAME ordinals
+/// 4-5`), from the slices the controller last saw written there: a fenced member keeps these
+/// until it answers again and its shrink lands.
+pub fn still_written(federations: &[FederatedStatefulSet], name: &str) -> Vec<String> {
+    federations
+        .iter()
+        .flat_map(|f| {
+            let key = format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any());
+            f.status.iter().flat_map(|s| s.slices.iter()).filter(|s| s.cluster == name && s.replicas > 0).map(
+                move |s| {
+                    let ordinals = crate::plan::stored_slice_text(
+                        s.start.into(),
+                        s.replicas.into(),
+                        s.reserved_ordinals.iter().map(|k| i64::from(*k)),
+                    );
+                    format!("{key} ordinals {ordinals}")
+                },
+            )
+        })
+        .collect()
+}
+
+/// Unfences a member as `by`. Refused, unless `force`, while a federation's status says the
+/// member's StatefulSets still hold ordinals (issue 19, item 14): those were re-homed while it
+/// was fenced, and a member that never answered since was never shrunk, so unfenced its own
+/// StatefulSet controller would restart them next to their new homes the moment it returns.
+pub async fn unfence(
+    client: &Client,
+    name: &str,
+    by: &str,
+    force: bool,
+    events: &mut Recorder,
+) -> Result<String, String> {
     let api: Api<MemberCluster> = Api::all(client.clone());
     let mc = api.get_opt(name).await.map_err(|e| format!("cannot read MemberCluster {name}: {e}"))?;
     let Some(mc) = mc else { return Err(format!("no MemberCluster named {name:?}")) };
     if !mc.spec.fenced {
         return Ok(format!("membercluster/{name} is not fenced"));
+    }
+    if !force {
+        let federations = Api::<FederatedStatefulSet>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| format!("cannot list FederatedStatefulSets: {e}"))?;
+        let held = still_written(&federations.items, name);
+        if !held.is_empty() {
+            return Err(format!(
+                "membercluster/{name} has not been shrunk since it was fenced: its StatefulSets still hold {} \
+                 (re-homed elsewhere meanwhile), and unfenced, its own StatefulSet controller would run them a \
+                 second time when it answers again; wait until it answers and spanset shrinks it (the federation's \
+                 status.slices shows it holding nothing), or pass --force",
+                held.join(", ")
+            ));
+        }
     }
     let patch = json!({
         "metadata": {
@@ -91,7 +138,8 @@ pub async fn unfence(client: &Client, name: &str, by: &str, events: &mut Recorde
     Ok(format!("membercluster/{name} unfenced: it may take ordinals again"))
 }
 
-fn reference(mc: &MemberCluster) -> ObjectReference {
+/// A reference to a MemberCluster, for Events about it.
+pub fn reference(mc: &MemberCluster) -> ObjectReference {
     ObjectReference {
         api_version: Some(MemberCluster::api_version(&()).to_string()),
         kind: Some(MemberCluster::kind(&()).to_string()),

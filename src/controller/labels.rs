@@ -24,6 +24,10 @@ pub const TEMPLATE_HASH: &str = "spanset.dev/template-hash";
 pub const IDENTITY_GATE: &str = "spanset.dev/identity";
 /// The finalizer that holds a FederatedStatefulSet until its member objects are removed.
 pub const FINALIZER: &str = "spanset.dev/cleanup";
+/// The finalizer that holds a MemberCluster while a federation still has a slice, pods or moves
+/// in that member (unless it is fenced and silent): deleting it must not erase what spanset
+/// knows there (see [`super::holds`]).
+pub const MEMBER_FINALIZER: &str = "spanset.dev/member-in-use";
 /// The field manager of spanset's writes.
 pub const FIELD_MANAGER: &str = "spanset";
 /// Label selector of every member object spanset manages, pods included: the federation label

@@ -142,6 +142,8 @@ struct State {
     /// Set by `step_down`, taken by the elector: the record naming this process no longer
     /// lets it resume without waiting.
     stepped_down: bool,
+    /// When this process last began leading (see [`Leadership::leading_since`]).
+    since: Option<Instant>,
 }
 
 impl Default for Leadership {
@@ -167,7 +169,7 @@ impl Leadership {
     /// single-process tools that need no election.
     pub fn fixed(term: u64) -> Self {
         let (tx, _) = watch::channel(Some(term));
-        let state = State { leading: Some((term, None)), stepped_down: false };
+        let state = State { leading: Some((term, None)), stepped_down: false, since: Some(Instant::now()) };
         Self { inner: Arc::new(Inner { state: Mutex::new(state), tx }) }
     }
 
@@ -187,6 +189,14 @@ impl Leadership {
             }
             _ => Some(term),
         }
+    }
+
+    /// While leading, when this process began leading in its current term. What it observed
+    /// before that, as a standby, is not evidence a leader may act on alone: the automatic
+    /// failover policy counts a member's silence only from here.
+    pub fn leading_since(&self) -> Option<Instant> {
+        self.term()?;
+        self.inner.state.lock().since
     }
 
     /// Leadership changes: `Some(term)` on acquiring, `None` on losing, stepping down or
@@ -214,6 +224,7 @@ impl Leadership {
             let mut st = self.inner.state.lock();
             st.leading = Some((term, Some(deadline)));
             st.stepped_down = false;
+            st.since = Some(Instant::now());
             self.inner.tx.send_replace(Some(term));
         }
         let weak = Arc::downgrade(&self.inner);

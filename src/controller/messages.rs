@@ -2,8 +2,8 @@
 //! (`WriteStatefulSet`), facts past tense (`MemberObserved`).
 //!
 //! ```text
-//! Supervisor ──StartCoordinator/SpecChanged/MembersChanged──▶ Coordinator
-//! Coordinator ──Subscribe/WriteStatefulSet/EnsureSupporting/DeleteFederation──▶ ClusterWatcher
+//! Supervisor ──StartCoordinator/SpecChanged/MembersChanged/Holds──▶ Coordinator
+//! Coordinator ──Subscribe/WriteStatefulSet/EnsureSupporting/DeleteFederation/DeletePods──▶ ClusterWatcher
 //! ClusterWatcher ──MemberObserved──▶ Coordinator
 //! ```
 
@@ -197,6 +197,15 @@ pub struct MembersChanged {
     pub listed: bool,
 }
 
+/// The supervisor asks a coordinator what its federation still holds in a member whose
+/// MemberCluster is being deleted (see [`super::holds`]); the answer is empty when nothing.
+#[derive(Message)]
+#[rtype(result = "Vec<String>")]
+pub struct Holds {
+    /// The member.
+    pub cluster: String,
+}
+
 /// Stops an actor (its object is gone, or the process is shutting down).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -226,6 +235,20 @@ pub struct AdoptClaims {
     pub namespace: String,
     /// The objects from [`ReleaseClaims`].
     pub objects: Vec<(PersistentVolume, PersistentVolumeClaim)>,
+    /// The writer's term.
+    pub term: u64,
+}
+
+/// Deletes pods of a federation in a member, gracefully and each only as the incarnation named
+/// (a uid precondition): the pods left in a fenced member that answers again (see
+/// [`crate::controller::reconcile::PodDelete`]). A pod already gone or replaced counts as done.
+#[derive(Message)]
+#[rtype(result = "Result<(), WriteError>")]
+pub struct DeletePods {
+    /// The pods' namespace.
+    pub namespace: String,
+    /// The pods, as (name, uid).
+    pub pods: Vec<(String, String)>,
     /// The writer's term.
     pub term: u64,
 }

@@ -83,6 +83,11 @@ pub struct Inputs<'a> {
     pub handover_refusals: BTreeMap<Ordinal, String>,
     /// Monotonic now, for reachability.
     pub now: Instant,
+    /// When this process began leading in `term`: the automatic policy counts a member's
+    /// silence for fencing only from here, never from what the watchers counted while this
+    /// process was a standby (which may simply have no route to a member the old leader
+    /// reached).
+    pub leading_since: Instant,
     /// Wall-clock now, for `since` and transition times.
     pub wall: jiff::Timestamp,
 }
@@ -111,6 +116,20 @@ fn handover_due(inp: &Inputs<'_>, k: Ordinal, from: &str, to: &str) -> Option<Ve
     let there = claims(to);
     let arrived = source.iter().all(|c| there.iter().any(|d| d.name == c.name && d.volume == c.volume && !d.deleting));
     (!source.is_empty() && !arrived).then(|| source.into_iter().map(|c| c.name).collect())
+}
+
+/// A pod that spanset deletes itself: one left running in a fenced member that answers again,
+/// after its StatefulSet was shrunk to nothing. Its ordinal was re-homed while the member was
+/// declared dead, and an OrderedReady scale-down would wait on a pod stuck Terminating on a
+/// dead node while the others kept running — and restarted when their nodes power on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodDelete {
+    /// The member.
+    pub cluster: String,
+    /// The pod's name.
+    pub name: String,
+    /// Its uid: only this incarnation is deleted.
+    pub uid: String,
 }
 
 /// A member StatefulSet write.
@@ -162,6 +181,8 @@ pub struct Decision {
     pub fence: Vec<(String, String)>,
     /// Storage handovers to carry out before the writes.
     pub handovers: Vec<Handover>,
+    /// Pods to delete (gracefully, by uid) in fenced members that answer again.
+    pub pod_deletes: Vec<PodDelete>,
     /// Nothing may be written (a condition says why).
     pub blocked: bool,
     /// Every slice as targeted and every ordinal Ready.
@@ -184,7 +205,7 @@ pub struct Decision {
 }
 
 /// The federation's `failover.unreachableAfterSeconds`, at least [`MIN_UNREACHABLE_AFTER`].
-fn unreachable_after(fsts: &FederatedStatefulSet) -> Duration {
+pub fn unreachable_after(fsts: &FederatedStatefulSet) -> Duration {
     fsts.spec
         .failover
         .unreachable_after_seconds
@@ -205,30 +226,46 @@ pub fn silence_deadlines(fsts: &FederatedStatefulSet) -> Vec<Duration> {
     out
 }
 
-/// Placement members that the automatic policy fences now: unfenced, and silent for
-/// `unreachableAfterSeconds` + `fenceAfterSeconds` (counted from the watcher's start when the
-/// member never answered this process).
-fn automatic_fences(fsts: &FederatedStatefulSet, inp: &Inputs<'_>, grace: Duration) -> Vec<(String, String)> {
+/// Members that the automatic policy fences now: unfenced, holding something of this
+/// federation (in the placement, or in the observation with a slice or pods there: a member
+/// removed from the placement while lost still holds its ordinals, issue 19 item 16), and
+/// silent for `unreachableAfterSeconds` + `fenceAfterSeconds`. Silence is counted from the
+/// last answer, or from the watcher's start when the member never answered this process, and
+/// never from before this process began leading (issue 19 item 12): a standby's watcher may
+/// have had no route to a member that the old leader reached, and its count says nothing
+/// about that member's pods.
+fn automatic_fences(
+    fsts: &FederatedStatefulSet,
+    inp: &Inputs<'_>,
+    obs: &Observed,
+    grace: Duration,
+) -> Vec<(String, String)> {
     if fsts.spec.failover.policy != Some(FailoverPolicy::Automatic) {
         return Vec::new();
     }
     let fence_after = Duration::from_secs(
         fsts.spec.failover.fence_after_seconds.map_or(DEFAULT_FENCE_AFTER_SECONDS, |s| s.max(1)) as u64,
     );
+    let placed = |n: &str| fsts.spec.placement.clusters.iter().any(|c| c.name == n);
+    let holds = |n: &str| obs.get(n).is_some_and(|o| o.written.replicas > 0 || !o.pods.is_empty());
     let mut out = Vec::new();
-    for c in &fsts.spec.placement.clusters {
-        let Some(m) = inp.members.get(&c.name) else { continue };
+    for (name, m) in inp.members {
+        if m.fenced || !(placed(name) || holds(name)) {
+            continue;
+        }
         let Some(view) = &m.view else { continue };
         let Some(since) = view.last_contact.or(view.watching_since) else { continue };
+        let since = since.max(inp.leading_since);
         let silent = inp.now.saturating_duration_since(since);
-        if m.fenced || silent < grace + fence_after {
+        if silent < grace + fence_after {
             continue;
         }
         let why = view.failure.as_ref().map(|(f, msg)| format!("{}: {msg}", f.reason())).unwrap_or_default();
         out.push((
-            c.name.clone(),
+            name.clone(),
             format!(
-                "automatic failover: no answer for {}s (unreachableAfterSeconds {} + fenceAfterSeconds {}); {why}",
+                "automatic failover: no answer for {}s (unreachableAfterSeconds {} + fenceAfterSeconds {}, counted \
+                 from this leader's start at the earliest); {why}",
                 silent.as_secs(),
                 grace.as_secs(),
                 fence_after.as_secs()
@@ -421,6 +458,22 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         }
     }
 
+    // A fenced member that answers again and whose shrink is stored: every pod of the
+    // federation still there goes now, whatever its StatefulSet controller's order.
+    let mut pod_deletes = Vec::new();
+    for name in obs.iter().filter(|(_, o)| o.fenced && o.reachable).map(|(n, _)| n) {
+        let view = view_of(name).expect("observed members have views");
+        let f = &view.federation;
+        if f.sts.as_ref().is_some_and(|s| !s.deleting && s.slice.replicas == 0) {
+            let pod_name = |k: &Ordinal| format!("{}-{k}", fsts.name_any());
+            pod_deletes.extend(f.pods.iter().filter(|(_, p)| !p.deleting).map(|(k, p)| PodDelete {
+                cluster: name.clone(),
+                name: pod_name(k),
+                uid: p.uid.clone(),
+            }));
+        }
+    }
+
     // 3. Plan.
     let recorded: BTreeMap<Ordinal, MoveStatus> =
         previous.moves.iter().filter_map(|m| u32::try_from(m.ordinal).ok().map(|k| (k, m.clone()))).collect();
@@ -557,7 +610,14 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                     start: o.written.start as i32,
                     replicas: o.written.replicas as i32,
                     reserved_ordinals: o.written.reserved.iter().map(|k| k as i32).collect(),
-                    ready_replicas: (&o.written.ordinals() & &o.ready).len() as i32,
+                    // A fenced member is declared dead: its pods count for nothing (they show
+                    // in the Degraded condition instead); an unreachable one's readiness is not
+                    // known, only last seen.
+                    ready_replicas: if o.fenced || !o.reachable {
+                        0
+                    } else {
+                        (&o.written.ordinals() & &o.ready).len() as i32
+                    },
                 })
             }
             // Not reported yet: the slice it was last seen to hold stays in the status, which
@@ -587,7 +647,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         .copied()
         .filter(|n| inp.members.get(*n).is_none_or(|m| m.view.as_ref().is_none_or(|v| !v.synced)))
         .collect();
-    let done = plan.as_ref().is_some_and(|p| p.done) && writes.is_empty();
+    let done = plan.as_ref().is_some_and(|p| p.done) && writes.is_empty() && pod_deletes.is_empty();
     match &plan_error {
         Some(e) => verdicts.push(Verdict::yes(types::BLOCKED, "NoPlacement", e.clone())),
         None => verdicts.push(Verdict::no(types::BLOCKED, "Planned", "")),
@@ -619,8 +679,14 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 .iter()
                 .map(|(c, e)| {
                     let why = view_of(c).and_then(|v| incompatibility(&v, backend));
+                    let left: Ordinals =
+                        view_of(c).map(|v| v.federation.pods.keys().copied().collect()).unwrap_or_default();
                     match (e, why) {
                         (Exclusion::Incompatible, Some(why)) => format!("{c} (Incompatible: {why})"),
+                        (Exclusion::Fenced, _) if !left.is_empty() => format!(
+                            "{c} (Fenced; it still reports pods of ordinals {}, counted nowhere)",
+                            plan::ordinal_runs(&left).join(",")
+                        ),
                         _ => format!("{c} ({e:?})"),
                     }
                 })
@@ -647,6 +713,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         ready_replicas: Some(ready_total),
         clusters: Some(slices.iter().filter(|s| s.replicas > 0).count() as i32),
         moving: Some(moves.len() as i32),
+        replicas: Some(existing_pods(&obs)),
+        label_selector: Some(crate::api::selector_text(&fsts.spec.template.selector)),
         slices,
         moves: moves_list,
     };
@@ -662,8 +730,9 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         writes,
         supporting,
         writable,
-        fence: automatic_fences(fsts, inp, grace),
+        fence: automatic_fences(fsts, inp, &obs, grace),
         handovers,
+        pod_deletes,
         blocked: false,
         done,
         finished_moves: finished,
@@ -678,9 +747,10 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
 /// The gated pods that may run now. A pod of ordinal k in member m is released when:
 /// m is reachable, unfenced, and its StatefulSet is the one this process wrote in this term
 /// (stamped with it, spec not changed by anyone since) and selects k, an ordinal of the
-/// federation's range (a drift stamped as spanset's own is shrunk by the next plan); the pod carries the
-/// identity gate and is not being deleted; and every other unfenced member is confirmed not to
-/// hold k in its spec nor to have a pod for k — the at-most-one rule's condition for a grow
+/// federation's range (a drift stamped as spanset's own is shrunk by the next plan); the pod
+/// carries the identity gate and is not being deleted; and every other member that counts
+/// (unfenced, or fenced but answering again: [`plan::steps::counts`]) is confirmed not to hold
+/// k in its spec nor to have a pod for k — the at-most-one rule's condition for a grow
 /// (`Holders::free_for`): each is observed since its last write (an unreachable member counts
 /// with what it was last seen to hold or run), and a member that has not reported blocks
 /// every release. So a pod that a member's own StatefulSet controller made on its own (a hand
@@ -706,7 +776,7 @@ fn releases(inp: &Inputs<'_>, obs: &Observed, range: std::ops::Range<Ordinal>) -
             }
             let elsewhere = obs
                 .iter()
-                .filter(|(n, other)| *n != name && !other.fenced)
+                .filter(|(n, other)| *n != name && plan::steps::counts(other))
                 .any(|(_, other)| !other.observed_since_write || other.written.contains(*k) || other.pods.contains(*k));
             if elsewhere {
                 continue;
@@ -750,11 +820,18 @@ fn backend_mismatch(inp: &Inputs<'_>, backend: Backend) -> Option<String> {
     })
 }
 
-/// Whether every unfenced member other than `to` is confirmed not to hold or run `k`.
+/// Whether every member other than `to` that counts (unfenced, or fenced but answering again:
+/// [`plan::steps::counts`]) is confirmed not to hold or run `k`.
 fn released(obs: &Observed, k: Ordinal, to: &str) -> bool {
     obs.iter()
-        .filter(|(n, o)| n.as_str() != to && !o.fenced)
+        .filter(|(n, o)| n.as_str() != to && plan::steps::counts(o))
         .all(|(_, o)| !o.written.contains(k) && !o.pods.contains(k) && o.reachable && o.observed_since_write)
+}
+
+/// Pods of the federation that exist in reachable, unfenced members: what `status.replicas`
+/// (the `/scale` subresource's current count) reports.
+fn existing_pods(obs: &Observed) -> i32 {
+    obs.values().filter(|o| o.reachable && !o.fenced).map(|o| o.pods.len()).sum::<u64>() as i32
 }
 
 /// Ordinals whose pods exist in two unfenced members at once; a pod still waiting for
@@ -863,6 +940,7 @@ mod tests {
             access_refusal: None,
             handover_refusals: BTreeMap::new(),
             now: Instant::now(),
+            leading_since: Instant::now() - Duration::from_secs(3600),
             wall: jiff::Timestamp::from_second(1_800_000_000).unwrap(),
         })
     }
@@ -920,6 +998,52 @@ mod tests {
     }
 
     #[test]
+    fn a_fenced_member_that_answers_again_is_shrunk_then_its_remaining_pods_are_deleted() {
+        // West was fenced and its ordinals 3-5 re-homed to east; west answers again. Its own
+        // StatefulSet controller (OrderedReady) would delete one pod at a time and wait on one
+        // stuck Terminating on a dead node: spanset deletes the others itself, once the shrink
+        // is stored, each by uid.
+        let f = fsts(&[("east", 1), ("west", 0)]);
+        let mut west = settled(&f, 3, 3, 8);
+        west.fenced = true;
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 6, 8)), ("west".into(), west)]);
+        let d = decide_now(&f, &members, 8);
+        assert_eq!(written_slices(&d), vec![("west".to_string(), Some(0), Some(0))], "the shrink first");
+        assert!(d.pod_deletes.is_empty(), "no pod goes before the shrink is stored: {:?}", d.pod_deletes);
+        let shrunk = reporting(settled(&f, 3, 3, 8), |v| {
+            let sts = v.federation.sts.as_mut().unwrap();
+            sts.slice = Slice::empty();
+            v.federation.pods.get_mut(&5).unwrap().deleting = true;
+        });
+        let mut west = shrunk;
+        west.fenced = true;
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 6, 8)), ("west".into(), west)]);
+        let d = decide_now(&f, &members, 8);
+        let deletes: Vec<(&str, &str, &str)> =
+            d.pod_deletes.iter().map(|p| (p.cluster.as_str(), p.name.as_str(), p.uid.as_str())).collect();
+        assert_eq!(deletes, vec![("west", "redis-3", "p3"), ("west", "redis-4", "p4")], "not the one already deleting");
+        assert!(!d.done, "not done while pods are left there");
+    }
+
+    #[test]
+    fn a_fenced_member_counts_for_no_readiness_and_its_pods_are_named_in_degraded() {
+        // East runs everything after the re-homing; fenced west still reports Ready pods 3-5
+        // (it answers again, or its last report was from before the fence).
+        let f = fsts(&[("east", 1), ("west", 0)]);
+        let mut west = settled(&f, 3, 3, 8);
+        west.fenced = true;
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 6, 8)), ("west".into(), west)]);
+        let d = decide_now(&f, &members, 8);
+        assert_eq!(d.status.ready_replicas, Some(6), "6/6, not 9/6: {:?}", d.status.slices);
+        assert_eq!(d.status.ready.as_deref(), Some("6/6"));
+        let west = d.status.slices.iter().find(|s| s.cluster == "west").expect("west listed");
+        assert_eq!(west.ready_replicas, 0);
+        let degraded = d.status.conditions.iter().find(|c| c.type_ == "Degraded").expect("Degraded");
+        assert_eq!(degraded.status, "True");
+        assert!(degraded.message.contains("west (Fenced; it still reports pods of ordinals 3-5"), "{degraded:?}");
+    }
+
+    #[test]
     fn a_member_silent_since_its_watcher_started_is_fenced_automatically_but_not_one_that_answers() {
         let mut f = fsts(&[("east", 1), ("west", 1)]);
         f.spec.failover.policy = Some(FailoverPolicy::Automatic);
@@ -951,6 +1075,117 @@ mod tests {
         });
         let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), answering)]);
         assert!(decide_now(&f, &members, 8).fence.is_empty());
+    }
+
+    #[test]
+    fn a_new_leader_counts_silence_for_an_automatic_fence_only_from_its_own_leadership() {
+        // Issue 19 item 12: this process's watcher has not reached west for a minute while it
+        // was a standby (the old leader did); it has led for two seconds only.
+        let mut f = fsts(&[("east", 1), ("west", 1)]);
+        f.spec.failover.policy = Some(FailoverPolicy::Automatic);
+        f.spec.failover.fence_after_seconds = Some(10);
+        f.status = Some(status_holding("west", 3, 3));
+        let now = Instant::now();
+        let long_ago = now - Duration::from_secs(60);
+        let silent = reporting(settled(&f, 3, 3, 7), |v| {
+            *v = MemberView { synced: false, watching_since: Some(long_ago), ..Default::default() };
+        });
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), silent)]);
+        let at = |leading_since: Instant| {
+            decide(&Inputs {
+                fsts: &f,
+                members: &members,
+                term: 8,
+                template_refusal: None,
+                access_refusal: None,
+                handover_refusals: BTreeMap::new(),
+                now,
+                leading_since,
+                wall: jiff::Timestamp::from_second(1_800_000_000).unwrap(),
+            })
+        };
+        let d = at(now - Duration::from_secs(2));
+        assert!(d.fence.is_empty(), "a standby's count of silence fences nothing: {:?}", d.fence);
+        // Past unreachableAfterSeconds (15) + fenceAfterSeconds (10) of its own leadership, it fences.
+        let d = at(now - Duration::from_secs(26));
+        assert_eq!(d.fence.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), ["west"]);
+    }
+
+    #[test]
+    fn a_lost_member_removed_from_the_placement_is_still_fenced_automatically() {
+        // Issue 19 item 16: central holds 4-5 but is no longer in the placement; it was lost,
+        // and after a restart it has never answered. Unfenced, it blocks every grow.
+        let mut f = fsts(&[("east", 1), ("west", 1)]);
+        f.spec.failover.policy = Some(FailoverPolicy::Automatic);
+        f.spec.failover.fence_after_seconds = Some(10);
+        f.status = Some(status_holding("central", 4, 2));
+        let long_ago = Instant::now() - Duration::from_secs(60);
+        let silent = reporting(settled(&f, 4, 2, 7), |v| {
+            *v = MemberView { synced: false, watching_since: Some(long_ago), ..Default::default() };
+        });
+        let members = BTreeMap::from([
+            ("east".into(), settled(&f, 0, 2, 8)),
+            ("west".into(), settled(&f, 2, 2, 8)),
+            ("central".into(), silent),
+        ]);
+        let d = decide_now(&f, &members, 8);
+        assert_eq!(d.fence.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), ["central"]);
+        assert!(
+            written_slices(&d).iter().all(|(_, s, r)| s.unwrap_or(0) + r.unwrap_or(0) <= 4),
+            "nothing grows into 4-5 before the fence: {:?}",
+            written_slices(&d)
+        );
+        // A silent member that holds nothing of this federation is not fenced by it.
+        let mut g = f.clone();
+        g.status = Some(status_holding("east", 0, 2));
+        let idle = reporting(settled(&g, 0, 0, 7), |v| {
+            *v = MemberView { synced: false, watching_since: Some(long_ago), ..Default::default() };
+        });
+        let members = BTreeMap::from([
+            ("east".into(), settled(&g, 0, 3, 8)),
+            ("west".into(), settled(&g, 3, 3, 8)),
+            ("central".into(), idle),
+        ]);
+        assert!(decide_now(&g, &members, 8).fence.is_empty());
+    }
+
+    #[test]
+    fn pods_of_a_fenced_member_that_answers_again_block_their_grow_elsewhere() {
+        // Issue 19 item 14: west was fenced while lost, answers again and has been shrunk, but
+        // its pods 3-5 still exist (still running, or terminating): east waits for them.
+        let f = fsts(&[("east", 1), ("west", 1)]);
+        let back = |pods: bool| {
+            let mut m = reporting(settled(&f, 3, 3, 8), |v| {
+                if let Some(sts) = v.federation.sts.as_mut() {
+                    sts.slice = Slice { start: 3, replicas: 0, ..Slice::empty() };
+                }
+                if !pods {
+                    v.federation.pods.clear();
+                }
+            });
+            m.fenced = true;
+            m
+        };
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), back(true))]);
+        let d = decide_now(&f, &members, 8);
+        assert!(
+            written_slices(&d).iter().all(|(c, _, r)| c != "east" || r.unwrap_or(0) <= 3),
+            "east takes none of west's 3-5 while their pods exist there: {:?}",
+            written_slices(&d)
+        );
+        // Once west's pods are gone, east takes the whole range.
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), back(false))]);
+        let d = decide_now(&f, &members, 8);
+        assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
+        // A fenced member that does not answer counts for nothing: the fence stands for it.
+        let mut lost = back(true);
+        lost.view = Some(Arc::new(MemberView {
+            last_contact: Some(Instant::now() - Duration::from_secs(60)),
+            ..(**lost.view.as_ref().unwrap()).clone()
+        }));
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), lost)]);
+        let d = decide_now(&f, &members, 8);
+        assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
     }
 
     #[test]
@@ -1224,9 +1459,14 @@ mod tests {
         let members =
             BTreeMap::from([("east".into(), gated_pod(settled(&f, 0, 3, 7), 1, &[])), ("west".into(), unconfirmed)]);
         assert!(decide_now(&f, &members, 7).releases.is_empty());
-        // Once west is fenced its spec and pods no longer count: east's pod goes.
+        // Fenced but answering, west still counts; fenced and silent, its spec and pods no
+        // longer do: east's pod goes.
         let mut fenced = members.clone();
         fenced.get_mut("west").unwrap().fenced = true;
+        assert!(decide_now(&f, &fenced, 7).releases.is_empty());
+        let silent =
+            reporting(fenced["west"].clone(), |v| v.last_contact = Some(Instant::now() - Duration::from_secs(60)));
+        fenced.insert("west".into(), silent);
         assert_eq!(released(&decide_now(&f, &fenced, 7)), vec![("east".to_string(), 1)]);
     }
 }

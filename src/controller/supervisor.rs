@@ -1,8 +1,17 @@
 //! Supervisor: follows MemberCluster and FederatedStatefulSet objects in the host, starts a
 //! ClusterWatcher per member and a Coordinator per federation, and stops them when their
 //! objects go. It tells coordinators about members as they come, change (fenced) and go.
+//!
+//! While leading, it keeps the finalizer [`MEMBER_FINALIZER`] on every MemberCluster and
+//! removes it from one being deleted only once no federation holds anything there (see
+//! [`super::holds`]): until then the member's watcher runs on and its pods keep their ordinals
+//! from starting elsewhere.
 
-use std::{collections::BTreeMap, path::PathBuf, sync::Arc};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::PathBuf,
+    sync::Arc,
+};
 
 use actix::prelude::*;
 use dashmap::DashMap;
@@ -15,11 +24,13 @@ use kube::{
 
 use super::{
     coordinator::Coordinator,
-    host_client,
+    events::{Note, Recorder},
+    fencing, host_client,
+    labels::MEMBER_FINALIZER,
     leader::Leadership,
     member::objects::FederationKey,
     member_http,
-    messages::{MemberHandle, MembersChanged, SpecChanged, Stop},
+    messages::{Holds, MemberHandle, MembersChanged, SpecChanged, Stop},
     metrics::Metrics,
     watcher::ClusterWatcher,
 };
@@ -55,7 +66,19 @@ pub struct Supervisor {
     /// The resourceVersion of each member's kubeconfig Secret its client was built from
     /// (`None`: no Secret could be read), to reconnect when the Secret is rotated in place.
     secret_versions: BTreeMap<String, Option<String>>,
+    /// The latest MemberCluster object of each member, for its finalizer.
+    objects: BTreeMap<String, Arc<MemberCluster>>,
+    /// The FederatedStatefulSet watch has listed once: every federation has its coordinator,
+    /// so that their answers about a member are complete.
+    federations_listed: bool,
+    /// Members whose finalizer is being added, checked or removed (one at a time each).
+    tending: BTreeSet<String>,
+    /// What was last said (Event) about each member whose deletion is held.
+    held_said: BTreeMap<String, String>,
 }
+
+/// How often the finalizers of MemberClusters are tended when nothing else happens.
+pub const FINALIZER_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How often the kubeconfig Secrets of members are read again, to pick up rotated
 /// credentials without a restart (a `get` each: no list or watch of Secrets is needed).
@@ -93,7 +116,95 @@ impl Supervisor {
             relisted_members: None,
             relisted_federations: None,
             secret_versions: BTreeMap::new(),
+            objects: BTreeMap::new(),
+            federations_listed: false,
+            tending: BTreeSet::new(),
+            held_said: BTreeMap::new(),
         }
+    }
+
+    /// While leading: puts the finalizer on every MemberCluster that lacks it, and lets a
+    /// deleted one go once no federation holds anything there (each coordinator is asked).
+    fn tend_finalizers(&mut self, ctx: &mut Context<Self>) {
+        if self.leadership.term().is_none() || !self.members_listed {
+            return;
+        }
+        let due: Vec<Arc<MemberCluster>> = self
+            .objects
+            .iter()
+            .filter(|(n, _)| !self.tending.contains(*n))
+            .map(|(_, mc)| mc.clone())
+            .filter(|mc| {
+                let ours = mc.finalizers().iter().any(|f| f == MEMBER_FINALIZER);
+                match mc.metadata.deletion_timestamp {
+                    None => !ours,
+                    Some(_) => ours && self.federations_listed,
+                }
+            })
+            .collect();
+        for mc in due {
+            let name = mc.name_any();
+            self.tending.insert(name.clone());
+            if mc.metadata.deletion_timestamp.is_none() {
+                let mut finalizers = mc.finalizers().to_vec();
+                finalizers.push(MEMBER_FINALIZER.to_string());
+                let write = set_finalizers(&self.host, &mc, finalizers);
+                ctx.spawn(write.into_actor(self).map(move |res, act, _| {
+                    act.tending.remove(&name);
+                    if let Err(e) = res {
+                        tracing::debug!(cluster = %name, error = %e, "finalizer not added; retrying");
+                    }
+                }));
+                continue;
+            }
+            let coordinators: Vec<Addr<Coordinator>> = self.coordinators.values().cloned().collect();
+            let cluster = name.clone();
+            let ask = async move {
+                let mut held = Vec::new();
+                for c in coordinators {
+                    match c.send(Holds { cluster: cluster.clone() }).await {
+                        Ok(h) => held.extend(h),
+                        Err(e) => held.push(format!("a coordinator did not answer: {e}")),
+                    }
+                }
+                held
+            };
+            ctx.spawn(ask.into_actor(self).map(move |held, act, ctx| {
+                if !held.is_empty() {
+                    act.tending.remove(&name);
+                    act.deletion_held(&mc, held.join("; "));
+                    return;
+                }
+                let rest: Vec<String> = mc.finalizers().iter().filter(|f| *f != MEMBER_FINALIZER).cloned().collect();
+                let write = set_finalizers(&act.host, &mc, rest);
+                ctx.spawn(write.into_actor(act).map(move |res, act, _| {
+                    act.tending.remove(&name);
+                    match res {
+                        Ok(()) => tracing::info!(cluster = %name, "no federation holds anything in the member; its deletion goes ahead"),
+                        Err(e) => tracing::debug!(cluster = %name, error = %e, "finalizer not removed; retrying"),
+                    }
+                }));
+            }));
+        }
+    }
+
+    /// Says (log line and Warning Event `DeletionHeld`, once per distinct reason) why a deleted
+    /// MemberCluster is kept.
+    fn deletion_held(&mut self, mc: &MemberCluster, why: String) {
+        let name = mc.name_any();
+        if self.held_said.get(&name) == Some(&why) {
+            return;
+        }
+        self.held_said.insert(name.clone(), why.clone());
+        tracing::warn!(cluster = %name, held = %why, "MemberCluster deleted, but a federation still holds the member; kept until it holds nothing or is fenced");
+        let message = format!(
+            "deletion held until no federation holds anything here (or the member is fenced and silent): {why}"
+        );
+        let mut events = Recorder::new(self.host.clone(), "spanset".into());
+        let about = fencing::reference(mc);
+        actix::spawn(
+            async move { events.record_about("default", about, &Note::warning("DeletionHeld", message)).await },
+        );
     }
 
     fn handles(&self) -> MembersChanged {
@@ -118,6 +229,7 @@ impl Supervisor {
 
     fn member_applied(&mut self, mc: MemberCluster, ctx: &mut Context<Self>) {
         let name = mc.name_any();
+        self.objects.insert(name.clone(), Arc::new(mc.clone()));
         self.metrics.set_fenced(&name, mc.spec.fenced);
         let connection = |s: &MemberClusterSpec| (s.context.clone(), s.kubeconfig_secret.clone());
         let same_connection = self.members.get(&name).is_some_and(|(spec, _)| connection(spec) == connection(&mc.spec))
@@ -228,6 +340,8 @@ impl Supervisor {
     }
 
     fn member_deleted(&mut self, name: &str) {
+        self.objects.remove(name);
+        self.held_said.remove(name);
         self.metrics.forget_member(name);
         self.secret_versions.remove(name);
         self.connecting.remove(name);
@@ -264,6 +378,18 @@ impl Supervisor {
             c.do_send(Stop);
         }
     }
+}
+
+/// Sets a MemberCluster's finalizers, conditional on the resourceVersion it was read at.
+fn set_finalizers(
+    host: &Client,
+    mc: &MemberCluster,
+    finalizers: Vec<String>,
+) -> impl std::future::Future<Output = Result<(), kube::Error>> + 'static {
+    let api: Api<MemberCluster> = Api::all(host.clone());
+    let name = mc.name_any();
+    let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": mc.resource_version()}});
+    async move { api.patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.map(|_| ()) }
 }
 
 /// How long a member connection may take to open.
@@ -339,6 +465,7 @@ impl Actor for Supervisor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.run_interval(SECRET_RECHECK, |act, ctx| act.recheck_secrets(ctx));
+        ctx.run_interval(FINALIZER_RECHECK, |act, ctx| act.tend_finalizers(ctx));
         let mcs: Api<MemberCluster> = Api::all(self.host.clone());
         let fsts: Api<FederatedStatefulSet> = Api::all(self.host.clone());
         ctx.add_stream(
@@ -366,7 +493,10 @@ impl StreamHandler<HostEvent> for Supervisor {
         use watcher::Event::*;
         match ev {
             HostEvent::Member(ev) => match *ev {
-                Ok(Apply(mc)) => self.member_applied(mc, ctx),
+                Ok(Apply(mc)) => {
+                    self.member_applied(mc, ctx);
+                    self.tend_finalizers(ctx);
+                }
                 Ok(InitApply(mc)) => {
                     self.relisted_members.get_or_insert_with(Vec::new).push(mc.name_any());
                     self.member_applied(mc, ctx);
@@ -382,6 +512,7 @@ impl StreamHandler<HostEvent> for Supervisor {
                     }
                     self.members_listed = true;
                     self.broadcast();
+                    self.tend_finalizers(ctx);
                 }
                 Err(e) => tracing::warn!(error = %e, "host watch of MemberClusters failed; retrying"),
             },
@@ -402,6 +533,7 @@ impl StreamHandler<HostEvent> for Supervisor {
                             c.do_send(Stop);
                         }
                     }
+                    self.federations_listed = true;
                 }
                 Err(e) => tracing::warn!(error = %e, "host watch of FederatedStatefulSets failed; retrying"),
             },

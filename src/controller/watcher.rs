@@ -18,7 +18,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, PropagationPolicy},
+    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy},
     runtime::{WatchStreamExt, watcher},
 };
 use serde::{Serialize, de::DeserializeOwned};
@@ -36,8 +36,8 @@ use super::{
         workload::{self, KRUISE_GROUP, KRUISE_VERSION, api_resource, keeps_ordinals},
     },
     messages::{
-        AdoptClaims, Carried, DeleteFederation, EnsureSupporting, MemberObserved, MemberView, ReleaseClaims,
-        ReleasePod, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, MemberObserved, MemberView,
+        ReleaseClaims, ReleasePod, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     spans,
@@ -1083,6 +1083,41 @@ where
             Err(e) => Err(e),
         },
         _ => Ok(()),
+    }
+}
+
+impl Handler<DeletePods> for ClusterWatcher {
+    type Result = ResponseActFuture<Self, Result<(), WriteError>>;
+
+    fn handle(&mut self, msg: DeletePods, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.check_term(msg.term) {
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let api = Api::<Pod>::namespaced(self.client.clone(), &msg.namespace);
+        let cluster = self.cluster.clone();
+        let work = async move {
+            for (name, uid) in msg.pods {
+                let dp = DeleteParams {
+                    preconditions: Some(Preconditions { uid: Some(uid), resource_version: None }),
+                    ..Default::default()
+                };
+                match api.delete(&name, &dp).await {
+                    Ok(_) => {
+                        tracing::warn!(cluster = %cluster, pod = %name, "deleted a pod left running in a fenced member: its ordinal was re-homed")
+                    }
+                    // Gone already, or another incarnation by now: nothing of this one is left to delete.
+                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        };
+        let cluster = self.cluster.clone();
+        Box::pin(work.into_actor(self).map(move |res, act, _| {
+            res.map_err(|e| write_error(&cluster, e))?;
+            act.contact_ok();
+            Ok(())
+        }))
     }
 }
 

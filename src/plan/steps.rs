@@ -1,8 +1,10 @@
 //! The next safe steps from what is written and observed towards the target, under the
 //! at-most-one rule: a cluster's spec gains ordinal k only when no other spec holds k and every
-//! other cluster is confirmed not running k (observed absent since its last write, or fenced;
-//! an unreachable cluster that was observed since its last write can run only what it was
-//! last seen to hold or run, so it blocks just those);
+//! other cluster is confirmed not running k (observed absent since its last write, or fenced
+//! and not answering; a fenced cluster that answers again counts like any other until its
+//! pods are gone, since what it shows running runs whatever the fence said; an unreachable
+//! cluster that was observed since its last write can run only what it was last seen to hold
+//! or run, so it blocks just those);
 //! shrink before grow; at most `maxConcurrentMoves` ordinals moving; for apps/v1 every written
 //! slice stays contiguous.
 //!
@@ -14,7 +16,7 @@ use range_set_blaze::SortedDisjoint;
 use super::{
     members::Member,
     sets,
-    types::{Backend, Desired, Ordinal, Ordinals, Slice, Step},
+    types::{Backend, ClusterObservation, Desired, Ordinal, Ordinals, Slice, Step},
 };
 
 /// Ordinals moving between clusters, not yet written and Ready where they go: every one
@@ -40,21 +42,22 @@ pub fn in_flight(members: &[Member<'_>], index: &Holders<'_>, recorded: &Ordinal
     out
 }
 
-/// Which unfenced observed clusters hold which ordinals in their spec or run their pods, built
-/// once per plan so that every question about the others of a cluster is a few set operations.
-/// Clusters are the indices of the plan's [`Member`] list.
+/// Which counted clusters hold which ordinals in their spec or run their pods, built once per
+/// plan so that every question about the others of a cluster is a few set operations.
+/// Clusters are the indices of the plan's [`Member`] list; a cluster counts when it is observed
+/// and either unfenced or answering (see [`counts`]).
 pub struct Holders<'a> {
-    /// Spec ordinals of each member, when it is observed and unfenced.
+    /// Spec ordinals of each member, when it is observed and counted.
     written: Vec<Option<&'a Ordinals>>,
-    /// Ordinals in at least one unfenced spec, and in at least two.
+    /// Ordinals in at least one counted spec, and in at least two.
     written_once: Ordinals,
     written_twice: Ordinals,
-    /// Pods of each member, when it is observed and unfenced.
+    /// Pods of each member, when it is observed and counted.
     running: Vec<Option<&'a Ordinals>>,
-    /// Ordinals running in at least one unfenced cluster, and in at least two.
+    /// Ordinals running in at least one counted cluster, and in at least two.
     running_once: Ordinals,
     running_twice: Ordinals,
-    /// Members whose absences are not confirmations: unfenced and not observed since the last
+    /// Members whose absences are not confirmations: counted and not observed since the last
     /// write, or never observed at all, so that their spec or pods may hold anything.
     unconfirmed: Vec<usize>,
 }
@@ -62,7 +65,7 @@ pub struct Holders<'a> {
 impl<'a> Holders<'a> {
     /// Indexes the members.
     pub fn new(members: &'a [Member<'a>]) -> Self {
-        let counted = |m: &Member<'_>| m.observed && !m.obs.fenced;
+        let counted = |m: &Member<'_>| m.observed && counts(&m.obs);
         let written: Vec<Option<&Ordinals>> = members.iter().map(|m| counted(m).then_some(&m.written)).collect();
         let running: Vec<Option<&Ordinals>> = members.iter().map(|m| counted(m).then_some(&m.obs.pods)).collect();
         let (written_once, written_twice) = sets::once_and_twice(written.iter().flatten().copied());
@@ -81,12 +84,12 @@ impl<'a> Holders<'a> {
         Self { written, written_once, written_twice, running, running_once, running_twice, unconfirmed }
     }
 
-    /// The ordinals that an unfenced cluster other than member `i` has in its spec.
+    /// The ordinals that a counted cluster other than member `i` has in its spec.
     pub fn written_by_other(&self, i: usize) -> Ordinals {
         others(&self.written_once, &self.written_twice, self.written[i])
     }
 
-    /// The ordinals that an unfenced cluster other than member `i` runs a pod for.
+    /// The ordinals that a counted cluster other than member `i` runs a pod for.
     pub fn running_in_other(&self, i: usize) -> Ordinals {
         others(&self.running_once, &self.running_twice, self.running[i])
     }
@@ -99,6 +102,15 @@ impl<'a> Holders<'a> {
         }
         (want.ranges() - self.written_by_other(i).ranges() - self.running_in_other(i).ranges()).into_range_set_blaze()
     }
+}
+
+/// Whether a cluster's spec and pods hold their ordinals against the other clusters: always,
+/// unless it is fenced and not answering. A fence stands in for confirmations only while none
+/// can be had: a fenced member that answers again (issue 19, item 14) shows what really runs
+/// there — pods of its stale slice, or ones its own StatefulSet controller recreated before
+/// spanset's shrink lands — and grows elsewhere wait for them like for any member's.
+pub fn counts(o: &ClusterObservation) -> bool {
+    !o.fenced || o.reachable
 }
 
 /// What the others of a cluster hold, from what one or two hold and what the cluster itself

@@ -59,7 +59,8 @@ impl<'a> Holders<'a> {
         let mut written: BTreeMap<Ordinal, Vec<&str>> = BTreeMap::new();
         let mut running: BTreeMap<Ordinal, Vec<&str>> = BTreeMap::new();
         let mut unconfirmed = Vec::new();
-        for (name, o) in obs.iter().filter(|(_, o)| !o.fenced) {
+        // A fenced cluster counts again once it answers (issue 19, item 14).
+        for (name, o) in obs.iter().filter(|(_, o)| !o.fenced || o.reachable) {
             for k in o.written.ordinals() {
                 written.entry(k).or_default().push(name);
             }

@@ -1,6 +1,7 @@
 //! Faults injected into one simulated cluster through the admin API: network partitions
 //! (refused or hung), latency, error responses, a server that silently drops `.spec.ordinals`
-//! (one without the StatefulSetStartOrdinal feature), dead nodes and failing readiness.
+//! (one without the StatefulSetStartOrdinal feature), node outages (a lost network or kubelet,
+//! or a power-off) and failing readiness.
 //!
 //! Owned by the [`crate::sim::cluster::Cluster`]; read on every request by the server and handlers,
 //! written only by the admin API. Every random choice of the cluster (injected errors, uids,
@@ -36,6 +37,29 @@ pub struct ErrorRate {
     pub code: u16,
 }
 
+/// How a node is out: what a StatefulSet fears depends on it (the book's at-most-one chapter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeOutage {
+    /// The node lost its network or its kubelet: nothing on it can be observed or changed
+    /// through the API, but its containers keep running until the kubelet returns and stops
+    /// them (or forever, if it never returns).
+    Unreachable,
+    /// The machine powered off: its containers stopped at that instant; when it powers on, its
+    /// kubelet restarts the containers of the pods still bound to it and not being deleted.
+    PoweredOff,
+}
+
+/// One node's outage: its kind and when it began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outage {
+    /// Network/kubelet loss or power-off.
+    pub kind: NodeOutage,
+    /// When it began (monotonic, for the node controller's grace periods).
+    pub since: Instant,
+    /// When it began (wall clock, for the ledger).
+    pub at: jiff::Timestamp,
+}
+
 /// The fault state of one cluster.
 pub struct Faults {
     partition: AtomicU8,
@@ -46,8 +70,11 @@ pub struct Faults {
     rng: Mutex<StdRng>,
     /// Bumped whenever the partition changes, so connections and watches can react.
     changed: watch::Sender<Partition>,
-    /// Nodes whose kubelet is down, with when they went down.
-    nodes_down: Mutex<BTreeMap<String, Instant>>,
+    /// Nodes that are out, with how and since when.
+    nodes_down: Mutex<BTreeMap<String, Outage>>,
+    /// Outages that ended and that the kubelet task has not handled yet (its returning
+    /// kubelets), in the order they ended.
+    returned: Mutex<Vec<(String, Outage)>>,
     /// Pods whose readiness probe is forced, by namespace and name.
     pod_ready: Mutex<BTreeMap<(String, String), bool>>,
 }
@@ -64,6 +91,7 @@ impl Faults {
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             changed: watch::channel(Partition::None).0,
             nodes_down: Mutex::new(BTreeMap::new()),
+            returned: Mutex::new(Vec::new()),
             pod_ready: Mutex::new(BTreeMap::new()),
         }
     }
@@ -142,19 +170,43 @@ impl Faults {
         self.kruise_drops_ordinals.store(on, Ordering::SeqCst);
     }
 
-    /// Stops (or restarts) a node's kubelet: no heartbeats, no pod updates.
+    /// Stops (or restarts) a node's kubelet: no heartbeats, no pod updates, and its
+    /// containers keep running ([`NodeOutage::Unreachable`]).
     pub fn set_node_down(&self, node: &str, down: bool) {
-        let mut nodes = self.nodes_down.lock();
         if down {
-            nodes.entry(node.to_string()).or_insert_with(Instant::now);
+            self.node_out(node, NodeOutage::Unreachable);
         } else {
-            nodes.remove(node);
+            self.node_back(node);
         }
     }
 
-    /// When a node went down, if it is down.
+    /// Takes a node out in the given way; a node already out stays out as it was.
+    pub fn node_out(&self, node: &str, kind: NodeOutage) {
+        let outage = Outage { kind, since: Instant::now(), at: jiff::Timestamp::now() };
+        self.nodes_down.lock().entry(node.to_string()).or_insert(outage);
+    }
+
+    /// Brings a node back (its kubelet returns, or its machine powers on); the kubelet task
+    /// handles the return on its next sweep.
+    pub fn node_back(&self, node: &str) {
+        if let Some(outage) = self.nodes_down.lock().remove(node) {
+            self.returned.lock().push((node.to_string(), outage));
+        }
+    }
+
+    /// When a node went out, if it is out.
     pub fn node_down_since(&self, node: &str) -> Option<Instant> {
-        self.nodes_down.lock().get(node).copied()
+        self.nodes_down.lock().get(node).map(|o| o.since)
+    }
+
+    /// Every node that is out, with its outage.
+    pub fn outages(&self) -> Vec<(String, Outage)> {
+        self.nodes_down.lock().iter().map(|(n, o)| (n.clone(), *o)).collect()
+    }
+
+    /// The outages that ended since the last call, oldest first (for the returning kubelets).
+    pub fn take_returned(&self) -> Vec<(String, Outage)> {
+        std::mem::take(&mut *self.returned.lock())
     }
 
     /// Forces a pod's readiness probe result (`None` lets the kubelet decide).
@@ -199,6 +251,7 @@ impl Faults {
             "dropOrdinals": self.drops_ordinals(),
             "kruiseDropsOrdinals": self.kruise_drops_ordinals(),
             "nodesDown": self.nodes_down.lock().keys().cloned().collect::<Vec<_>>(),
+            "nodesPoweredOff": self.nodes_down.lock().iter().filter(|(_, o)| o.kind == NodeOutage::PoweredOff).map(|(n, _)| n.clone()).collect::<Vec<_>>(),
             "podReady": self.pod_ready.lock().iter().map(|((ns, p), r)| serde_json::json!({"namespace": ns, "pod": p, "ready": r})).collect::<Vec<_>>(),
         })
     }

@@ -5,6 +5,11 @@
 //! its pods are evicted after the toleration — they then stay Terminating, never replaced,
 //! until force-deleted: the book's at-most-one behaviour, k8s-api.md B.7).
 //!
+//! What runs is recorded in the ledger as a StatefulSet fears it (see
+//! [`crate::sim::cluster::ledger`]): a node out of reach keeps running its containers, a
+//! powered-off node stops them at once and restarts the bound ones when it powers on, and a
+//! live kubelet kills the containers of a pod whose object is gone.
+//!
 //! Runs as one task per cluster, in level-triggered sweeps woken by changes and a short tick.
 //! Its timers live in the task (not in objects), measured in real time scaled by the cluster's
 //! time factor.
@@ -19,6 +24,7 @@ use serde_json::{Value, json};
 
 use crate::sim::{
     cluster::{
+        faults::NodeOutage,
         ledger::{self, Incarnation},
         node_events::{NodeEvents, Unfit},
         volumes, {Cluster, SHUTDOWN_ANNOTATION},
@@ -139,6 +145,7 @@ fn sweep(cluster: &Cluster, timers: &mut Timers) {
     let (nodes, _) = cluster.storage.list(&(String::new(), "nodes".into()), None);
     let (pods, _) = cluster.storage.list(&(String::new(), "pods".into()), None);
     node_lifecycle(cluster, &nodes_rt, &pods_rt, &nodes, &pods, timers);
+    machines(cluster, &pods_rt, &pods, timers);
     let kubelets = node_names(cluster);
     let schedulable: Vec<&str> = nodes
         .iter()
@@ -525,8 +532,76 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
     }
 }
 
-/// Marks dead nodes Unknown and taints them, ends their pods in the ledger, evicts after the
-/// toleration, and restores nodes whose kubelet is back.
+/// The machines under the kubelets, as the ledger must see them: a powered-off node's runs end
+/// at the instant it went off; a node that powers on restarts the containers of its pods still
+/// Running and not being deleted (new runs), while one whose network or kubelet returns just
+/// goes on with its running containers; and a live kubelet kills the containers of every pod
+/// whose object is gone (a force delete, maybe while it was away).
+fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], timers: &mut Timers) {
+    let cfg = &cluster.config;
+    for (node, outage) in cluster.faults.outages() {
+        if outage.kind == NodeOutage::PoweredOff {
+            cluster.ledger.stop_on_node(&cfg.name, &node, outage.at);
+        }
+    }
+    let now = Instant::now();
+    for (node, outage) in cluster.faults.take_returned() {
+        if outage.kind != NodeOutage::PoweredOff {
+            continue;
+        }
+        let back = jiff::Timestamp::now();
+        let bound = pods.iter().filter(|p| p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node.as_str()));
+        for p in bound {
+            // A pod being deleted meanwhile (evicted, or a shrink) is only finished off; the
+            // others start again, unready until their probes pass.
+            if p.pointer("/status/phase").and_then(Value::as_str) != Some("Running") || object::is_deleting(p) {
+                continue;
+            }
+            cluster.ledger.started(Incarnation {
+                cluster: cfg.name.clone(),
+                namespace: object::namespace(p).to_string(),
+                pod: object::name(p).to_string(),
+                uid: object::uid(p).to_string(),
+                node: node.clone(),
+                identity: ledger::identity_of(p),
+                running_from: back,
+                running_until: None,
+            });
+            write_status(cluster, pods_rt, p, |p| set_ready(p, false, false));
+            timers.since.insert(object::uid(p).to_string(), (Stage::Running, now));
+            // The containers died with the machine; new instances start (the old logs become
+            // `--previous`).
+            start_logs(cluster, p, &node, None);
+        }
+    }
+    let live: std::collections::HashSet<&str> = pods.iter().map(|p| object::uid(p)).collect();
+    let gone = jiff::Timestamp::now();
+    for (uid, node) in cluster.ledger.open_in(&cfg.name) {
+        if !live.contains(uid.as_str()) && cluster.faults.node_down_since(&node).is_none() {
+            cluster.ledger.stopped(&cfg.name, &uid, gone);
+        }
+    }
+}
+
+/// How long a pod tolerates its node's unreachable taint before it is evicted: its own
+/// `NoExecute` toleration of `node.kubernetes.io/unreachable` (no `tolerationSeconds`: for
+/// ever, `None`), else the default the apiserver's DefaultTolerationSeconds plugin adds.
+fn unreachable_toleration(pod: &Value, default: Duration) -> Option<Duration> {
+    let tolerations = pod.pointer("/spec/tolerations").and_then(Value::as_array);
+    let own = tolerations.into_iter().flatten().find(|t| {
+        let key = t.get("key").and_then(Value::as_str);
+        let effect = t.get("effect").and_then(Value::as_str);
+        let exists = t.get("operator").and_then(Value::as_str) == Some("Exists");
+        (key == Some(UNREACHABLE_TAINT) || (key.is_none() && exists)) && effect.is_none_or(|e| e == "NoExecute")
+    });
+    match own {
+        Some(t) => t.get("tolerationSeconds").and_then(Value::as_u64).map(Duration::from_secs),
+        None => Some(default),
+    }
+}
+
+/// Marks nodes out of reach Unknown and taints them, evicts after the toleration, and restores
+/// nodes whose kubelet is back.
 fn node_lifecycle(
     cluster: &Cluster,
     nodes_rt: &ResourceType,
@@ -562,17 +637,19 @@ fn node_lifecycle(
                     if marked.is_ok() && statused.is_ok() {
                         timers.tainted.insert(name.to_string(), now);
                         timers.events.node_not_ready(cluster, node, on_node().map(|p| &**p));
-                        let dead_at = jiff::Timestamp::now();
+                        // The node controller marks its pods NotReady; whether their containers
+                        // still run is the machine's business (see `machines`).
                         for p in on_node() {
-                            cluster.ledger.stopped(&cfg.name, object::uid(p), dead_at);
                             write_status(cluster, pods_rt, p, |p| set_ready(p, false, false));
                         }
                     }
                 }
-                if let Some(tainted) = timers.tainted.get(name)
-                    && now.duration_since(*tainted) >= cfg.real(cfg.unreachable_toleration)
-                {
-                    for p in on_node().filter(|p| !object::is_deleting(p)) {
+                if let Some(tainted) = timers.tainted.get(name) {
+                    let due = |p: &&Arc<Value>| {
+                        unreachable_toleration(p, cfg.unreachable_toleration)
+                            .is_some_and(|t| now.duration_since(*tainted) >= cfg.real(t))
+                    };
+                    for p in on_node().filter(|p| !object::is_deleting(p)).filter(due) {
                         // Taint-based eviction: a graceful delete nobody on the node can finish.
                         timers.events.evicting(cluster, p);
                         let _ =
@@ -597,30 +674,34 @@ fn node_lifecycle(
                 });
                 timers.tainted.remove(name);
                 timers.events.node_ready(cluster, node);
-                let back = jiff::Timestamp::now();
-                // A returning kubelet restarts the containers of its running pods, but not of
-                // those being deleted meanwhile (evicted): it only finishes their termination.
-                let restarted = |p: &&Arc<Value>| {
-                    p.pointer("/status/phase").and_then(Value::as_str) == Some("Running") && !object::is_deleting(p)
-                };
-                for p in on_node().filter(restarted) {
-                    cluster.ledger.started(Incarnation {
-                        cluster: cfg.name.clone(),
-                        namespace: object::namespace(p).to_string(),
-                        pod: object::name(p).to_string(),
-                        uid: object::uid(p).to_string(),
-                        node: name.to_string(),
-                        identity: ledger::identity_of(p),
-                        running_from: back,
-                        running_until: None,
-                    });
-                    timers.since.insert(object::uid(p).to_string(), (Stage::Running, now));
-                    // The containers died with the node; new instances start (the old logs
-                    // become `--previous`).
-                    start_logs(cluster, p, name, None);
-                }
             }
             None => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pods_own_unreachable_toleration_decides_its_eviction() {
+        let default = Duration::from_secs(300);
+        let pod = |tolerations: Value| json!({"spec": {"tolerations": tolerations}});
+        assert_eq!(unreachable_toleration(&json!({"spec": {}}), default), Some(default), "the admission default");
+        let forever = pod(json!([{"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute"}]));
+        assert_eq!(unreachable_toleration(&forever, default), None, "no tolerationSeconds: never evicted");
+        let short = pod(
+            json!([{"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}]),
+        );
+        assert_eq!(unreachable_toleration(&short, default), Some(Duration::from_secs(5)));
+        let everything = pod(json!([{"operator": "Exists"}]));
+        assert_eq!(
+            unreachable_toleration(&everything, default),
+            None,
+            "an empty key with Exists tolerates every taint"
+        );
+        let other = pod(json!([{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]));
+        assert_eq!(unreachable_toleration(&other, default), Some(default), "another taint's toleration does not count");
     }
 }

@@ -1,11 +1,18 @@
 //! The identity ledger: every pod incarnation across all simulated clusters of one sandbox, so
 //! a test can check the at-most-one rule over a whole run, not only at the end.
 //!
-//! An incarnation runs from the moment its kubelet starts it until the kubelet confirms its
-//! termination, or until its node is declared dead (the process may still run, but nothing on
-//! that node can be observed any more; a force delete does not end it earlier). Pods of
-//! StatefulSets with the same name in the same namespace count as one identity per ordinal,
-//! whatever cluster they run in.
+//! An incarnation runs from the moment its kubelet starts it until its containers really
+//! stop, which is what a StatefulSet fears (the book's at-most-one chapter):
+//! - the kubelet ends a graceful termination, or kills the containers of a pod whose object is
+//!   gone (force-deleted) — at once on a healthy node;
+//! - a node that lost its network or its kubelet keeps its containers running: its runs stay
+//!   open (a node declared NotReady, an eviction or a force delete end nothing) until the
+//!   returning kubelet stops them, or forever if it never returns;
+//! - a node that powers off stops them at that instant; when it powers on, its kubelet starts
+//!   new runs for the pods still bound to it and not being deleted.
+//!
+//! Pods of StatefulSets with the same name in the same namespace count as one identity per
+//! ordinal, whatever cluster they run in.
 
 use std::collections::BTreeMap;
 
@@ -104,6 +111,24 @@ impl Ledger {
         }
     }
 
+    /// Ends every open run on a node of a cluster (its machine powered off at `at`).
+    pub fn stop_on_node(&self, cluster: &str, node: &str, at: jiff::Timestamp) {
+        let mut entries = self.entries.lock();
+        for e in entries.iter_mut().filter(|e| e.cluster == cluster && e.node == node && e.running_until.is_none()) {
+            e.running_until = Some(at);
+        }
+    }
+
+    /// The open runs of a cluster, as (pod uid, node): what its kubelets believe they run.
+    pub fn open_in(&self, cluster: &str) -> Vec<(String, String)> {
+        let entries = self.entries.lock();
+        entries
+            .iter()
+            .filter(|e| e.cluster == cluster && e.running_until.is_none())
+            .map(|e| (e.uid.clone(), e.node.clone()))
+            .collect()
+    }
+
     /// Every incarnation so far.
     pub fn entries(&self) -> Vec<Incarnation> {
         self.entries.lock().clone()
@@ -190,6 +215,20 @@ mod tests {
             text.contains("default/web ordinal 1") && text.contains("source") && text.contains("destination"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_power_off_ends_the_runs_on_that_node_only() {
+        let l = Ledger::default();
+        l.started(inc("source", "u1", 10, None));
+        let mut other = inc("source", "u2", 10, None);
+        other.node = "node-2".into();
+        other.identity.as_mut().unwrap().ordinal = 2;
+        l.started(other);
+        l.stop_on_node("source", "node-1", jiff::Timestamp::from_second(12).unwrap());
+        assert_eq!(l.open_in("source"), vec![("u2".to_string(), "node-2".to_string())]);
+        l.started(inc("destination", "u3", 12, None));
+        assert!(l.overlaps().is_empty(), "the run on the powered-off node ended at 12");
     }
 
     #[test]

@@ -569,9 +569,12 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
             if on_delete {
                 break 'work;
             }
-            // RollingUpdate: highest ordinal down to the partition, one pod at a time.
+            // RollingUpdate: highest ordinal down to the partition, one pod at a time, the next
+            // only once the last is healthy again — under Parallel too: a pod deleted and not
+            // yet recreated is as unhealthy as one starting (kube-controller-manager's
+            // updateStatefulSet sees the recreated one, unready, and waits).
             for &ordinal in desired.iter().skip(partition.max(0) as usize).rev() {
-                let Some(pod) = pods.get(&ordinal) else { continue };
+                let Some(pod) = pods.get(&ordinal) else { break 'work };
                 let revision = str_at(pod, "/metadata/labels/controller-revision-hash");
                 if revision != update_revision && !object::is_deleting(pod) {
                     let new = templates.get(&update_revision).cloned().unwrap_or(json!({}));

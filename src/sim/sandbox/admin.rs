@@ -15,7 +15,7 @@ use crate::sim::{
     cluster::{
         Cluster,
         disks::VolumeStore,
-        faults::{ErrorRate, Partition},
+        faults::{ErrorRate, NodeOutage, Partition},
         ledger::Ledger,
         volumes,
     },
@@ -186,7 +186,16 @@ fn fault_action(cluster: &Cluster, action: &str, query: &BTreeMap<String, String
             if !crate::sim::cluster::kubelet::node_names(cluster).iter().any(|n| n == node) {
                 return Err(format!("cluster {} has no simulated node {node:?}", cluster.config.name));
             }
-            faults.set_node_down(node, action == "node-down");
+            if action == "node-up" {
+                faults.node_back(node);
+            } else {
+                let kind = match query.get("power-off").map(String::as_str) {
+                    None | Some("false") => NodeOutage::Unreachable,
+                    Some("true") => NodeOutage::PoweredOff,
+                    Some(other) => return Err(format!("node-down: power-off is true or false, not {other:?}")),
+                };
+                faults.node_out(node, kind);
+            }
         }
         "pod-ready" => {
             let pod = param(query, "pod")?;
