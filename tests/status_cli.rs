@@ -99,6 +99,7 @@ async fn fleet_with_federations(sandbox: &Sandbox) -> Client {
         ready: Some("5/6".into()),
         clusters: Some(2),
         moving: Some(1),
+        ..FederatedStatefulSetStatus::default()
     };
     api.patch_status("redis-redis-cluster", &PatchParams::default(), &Patch::Merge(json!({"status": redis_status})))
         .await
