@@ -60,17 +60,15 @@ fn ran(p: &Pod) -> bool {
         || p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
-/// Every state a member's watch delivers of the pods named `names`, from now on, until the
+/// Every state a member's watch delivers of its pods, from its first list on, until the
 /// task is aborted (before the sandbox goes: a watch of a dead server retries without end).
-fn record_pods(api: Api<Pod>, names: &'static [&'static str]) -> (Arc<Mutex<Vec<Pod>>>, Recording) {
+fn record_pods(api: Api<Pod>) -> (Arc<Mutex<Vec<Pod>>>, Recording) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let out = seen.clone();
     let task = tokio::spawn(async move {
         let mut stream = watcher(api, watcher::Config::default()).default_backoff().touched_objects().boxed();
         while let Some(ev) = stream.next().await {
-            if let Ok(p) = ev
-                && names.contains(&p.name_any().as_str())
-            {
+            if let Ok(p) = ev {
                 out.lock().unwrap().push(p);
             }
         }
@@ -107,7 +105,13 @@ async fn hand_scale(gate: IdentityGate) -> (Federation, Vec<Pod>) {
     let central: Api<Pod> = Api::namespaced(f.member("central").await, "default");
     let central_six = central.get("redis-6").await.expect("central runs redis-6").uid();
     let west_client = f.member("west").await;
-    let (seen, recording) = record_pods(Api::namespaced(west_client.clone(), "default"), &["redis-6", "redis-7"]);
+    let (seen, recording) = record_pods(Api::namespaced(west_client.clone(), "default"));
+    // The watch has listed (west's own redis-3 is in it) before anything changes.
+    support::eventually("the recording watch listed west's pods", || {
+        let listed = seen.lock().unwrap().iter().any(|p| p.name_any() == "redis-3");
+        async move { listed }
+    })
+    .await;
 
     f.sandbox.ctl_ok(&["latency", "west", "1500"]);
     // `kubectl --context west scale sts redis --replicas 5`: the scale subresource.
@@ -126,7 +130,13 @@ async fn hand_scale(gate: IdentityGate) -> (Federation, Vec<Pod>) {
     let six = central.get("redis-6").await.expect("central still runs redis-6");
     assert_eq!(six.uid(), central_six, "central's redis-6 was never disturbed");
     drop(recording);
-    let states = seen.lock().unwrap().clone();
+    let states = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| ["redis-6", "redis-7"].contains(&p.name_any().as_str()))
+        .cloned()
+        .collect();
     (f, states)
 }
 
