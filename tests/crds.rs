@@ -139,6 +139,30 @@ fn the_cel_rules_refuse_what_they_should_when_evaluated() {
 }
 
 #[test]
+fn storage_move_with_claims_deleted_on_scale_down_is_refused_naming_both_fields() {
+    // Issue 19, item 10: the source's shrink garbage-collects the moving ordinal's claim
+    // (whenScaled: Delete) before its volume can be handed over.
+    let with = |storage: &str, when_scaled: &str| {
+        let mut f = example();
+        f.spec.migration.storage = Some(serde_json::from_value(storage.into()).unwrap());
+        f.spec.template.persistent_volume_claim_retention_policy = Some(
+            serde_json::from_value(serde_json::json!({"whenScaled": when_scaled, "whenDeleted": "Retain"})).unwrap(),
+        );
+        f
+    };
+    let e = refused(&with("Move", "Delete"));
+    assert!(e.contains("spec.migration.storage: Move cannot be combined with"), "{e}");
+    assert!(e.contains("spec.template.persistentVolumeClaimRetentionPolicy.whenScaled: Delete"), "{e}");
+    with("Move", "Retain").validate_cel().expect("Move keeps claims on scale-down");
+    with("Detached", "Delete").validate_cel().expect("Detached does not hand claims over");
+    // The controller refuses it too (a federation stored before the rule), naming both fields.
+    let errs = with("Move", "Delete").spec.to_desired().unwrap_err();
+    let text = errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+    assert!(text.starts_with("spec.migration.storage: Move cannot be combined with spec.template.persistentVolumeClaimRetentionPolicy.whenScaled: Delete"), "{text}");
+    assert!(with("Move", "Retain").spec.to_desired().is_ok());
+}
+
+#[test]
 fn selector_service_name_and_claim_templates_are_immutable() {
     let old = example();
     let mut scaled = example();

@@ -151,6 +151,9 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     // An Advanced StatefulSet federation beside it, whose ordinal 0 moves west → east and back.
     let mut kv = federation("kv", "default", &[("east", 1), ("west", 1)], 2);
     kv.spec.backend = spanset::api::Backend::AdvancedStatefulSet;
+    // With storage: Detached, the claim an ordinal leaves behind is deleted in its source
+    // (`delete` on claims, migration.staleClaims).
+    kv.spec.migration.storage = Some(spanset::api::StorageMode::Detached);
     f.create(&kv).await;
     f.create(&federation("db", "default", &[("east", 1), ("west", 1)], 2)).await;
     f.wait_settled("db", &[("east", 0, 1), ("west", 1, 1)], "placed").await;

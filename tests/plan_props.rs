@@ -146,6 +146,8 @@ fn converge(d: &Desired, mut obs: Observed, mut moving: Ordinals) -> Result<(), 
 fn started_moves(d: &Desired, obs: &Observed, p: &Plan) -> Ordinals {
     let mut moving = p.in_flight.clone();
     for s in &p.steps {
+        // An ordinal parked in a neighbour runs there again: no longer moving.
+        moving = &moving - &spanset::plan::parked_by(p, s);
         if let Step::Shrink { cluster, releases, .. } = s
             && !obs[cluster].fenced
         {

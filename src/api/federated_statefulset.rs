@@ -41,6 +41,9 @@ use serde::{Deserialize, Serialize};
 #[x_kube(validation = Rule::new("self.placement.clusters.map(c, has(c.minReplicas) ? c.minReplicas : 0).sum() <= self.replicas").message("spec.placement.clusters: the sum of minReplicas exceeds spec.replicas"))]
 #[x_kube(validation = Rule::new("(has(self.backend) && self.backend == 'AdvancedStatefulSet') || (!has(self.template.scaleStrategy) && !(has(self.template.updateStrategy) && has(self.template.updateStrategy.rollingUpdate) && has(self.template.updateStrategy.rollingUpdate.podUpdatePolicy)))").message("spec.template: podUpdatePolicy and scaleStrategy are only for spec.backend AdvancedStatefulSet"))]
 #[x_kube(validation = Rule::new("(has(self.backend) ? self.backend : 'StatefulSet') == (has(oldSelf.backend) ? oldSelf.backend : 'StatefulSet')").message("spec.backend is immutable: the member StatefulSets of one API are not converted into the other; delete the federation and create it again"))]
+// A source that shrinks garbage-collects the claim of the ordinal it gives up (whenScaled:
+// Delete) before its volume can be handed over, so the moved ordinal would start empty.
+#[x_kube(validation = Rule::new("!(has(self.migration) && has(self.migration.storage) && self.migration.storage == 'Move' && has(self.template.persistentVolumeClaimRetentionPolicy) && has(self.template.persistentVolumeClaimRetentionPolicy.whenScaled) && self.template.persistentVolumeClaimRetentionPolicy.whenScaled == 'Delete')").message(WHEN_SCALED_DELETE_WITH_MOVE))]
 pub struct FederatedStatefulSetSpec {
     /// Total replicas across all member clusters.
     #[schemars(range(min = 0))]
@@ -82,6 +85,12 @@ pub enum IdentityGate {
     Disabled,
 }
 
+/// Why `migration.storage: Move` and `whenScaled: Delete` are refused together (by the CRD's
+/// rule and by the controller, for objects stored before the rule).
+pub const WHEN_SCALED_DELETE_WITH_MOVE: &str = "spec.migration.storage: Move cannot be combined with \
+spec.template.persistentVolumeClaimRetentionPolicy.whenScaled: Delete (the source would delete a moving ordinal's \
+claim, and its volume, before the handover); set whenScaled to Retain or storage to Detached";
+
 /// The first ordinal of the global range.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema)]
 pub struct GlobalOrdinals {
@@ -108,6 +117,12 @@ fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schem
 
 fn preserve_unknown_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}})
+}
+
+fn retention_policy(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    // Spelled out (not an open object) so that the spec's CEL rules can read `whenScaled`.
+    let policy = serde_json::json!({"type": "string", "enum": ["Retain", "Delete"]});
+    schemars::json_schema!({"type": "object", "properties": {"whenDeleted": policy, "whenScaled": policy}})
 }
 
 /// A StatefulSet spec without `replicas` and `ordinals`, which spanset sets per cluster. The
@@ -142,7 +157,7 @@ pub struct StatefulSetTemplate {
     pub scale_strategy: Option<super::ScaleStrategy>,
     /// PVC retention on scale-down and deletion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "preserve_unknown_object")]
+    #[schemars(schema_with = "retention_policy")]
     pub persistent_volume_claim_retention_policy: Option<StatefulSetPersistentVolumeClaimRetentionPolicy>,
     /// Seconds a pod must be Ready before it counts as available.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -193,9 +208,27 @@ pub struct Migration {
     /// `Detached` (a fresh claim in the destination) or `Move` (hand the PV over, as the blog).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageMode>,
+    /// With `storage: Detached`, what becomes of the claims an ordinal leaves in its source: they
+    /// hold data older than the ordinal's next run elsewhere, so they must never bind again if
+    /// it comes back. `Release` (default) or `Delete`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_claims: Option<StaleClaims>,
     /// Objects copied into every member cluster.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub carry: Vec<CarriedObject>,
+}
+
+/// What becomes of the claims a departing ordinal leaves in its source (`storage: Detached`).
+/// Either way the claim is deleted before the ordinal starts elsewhere, so a later return gets
+/// a fresh claim instead of silently starting on older data; an Event names each claim.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default, schemars::JsonSchema)]
+pub enum StaleClaims {
+    /// The claim is deleted and its volume kept: reclaim policy `Retain`, left `Released`
+    /// for an operator to inspect or delete (the Event names it).
+    #[default]
+    Release,
+    /// The claim is deleted and its volume goes by its reclaim policy (usually deleted).
+    Delete,
 }
 
 /// What happens to storage when an ordinal moves.

@@ -85,6 +85,12 @@ impl FederatedStatefulSetSpec {
                 errs.push(plan::SpecError { field: "spec.template.scaleStrategy".into(), reason: only.into() });
             }
         }
+        let when_scaled =
+            self.template.persistent_volume_claim_retention_policy.as_ref().and_then(|p| p.when_scaled.as_deref());
+        if self.migration.storage == Some(StorageMode::Move) && when_scaled == Some("Delete") {
+            let (field, reason) = WHEN_SCALED_DELETE_WITH_MOVE.split_once(": ").expect("the message names its field");
+            errs.push(plan::SpecError { field: field.into(), reason: reason.into() });
+        }
         if errs.is_empty() { Ok(desired) } else { Err(errs) }
     }
 }

@@ -68,6 +68,8 @@ pub async fn start(opts: RunOptions) -> anyhow::Result<Running> {
         Some(settings) => {
             settings.validate().map_err(|e| anyhow::anyhow!("leader election: {e}"))?;
             let leadership = Leadership::new();
+            // No term before the members' stamps are known: the supervisor says when.
+            leadership.set_stamps_known(false);
             let api: Api<Lease> = Api::namespaced(host.clone(), &settings.namespace);
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let task = tokio::spawn(leader::run_elector(api, settings, leadership.clone(), async move {
@@ -78,11 +80,11 @@ pub async fn start(opts: RunOptions) -> anyhow::Result<Running> {
     };
     let mut changes = leadership.subscribe();
     let gauge = metrics.clone();
-    gauge.set_leader(leadership.term().is_some());
+    gauge.set_leader(leadership.term());
     tokio::spawn(async move {
         while changes.changed().await.is_ok() {
             let term = *changes.borrow();
-            gauge.set_leader(term.is_some());
+            gauge.set_leader(term);
             match term {
                 Some(term) => tracing::info!(term, "leading"),
                 None => tracing::info!("not leading"),

@@ -28,7 +28,8 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberHandle, MemberObserved,
-        MembersChanged, ReleaseClaims, ReleasePod, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        MembersChanged, ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, Subscribe, Unsubscribe, WriteError,
+        WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput},
@@ -71,6 +72,8 @@ struct Outcome {
     written: Vec<(String, u64)>,
     /// Moves whose destination's grow was written, with when that write landed.
     grown: Vec<(u32, Instant)>,
+    /// Events of the storage steps carried out (claims retired), recorded whatever else is.
+    storage_notes: Vec<crate::controller::events::Note>,
 }
 
 /// The coordinator of one federation.
@@ -269,10 +272,10 @@ impl Coordinator {
             for (cluster, rv) in outcome.written {
                 act.awaiting.insert(cluster, (rv, Instant::now()));
             }
-            if !outcome.notes.is_empty() {
+            if !outcome.notes.is_empty() || !outcome.storage_notes.is_empty() {
                 let recorder = act.recorder.clone();
                 let fsts = act.fsts.clone();
-                let notes = outcome.notes.clone();
+                let notes: Vec<_> = outcome.notes.iter().chain(&outcome.storage_notes).cloned().collect();
                 actix::spawn(async move {
                     let mut r = recorder.lock().await;
                     for n in &notes {
@@ -444,49 +447,70 @@ async fn carry_out(
         fsts = add_finalizer(host, &fsts).await?;
         out.stored = Some(fsts.clone());
     }
-    // Namespace, Service and carried objects where they may be missing.
+    // Namespace, Service and carried objects where they may be missing; every member at once,
+    // so that one that does not answer delays the others by one request deadline at most.
     let carried = carried(host, &fsts).await?;
     out.carried_digest = Some(digest_of(&carried));
-    for c in ensure_due.iter().chain(decision.supporting.iter()) {
-        let Some(w) = watchers.get(c) else { continue };
+    // Members whose earlier call of this round got no answer (or an error): their writes wait
+    // for the next round; the others' go ahead.
+    let mut skipped: BTreeMap<String, String> = BTreeMap::new();
+    let due: std::collections::BTreeSet<&String> = ensure_due.iter().chain(decision.supporting.iter()).collect();
+    let ensures = due.into_iter().filter_map(|c| {
+        let w = watchers.get(c)?.clone();
         let msg = EnsureSupporting {
             namespace: namespace(&fsts),
             service: headless_service(&fsts),
             carried: carried.clone(),
             term,
         };
-        match w.send(msg).await {
-            Ok(Ok(())) => out.ensured.push(c.clone()),
+        Some(async move { (c.clone(), w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await) })
+    });
+    for (c, res) in futures::future::join_all(ensures).await {
+        match res {
+            Ok(Ok(())) => out.ensured.push(c),
+            Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{c}: supporting objects: {e}")),
             Ok(Err(e)) => {
                 note_access_refusal(out, &e);
-                return Err(format!("{c}: supporting objects: {e}"));
+                skipped.insert(c.clone(), format!("{c}: supporting objects: {e}"));
             }
-            Err(e) => return Err(format!("{c}: watcher gone: {e}")),
+            Err(e) => {
+                skipped.insert(c.clone(), format!("{c}: supporting objects: {}", call_failed(e)));
+            }
         }
     }
-    // A new template is tried everywhere first, so that a refused one changes nothing.
-    for w in decision.writes.iter().filter(|w| w.new_template) {
-        let Some(watcher) = watchers.get(&w.cluster) else { continue };
-        let msg = WriteStatefulSet {
-            key: key.clone(),
-            object: w.object.clone(),
-            kind: objects::backend(&fsts),
-            expected_rv: w.expected_rv,
-            term,
-            dry_run: true,
-        };
-        match watcher.send(msg).await {
+    // A new template is tried everywhere first, so that a refused one changes nothing; a
+    // member that does not answer the dry run gets no write this round.
+    let dry_runs =
+        decision.writes.iter().filter(|w| w.new_template && !skipped.contains_key(&w.cluster)).filter_map(|w| {
+            let watcher = watchers.get(&w.cluster)?.clone();
+            let msg = WriteStatefulSet {
+                key: key.clone(),
+                object: w.object.clone(),
+                kind: objects::backend(&fsts),
+                expected_rv: w.expected_rv,
+                term,
+                dry_run: true,
+            };
+            Some(async move { (w.cluster.clone(), watcher.send(msg).timeout(MEMBER_CALL_TIMEOUT).await) })
+        });
+    for (cluster, res) in futures::future::join_all(dry_runs).await {
+        match res {
             Ok(Ok(_)) => {}
             Ok(Err(e @ WriteError::Refused { code: 401 | 403, .. })) => {
                 note_access_refusal(out, &e);
-                return Err(format!("{}: {e}", w.cluster));
+                return Err(format!("{cluster}: {e}"));
             }
             Ok(Err(WriteError::Refused { cluster, code, message })) => {
                 out.refusal = Some((template_hash(&fsts), format!("{cluster} refused it ({code}): {message}")));
                 return Ok(());
             }
-            Ok(Err(e)) => return Err(format!("{}: {e}", w.cluster)),
-            Err(e) => return Err(format!("{}: watcher gone: {e}", w.cluster)),
+            Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{cluster}: {e}")),
+            Ok(Err(e)) => {
+                skipped.insert(cluster.clone(), format!("{cluster}: {e}"));
+            }
+            Err(e) => {
+                skipped.insert(cluster.clone(), format!("{cluster}: {}", call_failed(e)));
+            }
         }
     }
     if decision.persist_first
@@ -498,10 +522,24 @@ async fn carry_out(
         out.notes = decision.notes.clone();
         crash_points("persisted", decision);
     }
+    // A storage step that fails (its member stopped answering) holds only its own ordinal,
+    // whose grow is not among this round's writes: the others go ahead.
+    let mut stuck = Vec::new();
     for h in &decision.handovers {
-        handover(h, &fsts, watchers, term, out).await?;
+        if let Err(e) = handover(h, &fsts, watchers, term, out).await {
+            tracing::warn!(federation = %key, ordinal = h.ordinal, error = %e, "storage step failed; its move waits");
+            stuck.push(e);
+        }
     }
-    let sends = decision.writes.iter().filter_map(|w| {
+    if !stuck.is_empty() {
+        // Tried again after the pause that follows a failure.
+        out.again = true;
+        out.error = Some(stuck.join("; "));
+    }
+    if !decision.writes.is_empty() {
+        hold_points(decision).await;
+    }
+    let sends = decision.writes.iter().filter(|w| !skipped.contains_key(&w.cluster)).filter_map(|w| {
         let watcher = watchers.get(&w.cluster)?.clone();
         let msg = WriteStatefulSet {
             key: key.clone(),
@@ -512,7 +550,7 @@ async fn carry_out(
             dry_run: false,
         };
         Some(async move {
-            let res = watcher.send(msg).await;
+            let res = watcher.send(msg).timeout(MEMBER_CALL_TIMEOUT).await;
             (w.cluster.clone(), res, Instant::now())
         })
     });
@@ -528,9 +566,9 @@ async fn carry_out(
         };
         Some(async move { (r, watcher.send(msg).await) })
     });
-    let (written, released) =
+    let (results, released) =
         futures::future::join(futures::future::join_all(sends), futures::future::join_all(releases)).await;
-    let mut failed = Vec::new();
+    let mut failed: Vec<String> = skipped.into_values().collect();
     for (r, res) in released {
         match res {
             Ok(Ok(())) => {}
@@ -543,7 +581,7 @@ async fn carry_out(
             Err(e) => failed.push(format!("{}: watcher gone: {e}", r.cluster)),
         }
     }
-    for (cluster, res, at) in written {
+    for (cluster, res, at) in results {
         match res {
             Ok(Ok(record)) => {
                 out.written.push((cluster.clone(), record.rv));
@@ -555,7 +593,7 @@ async fn carry_out(
                 note_access_refusal(out, &e);
                 failed.push(format!("{cluster}: {e}"));
             }
-            Err(e) => failed.push(format!("{cluster}: watcher gone: {e}")),
+            Err(e) => failed.push(format!("{cluster}: {}", call_failed(e))),
         }
     }
     if !failed.is_empty() {
@@ -591,6 +629,21 @@ async fn carry_out(
     Ok(())
 }
 
+/// How long a coordinator waits for a watcher to carry out one call (a write, a dry run, the
+/// supporting objects): a few request deadlines, so that a watcher that cannot answer never
+/// holds a reconcile, and with it every other member's writes and the status, without bound.
+pub const MEMBER_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a call to a watcher got no answer.
+fn call_failed(e: MailboxError) -> String {
+    match e {
+        MailboxError::Timeout => {
+            format!("no answer within {}s (the member may still apply the write)", MEMBER_CALL_TIMEOUT.as_secs())
+        }
+        MailboxError::Closed => "watcher gone".to_string(),
+    }
+}
+
 /// Records a member's 401 or 403 (the member's own message names the permission or says the
 /// credentials were rejected).
 fn note_access_refusal(out: &mut Outcome, e: &WriteError) {
@@ -599,8 +652,8 @@ fn note_access_refusal(out: &mut Outcome, e: &WriteError) {
     }
 }
 
-/// Hands one ordinal's volumes from its source to its destination (both idempotent), or
-/// records why it cannot.
+/// Carries out one ordinal's storage step: hands its volumes from its source to its
+/// destination, or retires its claims in the source (all idempotent); or records why it cannot.
 async fn handover(
     h: &reconcile::Handover,
     fsts: &FederatedStatefulSet,
@@ -612,8 +665,38 @@ async fn handover(
         return Err(format!("ordinal {}: no watcher for {} or {}", h.ordinal, h.from, h.to));
     };
     let namespace = fsts.namespace().unwrap_or_default();
+    if let reconcile::HandoverKind::Retire { keep_volume, arrival } = h.kind {
+        let (at, watcher) = if arrival { (&h.to, to) } else { (&h.from, from) };
+        let msg = RetireClaims { namespace, claims: h.claims.clone(), keep_volume, term };
+        return match watcher.send(msg).await {
+            Ok(Ok(retired)) => {
+                for (claim, volume) in retired {
+                    let fate = match (volume, keep_volume) {
+                        (Some(v), true) => format!("its volume {v} is kept (Retain, Released)"),
+                        (Some(v), false) => format!("its volume {v} goes by its reclaim policy"),
+                        (None, _) => "it had no volume".to_string(),
+                    };
+                    let why = if arrival {
+                        format!("ordinal {} arrives in {at} from {}: its older claim {claim} there", h.ordinal, h.from)
+                    } else {
+                        format!("ordinal {} left {at}: claim {claim}", h.ordinal)
+                    };
+                    out.storage_notes.push(crate::controller::events::Note::normal(
+                        "StaleClaimRetired",
+                        format!("{why} was deleted so that it never binds again (migration.staleClaims); {fate}"),
+                    ));
+                }
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                note_access_refusal(out, &e);
+                Err(format!("ordinal {}: retiring its claims in {at}: {e}", h.ordinal))
+            }
+            Err(e) => Err(format!("{at}: watcher gone: {e}")),
+        };
+    }
     let msg = ReleaseClaims { namespace: namespace.clone(), claims: h.claims.clone(), term };
-    let objects = match from.send(msg).await {
+    let objects = match from.send(msg).timeout(MEMBER_CALL_TIMEOUT).await {
         Ok(Ok(objects)) => objects,
         Ok(Err(WriteError::Refused { code: 422, message, .. })) => {
             out.handover_refused.push((h.ordinal, message));
@@ -631,8 +714,21 @@ async fn handover(
         tracing::error!(failpoint = "move-handover-released", "failpoint: exiting as a crash would");
         std::process::exit(86)
     });
-    match to.send(AdoptClaims { namespace, objects, term }).await {
-        Ok(Ok(())) => Ok(()),
+    match to.send(AdoptClaims { namespace, objects, term }).timeout(MEMBER_CALL_TIMEOUT).await {
+        Ok(Ok(retired)) => {
+            for (claim, volume) in retired {
+                let volume = volume.map(|v| format!("; its volume {v} is kept (Retain, Released)")).unwrap_or_default();
+                out.storage_notes.push(crate::controller::events::Note::warning(
+                    "StaleClaimRetired",
+                    format!(
+                        "ordinal {} returned to {}: its older claim {claim} there was deleted so that it never binds \
+                         again, and the handed-over one from {} takes its place{volume}",
+                        h.ordinal, h.to, h.from
+                    ),
+                ));
+            }
+            Ok(())
+        }
         Ok(Err(WriteError::Refused { message, .. })) => {
             out.handover_refused.push((h.ordinal, message));
             Ok(())
@@ -653,6 +749,22 @@ fn crash_points(when: &str, decision: &Decision) {
             tracing::error!(failpoint = %name, "failpoint: exiting as a crash would");
             std::process::exit(86)
         });
+    }
+}
+
+/// Failpoints `hold-writes-<Phase>` (e.g. `FAILPOINTS=hold-writes-Starting=return(/tmp/go)`):
+/// after the status recording a move in that phase is stored, and before the member writes
+/// acting on it are sent, wait until the named file exists, so that a test can act in
+/// between (cut the destination off, so that the write stays in flight there).
+async fn hold_points(decision: &Decision) {
+    for phase in decision.status.moves.iter().map(|m| m.phase.as_str()).collect::<std::collections::BTreeSet<_>>() {
+        let name = format!("hold-writes-{phase}");
+        if let Some(Some(path)) = fail::eval(&name, |arg| arg) {
+            tracing::warn!(failpoint = %name, %path, "failpoint: holding the member writes until the file exists");
+            while !std::path::Path::new(&path).exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
     }
 }
 
@@ -753,7 +865,7 @@ async fn delete(
             carried: carried.clone(),
             term,
         };
-        match w.send(msg).await {
+        match w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await {
             Ok(Ok(true)) => {}
             Ok(Ok(false)) => pending.push(format!("{cluster}: pods still terminating")),
             Ok(Err(e)) => pending.push(format!("{cluster}: {e}")),

@@ -10,8 +10,16 @@
 //! - **Term** = `spec.leaseTransitions` after this process acquires. Creating the Lease sets 1;
 //!   every acquisition (a take-over, or this process coming back after its own leadership
 //!   lapsed) writes `leaseTransitions = previous + 1`, and never a term at or below one this
-//!   process held before (so terms keep growing even if someone deletes and recreates the
-//!   Lease). A renewal keeps the term.
+//!   process held before, nor at or below the highest term stamped on any member object its
+//!   watchers have seen ([`Leadership::observe_stamp`]). The Lease and this process's memory
+//!   are not the only record of past terms: the stamps in the members are, and they outlive a
+//!   deleted Lease, a renamed one (`--lease-name`) and a restarted process. So the fencing
+//!   token keeps growing, and no two leaders ever share a term. A renewal keeps the term.
+//! - **Stamps first**: the elector campaigns only once every member watcher has listed once
+//!   (so the stamps are known), or after one lease duration (a member that does not answer
+//!   must not keep the federations leaderless). A member that answers later with a stamp at or
+//!   above the term taken makes this process step down (see the watcher's `check_stamp`), and
+//!   the next term is taken above that stamp.
 //! - **Optimistic concurrency**: every write carries the resourceVersion it read; a 409 means
 //!   someone else wrote, and the elector re-reads at once.
 //! - **Taking over**: a candidate takes over a held Lease only after it has seen the *same*
@@ -42,7 +50,10 @@
 
 use std::{
     future::Future,
-    sync::{Arc, Weak},
+    sync::{
+        Arc, Weak,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -133,12 +144,20 @@ pub struct Leadership {
 struct Inner {
     state: Mutex<State>,
     tx: watch::Sender<Option<u64>>,
+    /// The highest term seen stamped on a member object (see [`Leadership::observe_stamp`]).
+    floor: AtomicU64,
+    /// Whether every member's stamps have been seen (see [`Leadership::set_stamps_known`]).
+    stamps_known: watch::Sender<bool>,
 }
 
 #[derive(Default)]
 struct State {
     /// The term this process leads in, and until when (`None` = no deadline, for `fixed`).
     leading: Option<(u64, Option<Instant>)>,
+    /// Member objects (cluster, namespace, name) this process wrote in the term it leads in:
+    /// an object carrying that same term that is not among them was stamped by another
+    /// process in the same term.
+    written: std::collections::HashSet<(String, String, String)>,
     /// Set by `step_down`, taken by the elector: the record naming this process no longer
     /// lets it resume without waiting.
     stepped_down: bool,
@@ -161,16 +180,47 @@ impl std::fmt::Debug for Leadership {
 impl Leadership {
     /// Not leading, until an elector acquires.
     pub fn new() -> Self {
-        let (tx, _) = watch::channel(None);
-        Self { inner: Arc::new(Inner { state: Mutex::new(State::default()), tx }) }
+        Self::with_state(State::default(), None)
+    }
+
+    fn with_state(state: State, term: Option<u64>) -> Self {
+        let (tx, _) = watch::channel(term);
+        let (stamps_known, _) = watch::channel(true);
+        Self { inner: Arc::new(Inner { state: Mutex::new(state), tx, floor: AtomicU64::new(0), stamps_known }) }
     }
 
     /// Always leading in `term` (until [`Leadership::step_down`]): for tests and for
     /// single-process tools that need no election.
     pub fn fixed(term: u64) -> Self {
-        let (tx, _) = watch::channel(Some(term));
-        let state = State { leading: Some((term, None)), stepped_down: false, since: Some(Instant::now()) };
-        Self { inner: Arc::new(Inner { state: Mutex::new(state), tx }) }
+        Self::with_state(
+            State { leading: Some((term, None)), since: Some(Instant::now()), ..State::default() },
+            Some(term),
+        )
+    }
+
+    /// A member object carries `term` in `spanset.dev/term`: the next term this process takes
+    /// is above it. Called by the member watchers for every stamp they see, leading or not.
+    pub fn observe_stamp(&self, term: u64) {
+        self.inner.floor.fetch_max(term, Ordering::SeqCst);
+    }
+
+    /// The highest term seen stamped on a member object so far (0: none).
+    pub fn floor(&self) -> u64 {
+        self.inner.floor.load(Ordering::SeqCst)
+    }
+
+    /// Says whether every member's stamps have been seen (every member watcher listed once);
+    /// the elector does not campaign before that, or before one lease duration has passed.
+    /// A new `Leadership` has nothing to wait for; `spanset run` sets it false until its
+    /// supervisor has seen every member listed.
+    pub fn set_stamps_known(&self, known: bool) {
+        self.inner.stamps_known.send_if_modified(|k| std::mem::replace(k, known) != known);
+    }
+
+    /// Waits until every member's stamps are known, or `limit` has passed.
+    async fn stamps_known_within(&self, limit: Duration) -> bool {
+        let mut rx = self.inner.stamps_known.subscribe();
+        tokio::time::timeout(limit, rx.wait_for(|k| *k)).await.is_ok_and(|r| r.is_ok())
     }
 
     /// `Some(term)` only while leading and before the local renew deadline. Checked against
@@ -218,11 +268,34 @@ impl Leadership {
         }
     }
 
+    /// Records that this process is about to write member object `namespace/name` in cluster
+    /// `cluster` in `term` (before the write is sent, so that its own watch event never looks
+    /// foreign).
+    pub fn note_write(&self, term: u64, cluster: &str, namespace: &str, name: &str) {
+        let mut st = self.inner.state.lock();
+        if st.leading.is_some_and(|(t, _)| t == term) {
+            st.written.insert((cluster.to_string(), namespace.to_string(), name.to_string()));
+        }
+    }
+
+    /// Whether a member object stamped with `stamp` shows that another process leads, or led in
+    /// this process's own term: a stamp above this process's term, or equal to it on an object
+    /// this process did not write in that term (a [`Leadership::fixed`] term is this process's
+    /// alone: only a higher stamp counts). `None` while not leading.
+    pub fn stamp_is_foreign(&self, stamp: u64, cluster: &str, namespace: &str, name: &str) -> Option<u64> {
+        let mine = self.term()?;
+        let st = self.inner.state.lock();
+        let elected = st.leading.is_some_and(|(_, deadline)| deadline.is_some());
+        let written = st.written.contains(&(cluster.to_string(), namespace.to_string(), name.to_string()));
+        (stamp > mine || (stamp == mine && elected && !written)).then_some(mine)
+    }
+
     /// Starts leading in `term` until `deadline`, and spawns the watchdog that ends it there.
     fn begin(&self, term: u64, deadline: Instant) {
         {
             let mut st = self.inner.state.lock();
             st.leading = Some((term, Some(deadline)));
+            st.written.clear();
             st.stepped_down = false;
             st.since = Some(Instant::now());
             self.inner.tx.send_replace(Some(term));
@@ -333,6 +406,8 @@ pub struct Candidate<'a> {
     pub resumable: Option<u64>,
     /// The highest term it ever held; a new term is always above it.
     pub highest_term: u64,
+    /// The highest term seen stamped on a member object; a new term is always above it too.
+    pub floor: u64,
 }
 
 /// Why a candidate may take the Lease now.
@@ -384,7 +459,7 @@ pub fn decide(
     now: Instant,
     lease_duration: Duration,
 ) -> Decision {
-    let next_term = |previous: u64| previous.max(me.highest_term).saturating_add(1);
+    let next_term = |previous: u64| previous.max(me.highest_term).max(me.floor).saturating_add(1);
     let Some(record) = record else {
         return Decision::Create { term: next_term(0) };
     };
@@ -437,6 +512,17 @@ pub async fn run_elector(
         s: settings,
     };
     tokio::pin!(shutdown);
+    tokio::select! {
+        biased;
+        () = &mut shutdown => return,
+        known = elector.leadership.stamps_known_within(elector.s.lease_duration) => if !known {
+            warn!(
+                lease = %elector.s.name, floor = elector.leadership.floor(),
+                "not every member listed within the lease duration; campaigning above the highest term stamped so far \
+                 (a member that answers later with a higher stamp makes this process step down and take a term above it)"
+            );
+        },
+    }
     loop {
         let pause = tokio::select! {
             biased;
@@ -535,6 +621,7 @@ impl Elector {
             leading,
             resumable: self.resumable,
             highest_term: self.highest_term,
+            floor: self.leadership.floor(),
         };
         let decision = decide(record.as_ref(), &me, observed_at, now, self.s.lease_duration);
         if let Some(term) = leading
@@ -610,7 +697,7 @@ impl Elector {
                     }
                 } else {
                     self.leadership.begin(term, deadline);
-                    info!(lease = %self.s.name, identity = %self.s.identity, term, "acquired leadership");
+                    info!(lease = %self.s.name, identity = %self.s.identity, term, floor = self.leadership.floor(), "acquired leadership");
                 }
                 Attempt::Done(self.s.retry_period)
             }
@@ -685,7 +772,7 @@ mod tests {
     }
 
     fn stranger() -> Candidate<'static> {
-        Candidate { identity: "me", leading: None, resumable: None, highest_term: 0 }
+        Candidate { identity: "me", leading: None, resumable: None, highest_term: 0, floor: 0 }
     }
 
     #[test]
@@ -704,6 +791,77 @@ mod tests {
             decide(Some(&vacant), &me, now, now, LEASE),
             Decision::Acquire { term: 8, reason: AcquireReason::Vacant }
         );
+    }
+
+    #[test]
+    fn a_new_term_is_above_every_term_stamped_on_a_member() {
+        // Issue 19, item 15: members carry term 2; the Lease was deleted, renamed or is behind.
+        let now = Instant::now();
+        let me = Candidate { floor: 2, ..stranger() };
+        assert_eq!(decide(None, &me, now, now, LEASE), Decision::Create { term: 3 });
+        let behind = record(None, 1, "5");
+        assert_eq!(
+            decide(Some(&behind), &me, now, now, LEASE),
+            Decision::Acquire { term: 3, reason: AcquireReason::Vacant }
+        );
+        let expired = record(Some("other"), 1, "5");
+        assert_eq!(
+            decide(Some(&expired), &me, now, now + LEASE, LEASE),
+            Decision::Acquire { term: 3, reason: AcquireReason::Expired }
+        );
+        // A Lease ahead of the stamps keeps counting from itself.
+        let ahead = record(None, 9, "5");
+        assert_eq!(
+            decide(Some(&ahead), &me, now, now, LEASE),
+            Decision::Acquire { term: 10, reason: AcquireReason::Vacant }
+        );
+    }
+
+    #[test]
+    fn a_stamp_of_this_term_on_an_object_this_process_did_not_write_is_foreign() {
+        let l = Leadership::new();
+        assert_eq!(l.stamp_is_foreign(9, "a", "ns", "web"), None, "not leading: nothing to compare");
+        {
+            let mut st = l.inner.state.lock();
+            st.leading = Some((3, Some(Instant::now() + Duration::from_secs(600))));
+        }
+        l.note_write(3, "a", "ns", "web");
+        assert_eq!(l.stamp_is_foreign(3, "a", "ns", "web"), None, "its own stamp");
+        assert_eq!(l.stamp_is_foreign(2, "b", "ns", "web"), None, "an older term");
+        assert_eq!(l.stamp_is_foreign(3, "b", "ns", "web"), Some(3), "the same term, written by someone else");
+        assert_eq!(l.stamp_is_foreign(4, "a", "ns", "web"), Some(3), "a newer term");
+        l.note_write(2, "b", "ns", "web");
+        assert_eq!(
+            l.stamp_is_foreign(3, "b", "ns", "web"),
+            Some(3),
+            "a write noted for another term counts for nothing"
+        );
+        let fixed = Leadership::fixed(1);
+        assert_eq!(fixed.stamp_is_foreign(1, "a", "ns", "web"), None, "a fixed term is this process's alone");
+        assert_eq!(fixed.stamp_is_foreign(2, "a", "ns", "web"), Some(1));
+    }
+
+    #[test]
+    fn stamps_raise_the_floor_and_never_lower_it() {
+        let l = Leadership::new();
+        assert_eq!(l.floor(), 0);
+        l.observe_stamp(4);
+        l.observe_stamp(2);
+        assert_eq!(l.floor(), 4);
+    }
+
+    #[tokio::test]
+    async fn the_elector_waits_for_the_stamps_only_as_long_as_it_is_told() {
+        let l = Leadership::new();
+        assert!(l.stamps_known_within(Duration::ZERO).await, "nothing to wait for by default");
+        l.set_stamps_known(false);
+        assert!(!l.stamps_known_within(Duration::from_millis(1)).await);
+        let waiting = {
+            let l = l.clone();
+            tokio::spawn(async move { l.stamps_known_within(Duration::from_secs(600)).await })
+        };
+        l.set_stamps_known(true);
+        assert!(waiting.await.unwrap());
     }
 
     #[test]
@@ -743,7 +901,7 @@ mod tests {
     #[test]
     fn the_leader_renews_its_own_record_in_the_same_term() {
         let now = Instant::now();
-        let me = Candidate { identity: "me", leading: Some(3), resumable: Some(3), highest_term: 3 };
+        let me = Candidate { identity: "me", leading: Some(3), resumable: Some(3), highest_term: 3, floor: 0 };
         let r = record(Some("me"), 3, "11");
         assert_eq!(decide(Some(&r), &me, now, now, LEASE), Decision::Renew { term: 3 });
     }
@@ -751,7 +909,7 @@ mod tests {
     #[test]
     fn a_lapsed_leader_whose_record_is_untouched_takes_it_back_in_a_new_term() {
         let now = Instant::now();
-        let me = Candidate { identity: "me", leading: None, resumable: Some(3), highest_term: 3 };
+        let me = Candidate { identity: "me", leading: None, resumable: Some(3), highest_term: 3, floor: 0 };
         let r = record(Some("me"), 3, "11");
         assert_eq!(
             decide(Some(&r), &me, now, now, LEASE),
@@ -765,14 +923,14 @@ mod tests {
         let seen = Instant::now();
         let r = record(Some("me"), 3, "11");
         assert!(matches!(decide(Some(&r), &stranger(), seen, seen, LEASE), Decision::Wait { .. }));
-        let me = Candidate { identity: "me", leading: None, resumable: Some(2), highest_term: 2 };
+        let me = Candidate { identity: "me", leading: None, resumable: Some(2), highest_term: 2, floor: 0 };
         assert!(matches!(decide(Some(&r), &me, seen, seen, LEASE), Decision::Wait { .. }));
     }
 
     #[test]
     fn a_leader_whose_record_changed_hands_does_not_renew() {
         let now = Instant::now();
-        let me = Candidate { identity: "me", leading: Some(3), resumable: Some(3), highest_term: 3 };
+        let me = Candidate { identity: "me", leading: Some(3), resumable: Some(3), highest_term: 3, floor: 0 };
         let r = record(Some("other"), 4, "12");
         assert!(matches!(decide(Some(&r), &me, now, now, LEASE), Decision::Wait { .. }));
     }

@@ -227,14 +227,33 @@ pub struct ReleaseClaims {
 }
 
 /// Storage handover, destination side: creates the handed-over PVs and PVCs, leaving those
-/// already there for the same volume; a claim of that name bound to another volume is refused.
+/// already there for the same volume. A claim of that name bound to another volume is stale
+/// (the ordinal ran elsewhere since): it is retired, its volume kept (Retain), and answered
+/// with that volume so that an Event can name both.
 #[derive(Message)]
-#[rtype(result = "Result<(), WriteError>")]
+#[rtype(result = "Result<Vec<(String, Option<String>)>, WriteError>")]
 pub struct AdoptClaims {
     /// The claims' namespace.
     pub namespace: String,
     /// The objects from [`ReleaseClaims`].
     pub objects: Vec<(PersistentVolume, PersistentVolumeClaim)>,
+    /// The writer's term.
+    pub term: u64,
+}
+
+/// `storage: Detached`, source side: deletes these claims of a departed ordinal so that they
+/// never bind again if it comes back (`migration.staleClaims`), setting their volumes to
+/// Retain first when `keep_volume`. Claims already gone are skipped. Answers each claim
+/// deleted with its volume.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<(String, Option<String>)>, WriteError>")]
+pub struct RetireClaims {
+    /// The claims' namespace.
+    pub namespace: String,
+    /// The claims of the ordinal, by name.
+    pub claims: Vec<String>,
+    /// Keep each claim's volume (reclaim policy Retain) rather than let it go by its policy.
+    pub keep_volume: bool,
     /// The writer's term.
     pub term: u64,
 }

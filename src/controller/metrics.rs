@@ -40,7 +40,9 @@ pub struct Metrics {
     slice_replicas: IntGaugeVec,
     slice_start: IntGaugeVec,
     identity_conflicts: IntCounterVec,
+    stale_writes: IntCounterVec,
     leader: IntGauge,
+    leader_term: IntGauge,
     last_contact: GaugeVec,
     fenced: IntGaugeVec,
     failovers: IntCounterVec,
@@ -101,6 +103,11 @@ impl Metrics {
         let leader = IntGauge::with_opts(Opts::new("leader", "1 while this process leads").namespace("spanset"))
             .expect("valid metric");
         registry.register(Box::new(leader.clone())).expect("registered once");
+        let leader_term = IntGauge::with_opts(
+            Opts::new("leader_term", "The term this process leads in (0 while it does not lead)").namespace("spanset"),
+        )
+        .expect("valid metric");
+        registry.register(Box::new(leader_term.clone())).expect("registered once");
         let last_contact = GaugeVec::new(
             Opts::new("member_last_contact_timestamp_seconds", "Unix time of the member's last successful answer")
                 .namespace("spanset"),
@@ -123,7 +130,7 @@ impl Metrics {
         let http_duration = HistogramVec::new(
             HistogramOpts::new(
                 "member_http_request_duration_seconds",
-                "Time of a request to a member, to its response headers (a watch: until it is open)",
+                "Time of a request to a member, to its whole response (a watch: until it is open)",
             )
             .namespace("spanset")
             .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0]),
@@ -201,10 +208,18 @@ impl Metrics {
                 "Times one ordinal was seen running in two members (must stay 0)",
                 &["federation"],
             ),
+            stale_writes: counter(
+                &registry,
+                "stale_writes_refused_total",
+                "Member writes this process refused to make because the member carries a newer term (this \
+                 process is a stale leader and steps down)",
+                &["cluster"],
+            ),
             reconcile_duration,
             move_duration,
             move_handoff,
             leader,
+            leader_term,
             registry,
             slice_clusters: Default::default(),
         }
@@ -249,6 +264,7 @@ impl Metrics {
     pub fn set_reachable(&self, cluster: &str, up: bool) {
         self.member_reachable.with_label_values(&[cluster]).set(i64::from(up));
         let _ = self.watch_restarts.with_label_values(&[cluster]);
+        let _ = self.stale_writes.with_label_values(&[cluster]);
         let contact = self.last_contact.with_label_values(&[cluster]);
         if up {
             contact.set(unix_now());
@@ -349,9 +365,16 @@ impl Metrics {
         self.identity_conflicts.with_label_values(&[federation]).inc();
     }
 
-    /// Whether this process leads.
-    pub fn set_leader(&self, leading: bool) {
-        self.leader.set(i64::from(leading));
+    /// Whether this process leads, and in which term.
+    pub fn set_leader(&self, term: Option<u64>) {
+        self.leader.set(i64::from(term.is_some()));
+        self.leader_term.set(term.and_then(|t| i64::try_from(t).ok()).unwrap_or(0));
+    }
+
+    /// A write to member `cluster` was refused before it was sent: the member carries a term
+    /// newer than the writer's.
+    pub fn stale_write_refused(&self, cluster: &str) {
+        self.stale_writes.with_label_values(&[cluster]).inc();
     }
 
     /// Removes the series of a member that is gone.
@@ -359,6 +382,7 @@ impl Metrics {
         let _ = self.member_reachable.remove_label_values(&[cluster]);
         let _ = self.last_contact.remove_label_values(&[cluster]);
         let _ = self.watch_restarts.remove_label_values(&[cluster]);
+        let _ = self.stale_writes.remove_label_values(&[cluster]);
         for verb in VERBS {
             let _ = self.api_requests.remove_label_values(&[cluster, verb]);
         }

@@ -24,6 +24,7 @@ pub mod member;
 pub mod member_http;
 pub mod messages;
 pub mod metrics;
+pub mod move_storage;
 pub mod reconcile;
 pub mod runtime_metrics;
 pub mod spans;

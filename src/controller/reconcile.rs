@@ -27,10 +27,11 @@ use super::{
     labels::IDENTITY_GATE,
     member::objects::{backend, statefulset, template_hash},
     messages::MemberView,
+    move_storage::{self, Gate},
     status::{Verdict, conditions, types},
 };
 use crate::{
-    api::{FailoverPolicy, FederatedStatefulSet, FederatedStatefulSetStatus, MoveStatus, SliceStatus, StorageMode},
+    api::{FailoverPolicy, FederatedStatefulSet, FederatedStatefulSetStatus, MoveStatus, SliceStatus},
     plan::{self, Backend, ClusterObservation, Exclusion, Observed, Ordinal, Ordinals, Slice, Step},
 };
 
@@ -40,7 +41,8 @@ pub mod phases {
     pub const DRAINING: &str = "Draining";
     /// The source is confirmed not to run the ordinal.
     pub const RELEASED: &str = "Released";
-    /// `migration.storage: Move`: the ordinal's volumes are being handed to the destination.
+    /// The ordinal's storage is being dealt with: with `migration.storage: Move` its volumes are
+    /// handed to the destination, with `Detached` its claims in the source are retired.
     pub const HANDOVER: &str = "Handover";
     /// The destination's slice holds the ordinal; waiting for its pod to be Ready.
     pub const STARTING: &str = "Starting";
@@ -92,31 +94,7 @@ pub struct Inputs<'a> {
     pub wall: jiff::Timestamp,
 }
 
-/// One ordinal's storage handover (`migration.storage: Move`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Handover {
-    /// The ordinal.
-    pub ordinal: Ordinal,
-    /// Source member.
-    pub from: String,
-    /// Destination member.
-    pub to: String,
-    /// Its claims in the source, by name.
-    pub claims: Vec<String>,
-}
-
-/// What remains of an ordinal's storage handover: `None` when nothing needs handing over
-/// (no claims in the source, or the destination holds every one for the same volume), else
-/// the source's claims to hand over.
-fn handover_due(inp: &Inputs<'_>, k: Ordinal, from: &str, to: &str) -> Option<Vec<String>> {
-    let claims = |c: &str| {
-        inp.members.get(c).and_then(|m| m.view.as_ref()).and_then(|v| v.claims.get(&k).cloned()).unwrap_or_default()
-    };
-    let source = claims(from);
-    let there = claims(to);
-    let arrived = source.iter().all(|c| there.iter().any(|d| d.name == c.name && d.volume == c.volume && !d.deleting));
-    (!source.is_empty() && !arrived).then(|| source.into_iter().map(|c| c.name).collect())
-}
+pub use super::move_storage::{Handover, HandoverKind};
 
 /// A pod that spanset deletes itself: one left running in a fenced member that answers again,
 /// after its StatefulSet was shrunk to nothing. Its ordinal was re-homed while the member was
@@ -411,6 +389,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     }
     let hash = template_hash(fsts);
     let view_of = |c: &str| inp.members.get(c).and_then(|m| m.view.clone());
+    let unstamped = unstamped_unreachable(&mut obs, inp);
 
     // 2. Stamps and creates.
     let mut writes = Vec::new();
@@ -491,9 +470,11 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut notes = Vec::new();
     // A release is stored before the grow that takes the ordinal, which waits a round.
     let mut newly_released = BTreeSet::new();
-    let moving_storage = fsts.spec.migration.storage == Some(StorageMode::Move);
     let mut held: BTreeSet<Ordinal> = BTreeSet::new();
     let mut refused: Vec<String> = Vec::new();
+    let mut storage_waits: Vec<String> = Vec::new();
+    // Moves whose fenced source keeps their volumes, with the condition's words.
+    let mut left_behind: BTreeMap<Ordinal, String> = BTreeMap::new();
     let mut handovers = Vec::new();
     let mut grows = Vec::new();
     let now_str = inp.wall.to_string();
@@ -528,22 +509,27 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 m.since = now_str.clone();
                 newly_released.insert(*k);
                 persist_first = true;
-            } else if moving_storage
-                && (m.phase == phases::RELEASED || m.phase == phases::HANDOVER)
-                && let Some(claims) = handover_due(inp, *k, &m.from, &m.to)
-            {
-                // The grow waits for the volumes; a refused one holds the move where it is.
-                held.insert(*k);
-                if let Some(why) = inp.handover_refusals.get(k) {
-                    refused.push(format!("ordinal {k}: {why}"));
-                    continue;
+                continue;
+            }
+            // Every grow of the ordinal waits for its storage, whatever the phase.
+            match move_storage::gate(inp, &obs, m, *k) {
+                Gate::Open => {}
+                Gate::LeftBehind(why) => {
+                    left_behind.insert(*k, why);
                 }
-                if m.phase != phases::HANDOVER {
-                    m.phase = phases::HANDOVER.into();
-                    m.since = now_str.clone();
-                    persist_first = true;
+                Gate::Held { handover, waiting, refused: refusal } => {
+                    held.insert(*k);
+                    refused.extend(refusal);
+                    storage_waits.extend(waiting);
+                    if let Some(h) = handover {
+                        if m.phase != phases::HANDOVER {
+                            m.phase = phases::HANDOVER.into();
+                            m.since = now_str.clone();
+                            persist_first = true;
+                        }
+                        handovers.push(h);
+                    }
                 }
-                handovers.push(Handover { ordinal: *k, from: m.from.clone(), to: m.to.clone(), claims });
             }
         }
         if !stamping {
@@ -581,6 +567,11 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                         for k in acquires.iter() {
                             let Some(m) = moves.get_mut(&k) else { continue };
                             grows.push(k);
+                            if m.phase != phases::STARTING
+                                && let Some(why) = left_behind.get(&k)
+                            {
+                                notes.push(Note::warning("VolumesLeftBehind", why.clone()));
+                            }
                             if m.phase != phases::STARTING {
                                 m.phase = phases::STARTING.into();
                                 m.since = now_str.clone();
@@ -647,7 +638,17 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         .copied()
         .filter(|n| inp.members.get(*n).is_none_or(|m| m.view.as_ref().is_none_or(|v| !v.synced)))
         .collect();
-    let done = plan.as_ref().is_some_and(|p| p.done) && writes.is_empty() && pod_deletes.is_empty();
+    // An unfenced member that cannot be reached and holds something may run anything of it,
+    // with any template: the federation is not done while one does (issue 19, item 2).
+    let holding_unreachable: Vec<&str> = obs
+        .iter()
+        .filter(|(_, o)| !o.reachable && !o.fenced && (o.written.replicas > 0 || !o.pods.is_empty()))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let done = plan.as_ref().is_some_and(|p| p.done)
+        && writes.is_empty()
+        && pod_deletes.is_empty()
+        && holding_unreachable.is_empty();
     match &plan_error {
         Some(e) => verdicts.push(Verdict::yes(types::BLOCKED, "NoPlacement", e.clone())),
         None => verdicts.push(Verdict::no(types::BLOCKED, "Planned", "")),
@@ -658,14 +659,34 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     } else {
         let why = if !refused.is_empty() {
             ("HandoverRefused", format!("storage cannot follow: {}", refused.join("; ")))
+        } else if !storage_waits.is_empty() {
+            ("HandoverWaiting", format!("storage cannot follow yet: {}", storage_waits.join("; ")))
         } else if !missing.is_empty() {
             ("WaitingForMembers", format!("no report yet from {}", missing.join(", ")))
+        } else if !unstamped.is_empty() {
+            (
+                "MembersUnconfirmed",
+                format!(
+                    "{} cannot be reached and does not carry term {} yet: a write of an earlier leader may still \
+                     land there, so no ordinal starts anywhere until it answers or is fenced",
+                    unstamped.join(", "),
+                    inp.term
+                ),
+            )
         } else if stamping {
             ("Writing", "writing member StatefulSets in this term".to_string())
         } else if let Some(p) = plan.as_ref().filter(|p| p.stalled) {
             ("MoveLimit", plan::stall_message(&desired, &p.in_flight))
         } else if !moves.is_empty() {
             ("Migrating", format!("{} ordinal(s) moving", moves.len()))
+        } else if !holding_unreachable.is_empty() {
+            (
+                "MembersUnreachable",
+                format!(
+                    "{} cannot be reached: what it runs there is unknown and cannot be written",
+                    holding_unreachable.join(", ")
+                ),
+            )
         } else {
             ("Reconciling", format!("{ready_total}/{} ready", desired.replicas))
         };
@@ -693,10 +714,18 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 .collect()
         })
         .unwrap_or_default();
-    verdicts.push(if excluded.is_empty() {
-        Verdict::no(types::DEGRADED, "AllMembersEligible", "")
-    } else {
-        Verdict::yes(types::DEGRADED, "MembersExcluded", format!("no slice for {}", excluded.join(", ")))
+    let left: Vec<&str> = left_behind.values().map(String::as_str).collect();
+    verdicts.push(match (excluded.is_empty(), left.is_empty()) {
+        (true, true) => Verdict::no(types::DEGRADED, "AllMembersEligible", ""),
+        (true, false) => Verdict::yes(types::DEGRADED, "VolumesLeftBehind", left.join("; ")),
+        (false, true) => {
+            Verdict::yes(types::DEGRADED, "MembersExcluded", format!("no slice for {}", excluded.join(", ")))
+        }
+        (false, false) => Verdict::yes(
+            types::DEGRADED,
+            "MembersExcluded",
+            format!("no slice for {}; {}", excluded.join(", "), left.join("; ")),
+        ),
     });
     verdicts.push(if unreachable.is_empty() {
         Verdict::no(types::CLUSTER_UNREACHABLE, "AllReachable", "")
@@ -820,12 +849,34 @@ fn backend_mismatch(inp: &Inputs<'_>, backend: Backend) -> Option<String> {
     })
 }
 
+/// Members that this leader cannot reach and has not stamped with its term: an earlier
+/// leader's write may still be in flight to them (sent before it stopped, delivered when the
+/// member answers again), and nothing this leader writes can fence it off until its own stamp
+/// lands there. What they were last seen to hold confirms nothing, so they count as not
+/// observed since their last write, which holds every grow (issue 19, item 13). A member this
+/// leader stamped is different: a late write of an earlier term, conditional on an older
+/// resourceVersion, can only be refused there. Answers their names.
+fn unstamped_unreachable(obs: &mut Observed, inp: &Inputs<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, o) in obs.iter_mut().filter(|(_, o)| !o.reachable && !o.fenced) {
+        let term = inp.members.get(name).and_then(|m| m.view.as_ref()).and_then(|v| v.federation.sts.as_ref()?.term);
+        if term != Some(inp.term) {
+            o.observed_since_write = false;
+            out.push(name.clone());
+        }
+    }
+    out
+}
+
 /// Whether every member other than `to` that counts (unfenced, or fenced but answering again:
-/// [`plan::steps::counts`]) is confirmed not to hold or run `k`.
+/// [`plan::steps::counts`]) is confirmed not to hold or run `k`: the planner's confirmation
+/// rule ([`plan`]'s grows), under which a member that is unreachable now but was observed
+/// since its last write confirms what that observation showed. A stricter rule here would let
+/// the planner's grow overtake a move still recorded as `Draining`, past its storage step.
 fn released(obs: &Observed, k: Ordinal, to: &str) -> bool {
     obs.iter()
         .filter(|(n, o)| n.as_str() != to && plan::steps::counts(o))
-        .all(|(_, o)| !o.written.contains(k) && !o.pods.contains(k) && o.reachable && o.observed_since_write)
+        .all(|(_, o)| !o.written.contains(k) && !o.pods.contains(k) && o.observed_since_write)
 }
 
 /// Pods of the federation that exist in reachable, unfenced members: what `status.replicas`
@@ -868,7 +919,10 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::controller::member::cache::{FederationCache, PodPhase, PodRecord, StsRecord, StsState};
+    use crate::{
+        api::StorageMode,
+        controller::member::cache::{FederationCache, PodPhase, PodRecord, StsRecord, StsState},
+    };
 
     fn fsts(weights: &[(&str, i32)]) -> FederatedStatefulSet {
         let clusters: Vec<String> = weights.iter().map(|(c, _)| c.to_string()).collect();
@@ -1468,5 +1522,261 @@ mod tests {
             reporting(fenced["west"].clone(), |v| v.last_contact = Some(Instant::now() - Duration::from_secs(60)));
         fenced.insert("west".into(), silent);
         assert_eq!(released(&decide_now(&f, &fenced, 7)), vec![("east".to_string(), 1)]);
+    }
+
+    #[test]
+    fn a_federation_with_a_silent_member_holding_a_slice_is_not_ready() {
+        // Issue 19, item 2: central hangs with its slice (and whatever template it runs);
+        // everything else is as targeted. The status must not say Ready, nor count its pods.
+        let f = fsts(&[("east", 1), ("central", 1)]);
+        let mut central = settled(&f, 3, 3, 7);
+        let mut view = (**central.view.as_ref().unwrap()).clone();
+        view.last_contact = Some(Instant::now() - Duration::from_secs(31));
+        central.view = Some(Arc::new(view));
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("central".into(), central)]);
+        let d = decide_now(&f, &members, 7);
+        assert!(!d.done);
+        let ready = d.status.conditions.iter().find(|c| c.type_ == types::READY).unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "MembersUnreachable"));
+        assert!(ready.message.starts_with("central cannot be reached"), "{}", ready.message);
+        assert_eq!(d.status.ready.as_deref(), Some("3/6"), "central's pods are not counted");
+    }
+
+    #[test]
+    fn a_silent_member_not_yet_stamped_by_this_leader_holds_every_grow() {
+        // Issue 19, item 13: west was last seen holding nothing, but in term 6; the leader of
+        // term 6 may have sent it a grow that has not landed yet. Term 7 cannot stamp west, so
+        // nothing it saw there confirms anything.
+        let f = fsts(&[("east", 1), ("west", 1)]);
+        let mut west = settled(&f, 3, 0, 6);
+        let mut view = (**west.view.as_ref().unwrap()).clone();
+        view.last_contact = Some(Instant::now() - Duration::from_secs(31));
+        west.view = Some(Arc::new(view));
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), west.clone())]);
+        let d = decide_now(&f, &members, 7);
+        assert!(
+            d.writes.is_empty(),
+            "no grow while west may still take an earlier term's write: {:?}",
+            written_slices(&d)
+        );
+        let p = d.status.conditions.iter().find(|c| c.type_ == types::PROGRESSING).unwrap();
+        assert_eq!(p.reason, "MembersUnconfirmed");
+        assert!(p.message.starts_with("west cannot be reached and does not carry term 7"), "{}", p.message);
+        // Fenced, west's workloads are dead by the operator's word: east takes everything.
+        west.fenced = true;
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), west)]);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
+    }
+
+    // === storage of recorded moves (issue 19, items 1, 5 and 11) ===
+
+    /// `m` with claims `data-redis-k` for `ordinals`, bound to `vol-<prefix>-k`.
+    fn with_claims(m: MemberInput, ordinals: &[u32], prefix: &str) -> MemberInput {
+        reporting(m, |v| {
+            for &k in ordinals {
+                let claim = crate::controller::member::cache::ClaimRecord {
+                    name: format!("data-redis-{k}"),
+                    uid: format!("{prefix}-{k}"),
+                    phase: "Bound".into(),
+                    volume: Some(format!("vol-{prefix}-{k}")),
+                    deleting: false,
+                    rv: 3,
+                };
+                v.claims.insert(k, vec![claim]);
+            }
+        })
+    }
+
+    /// `m`, silent for longer than the grace: unreachable, its last observation kept.
+    fn unreachable(m: MemberInput) -> MemberInput {
+        reporting(m, |v| {
+            v.last_contact = Some(Instant::now() - Duration::from_secs(31));
+            v.failure = Some((super::super::member::health::Failure::Refused, "connection refused".into()));
+        })
+    }
+
+    fn moving(ordinals: &[i32], from: &str, to: &str, phase: &str) -> Vec<MoveStatus> {
+        let at = "2027-01-15T08:00:00Z".to_string();
+        ordinals
+            .iter()
+            .map(|&k| MoveStatus {
+                ordinal: k,
+                from: from.into(),
+                to: to.into(),
+                phase: phase.into(),
+                since: at.clone(),
+            })
+            .collect()
+    }
+
+    /// Four replicas over a (weight 0), b and c, `storage` set; 0-1 recorded moving a → b.
+    fn four_over_abc(storage: StorageMode, phase: &str) -> FederatedStatefulSet {
+        let mut f = fsts(&[("a", 0), ("b", 1), ("c", 1)]);
+        f.spec.replicas = 4;
+        f.spec.migration.storage = Some(storage);
+        f.status = Some(FederatedStatefulSetStatus { moves: moving(&[0, 1], "a", "b", phase), ..Default::default() });
+        f
+    }
+
+    fn phases_of(d: &Decision) -> Vec<&str> {
+        d.status.moves.iter().map(|m| m.phase.as_str()).collect()
+    }
+
+    fn grows_b(d: &Decision) -> bool {
+        written_slices(d).iter().any(|(c, _, r)| c == "b" && r.unwrap_or(0) > 0)
+    }
+
+    #[test]
+    fn a_moved_ordinal_is_handed_its_volumes_while_an_unrelated_member_is_unreachable() {
+        // Issue 19, item 1: c (unreachable, observed since its last write) takes no part in
+        // the move of 0-1 from a to b. The planner lets b grow past c; the move went straight
+        // from Draining to Starting and b's pods started on empty claims.
+        let mut f = four_over_abc(StorageMode::Move, phases::DRAINING);
+        let a = with_claims(settled(&f, 0, 0, 7), &[0, 1], "a");
+        let c = unreachable(settled(&f, 2, 2, 7));
+        let mut members = BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), c)]);
+        let d = decide_now(&f, &members, 7);
+        assert!(!grows_b(&d), "no grow before the volumes: {:?}", written_slices(&d));
+        assert_eq!(phases_of(&d), [phases::RELEASED, phases::RELEASED], "released on the planner's rule");
+        f.status = Some(d.status);
+        let d = decide_now(&f, &members, 7);
+        assert!(!grows_b(&d), "{:?}", written_slices(&d));
+        assert_eq!(phases_of(&d), [phases::HANDOVER, phases::HANDOVER]);
+        let handed: Vec<(u32, &str, &str, HandoverKind)> =
+            d.handovers.iter().map(|h| (h.ordinal, h.from.as_str(), h.to.as_str(), h.kind)).collect();
+        assert_eq!(handed, [(0, "a", "b", HandoverKind::Move), (1, "a", "b", HandoverKind::Move)]);
+        // The volumes arrived in b: b grows.
+        f.status = Some(d.status);
+        let b = members.remove("b").unwrap();
+        members.insert("b".into(), with_claims(b, &[0, 1], "a"));
+        let d = decide_now(&f, &members, 7);
+        assert!(d.handovers.is_empty());
+        assert!(written_slices(&d).contains(&("b".to_string(), Some(0), Some(2))), "{:?}", written_slices(&d));
+    }
+
+    #[test]
+    fn a_handover_from_an_unreachable_source_holds_only_its_ordinals_and_says_why() {
+        // Issue 19, item 11: the source a stopped answering after the release. Nothing is sent
+        // to it (it would fail every round), 0-1 wait, and c still grows into ordinal 4.
+        let mut f = four_over_abc(StorageMode::Move, phases::RELEASED);
+        f.spec.replicas = 5;
+        f.spec.placement.clusters[1].max_replicas = Some(2);
+        let a = unreachable(with_claims(settled(&f, 0, 0, 7), &[0, 1], "a"));
+        let members =
+            BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.handovers.is_empty(), "nothing is asked of a: {:?}", d.handovers);
+        assert!(!grows_b(&d), "{:?}", written_slices(&d));
+        assert!(written_slices(&d).contains(&("c".to_string(), Some(2), Some(3))), "{:?}", written_slices(&d));
+        let p = d.status.conditions.iter().find(|c| c.type_ == types::PROGRESSING).unwrap();
+        assert_eq!(p.reason, "HandoverWaiting");
+        assert!(p.message.contains("ordinal 0: a is unreachable (data-redis-0 wait there)"), "{}", p.message);
+    }
+
+    #[test]
+    fn a_fenced_source_keeps_its_volumes_by_the_rules_of_failover_and_a_condition_says_so() {
+        // Issue 19, item 11: a is fenced: its workloads are declared dead and nothing is sent
+        // to it; 0-1 start in b on fresh claims, as a failover's re-homed ordinals do.
+        let mut f = four_over_abc(StorageMode::Move, phases::RELEASED);
+        let mut a = unreachable(with_claims(settled(&f, 0, 0, 7), &[0, 1], "a"));
+        a.fenced = true;
+        let members =
+            BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.handovers.is_empty(), "{:?}", d.handovers);
+        assert!(written_slices(&d).contains(&("b".to_string(), Some(0), Some(2))), "{:?}", written_slices(&d));
+        let degraded = d.status.conditions.iter().find(|c| c.type_ == types::DEGRADED).unwrap();
+        assert_eq!(degraded.status, "True");
+        assert!(
+            degraded.message.contains("ordinal 0: data-redis-0 left in fenced a (failover: it starts on fresh claims)"),
+            "{}",
+            degraded.message
+        );
+        assert!(d.notes.iter().any(|n| n.reason == "VolumesLeftBehind"), "{:?}", d.notes);
+        // The condition stays while the move is recorded; the Event is not repeated.
+        f.status = Some(d.status);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.status.conditions.iter().any(|c| c.reason == "VolumesLeftBehind" || c.message.contains("left in")));
+        assert!(!d.notes.iter().any(|n| n.reason == "VolumesLeftBehind"));
+    }
+
+    #[test]
+    fn a_detached_ordinal_retires_the_claims_it_leaves_before_it_starts_elsewhere() {
+        // Issue 19, item 5: a claim left in the source would be bound again, with older data,
+        // if the ordinal came back.
+        let mut f = four_over_abc(StorageMode::Detached, phases::RELEASED);
+        let a = with_claims(settled(&f, 0, 0, 7), &[0, 1], "a");
+        let mut members =
+            BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(!grows_b(&d), "{:?}", written_slices(&d));
+        let retire = HandoverKind::Retire { keep_volume: true, arrival: false };
+        let steps: Vec<(u32, &str, HandoverKind)> =
+            d.handovers.iter().map(|h| (h.ordinal, h.from.as_str(), h.kind)).collect();
+        assert_eq!(steps, [(0, "a", retire), (1, "a", retire)], "staleClaims defaults to Release");
+        f.spec.migration.stale_claims = Some(crate::api::StaleClaims::Delete);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(d.handovers[0].kind, HandoverKind::Retire { keep_volume: false, arrival: false });
+        // Claims being deleted count as gone: b grows.
+        f.status = Some(d.status);
+        let a = reporting(members.remove("a").unwrap(), |v| {
+            v.claims.values_mut().flatten().for_each(|c| c.deleting = true);
+        });
+        members.insert("a".into(), a);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.handovers.is_empty());
+        assert!(written_slices(&d).contains(&("b".to_string(), Some(0), Some(2))), "{:?}", written_slices(&d));
+    }
+
+    #[test]
+    fn a_detached_ordinal_arriving_where_an_older_claim_of_it_was_left_retires_that_claim_first() {
+        // b kept a claim of ordinal 1 from a run before (a member fenced since, say): the
+        // ordinal ran in a since, so that claim must not bind when it arrives.
+        let f = four_over_abc(StorageMode::Detached, phases::RELEASED);
+        let a = settled(&f, 0, 0, 7);
+        let b = with_claims(settled(&f, 0, 0, 7), &[1], "b");
+        let members = BTreeMap::from([("a".into(), a), ("b".into(), b), ("c".into(), settled(&f, 2, 2, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(!grows_b(&d), "{:?}", written_slices(&d));
+        let steps: Vec<(u32, &str, HandoverKind)> =
+            d.handovers.iter().map(|h| (h.ordinal, h.to.as_str(), h.kind)).collect();
+        assert_eq!(steps, [(1, "b", HandoverKind::Retire { keep_volume: true, arrival: true })]);
+    }
+
+    #[test]
+    fn an_ordinal_going_back_where_it_came_from_keeps_its_claims() {
+        // The spec changed back before the grow: the source's claims are still the newest.
+        let mut f = four_over_abc(StorageMode::Detached, phases::RELEASED);
+        f.spec.placement.clusters[0].weight = Some(1);
+        f.spec.placement.clusters[1].weight = Some(0);
+        let a = with_claims(settled(&f, 0, 0, 7), &[0, 1], "a");
+        let members =
+            BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.handovers.is_empty(), "{:?}", d.handovers);
+    }
+
+    #[test]
+    fn storage_move_with_claims_deleted_on_scale_down_blocks_every_write_naming_both_fields() {
+        // Issue 19, item 10: a federation stored before the CRD's rule. The source's shrink
+        // would garbage-collect the moving ordinal's claim before its handover.
+        let mut f = fsts(&[("east", 1), ("west", 0)]);
+        f.spec.migration.storage = Some(StorageMode::Move);
+        f.spec.template.persistent_volume_claim_retention_policy =
+            Some(serde_json::from_value(serde_json::json!({"whenScaled": "Delete"})).unwrap());
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), settled(&f, 3, 3, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.blocked && d.writes.is_empty() && d.handovers.is_empty());
+        let blocked = d.status.conditions.iter().find(|c| c.type_ == types::BLOCKED).unwrap();
+        assert_eq!(blocked.reason, "InvalidSpec");
+        assert!(
+            blocked.message.contains(
+                "spec.migration.storage: Move cannot be combined with \
+                 spec.template.persistentVolumeClaimRetentionPolicy.whenScaled: Delete"
+            ),
+            "{}",
+            blocked.message
+        );
     }
 }

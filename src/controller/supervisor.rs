@@ -84,6 +84,9 @@ pub const FINALIZER_RECHECK: std::time::Duration = std::time::Duration::from_sec
 /// credentials without a restart (a `get` each: no list or watch of Secrets is needed).
 pub const SECRET_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How often the supervisor tells the elector whether every member has listed once.
+const STAMPS_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Where a member's credentials come from, for messages (never the credentials).
 pub fn credentials_of(spec: &MemberClusterSpec) -> String {
     match (&spec.context, &spec.kubeconfig_secret) {
@@ -218,6 +221,14 @@ impl Supervisor {
             });
         }
         MembersChanged { members: Arc::new(members), listed: self.members_listed }
+    }
+
+    /// Tells the elector whether every member's stamps are known: the MemberClusters are
+    /// listed, no member is still connecting, and every watcher has listed once (a member
+    /// whose client cannot be built has no stamps to read).
+    fn tell_stamps_known(&self) {
+        let known = self.members_listed && self.connecting.is_empty() && self.synced.iter().all(|e| *e.value());
+        self.leadership.set_stamps_known(known);
     }
 
     fn broadcast(&self) {
@@ -465,6 +476,7 @@ impl Actor for Supervisor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.run_interval(SECRET_RECHECK, |act, ctx| act.recheck_secrets(ctx));
+        ctx.run_interval(STAMPS_CHECK, |act, _| act.tell_stamps_known());
         ctx.run_interval(FINALIZER_RECHECK, |act, ctx| act.tend_finalizers(ctx));
         let mcs: Api<MemberCluster> = Api::all(self.host.clone());
         let fsts: Api<FederatedStatefulSet> = Api::all(self.host.clone());

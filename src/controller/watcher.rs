@@ -37,7 +37,7 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, MemberObserved, MemberView,
-        ReleaseClaims, ReleasePod, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        ReleaseClaims, ReleasePod, RetireClaims, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     spans,
@@ -374,6 +374,11 @@ impl ClusterWatcher {
     fn stale_term(&self, term: u64) -> bool {
         self.cache.newest_term > term
     }
+
+    /// Records, before a write is sent, that this process writes `key`'s object here in `term`.
+    fn note_write(&self, term: u64, key: &FederationKey) {
+        self.leadership.note_write(term, &self.cluster, &key.namespace, &key.name);
+    }
 }
 
 /// Whether a request failed because the member does not serve its resource at all (404
@@ -645,20 +650,29 @@ impl ClusterWatcher {
         vec![]
     }
 
-    /// A managed object stamped with a newer term than this process's means another process
-    /// leads: stop writing at once. One without `.spec.ordinals` means the member dropped it
-    /// (spanset always writes it), for that API only.
+    /// Every stamp raises the floor of the next term this process may take (leading or not).
+    /// A managed object stamped with a newer term than this process's, or with its own term
+    /// but not written by it, means another process leads (or led in the same term): stop
+    /// writing at once. One without `.spec.ordinals` means the member dropped it (spanset
+    /// always writes it), for that API only.
     fn check_stamp(&mut self, s: &DynamicObject, kind: Backend) {
-        if let Some(t) = s.annotations().get(TERM).and_then(|t| t.parse::<u64>().ok())
-            && let Some(mine) = self.leadership.term()
-            && t > mine
-        {
-            self.leadership.step_down(&format!(
-                "{}: {}/{} is stamped with term {t}, newer than this process's term {mine}",
-                self.cluster,
-                s.namespace().unwrap_or_default(),
-                s.name_any()
-            ));
+        let (namespace, name) = (s.namespace().unwrap_or_default(), s.name_any());
+        if let Some(t) = s.annotations().get(TERM).and_then(|t| t.parse::<u64>().ok()) {
+            if t > MAX_TERM {
+                // Not a term any leader wrote (leaseTransitions is an int32): taking a term
+                // above it would be impossible, so it is named and left out.
+                tracing::warn!(cluster = %self.cluster, object = %format!("{namespace}/{name}"), stamp = t,
+                    "a member object carries a term no leader can hold; ignoring it");
+            } else {
+                self.leadership.observe_stamp(t);
+                if let Some(mine) = self.leadership.stamp_is_foreign(t, &self.cluster, &namespace, &name) {
+                    let whose = if t > mine { "newer than" } else { "not written by this process in" };
+                    self.leadership.step_down(&format!(
+                        "{}: {namespace}/{name} is stamped with term {t}, {whose} this process's term {mine}",
+                        self.cluster
+                    ));
+                }
+            }
         }
         if workload::ordinals_start(s).is_none() {
             *self.keeps_ordinals_of(kind) = Some(false);
@@ -787,13 +801,33 @@ fn write_error(cluster: &str, e: kube::Error) -> WriteError {
 }
 
 impl ClusterWatcher {
+    /// Refuses a write unless this process leads in `term` and the member carries no newer
+    /// term. A newer term there means this process is a stale leader: that is said loudly
+    /// (a warning and `spanset_stale_writes_refused_total`) and it steps down, so that the
+    /// elector takes a term above the member's.
     fn check_term(&self, term: u64) -> Result<(), WriteError> {
-        if self.leadership.term() != Some(term) || self.stale_term(term) {
+        if self.leadership.term() != Some(term) {
+            return Err(WriteError::NotLeader(term));
+        }
+        if self.stale_term(term) {
+            let newest = self.cache.newest_term;
+            tracing::warn!(
+                cluster = %self.cluster, term, member_term = newest,
+                "write refused as stale: the member carries a newer term than this leader's; stepping down"
+            );
+            self.metrics.stale_write_refused(&self.cluster);
+            self.leadership.step_down(&format!(
+                "{}: a write in term {term} was refused, the member carries term {newest}",
+                self.cluster
+            ));
             return Err(WriteError::NotLeader(term));
         }
         Ok(())
     }
 }
+
+/// The highest term a leader can hold: `spec.leaseTransitions` is an int32.
+const MAX_TERM: u64 = i32::MAX as u64;
 
 impl Handler<WriteStatefulSet> for ClusterWatcher {
     type Result = ResponseActFuture<Self, Result<StsRecord, WriteError>>;
@@ -801,6 +835,9 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
     fn handle(&mut self, msg: WriteStatefulSet, _: &mut Self::Context) -> Self::Result {
         if let Err(e) = self.check_term(msg.term) {
             return Box::pin(fut::ready(Err(e)));
+        }
+        if !msg.dry_run {
+            self.note_write(msg.term, &msg.key);
         }
         let kind = msg.kind;
         let api: Api<DynamicObject> =
@@ -1169,7 +1206,7 @@ impl Handler<ReleaseClaims> for ClusterWatcher {
 }
 
 impl Handler<AdoptClaims> for ClusterWatcher {
-    type Result = ResponseActFuture<Self, Result<(), WriteError>>;
+    type Result = ResponseActFuture<Self, Result<Vec<(String, Option<String>)>, WriteError>>;
 
     fn handle(&mut self, msg: AdoptClaims, _: &mut Self::Context) -> Self::Result {
         if let Err(e) = self.check_term(msg.term) {
@@ -1182,6 +1219,7 @@ impl Handler<AdoptClaims> for ClusterWatcher {
             let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &msg.namespace);
             let pvs: Api<PersistentVolume> = Api::all(client);
             let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
+            let mut retired = Vec::new();
             for (pv, pvc) in &msg.objects {
                 let volume = pv.name_any();
                 if pvs.get_opt(&volume).await.map_err(|e| write_error(&cluster, e))?.is_none() {
@@ -1195,25 +1233,37 @@ impl Handler<AdoptClaims> for ClusterWatcher {
                     }
                     Some(there)
                         if there.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == Some(volume.as_str()) => {}
+                    // A claim of that name for another volume is stale: the ordinal ran
+                    // elsewhere since (a failover re-homed it onto a fresh claim, or it left
+                    // with storage: Detached). It must never bind again: it is retired (its
+                    // volume kept) and the handed-over claim takes its place once it is gone.
                     Some(there) => {
-                        return Err(WriteError::Refused {
-                            cluster: cluster.clone(),
-                            code: 409,
-                            message: format!(
-                                "PersistentVolumeClaim {} already exists there for another volume ({}); the handed-over \
-                                 volume {volume} cannot take its place",
-                                there.name_any(),
-                                there
-                                    .spec
-                                    .as_ref()
-                                    .and_then(|s| s.volume_name.clone())
-                                    .unwrap_or_else(|| "none yet".into())
-                            ),
-                        });
+                        let name = there.name_any();
+                        if there.metadata.deletion_timestamp.is_none() {
+                            let old = retire_claim(&pvcs, &pvs, &there, true, &cluster, &metrics).await?;
+                            tracing::warn!(
+                                cluster = %cluster, claim = %name, volume = ?old, handed_over = %volume,
+                                "stale claim retired in the destination of a storage handover; its volume is kept"
+                            );
+                            retired.push((name.clone(), old));
+                        }
+                        match pvcs.create(&pp, pvc).await {
+                            Ok(_) => metrics.member_write(&cluster, "PersistentVolumeClaim"),
+                            Err(kube::Error::Api(e)) if e.code == 409 => {
+                                return Err(WriteError::Unavailable {
+                                    cluster: cluster.clone(),
+                                    message: format!(
+                                        "stale PersistentVolumeClaim {name} is still being deleted; the handed-over \
+                                         claim for volume {volume} is created once it is gone"
+                                    ),
+                                });
+                            }
+                            Err(e) => return Err(write_error(&cluster, e)),
+                        }
                     }
                 }
             }
-            Ok(())
+            Ok(retired)
         };
         Box::pin(work.into_actor(self).map(|res, act, _| {
             if res.is_ok() {
@@ -1222,6 +1272,71 @@ impl Handler<AdoptClaims> for ClusterWatcher {
             res
         }))
     }
+}
+
+impl Handler<RetireClaims> for ClusterWatcher {
+    type Result = ResponseActFuture<Self, Result<Vec<(String, Option<String>)>, WriteError>>;
+
+    fn handle(&mut self, msg: RetireClaims, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.check_term(msg.term) {
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let client = self.client.clone();
+        let cluster = self.cluster.clone();
+        let metrics = self.metrics.clone();
+        let work = async move {
+            let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &msg.namespace);
+            let pvs: Api<PersistentVolume> = Api::all(client);
+            let mut retired = Vec::new();
+            for name in &msg.claims {
+                let Some(pvc) = pvcs.get_opt(name).await.map_err(|e| write_error(&cluster, e))? else { continue };
+                if pvc.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                let volume = retire_claim(&pvcs, &pvs, &pvc, msg.keep_volume, &cluster, &metrics).await?;
+                retired.push((name.clone(), volume));
+            }
+            Ok(retired)
+        };
+        Box::pin(work.into_actor(self).map(|res, act, _| {
+            if res.is_ok() {
+                act.contact_ok();
+            }
+            res
+        }))
+    }
+}
+
+/// Deletes the claim `pvc` (the very object read: a uid precondition), setting its volume to
+/// Retain first when `keep_volume`; a claim already gone counts as deleted. Answers its volume.
+async fn retire_claim(
+    pvcs: &Api<PersistentVolumeClaim>,
+    pvs: &Api<PersistentVolume>,
+    pvc: &PersistentVolumeClaim,
+    keep_volume: bool,
+    cluster: &str,
+    metrics: &Metrics,
+) -> Result<Option<String>, WriteError> {
+    let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
+    if keep_volume
+        && let Some(v) = &volume
+        && pvs.get_opt(v).await.map_err(|e| write_error(cluster, e))?.is_some()
+    {
+        let retain = serde_json::json!({"spec": {"persistentVolumeReclaimPolicy": "Retain"}});
+        let pp = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        pvs.patch(v, &pp, &Patch::Merge(&retain)).await.map_err(|e| write_error(cluster, e))?;
+        metrics.member_write(cluster, "PersistentVolume");
+    }
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions { uid: pvc.uid(), resource_version: None }),
+        ..Default::default()
+    };
+    match pvcs.delete(&pvc.name_any(), &dp).await {
+        Ok(_) => metrics.member_write(cluster, "PersistentVolumeClaim"),
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(write_error(cluster, e)),
+    }
+    Ok(volume)
 }
 
 #[cfg(test)]
@@ -1249,5 +1364,42 @@ mod tests {
             release_patch(&msg(vec!["example.com/users-own".into()]))["spec"]["schedulingGates"],
             serde_json::json!([{"name": "example.com/users-own"}])
         );
+    }
+
+    fn watcher(leadership: Leadership, metrics: Arc<Metrics>) -> ClusterWatcher {
+        // Nothing is sent: the client only has to exist.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+        let client = Client::try_from(config).expect("a client");
+        ClusterWatcher::new("east".into(), "context \"east\"".into(), client.clone(), client, leadership, metrics, {
+            Synced::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn a_write_refused_as_stale_is_counted_and_the_writer_steps_down() {
+        // Issue 19, item 15: a leader whose term is below what a member carries (seen before
+        // its term began) used to have every write refused with a debug line only.
+        let leadership = Leadership::fixed(1);
+        let metrics = Arc::new(Metrics::new());
+        let mut w = watcher(leadership.clone(), metrics.clone());
+        w.cache.newest_term = 5;
+        assert_eq!(w.check_term(1), Err(WriteError::NotLeader(1)));
+        assert_eq!(leadership.term(), None, "it stepped down, so that the elector takes a term above 5");
+        let text = metrics.render();
+        assert!(
+            text.contains("spanset_stale_writes_refused_total{cluster=\"east\"} 1"),
+            "the refusal is counted:\n{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_write_in_the_member_s_own_term_goes_ahead() {
+        let leadership = Leadership::fixed(5);
+        let metrics = Arc::new(Metrics::new());
+        let mut w = watcher(leadership.clone(), metrics);
+        w.cache.newest_term = 5;
+        assert_eq!(w.check_term(5), Ok(()));
+        assert_eq!(w.check_term(4), Err(WriteError::NotLeader(4)), "not this process's term");
+        assert_eq!(leadership.term(), Some(5));
     }
 }

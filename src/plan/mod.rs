@@ -48,6 +48,13 @@ pub fn stall_message(d: &Desired, in_flight: &Ordinals) -> String {
 /// `moving` is the set of ordinals recorded as moving (the durable `status.moves`). Costs the
 /// number of clusters times the number of ranges in their sets, whatever the ordinals.
 pub fn plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Plan, PlanError> {
+    plan_parked(d, obs, moving, &Ordinals::new())
+}
+
+/// [`plan`], with the ordinals recorded as landing in a neighbour (`status.moves` phase
+/// `Parked`, see [`steps::next_steps`]): they count against `maxConcurrentMoves` until Ready
+/// there, and are no move a plan may release again meanwhile.
+pub fn plan_parked(d: &Desired, obs: &Observed, moving: &Ordinals, parked: &Ordinals) -> Result<Plan, PlanError> {
     let errs = validate(d);
     if !errs.is_empty() {
         return Err(PlanError::Invalid(errs));
@@ -56,7 +63,7 @@ pub fn plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Plan, Plan
     let members = members::members(d, obs, &slices);
     let holders = steps::Holders::new(&members);
     let in_flight = steps::in_flight(&members, &holders, moving);
-    let (steps, stalled) = steps::next_steps(d, &members, &holders, &in_flight);
+    let (steps, stalled) = steps::next_steps(d, &members, &holders, &in_flight, parked);
     let all_written = members.iter().filter(|m| m.observed).all(|m| {
         (!m.obs.reachable && m.obs.fenced) || m.target.as_ref().map_or(m.written.is_empty(), |t| m.written == *t)
     });
@@ -71,6 +78,18 @@ pub fn plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Plan, Plan
         done,
         stalled,
     })
+}
+
+/// The ordinals a step parks in a neighbour: a grow of ordinals outside that cluster's target
+/// (see [`steps::next_steps`]). Once running there they are no longer moving.
+pub fn parked_by(p: &Plan, step: &Step) -> Ordinals {
+    match step {
+        Step::Grow { cluster, acquires, .. } => {
+            let target = p.target.iter().find(|(c, _)| c == cluster).map(|(_, t)| t.ordinals()).unwrap_or_default();
+            acquires - &target
+        }
+        Step::Shrink { .. } => Ordinals::new(),
+    }
 }
 
 /// Applies a step to an observation as a cooperating member would: the spec changes, then
@@ -122,6 +141,7 @@ pub fn plan_to_completion(d: &Desired, obs: &Observed) -> Result<(Plan, Vec<Step
             if let Step::Shrink { releases, .. } = s {
                 moving |= releases & &placed;
             }
+            moving = &moving - &parked_by(&p, s);
             cooperate(&mut obs, s);
             all.push(s.clone());
         }

@@ -197,23 +197,117 @@ fn release_ends(written: &Ordinals, keep: &Ordinals, free: &Ordinals, next: &Ord
     out
 }
 
-/// Computes the shrinks and grows that are safe now.
-/// `members` is the plan's [`Member`] list: the placement's clusters first, in placement order.
+/// Computes the shrinks and grows that are safe now, and whether the plan is stalled by the
+/// limit (see [`super::Plan::stalled`]). `members` is the plan's [`Member`] list: the
+/// placement's clusters first, in placement order. `parked` are ordinals landing in a
+/// neighbour (see below): they count against the limit but are no move to release.
 ///
 /// Liveness: apps/v1 slices can cross each other (after partitions and spec edits), so that no
 /// ordinal any cluster must give up can be taken next by its destination. Then, with nothing
 /// in flight that its destination could take by waiting, one such ordinal is released anyway,
 /// within `maxConcurrentMoves` (the limit holds at every instant: it is what operators bound
-/// disruption with); its destination takes it once the slices in its way have moved.
-/// Answers the steps, and whether the plan is stalled by the limit (see [`super::Plan::stalled`]).
-pub fn next_steps(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> (Vec<Step>, bool) {
-    let (steps, waiting_helps) = next_steps_with(d, members, holders, moving, false);
+/// disruption with); its destination takes it once the slices in its way have moved. When the
+/// moves in flight fill the limit and none can land (a spec edit retargeted them), one of them
+/// lands in a neighbour that can take it next instead — it is *parked* there, its pod running
+/// again — so that the limit frees up for the moves in its way; it moves on later like any
+/// misplaced ordinal. Only when no neighbour can take one is the plan stalled.
+pub fn next_steps(
+    d: &Desired,
+    members: &[Member<'_>],
+    holders: &Holders<'_>,
+    moving: &Ordinals,
+    parked: &Ordinals,
+) -> (Vec<Step>, bool) {
+    let (steps, waiting_helps) = next_steps_with(d, members, holders, moving, parked, false);
     if !steps.is_empty() || waiting_helps {
         return (steps, false);
     }
-    let steps = next_steps_with(d, members, holders, moving, true).0;
-    let stalled = steps.is_empty() && !moving.is_empty() && moving.len() >= u64::from(d.max_concurrent_moves);
-    (steps, stalled)
+    let in_flight = moving.len() + parked.len();
+    let room = in_flight < u64::from(d.max_concurrent_moves);
+    if room && let Some(step) = detour(d, members) {
+        return (vec![step], false);
+    }
+    let steps = next_steps_with(d, members, holders, moving, parked, true).0;
+    if !steps.is_empty() || moving.is_empty() || room {
+        return (steps, false);
+    }
+    match landing(d, members, holders, moving) {
+        Some(step) => (vec![step], false),
+        None => (steps, true),
+    }
+}
+
+/// The placement index of the cluster whose target holds `k`, if any.
+fn target_index(members: &[Member<'_>], k: Ordinal) -> Option<usize> {
+    members.iter().position(|m| m.target.as_ref().is_some_and(|t| t.contains(k)))
+}
+
+/// Placement members that could take `k` next as a neighbour: observed, reachable, unfenced,
+/// compatible, with an apps/v1 slice that `k` extends at one end and room under `maxReplicas`.
+fn neighbours<'m>(d: &Desired, members: &'m [Member<'m>], k: Ordinal) -> impl Iterator<Item = usize> + 'm {
+    let max = d.clusters.iter().map(|c| u64::from(c.max_replicas.unwrap_or(u32::MAX))).collect::<Vec<_>>();
+    (0..members.len().min(d.clusters.len())).filter(move |&i| {
+        let (m, w) = (&members[i], &members[i].written);
+        let usable = m.observed && m.obs.reachable && !m.obs.fenced && m.obs.compatible;
+        let adjacent = match (w.first(), w.last()) {
+            (Some(lo), Some(hi)) => lo.checked_sub(1) == Some(k) || hi.checked_add(1) == Some(k),
+            _ => false,
+        };
+        usable && adjacent && w.len() < max[i]
+    })
+}
+
+/// Stuck (no ordinal can go straight to its target): a release from the end of a slice that a
+/// neighbour strictly closer to the ordinal's target (in placement order) can take next. The
+/// sum over ordinals of the distance from holder to target falls with every such detour, so
+/// detours end; [`landing`] then puts the ordinal in the closest such neighbour.
+fn detour(d: &Desired, members: &[Member<'_>]) -> Option<Step> {
+    if d.backend != Backend::StatefulSet {
+        return None;
+    }
+    let range = sets::run(d.start, d.replicas);
+    for (h, m) in members.iter().enumerate() {
+        let (o, w) = (&m.obs, &m.written);
+        if !m.observed || !o.reachable || o.fenced {
+            continue;
+        }
+        for k in [w.last(), w.first()].into_iter().flatten() {
+            if m.target.as_ref().is_some_and(|t| t.contains(k)) || !range.contains(k) {
+                continue;
+            }
+            let Some(t) = target_index(members, k) else { continue };
+            let closer = |x: usize| x != h && x.abs_diff(t) < h.abs_diff(t);
+            // The neighbour must extend its slice over k once h has let k go.
+            if neighbours(d, members, k).any(closer) {
+                let releases: Ordinals = std::iter::once(k).collect();
+                let to = Slice::from_ordinals(&(w - &releases));
+                return Some(Step::Shrink { cluster: m.name.to_string(), to, releases });
+            }
+        }
+    }
+    None
+}
+
+/// Where an ordinal in flight that no cluster holds can land now, if anywhere: the neighbour
+/// ([`neighbours`]) closest to its target in placement order (the first of equals), if the
+/// ordinal is free for it (the at-most-one rule's condition).
+fn landing(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> Option<Step> {
+    if d.backend != Backend::StatefulSet {
+        return None;
+    }
+    let held: Ordinals = members.iter().filter(|m| counts(&m.obs)).flat_map(|m| m.written.ranges()).collect();
+    for k in (moving - &held).iter() {
+        let Some(t) = target_index(members, k) else { continue };
+        let one: Ordinals = std::iter::once(k).collect();
+        let best = neighbours(d, members, k)
+            .filter(|&i| holders.free_for(&one, i).contains(k))
+            .min_by_key(|&i| (i.abs_diff(t), i));
+        if let Some(i) = best {
+            let to = Slice::from_ordinals(&(&members[i].written | &one));
+            return Some(Step::Grow { cluster: members[i].name.to_string(), to, acquires: one });
+        }
+    }
+    None
 }
 
 fn next_steps_with(
@@ -221,6 +315,7 @@ fn next_steps_with(
     members: &[Member<'_>],
     holders: &Holders<'_>,
     moving: &Ordinals,
+    parked: &Ordinals,
     stuck: bool,
 ) -> (Vec<Step>, bool) {
     let contiguous_backend = d.backend == Backend::StatefulSet;
@@ -228,7 +323,7 @@ fn next_steps_with(
     let next = if stuck { Ordinals::universe() } else { taken_next(d, members) };
     // Some move in flight can land where it goes once confirmations and readiness arrive.
     let waiting_helps = !(moving.ranges() & next.ranges()).is_empty();
-    let mut budget = u64::from(d.max_concurrent_moves).saturating_sub(moving.len());
+    let mut budget = u64::from(d.max_concurrent_moves).saturating_sub(moving.len() + parked.len());
     if stuck {
         budget = budget.min(1);
     }

@@ -47,7 +47,7 @@ pub fn plan(d: &Desired, obs: &Observed, moving: &BTreeSet<Ordinal>) -> Result<P
     let target: Vec<(String, Slice)> = slices.into_iter().map(|(i, s)| (d.clusters[i].name.clone(), s)).collect();
     let targets: BTreeMap<String, BTreeSet<Ordinal>> = target.iter().map(|(n, s)| (n.clone(), s.ordinals())).collect();
     let in_flight = steps::in_flight(&targets, obs, moving);
-    let (steps, stalled) = steps::next_steps(d, obs, &targets, &in_flight);
+    let (steps, stalled) = steps::next_steps(d, obs, &targets, &in_flight, &BTreeSet::new());
     let all_written = obs.iter().all(|(n, o)| {
         o.written.ordinals() == targets.get(n).cloned().unwrap_or_default() || (!o.reachable && o.fenced)
     });
@@ -112,6 +112,13 @@ pub fn plan_to_completion(d: &Desired, obs: &Observed) -> Result<(Plan, Vec<Step
                 moving.extend(
                     releases.iter().copied().filter(|k| p.target.iter().any(|(_, t)| t.ordinals().contains(k))),
                 );
+            }
+            // An ordinal parked in a neighbour is no longer moving once it runs there.
+            if let Step::Grow { cluster, acquires, .. } = s {
+                let target = p.target.iter().find(|(c, _)| c == cluster).map(|(_, t)| t.ordinals()).unwrap_or_default();
+                for k in acquires.iter().filter(|k| !target.contains(k)) {
+                    moving.remove(k);
+                }
             }
             cooperate(&mut obs, s);
             all.push(s.clone());

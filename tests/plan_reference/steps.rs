@@ -115,14 +115,116 @@ pub fn next_steps(
     obs: &Observed,
     targets: &BTreeMap<String, BTreeSet<Ordinal>>,
     moving: &BTreeSet<Ordinal>,
+    parked: &BTreeSet<Ordinal>,
 ) -> (Vec<Step>, bool) {
-    let (steps, waiting_helps) = next_steps_with(d, obs, targets, moving, false);
+    let (steps, waiting_helps) = next_steps_with(d, obs, targets, moving, parked, false);
     if !steps.is_empty() || waiting_helps {
         return (steps, false);
     }
-    let steps = next_steps_with(d, obs, targets, moving, true).0;
-    let stalled = steps.is_empty() && !moving.is_empty() && moving.len() >= d.max_concurrent_moves as usize;
-    (steps, stalled)
+    let room = moving.len() + parked.len() < d.max_concurrent_moves as usize;
+    if room && let Some(step) = detour(d, obs, targets) {
+        return (vec![step], false);
+    }
+    let steps = next_steps_with(d, obs, targets, moving, parked, true).0;
+    if !steps.is_empty() || moving.is_empty() || room {
+        return (steps, false);
+    }
+    match landing(d, obs, targets, moving) {
+        Some(step) => (vec![step], false),
+        None => (steps, true),
+    }
+}
+
+/// The placement clusters in order, then the observed ones the placement no longer lists.
+fn member_names(d: &Desired, obs: &Observed) -> Vec<String> {
+    let mut names: Vec<String> = d.clusters.iter().map(|c| c.name.clone()).collect();
+    names.extend(obs.keys().filter(|n| !d.clusters.iter().any(|c| &c.name == *n)).cloned());
+    names
+}
+
+fn target_index(names: &[String], targets: &BTreeMap<String, BTreeSet<Ordinal>>, k: Ordinal) -> Option<usize> {
+    names.iter().position(|n| targets.get(n).is_some_and(|t| t.contains(&k)))
+}
+
+/// Placement members whose slice `k` extends at one end, usable and with room.
+fn neighbours(d: &Desired, obs: &Observed, k: Ordinal) -> Vec<usize> {
+    (0..d.clusters.len())
+        .filter(|&i| {
+            let c = &d.clusters[i];
+            let Some(o) = obs.get(&c.name) else { return false };
+            let w = o.written.ordinals();
+            let adjacent = match (w.first(), w.last()) {
+                (Some(&lo), Some(&hi)) => lo.checked_sub(1) == Some(k) || hi.checked_add(1) == Some(k),
+                _ => false,
+            };
+            o.reachable
+                && !o.fenced
+                && o.compatible
+                && adjacent
+                && (w.len() as u64) < u64::from(c.max_replicas.unwrap_or(u32::MAX))
+        })
+        .collect()
+}
+
+/// Kept in step with the range planner: stuck, a release from a slice's end that a neighbour
+/// strictly closer to the ordinal's target can take next.
+fn detour(d: &Desired, obs: &Observed, targets: &BTreeMap<String, BTreeSet<Ordinal>>) -> Option<Step> {
+    if d.backend != Backend::StatefulSet {
+        return None;
+    }
+    let names = member_names(d, obs);
+    let in_range = |k: Ordinal| k >= d.start && u64::from(k) < u64::from(d.start) + u64::from(d.replicas);
+    for (h, name) in names.iter().enumerate() {
+        let Some(o) = obs.get(name) else { continue };
+        if !o.reachable || o.fenced {
+            continue;
+        }
+        let w = o.written.ordinals();
+        for k in [w.last().copied(), w.first().copied()].into_iter().flatten() {
+            if targets.get(name).is_some_and(|t| t.contains(&k)) || !in_range(k) {
+                continue;
+            }
+            let Some(t) = target_index(&names, targets, k) else { continue };
+            if neighbours(d, obs, k).into_iter().any(|x| x != h && x.abs_diff(t) < h.abs_diff(t)) {
+                let mut to = w.clone();
+                to.remove(&k);
+                return Some(Step::Shrink { cluster: name.clone(), to: Slice::from_ordinals(&to), releases: vec![k] });
+            }
+        }
+    }
+    None
+}
+
+/// Kept in step with the range planner: an ordinal in flight that no cluster holds lands in the
+/// first placement member whose slice it extends at one end, with room, and for which it is free.
+fn landing(
+    d: &Desired,
+    obs: &Observed,
+    targets: &BTreeMap<String, BTreeSet<Ordinal>>,
+    moving: &BTreeSet<Ordinal>,
+) -> Option<Step> {
+    if d.backend != Backend::StatefulSet {
+        return None;
+    }
+    let names = member_names(d, obs);
+    let holders = Holders::new(obs).with_unobserved(d.clusters.iter().map(|c| c.name.as_str()), obs);
+    for &k in moving {
+        if holders.written_by_other(k, "") {
+            continue;
+        }
+        let Some(t) = target_index(&names, targets, k) else { continue };
+        let best = neighbours(d, obs, k)
+            .into_iter()
+            .filter(|&i| holders.free_for(k, &d.clusters[i].name))
+            .min_by_key(|&i| (i.abs_diff(t), i));
+        if let Some(i) = best {
+            let c = &d.clusters[i];
+            let mut to = obs[&c.name].written.ordinals();
+            to.insert(k);
+            return Some(Step::Grow { cluster: c.name.clone(), to: Slice::from_ordinals(&to), acquires: vec![k] });
+        }
+    }
+    None
 }
 
 fn next_steps_with(
@@ -130,6 +232,7 @@ fn next_steps_with(
     obs: &Observed,
     targets: &BTreeMap<String, BTreeSet<Ordinal>>,
     moving: &BTreeSet<Ordinal>,
+    parked: &BTreeSet<Ordinal>,
     stuck: bool,
 ) -> (Vec<Step>, bool) {
     let contiguous_backend = d.backend == Backend::StatefulSet;
@@ -160,7 +263,7 @@ fn next_steps_with(
     let holders = Holders::new(obs).with_unobserved(d.clusters.iter().map(|c| c.name.as_str()), obs);
     // Some move in flight can land where it goes once confirmations and readiness arrive.
     let waiting_helps = moving.iter().any(takes_next);
-    let mut budget = (d.max_concurrent_moves as usize).saturating_sub(moving.len());
+    let mut budget = (d.max_concurrent_moves as usize).saturating_sub(moving.len() + parked.len());
     // Liveness within the limit: stuck, one move may start if the limit leaves room.
     if stuck {
         budget = budget.min(1);

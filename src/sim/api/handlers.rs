@@ -41,7 +41,8 @@ const OPENAPI_V2_TYPE: &str = "application/com.github.proto-openapi.spec.v2.v1.0
 
 /// Answers one request.
 pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Request<Incoming>) -> Response<Body> {
-    if let Some(resp) = injected_fault(&cluster).await {
+    let request = format!("{} {}", req.method(), req.uri().path());
+    if let Some(resp) = injected_fault(&cluster, &request).await {
         return resp;
     }
     let (parts, body) = req.into_parts();
@@ -104,10 +105,11 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
     }
 }
 
-/// Applies the cluster's injected faults to a request: waits out a hang, adds latency, and
-/// answers with an injected error when one is drawn.
-async fn injected_fault(cluster: &Cluster) -> Option<Response<Body>> {
-    cluster.faults.wait_while_hung().await;
+/// Applies the cluster's injected faults to a request (`METHOD PATH`): waits out a hang
+/// (listed among the held requests meanwhile), adds latency, and answers with an injected
+/// error when one is drawn.
+async fn injected_fault(cluster: &Cluster, request: &str) -> Option<Response<Body>> {
+    cluster.faults.hold_while_hung(request).await;
     let latency = cluster.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;

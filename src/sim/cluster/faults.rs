@@ -77,6 +77,22 @@ pub struct Faults {
     returned: Mutex<Vec<(String, Outage)>>,
     /// Pods whose readiness probe is forced, by namespace and name.
     pod_ready: Mutex<BTreeMap<(String, String), bool>>,
+    /// Requests a hang holds now (`METHOD PATH`), by arrival number: what a hung member will
+    /// still serve when it heals (a write in flight), for tests to see.
+    held: Mutex<BTreeMap<u64, String>>,
+    arrivals: AtomicU64,
+}
+
+/// Removes a held request from the list when it is served or its connection goes.
+struct Held<'a> {
+    faults: &'a Faults,
+    id: u64,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.faults.held.lock().remove(&self.id);
+    }
 }
 
 impl Faults {
@@ -93,6 +109,8 @@ impl Faults {
             nodes_down: Mutex::new(BTreeMap::new()),
             returned: Mutex::new(Vec::new()),
             pod_ready: Mutex::new(BTreeMap::new()),
+            held: Mutex::new(BTreeMap::new()),
+            arrivals: AtomicU64::new(0),
         }
     }
 
@@ -126,6 +144,23 @@ impl Faults {
     pub async fn wait_while_hung(&self) {
         let mut rx = self.subscribe();
         let _ = rx.wait_for(|p| *p != Partition::Hang).await;
+    }
+
+    /// Like [`Faults::wait_while_hung`], listing `request` (`METHOD PATH`) among the held
+    /// requests meanwhile (see [`Faults::held`]).
+    pub async fn hold_while_hung(&self, request: &str) {
+        if self.partition() != Partition::Hang {
+            return;
+        }
+        let id = self.arrivals.fetch_add(1, Ordering::SeqCst);
+        self.held.lock().insert(id, request.to_string());
+        let _held = Held { faults: self, id };
+        self.wait_while_hung().await;
+    }
+
+    /// The requests a hang holds now, oldest first, as `METHOD PATH`.
+    pub fn held(&self) -> Vec<String> {
+        self.held.lock().values().cloned().collect()
     }
 
     /// Added delay per request.
@@ -251,8 +286,40 @@ impl Faults {
             "dropOrdinals": self.drops_ordinals(),
             "kruiseDropsOrdinals": self.kruise_drops_ordinals(),
             "nodesDown": self.nodes_down.lock().keys().cloned().collect::<Vec<_>>(),
+            "held": self.held(),
             "nodesPoweredOff": self.nodes_down.lock().iter().filter(|(_, o)| o.kind == NodeOutage::PoweredOff).map(|(n, _)| n.clone()).collect::<Vec<_>>(),
             "podReady": self.pod_ready.lock().iter().map(|((ns, p), r)| serde_json::json!({"namespace": ns, "pod": p, "ready": r})).collect::<Vec<_>>(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_hang_lists_the_requests_it_holds_until_they_are_served() {
+        let faults = Arc::new(Faults::new(1));
+        faults.hold_while_hung("GET /version").await;
+        assert!(faults.held().is_empty(), "no hang: served at once, never listed");
+        faults.set_partition(Partition::Hang);
+        let held = {
+            let faults = faults.clone();
+            tokio::spawn(async move {
+                faults.hold_while_hung("PUT /apis/apps/v1/namespaces/default/statefulsets/web").await
+            })
+        };
+        let mut rx = faults.subscribe();
+        while faults.held().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(faults.held(), vec!["PUT /apis/apps/v1/namespaces/default/statefulsets/web".to_string()]);
+        assert_eq!(faults.describe()["held"][0], "PUT /apis/apps/v1/namespaces/default/statefulsets/web");
+        faults.set_partition(Partition::None);
+        let _ = rx.wait_for(|p| *p == Partition::None).await;
+        held.await.unwrap();
+        assert!(faults.held().is_empty(), "served: no longer held");
     }
 }
