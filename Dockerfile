@@ -1,10 +1,13 @@
 # A static, non-root image of spanset (the controller and its tools in one binary).
 # Build: docker build -t ghcr.io/spanset/spanset:0.1.0 .
+# Built with --no-default-features: the production binary has neither the sandbox (feature
+# `sim`: the API simulator and the sim, sim-ctl, sandbox and drill cluster-loss commands) nor
+# the crash failpoints (feature `failpoints`, which an environment variable could trigger).
 FROM rust:1-alpine AS build
 RUN apk add --no-cache musl-dev
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --bin spanset \
+RUN cargo build --release --locked --no-default-features --bin spanset \
  && cp target/release/spanset /spanset
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -16,11 +16,14 @@ fn main() {
         logs.init();
     }
     let code = match cli.command {
+        #[cfg(feature = "sim")]
         Command::SimCtl(args) => cli::sim_ctl::run(args),
         Command::Plan(args) => cli::plan::run(args),
         Command::Crd(args) => cli::crd::run(args),
         Command::Run(args) => cli::run::run(args),
+        #[cfg(feature = "sim")]
         Command::Sandbox(args) => cli::sandbox::run(args),
+        #[cfg(feature = "sim")]
         Command::Sim(args) => runtime().block_on(cli::sim::run(args)),
         Command::Status(args) => runtime().block_on(cli::status::run(args)),
         Command::Fence(args) => runtime().block_on(cli::fence::run_fence(args)),

@@ -161,9 +161,22 @@ async fn a_member_edited_scaled_or_deleted_by_hand_is_reverted() {
     f.create(&example(&f.members)).await;
     f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3)], "initial slices").await;
     let west: Api<StatefulSet> = Api::namespaced(f.member("west").await, "default");
-    west.patch("redis", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"replicas": 1}})))
-        .await
-        .expect("scaled by hand");
+    let scale = serde_json::json!({"spec": {"replicas": 1}});
+    if f.sandbox.controller_kubeconfig.is_some() {
+        // The members' guards (installed by `spanset join`) refuse the hand edit at the door;
+        // an administrator who lifts them (deletes their bindings) still sees spanset revert.
+        let e = west.patch("redis", &PatchParams::default(), &Patch::Merge(&scale)).await.unwrap_err();
+        assert!(
+            matches!(&e, kube::Error::Api(s) if s.code == 403 && s.message.contains("ValidatingAdmissionPolicy 'spanset-owner'")),
+            "the guard refused the hand scale: {e}"
+        );
+        let bindings: Api<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding> =
+            Api::all(f.member("west").await);
+        for b in ["spanset-owner", "spanset-owner-scale"] {
+            bindings.delete(b, &DeleteParams::default()).await.expect("guard lifted");
+        }
+    }
+    west.patch("redis", &PatchParams::default(), &Patch::Merge(&scale)).await.expect("scaled by hand");
     f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3)], "scale reverted").await;
     let east: Api<StatefulSet> = Api::namespaced(f.member("east").await, "default");
     east.delete("redis", &DeleteParams::default()).await.expect("deleted by hand");

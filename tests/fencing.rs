@@ -24,12 +24,13 @@ use spanset::{
     },
     plan::Slice,
 };
-use support::federation::{Controller, Federation, client_for};
+use support::federation::{Controller, Federation};
 
 #[actix::test]
 async fn a_stale_leaders_write_is_refused_with_409_and_it_steps_down_on_seeing_the_newer_term() {
     let f = Federation::start(&["east"]).await;
-    let east = client_for(&f.sandbox.kubeconfig, "east").await;
+    // Both leaders write as spanset's member identity, as they do in production.
+    let east = f.spanset_identity("east").await;
     let stale = Leadership::fixed(1);
     let watcher = ClusterWatcher::new(
         "east".into(),

@@ -11,6 +11,12 @@
 //! it and no two shipped rules grant the same verb on the same resource, removing any rule
 //! refuses the request that used it; one removal is shown end to end, ending in a condition
 //! that names the missing permission.
+//!
+//! The members also guard themselves (`deploy/member/admission.yaml`, installed by `spanset
+//! join`): the run above passes every guard (a refusal by a policy is audited as a refusal), and
+//! each guard is shown refusing what it must — a hand edit or scale of spanset's StatefulSet, a
+//! write of spanset's identity with a stale term, and spanset's identity writing outside what
+//! it manages (a Service in kube-system, an unlabelled ConfigMap, a user's Secret).
 
 mod support;
 
@@ -280,6 +286,10 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     })
     .await;
 
+    // The guards were there all along.
+    let policies: Api<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding> =
+        Api::all(client_for(&f.sandbox.kubeconfig, "east").await);
+    assert_eq!(policies.list(&Default::default()).await.unwrap().items.len(), 6, "the member's guards are bound");
     let records = audit(&f.sandbox, &["host", "east", "west"]);
     let ours = |r: &&Value| {
         let u = r["user"].as_str().unwrap_or("");
@@ -377,4 +387,103 @@ async fn a_missing_member_permission_ends_in_a_condition_that_names_it() {
     );
     let east = f.member("east").await;
     assert!(Api::<StatefulSet>::namespaced(east, "shop").get_opt("cart").await.unwrap().is_none(), "nothing written");
+}
+
+/// The refusal of a write by a guard: 403, naming the policy and its binding.
+fn guarded<T: std::fmt::Debug>(r: Result<T, kube::Error>, policy: &str) -> String {
+    match r {
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            let head = format!("ValidatingAdmissionPolicy '{policy}' with binding '{policy}' denied request: ");
+            assert!(s.message.contains(&head), "refused by {policy}: {}", s.message);
+            s.message
+        }
+        other => panic!("expected {policy} to refuse, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_member_guard_refuses_what_it_must() {
+    let mut f = Federation::start_secure(&["east"]).await;
+    // Refusals of spanset's identity are provoked here; they are checked below, one by one.
+    f.refusals_expected = true;
+    let _c = Controller::start(&f.sandbox, "controller");
+    let mut redis = f.placing("redis", &["east"]);
+    redis.spec.replicas = 1;
+    f.create(&redis).await;
+    f.wait_settled("redis", &[("east", 0, 1)], "placed").await;
+    let admin = f.member("east").await;
+    let spanset = f.spanset_identity("east").await;
+    let sets = |c: &Client| Api::<StatefulSet>::namespaced(c.clone(), "default");
+
+    // (a) Nobody but spanset changes spanset's StatefulSet: spec, scale, or spanset's stamps.
+    let pp = PatchParams::default();
+    let m = guarded(
+        sets(&admin).patch("redis", &pp, &Patch::Merge(json!({"spec": {"replicas": 3}}))).await,
+        "spanset-owner",
+    );
+    assert!(m.contains("is owned by spanset (FederatedStatefulSet default/redis in the host cluster)"), "{m}");
+    guarded(
+        sets(&admin).patch_scale("redis", &pp, &Patch::Merge(json!({"spec": {"replicas": 3}}))).await,
+        "spanset-owner-scale",
+    );
+    let stamp = json!({"metadata": {"annotations": {"spanset.dev/term": "999"}}});
+    guarded(sets(&admin).patch("redis", &pp, &Patch::Merge(&stamp)).await, "spanset-owner");
+    sets(&admin)
+        .patch("redis", &pp, &Patch::Merge(json!({"metadata": {"labels": {"team": "db"}}})))
+        .await
+        .expect("the user's own labels stay the user's");
+
+    // (b) spanset's identity writing below the stored term (a stale leader's late write).
+    let mut stale = sets(&spanset).get("redis").await.unwrap();
+    let term = stale.metadata.annotations.as_ref().unwrap()["spanset.dev/term"].clone();
+    stale.metadata.annotations.as_mut().unwrap().insert("spanset.dev/term".into(), "0".into());
+    let m = guarded(sets(&spanset).replace("redis", &PostParams::default(), &stale).await, "spanset-member-term");
+    assert!(m.contains(&format!("stamped with spanset.dev/term {term} and this write carries term 0")), "{m}");
+
+    // (c) spanset's identity writes only what spanset manages, never in kube-system.
+    let svc: Service =
+        serde_json::from_value(json!({"metadata": {"name": "kube-dns"}, "spec": {"ports": [{"port": 53}]}})).unwrap();
+    Api::<Service>::namespaced(admin.clone(), "kube-system").create(&PostParams::default(), &svc).await.unwrap();
+    let m = guarded(
+        Api::<Service>::namespaced(spanset.clone(), "kube-system").delete("kube-dns", &DeleteParams::default()).await,
+        "spanset-member-scope",
+    );
+    assert!(m.ends_with("writes nothing in namespace kube-system"), "{m}");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "not-ours"}, "data": {"k": "v"}})).unwrap();
+    guarded(
+        Api::<ConfigMap>::namespaced(spanset.clone(), "default").create(&PostParams::default(), &cm).await,
+        "spanset-member-scope",
+    );
+    let users: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "users"}, "stringData": {"k": "v"}})).unwrap();
+    let secrets = |c: &Client| Api::<Secret>::namespaced(c.clone(), "default");
+    secrets(&admin).create(&PostParams::default(), &users).await.unwrap();
+    let mut taken = secrets(&admin).get("users").await.unwrap();
+    taken.string_data = Some([("k".to_string(), "spanset's now".to_string())].into());
+    let m = guarded(secrets(&spanset).replace("users", &PostParams::default(), &taken).await, "spanset-member-scope");
+    assert!(m.ends_with("UPDATE of secrets default/users refused"), "{m}");
+
+    // Each refusal is in the audit, naming its guard; spanset's controller met none.
+    let records = audit(&f.sandbox, &["east"]);
+    let denied: Vec<(String, String)> = records
+        .iter()
+        .filter_map(|r| Some((r["user"].as_str()?.to_string(), r.get("deniedBy")?.as_str()?.to_string())))
+        .collect();
+    let by = |p: &str| format!("ValidatingAdmissionPolicy '{p}' with binding '{p}'");
+    let member = "system:serviceaccount:spanset-system:spanset-member".to_string();
+    let admin_user = "kubernetes-admin".to_string();
+    assert_eq!(
+        denied,
+        vec![
+            (admin_user.clone(), by("spanset-owner")),
+            (admin_user.clone(), by("spanset-owner-scale")),
+            (admin_user, by("spanset-owner")),
+            (member.clone(), by("spanset-member-term")),
+            (member.clone(), by("spanset-member-scope")),
+            (member.clone(), by("spanset-member-scope")),
+            (member, by("spanset-member-scope")),
+        ]
+    );
+    assert_eq!(f.refused_requests().len(), 4, "only the provoked refusals of spanset's identity");
+    f.assert_ledger_clean();
 }

@@ -1,10 +1,12 @@
 //! spanset's API (group `spanset.dev`, version `v1alpha1`): the CRD types, their YAML, and the
 //! conversion of a FederatedStatefulSet into the planner's [`crate::plan::Desired`].
 
+mod example;
 mod federated_statefulset;
 mod member_cluster;
 mod strategy;
 
+pub use example::example;
 pub use federated_statefulset::*;
 pub use member_cluster::*;
 pub use strategy::*;

@@ -24,6 +24,11 @@ use serde_json::json;
 
 use crate::api::{FederatedStatefulSet, PlacementCluster};
 
+#[cfg(feature = "sim")]
+mod loss;
+#[cfg(feature = "sim")]
+pub use loss::{LossArgs, LossReport, cluster_loss};
+
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -48,46 +53,8 @@ pub enum Drill {
     Evacuate(EvacuateArgs),
     /// Sandbox only: kill a member for real (its nodes, then its API), fence it (Manual) or
     /// wait for the automatic fence, re-home, heal, check the shrink on return, unfence.
+    #[cfg(feature = "sim")]
     ClusterLoss(LossArgs),
-}
-
-/// Flags of `spanset drill cluster-loss`.
-#[derive(Debug, clap::Args)]
-pub struct LossArgs {
-    /// The member cluster to lose.
-    pub cluster: String,
-    /// The sandbox admin API (`admin:` line of `spanset sandbox` or `spanset sim`).
-    #[arg(long, value_name = "URL")]
-    pub admin: String,
-    /// The federation, the host and the report.
-    #[command(flatten)]
-    pub on: DrillOn,
-}
-
-/// The cluster-loss drill's report: each stage's time and the ledger's verdict.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LossReport {
-    /// The federation.
-    pub federation: String,
-    /// The member lost.
-    pub cluster: String,
-    /// `Manual` or `Automatic`.
-    pub policy: String,
-    /// From the partition to the federation's `ClusterUnreachable` naming the member.
-    pub detection_seconds: f64,
-    /// From the partition to the member fenced (by the drill, or automatically).
-    pub fenced_seconds: f64,
-    /// From the fence to every replica Ready in the other members.
-    pub rehome_seconds: f64,
-    /// From the heal to the member's StatefulSet shrunk to nothing.
-    pub shrink_on_return_seconds: f64,
-    /// From the unfence to the federation settled with the member holding its share again.
-    pub back_seconds: f64,
-    /// The whole drill.
-    pub total_seconds: f64,
-    /// At-most-one violations the sandbox's ledger recorded over the whole run (must be none).
-    pub ledger_violations: Vec<String>,
 }
 
 /// Flags of `spanset drill evacuate`.
@@ -302,216 +269,6 @@ fn table(r: &Report) -> String {
     out
 }
 
-/// One admin API call, off the async threads.
-async fn admin(url: &str, method: &'static str, path: String) -> Result<String, String> {
-    let url = url.to_string();
-    tokio::task::spawn_blocking(move || super::sim_ctl::request(&url, method, &path))
-        .await
-        .map_err(|e| format!("admin request: {e}"))?
-}
-
-async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut cond: F) -> Result<f64, String>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<bool, String>>,
-{
-    let start = Instant::now();
-    eprintln!("waiting: {what}");
-    loop {
-        if cond().await? {
-            let secs = start.elapsed().as_secs_f64();
-            eprintln!("done: {what} ({secs:.1}s)");
-            return Ok(secs);
-        }
-        if start.elapsed() > timeout {
-            return Err(format!("{what}: not after {}s", timeout.as_secs()));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Runs the cluster-loss drill against a sandbox.
-pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport, String> {
-    use kube::api::DynamicObject;
-
-    use crate::{
-        api::{FailoverPolicy, MemberCluster},
-        controller::{events::Recorder, fencing, member::workload, supervisor::member_client},
-    };
-    let (ns, name) = parse_key(&args.on.fsts)?;
-    let api: Api<FederatedStatefulSet> = Api::namespaced(client.clone(), &ns);
-    let f = api.get_opt(&name).await.map_err(|e| format!("cannot read {ns}/{name}: {e}"))?;
-    let f = f.ok_or_else(|| format!("no FederatedStatefulSet {ns}/{name}"))?;
-    if !f.spec.placement.clusters.iter().any(|c| c.name == args.cluster) {
-        return Err(format!("{} is not in the placement of {ns}/{name}", args.cluster));
-    }
-    let automatic = f.spec.failover.policy == Some(FailoverPolicy::Automatic);
-    let replicas = f.spec.replicas;
-    let timeout = Duration::from_secs(args.on.timeout.max(1));
-    let cluster = args.cluster.as_str();
-    let mcs: Api<MemberCluster> = Api::all(client.clone());
-    let mc = mcs.get(cluster).await.map_err(|e| format!("cannot read MemberCluster {cluster}: {e}"))?;
-    let member = member_client(client, args.on.kubeconfig.as_deref(), &mc.spec).await?;
-    settle(&api, &name, "before", cluster, false, timeout).await?;
-    let started = Instant::now();
-
-    // Loss: its nodes die with their pods, then its API goes. The sandbox names the machines
-    // (spanset's member identity may not list Nodes, and needs not).
-    let clusters: serde_json::Value = serde_json::from_str(&admin(&args.admin, "GET", "/clusters".into()).await?)
-        .map_err(|e| format!("the admin API's cluster list: {e}"))?;
-    let nodes: Vec<String> = clusters["clusters"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["name"] == cluster)
-        .and_then(|c| c["nodes"].as_array())
-        .ok_or_else(|| format!("the sandbox at {} has no cluster {cluster}", args.admin))?
-        .iter()
-        .filter_map(|n| n.as_str().map(str::to_string))
-        .collect();
-    // A cluster loss: its machines power off (their containers stop at once). A node that only
-    // lost its network would keep its containers running, and a fence would then be a lie.
-    for n in &nodes {
-        admin(&args.admin, "POST", format!("/clusters/{cluster}/node-down?node={n}&power-off=true")).await?;
-    }
-    wait_for(&format!("{cluster}'s pods dead with their nodes"), timeout, || async {
-        let ledger: serde_json::Value = serde_json::from_str(&admin(&args.admin, "GET", "/ledger".into()).await?)
-            .map_err(|e| format!("ledger: {e}"))?;
-        let mine = ledger["incarnations"].as_array().cloned().unwrap_or_default();
-        Ok(mine.iter().filter(|e| e["cluster"] == cluster).all(|e| !e["runningUntil"].is_null()))
-    })
-    .await?;
-    admin(&args.admin, "POST", format!("/clusters/{cluster}/partition?mode=refuse")).await?;
-    let lost = Instant::now();
-    wait_for(&format!("{cluster} detected unreachable"), timeout, || async {
-        let f = api.get(&name).await.map_err(|e| e.to_string())?;
-        Ok(f.status
-            .unwrap_or_default()
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "ClusterUnreachable" && c.status == "True" && c.message.contains(cluster)))
-    })
-    .await?;
-    let detection = lost.elapsed().as_secs_f64();
-    if automatic {
-        wait_for(&format!("{cluster} fenced automatically"), timeout, || async {
-            Ok(mcs.get(cluster).await.map_err(|e| e.to_string())?.spec.fenced)
-        })
-        .await?;
-    } else {
-        wait_for(&format!("{cluster}'s MemberCluster Reachable=False"), timeout, || async {
-            let mc = mcs.get(cluster).await.map_err(|e| e.to_string())?;
-            Ok(mc.status.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Reachable" && c.status == "False")))
-        })
-        .await?;
-        let mut events = Recorder::for_component(client.clone(), "spanset.dev/drill", "drill".into());
-        let line =
-            fencing::fence(client, cluster, "spanset drill cluster-loss", "spanset drill", false, &mut events).await?;
-        eprintln!("{line}");
-    }
-    let fenced = lost.elapsed().as_secs_f64();
-    let rehome = wait_for("every replica Ready in the other members", timeout, || async {
-        let f = api.get(&name).await.map_err(|e| e.to_string())?;
-        let s = f.status.unwrap_or_default();
-        let elsewhere: i32 = s.slices.iter().filter(|x| x.cluster != cluster).map(|x| x.ready_replicas).sum();
-        Ok(s.moves.is_empty() && elsewhere == replicas)
-    })
-    .await?;
-
-    // Return: the API first, so that spanset shrinks the member before its nodes restart.
-    admin(&args.admin, "POST", format!("/clusters/{cluster}/heal")).await?;
-    // The member StatefulSet of the federation's backend (apps/v1 or Advanced StatefulSet).
-    let backend = crate::controller::member::objects::backend(&f);
-    let sts: Api<DynamicObject> = Api::namespaced_with(member.clone(), &ns, &workload::api_resource(backend));
-    // Shrunk: its StatefulSet holds nothing, and every pod of the federation there is being
-    // deleted or gone — only then may its machines power on (a bound pod not being deleted
-    // would restart with them, while its ordinal runs elsewhere).
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(member.clone(), &ns);
-    let shrink =
-        wait_for(&format!("{cluster}'s StatefulSet shrunk and its pods deleted on return"), timeout, || async {
-            let empty = sts.get_opt(&name).await.ok().flatten().is_some_and(|s| workload::replicas(&s) == 0);
-            let prefix = format!("{name}-");
-            let left = pods.list(&Default::default()).await.map_err(|e| e.to_string())?.items.into_iter().any(|p| {
-                p.metadata.name.as_deref().is_some_and(|n| n.starts_with(&prefix))
-                    && p.metadata.deletion_timestamp.is_none()
-            });
-            Ok(empty && !left)
-        })
-        .await?;
-    for n in &nodes {
-        admin(&args.admin, "POST", format!("/clusters/{cluster}/node-up?node={n}")).await?;
-    }
-    let mut events = Recorder::for_component(client.clone(), "spanset.dev/drill", "drill".into());
-    // Unfencing waits for the federation's status to show the member holding nothing too
-    // (`unfence` refuses a member whose StatefulSets the status still shows holding ordinals).
-    let feds: Api<FederatedStatefulSet> = Api::all(client.clone());
-    wait_for(&format!("the federation's status showing {cluster} shrunk"), timeout, || async {
-        let all = feds.list(&Default::default()).await.map_err(|e| e.to_string())?;
-        Ok(fencing::still_written(&all.items, cluster).is_empty())
-    })
-    .await?;
-    eprintln!("{}", fencing::unfence(client, cluster, "spanset drill", false, &mut events).await?);
-    let back = Instant::now();
-    settle(&api, &name, "back", cluster, false, timeout).await?;
-    let back = back.elapsed().as_secs_f64();
-    let ledger: serde_json::Value = serde_json::from_str(&admin(&args.admin, "GET", "/ledger".into()).await?)
-        .map_err(|e| format!("ledger: {e}"))?;
-    let violations = ledger["violations"]
-        .as_array()
-        .map(|v| v.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
-    Ok(LossReport {
-        federation: format!("{ns}/{name}"),
-        cluster: cluster.to_string(),
-        policy: if automatic { "Automatic" } else { "Manual" }.into(),
-        detection_seconds: detection,
-        fenced_seconds: fenced,
-        rehome_seconds: rehome,
-        shrink_on_return_seconds: shrink,
-        back_seconds: back,
-        total_seconds: started.elapsed().as_secs_f64(),
-        ledger_violations: violations,
-    })
-}
-
-fn loss_table(r: &LossReport) -> String {
-    let mut out = format!(
-        "DRILL cluster-loss {} in {} (policy {})
-
-",
-        r.cluster, r.federation, r.policy
-    );
-    for (what, secs) in [
-        ("detected unreachable", r.detection_seconds),
-        ("fenced", r.fenced_seconds),
-        ("re-homed (after the fence)", r.rehome_seconds),
-        ("shrunk on return (after the heal)", r.shrink_on_return_seconds),
-        ("back (after the unfence)", r.back_seconds),
-        ("total", r.total_seconds),
-    ] {
-        out.push_str(&format!(
-            "{what:<36} {secs:>7.1}s
-"
-        ));
-    }
-    if r.ledger_violations.is_empty() {
-        out.push_str(
-            "ledger: at most one incarnation of every identity at any time
-",
-        );
-    } else {
-        out.push_str(&format!(
-            "ledger: {} VIOLATION(S)
-",
-            r.ledger_violations.len()
-        ));
-        for v in &r.ledger_violations {
-            out.push_str(&format!("  {v}\n"));
-        }
-    }
-    out
-}
-
 fn print<T: Serialize>(format: Format, report: &T, table: impl FnOnce(&T) -> String) {
     match format {
         Format::Json => println!("{}", serde_json::to_string_pretty(report).expect("a report serializes")),
@@ -523,6 +280,7 @@ fn print<T: Serialize>(format: Format, report: &T, table: impl FnOnce(&T) -> Str
 pub async fn run(args: DrillArgs) -> i32 {
     let on = match &args.drill {
         Drill::Evacuate(a) => &a.on,
+        #[cfg(feature = "sim")]
         Drill::ClusterLoss(a) => &a.on,
     };
     let client = match crate::controller::app::host_client(on.kubeconfig.as_deref(), on.context.as_deref()).await {
@@ -550,24 +308,7 @@ pub async fn run(args: DrillArgs) -> i32 {
                 1
             }
         },
-        Drill::ClusterLoss(a) => match cluster_loss(&client, a).await {
-            Ok(report) => {
-                let stages = [
-                    ("detection", report.detection_seconds),
-                    ("fenced", report.fenced_seconds),
-                    ("rehome", report.rehome_seconds),
-                    ("shrink_on_return", report.shrink_on_return_seconds),
-                    ("back", report.back_seconds),
-                    ("total", report.total_seconds),
-                ];
-                record(&client, &a.on.fsts, "cluster-loss", &a.cluster, &stages).await;
-                print(a.on.output, &report, loss_table);
-                i32::from(!report.ledger_violations.is_empty())
-            }
-            Err(e) => {
-                eprintln!("spanset: drill cluster-loss: {e}");
-                1
-            }
-        },
+        #[cfg(feature = "sim")]
+        Drill::ClusterLoss(a) => loss::run(&client, a).await,
     }
 }

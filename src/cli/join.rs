@@ -2,12 +2,15 @@
 //! member cluster with the host under an identity that has only what spanset needs there.
 //!
 //! `join` applies `deploy/member/rbac.yaml` (compiled in) to the member — namespace
-//! `spanset-system`, ServiceAccount `spanset-member`, its ClusterRole and binding —, mints a
+//! `spanset-system`, ServiceAccount `spanset-member`, its ClusterRole and binding — and
+//! `deploy/member/admission.yaml`, the member's own guards (ValidatingAdmissionPolicies: only
+//! spanset changes its StatefulSets, a stale leader's write is refused, spanset's identity
+//! writes only what spanset manages), mints a
 //! token for that ServiceAccount through the TokenRequest API, and writes into the host a
 //! Secret holding a kubeconfig for that identity plus the `MemberCluster` pointing at it. Run
 //! again, it rotates the token in place (the controller picks the new Secret up without a
 //! restart). `unjoin` removes the MemberCluster and its Secret (and, given the member's
-//! kubeconfig, the member-side identity), refused while any federation still places ordinals
+//! kubeconfig, the member-side identity and guards), refused while any federation still places ordinals
 //! there, has moves from or to it, or (given the member's kubeconfig) pods there; the
 //! controller also holds a deleted MemberCluster (a finalizer) while it knows of pods or moves
 //! there, and the Secret goes only once the MemberCluster is gone. Exit codes: 0 done, 1 refused or failed (one line on stderr), 2 bad flags.
@@ -21,6 +24,7 @@ use base64::Engine;
 use k8s_openapi::{
     ByteString,
     api::{
+        admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding},
         authentication::v1::TokenRequest,
         core::v1::{Namespace, Pod, Secret, ServiceAccount},
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
@@ -41,6 +45,9 @@ use crate::{
 
 /// The member-side identity and permissions, as shipped in `deploy/member/`.
 pub const MEMBER_RBAC: &str = include_str!("../../deploy/member/rbac.yaml");
+/// The member's own guards (ValidatingAdmissionPolicies and their bindings), as shipped in
+/// `deploy/member/`.
+pub const MEMBER_ADMISSION: &str = include_str!("../../deploy/member/admission.yaml");
 /// The controller's identity and permissions in the host, as shipped in `deploy/`.
 pub const HOST_RBAC: &str = include_str!("../../deploy/rbac.yaml");
 /// Namespace of the member-side identity (and, by default, of the host-side Secrets).
@@ -131,8 +138,9 @@ where
         .map_err(|e| format!("cannot apply {kind} {name}: {e}"))
 }
 
-/// Applies an identity-and-permissions manifest (`deploy/rbac.yaml`, `deploy/member/rbac.yaml`),
-/// creating `spanset-system` first.
+/// Applies a manifest of spanset's (`deploy/rbac.yaml`, `deploy/member/rbac.yaml`,
+/// `deploy/member/admission.yaml`), creating `spanset-system` first. Server-side apply with
+/// force: running it again changes nothing, or brings a drifted object back to the file.
 pub async fn apply_manifest(client: &Client, text: &str, source: &str) -> Result<(), String> {
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}});
     apply(Api::<Namespace>::all(client.clone()), &ns).await?;
@@ -146,6 +154,10 @@ pub async fn apply_manifest(client: &Client, text: &str, source: &str) -> Result
             Some("ClusterRoleBinding") => apply(Api::<ClusterRoleBinding>::all(c), &doc).await?,
             Some("Role") => apply(Api::<Role>::namespaced(c, ns), &doc).await?,
             Some("RoleBinding") => apply(Api::<RoleBinding>::namespaced(c, ns), &doc).await?,
+            Some("ValidatingAdmissionPolicy") => apply(Api::<ValidatingAdmissionPolicy>::all(c), &doc).await?,
+            Some("ValidatingAdmissionPolicyBinding") => {
+                apply(Api::<ValidatingAdmissionPolicyBinding>::all(c), &doc).await?
+            }
             other => return Err(format!("{source}: unexpected kind {other:?}")),
         }
     }
@@ -218,11 +230,14 @@ pub async fn mint(client: &Client, account: &str, seconds: i64) -> Result<(Strin
 /// Joins a member: identity and permissions in the member, its kubeconfig Secret and the
 /// MemberCluster in the host.
 pub async fn join(host: &Client, member: &Client, args: &JoinArgs) -> Result<Joined, String> {
-    if crate::cli::sim::bad_dns_label(&args.name) {
+    if super::bad_cluster_name(&args.name).is_some() {
         return Err(format!("NAME: {:?} is not a DNS label", args.name));
     }
     let cluster = cluster_entry(&args.kubeconfig, &args.context)?;
     apply_manifest(member, MEMBER_RBAC, "deploy/member/rbac.yaml").await.map_err(|e| format!("in the member: {e}"))?;
+    apply_manifest(member, MEMBER_ADMISSION, "deploy/member/admission.yaml")
+        .await
+        .map_err(|e| format!("in the member: {e}"))?;
     let (token, expires) =
         mint(member, MEMBER_ACCOUNT, args.token_seconds).await.map_err(|e| format!("in the member: {e}"))?;
     let kubeconfig = identity_kubeconfig(&args.name, cluster, MEMBER_ACCOUNT, &token);
@@ -382,6 +397,22 @@ pub async fn unjoin(host: &Client, member: Option<&Client>, name: &str, wait: Du
                 .map(|_| ()),
             "ServiceAccount",
         )?;
+        // The guards go with the identity they name (bindings first: a policy without its
+        // binding guards nothing).
+        for doc in docs(MEMBER_ADMISSION, "deploy/member/admission.yaml")?.iter().rev() {
+            let name = doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+            match doc.get("kind").and_then(Value::as_str) {
+                Some("ValidatingAdmissionPolicyBinding") => gone(
+                    Api::<ValidatingAdmissionPolicyBinding>::all(member.clone()).delete(name, &dp).await.map(|_| ()),
+                    "ValidatingAdmissionPolicyBinding",
+                )?,
+                Some("ValidatingAdmissionPolicy") => gone(
+                    Api::<ValidatingAdmissionPolicy>::all(member.clone()).delete(name, &dp).await.map(|_| ()),
+                    "ValidatingAdmissionPolicy",
+                )?,
+                _ => {}
+            }
+        }
     }
     Ok(())
 }

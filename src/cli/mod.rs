@@ -1,4 +1,6 @@
-//! The `spanset` command line: one subcommand per job, each in its own module.
+//! The `spanset` command line: one subcommand per job, each in its own module. The sandbox's
+//! commands (`sim`, `sim-ctl`, `sandbox`, `drill cluster-loss`) exist only with the cargo
+//! feature `sim`, which the production image leaves out.
 
 use clap::{Parser, Subcommand};
 
@@ -8,8 +10,11 @@ pub mod fence;
 pub mod join;
 pub mod plan;
 pub mod run;
+#[cfg(feature = "sim")]
 pub mod sandbox;
+#[cfg(feature = "sim")]
 pub mod sim;
+#[cfg(feature = "sim")]
 pub mod sim_ctl;
 pub mod status;
 
@@ -26,8 +31,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run simulated Kubernetes API servers on loopback (the sandbox).
+    #[cfg(feature = "sim")]
     Sim(sim::SimArgs),
     /// Inject faults into a running sandbox through its admin API.
+    #[cfg(feature = "sim")]
     SimCtl(sim_ctl::SimCtlArgs),
     /// Print the target slices and the steps to reach them, without touching any cluster.
     Plan(plan::PlanArgs),
@@ -36,6 +43,7 @@ pub enum Command {
     /// Run the controller against a host cluster and its members.
     Run(run::RunArgs),
     /// Run the whole product on simulated clusters: host, members, controller and an example.
+    #[cfg(feature = "sim")]
     Sandbox(sandbox::SandboxArgs),
     /// Show FederatedStatefulSets' readiness, conditions, slices and moves from the host cluster.
     Status(status::StatusArgs),
@@ -77,4 +85,55 @@ pub fn usage_error(message: &str) -> ! {
     let line = line.trim_start_matches("error: ");
     eprintln!("spanset: {} (see --help)", if line.is_empty() { "invalid arguments" } else { line });
     std::process::exit(2)
+}
+
+/// Why a cluster or member name is refused, if it is (they must be DNS labels).
+pub fn bad_cluster_name(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > 63 {
+        return Some("must be 1 to 63 characters");
+    }
+    let ok_chars = name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let ok_ends = !name.starts_with('-') && !name.ends_with('-');
+    (!ok_chars || !ok_ends).then_some(
+        "must be a DNS label (lowercase letters, digits and '-', starting and ending with a letter or digit)",
+    )
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_sandbox_commands_exist_exactly_with_the_sim_feature() {
+        let cli = Cli::command();
+        let names: Vec<&str> = cli.get_subcommands().map(|c| c.get_name()).collect();
+        for sandbox in ["sim", "sim-ctl", "sandbox"] {
+            assert_eq!(names.contains(&sandbox), cfg!(feature = "sim"), "{sandbox} in {names:?}");
+        }
+        for always in ["run", "status", "fence", "unfence", "drill", "join", "unjoin", "plan", "crd"] {
+            assert!(names.contains(&always), "{always} missing from {names:?}");
+        }
+        let drill = cli.find_subcommand("drill").expect("drill");
+        let drills: Vec<&str> = drill.get_subcommands().map(|c| c.get_name()).collect();
+        assert_eq!(drills.contains(&"cluster-loss"), cfg!(feature = "sim"), "{drills:?}");
+        assert!(drills.contains(&"evacuate"), "{drills:?}");
+    }
 }

@@ -87,7 +87,9 @@ pub enum LogFormat {
 
 /// Runs the controller until a signal; returns the exit code.
 pub fn run(args: RunArgs) -> i32 {
-    // Failpoints for crash tests (`FAILPOINTS=name=return`); nothing happens when unset.
+    // Failpoints for crash tests (`FAILPOINTS=name=return`); nothing happens when unset, and
+    // the production build (no `failpoints` feature) has neither the points nor this setup.
+    #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
     actix::System::with_tokio_rt(|| {
         tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime")
@@ -110,7 +112,7 @@ pub fn run(args: RunArgs) -> i32 {
                 return 1;
             }
         };
-        super::sim::wait_for_signal().await;
+        super::wait_for_signal().await;
         tracing::info!("signal received, stopping");
         running.stop().await;
         0

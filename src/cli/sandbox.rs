@@ -12,7 +12,7 @@ use kube::{
 };
 
 use crate::{
-    api::{FederatedStatefulSet, FederatedStatefulSetSpec, MemberCluster, MemberClusterSpec},
+    api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec},
     controller::{
         app::{self, RunOptions},
         leader::LeaseSettings,
@@ -91,30 +91,8 @@ pub async fn secure(host: &Client, kubeconfig: &std::path::Path, members: &[Stri
     Ok(path)
 }
 
-/// The example federation: 6 replicas of redis, weights 1:1:1 over the members.
-pub fn example(members: &[String]) -> FederatedStatefulSet {
-    let clusters: Vec<serde_json::Value> =
-        members.iter().map(|m| serde_json::json!({"name": m, "weight": 1})).collect();
-    let spec: FederatedStatefulSetSpec = serde_json::from_value(serde_json::json!({
-        "replicas": 6,
-        "template": {
-            "selector": {"matchLabels": {"app": "redis"}},
-            "serviceName": "redis",
-            "template": {
-                "metadata": {"labels": {"app": "redis"}},
-                "spec": {"containers": [{"name": "redis", "image": "redis:7",
-                    "ports": [{"name": "redis", "containerPort": 6379}]}]}
-            },
-            "volumeClaimTemplates": [{"metadata": {"name": "data"},
-                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]
-        },
-        "placement": {"clusters": clusters},
-    }))
-    .expect("the example spec is valid");
-    let mut f = FederatedStatefulSet::new("redis", spec);
-    f.metadata.namespace = Some("default".into());
-    f
-}
+/// The example federation (kept in [`crate::api`], where the production build has it too).
+pub use crate::api::example;
 
 /// Installs the CRDs and waits until the host serves them.
 pub async fn install_crds(host: &Client) -> anyhow::Result<()> {
@@ -248,7 +226,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     }
     let table = live_table(host.clone());
     tokio::select! {
-        _ = super::sim::wait_for_signal() => {}
+        _ = super::wait_for_signal() => {}
         _ = table => {}
     }
     tracing::info!("signal received, stopping");

@@ -41,30 +41,13 @@ pub struct SimArgs {
     pub kruise: Option<Vec<String>>,
 }
 
-/// Whether a name is not a DNS label (cluster and member names must be).
-pub fn bad_dns_label(name: &str) -> bool {
-    bad_cluster_name(name).is_some()
-}
-
-/// Why a cluster name is refused, if it is.
-fn bad_cluster_name(name: &str) -> Option<&'static str> {
-    if name.is_empty() || name.len() > 63 {
-        return Some("must be 1 to 63 characters");
-    }
-    let ok_chars = name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    let ok_ends = !name.starts_with('-') && !name.ends_with('-');
-    (!ok_chars || !ok_ends).then_some(
-        "must be a DNS label (lowercase letters, digits and '-', starting and ending with a letter or digit)",
-    )
-}
-
 /// Checks the flags beyond what clap can; the error is one line for [`super::usage_error`].
 pub fn check(args: &SimArgs) -> Result<(), String> {
     if !(args.time_factor > 0.0 && args.time_factor <= 100.0) {
         return Err(format!("--time-factor: must be above 0 and at most 100, not {}", args.time_factor));
     }
     for (i, name) in args.clusters.iter().enumerate() {
-        if let Some(why) = bad_cluster_name(name) {
+        if let Some(why) = super::bad_cluster_name(name) {
             return Err(format!("--clusters: invalid cluster name {name:?}: {why}"));
         }
         if args.clusters[..i].contains(name) {
@@ -87,22 +70,6 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
 /// Whether `--kruise` installs OpenKruise in `cluster`: alone it means every cluster.
 pub fn kruise_in(flag: &Option<Vec<String>>, cluster: &str) -> bool {
     flag.as_ref().is_some_and(|names| names.is_empty() || names.iter().any(|n| n == cluster))
-}
-
-/// Resolves on SIGINT or SIGTERM.
-pub async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }
 
 /// Runs the sandbox until a signal; returns the process exit code.
@@ -143,7 +110,7 @@ pub async fn run(args: SimArgs) -> i32 {
     let _ = writeln!(out, "ready");
     let _ = out.flush();
     drop(out);
-    wait_for_signal().await;
+    super::wait_for_signal().await;
     tracing::info!("signal received, stopping");
     0
 }

@@ -362,7 +362,7 @@ impl Federation {
                 .zip(&self.move_ages)
                 .map(|(m, age)| {
                     let since = match age {
-                        Some(secs) => crate::sim::api::table::human_duration(jiff::SignedDuration::from_secs(*secs)),
+                        Some(secs) => crate::human::human_duration(jiff::SignedDuration::from_secs(*secs)),
                         None => format!("? ({})", dash(&m.since)),
                     };
                     vec![m.ordinal.to_string(), format!("{} -> {}", m.from, m.to), m.phase.clone(), since]

@@ -25,6 +25,7 @@ use super::{
     member::{
         cache::rv_of,
         objects::{self, FederationKey, headless_service, namespace, ownership_labels, template_hash},
+        storage,
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberHandle, MemberObserved,
@@ -708,6 +709,11 @@ async fn handover(
         }
         Err(e) => return Err(format!("{}: watcher gone: {e}", h.from)),
     };
+    let labels = ownership_labels(fsts);
+    let objects = objects
+        .into_iter()
+        .map(|(pv, pvc)| (storage::owned_by(pv, &labels), storage::owned_by(pvc, &labels)))
+        .collect();
     // Failpoint `move-handover-released`: the source kept its volumes, the destination has no
     // copy yet; a restarted controller hands them over again.
     fail::fail_point!("move-handover-released", |_| {
@@ -741,8 +747,12 @@ async fn handover(
 /// Failpoints `move-<when>-<Phase>` (e.g. `move-persisted-Released`), one per move phase after
 /// the status recording it is stored and after the member writes acting on it: with
 /// `FAILPOINTS=move-persisted-Draining=return` the process exits there, as a crash would, so
-/// that tests can show a restarted controller resumes from every phase.
+/// that tests can show a restarted controller resumes from every phase. Without the cargo
+/// feature `failpoints` (the production build) there are none.
 fn crash_points(when: &str, decision: &Decision) {
+    #[cfg(not(feature = "failpoints"))]
+    let _ = (when, decision);
+    #[cfg(feature = "failpoints")]
     for phase in decision.status.moves.iter().map(|m| m.phase.as_str()).collect::<std::collections::BTreeSet<_>>() {
         let name = format!("move-{when}-{phase}");
         fail::fail_point!(&name, |_| {
@@ -973,7 +983,7 @@ mod tests {
     use super::*;
 
     fn at(rv: &str) -> FederatedStatefulSet {
-        let mut f = crate::cli::sandbox::example(&["east".to_string()]);
+        let mut f = crate::api::example(&["east".to_string()]);
         f.metadata.resource_version = Some(rv.into());
         f
     }

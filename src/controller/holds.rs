@@ -103,7 +103,7 @@ mod tests {
 
     fn fsts(placement: &[&str]) -> FederatedStatefulSet {
         let names: Vec<String> = placement.iter().map(|c| c.to_string()).collect();
-        crate::cli::sandbox::example(&names)
+        crate::api::example(&names)
     }
 
     /// A member that answers (or not), with pods of `pods` terminating and an empty slice.

@@ -46,6 +46,10 @@ pub mod phases {
     pub const HANDOVER: &str = "Handover";
     /// The destination's slice holds the ordinal; waiting for its pod to be Ready.
     pub const STARTING: &str = "Starting";
+    /// The ordinal lands in a neighbour (`to`), not in its target: its target could not take it
+    /// next and `maxConcurrentMoves` left no room for the moves in its way (a spec edit
+    /// retargeted it). Done once Ready there; it moves on later like any misplaced ordinal.
+    pub const PARKED: &str = "Parked";
 }
 
 /// Default of `failover.unreachableAfterSeconds`.
@@ -456,10 +460,12 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     // 3. Plan.
     let recorded: BTreeMap<Ordinal, MoveStatus> =
         previous.moves.iter().filter_map(|m| u32::try_from(m.ordinal).ok().map(|k| (k, m.clone()))).collect();
-    let moving: Ordinals = recorded.keys().copied().collect();
+    let parked_now = |m: &MoveStatus| m.phase == phases::PARKED;
+    let moving: Ordinals = recorded.iter().filter(|(_, m)| !parked_now(m)).map(|(k, _)| *k).collect();
+    let parked: Ordinals = recorded.iter().filter(|(_, m)| parked_now(m)).map(|(k, _)| *k).collect();
     let conflicts = conflicts(inp, &obs);
     let mut verdicts = Vec::new();
-    let (plan, plan_error) = match plan::plan(&desired, &obs, &moving) {
+    let (plan, plan_error) = match plan::plan_parked(&desired, &obs, &moving, &parked) {
         Ok(p) => (Some(p), None),
         Err(e) => (None, Some(e.to_string())),
     };
@@ -485,22 +491,53 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         let target_of = |k: Ordinal| targets.iter().find(|(_, set)| set.contains(k)).map(|(c, _)| *c);
         let range = desired.start..desired.start + desired.replicas;
         // Moves that ended or were overtaken by a spec change.
+        let ready_in = |c: &str, k: Ordinal| obs.get(c).is_some_and(|o| o.written.contains(k) && o.ready.contains(k));
         moves.retain(|k, m| {
             let Some(to) = target_of(*k) else { return false };
-            let there = obs.get(to);
-            let ready = there.is_some_and(|o| o.written.contains(*k) && o.ready.contains(*k));
-            if ready {
-                let secs =
-                    m.since.parse::<jiff::Timestamp>().map(|s| inp.wall.duration_since(s).as_secs_f64()).unwrap_or(0.0);
-                finished.push((*k, secs));
-                notes.push(Note::normal("MoveFinished", format!("ordinal {k} is Ready in {to} ({secs:.0} s)")));
+            let secs =
+                || m.since.parse::<jiff::Timestamp>().map(|s| inp.wall.duration_since(s).as_secs_f64()).unwrap_or(0.0);
+            if ready_in(to, *k) {
+                finished.push((*k, secs()));
+                notes.push(Note::normal("MoveFinished", format!("ordinal {k} is Ready in {to} ({:.0} s)", secs())));
+                return false;
+            }
+            if parked_now(m) && ready_in(&m.to, *k) {
+                notes.push(Note::normal(
+                    "MoveParked",
+                    format!("ordinal {k} runs in {} again until the moves in its way to {to} have run", m.to),
+                ));
                 return false;
             }
             range.contains(k)
         });
+        // A landing the plan chose (a grow outside the grower's target): the move goes there
+        // for now, so that its storage follows it there.
+        for step in p.steps.iter().filter(|_| !stamping) {
+            if let Step::Grow { cluster, acquires, .. } = step {
+                for k in acquires.iter().filter(|k| target_of(*k) != Some(cluster.as_str())) {
+                    if let Some(m) = moves.get_mut(&k)
+                        && (m.phase != phases::PARKED || m.to != *cluster)
+                    {
+                        notes.push(Note::normal(
+                            "MoveParked",
+                            format!(
+                                "ordinal {k} lands in {cluster} for now: {} cannot take it next and \
+                                 maxConcurrentMoves leaves no room for the moves in its way",
+                                m.to
+                            ),
+                        ));
+                        m.phase = phases::PARKED.into();
+                        m.to = cluster.clone();
+                        m.since = now_str.clone();
+                        persist_first = true;
+                    }
+                }
+            }
+        }
         for (k, m) in moves.iter_mut() {
             if let Some(to) = target_of(*k)
                 && m.to != to
+                && !parked_now(m)
             {
                 m.to = to.to_string();
             }
@@ -567,6 +604,13 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                         for k in acquires.iter() {
                             let Some(m) = moves.get_mut(&k) else { continue };
                             grows.push(k);
+                            if m.phase == phases::PARKED {
+                                if m.to == cluster {
+                                    continue;
+                                }
+                                // Its target takes it after all: the move goes on.
+                                m.to = cluster.to_string();
+                            }
                             if m.phase != phases::STARTING
                                 && let Some(why) = left_behind.get(&k)
                             {
@@ -926,7 +970,7 @@ mod tests {
 
     fn fsts(weights: &[(&str, i32)]) -> FederatedStatefulSet {
         let clusters: Vec<String> = weights.iter().map(|(c, _)| c.to_string()).collect();
-        let mut f = crate::cli::sandbox::example(&clusters);
+        let mut f = crate::api::example(&clusters);
         for (p, (_, w)) in f.spec.placement.clusters.iter_mut().zip(weights) {
             p.weight = Some(*w);
         }

@@ -26,7 +26,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::{api::MemberCluster, plan::Backend};
 
 use super::{
-    labels::{FEDERATION, FIELD_MANAGER, MANAGED_SELECTOR, TERM},
+    labels::{FEDERATION, FIELD_MANAGER, MANAGED_BY, MANAGED_SELECTOR, MANAGER, TERM},
     leader::Leadership,
     member::{
         cache::{MemberCache, StsRecord, rv_of},
@@ -418,10 +418,13 @@ async fn serves_advanced(client: &Client) -> Result<bool, kube::Error> {
     }
 }
 
-/// Asks a member, with a dry-run create, whether it keeps `.spec.ordinals`.
+/// Asks a member, with a dry-run create, whether it keeps `.spec.ordinals`. The probe carries
+/// spanset's label like every object it writes (the member's guard, `spanset-member-scope`,
+/// admits nothing else from spanset's identity, dry runs included).
 async fn probe_ordinals(api: &Api<StatefulSet>) -> Result<bool, kube::Error> {
     let probe: StatefulSet = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "spanset-ordinals-probe"},
+        "metadata": {"name": "spanset-ordinals-probe",
+            "labels": {MANAGED_BY: MANAGER, FEDERATION: "spanset-ordinals-probe"}},
         "spec": {"replicas": 0, "ordinals": {"start": 1}, "serviceName": "spanset-ordinals-probe",
             "selector": {"matchLabels": {"spanset.dev/probe": "ordinals"}},
             "template": {"metadata": {"labels": {"spanset.dev/probe": "ordinals"}},

@@ -218,6 +218,11 @@ pub fn next_steps(
     moving: &Ordinals,
     parked: &Ordinals,
 ) -> (Vec<Step>, bool) {
+    // A parked ordinal that no cluster holds yet (its landing was not written, or failed)
+    // lands first.
+    if let Some(step) = landing(d, members, holders, parked) {
+        return (vec![step], false);
+    }
     let (steps, waiting_helps) = next_steps_with(d, members, holders, moving, parked, false);
     if !steps.is_empty() || waiting_helps {
         return (steps, false);
@@ -228,12 +233,12 @@ pub fn next_steps(
         return (vec![step], false);
     }
     let steps = next_steps_with(d, members, holders, moving, parked, true).0;
-    if !steps.is_empty() || moving.is_empty() || room {
+    if !steps.is_empty() || moving.is_empty() {
         return (steps, false);
     }
     match landing(d, members, holders, moving) {
         Some(step) => (vec![step], false),
-        None => (steps, true),
+        None => (steps, !room),
     }
 }
 

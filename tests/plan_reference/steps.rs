@@ -117,6 +117,9 @@ pub fn next_steps(
     moving: &BTreeSet<Ordinal>,
     parked: &BTreeSet<Ordinal>,
 ) -> (Vec<Step>, bool) {
+    if let Some(step) = landing(d, obs, targets, parked) {
+        return (vec![step], false);
+    }
     let (steps, waiting_helps) = next_steps_with(d, obs, targets, moving, parked, false);
     if !steps.is_empty() || waiting_helps {
         return (steps, false);
@@ -126,12 +129,12 @@ pub fn next_steps(
         return (vec![step], false);
     }
     let steps = next_steps_with(d, obs, targets, moving, parked, true).0;
-    if !steps.is_empty() || moving.is_empty() || room {
+    if !steps.is_empty() || moving.is_empty() {
         return (steps, false);
     }
     match landing(d, obs, targets, moving) {
         Some(step) => (vec![step], false),
-        None => (steps, true),
+        None => (steps, !room),
     }
 }
 

@@ -261,6 +261,23 @@ impl Federation {
         client_for(&self.sandbox.kubeconfig, name).await
     }
 
+    /// A client of a member acting as spanset does there: its member identity, from the
+    /// kubeconfig `spanset join` left in the host (the administrator without `--auth`). The
+    /// member's guards tell spanset's writes from everyone else's by this identity.
+    pub async fn spanset_identity(&self, member: &str) -> Client {
+        if self.sandbox.controller_kubeconfig.is_none() {
+            return self.member(member).await;
+        }
+        let secret = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(self.host.clone(), "spanset-system")
+            .get(&format!("spanset-member-{member}"))
+            .await
+            .expect("join wrote the member's kubeconfig");
+        let yaml = String::from_utf8(secret.data.expect("data")["kubeconfig"].0.clone()).expect("UTF-8");
+        let kc = kube::config::Kubeconfig::from_yaml(&yaml).expect("a kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("a config");
+        Client::try_from(config).expect("a client")
+    }
+
     /// The FederatedStatefulSets of `default`.
     pub fn api(&self) -> Api<FederatedStatefulSet> {
         Api::namespaced(self.host.clone(), "default")

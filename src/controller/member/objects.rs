@@ -200,9 +200,18 @@ pub fn headless_service(fsts: &FederatedStatefulSet) -> Service {
     }
 }
 
-/// The federation's namespace, created in a member where it is missing.
+/// The federation's namespace, created in a member where it is missing, labelled as spanset's
+/// (`app.kubernetes.io/managed-by: spanset`, not a federation's: several may share it), which is
+/// how the member's guard tells it from namespaces spanset may not touch.
 pub fn namespace(fsts: &FederatedStatefulSet) -> Namespace {
-    Namespace { metadata: ObjectMeta { name: fsts.namespace(), ..Default::default() }, ..Default::default() }
+    Namespace {
+        metadata: ObjectMeta {
+            name: fsts.namespace(),
+            labels: Some(BTreeMap::from([(MANAGED_BY.to_string(), MANAGER.to_string())])),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]
@@ -233,6 +242,12 @@ placement:
         f.metadata.namespace = Some("db".into());
         f.metadata.uid = Some("u-1".into());
         f
+    }
+
+    #[test]
+    fn a_namespace_spanset_creates_is_labelled_as_spanset_s() {
+        let ns = namespace(&fsts());
+        assert_eq!(ns.metadata.labels.unwrap().get(MANAGED_BY).map(String::as_str), Some(MANAGER));
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! the same volume. Nothing is deleted in the source. A volume tied to one node (a `local`
 //! volume, or node affinity) cannot follow its ordinal and is refused, naming the PV.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
 
@@ -52,6 +54,15 @@ pub fn pv_for_destination(pv: &PersistentVolume) -> PersistentVolume {
     out
 }
 
+/// A handed-over copy labelled as the federation's (beside the labels it came with), so that
+/// the destination's guard (`spanset-member-scope`) lets spanset's identity create it, and
+/// later hand it back.
+pub fn owned_by<K: kube::Resource>(mut k: K, labels: &BTreeMap<String, String>) -> K {
+    let mine = k.meta_mut().labels.get_or_insert_with(BTreeMap::new);
+    mine.extend(labels.iter().map(|(a, b)| (a.clone(), b.clone())));
+    k
+}
+
 /// The PVC as it is created in the destination: naming the same volume.
 pub fn pvc_for_destination(pvc: &PersistentVolumeClaim) -> PersistentVolumeClaim {
     let mut out = pvc.clone();
@@ -90,6 +101,17 @@ mod tests {
         let claim = spec.claim_ref.unwrap();
         assert_eq!((claim.name.as_deref(), claim.uid, claim.resource_version), (Some("data-web-3"), None, None));
         assert_eq!(spec.csi.unwrap().volume_handle, "vol-1");
+    }
+
+    #[test]
+    fn a_handed_over_copy_carries_the_federations_labels_beside_its_own() {
+        let mut source = pv(serde_json::json!({"csi": {"driver": "d", "volumeHandle": "vol-1"}}));
+        source.metadata.labels = Some(BTreeMap::from([("tier".to_string(), "db".to_string())]));
+        let labels = BTreeMap::from([("spanset.dev/federation".to_string(), "web".to_string())]);
+        let copy = owned_by(pv_for_destination(&source), &labels);
+        let got = copy.metadata.labels.unwrap();
+        assert_eq!(got.get("spanset.dev/federation").map(String::as_str), Some("web"));
+        assert_eq!(got.get("tier").map(String::as_str), Some("db"));
     }
 
     #[test]

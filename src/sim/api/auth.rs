@@ -265,7 +265,7 @@ pub fn authorize(cluster: &Cluster, user: &UserInfo, a: &Attributes) -> Result<(
     if a.resource_request {
         request.path.clear();
     }
-    cluster.audit.record(AuditRecord { user: user.name.clone(), request, allowed, rule });
+    cluster.audit.record(AuditRecord { user: user.name.clone(), request, allowed, rule, denied_by: None });
     if allowed { Ok(()) } else { Err(forbidden(user, a)) }
 }
 

@@ -187,8 +187,15 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-fn write_options(q: &Query) -> WriteOptions {
-    WriteOptions { dry_run: q.dry_run, field_manager: q.field_manager.clone(), force: q.force.unwrap_or(false) }
+/// The options of a write that came through the API: the caller's, and who the caller is (so
+/// that the admission policies run on it).
+fn write_options(q: &Query, user: &UserInfo) -> WriteOptions {
+    WriteOptions {
+        dry_run: q.dry_run,
+        field_manager: q.field_manager.clone(),
+        force: q.force.unwrap_or(false),
+        user: Some(user.clone()),
+    }
 }
 
 async fn resource(
@@ -264,39 +271,40 @@ async fn resource(
         (&Method::POST, None, None) => {
             let bytes = read_body(cluster, body).await?;
             let mut obj = views::from_view(&rt, &decode_object(parts, &bytes)?);
-            let created = cluster.create_versioned(&stored_rt, stored_version, ns, &mut obj, &write_options(&q))?;
+            let created =
+                cluster.create_versioned(&stored_rt, stored_version, ns, &mut obj, &write_options(&q, user))?;
             Ok(response::json(201, &render::as_version(&rt, version, &created)))
         }
         (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
             let sub = subresource(&rt, sub)?;
             let bytes = read_body(cluster, body).await?;
             let obj = views::from_view(&rt, &decode_object(parts, &bytes)?);
-            let updated = cluster.replace(&stored_rt, obj_ns, name, sub, obj, &write_options(&q))?;
+            let updated = cluster.replace(&stored_rt, obj_ns, name, sub, obj, &write_options(&q, user))?;
             Ok(response::json(200, &render::as_version(&rt, version, &updated)))
         }
         (&Method::PUT, Some(name), Some("scale")) if rt.scale.is_some() => {
             let bytes = read_body(cluster, body).await?;
             let obj = decode_object(parts, &bytes)?;
-            Ok(response::json(200, &scale::replace(cluster, &rt, obj_ns, name, obj, &write_options(&q))?))
+            Ok(response::json(200, &scale::replace(cluster, &rt, obj_ns, name, obj, &write_options(&q, user))?))
         }
         (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
             let sub = subresource(&rt, sub)?;
             let bytes = read_body(cluster, body).await?;
-            let (code, obj) = patch_object(cluster, &rt, &stored_rt, parts, ns, name, sub, &bytes, &q)?;
+            let (code, obj) = patch_object(cluster, &rt, &stored_rt, parts, ns, name, sub, &bytes, &q, user)?;
             Ok(response::json(code, &render::as_version(&rt, version, &obj)))
         }
         (&Method::PATCH, Some(name), Some("scale")) if rt.scale.is_some() => {
             let bytes = read_body(cluster, body).await?;
             let kind = patch_kind(&content_type(parts))?;
             let patch_doc = decode_patch(kind, &bytes)?;
-            let opts = write_options(&q);
+            let opts = write_options(&q, user);
             let scaled =
                 scale::patch(cluster, &rt, obj_ns, name, &opts, |cur| apply_patch(kind, cur, &patch_doc, None))?;
             Ok(response::json(200, &scaled))
         }
         (&Method::DELETE, Some(name), None) => {
             let bytes = read_body(cluster, body).await?;
-            let opts = delete_options(&bytes, &q)?;
+            let opts = delete_options(&bytes, &q, user)?;
             match cluster.delete(&rt, obj_ns, name, &opts)? {
                 Deleted::Pending(obj) => Ok(response::json(200, &render::as_version(&rt, version, &obj))),
                 Deleted::Gone(obj) if rt.plural == "pods" && rt.group.is_empty() => {
@@ -307,7 +315,7 @@ async fn resource(
         }
         (&Method::DELETE, None, None) => {
             let bytes = read_body(cluster, body).await?;
-            let opts = delete_options(&bytes, &q)?;
+            let opts = delete_options(&bytes, &q, user)?;
             let filter = list::Filter::new(&rt, ns, &q)?;
             let (items, _) = cluster.storage.list(&rt.storage_key(), ns);
             let mut deleted = Vec::new();
@@ -349,7 +357,7 @@ fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
     })
 }
 
-fn delete_options(bytes: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
+fn delete_options(bytes: &[u8], q: &Query, user: &UserInfo) -> ApiResult<DeleteOptions> {
     let mut opts = if bytes.iter().all(u8::is_ascii_whitespace) {
         DeleteOptions::default()
     } else {
@@ -369,6 +377,7 @@ fn delete_options(bytes: &[u8], q: &Query) -> ApiResult<DeleteOptions> {
         };
     }
     opts.dry_run |= q.dry_run;
+    opts.user = Some(user.clone());
     Ok(opts)
 }
 
@@ -455,6 +464,7 @@ fn patch_object(
     sub: Subresource,
     bytes: &[u8],
     q: &Query,
+    user: &UserInfo,
 ) -> ApiResult<(u16, Arc<Value>)> {
     let kind = patch_kind(&content_type(parts))?;
     if kind == PatchKind::Apply && q.field_manager.is_none() {
@@ -464,7 +474,7 @@ fn patch_object(
         return Err(patch_options_invalid("force: Forbidden: may not be specified for non-apply patch"));
     }
     let doc = decode_patch(kind, bytes)?;
-    let opts = write_options(q);
+    let opts = write_options(q, user);
     let obj_ns = ns.unwrap_or("");
     // Server-side apply creates the object when it does not exist yet.
     if kind == PatchKind::Apply && sub == Subresource::Main && cluster.get(rt, obj_ns, name).is_err() {

@@ -17,8 +17,9 @@ use std::{
 use http::{HeaderValue, Response, header};
 use k8s_openapi::{
     api::{
-        apps::v1 as apps, authorization::v1 as authorization, coordination::v1 as coordination, core::v1 as core,
-        discovery::v1 as discovery, events::v1 as events, rbac::v1 as rbac, storage::v1 as storage,
+        admissionregistration::v1 as admissionregistration, apps::v1 as apps, authorization::v1 as authorization,
+        coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery, events::v1 as events,
+        rbac::v1 as rbac, storage::v1 as storage,
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions,
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -67,6 +68,18 @@ const BUILTIN_KINDS: &[(&str, &str, &str, AddSchema)] = &[
     ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", add::<apiextensions::CustomResourceDefinition>),
     ("discovery.k8s.io", "v1", "EndpointSlice", add::<discovery::EndpointSlice>),
     ("events.k8s.io", "v1", "Event", add::<events::Event>),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+        add::<admissionregistration::ValidatingAdmissionPolicy>,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+        add::<admissionregistration::ValidatingAdmissionPolicyBinding>,
+    ),
 ];
 
 /// The discovery key of a group-version: `api/v1` or `apis/GROUP/VERSION`.

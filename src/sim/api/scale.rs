@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use crate::sim::{
     cluster::Cluster,
     store::{
+        admission::{Operation, Request},
         error::{ApiError, ApiResult},
         object,
         registry::{Subresource, WriteOptions},
@@ -55,7 +56,9 @@ pub fn get(cluster: &Cluster, rt: &ResourceType, ns: &str, name: &str) -> ApiRes
     scale_of(rt, &*cluster.get(rt, ns, name)?)
 }
 
-/// Writes the replicas of a desired Scale into the parent object.
+/// Writes the replicas of a desired Scale into the parent object. Admission sees the write as
+/// the apiserver shows it: an UPDATE of the `scale` subresource whose objects are the Scale
+/// before and after (not the parent).
 pub fn patch(
     cluster: &Cluster,
     rt: &ResourceType,
@@ -65,7 +68,10 @@ pub fn patch(
     f: impl FnOnce(&Value) -> ApiResult<Value>,
 ) -> ApiResult<Value> {
     let p = paths(rt)?.clone();
-    let updated: Arc<Value> = cluster.update_with(rt, ns, name, Subresource::Main, opts, |cur| {
+    let parent_opts = WriteOptions { user: None, ..opts.clone() };
+    // Read before the update: admission cannot read storage while it is being updated.
+    let admission = opts.user.as_ref().map(|user| (user, cluster.admission(rt, ns)));
+    let updated: Arc<Value> = cluster.update_with(rt, ns, name, Subresource::Main, &parent_opts, |cur| {
         let current_scale = scale_of(rt, cur)?;
         let desired = f(&current_scale)?;
         let wanted_rv = desired.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
@@ -87,6 +93,25 @@ pub fn patch(
         }
         let mut next = cur.clone();
         object::set_path(&mut next, &p.spec_replicas, replicas);
+        if let Some((user, snapshot)) = &admission {
+            let after = scale_of(rt, &next)?;
+            snapshot.admit(
+                cluster,
+                &Request {
+                    operation: Operation::Update,
+                    resource: rt,
+                    version: rt.version(),
+                    subresource: "scale",
+                    namespace: ns,
+                    name,
+                    object: Some(&after),
+                    old_object: Some(&current_scale),
+                    kind: Some(("autoscaling", "v1", "Scale")),
+                    user,
+                    dry_run: opts.dry_run,
+                },
+            )?;
+        }
         Ok(next)
     })?;
     scale_of(rt, &updated)

@@ -15,47 +15,8 @@ pub enum IncludeObject {
     Object,
 }
 
-/// Kubernetes' `HumanDuration`: the AGE cells.
-pub fn human_duration(d: jiff::SignedDuration) -> String {
-    let secs = d.as_secs();
-    if secs < -1 {
-        return "<invalid>".into();
-    }
-    if secs < 0 {
-        return "0s".into();
-    }
-    if secs < 120 {
-        return format!("{secs}s");
-    }
-    let minutes = secs / 60;
-    if minutes < 10 {
-        let s = secs % 60;
-        return if s == 0 { format!("{minutes}m") } else { format!("{minutes}m{s}s") };
-    }
-    if minutes < 180 {
-        return format!("{minutes}m");
-    }
-    let hours = secs / 3600;
-    if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 { format!("{hours}h") } else { format!("{hours}h{m}m") };
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    if hours < 24 * 8 {
-        let h = hours % 24;
-        return if h == 0 { format!("{}d", hours / 24) } else { format!("{}d{h}h", hours / 24) };
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    }
-    if hours < 24 * 365 * 8 {
-        let dy = (hours / 24) % 365;
-        return if dy == 0 { format!("{}y", hours / 24 / 365) } else { format!("{}y{dy}d", hours / 24 / 365) };
-    }
-    format!("{}y", hours / 24 / 365)
-}
+/// Kubernetes' `HumanDuration`: the AGE cells (shared with `spanset status`).
+pub use crate::human::human_duration;
 
 fn age(obj: &Value, now: jiff::Timestamp) -> String {
     match obj
@@ -621,6 +582,52 @@ fn columns_and_cells(group: &str, resource: &str, printer_columns: Option<&[Valu
                 ]
             }),
         ),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies", _) => (
+            vec![
+                name_col(),
+                col(
+                    "Validations",
+                    "integer",
+                    "",
+                    0,
+                    "Validations indicates the number of validation rules defined in this configuration",
+                ),
+                text("ParamKind", 0, "ParamKind specifies the kind of resources used to parameterize this policy"),
+                age_col(),
+            ],
+            Box::new(|o, now| {
+                let validations = o.pointer("/spec/validations").and_then(Value::as_array).map_or(0, Vec::len);
+                let param_kind = match o.pointer("/spec/paramKind").filter(|k| !k.is_null()) {
+                    Some(k) => format!("{}/{}", s(k, "/apiVersion"), s(k, "/kind")),
+                    None => "<unset>".into(),
+                };
+                vec![json!(s(o, "/metadata/name")), json!(validations), json!(param_kind), json!(age(o, now))]
+            }),
+        ),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", _) => (
+            vec![
+                name_col(),
+                text("PolicyName", 0, "PolicyName indicates the policy definition which the policy binding binded to"),
+                text("ParamRef", 0, "ParamRef indicates the param resource which sets the configration param"),
+                age_col(),
+            ],
+            Box::new(|o, now| {
+                // As kubectl's printer: namespace/name, `*/name` without a namespace; a selector
+                // is shown in its query form (the real printer prints Go's struct).
+                let param = match o.pointer("/spec/paramRef").filter(|p| !p.is_null()) {
+                    None => "<unset>".to_string(),
+                    Some(p) if !s(p, "/name").is_empty() => match s(p, "/namespace") {
+                        "" => format!("*/{}", s(p, "/name")),
+                        ns => format!("{ns}/{}", s(p, "/name")),
+                    },
+                    Some(p) => p
+                        .get("selector")
+                        .and_then(|sel| crate::sim::store::selector::LabelSelector::from_api(sel).ok())
+                        .map_or_else(|| "<error>".into(), |sel| sel.to_query_string()),
+                };
+                vec![json!(s(o, "/metadata/name")), json!(s(o, "/spec/policyName")), json!(param), json!(age(o, now))]
+            }),
+        ),
         ("apps", "deployments", _) => (
             vec![
                 name_col(),
@@ -840,35 +847,6 @@ mod tests {
 
     fn ts(s: &str) -> jiff::Timestamp {
         s.parse().unwrap()
-    }
-
-    #[test]
-    fn human_durations_follow_kubernetes_boundaries() {
-        let cases = [
-            (0, "0s"),
-            (59, "59s"),
-            (119, "119s"),
-            (120, "2m"),
-            (123, "2m3s"),
-            (599, "9m59s"),
-            (600, "10m"),
-            (3 * 3600 - 1, "179m"),
-            (3 * 3600, "3h"),
-            (3 * 3600 + 600, "3h10m"),
-            (8 * 3600, "8h"),
-            (47 * 3600, "47h"),
-            (48 * 3600, "2d"),
-            (53 * 3600, "2d5h"),
-            (8 * 86400, "8d"),
-            (730 * 86400, "2y"),
-            (731 * 86400, "2y1d"),
-            (3000 * 86400, "8y"),
-        ];
-        for (secs, want) in cases {
-            assert_eq!(human_duration(jiff::SignedDuration::from_secs(secs)), want, "{secs}s");
-        }
-        assert_eq!(human_duration(jiff::SignedDuration::from_secs(-1)), "0s");
-        assert_eq!(human_duration(jiff::SignedDuration::from_secs(-5)), "<invalid>");
     }
 
     #[test]

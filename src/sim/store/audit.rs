@@ -1,6 +1,6 @@
 //! The audit log of a simulated cluster that enforces authorization: for every request, who
 //! made it, what it asked (verb, group, resource, subresource, namespace, name or path), the
-//! decision, and which RBAC rule allowed it. Tests read it to prove a permission set is
+//! decision, and which RBAC rule allowed it (or which admission policy refused it). Tests read it to prove a permission set is
 //! enough (nothing denied) and not too much (every granted rule used).
 
 use parking_lot::Mutex;
@@ -33,6 +33,10 @@ pub struct AuditRecord {
     pub allowed: bool,
     /// The rule that allowed it (none for `system:masters` or a refusal).
     pub rule: Option<RuleRef>,
+    /// For a request that RBAC allowed and an admission policy refused: which policy and
+    /// binding (`ValidatingAdmissionPolicy 'P' with binding 'B'`), recorded as a refusal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denied_by: Option<String>,
 }
 
 /// What a request asks, in the authorizer's terms (`authorizer.Attributes`).

@@ -3,8 +3,10 @@
 //! served resource table, built-in and custom), and [`registry`] (per-kind rules: [`defaults`],
 //! [`validate`], generation, deletion), with [`selector`], the API's [`error`]s, and
 //! [`views`] (one stored resource served under two groups); and, for a cluster that enforces
-//! authentication, its [`tokens`] and [`audit`] log.
+//! authentication, its [`tokens`] and [`audit`] log; [`admission`] runs the validating
+//! admission policies on every write that comes through the API.
 
+pub mod admission;
 pub mod audit;
 pub mod defaults;
 pub mod error;

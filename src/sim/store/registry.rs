@@ -9,11 +9,13 @@ use serde_json::{Value, json};
 use crate::sim::{
     cluster::Cluster,
     store::{
+        admission::{Operation, Request},
         defaults,
         error::{ApiError, ApiResult, Cause},
         object,
         resources::{self, ResourceKey, ResourceType},
         storage::Updated,
+        tokens::UserInfo,
         validate,
     },
 };
@@ -27,6 +29,9 @@ pub struct WriteOptions {
     pub field_manager: Option<String>,
     /// `force` (apply patches only).
     pub force: bool,
+    /// Who asks, for a request that came through the API: its write runs the admission
+    /// policies. `None` for the simulated components' own writes, which no policy sees.
+    pub user: Option<UserInfo>,
 }
 
 /// Which part of an object a write targets.
@@ -64,6 +69,8 @@ pub struct DeleteOptions {
     pub precondition_rv: Option<String>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// Who asks (see [`WriteOptions::user`]).
+    pub user: Option<UserInfo>,
 }
 
 impl DeleteOptions {
@@ -100,6 +107,7 @@ impl DeleteOptions {
             precondition_uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string),
             precondition_rv: body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string),
             dry_run: map.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All")),
+            user: None,
         })
     }
 }
@@ -290,6 +298,21 @@ impl Cluster {
             } else {
                 None
             };
+        if let Some(user) = &opts.user {
+            self.admit(&Request {
+                operation: Operation::Create,
+                resource: rt,
+                version,
+                subresource: "",
+                namespace: object::namespace(body),
+                name: &name,
+                object: Some(body),
+                old_object: None,
+                kind: None,
+                user,
+                dry_run: opts.dry_run,
+            })?;
+        }
         if opts.dry_run {
             return Ok(Arc::new(body.clone()));
         }
@@ -383,11 +406,32 @@ impl Cluster {
     ) -> ApiResult<Arc<Value>> {
         let version = rt.version().to_string();
         let res = key(rt);
+        // Read before the update: admission cannot read storage while it is being updated.
+        let admission = opts.user.as_ref().map(|user| (user, self.admission(rt, ns)));
         let prepare = |current: &Arc<Value>| -> ApiResult<Value> {
             let mut desired = f(current)?;
             check_type(rt, &version, &mut desired)?;
             self.drop_unsupported_fields(rt, &mut desired);
-            prepare_update(rt, sub, current, desired)
+            let next = prepare_update(rt, sub, current, desired)?;
+            if let Some((user, snapshot)) = &admission {
+                snapshot.admit(
+                    self,
+                    &Request {
+                        operation: Operation::Update,
+                        resource: rt,
+                        version: &version,
+                        subresource: if sub == Subresource::Status { "status" } else { "" },
+                        namespace: ns,
+                        name,
+                        object: Some(&next),
+                        old_object: Some(current),
+                        kind: None,
+                        user,
+                        dry_run: opts.dry_run,
+                    },
+                )?;
+            }
+            Ok(next)
         };
         if opts.dry_run {
             let current = self.get(rt, ns, name)?;
@@ -449,6 +493,21 @@ impl Cluster {
         let res = key(rt);
         let current = self.get(rt, ns, name)?;
         check_preconditions(rt, name, &current, opts)?;
+        if let Some(user) = &opts.user {
+            self.admit(&Request {
+                operation: Operation::Delete,
+                resource: rt,
+                version: rt.version(),
+                subresource: "",
+                namespace: ns,
+                name,
+                object: None,
+                old_object: Some(&current),
+                kind: None,
+                user,
+                dry_run: opts.dry_run,
+            })?;
+        }
         let propagation = opts.propagation.unwrap_or(if opts.orphan_dependents == Some(true) {
             Propagation::Orphan
         } else {

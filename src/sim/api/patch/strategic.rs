@@ -39,6 +39,7 @@ pub fn builtin_kind(group: &str, kind: &str) -> Option<BuiltinKind> {
             | ("discovery.k8s.io", "EndpointSlice")
             | ("storage.k8s.io", "StorageClass")
             | ("apiextensions.k8s.io", "CustomResourceDefinition")
+            | ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding")
             | ("autoscaling", "Scale")
     );
     known.then_some(BuiltinKind { service: kind == "Service" })

@@ -157,9 +157,19 @@ pub fn validate_create(group: &str, resource: &str, obj: &Value) -> Vec<FieldErr
             workloads::validate_pod_create(obj, &mut errs);
         }
         ("", "persistentvolumeclaims") => storage::validate_pvc_spec(obj, &mut errs),
-        _ => {}
+        _ => admission_kinds(group, resource, obj, &mut errs),
     }
     errs
+}
+
+/// The admission policy kinds, checked by [`crate::sim::store::admission::check`].
+fn admission_kinds(group: &str, resource: &str, obj: &Value, errs: &mut Vec<FieldError>) {
+    use crate::sim::store::admission::{BINDINGS, GROUP, POLICIES, check};
+    match (group, resource) {
+        (GROUP, POLICIES) => check::validate_policy(obj, errs),
+        (GROUP, BINDINGS) => check::validate_binding(obj, errs),
+        _ => {}
+    }
 }
 
 /// Validates an update of a resource from `old` to `new`: immutable metadata, the new object's
@@ -173,7 +183,7 @@ pub fn validate_update(group: &str, resource: &str, old: &Value, new: &Value) ->
         }
         ("", "pods") => workloads::validate_pod_update(old, new, &mut errs),
         ("", "persistentvolumeclaims") => storage::validate_pvc_update(old, new, &mut errs),
-        _ => {}
+        _ => admission_kinds(group, resource, new, &mut errs),
     }
     errs
 }
