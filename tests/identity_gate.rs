@@ -113,6 +113,21 @@ async fn hand_scale(gate: IdentityGate) -> (Federation, Vec<Pod>) {
     })
     .await;
 
+    // West's admission policy (deploy/member/admission.yaml, installed by `spanset join`)
+    // refuses a hand scale of spanset's StatefulSet; the gate is what holds where that guard is
+    // missing (a member joined without it, or an operator who removed it).
+    let bindings = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding"),
+        "validatingadmissionpolicybindings",
+    );
+    let bindings: Api<kube::api::DynamicObject> = Api::all_with(west_client.clone(), &bindings);
+    for name in ["spanset-owner", "spanset-owner-scale"] {
+        match bindings.delete(name, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => panic!("deleting west's binding {name}: {e}"),
+        }
+    }
     f.sandbox.ctl_ok(&["latency", "west", "1500"]);
     // `kubectl --context west scale sts redis --replicas 5`: the scale subresource.
     let sts: Api<StatefulSet> = Api::namespaced(west_client.clone(), "default");
