@@ -66,7 +66,10 @@ fn stable_hash(bytes: &[u8]) -> String {
 }
 
 /// The StatefulSet spec of a federation without its slice (replicas 0, no ordinals), with the
-/// federation label added to the pod template so that pods can be watched by label.
+/// federation label added to the pod template so that pods can be watched by label, and to the
+/// claim templates, so that the claims a member's StatefulSet controller creates are marked
+/// spanset's (the members' `spanset-member-scope` admission policy lets spanset's identity
+/// retire only objects it manages; issue 19 item 5).
 fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
     let t = &fsts.spec.template;
     let mut template = t.template.clone();
@@ -79,11 +82,15 @@ fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
             gates.push(PodSchedulingGate { name: IDENTITY_GATE.to_string() });
         }
     }
+    let mut claims = t.volume_claim_templates.clone();
+    for c in &mut claims {
+        c.metadata.labels.get_or_insert_with(BTreeMap::new).insert(FEDERATION.to_string(), fsts.name_any());
+    }
     StatefulSetSpec {
         selector: t.selector.clone(),
         service_name: Some(t.service_name.clone()),
         template,
-        volume_claim_templates: (!t.volume_claim_templates.is_empty()).then(|| t.volume_claim_templates.clone()),
+        volume_claim_templates: (!claims.is_empty()).then_some(claims),
         pod_management_policy: t.pod_management_policy.clone(),
         update_strategy: t.update_strategy.as_ref().map(crate::api::UpdateStrategy::to_apps_v1),
         persistent_volume_claim_retention_policy: t.persistent_volume_claim_retention_policy.clone(),
@@ -268,6 +275,17 @@ placement:
         assert_eq!(pod_labels[FEDERATION], "redis", "pods carry the federation label for the watchers");
         assert_eq!(pod_labels["app"], "redis", "the user's labels stay");
         assert_eq!(stored_slice(&sts, Backend::StatefulSet), Slice { start: 2, replicas: 2, ..Slice::empty() });
+    }
+
+    #[test]
+    fn the_claims_a_member_creates_carry_the_federation_label() {
+        let f = crate::api::example(&["east".to_string()]);
+        let sts = statefulset(&f, &Slice { start: 0, replicas: 1, ..Slice::empty() }, 1);
+        let claims = sts.data["spec"]["volumeClaimTemplates"].as_array().expect("the example has claim templates");
+        assert!(
+            !claims.is_empty() && claims.iter().all(|c| c["metadata"]["labels"][FEDERATION] == "redis"),
+            "so that spanset may retire them under the members' scope guard: {claims:?}"
+        );
     }
 
     #[test]
