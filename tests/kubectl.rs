@@ -284,6 +284,65 @@ fn cluster_furniture_shows_in_wide_tables(minor: u32) {
     assert_eq!((row.get(5), row.get(6)), (Some(&ip), Some(&node)), "kubectl 1.{minor} get pods -o wide:\n{pods}");
 }
 
+/// A StatefulSet whose pod template carries a scheduling gate: its pod waits, shown as
+/// `SchedulingGated`, never bound while other pods run; a gate cannot be added to it; a JSON
+/// patch removing the gate lets it run.
+fn scheduling_gates_hold_pods(minor: u32) {
+    let sandbox = Sandbox::start("solo");
+    let Some(k) = Kubectl::new(minor, &sandbox) else {
+        return;
+    };
+    let gated = sts(1).replace(
+        "    spec:\n      containers:",
+        "    spec:\n      schedulingGates:\n      - name: example.com/hold\n      containers:",
+    );
+    k.ok_with_stdin(&["apply", "-f", "-"], &gated);
+    wait_until("web-0 is created", DEADLINE, || k.run(&["get", "pod", "web-0"]).status.success());
+    let row = |name: &str| -> Vec<String> {
+        let out = k.ok(&["get", "pod", name]);
+        out.lines().nth(1).unwrap_or("").split_whitespace().map(str::to_string).collect()
+    };
+    assert_eq!(row("web-0").get(1..3), Some(&["0/1".to_string(), "SchedulingGated".to_string()][..]));
+    assert_eq!(
+        jsonpath(&k, &["pod", "web-0"], "{.spec.schedulingGates[0].name}"),
+        "example.com/hold",
+        "the StatefulSet controller copies the template's gates"
+    );
+    // Another pod is scheduled and runs meanwhile: the scheduler has passed the gated one by.
+    k.ok(&["run", "free", "--image", "nginx:1.25"]);
+    wait_until("pod free runs", DEADLINE, || jsonpath(&k, &["pod", "free"], "{.status.phase}") == "Running");
+    let cond = r#"{.status.phase} {.status.conditions[?(@.type=="PodScheduled")].status} {.status.conditions[?(@.type=="PodScheduled")].reason}"#;
+    assert_eq!(jsonpath(&k, &["pod", "web-0"], cond), "Pending False SchedulingGated");
+    assert_eq!(
+        jsonpath(&k, &["pod", "web-0"], r#"{.status.conditions[?(@.type=="PodScheduled")].message}"#),
+        "Scheduling is blocked due to non-empty scheduling gates"
+    );
+    assert_eq!(jsonpath(&k, &["pod", "web-0"], "{.spec.nodeName}"), "", "a gated pod is never bound");
+    assert_eq!(row("web-0").get(2).map(String::as_str), Some("SchedulingGated"));
+
+    let add = r#"[{"op":"add","path":"/spec/schedulingGates/-","value":{"name":"example.com/another"}}]"#;
+    let err = k.fails(&["patch", "pod", "web-0", "--type=json", "-p", add]);
+    assert!(
+        err.contains(r#"The Pod "web-0" is invalid: spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new scheduling gate 'example.com/another'"#),
+        "kubectl 1.{minor}: {err}"
+    );
+    k.ok(&["patch", "pod", "web-0", "--type=json", "-p", r#"[{"op":"remove","path":"/spec/schedulingGates"}]"#]);
+    wait_until("web-0 runs once its gate is gone", DEADLINE, || {
+        row("web-0").get(2).map(String::as_str) == Some("Running")
+    });
+    assert!(!jsonpath(&k, &["pod", "web-0"], "{.spec.nodeName}").is_empty());
+}
+
+#[test]
+fn scheduling_gates_1_27() {
+    scheduling_gates_hold_pods(27);
+}
+
+#[test]
+fn scheduling_gates_1_33() {
+    scheduling_gates_hold_pods(33);
+}
+
 #[test]
 fn cluster_furniture_1_27() {
     cluster_furniture_shows_in_wide_tables(27);

@@ -64,6 +64,25 @@ pub struct FederatedStatefulSetSpec {
     /// What happens when a member cluster is lost.
     #[serde(default)]
     pub failover: Failover,
+    /// `Enabled` (the default): every pod of the federation is created with the scheduling
+    /// gate `spanset.dev/identity` and waits, unscheduled, until spanset has confirmed that no
+    /// other cluster runs or may run its ordinal and removes the gate (one write per pod
+    /// start; no pod can start while no spanset leader runs). This closes what reverting
+    /// after the fact cannot: a member's own StatefulSet controller starting a pod spanset
+    /// did not ask for (a hand scale, a member returning with a stale slice). `Disabled`:
+    /// pods start as soon as their member creates them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_gate: Option<IdentityGate>,
+}
+
+/// Whether member pods wait for spanset's release (`spec.identityGate`).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, schemars::JsonSchema)]
+pub enum IdentityGate {
+    /// Pods carry the scheduling gate `spanset.dev/identity` until spanset releases them.
+    #[default]
+    Enabled,
+    /// Pods start as soon as their member creates them.
+    Disabled,
 }
 
 /// Why `migration.storage: Move` and `whenScaled: Delete` are refused together (by the CRD's

@@ -29,7 +29,8 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberHandle, MemberObserved,
-        MembersChanged, ReleaseClaims, RetireClaims, SpecChanged, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        MembersChanged, ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, Subscribe, Unsubscribe, WriteError,
+        WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput},
@@ -554,8 +555,33 @@ async fn carry_out(
             (w.cluster.clone(), res, Instant::now())
         })
     });
-    let results = futures::future::join_all(sends).await;
+    let releases = decision.releases.iter().filter_map(|r| {
+        let watcher = watchers.get(&r.cluster)?.clone();
+        let msg = ReleasePod {
+            key: key.clone(),
+            ordinal: r.ordinal,
+            uid: r.uid.clone(),
+            rv: r.rv,
+            remaining: r.remaining.clone(),
+            term,
+        };
+        Some(async move { (r, watcher.send(msg).await) })
+    });
+    let (results, released) =
+        futures::future::join(futures::future::join_all(sends), futures::future::join_all(releases)).await;
     let mut failed: Vec<String> = skipped.into_values().collect();
+    for (r, res) in released {
+        match res {
+            Ok(Ok(())) => {}
+            // The pod changed or went since it was judged: its watch event plans again.
+            Ok(Err(WriteError::Conflict | WriteError::Refused { code: 404, .. })) => {}
+            Ok(Err(e)) => {
+                note_access_refusal(out, &e);
+                failed.push(format!("{}: releasing pod of ordinal {}: {e}", r.cluster, r.ordinal));
+            }
+            Err(e) => failed.push(format!("{}: watcher gone: {e}", r.cluster)),
+        }
+    }
     for (cluster, res, at) in results {
         match res {
             Ok(Ok(record)) => {

@@ -119,6 +119,7 @@ mod tests {
                         ready: false,
                         deleting: true,
                         rv: 3,
+                        gates: vec![],
                     };
                     (*k, p)
                 })

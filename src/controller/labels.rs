@@ -18,6 +18,10 @@ pub const TERM: &str = "spanset.dev/term";
 /// Annotation: a hash of what spanset wrote besides the slice (template and labels), so that a
 /// changed template is seen without comparing defaulted specs.
 pub const TEMPLATE_HASH: &str = "spanset.dev/template-hash";
+/// The scheduling gate every pod of a federation is created with (`spec.identityGate`): the
+/// member's scheduler leaves the pod alone until spanset, having confirmed that no other member
+/// runs or may run its ordinal, removes it from that very pod (and stamps [`TERM`] on it).
+pub const IDENTITY_GATE: &str = "spanset.dev/identity";
 /// The finalizer that holds a FederatedStatefulSet until its member objects are removed.
 pub const FINALIZER: &str = "spanset.dev/cleanup";
 /// The finalizer that holds a MemberCluster while a federation still has a slice, pods or moves

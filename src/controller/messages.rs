@@ -271,3 +271,23 @@ pub struct DeletePods {
     /// The writer's term.
     pub term: u64,
 }
+
+/// Releases one gated pod: removes spanset's identity gate from it and stamps the writer's term
+/// on it, in one write conditional on the pod's uid and resourceVersion (so a pod recreated or
+/// changed since it was judged is left gated until judged again).
+#[derive(Message)]
+#[rtype(result = "Result<(), WriteError>")]
+pub struct ReleasePod {
+    /// The federation (the pod is `<name>-<ordinal>` in its namespace).
+    pub key: FederationKey,
+    /// The pod's ordinal.
+    pub ordinal: u32,
+    /// The pod's uid.
+    pub uid: String,
+    /// The pod's resourceVersion as judged.
+    pub rv: u64,
+    /// Its other scheduling gates, which stay.
+    pub remaining: Vec<String>,
+    /// The term the release was decided in.
+    pub term: u64,
+}

@@ -24,6 +24,7 @@ use kube::{ResourceExt, api::DynamicObject};
 
 use super::{
     events::Note,
+    labels::IDENTITY_GATE,
     member::objects::{backend, statefulset, template_hash},
     messages::MemberView,
     move_storage::{self, Gate},
@@ -126,6 +127,23 @@ pub struct StsWrite {
     pub new_template: bool,
 }
 
+/// A gated pod that may run now: its identity gate is removed (the pod's other gates stay),
+/// conditional on the pod being this very incarnation unchanged since it was read, and the
+/// term is stamped on it in the same write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRelease {
+    /// The member.
+    pub cluster: String,
+    /// The pod's ordinal.
+    pub ordinal: Ordinal,
+    /// The pod's uid (precondition).
+    pub uid: String,
+    /// The pod's resourceVersion (precondition).
+    pub rv: u64,
+    /// Its scheduling gates other than spanset's, which stay.
+    pub remaining: Vec<String>,
+}
+
 /// What one reconcile decided.
 #[derive(Debug, Clone, Default)]
 pub struct Decision {
@@ -164,6 +182,8 @@ pub struct Decision {
     /// Ordinals of recorded moves that this decision's writes grow into their destination: the
     /// end of the hand-off once that write lands.
     pub grows: Vec<Ordinal>,
+    /// Gated pods released in this reconcile (see [`releases`]).
+    pub releases: Vec<PodRelease>,
 }
 
 /// The federation's `failover.unreachableAfterSeconds`, at least [`MIN_UNREACHABLE_AFTER`].
@@ -443,7 +463,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let parked_now = |m: &MoveStatus| m.phase == phases::PARKED;
     let moving: Ordinals = recorded.iter().filter(|(_, m)| !parked_now(m)).map(|(k, _)| *k).collect();
     let parked: Ordinals = recorded.iter().filter(|(_, m)| parked_now(m)).map(|(k, _)| *k).collect();
-    let conflicts = conflicts(&obs);
+    let conflicts = conflicts(inp, &obs);
     let mut verdicts = Vec::new();
     let (plan, plan_error) = match plan::plan_parked(&desired, &obs, &moving, &parked) {
         Ok(p) => (Some(p), None),
@@ -771,6 +791,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         slices,
         moves: moves_list,
     };
+    let releases = releases(inp, &obs, desired.start..desired.start + desired.replicas);
     let writable = obs
         .iter()
         .filter(|(n, o)| placement.contains(n.as_str()) && o.reachable && !o.fenced && o.compatible)
@@ -792,7 +813,57 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         notes,
         released: newly_released.into_iter().collect(),
         grows,
+        releases,
     }
+}
+
+/// The gated pods that may run now. A pod of ordinal k in member m is released when:
+/// m is reachable, unfenced, and its StatefulSet is the one this process wrote in this term
+/// (stamped with it, spec not changed by anyone since) and selects k, an ordinal of the
+/// federation's range (a drift stamped as spanset's own is shrunk by the next plan); the pod
+/// carries the identity gate and is not being deleted; and every other member that counts
+/// (unfenced, or fenced but answering again: [`plan::steps::counts`]) is confirmed not to hold
+/// k in its spec nor to have a pod for k — the at-most-one rule's condition for a grow
+/// (`Holders::free_for`): each is observed since its last write (an unreachable member counts
+/// with what it was last seen to hold or run), and a member that has not reported blocks
+/// every release. So a pod that a member's own StatefulSet controller made on its own (a hand
+/// scale, a member back from an outage with its stale slice, a stale leader's late write)
+/// waits, unscheduled, until spanset has undone it.
+fn releases(inp: &Inputs<'_>, obs: &Observed, range: std::ops::Range<Ordinal>) -> Vec<PodRelease> {
+    let mut out = Vec::new();
+    for (name, o) in obs {
+        if o.fenced || !o.reachable {
+            continue;
+        }
+        let Some(view) = inp.members.get(name).and_then(|m| m.view.as_ref()).filter(|v| v.synced) else {
+            continue;
+        };
+        let f = &view.federation;
+        let Some(sts) = f.sts.as_ref().filter(|s| !s.deleting && s.term == Some(inp.term)) else { continue };
+        if !f.spec_is_ours() {
+            continue;
+        }
+        for (k, pod) in &f.pods {
+            if !pod.gated() || pod.deleting || !sts.slice.contains(*k) || !range.contains(k) {
+                continue;
+            }
+            let elsewhere = obs
+                .iter()
+                .filter(|(n, other)| *n != name && plan::steps::counts(other))
+                .any(|(_, other)| !other.observed_since_write || other.written.contains(*k) || other.pods.contains(*k));
+            if elsewhere {
+                continue;
+            }
+            out.push(PodRelease {
+                cluster: name.clone(),
+                ordinal: *k,
+                uid: pod.uid.clone(),
+                rv: pod.rv,
+                remaining: pod.gates.iter().filter(|g| *g != IDENTITY_GATE).cloned().collect(),
+            });
+        }
+    }
+    out
 }
 
 /// Why nothing may be written when a member holds this federation's StatefulSet in the API
@@ -858,13 +929,21 @@ fn existing_pods(obs: &Observed) -> i32 {
     obs.values().filter(|o| o.reachable && !o.fenced).map(|o| o.pods.len()).sum::<u64>() as i32
 }
 
-/// Ordinals whose pods exist in two unfenced members at once.
-fn conflicts(obs: &Observed) -> Vec<Ordinal> {
+/// Ordinals whose pods exist in two unfenced members at once; a pod still waiting for
+/// spanset's release (identity gate) cannot run and does not count.
+fn conflicts(inp: &Inputs<'_>, obs: &Observed) -> Vec<Ordinal> {
     let mut seen = Ordinals::new();
     let mut twice = Ordinals::new();
-    for o in obs.values().filter(|o| !o.fenced) {
-        twice |= &seen & &o.pods;
-        seen |= &o.pods;
+    for (name, o) in obs.iter().filter(|(_, o)| !o.fenced) {
+        let gated: Ordinals = inp
+            .members
+            .get(name)
+            .and_then(|m| m.view.as_ref())
+            .map(|v| v.federation.pods.iter().filter(|(_, p)| p.gated()).map(|(k, _)| *k).collect())
+            .unwrap_or_default();
+        let pods = &o.pods - &gated;
+        twice |= &seen & &pods;
+        seen |= &pods;
     }
     twice.iter().collect()
 }
@@ -925,6 +1004,7 @@ mod tests {
                     ready: true,
                     deleting: false,
                     rv: 5,
+                    gates: vec![],
                 };
                 (k, p)
             })
@@ -1369,6 +1449,123 @@ mod tests {
         let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), silent(3, 0))]);
         let d = decide_now(&f, &members, 7);
         assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
+    }
+    /// `m` with pod `k` (created if missing) waiting for spanset's release: gated, Pending.
+    fn gated_pod(m: MemberInput, k: u32, other_gates: &[&str]) -> MemberInput {
+        reporting(m, |v| {
+            let mut gates = vec![IDENTITY_GATE.to_string()];
+            gates.extend(other_gates.iter().map(|g| g.to_string()));
+            v.federation.pods.insert(
+                k,
+                PodRecord {
+                    uid: format!("gated-{k}"),
+                    node: None,
+                    phase: PodPhase::Pending,
+                    ready: false,
+                    deleting: false,
+                    rv: 12,
+                    gates,
+                },
+            );
+        })
+    }
+
+    fn released(d: &Decision) -> Vec<(String, u32)> {
+        d.releases.iter().map(|r| (r.cluster.clone(), r.ordinal)).collect()
+    }
+
+    #[test]
+    fn a_gated_pod_is_released_once_no_other_member_holds_or_runs_its_ordinal() {
+        let f = fsts(&[("east", 1), ("west", 1)]);
+        let east = gated_pod(settled(&f, 0, 3, 7), 2, &["example.com/users-own"]);
+        let members = BTreeMap::from([("east".into(), east), ("west".into(), settled(&f, 3, 3, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(
+            d.releases,
+            vec![PodRelease {
+                cluster: "east".into(),
+                ordinal: 2,
+                uid: "gated-2".into(),
+                rv: 12,
+                remaining: vec!["example.com/users-own".into()],
+            }],
+            "released on the uid and version it was judged at; the user's own gate stays"
+        );
+        assert!(d.conflicts.is_empty());
+        // Written in an older term (a new leader that has not stamped yet): not released.
+        assert!(decide_now(&f, &members, 8).releases.is_empty());
+        // Fenced, or being deleted: never.
+        let mut fenced = members.clone();
+        fenced.get_mut("east").unwrap().fenced = true;
+        assert!(decide_now(&f, &fenced, 7).releases.is_empty());
+        let deleting = reporting(members["east"].clone(), |v| {
+            v.federation.pods.get_mut(&2).unwrap().deleting = true;
+        });
+        let members_deleting = BTreeMap::from([("east".into(), deleting), ("west".into(), settled(&f, 3, 3, 7))]);
+        assert!(decide_now(&f, &members_deleting, 7).releases.is_empty());
+        // Beyond the federation's range (a drift stamped as spanset's own): waits for the shrink.
+        assert_eq!(f.spec.replicas, 6);
+        let beyond = gated_pod(
+            reporting(settled(&f, 3, 3, 7), |v| v.federation.sts.as_mut().unwrap().slice.replicas = 4),
+            6,
+            &[],
+        );
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), beyond)]);
+        assert!(decide_now(&f, &members, 7).releases.is_empty());
+    }
+
+    #[test]
+    fn a_hand_scaled_member_gets_no_release_and_its_extra_pod_holds_the_others_back() {
+        // Nine replicas 3/3/3; someone scales west to 5: its own StatefulSet controller makes
+        // pods 6 and 7, gated, while central runs 6-8.
+        let mut f = fsts(&[("east", 1), ("west", 1), ("central", 1)]);
+        f.spec.replicas = 9;
+        let west = reporting(gated_pod(gated_pod(settled(&f, 3, 3, 7), 6, &[]), 7, &[]), |v| {
+            let sts = v.federation.sts.as_mut().unwrap();
+            sts.slice.replicas = 5;
+            sts.generation = 3;
+        });
+        let members = BTreeMap::from([
+            ("east".into(), settled(&f, 0, 3, 7)),
+            ("west".into(), west),
+            ("central".into(), settled(&f, 6, 3, 7)),
+        ]);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.releases.is_empty(), "{:?}", released(&d));
+        assert!(d.conflicts.is_empty(), "gated pods run nowhere: {:?}", d.conflicts);
+        // The stamp writes what west stores, as spanset's own (the next plan shrinks it): pods 6
+        // and 7 are still held back, by central's spec and pods.
+        assert_eq!(written_slices(&d), vec![("west".to_string(), Some(3), Some(5))]);
+        let stamped =
+            reporting(members["west"].clone(), |v| v.federation.written_generation = Some(("sts-3".into(), 3)));
+        let mut after = members.clone();
+        after.insert("west".into(), stamped);
+        assert!(decide_now(&f, &after, 7).releases.is_empty());
+        // Central's own pod 6 recreated meanwhile (gated) waits while west still has a pod 6.
+        let members = BTreeMap::from([
+            ("east".into(), settled(&f, 0, 3, 7)),
+            ("west".into(), members["west"].clone()),
+            ("central".into(), gated_pod(settled(&f, 6, 3, 7), 6, &[])),
+        ]);
+        assert_eq!(released(&decide_now(&f, &members, 7)), vec![]);
+    }
+
+    #[test]
+    fn a_member_not_confirmed_since_its_last_write_blocks_every_release() {
+        let f = fsts(&[("east", 1), ("west", 1)]);
+        let unconfirmed = reporting(settled(&f, 3, 3, 7), |v| v.federation.confirmed_for = None);
+        let members =
+            BTreeMap::from([("east".into(), gated_pod(settled(&f, 0, 3, 7), 1, &[])), ("west".into(), unconfirmed)]);
+        assert!(decide_now(&f, &members, 7).releases.is_empty());
+        // Fenced but answering, west still counts; fenced and silent, its spec and pods no
+        // longer do: east's pod goes.
+        let mut fenced = members.clone();
+        fenced.get_mut("west").unwrap().fenced = true;
+        assert!(decide_now(&f, &fenced, 7).releases.is_empty());
+        let silent =
+            reporting(fenced["west"].clone(), |v| v.last_contact = Some(Instant::now() - Duration::from_secs(60)));
+        fenced.insert("west".into(), silent);
+        assert_eq!(released(&decide_now(&f, &fenced, 7)), vec![("east".to_string(), 1)]);
     }
 
     #[test]

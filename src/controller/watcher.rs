@@ -37,7 +37,7 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, MemberObserved, MemberView,
-        ReleaseClaims, RetireClaims, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        ReleaseClaims, ReleasePod, RetireClaims, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     spans,
@@ -919,6 +919,60 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
     }
 }
 
+/// The merge patch that releases a gated pod: the uid and resourceVersion it was judged at
+/// (the apiserver refuses the patch if either changed: 409 for the version, 422 for the uid),
+/// the writer's term, and the pod's scheduling gates without spanset's (`null` when none is
+/// left: a merge patch replaces a list whole).
+pub fn release_patch(msg: &ReleasePod) -> serde_json::Value {
+    let gates: serde_json::Value = if msg.remaining.is_empty() {
+        serde_json::Value::Null
+    } else {
+        msg.remaining.iter().map(|g| serde_json::json!({"name": g})).collect()
+    };
+    serde_json::json!({
+        "metadata": {
+            "uid": msg.uid,
+            "resourceVersion": msg.rv.to_string(),
+            "annotations": {TERM: msg.term.to_string()},
+        },
+        "spec": {"schedulingGates": gates},
+    })
+}
+
+impl Handler<ReleasePod> for ClusterWatcher {
+    type Result = ResponseActFuture<Self, Result<(), WriteError>>;
+
+    fn handle(&mut self, msg: ReleasePod, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.check_term(msg.term) {
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &msg.key.namespace);
+        let name = format!("{}-{}", msg.key.name, msg.ordinal);
+        let patch = release_patch(&msg);
+        let pp = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        self.metrics.api_request(&self.cluster, "patch");
+        let cluster = self.cluster.clone();
+        let work = async move { api.patch(&name, &pp, &Patch::Merge(&patch)).await };
+        Box::pin(work.into_actor(self).map(move |res, act, _| match res {
+            Ok(_) => {
+                act.contact_ok();
+                act.metrics.member_write(&cluster, "pod");
+                tracing::debug!(cluster = %cluster, federation = %msg.key, ordinal = msg.ordinal, term = msg.term,
+                    "released pod (identity gate removed)");
+                Ok(())
+            }
+            Err(e) => {
+                if matches!(&e, kube::Error::Api(s) if s.code < 500 && s.code != 401 && s.code != 403) {
+                    act.contact_ok();
+                } else {
+                    act.contact_failed(&e);
+                }
+                Err(write_error(&cluster, e))
+            }
+        }))
+    }
+}
+
 /// Creates `object` where it is missing, replaces it where `differs` says it differs from the
 /// stored one, leaves it otherwise; answers whether it wrote.
 async fn ensure<K>(
@@ -1291,6 +1345,29 @@ async fn retire_claim(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_release_removes_only_spansets_gate_stamps_the_term_and_is_conditional() {
+        let msg = |remaining: Vec<String>| ReleasePod {
+            key: FederationKey { namespace: "db".into(), name: "redis".into() },
+            ordinal: 3,
+            uid: "u-3".into(),
+            rv: 42,
+            remaining,
+            term: 9,
+        };
+        assert_eq!(
+            release_patch(&msg(vec![])),
+            serde_json::json!({
+                "metadata": {"uid": "u-3", "resourceVersion": "42", "annotations": {TERM: "9"}},
+                "spec": {"schedulingGates": null},
+            })
+        );
+        assert_eq!(
+            release_patch(&msg(vec!["example.com/users-own".into()]))["spec"]["schedulingGates"],
+            serde_json::json!([{"name": "example.com/users-own"}])
+        );
+    }
 
     fn watcher(leadership: Leadership, metrics: Arc<Metrics>) -> ClusterWatcher {
         // Nothing is sent: the client only has to exist.

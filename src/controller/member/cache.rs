@@ -20,7 +20,7 @@ use super::{
     workload::{observed_generation, ordinals_start, stored_slice},
 };
 use crate::{
-    controller::labels::{FEDERATION, FEDERATION_UID, TEMPLATE_HASH, TERM},
+    controller::labels::{FEDERATION, FEDERATION_UID, IDENTITY_GATE, TEMPLATE_HASH, TERM},
     plan::{Backend, Slice},
 };
 
@@ -60,9 +60,17 @@ pub struct PodRecord {
     pub deleting: bool,
     /// The resourceVersion of this record.
     pub rv: u64,
+    /// Its scheduling gates (`spec.schedulingGates` names): while spanset's identity gate is
+    /// among them, the pod waits unscheduled for spanset's release.
+    pub gates: Vec<String>,
 }
 
 impl PodRecord {
+    /// Whether the pod still waits for spanset's release (carries the identity gate).
+    pub fn gated(&self) -> bool {
+        self.gates.iter().any(|g| g == IDENTITY_GATE)
+    }
+
     /// The record of a pod, with its ordinal, if it belongs to a federation's StatefulSet.
     pub fn of(pod: &Pod) -> Option<(FederationKey, u32, PodRecord)> {
         let name = pod.labels().get(FEDERATION)?.clone();
@@ -86,6 +94,12 @@ impl PodRecord {
             ready: ready && !deleting,
             deleting,
             rv: rv_of(pod.metadata.resource_version.as_deref()),
+            gates: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.scheduling_gates.as_ref())
+                .map(|g| g.iter().map(|g| g.name.clone()).collect())
+                .unwrap_or_default(),
         };
         Some((FederationKey { namespace: pod.namespace().unwrap_or_default(), name }, ordinal, record))
     }
@@ -504,6 +518,23 @@ mod tests {
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_pods_gates_are_kept_and_their_removal_is_seen() {
+        let mut gated = pod(2, "p-2", 7, false);
+        gated.spec.as_mut().unwrap().node_name = None;
+        gated.spec.as_mut().unwrap().scheduling_gates = Some(vec![
+            k8s_openapi::api::core::v1::PodSchedulingGate { name: "example.com/users-own".into() },
+            k8s_openapi::api::core::v1::PodSchedulingGate { name: IDENTITY_GATE.into() },
+        ]);
+        let mut c = MemberCache::default();
+        c.pod_applied(&gated);
+        let record = &c.federations[&key()].pods[&2];
+        assert!(record.gated());
+        assert_eq!(record.gates, ["example.com/users-own", IDENTITY_GATE]);
+        c.pod_applied(&pod(2, "p-2", 8, false));
+        assert!(!c.federations[&key()].pods[&2].gated(), "released");
     }
 
     fn sts(generation: i64, observed: i64, rv: u64, start: i32, replicas: i32) -> DynamicObject {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::{
     api::{
         apps::v1::{StatefulSet, StatefulSetOrdinals, StatefulSetSpec},
-        core::v1::{Namespace, Service, ServicePort, ServiceSpec},
+        core::v1::{Namespace, PodSchedulingGate, Service, ServicePort, ServiceSpec},
     },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
@@ -15,8 +15,10 @@ use kube::{ResourceExt, api::DynamicObject};
 
 use super::workload::api_resource;
 use crate::{
-    api::FederatedStatefulSet,
-    controller::labels::{FEDERATION, FEDERATION_NAMESPACE, FEDERATION_UID, MANAGED_BY, MANAGER, TEMPLATE_HASH, TERM},
+    api::{FederatedStatefulSet, IdentityGate},
+    controller::labels::{
+        FEDERATION, FEDERATION_NAMESPACE, FEDERATION_UID, IDENTITY_GATE, MANAGED_BY, MANAGER, TEMPLATE_HASH, TERM,
+    },
     plan::{Backend, Slice},
 };
 
@@ -73,6 +75,13 @@ fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
     let mut template = t.template.clone();
     let meta = template.metadata.get_or_insert_with(ObjectMeta::default);
     meta.labels.get_or_insert_with(BTreeMap::new).insert(FEDERATION.to_string(), fsts.name_any());
+    if gated(fsts) {
+        let pod = template.spec.get_or_insert_with(Default::default);
+        let gates = pod.scheduling_gates.get_or_insert_with(Vec::new);
+        if !gates.iter().any(|g| g.name == IDENTITY_GATE) {
+            gates.push(PodSchedulingGate { name: IDENTITY_GATE.to_string() });
+        }
+    }
     let mut claims = t.volume_claim_templates.clone();
     for c in &mut claims {
         c.metadata.labels.get_or_insert_with(BTreeMap::new).insert(FEDERATION.to_string(), fsts.name_any());
@@ -88,6 +97,12 @@ fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
         min_ready_seconds: t.min_ready_seconds,
         ..Default::default()
     }
+}
+
+/// Whether the federation's pods carry the identity gate (`spec.identityGate`, default
+/// `Enabled`).
+pub fn gated(fsts: &FederatedStatefulSet) -> bool {
+    fsts.spec.identity_gate.unwrap_or_default() == IdentityGate::Enabled
 }
 
 /// The hash of everything spanset writes in a member StatefulSet besides the slice and the term:
@@ -330,6 +345,37 @@ placement:
         let mut g = f.clone();
         g.spec.template.template.spec.as_mut().unwrap().containers[0].image = Some("redis:8".into());
         assert_ne!(template_hash(&f), template_hash(&g));
+    }
+
+    #[test]
+    fn pods_carry_the_identity_gate_unless_it_is_disabled() {
+        let mut f = fsts();
+        f.spec.template.template.spec.as_mut().unwrap().scheduling_gates =
+            Some(vec![PodSchedulingGate { name: "example.com/users-own".into() }]);
+        let sts = statefulset(&f, &Slice { start: 0, replicas: 2, ..Slice::empty() }, 1);
+        assert_eq!(
+            sts.data["spec"]["template"]["spec"]["schedulingGates"],
+            serde_json::json!([{"name": "example.com/users-own"}, {"name": IDENTITY_GATE}]),
+            "the gate is added by default, beside the user's own"
+        );
+        let gated_hash = template_hash(&f);
+        f.spec.identity_gate = Some(IdentityGate::Disabled);
+        let sts = statefulset(&f, &Slice { start: 0, replicas: 2, ..Slice::empty() }, 1);
+        assert_eq!(
+            sts.data["spec"]["template"]["spec"]["schedulingGates"],
+            serde_json::json!([{"name": "example.com/users-own"}])
+        );
+        assert_ne!(template_hash(&f), gated_hash, "turning the gate off or on rewrites the members' template");
+        let plain = statefulset(&fsts(), &Slice::empty(), 1);
+        let mut off = fsts();
+        off.spec.identity_gate = Some(IdentityGate::Disabled);
+        assert!(
+            statefulset(&off, &Slice::empty(), 1).data["spec"]["template"]["spec"].get("schedulingGates").is_none()
+        );
+        assert_eq!(
+            plain.data["spec"]["template"]["spec"]["schedulingGates"],
+            serde_json::json!([{"name": IDENTITY_GATE}])
+        );
     }
 
     #[test]

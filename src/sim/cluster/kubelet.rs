@@ -168,7 +168,9 @@ fn sweep(cluster: &Cluster, timers: &mut Timers) {
     for pod in &pods {
         let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
         if node.is_empty() {
-            if !object::is_deleting(pod) {
+            // A gated pod is not considered at all (no FailedScheduling either) until its last
+            // scheduling gate is removed, as the scheduler's SchedulingGates plugin does.
+            if !object::is_deleting(pod) && !scheduling_gated(pod) {
                 schedule(cluster, &pods_rt, pod, &nodes, &mut load, timers);
             }
             continue;
@@ -184,6 +186,11 @@ fn sweep(cluster: &Cluster, timers: &mut Timers) {
     timers.since.retain(|uid, _| live.contains(uid.as_str()));
     timers.events.tick(cluster, &live);
     cluster.logs.retain_pods(&live);
+}
+
+/// Whether a pod still has scheduling gates (`spec.schedulingGates` non-empty).
+pub fn scheduling_gated(pod: &Value) -> bool {
+    pod.pointer("/spec/schedulingGates").and_then(Value::as_array).is_some_and(|g| !g.is_empty())
 }
 
 /// The node a pod must run on because one of its volumes is local to it, if any.

@@ -104,6 +104,12 @@ pub fn initial_status(rt: &ResourceType, obj: &mut Value) {
         _ if rt.status_subresource => Some(json!({})),
         _ => None,
     };
+    let initial = initial.map(|mut s| {
+        if (rt.group.as_str(), rt.plural.as_str()) == ("", "pods") && is_gated(map) {
+            s["conditions"] = json!([scheduling_gated_condition()]);
+        }
+        s
+    });
     match initial {
         Some(s) if s.as_object().is_some_and(|m| m.is_empty()) && !rt.custom => {
             map.insert("status".into(), s);
@@ -117,6 +123,19 @@ pub fn initial_status(rt: &ResourceType, obj: &mut Value) {
         }
         None => {}
     }
+}
+
+/// Whether a pod has scheduling gates left (`spec.schedulingGates` non-empty).
+fn is_gated(pod: &serde_json::Map<String, Value>) -> bool {
+    pod.get("spec").and_then(|s| s.get("schedulingGates")).and_then(Value::as_array).is_some_and(|g| !g.is_empty())
+}
+
+/// The condition the apiserver gives a pod created with scheduling gates (the pod strategy's
+/// `PrepareForCreate`): the scheduler will not consider it until every gate is removed.
+pub fn scheduling_gated_condition() -> Value {
+    json!({"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+           "message": "Scheduling is blocked due to non-empty scheduling gates",
+           "lastProbeTime": null, "lastTransitionTime": crate::sim::store::object::now_rfc3339()})
 }
 
 /// A Secret's `stringData` is write-only: the apiserver merges it into `data` (base64), over
@@ -146,5 +165,21 @@ mod tests {
         let mut secret = json!({"data": {"a": "eA==", "b": "eQ=="}, "stringData": {"b": "two", "c": "three"}});
         apply(&rt, &mut secret);
         assert_eq!(secret, json!({"type": "Opaque", "data": {"a": "eA==", "b": "dHdv", "c": "dGhyZWU="}}));
+    }
+
+    #[test]
+    fn a_gated_pod_starts_with_the_scheduling_gated_condition() {
+        let rt = crate::sim::store::resources::builtins().into_iter().find(|r| r.plural == "pods").unwrap();
+        let mut gated = json!({"spec": {"schedulingGates": [{"name": "x"}], "containers": []}});
+        initial_status(&rt, &mut gated);
+        let c = &gated["status"]["conditions"][0];
+        assert_eq!(
+            (c["type"].as_str(), c["status"].as_str(), c["reason"].as_str()),
+            (Some("PodScheduled"), Some("False"), Some("SchedulingGated"))
+        );
+        assert_eq!(c["message"], "Scheduling is blocked due to non-empty scheduling gates");
+        let mut free = json!({"spec": {"schedulingGates": [], "containers": []}});
+        initial_status(&rt, &mut free);
+        assert_eq!(free["status"], json!({"phase": "Pending", "qosClass": "BestEffort"}));
     }
 }

@@ -152,7 +152,10 @@ pub fn validate_create(group: &str, resource: &str, obj: &Value) -> Vec<FieldErr
     let mut errs = meta::validate_object_meta(resource, obj);
     match (group, resource) {
         ("apps", "statefulsets") => workloads::validate_statefulset_spec(obj, &mut errs),
-        ("", "pods") => workloads::validate_pod_spec(obj.get("spec"), "spec", &mut errs),
+        ("", "pods") => {
+            workloads::validate_pod_spec(obj.get("spec"), "spec", &mut errs);
+            workloads::validate_pod_create(obj, &mut errs);
+        }
         ("", "persistentvolumeclaims") => storage::validate_pvc_spec(obj, &mut errs),
         _ => admission_kinds(group, resource, obj, &mut errs),
     }
@@ -178,6 +181,7 @@ pub fn validate_update(group: &str, resource: &str, old: &Value, new: &Value) ->
             workloads::validate_statefulset_spec(new, &mut errs);
             workloads::validate_statefulset_update(old, new, &mut errs);
         }
+        ("", "pods") => workloads::validate_pod_update(old, new, &mut errs),
         ("", "persistentvolumeclaims") => storage::validate_pvc_update(old, new, &mut errs),
         _ => admission_kinds(group, resource, new, &mut errs),
     }

@@ -19,8 +19,60 @@ fn non_negative(obj: &Value, ptr: &str, field: &str, errs: &mut Vec<FieldError>)
     }
 }
 
-/// Containers: at least one, each with a unique DNS-label name and an image.
+/// Containers: at least one, each with a unique DNS-label name and an image; scheduling gates
+/// with unique qualified names.
 pub(super) fn validate_pod_spec(spec: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+    validate_containers(spec, path, errs);
+    validate_scheduling_gates(spec, path, errs);
+}
+
+/// The names of a pod spec's `schedulingGates`, in order.
+fn gate_names(spec: Option<&Value>) -> Vec<&str> {
+    spec.and_then(|s| s.get("schedulingGates"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|g| g.get("name").and_then(Value::as_str).unwrap_or(""))
+        .collect()
+}
+
+/// `validateSchedulingGates`: each name a qualified name, none twice.
+fn validate_scheduling_gates(spec: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+    let mut seen = HashSet::new();
+    for (i, name) in gate_names(spec).into_iter().enumerate() {
+        let at = format!("{path}.schedulingGates[{i}]");
+        for msg in syntax::qualified_name(name) {
+            errs.push(FieldError::invalid(&at, json!(name), msg));
+        }
+        if !seen.insert(name) {
+            errs.push(FieldError::new(&at, FieldErrorKind::Duplicate, Some(json!(name)), ""));
+        }
+    }
+}
+
+/// `ValidatePodCreate`'s rule for gates: a pod cannot be created bound to a node while gated.
+pub(super) fn validate_pod_create(pod: &Value, errs: &mut Vec<FieldError>) {
+    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+    if !node.is_empty() && !gate_names(pod.get("spec")).is_empty() {
+        errs.push(FieldError::forbidden("spec.nodeName", "cannot be set until all schedulingGates have been cleared"));
+    }
+}
+
+/// `validateOnlyDeletedSchedulingGates` (pod update): gates may be removed, never added; one
+/// error per added gate, at its index in the new list.
+pub(super) fn validate_pod_update(old: &Value, new: &Value, errs: &mut Vec<FieldError>) {
+    let before = gate_names(old.get("spec"));
+    for (i, name) in gate_names(new.get("spec")).into_iter().enumerate() {
+        if !before.contains(&name) {
+            errs.push(FieldError::forbidden(
+                &format!("spec.schedulingGates[{i}].name"),
+                format!("only deletion is allowed, but found new scheduling gate '{name}'"),
+            ));
+        }
+    }
+}
+
+fn validate_containers(spec: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
     let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
     let Some(cs) = containers.filter(|cs| !cs.is_empty()) else {
         errs.push(FieldError::required(&format!("{path}.containers"), ""));
@@ -290,5 +342,34 @@ mod tests {
                 .to_string()
                 .starts_with(r#"spec.containers[0].name: Invalid value: "C": a lowercase RFC 1123 label"#)
         );
+    }
+    #[test]
+    fn scheduling_gates_are_unique_qualified_names_and_may_only_be_removed() {
+        let pod = |gates: Value| json!({"metadata": {"name": "p"}, "spec": {"schedulingGates": gates, "containers": [{"name": "c", "image": "i"}]}});
+        let two = pod(json!([{"name": "example.com/a"}, {"name": "b"}]));
+        assert!(validate_create("", "pods", &two).is_empty());
+        let dup = validate_create("", "pods", &pod(json!([{"name": "a"}, {"name": "a"}])));
+        assert_eq!(dup[0].to_string(), r#"spec.schedulingGates[1]: Duplicate value: "a""#);
+        let bad = validate_create("", "pods", &pod(json!([{"name": "a b"}])));
+        assert!(
+            bad[0].to_string().starts_with(r#"spec.schedulingGates[0]: Invalid value: "a b": name part must consist"#)
+        );
+        let mut bound = pod(json!([{"name": "a"}]));
+        bound["spec"]["nodeName"] = json!("node-1");
+        assert_eq!(
+            validate_create("", "pods", &bound)[0].to_string(),
+            "spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"
+        );
+        // Removing gates, one or all, is an update like any other; adding one is refused.
+        assert!(validate_update("", "pods", &two, &pod(json!([{"name": "b"}]))).is_empty());
+        let mut none = two.clone();
+        none["spec"].as_object_mut().unwrap().remove("schedulingGates");
+        assert!(validate_update("", "pods", &two, &none).is_empty());
+        let added = validate_update("", "pods", &two, &pod(json!([{"name": "b"}, {"name": "c"}])));
+        assert_eq!(
+            invalid_message("Pod", "", "p", &added),
+            r#"Pod "p" is invalid: spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new scheduling gate 'c'"#
+        );
+        assert_eq!(validate_update("", "pods", &none, &two).len(), 2, "one error per added gate");
     }
 }
