@@ -398,8 +398,10 @@ async fn with_storage_move_a_returning_ordinal_gets_its_current_volume_and_the_s
     let current = until("east's claim for 1 bound", || volume_of(&f, "east", 1)).await;
     f.sandbox.ctl_ok(&["volume", "east", &current, "--write", "current"]);
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(f.member("west").await, "default");
+    // As a claim of the federation's StatefulSet carries (its claim template's labels): one
+    // that is not spanset's may not be deleted by spanset's identity, and the move would hold.
     let leftover: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "data-redis-1"},
+        "metadata": {"name": "data-redis-1", "labels": {"app": "redis", "spanset.dev/federation": "redis"}},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
     .unwrap();
     pvcs.create(&Default::default(), &leftover).await.unwrap();
@@ -452,8 +454,10 @@ async fn a_detached_ordinal_arriving_where_an_older_claim_of_it_was_left_never_b
     f.create(&serde_json::from_value(fsts).unwrap()).await;
     f.wait_settled("redis", &[("east", 0, 2)], "both in east").await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(f.member("west").await, "default");
+    // As a claim of the federation's StatefulSet carries (its claim template's labels): one
+    // that is not spanset's may not be deleted by spanset's identity, and the move would hold.
     let leftover: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "data-redis-1"},
+        "metadata": {"name": "data-redis-1", "labels": {"app": "redis", "spanset.dev/federation": "redis"}},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
     .unwrap();
     pvcs.create(&Default::default(), &leftover).await.unwrap();
