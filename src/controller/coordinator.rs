@@ -33,11 +33,11 @@ use super::{
         WriteStatefulSet,
     },
     metrics::Metrics,
-    reconcile::{self, Decision, Inputs, MemberInput},
+    reconcile::{self, Decision, Inputs, MemberInput, StsWrite},
     spans,
     watcher::ClusterWatcher,
 };
-use crate::api::FederatedStatefulSet;
+use crate::{api::FederatedStatefulSet, plan::Backend};
 
 /// How often a coordinator reconciles when nothing happens (reachability deadlines pass
 /// without events; a no-op reconcile writes nothing).
@@ -479,19 +479,13 @@ async fn carry_out(
             }
         }
     }
+    let kind = objects::backend(&fsts);
     // A new template is tried everywhere first, so that a refused one changes nothing; a
     // member that does not answer the dry run gets no write this round.
     let dry_runs =
         decision.writes.iter().filter(|w| w.new_template && !skipped.contains_key(&w.cluster)).filter_map(|w| {
             let watcher = watchers.get(&w.cluster)?.clone();
-            let msg = WriteStatefulSet {
-                key: key.clone(),
-                object: w.object.clone(),
-                kind: objects::backend(&fsts),
-                expected_rv: w.expected_rv,
-                term,
-                dry_run: true,
-            };
+            let msg = write_message(w, key, kind, term, true);
             Some(async move { (w.cluster.clone(), watcher.send(msg).timeout(MEMBER_CALL_TIMEOUT).await) })
         });
     for (cluster, res) in futures::future::join_all(dry_runs).await {
@@ -542,14 +536,7 @@ async fn carry_out(
     }
     let sends = decision.writes.iter().filter(|w| !skipped.contains_key(&w.cluster)).filter_map(|w| {
         let watcher = watchers.get(&w.cluster)?.clone();
-        let msg = WriteStatefulSet {
-            key: key.clone(),
-            object: w.object.clone(),
-            kind: objects::backend(&fsts),
-            expected_rv: w.expected_rv,
-            term,
-            dry_run: false,
-        };
+        let msg = write_message(w, key, kind, term, false);
         Some(async move {
             let res = watcher.send(msg).timeout(MEMBER_CALL_TIMEOUT).await;
             (w.cluster.clone(), res, Instant::now())
@@ -643,6 +630,11 @@ fn call_failed(e: MailboxError) -> String {
         }
         MailboxError::Closed => "watcher gone".to_string(),
     }
+}
+
+/// The message that makes (or, with `dry_run`, only validates) a decided StatefulSet write.
+fn write_message(w: &StsWrite, key: &FederationKey, kind: Backend, term: u64, dry_run: bool) -> WriteStatefulSet {
+    WriteStatefulSet { key: key.clone(), object: w.object.clone(), kind, expected_rv: w.expected_rv, term, dry_run }
 }
 
 /// Records a member's 401 or 403 (the member's own message names the permission or says the
