@@ -383,20 +383,18 @@ async fn a_detached_ordinal_that_returns_never_starts_on_its_older_claim() {
     f.assert_ledger_clean();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_storage_move_a_returning_ordinal_gets_its_current_volume_and_the_stale_claim_never_binds() {
-    // Issue 19, item 5: west holds an older claim for redis-1 (left from an earlier run
-    // there); the handover brings east's current volume and the older claim never binds.
+/// Two replicas of a federation with `storage`, both in east, and an older claim of redis-1
+/// left in west (its volume marked `older`): the start of both stale-claim tests (issue 19,
+/// item 5). Answers the federation, its controller and the older claim's volume.
+async fn both_in_east_with_an_older_claim_in_west(storage: &str) -> (Federation, Controller, String) {
     let f = Federation::start(&["east", "west"]).await;
-    let _c = Controller::start(&f.sandbox, "controller");
-    let mut fsts = serde_json::to_value(federation(&f.members, "Move", None)).unwrap();
+    let c = Controller::start(&f.sandbox, "controller");
+    let mut fsts = serde_json::to_value(federation(&f.members, storage, None)).unwrap();
     fsts["spec"]["replicas"] = 2.into();
     fsts["spec"]["placement"]["clusters"] =
         serde_json::json!([{"name": "east", "weight": 1}, {"name": "west", "weight": 0}]);
     f.create(&serde_json::from_value(fsts).unwrap()).await;
     f.wait_settled("redis", &[("east", 0, 2)], "both in east").await;
-    let current = until("east's claim for 1 bound", || volume_of(&f, "east", 1)).await;
-    f.sandbox.ctl_ok(&["volume", "east", &current, "--write", "current"]);
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(f.member("west").await, "default");
     // As a claim of the federation's StatefulSet carries (its claim template's labels): one
     // that is not spanset's may not be deleted by spanset's identity, and the move would hold.
@@ -407,10 +405,16 @@ async fn with_storage_move_a_returning_ordinal_gets_its_current_volume_and_the_s
     pvcs.create(&Default::default(), &leftover).await.unwrap();
     let stale = until("west's older claim bound", || volume_of(&f, "west", 1)).await;
     f.sandbox.ctl_ok(&["volume", "west", &stale, "--write", "older"]);
+    (f, c, stale)
+}
+
+/// Spreads the federation 1:1 over east and west and polls until redis-1 is settled in west,
+/// running `check` on the volume bound to its claim there whenever its pod exists: the whole
+/// move, not only its end.
+async fn spread_watching_redis_1_in_west(f: &Federation, check: impl Fn(Option<String>)) {
     let body = serde_json::json!({"spec": {"placement": {"clusters": [
         {"name": "east", "weight": 1}, {"name": "west", "weight": 1}]}}});
     f.api().patch("redis", &PatchParams::default(), &Patch::Merge(body)).await.unwrap();
-    // Over the whole move: whenever redis-1 has a pod in west, its claim is east's volume.
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("west").await, "default");
     let start = std::time::Instant::now();
     loop {
@@ -418,8 +422,8 @@ async fn with_storage_move_a_returning_ordinal_gets_its_current_volume_and_the_s
             && f.member_slice("west", "redis").await == Some((1, 1))
             && f.status("redis").await.ready.as_deref() == Some("2/2");
         if pods.get_opt("redis-1").await.unwrap().is_some() {
-            let bound = volume_of(&f, "west", 1).await;
-            assert_eq!(bound.as_deref(), Some(current.as_str()), "redis-1 runs in west on a claim not its current one");
+            let bound = volume_of(f, "west", 1).await;
+            check(bound);
         }
         if settled {
             break;
@@ -427,6 +431,20 @@ async fn with_storage_move_a_returning_ordinal_gets_its_current_volume_and_the_s
         assert!(start.elapsed() < support::DEADLINE * 2, "never settled: {:?}", f.status("redis").await);
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_storage_move_a_returning_ordinal_gets_its_current_volume_and_the_stale_claim_never_binds() {
+    // Issue 19, item 5: west holds an older claim for redis-1 (left from an earlier run
+    // there); the handover brings east's current volume and the older claim never binds.
+    let (f, _c, stale) = both_in_east_with_an_older_claim_in_west("Move").await;
+    let current = until("east's claim for 1 bound", || volume_of(&f, "east", 1)).await;
+    f.sandbox.ctl_ok(&["volume", "east", &current, "--write", "current"]);
+    // Over the whole move: whenever redis-1 has a pod in west, its claim is east's volume.
+    spread_watching_redis_1_in_west(&f, |bound| {
+        assert_eq!(bound.as_deref(), Some(current.as_str()), "redis-1 runs in west on a claim not its current one");
+    })
+    .await;
     assert_eq!(marker(&f, "west", &current), "current", "the current data arrived");
     let events = f.events("redis").await;
     assert!(
@@ -445,44 +463,12 @@ async fn a_detached_ordinal_arriving_where_an_older_claim_of_it_was_left_never_b
     // Issue 19, item 5: west holds a claim for redis-1 from a run before (left there by hand
     // here; a member fenced while it ran the ordinal keeps one the same way). redis-1 ran in
     // east since, so that claim must not bind when it arrives.
-    let f = Federation::start(&["east", "west"]).await;
-    let _c = Controller::start(&f.sandbox, "controller");
-    let mut fsts = serde_json::to_value(federation(&f.members, "Detached", None)).unwrap();
-    fsts["spec"]["replicas"] = 2.into();
-    fsts["spec"]["placement"]["clusters"] =
-        serde_json::json!([{"name": "east", "weight": 1}, {"name": "west", "weight": 0}]);
-    f.create(&serde_json::from_value(fsts).unwrap()).await;
-    f.wait_settled("redis", &[("east", 0, 2)], "both in east").await;
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(f.member("west").await, "default");
-    // As a claim of the federation's StatefulSet carries (its claim template's labels): one
-    // that is not spanset's may not be deleted by spanset's identity, and the move would hold.
-    let leftover: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "data-redis-1", "labels": {"app": "redis", "spanset.dev/federation": "redis"}},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
-    .unwrap();
-    pvcs.create(&Default::default(), &leftover).await.unwrap();
-    let stale = until("west's older claim bound", || volume_of(&f, "west", 1)).await;
-    f.sandbox.ctl_ok(&["volume", "west", &stale, "--write", "older"]);
-    let body = serde_json::json!({"spec": {"placement": {"clusters": [
-        {"name": "east", "weight": 1}, {"name": "west", "weight": 1}]}}});
-    f.api().patch("redis", &PatchParams::default(), &Patch::Merge(body)).await.unwrap();
+    let (f, _c, stale) = both_in_east_with_an_older_claim_in_west("Detached").await;
     // Over the whole move: whenever redis-1 has a pod in west, its claim is not the older one.
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("west").await, "default");
-    let start = std::time::Instant::now();
-    loop {
-        let settled = f.status("redis").await.moves.is_empty()
-            && f.member_slice("west", "redis").await == Some((1, 1))
-            && f.status("redis").await.ready.as_deref() == Some("2/2");
-        if pods.get_opt("redis-1").await.unwrap().is_some() {
-            let bound = volume_of(&f, "west", 1).await;
-            assert_ne!(bound.as_deref(), Some(stale.as_str()), "redis-1 runs in west on its older claim");
-        }
-        if settled {
-            break;
-        }
-        assert!(start.elapsed() < support::DEADLINE * 2, "never settled: {:?}", f.status("redis").await);
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    spread_watching_redis_1_in_west(&f, |bound| {
+        assert_ne!(bound.as_deref(), Some(stale.as_str()), "redis-1 runs in west on its older claim");
+    })
+    .await;
     let events = f.events("redis").await;
     assert!(
         events.iter().any(|e| e.1 == "StaleClaimRetired"
