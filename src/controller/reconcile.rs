@@ -948,10 +948,12 @@ fn rollout_notes(
         ));
     }
     if let Some(w) = roll.waiting.as_ref().filter(|w| w.stuck) {
+        // Once per stuck pod: its state's wording changes (ErrImagePull, then ImagePullBackOff).
+        let pod = format!("{}-{} in ", fsts.name_any(), w.ordinal);
         let already = previous
             .conditions
             .iter()
-            .any(|c| c.type_ == types::UPDATING && c.reason == "RolloutStuck" && c.message.contains(&w.message));
+            .any(|c| c.type_ == types::UPDATING && c.reason == "RolloutStuck" && c.message.contains(&pod));
         if !already {
             notes.push(Note::warning("RolloutStuck", w.message.clone()));
         }
