@@ -427,14 +427,22 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     // be replaced by the rollout (at or above its cursor, not yet updated). An ordinal no
     // member holds yet (a scale-up not yet written) was never available and counts for nothing
     // (counting it would hold the very moves that make room for it); a member that does not
-    // answer is not judged.
+    // answer is not judged; see below for a fenced one's.
     let unavailable: Ordinals = {
         let ok: Ordinals = pod_states
             .iter()
             .filter(|(k, p)| p.available && !p.deleting && (on_delete(fsts) || **k < cursor || p.updated))
             .map(|(k, _)| *k)
             .collect();
-        let mut placed: Ordinals = previous.moves.iter().filter_map(|m| u32::try_from(m.ordinal).ok()).collect();
+        // Ordinals re-homed from a fenced member count once written in their new home: until
+        // then they hold no voluntary move (which may be what makes room for them).
+        let fenced = |c: &str| obs.get(c).is_some_and(|o| o.fenced);
+        let mut placed: Ordinals = previous
+            .moves
+            .iter()
+            .filter(|m| !fenced(&m.from))
+            .filter_map(|m| u32::try_from(m.ordinal).ok())
+            .collect();
         for o in obs.values().filter(|o| o.reachable && !o.fenced) {
             placed = &placed | &o.written.ordinals();
         }
