@@ -643,6 +643,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                         running_until: None,
                         images: containers(pod).into_iter().map(|(_, image)| image).collect(),
                         ready_periods: vec![],
+                        image_changes: vec![],
                     });
                 }
             }
@@ -663,7 +664,10 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                     .map(|n| (n.clone(), waiting_state(&timers.pulls, &uid, n)))
                     .collect();
                 if write_status(cluster, pods_rt, pod, |p| restart_containers(p, &changed, &waiting)) {
-                    cluster.ledger.readiness(&cfg.name, &uid, false, jiff::Timestamp::now());
+                    let at = jiff::Timestamp::now();
+                    cluster.ledger.readiness(&cfg.name, &uid, false, at);
+                    let images = containers(pod).into_iter().map(|(_, image)| image).collect();
+                    cluster.ledger.images_changed(&cfg.name, &uid, images, at);
                     timers.since.insert(uid.clone(), (Stage::Running, now));
                     for name in &changed {
                         if let Some(old) = cluster.logs.get(&uid, name, false)
@@ -772,6 +776,7 @@ fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], time
                 running_until: None,
                 images: containers(p).into_iter().map(|(_, image)| image).collect(),
                 ready_periods: vec![],
+                image_changes: vec![],
             });
             write_status(cluster, pods_rt, p, |p| set_ready(p, false, false));
             timers.since.insert(object::uid(p).to_string(), (Stage::Running, now));
