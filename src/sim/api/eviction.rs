@@ -320,3 +320,78 @@ fn add_disruption_target(pod: &mut Value) {
         None => conditions.push(condition),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::cluster::ClusterConfig;
+
+    /// A budget whose status allows one disruption.
+    fn cluster_with_budget() -> (std::sync::Arc<Cluster>, std::sync::Arc<ResourceType>) {
+        let c = Cluster::new(ClusterConfig::named("t"));
+        let rt = budgets_rt(&c);
+        let budget = json!({"metadata": {"name": "web"}, "spec": {"maxUnavailable": 1, "selector": {}}});
+        c.create(&rt, Some("default"), budget, &WriteOptions::default()).unwrap();
+        c.update_with(&rt, "default", "web", Subresource::Status, &WriteOptions::default(), |cur| {
+            let mut next = cur.clone();
+            next["status"] = json!({"observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 3,
+                                    "desiredHealthy": 2, "expectedPods": 3});
+            Ok(next)
+        })
+        .unwrap();
+        (c, rt)
+    }
+
+    #[test]
+    fn two_evictions_decided_from_one_read_spend_the_last_disruption_once() {
+        let (c, rt) = cluster_with_budget();
+        let read = c.get(&rt, "default", "web").unwrap();
+        check_and_decrement(&c, &rt, &read, "web-0", false).unwrap();
+        // The second decision was made on the same read: its write is a conflict...
+        assert_eq!(check_and_decrement(&c, &rt, &read, "web-1", false).unwrap_err().code, 409);
+        // ...and, retried on a fresh read, a refusal.
+        let refused = spend(&c, &read, "web-1", false).unwrap_err();
+        assert_eq!((refused.code, refused.message.as_str()), (429, REFUSED));
+        assert_eq!(refused.retry_after_seconds(), None, "kubectl retries on its own clock");
+        let now = c.get(&rt, "default", "web").unwrap();
+        assert_eq!(now["status"]["disruptionsAllowed"], 0);
+        assert_eq!(disruption::disrupted_pods(&now).keys().collect::<Vec<_>>(), ["web-0"]);
+        assert_eq!(now["status"]["conditions"][0]["reason"], "InsufficientPods");
+    }
+
+    #[test]
+    fn a_budget_behind_its_spec_asks_the_client_to_come_back() {
+        let (c, rt) = cluster_with_budget();
+        let changed = c
+            .update_with(&rt, "default", "web", Subresource::Main, &WriteOptions::default(), |cur| {
+                let mut next = cur.clone();
+                next["spec"]["maxUnavailable"] = json!(2);
+                Ok(next)
+            })
+            .unwrap();
+        let e = check_and_decrement(&c, &rt, &changed, "web-0", false).unwrap_err();
+        assert_eq!((e.code, e.retry_after_seconds()), (429, Some(10)));
+        assert_eq!(
+            e.details.unwrap()["causes"][0]["message"],
+            "The disruption budget web is still being processed by the server."
+        );
+    }
+
+    #[test]
+    fn bodies_are_checked_as_the_apiserver_checks_them() {
+        let ok = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-0"}});
+        assert!(check_body(&ok, "default", "web-0").is_ok());
+        let beta = json!({"apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": {"name": "web-0", "namespace": "default"}});
+        assert!(check_body(&beta, "default", "web-0").is_ok());
+        assert_eq!(
+            check_body(&ok, "default", "web-1").unwrap_err().message,
+            "name in URL does not match name in Eviction object"
+        );
+        let elsewhere = json!({"metadata": {"name": "web-0", "namespace": "other"}});
+        assert_eq!(check_body(&elsewhere, "default", "web-0").unwrap_err().code, 400);
+        let body = json!({"metadata": {"name": "p"}, "deleteOptions": {"gracePeriodSeconds": 0, "dryRun": ["All"]}});
+        let opts = delete_options(&body, false).unwrap();
+        assert_eq!((opts.grace_period_seconds, opts.dry_run), (Some(0), true));
+        assert!(delete_options(&json!({"metadata": {"name": "p"}}), true).unwrap().dry_run, "the query's dryRun");
+    }
+}

@@ -14,7 +14,7 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
-    sync::Weak,
+    sync::{Arc, Weak},
     time::Duration,
 };
 
@@ -25,6 +25,7 @@ use crate::sim::{
     store::{
         object,
         registry::{Subresource, WriteOptions},
+        resources::ResourceType,
         selector::LabelSelector,
     },
 };
@@ -58,27 +59,30 @@ fn sweep(cluster: &Cluster) {
         return;
     }
     let (pods, _) = cluster.storage.list(&(String::new(), "pods".into()), None);
-    let timeout = cluster.config.real(DELETION_TIMEOUT).max(MIN_DELETION_TIMEOUT);
-    let now = jiff::Timestamp::now();
     for pdb in &pdbs {
-        let ns = object::namespace(pdb);
-        let in_ns: Vec<&Value> = pods.iter().filter(|p| object::namespace(p) == ns).map(|p| &**p).collect();
-        let status = match desired_status(pdb, &in_ns, |r| controller_scale(cluster, ns, r), now, timeout) {
-            Ok(s) => s,
-            Err(e) => fail_safe(pdb, &e),
-        };
-        if pdb.get("status") == Some(&status) {
-            continue;
-        }
-        // Conditional on the version read: an eviction's decrement since then wins, and the
-        // next sweep (woken by that write) recomputes from it.
-        let mut next = (**pdb).clone();
-        next["status"] = status;
-        let _ =
-            cluster.update_with(&pdb_rt, ns, object::name(pdb), Subresource::Status, &WriteOptions::default(), |_| {
-                Ok(next)
-            });
+        sync(cluster, &pdb_rt, pdb, &pods);
     }
+}
+
+/// Brings one budget's status up to date from the pods read with it (`trySync`).
+fn sync(cluster: &Cluster, pdb_rt: &ResourceType, pdb: &Value, pods: &[Arc<Value>]) {
+    let timeout = cluster.config.real(DELETION_TIMEOUT).max(MIN_DELETION_TIMEOUT);
+    let ns = object::namespace(pdb);
+    let in_ns: Vec<&Value> = pods.iter().filter(|p| object::namespace(p) == ns).map(|p| &**p).collect();
+    let now = jiff::Timestamp::now();
+    let status = match desired_status(pdb, &in_ns, |r| controller_scale(cluster, ns, r), now, timeout) {
+        Ok(s) => s,
+        Err(e) => fail_safe(pdb, &e),
+    };
+    if pdb.get("status") == Some(&status) {
+        return;
+    }
+    // Conditional on the version read (`next` keeps its resourceVersion): an eviction's
+    // decrement since then wins, and the next sweep (woken by that write) recomputes from it.
+    let mut next = pdb.clone();
+    next["status"] = status;
+    let _ =
+        cluster.update_with(pdb_rt, ns, object::name(pdb), Subresource::Status, &WriteOptions::default(), |_| Ok(next));
 }
 
 /// The scale of the controller an owner reference names, as kcm's finders read it: `Ok(None)`
@@ -355,6 +359,56 @@ mod tests {
         let bare = [pod("solo", true, None)];
         assert_eq!(counts(&status(&pdb(json!({"minAvailable": 0})), &bare, 1)), [1, 0, 1, 1]);
         assert_eq!(counts(&status(&pdb(json!({"maxUnavailable": 1})), &bare, 1)), [0, 0, 1, 0]);
+    }
+
+    fn set_ready(c: &Cluster, name: &str, ready: bool) {
+        let pods = c.resources.by_plural("", "pods").unwrap();
+        let p = c.get(&pods, "default", name).unwrap();
+        let word = if ready { "True" } else { "False" };
+        c.update_incarnation(&pods, &p, Subresource::Status, |p| {
+            p["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": word}]});
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn a_recomputation_from_a_stale_read_does_not_undo_an_eviction() {
+        use crate::sim::cluster::ClusterConfig;
+        let c = Cluster::new(ClusterConfig::named("t"));
+        let pods_rt = c.resources.by_plural("", "pods").unwrap();
+        for i in 0..3 {
+            let p = json!({"metadata": {"name": format!("web-{i}"), "labels": {"app": "web"}},
+                           "spec": {"containers": [{"name": "c", "image": "i"}]}});
+            c.create(&pods_rt, Some("default"), p, &WriteOptions::default()).unwrap();
+            set_ready(&c, &format!("web-{i}"), true);
+        }
+        let rt = c.resources.by_plural("policy", "poddisruptionbudgets").unwrap();
+        let budget = json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
+        c.create(&rt, Some("default"), budget, &WriteOptions::default()).unwrap();
+        sweep(&c);
+        assert_eq!(c.get(&rt, "default", "web").unwrap()["status"]["disruptionsAllowed"], 2);
+        // web-2 goes unready; the controller reads the budget (still allowing 2)...
+        set_ready(&c, "web-2", false);
+        let stale = c.get(&rt, "default", "web").unwrap();
+        let (pods, _) = c.storage.list(&(String::new(), "pods".into()), None);
+        // ...an eviction of web-0 spends one (as `api::eviction` writes it) after that read...
+        c.update_with(&rt, "default", "web", Subresource::Status, &WriteOptions::default(), |cur| {
+            let mut next = cur.clone();
+            next["status"]["disruptionsAllowed"] = json!(1);
+            next["status"]["disruptedPods"] = json!({"web-0": object::now_rfc3339()});
+            Ok(next)
+        })
+        .unwrap();
+        // ...and the controller's write from its stale read must not erase it: web-0 is going,
+        // web-2 is unready, so only web-1 is healthy and nothing more may be disrupted.
+        sync(&c, &rt, &stale, &pods);
+        sync(&c, &rt, &c.get(&rt, "default", "web").unwrap(), &pods);
+        let now = c.get(&rt, "default", "web").unwrap();
+        assert_eq!(
+            (now["status"]["disruptionsAllowed"].as_i64(), now["status"]["currentHealthy"].as_i64()),
+            (Some(0), Some(1))
+        );
+        assert!(now["status"]["disruptedPods"].get("web-0").is_some());
     }
 
     #[test]
