@@ -363,7 +363,7 @@ spec:
         cmd
     });
     let refusal = format!("error when evicting pods/\"{victim}\" -n \"default\" (will retry after 5s): {REFUSED}");
-    wait_until("drain to be refused", DEADLINE, || drain.err_lines().iter().any(|l| *l == refusal));
+    wait_until("drain to be refused", DEADLINE, || drain.err_lines().contains(&refusal));
     drain.wait_for_line("the node cordoned", |l| l == "node/node-1 cordoned");
     assert_eq!(k.ok(&["get", "node", "node-1", "-o", "jsonpath={.spec.unschedulable}"]), "true");
     // While refused, the pod runs on: nothing was deleted.
