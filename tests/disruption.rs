@@ -15,7 +15,11 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod, policy::v1::PodDisruptionBudget};
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    core::v1::{Event, Pod},
+    policy::v1::PodDisruptionBudget,
+};
 use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams},
@@ -178,6 +182,20 @@ async fn a_budgets_status_follows_its_pods_and_its_controllers_scale() {
     // An integer minAvailable counts the pods.
     s.pdbs.create(&PostParams::default(), &budget("floor", json!({"minAvailable": 4}))).await.unwrap();
     wait_counts(&s, "floor", [4, 4, 4, 0]).await;
+    // A budget selecting nothing says so, as kube-controller-manager does.
+    let nothing = budget("nothing", json!({"minAvailable": 1, "selector": {"matchLabels": {"app": "none"}}}));
+    s.pdbs.create(&PostParams::default(), &nothing).await.unwrap();
+    wait_counts(&s, "nothing", [0, 1, 0, 0]).await;
+    let events: Api<Event> = Api::default_namespaced(s.pods.clone().into_client());
+    eventually("the NoPods event", || async {
+        let lp = ListParams::default().fields("involvedObject.name=nothing");
+        events.list(&lp).await.unwrap().items.iter().any(|e| {
+            e.reason.as_deref() == Some("NoPods")
+                && e.message.as_deref() == Some("No matching pods found")
+                && e.source.as_ref().and_then(|s| s.component.as_deref()) == Some("controllermanager")
+        })
+    })
+    .await;
     assert!(s.fleet.ledger.overlaps().is_empty(), "{:?}", s.fleet.ledger.overlaps());
 }
 

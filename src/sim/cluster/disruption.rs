@@ -21,7 +21,11 @@ use std::{
 use serde_json::{Map, Value, json};
 
 use crate::sim::{
-    cluster::{Cluster, kubelet},
+    cluster::{
+        Cluster,
+        events::{EventType, Occurrence, Recorder, Style},
+        kubelet,
+    },
     store::{
         object,
         registry::{Subresource, WriteOptions},
@@ -49,10 +53,12 @@ const SYNC_FAILED: &str = "SyncFailed";
 
 /// Runs the disruption controller of a cluster until the cluster is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
-    crate::sim::cluster::controller_loop::run(cluster, TICK, sweep).await;
+    // kube-controller-manager's disruption controller records as `controllermanager`.
+    let mut events = Recorder::new(Style::Legacy { component: "controllermanager", host: None });
+    crate::sim::cluster::controller_loop::run(cluster, TICK, |c| sweep(c, &mut events)).await;
 }
 
-fn sweep(cluster: &Cluster) {
+fn sweep(cluster: &Cluster, events: &mut Recorder) {
     let Some(pdb_rt) = cluster.resources.by_plural("policy", "poddisruptionbudgets") else { return };
     let (pdbs, _) = cluster.storage.list(&pdb_rt.storage_key(), None);
     if pdbs.is_empty() {
@@ -60,29 +66,60 @@ fn sweep(cluster: &Cluster) {
     }
     let (pods, _) = cluster.storage.list(&(String::new(), "pods".into()), None);
     for pdb in &pdbs {
-        sync(cluster, &pdb_rt, pdb, &pods);
+        if let Some(event) = sync(cluster, &pdb_rt, pdb, &pods) {
+            events.record(cluster, event.occurrence(pdb));
+        }
     }
 }
 
-/// Brings one budget's status up to date from the pods read with it (`trySync`).
-fn sync(cluster: &Cluster, pdb_rt: &ResourceType, pdb: &Value, pods: &[Arc<Value>]) {
+/// What a sync that changed a budget's status tells in an Event, as kcm's `trySync` does.
+enum SyncEvent {
+    /// `NoPods`: the selector picks no pod.
+    NoPods,
+    /// `CalculateExpectedPodCountFailed`: the status could not be computed (why).
+    Failed(String),
+}
+
+impl SyncEvent {
+    fn occurrence<'a>(&'a self, pdb: &'a Value) -> Occurrence<'a> {
+        let (event_type, reason, message) = match self {
+            SyncEvent::NoPods => (EventType::Normal, "NoPods", "No matching pods found".to_string()),
+            SyncEvent::Failed(why) => (
+                EventType::Warning,
+                "CalculateExpectedPodCountFailed",
+                format!("Failed to calculate the number of expected pods: {why}"),
+            ),
+        };
+        Occurrence { about: pdb, field_path: None, event_type, reason, action: "", message }
+    }
+}
+
+/// Brings one budget's status up to date from the pods read with it (`trySync`); when it
+/// wrote a new status, what to tell in an Event, if anything.
+fn sync(cluster: &Cluster, pdb_rt: &ResourceType, pdb: &Value, pods: &[Arc<Value>]) -> Option<SyncEvent> {
     let timeout = cluster.config.real(DELETION_TIMEOUT).max(MIN_DELETION_TIMEOUT);
     let ns = object::namespace(pdb);
     let in_ns: Vec<&Value> = pods.iter().filter(|p| object::namespace(p) == ns).map(|p| &**p).collect();
     let now = jiff::Timestamp::now();
-    let status = match desired_status(pdb, &in_ns, |r| controller_scale(cluster, ns, r), now, timeout) {
-        Ok(s) => s,
-        Err(e) => fail_safe(pdb, &e),
+    let (status, event) = match desired_status(pdb, &in_ns, |r| controller_scale(cluster, ns, r), now, timeout) {
+        Ok(s) => {
+            let selector = LabelSelector::from_api(pdb.pointer("/spec/selector").unwrap_or(&Value::Null));
+            let none = selector.is_ok_and(|sel| !in_ns.iter().any(|p| sel.matches(object::labels(p))));
+            (s, none.then_some(SyncEvent::NoPods))
+        }
+        Err(e) => (fail_safe(pdb, &e), Some(SyncEvent::Failed(e))),
     };
     if pdb.get("status") == Some(&status) {
-        return;
+        return None;
     }
     // Conditional on the version read (`next` keeps its resourceVersion): an eviction's
     // decrement since then wins, and the next sweep (woken by that write) recomputes from it.
     let mut next = pdb.clone();
     next["status"] = status;
-    let _ =
-        cluster.update_with(pdb_rt, ns, object::name(pdb), Subresource::Status, &WriteOptions::default(), |_| Ok(next));
+    cluster
+        .update_with(pdb_rt, ns, object::name(pdb), Subresource::Status, &WriteOptions::default(), |_| Ok(next))
+        .ok()
+        .and(event)
 }
 
 /// The scale of the controller an owner reference names, as kcm's finders read it: `Ok(None)`
@@ -385,7 +422,7 @@ mod tests {
         let rt = c.resources.by_plural("policy", "poddisruptionbudgets").unwrap();
         let budget = json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
         c.create(&rt, Some("default"), budget, &WriteOptions::default()).unwrap();
-        sweep(&c);
+        sweep(&c, &mut Recorder::new(Style::Legacy { component: "controllermanager", host: None }));
         assert_eq!(c.get(&rt, "default", "web").unwrap()["status"]["disruptionsAllowed"], 2);
         // web-2 goes unready; the controller reads the budget (still allowing 2)...
         set_ready(&c, "web-2", false);
