@@ -29,8 +29,8 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberHandle, MemberObserved,
-        MembersChanged, ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, Subscribe, Unsubscribe, WriteError,
-        WriteStatefulSet,
+        MembersChanged, ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, Subscribe, Unsubscribe, WriteBudget,
+        WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput, StsWrite},
@@ -626,6 +626,7 @@ async fn carry_out(
             Err(e) => return Err(format!("{cluster}: watcher gone: {e}")),
         }
     }
+    write_budgets(decision, watchers, key, term, out).await?;
     if !decision.writes.is_empty() {
         crash_points("written", decision);
         // The watchers report what the writes did, which triggers the next reconcile.
@@ -638,6 +639,36 @@ async fn carry_out(
         crash_points("persisted", decision);
     }
     Ok(())
+}
+
+/// Writes the members' disruption budgets decided (`spec.disruption`), every member at once.
+/// A conflict (a budget created meanwhile, or changed) plans again; the watchers report what
+/// was stored, which triggers the next reconcile.
+async fn write_budgets(
+    decision: &Decision,
+    watchers: &BTreeMap<String, Addr<ClusterWatcher>>,
+    key: &FederationKey,
+    term: u64,
+    out: &mut Outcome,
+) -> Result<(), String> {
+    let sends = decision.budgets.iter().filter_map(|b| {
+        let watcher = watchers.get(&b.cluster)?.clone();
+        let msg = WriteBudget { key: key.clone(), change: b.change.clone(), term };
+        Some(async move { (b.cluster.clone(), watcher.send(msg).timeout(MEMBER_CALL_TIMEOUT).await) })
+    });
+    let mut failed = Vec::new();
+    for (cluster, res) in futures::future::join_all(sends).await {
+        match res {
+            Ok(Ok(_)) => {}
+            Ok(Err(WriteError::Conflict)) => out.again = true,
+            Ok(Err(e)) => {
+                note_access_refusal(out, &e);
+                failed.push(format!("{cluster}: disruption budget: {e}"));
+            }
+            Err(e) => failed.push(format!("{cluster}: disruption budget: {}", call_failed(e))),
+        }
+    }
+    if failed.is_empty() { Ok(()) } else { Err(failed.join("; ")) }
 }
 
 /// How long a coordinator waits for a watcher to carry out one call (a write, a dry run, the

@@ -3,11 +3,15 @@
 //!
 //! ```text
 //! Supervisor ──StartCoordinator/SpecChanged/MembersChanged/Holds──▶ Coordinator
-//! Coordinator ──Subscribe/WriteStatefulSet/EnsureSupporting/DeleteFederation/DeletePods──▶ ClusterWatcher
+//! Coordinator ──Subscribe/WriteStatefulSet/WriteBudget/EnsureSupporting/DeleteFederation/DeletePods──▶ ClusterWatcher
 //! ClusterWatcher ──MemberObserved──▶ Coordinator
 //! ```
 
-use std::{collections::BTreeMap, sync::Arc, time::Instant};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+    time::Instant,
+};
 
 use actix::prelude::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolume, PersistentVolumeClaim, Secret, Service};
@@ -51,6 +55,11 @@ pub struct MemberView {
     /// The newest resourceVersion the watcher had seen when it made this report: the
     /// observation is at least this recent.
     pub rv: u64,
+    /// The member's cordoned nodes (`spec.unschedulable`): a drain waits on the federation's
+    /// pods there.
+    pub cordoned: BTreeSet<String>,
+    /// The budget and node watches have listed: `federation.budget` and `cordoned` are known.
+    pub budgets_known: bool,
 }
 
 /// A watcher's report on one federation: sent after every change, coalesced.
@@ -289,5 +298,19 @@ pub struct ReleasePod {
     /// Its other scheduling gates, which stay.
     pub remaining: Vec<String>,
     /// The term the release was decided in.
+    pub term: u64,
+}
+
+/// Creates, applies or deletes spanset's PodDisruptionBudget of a federation in a member
+/// (`spec.disruption`, see [`crate::controller::disruption`]). Answers the stored budget's
+/// resourceVersion (0 for a delete).
+#[derive(Message)]
+#[rtype(result = "Result<u64, WriteError>")]
+pub struct WriteBudget {
+    /// The federation (the budget is named like it, in its namespace).
+    pub key: FederationKey,
+    /// What to do.
+    pub change: super::disruption::BudgetChange,
+    /// The writer's term.
     pub term: u64,
 }

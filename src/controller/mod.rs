@@ -13,6 +13,7 @@
 
 pub mod app;
 pub mod coordinator;
+pub mod disruption;
 pub mod events;
 pub mod fencing;
 pub mod gates;

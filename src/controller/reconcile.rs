@@ -23,6 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{ResourceExt, api::DynamicObject};
 
 use super::{
+    disruption::{self, BudgetWrite},
     events::Note,
     gates,
     labels::IDENTITY_GATE,
@@ -191,6 +192,9 @@ pub struct Decision {
     /// Plan again after this long even if nothing is reported (a pod becomes available once
     /// Ready for `minReadySeconds`, which no watch event announces).
     pub wake_after: Option<Duration>,
+    /// The members' PodDisruptionBudgets to write or delete (`spec.disruption`), see
+    /// [`disruption`].
+    pub budgets: Vec<BudgetWrite>,
 }
 
 /// The federation's `failover.unreachableAfterSeconds`, at least [`MIN_UNREACHABLE_AFTER`].
@@ -428,12 +432,12 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     // member holds yet (a scale-up not yet written) was never available and counts for nothing
     // (counting it would hold the very moves that make room for it); a member that does not
     // answer is not judged; see below for a fenced one's.
+    let ok: Ordinals = pod_states
+        .iter()
+        .filter(|(k, p)| p.available && !p.deleting && (on_delete(fsts) || **k < cursor || p.updated))
+        .map(|(k, _)| *k)
+        .collect();
     let unavailable: Ordinals = {
-        let ok: Ordinals = pod_states
-            .iter()
-            .filter(|(k, p)| p.available && !p.deleting && (on_delete(fsts) || **k < cursor || p.updated))
-            .map(|(k, _)| *k)
-            .collect();
         // Ordinals re-homed from a fenced member count once written in their new home: until
         // then they hold no voluntary move (which may be what makes room for them).
         let fenced = |c: &str| obs.get(c).is_some_and(|o| o.fenced);
@@ -887,6 +891,10 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         update_partition: Some(cursor as i32),
     };
     let releases = releases(inp, &obs, desired.start..desired.start + desired.replicas);
+    let views = inp.members.iter().filter_map(|(n, m)| Some((n.clone(), m.view.clone()?))).collect();
+    let order: Vec<String> = fsts.spec.placement.clusters.iter().map(|c| c.name.clone()).collect();
+    let range = desired.start..desired.start + desired.replicas;
+    let (budgets, _) = disruption::budgets(fsts, &views, &obs, range, &ok, &order, inp.term);
     let writable = obs
         .iter()
         .filter(|(n, o)| placement.contains(n.as_str()) && o.reachable && !o.fenced && o.compatible)
@@ -910,6 +918,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         grows,
         releases,
         wake_after,
+        budgets,
     }
 }
 
@@ -1220,6 +1229,7 @@ mod tests {
             gone: Default::default(),
             uncertain_write: None,
             other_kind: None,
+            budget: None,
         };
         let view = MemberView {
             synced: true,

@@ -14,7 +14,8 @@ use actix::prelude::*;
 use futures::StreamExt;
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
-    core::v1::{ConfigMap, Namespace, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service},
+    core::v1::{ConfigMap, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service},
+    policy::v1::PodDisruptionBudget,
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -37,7 +38,7 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, MemberObserved, MemberView,
-        ReleaseClaims, ReleasePod, RetireClaims, Subscribe, Unsubscribe, WriteError, WriteStatefulSet,
+        ReleaseClaims, ReleasePod, RetireClaims, Subscribe, Unsubscribe, WriteBudget, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     spans,
@@ -143,6 +144,8 @@ impl ClusterWatcher {
             serves_advanced: self.cache.serves_advanced,
             server_version: self.server_version.clone(),
             rv: self.cache.newest_rv,
+            cordoned: self.cache.cordoned.clone(),
+            budgets_known: self.cache.budgets_known(),
         }
     }
 
@@ -456,6 +459,19 @@ impl Actor for ClusterWatcher {
                 .backoff(RetryBackoff::default())
                 .map(|e| Watched::Claim(Box::new(e))),
         );
+        // spanset's disruption budgets, and which nodes are cordoned (a drain waits there).
+        let budgets: Api<PodDisruptionBudget> = Api::all(self.client.clone());
+        ctx.add_stream(
+            watcher(budgets, watcher::Config::default().labels(MANAGED_SELECTOR))
+                .backoff(RetryBackoff::default())
+                .map(|e| Watched::Budget(Box::new(e))),
+        );
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        ctx.add_stream(
+            watcher(nodes, watcher::Config::default())
+                .backoff(RetryBackoff::default())
+                .map(|e| Watched::Node(Box::new(e))),
+        );
         self.probe(ctx);
         ctx.run_interval(PROBE_PERIOD, |act, ctx| act.tick(ctx));
     }
@@ -508,6 +524,10 @@ pub enum Watched {
     Pod(Box<Result<watcher::Event<Pod>, watcher::Error>>),
     /// The claim watch.
     Claim(Box<Result<watcher::Event<PersistentVolumeClaim>, watcher::Error>>),
+    /// The watch of spanset's PodDisruptionBudgets.
+    Budget(Box<Result<watcher::Event<PodDisruptionBudget>, watcher::Error>>),
+    /// The node watch (only cordons are kept).
+    Node(Box<Result<watcher::Event<Node>, watcher::Error>>),
 }
 
 /// Buffers of a relist in progress (watcher `Init` … `InitDone`): applied whole at the end.
@@ -517,6 +537,8 @@ struct Relists {
     advanced: Option<Vec<DynamicObject>>,
     pods: Option<Vec<Pod>>,
     claims: Option<Vec<PersistentVolumeClaim>>,
+    budgets: Option<Vec<PodDisruptionBudget>>,
+    nodes: Option<Vec<Node>>,
 }
 
 impl ClusterWatcher {
@@ -602,6 +624,27 @@ impl ClusterWatcher {
             Step::Buffered => return vec![],
         };
         self.subscribers.keys().filter(|k| k.namespace == namespace).cloned().collect()
+    }
+
+    fn budget_event(&mut self, ev: watcher::Event<PodDisruptionBudget>) -> Vec<FederationKey> {
+        match relist_step(&mut self.relists.budgets, ev) {
+            Step::Applied(b) => self.cache.budget_applied(&b).into_iter().collect(),
+            Step::Deleted(b) => self.cache.budget_deleted(&b).into_iter().collect(),
+            Step::Relisted(listed) => self.cache.budgets_relisted(&listed),
+            Step::Buffered => vec![],
+        }
+    }
+
+    /// A node changed: every federation is told when the cordoned nodes changed (node status
+    /// heartbeats change nothing spanset keeps).
+    fn node_event(&mut self, ev: watcher::Event<Node>) -> Vec<FederationKey> {
+        let changed = match relist_step(&mut self.relists.nodes, ev) {
+            Step::Applied(n) => self.cache.node_event(&n, false),
+            Step::Deleted(n) => self.cache.node_event(&n, true),
+            Step::Relisted(listed) => self.cache.nodes_relisted(&listed),
+            Step::Buffered => false,
+        };
+        if changed { self.subscribers.keys().cloned().collect() } else { vec![] }
     }
 
     /// A watch delivered `ev`. `Init` is not news from the member: kube's watcher yields it
@@ -754,6 +797,20 @@ impl StreamHandler<Watched> for ClusterWatcher {
                     self.claim_event(ev)
                 }
                 Err(e) => self.watch_failed("persistentvolumeclaims", &e),
+            },
+            Watched::Budget(ev) => match *ev {
+                Ok(ev) => {
+                    self.watch_event_seen("poddisruptionbudgets", &ev);
+                    self.budget_event(ev)
+                }
+                Err(e) => self.watch_failed("poddisruptionbudgets", &e),
+            },
+            Watched::Node(ev) => match *ev {
+                Ok(ev) => {
+                    self.watch_event_seen("nodes", &ev);
+                    self.node_event(ev)
+                }
+                Err(e) => self.watch_failed("nodes", &e),
             },
         };
         self.after_events(was_synced, keys, ctx);
@@ -973,6 +1030,77 @@ impl Handler<ReleasePod> for ClusterWatcher {
     }
 }
 
+impl Handler<WriteBudget> for ClusterWatcher {
+    type Result = ResponseActFuture<Self, Result<u64, WriteError>>;
+
+    fn handle(&mut self, msg: WriteBudget, _: &mut Self::Context) -> Self::Result {
+        use super::disruption::BudgetChange;
+        if let Err(e) = self.check_term(msg.term) {
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let api: Api<PodDisruptionBudget> = Api::namespaced(self.client.clone(), &msg.key.namespace);
+        let name = msg.key.name.clone();
+        let verb = match &msg.change {
+            BudgetChange::Create(_) => "create",
+            BudgetChange::Apply(_) => "patch",
+            BudgetChange::Delete { .. } => "delete",
+        };
+        self.metrics.api_request(&self.cluster, verb);
+        let work = async move {
+            match msg.change {
+                BudgetChange::Create(pdb) => {
+                    let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
+                    api.create(&pp, &pdb).await.map(Some)
+                }
+                BudgetChange::Apply(pdb) => {
+                    let pp = PatchParams::apply(FIELD_MANAGER).force();
+                    api.patch(&name, &pp, &Patch::Apply(&pdb)).await.map(Some)
+                }
+                BudgetChange::Delete { uid } => {
+                    let dp = DeleteParams {
+                        preconditions: Some(Preconditions { uid: Some(uid), resource_version: None }),
+                        ..Default::default()
+                    };
+                    match api.delete(&name, &dp).await {
+                        Ok(_) => Ok(None),
+                        // Gone already, or another object by now: nothing of spanset's is left.
+                        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                }
+            }
+        };
+        let cluster = self.cluster.clone();
+        let key = msg.key;
+        Box::pin(work.into_actor(self).map(move |res, act, ctx| match res {
+            Ok(stored) => {
+                act.contact_ok();
+                act.metrics.member_write(&cluster, "poddisruptionbudget");
+                let rv = stored.as_ref().map_or(0, |b| rv_of(b.metadata.resource_version.as_deref()));
+                match &stored {
+                    Some(b) => {
+                        act.cache.budget_applied(b);
+                    }
+                    None => {
+                        act.cache.federations.entry(key.clone()).or_default().budget = None;
+                    }
+                }
+                tracing::debug!(cluster = %cluster, federation = %key, rv, "wrote the member's disruption budget");
+                act.touched([key], ctx);
+                Ok(rv)
+            }
+            Err(e) => {
+                if matches!(&e, kube::Error::Api(s) if s.code < 500 && s.code != 401 && s.code != 403) {
+                    act.contact_ok();
+                } else {
+                    act.contact_failed(&e);
+                }
+                Err(write_error(&cluster, e))
+            }
+        }))
+    }
+}
+
 /// Creates `object` where it is missing, replaces it where `differs` says it differs from the
 /// stored one, leaves it otherwise; answers whether it wrote.
 async fn ensure<K>(
@@ -1090,6 +1218,9 @@ impl Handler<DeleteFederation> for ClusterWatcher {
                         "Service" => delete_if_ours(&Api::<Service>::namespaced(client, &ns), &name, &dp).await,
                         "Secret" => delete_if_ours(&Api::<Secret>::namespaced(client, &ns), &name, &dp).await,
                         "ConfigMap" => delete_if_ours(&Api::<ConfigMap>::namespaced(client, &ns), &name, &dp).await,
+                        "PodDisruptionBudget" => {
+                            delete_if_ours(&Api::<PodDisruptionBudget>::namespaced(client, &ns), &name, &dp).await
+                        }
                         _ => Ok(()),
                     }
                 }
@@ -1099,6 +1230,7 @@ impl Handler<DeleteFederation> for ClusterWatcher {
                 delete_if_ours(&api, &key.name, &dp).await?;
             }
             delete_owned("Service", msg.service.clone()).await?;
+            delete_owned("PodDisruptionBudget", key.name.clone()).await?;
             for (kind, name) in msg.carried {
                 delete_owned(&kind, name).await?;
             }

@@ -10,12 +10,16 @@
 //! only then reports the federation `confirmed`. Watch events after the list keep it current.
 //! Pure state, no I/O: the watcher actor feeds it and the tests below drive it directly.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::{
+    core::v1::{Node, PersistentVolumeClaim, Pod},
+    policy::v1::PodDisruptionBudget,
+};
 use kube::{ResourceExt, api::DynamicObject};
 
 use super::{
+    budget::{BudgetRecord, cordoned},
     objects::FederationKey,
     workload::{observed_generation, ordinals_start, stored_slice},
 };
@@ -306,6 +310,8 @@ pub struct FederationCache {
     /// have been applied, so nothing here is a confirmation until the StatefulSet is read again.
     /// Set to the API of the write (the object to read again).
     pub uncertain_write: Option<Backend>,
+    /// spanset's PodDisruptionBudget there (`spec.disruption`), if any.
+    pub budget: Option<BudgetRecord>,
 }
 
 impl FederationCache {
@@ -364,6 +370,12 @@ pub struct MemberCache {
     pub claims: HashMap<(String, String), ClaimRecord>,
     /// The claim watch has listed once.
     pub claims_synced: bool,
+    /// The PodDisruptionBudget watch has listed once.
+    pub budgets_synced: bool,
+    /// The node watch has listed once.
+    pub nodes_synced: bool,
+    /// Names of the member's cordoned nodes (`spec.unschedulable`); no other node is kept.
+    pub cordoned: BTreeSet<String>,
 }
 
 impl MemberCache {
@@ -375,6 +387,73 @@ impl MemberCache {
             Some(served) => !served || self.advanced_synced,
         };
         self.sts_synced && self.pods_synced && self.claims_synced && advanced
+    }
+
+    /// Whether the watches that spanset's disruption budgets need (its budgets, the nodes) have
+    /// listed: until then a member's budget and its drains are unknown. Not part of
+    /// [`Self::synced`]: a member that refuses them still runs its slice.
+    pub fn budgets_known(&self) -> bool {
+        self.budgets_synced && self.nodes_synced
+    }
+
+    /// A budget was created or changed; answers its federation when what spanset keeps of it
+    /// changed (its status changes with every eviction, and tells spanset nothing).
+    pub fn budget_applied(&mut self, pdb: &PodDisruptionBudget) -> Option<FederationKey> {
+        let (key, record) = BudgetRecord::of(pdb)?;
+        self.newest_rv = self.newest_rv.max(record.rv);
+        let f = self.federations.entry(key.clone()).or_default();
+        match &f.budget {
+            Some(old) if old.uid == record.uid && old.rv >= record.rv => None,
+            Some(old) if BudgetRecord { rv: record.rv, ..old.clone() } == record => {
+                f.budget = Some(record);
+                None
+            }
+            _ => {
+                f.budget = Some(record);
+                Some(key)
+            }
+        }
+    }
+
+    /// A budget is gone.
+    pub fn budget_deleted(&mut self, pdb: &PodDisruptionBudget) -> Option<FederationKey> {
+        let (key, record) = BudgetRecord::of(pdb)?;
+        let f = self.federations.entry(key.clone()).or_default();
+        if f.budget.as_ref().is_some_and(|b| b.uid == record.uid) {
+            f.budget = None;
+        }
+        Some(key)
+    }
+
+    /// Replaces every budget after a relist.
+    pub fn budgets_relisted(&mut self, listed: &[PodDisruptionBudget]) -> Vec<FederationKey> {
+        let mut touched: Vec<FederationKey> =
+            self.federations.iter_mut().filter_map(|(k, f)| f.budget.take().map(|_| k.clone())).collect();
+        for pdb in listed {
+            if let Some((key, record)) = BudgetRecord::of(pdb) {
+                self.newest_rv = self.newest_rv.max(record.rv);
+                self.federations.entry(key.clone()).or_default().budget = Some(record);
+                touched.push(key);
+            }
+        }
+        self.budgets_synced = true;
+        touched
+    }
+
+    /// A node was created or changed, or is gone (`deleted`); answers whether the set of
+    /// cordoned nodes changed.
+    pub fn node_event(&mut self, node: &Node, deleted: bool) -> bool {
+        let name = node.name_any();
+        if !deleted && cordoned(node) { self.cordoned.insert(name) } else { self.cordoned.remove(&name) }
+    }
+
+    /// Replaces the cordoned nodes after a relist; answers whether they changed.
+    pub fn nodes_relisted(&mut self, listed: &[Node]) -> bool {
+        let now: BTreeSet<String> = listed.iter().filter(|n| cordoned(n)).map(|n| n.name_any()).collect();
+        let changed = now != self.cordoned || !self.nodes_synced;
+        self.cordoned = now;
+        self.nodes_synced = true;
+        changed
     }
 
     /// A claim was created or changed, or is gone (`deleted`); answers its namespace.

@@ -1,6 +1,7 @@
 //! Member-side logic without actors: the objects spanset writes in a member, the compact
 //! cache its watcher keeps, and its judgement of the member's health.
 
+pub mod budget;
 pub mod cache;
 pub mod health;
 pub mod objects;
