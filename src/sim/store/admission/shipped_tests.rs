@@ -293,3 +293,45 @@ fn nobody_else_lifts_spanset_s_gate() {
     );
     edit(&c, UserInfo::admin(), pod, |p| p["metadata"]["labels"]["team"] = json!("db")).expect("labels are free");
 }
+
+/// `spec.disruption`: spanset's identity creates, changes and deletes its own labelled
+/// PodDisruptionBudget, and no budget of anyone else's.
+#[test]
+fn spanset_writes_only_its_own_disruption_budgets() {
+    let c = member();
+    let pdbs = rt(&c, "policy", "poddisruptionbudgets");
+    let as_spanset = WriteOptions { user: Some(spanset()), ..Default::default() };
+    let pdb = |name: &str, ours: bool| {
+        let labels = if ours { json!({"spanset.dev/federation": name}) } else { json!({}) };
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": name, "namespace": "default", "labels": labels,
+                            "annotations": {"spanset.dev/term": "3"}},
+               "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}}})
+    };
+    c.create(&pdbs, Some("default"), pdb("web", false), &WriteOptions::default()).unwrap();
+    refused(
+        c.create(&pdbs, Some("default"), pdb("cache", false), &as_spanset).map(|_| ()),
+        "spanset-member-scope",
+        "CREATE of poddisruptionbudgets default/cache refused",
+    );
+    refused(
+        edit(&c, spanset(), ("policy", "poddisruptionbudgets", "default", "web"), |p| {
+            p["spec"]["minAvailable"] = json!(0);
+            p["metadata"]["labels"] = json!({"spanset.dev/federation": "web"});
+        }),
+        "spanset-member-scope",
+        "UPDATE of poddisruptionbudgets default/web refused",
+    );
+    let opts = DeleteOptions { user: Some(spanset()), ..Default::default() };
+    refused(
+        c.delete(&pdbs, "default", "web", &opts).map(|_| ()),
+        "spanset-member-scope",
+        "DELETE of poddisruptionbudgets default/web refused",
+    );
+    c.create(&pdbs, Some("default"), pdb("redis", true), &as_spanset).expect("its own budget");
+    edit(&c, spanset(), ("policy", "poddisruptionbudgets", "default", "redis"), |p| {
+        p["spec"]["minAvailable"] = json!(2);
+    })
+    .expect("changes it");
+    c.delete(&pdbs, "default", "redis", &opts).expect("and deletes it");
+}
