@@ -626,7 +626,7 @@ async fn carry_out(
             Err(e) => return Err(format!("{cluster}: watcher gone: {e}")),
         }
     }
-    write_budgets(decision, watchers, key, term, out).await?;
+    write_budgets(decision, watchers, key, term, out).await;
     if !decision.writes.is_empty() {
         crash_points("written", decision);
         // The watchers report what the writes did, which triggers the next reconcile.
@@ -643,14 +643,17 @@ async fn carry_out(
 
 /// Writes the members' disruption budgets decided (`spec.disruption`), every member at once.
 /// A conflict (a budget created meanwhile, or changed) plans again; the watchers report what
-/// was stored, which triggers the next reconcile.
+/// was stored, which triggers the next reconcile. A budget that cannot be written holds
+/// nothing else of the reconcile (the slices and the status go on); it is tried again after
+/// the pause that follows a failure, and a budget left unwritten only holds other members'
+/// loosenings (see [`super::disruption`]).
 async fn write_budgets(
     decision: &Decision,
     watchers: &BTreeMap<String, Addr<ClusterWatcher>>,
     key: &FederationKey,
     term: u64,
     out: &mut Outcome,
-) -> Result<(), String> {
+) {
     let sends = decision.budgets.iter().filter_map(|b| {
         let watcher = watchers.get(&b.cluster)?.clone();
         let msg = WriteBudget { key: key.clone(), change: b.change.clone(), term };
@@ -668,7 +671,11 @@ async fn write_budgets(
             Err(e) => failed.push(format!("{cluster}: disruption budget: {}", call_failed(e))),
         }
     }
-    if failed.is_empty() { Ok(()) } else { Err(failed.join("; ")) }
+    if !failed.is_empty() {
+        tracing::warn!(federation = %key, error = %failed.join("; "), "disruption budgets not written; retrying");
+        out.again = true;
+        out.error = Some(failed.join("; "));
+    }
 }
 
 /// How long a coordinator waits for a watcher to carry out one call (a write, a dry run, the

@@ -156,8 +156,8 @@ pub fn plan(budget: u32, unavailable: u32, members: &[Member]) -> Division {
 pub enum BudgetChange {
     /// Create it (none is there; fails if a budget of that name exists).
     Create(PodDisruptionBudget),
-    /// Apply it over spanset's own (server-side apply, field manager `spanset`).
-    Apply(PodDisruptionBudget),
+    /// Replace spanset's own, conditional on the version its watcher saw last.
+    Replace(PodDisruptionBudget),
     /// Delete spanset's budget of this uid.
     Delete {
         /// Its uid (the delete's precondition).
@@ -236,7 +236,7 @@ pub fn budgets(
     for s in &division.write {
         let object = budget::disruption_budget(fsts, s.min_available, term);
         let change = match records.get(s.cluster.as_str()) {
-            Some(b) if !b.deleting => BudgetChange::Apply(object),
+            Some(b) if !b.deleting => BudgetChange::Replace(object),
             _ => BudgetChange::Create(object),
         };
         out.push(BudgetWrite { cluster: s.cluster.clone(), change });

@@ -1042,9 +1042,13 @@ impl Handler<WriteBudget> for ClusterWatcher {
         let name = msg.key.name.clone();
         let verb = match &msg.change {
             BudgetChange::Create(_) => "create",
-            BudgetChange::Apply(_) => "patch",
+            BudgetChange::Replace(_) => "update",
             BudgetChange::Delete { .. } => "delete",
         };
+        // A replace is conditional on the newest version this watcher has seen (the member's
+        // disruption controller changes the status with every eviction, which spanset does
+        // not report); a 409 plans again.
+        let stored_rv = self.cache.federations.get(&msg.key).and_then(|f| f.budget.as_ref()).map(|b| b.rv);
         self.metrics.api_request(&self.cluster, verb);
         let work = async move {
             match msg.change {
@@ -1052,9 +1056,10 @@ impl Handler<WriteBudget> for ClusterWatcher {
                     let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
                     api.create(&pp, &pdb).await.map(Some)
                 }
-                BudgetChange::Apply(pdb) => {
-                    let pp = PatchParams::apply(FIELD_MANAGER).force();
-                    api.patch(&name, &pp, &Patch::Apply(&pdb)).await.map(Some)
+                BudgetChange::Replace(mut pdb) => {
+                    let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
+                    pdb.metadata.resource_version = stored_rv.map(|rv| rv.to_string());
+                    api.replace(&name, &pp, &pdb).await.map(Some)
                 }
                 BudgetChange::Delete { uid } => {
                     let dp = DeleteParams {
