@@ -161,7 +161,12 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     // (`delete` on claims, migration.staleClaims).
     kv.spec.migration.storage = Some(spanset::api::StorageMode::Detached);
     f.create(&kv).await;
-    f.create(&federation("db", "default", &[("east", 1), ("west", 1)], 2)).await;
+    // With a disruption budget: spanset's PodDisruptionBudget in each member is created, replaced
+    // as pods come and go, deleted in west once its slice is empty, and read and deleted with the
+    // federation (`policy` poddisruptionbudgets); cordons are watched (nodes).
+    let mut db = federation("db", "default", &[("east", 1), ("west", 1)], 2);
+    db.spec.disruption = Some(serde_json::from_value(json!({"maxUnavailable": 1})).unwrap());
+    f.create(&db).await;
     f.wait_settled("db", &[("east", 0, 1), ("west", 1, 1)], "placed").await;
     let east = f.member("east").await;
 
