@@ -944,6 +944,10 @@ fn pod_states(
                     Duration::try_from(at.duration_since(inp.wall)).unwrap_or_default() + Duration::from_millis(50);
                 wake = Some(wake.map_or(left, |w| w.min(left)));
             }
+            // An ordinal two members hold (a drift being undone) counts by its better pod.
+            if out.get(k).is_some_and(|p: &PodState| p.available || !ready) {
+                continue;
+            }
             out.insert(
                 *k,
                 PodState {
