@@ -34,6 +34,8 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready", description = "Ready replicas / desired replicas"),
     printcolumn(name = "Clusters", type_ = "integer", json_path = ".status.clusters", description = "Clusters holding a slice"),
     printcolumn(name = "Moving", type_ = "integer", json_path = ".status.moving", description = "Ordinals moving between clusters"),
+    printcolumn(name = "Up-to-date", type_ = "integer", json_path = ".status.updatedReplicas", description = "Pods running the spec's template"),
+    printcolumn(name = "Available", type_ = "integer", json_path = ".status.availableReplicas", description = "Pods Ready for minReadySeconds"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -333,6 +335,30 @@ pub struct FederatedStatefulSetStatus {
     /// The pod selector as a string (`app=redis`), for `/scale` and autoscalers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<String>,
+    /// The template revision every pod ran before the rollout in progress (equal to
+    /// `updateRevision` once it is complete), as a StatefulSet's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_revision: Option<String>,
+    /// The revision of the spec's template (`<name>-<hash>`; the same template gives the same
+    /// revision, so a rollback is applying the previous template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_revision: Option<String>,
+    /// Pods running `currentRevision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_replicas: Option<i32>,
+    /// Pods running `updateRevision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_replicas: Option<i32>,
+    /// Pods Ready for at least `minReadySeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_replicas: Option<i32>,
+    /// The rollout's cursor: pods of ordinals at or above it may run `updateRevision`. spanset
+    /// lowers it one pod at a time across all members (at most
+    /// `updateStrategy.rollingUpdate.maxUnavailable` pods of the whole federation unavailable)
+    /// and never below `rollingUpdate.partition`; each member is written its share of it as
+    /// its own partition. Durable, so that a restarted controller resumes where it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_partition: Option<i32>,
     /// The placement the slices were last divided for by weight, as `name:weight[:min-max]`
     /// of each cluster that is neither fenced nor incompatible, in placement order. While it
     /// equals the placement now, `spec.placement.onScale: Keep` places a change of replicas

@@ -75,6 +75,8 @@ struct Outcome {
     grown: Vec<(u32, Instant)>,
     /// Events of the storage steps carried out (claims retired), recorded whatever else is.
     storage_notes: Vec<crate::controller::events::Note>,
+    /// Plan again after this long (a pod becomes available by time alone).
+    wake_after: Option<Duration>,
 }
 
 /// The coordinator of one federation.
@@ -96,6 +98,8 @@ pub struct Coordinator {
     handover_refusals: BTreeMap<u32, String>,
     /// When a reconcile is scheduled for the next silence threshold, if one is.
     deadline_at: Option<Instant>,
+    /// When a wake-up asked for by a decision is set.
+    wake_at: Option<Instant>,
     /// Counted in `workqueue_depth`.
     queued: bool,
     ensured: HashSet<(String, u64, String, String)>,
@@ -152,6 +156,7 @@ impl Coordinator {
             access_refusal: None,
             handover_refusals: BTreeMap::new(),
             deadline_at: None,
+            wake_at: None,
             queued: false,
             ensured: HashSet::new(),
             carried_digest: String::new(),
@@ -303,7 +308,24 @@ impl Coordinator {
                 ctx.run_later(pause, |act, ctx| act.schedule(ctx));
             }
             act.wake_at_next_deadline(ctx);
+            if let Some(after) = outcome.wake_after {
+                act.wake_after(after, ctx);
+            }
         }));
+    }
+
+    /// Plans again after `after` (unless an earlier wake-up is already set): a pod becomes
+    /// available once Ready for `minReadySeconds`, which no watch event announces.
+    fn wake_after(&mut self, after: Duration, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        let at = now + after;
+        if self.wake_at.is_none_or(|scheduled| scheduled <= now || at < scheduled) {
+            self.wake_at = Some(at);
+            ctx.run_later(after, |act, ctx| {
+                act.wake_at = None;
+                act.schedule(ctx);
+            });
+        }
     }
 
     /// Exposes the figures of the federation's last drill, which `spanset drill` stores in the
@@ -395,8 +417,9 @@ impl Coordinator {
             .collect();
         let host = self.host.clone();
         let key = self.key.clone();
+        let wake_after = decision.wake_after;
         async move {
-            let mut out = Outcome::default();
+            let mut out = Outcome { wake_after, ..Outcome::default() };
             if let Err(e) = carry_out(&host, &fsts, &decision, &watchers, &ensure_due, &key, term, &mut out).await {
                 out.error = Some(e);
                 out.again = true;

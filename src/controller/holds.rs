@@ -120,6 +120,9 @@ mod tests {
                         deleting: true,
                         rv: 3,
                         gates: vec![],
+                        revision: None,
+                        ready_since: None,
+                        trouble: None,
                     };
                     (*k, p)
                 })

@@ -26,6 +26,7 @@ pub mod messages;
 pub mod metrics;
 pub mod move_storage;
 pub mod reconcile;
+pub mod rollout;
 pub mod runtime_metrics;
 pub mod spans;
 pub mod status;

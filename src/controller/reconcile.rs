@@ -25,9 +25,10 @@ use kube::{ResourceExt, api::DynamicObject};
 use super::{
     events::Note,
     labels::IDENTITY_GATE,
-    member::objects::{backend, statefulset, template_hash},
+    member::objects::{backend, global_partition, member_partition, on_delete, revision, statefulset_at, template_hash},
     messages::MemberView,
     move_storage::{self, Gate},
+    rollout::{self, PodState, Rollout},
     status::{Verdict, conditions, types},
 };
 use crate::{
@@ -184,6 +185,9 @@ pub struct Decision {
     pub grows: Vec<Ordinal>,
     /// Gated pods released in this reconcile (see [`releases`]).
     pub releases: Vec<PodRelease>,
+    /// Plan again after this long even if nothing is reported (a pod becomes available once
+    /// Ready for `minReadySeconds`, which no watch event announces).
+    pub wake_after: Option<Duration>,
 }
 
 /// The federation's `failover.unreachableAfterSeconds`, at least [`MIN_UNREACHABLE_AFTER`].
@@ -394,6 +398,27 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let hash = template_hash(fsts);
     let view_of = |c: &str| inp.members.get(c).and_then(|m| m.view.clone());
     let unstamped = unstamped_unreachable(&mut obs, inp);
+    let (pod_states, wake_after) = pod_states(inp, &obs, &hash, desired.start..desired.start + desired.replicas);
+    let roll = rollout::roll(&rollout::Input {
+        name: &fsts.name_any(),
+        revision: revision(fsts),
+        previous: &previous,
+        range: desired.start..desired.start + desired.replicas,
+        partition: global_partition(fsts),
+        max_unavailable: rollout::resolve_max_unavailable(
+            fsts.spec
+                .template
+                .update_strategy
+                .as_ref()
+                .and_then(|u| u.rolling_update.as_ref())
+                .and_then(|r| r.max_unavailable.as_ref()),
+            desired.replicas,
+        ),
+        on_delete: on_delete(fsts),
+        pods: &pod_states,
+    });
+    let cursor = roll.cursor;
+    let statefulset = |slice: &Slice| statefulset_at(fsts, slice, inp.term, cursor);
 
     // 2. Stamps and creates.
     let mut writes = Vec::new();
@@ -410,19 +435,22 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             Some(s) if o.fenced && s.slice.replicas > 0 => {
                 writes.push(StsWrite {
                     cluster: name.clone(),
-                    object: statefulset(fsts, &Slice::empty(), inp.term),
+                    object: statefulset(&Slice::empty()),
                     expected_rv: Some(s.rv),
                     new_template: false,
                 });
             }
+            // Stamped in another term, another template, someone's edit, or the rollout's
+            // cursor moved (the member's partition is its share of it).
             Some(s)
                 if s.term != Some(inp.term)
                     || s.template_hash.as_deref() != Some(hash.as_str())
-                    || !view.federation.spec_is_ours() =>
+                    || !view.federation.spec_is_ours()
+                    || member_partition(fsts, &s.slice, cursor).is_some_and(|p| p != s.partition) =>
             {
                 writes.push(StsWrite {
                     cluster: name.clone(),
-                    object: statefulset(fsts, &s.slice, inp.term),
+                    object: statefulset(&s.slice),
                     expected_rv: Some(s.rv),
                     new_template: s.template_hash.as_deref() != Some(hash.as_str()),
                 });
@@ -432,7 +460,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 supporting.push(name.clone());
                 writes.push(StsWrite {
                     cluster: name.clone(),
-                    object: statefulset(fsts, &Slice::empty(), inp.term),
+                    object: statefulset(&Slice::empty()),
                     expected_rv: None,
                     new_template: true,
                 });
@@ -627,7 +655,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 }
                 writes.push(StsWrite {
                     cluster: cluster.to_string(),
-                    object: statefulset(fsts, step.slice(), inp.term),
+                    object: statefulset(step.slice()),
                     expected_rv: Some(s.rv),
                     new_template: false,
                 });
@@ -777,9 +805,14 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     } else {
         Verdict::yes(types::CLUSTER_UNREACHABLE, "Unreachable", format!("not answering: {}", unreachable.join(", ")))
     });
-    // Any change of the recorded moves is stored before the writes of the round.
+    verdicts.push(updating(&roll, on_delete(fsts)));
+    rollout_notes(&roll, &previous, fsts, &mut notes);
+    // Any change of the recorded moves is stored before the writes of the round; so is the
+    // rollout's cursor, before any member is written with it.
     let moves_list: Vec<MoveStatus> = moves.values().cloned().collect();
     persist_first |= moves_list != previous.moves;
+    persist_first |= previous.update_partition != Some(cursor as i32)
+        || previous.update_revision.as_deref() != Some(roll.update_revision.as_str());
     let status = FederatedStatefulSetStatus {
         observed_generation: fsts.metadata.generation,
         conditions: conditions(&previous.conditions, &verdicts, fsts.metadata.generation, &wall),
@@ -791,6 +824,12 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         label_selector: Some(crate::api::selector_text(&fsts.spec.template.selector)),
         slices,
         moves: moves_list,
+        current_revision: Some(roll.current_revision.clone()),
+        update_revision: Some(roll.update_revision.clone()),
+        current_replicas: Some(roll.current as i32),
+        updated_replicas: Some(roll.updated as i32),
+        available_replicas: Some(roll.available as i32),
+        update_partition: Some(cursor as i32),
         // Without a plan (no placement) what was stored stays.
         balanced_placement: match &plan {
             Some(p) => p.balanced_placement.clone(),
@@ -820,6 +859,97 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         released: newly_released.into_iter().collect(),
         grows,
         releases,
+        wake_after,
+    }
+}
+
+/// The rollout's view of every ordinal of `range`: the pod in the member whose written slice
+/// holds it, when that member answers and is not fenced (otherwise the ordinal has no pod the
+/// rollout can count on). A pod runs the spec's template when its revision label is its
+/// member's `updateRevision` for the current template. Also: when the next pod becomes
+/// available by time alone (`minReadySeconds`).
+fn pod_states(
+    inp: &Inputs<'_>,
+    obs: &Observed,
+    hash: &str,
+    range: std::ops::Range<Ordinal>,
+) -> (BTreeMap<Ordinal, PodState>, Option<Duration>) {
+    let min_ready = inp.fsts.spec.template.min_ready_seconds.unwrap_or(0).max(0) as u64;
+    let mut out = BTreeMap::new();
+    let mut wake: Option<Duration> = None;
+    for (name, o) in obs.iter().filter(|(_, o)| o.reachable && !o.fenced) {
+        let Some(view) = inp.members.get(name).and_then(|m| m.view.as_ref()) else { continue };
+        let f = &view.federation;
+        let Some(sts) = f.sts.as_ref().filter(|s| !s.deleting) else { continue };
+        let current_template = sts.template_hash.as_deref() == Some(hash);
+        for (k, p) in f.pods.range(range.clone()).filter(|(k, _)| o.written.contains(**k)) {
+            let ready = p.ready && !p.deleting;
+            let available_at = p.ready_since.map(|t| t + jiff::SignedDuration::from_secs(min_ready as i64));
+            let available = ready && (min_ready == 0 || available_at.is_some_and(|t| t <= inp.wall));
+            if ready
+                && !available
+                && let Some(at) = available_at
+            {
+                let left = Duration::try_from(at.duration_since(inp.wall)).unwrap_or_default() + Duration::from_millis(50);
+                wake = Some(wake.map_or(left, |w| w.min(left)));
+            }
+            out.insert(
+                *k,
+                PodState {
+                    cluster: name.clone(),
+                    updated: current_template && p.revision.is_some() && p.revision == sts.update_revision,
+                    available,
+                    ready,
+                    deleting: p.deleting,
+                    trouble: p.trouble.clone(),
+                },
+            );
+        }
+    }
+    (out, wake)
+}
+
+/// The `Updating` condition: True while pods from the partition up run an older template.
+fn updating(roll: &Rollout, on_delete: bool) -> Verdict {
+    if roll.complete {
+        return Verdict::no(types::UPDATING, "Updated", format!("every pod runs revision {}", roll.update_revision));
+    }
+    if on_delete {
+        return Verdict::yes(
+            types::UPDATING,
+            "OnDelete",
+            format!("{} pod(s) run an older template and are replaced when deleted (updateStrategy OnDelete)", roll.current),
+        );
+    }
+    let (reason, why) = match &roll.waiting {
+        Some(w) if w.stuck => ("RolloutStuck", w.message.clone()),
+        Some(w) => ("RollingUpdate", w.message.clone()),
+        None => ("RollingUpdate", "replacing pods".to_string()),
+    };
+    Verdict::yes(
+        types::UPDATING,
+        reason,
+        format!("{} pod(s) updated to revision {}; {why}", roll.updated, roll.update_revision),
+    )
+}
+
+/// Events of the rollout: each pod the cursor lets through, and a stuck rollout once per
+/// stuck pod state.
+fn rollout_notes(roll: &Rollout, previous: &FederatedStatefulSetStatus, fsts: &FederatedStatefulSet, notes: &mut Vec<Note>) {
+    for k in &roll.lowered {
+        notes.push(Note::normal(
+            "RollingUpdate",
+            format!("{}-{k} may now be replaced with revision {}", fsts.name_any(), roll.update_revision),
+        ));
+    }
+    if let Some(w) = roll.waiting.as_ref().filter(|w| w.stuck) {
+        let already = previous
+            .conditions
+            .iter()
+            .any(|c| c.type_ == types::UPDATING && c.reason == "RolloutStuck" && c.message.contains(&w.message));
+        if !already {
+            notes.push(Note::warning("RolloutStuck", w.message.clone()));
+        }
     }
 }
 
@@ -1000,6 +1130,8 @@ mod tests {
             template_hash: Some(template_hash(f)),
             federation_uid: Some("uid-1".into()),
             deleting: false,
+            partition: 0,
+            update_revision: Some("rev-1".into()),
         };
         let pods = (start..start + replicas)
             .map(|k| {
@@ -1011,6 +1143,9 @@ mod tests {
                     deleting: false,
                     rv: 5,
                     gates: vec![],
+                    revision: Some("rev-1".into()),
+                    ready_since: Some(jiff::Timestamp::UNIX_EPOCH),
+                    trouble: None,
                 };
                 (k, p)
             })
@@ -1471,6 +1606,9 @@ mod tests {
                     deleting: false,
                     rv: 12,
                     gates,
+                    revision: Some("rev-1".into()),
+                    ready_since: None,
+                    trouble: None,
                 },
             );
         })

@@ -15,6 +15,10 @@ pub mod types {
     pub const CLUSTER_UNREACHABLE: &str = "ClusterUnreachable";
     /// Nothing can be written: the reason names the field or the member.
     pub const BLOCKED: &str = "Blocked";
+    /// Pods run an older template than the spec's and a rolling update replaces them; the
+    /// message names the pod it waits on (reason `RolloutStuck` when that pod cannot become
+    /// Ready by itself).
+    pub const UPDATING: &str = "Updating";
 }
 
 /// One condition as decided in a reconcile.

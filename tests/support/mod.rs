@@ -3,6 +3,7 @@
 
 pub mod federation;
 pub mod prometheus;
+pub mod timeline;
 
 use std::{
     io::{BufRead, BufReader},

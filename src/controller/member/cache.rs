@@ -63,6 +63,15 @@ pub struct PodRecord {
     /// Its scheduling gates (`spec.schedulingGates` names): while spanset's identity gate is
     /// among them, the pod waits unscheduled for spanset's release.
     pub gates: Vec<String>,
+    /// Its `controller-revision-hash` label: the member StatefulSet's revision it was made
+    /// (or updated in place) from. A rollout compares it with the member's `updateRevision`.
+    pub revision: Option<String>,
+    /// When it last became Ready (its Ready condition's transition time), while Ready: it is
+    /// available once Ready for `minReadySeconds`.
+    pub ready_since: Option<jiff::Timestamp>,
+    /// While not Ready: what keeps it from running, in a few words (`container redis: waiting:
+    /// ImagePullBackOff: Back-off pulling image "redis:7.9"`), for a stuck rollout to name.
+    pub trouble: Option<String>,
 }
 
 impl PodRecord {
@@ -87,6 +96,12 @@ impl PodRecord {
                 .and_then(|s| s.conditions.as_ref())
                 .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
         let deleting = pod.metadata.deletion_timestamp.is_some();
+        let ready_since = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0)
+            .filter(|_| ready);
         let record = PodRecord {
             uid: pod.uid().unwrap_or_default(),
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
@@ -100,9 +115,42 @@ impl PodRecord {
                 .and_then(|s| s.scheduling_gates.as_ref())
                 .map(|g| g.iter().map(|g| g.name.clone()).collect())
                 .unwrap_or_default(),
+            revision: pod.labels().get(REVISION_LABEL).cloned(),
+            ready_since,
+            trouble: if ready { None } else { trouble(pod) },
         };
         Some((FederationKey { namespace: pod.namespace().unwrap_or_default(), name }, ordinal, record))
     }
+}
+
+/// The label a StatefulSet controller (apps/v1 and Kruise alike) puts on each pod: the name
+/// of the ControllerRevision the pod's spec comes from.
+pub const REVISION_LABEL: &str = "controller-revision-hash";
+
+/// Why a pod that is not Ready is not: the first container (init containers first) that is
+/// waiting or terminated, with its reason and message; else an unschedulable pod's reason;
+/// else its phase. Short, for a condition and an Event.
+fn trouble(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let containers = status.init_container_statuses.iter().flatten().chain(status.container_statuses.iter().flatten());
+    for c in containers.filter(|c| !c.ready) {
+        let state = c.state.as_ref();
+        if let Some(w) = state.and_then(|s| s.waiting.as_ref()).filter(|w| w.reason.is_some()) {
+            let msg = w.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
+            return Some(format!("container {}: waiting: {}{msg}", c.name, w.reason.as_deref().unwrap_or("")));
+        }
+        if let Some(t) = state.and_then(|s| s.terminated.as_ref()) {
+            let reason = t.reason.as_deref().unwrap_or("Terminated");
+            return Some(format!("container {}: terminated: {reason} (exit code {})", c.name, t.exit_code));
+        }
+    }
+    let unscheduled = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .map(|c| format!("not scheduled: {}", c.message.as_deref().or(c.reason.as_deref()).unwrap_or("")));
+    unscheduled.or_else(|| status.phase.as_ref().map(|p| format!("phase {p}, not Ready")))
 }
 
 /// What spanset keeps of a PersistentVolumeClaim: enough to find an ordinal's claims and
@@ -173,6 +221,12 @@ pub struct StsRecord {
     pub federation_uid: Option<String>,
     /// Being deleted.
     pub deleting: bool,
+    /// `spec.updateStrategy.rollingUpdate.partition` as stored (0 when absent).
+    pub partition: i32,
+    /// `status.updateRevision` once its controller observed the stored generation (a pod
+    /// labelled with it runs the stored template); kept across a new generation that changed
+    /// nothing of the template (a new partition or slice), since that keeps the revision.
+    pub update_revision: Option<String>,
 }
 
 impl StsRecord {
@@ -192,6 +246,20 @@ impl StsRecord {
             template_hash: ann(TEMPLATE_HASH),
             federation_uid: sts.labels().get(FEDERATION_UID).cloned(),
             deleting: sts.metadata.deletion_timestamp.is_some(),
+            partition: sts
+                .data
+                .pointer("/spec/updateStrategy/rollingUpdate/partition")
+                .and_then(serde_json::Value::as_i64)
+                .and_then(|p| i32::try_from(p).ok())
+                .unwrap_or(0),
+            // Only once its controller has observed this generation: before, the status may
+            // name the revision of an older template.
+            update_revision: sts
+                .data
+                .pointer("/status/updateRevision")
+                .and_then(|v| v.as_str())
+                .filter(|_| observed_generation(sts) >= sts.metadata.generation.unwrap_or(0))
+                .map(str::to_string),
         };
         Some((FederationKey { namespace: sts.namespace().unwrap_or_default(), name: sts.name_any() }, record))
     }
@@ -361,6 +429,12 @@ impl MemberCache {
             _ => &mut f.sts,
         };
         if slot.as_ref().is_none_or(|s| s.uid != record.uid || s.rv <= record.rv) {
+            let mut record = record;
+            if record.update_revision.is_none()
+                && let Some(old) = slot.as_ref().filter(|s| s.uid == record.uid && s.template_hash == record.template_hash)
+            {
+                record.update_revision = old.update_revision.clone();
+            }
             *slot = Some(record);
         }
         Some(key)

@@ -19,7 +19,7 @@ use crate::{
     controller::labels::{
         FEDERATION, FEDERATION_NAMESPACE, FEDERATION_UID, IDENTITY_GATE, MANAGED_BY, MANAGER, TEMPLATE_HASH, TERM,
     },
-    plan::{Backend, Slice},
+    plan::{Backend, Ordinal, Slice},
 };
 
 /// Which federation a member object belongs to: its namespace, name and uid.
@@ -82,6 +82,11 @@ fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
             gates.push(PodSchedulingGate { name: IDENTITY_GATE.to_string() });
         }
     }
+    // The partition is written per slice (the rollout's cursor in the slice's own indices).
+    let mut update_strategy = t.update_strategy.as_ref().map(crate::api::UpdateStrategy::to_apps_v1);
+    if let Some(r) = update_strategy.as_mut().and_then(|u| u.rolling_update.as_mut()) {
+        r.partition = None;
+    }
     let mut claims = t.volume_claim_templates.clone();
     for c in &mut claims {
         c.metadata.labels.get_or_insert_with(BTreeMap::new).insert(FEDERATION.to_string(), fsts.name_any());
@@ -92,7 +97,7 @@ fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
         template,
         volume_claim_templates: (!claims.is_empty()).then_some(claims),
         pod_management_policy: t.pod_management_policy.clone(),
-        update_strategy: t.update_strategy.as_ref().map(crate::api::UpdateStrategy::to_apps_v1),
+        update_strategy,
         persistent_volume_claim_retention_policy: t.persistent_volume_claim_retention_policy.clone(),
         min_ready_seconds: t.min_ready_seconds,
         ..Default::default()
@@ -123,7 +128,55 @@ pub fn template_hash(fsts: &FederatedStatefulSet) -> String {
 /// `updateStrategy` (with `podUpdatePolicy`) and `scaleStrategy`.
 fn advanced_fields(fsts: &FederatedStatefulSet) -> serde_json::Value {
     let t = &fsts.spec.template;
-    serde_json::json!({"updateStrategy": t.update_strategy, "scaleStrategy": t.scale_strategy})
+    let mut strategy = serde_json::to_value(&t.update_strategy).unwrap_or_default();
+    if let Some(r) = strategy.get_mut("rollingUpdate").and_then(serde_json::Value::as_object_mut) {
+        r.remove("partition");
+    }
+    serde_json::json!({"updateStrategy": strategy, "scaleStrategy": t.scale_strategy})
+}
+
+/// The federation's template revision, `<name>-<hash>`: a hash of the pod template as written
+/// in every member, so that two specs with the same pod template have the same revision (a
+/// rollback is applying the previous template). `status.updateRevision`.
+pub fn revision(fsts: &FederatedStatefulSet) -> String {
+    let template = spec_without_slice(fsts).template;
+    let hash = stable_hash(serde_json::to_string(&template).unwrap_or_default().as_bytes());
+    format!("{}-{}", fsts.name_any(), &hash[..10])
+}
+
+/// Whether the federation replaces pods only when someone deletes them
+/// (`updateStrategy.type: OnDelete`): no rollout runs, and no partition is written.
+pub fn on_delete(fsts: &FederatedStatefulSet) -> bool {
+    fsts.spec.template.update_strategy.as_ref().and_then(|u| u.type_) == Some(crate::api::UpdateStrategyType::OnDelete)
+}
+
+/// `updateStrategy.rollingUpdate.partition` of the federation: global ordinals at or above it
+/// are updated, as in one StatefulSet (0 when unset).
+pub fn global_partition(fsts: &FederatedStatefulSet) -> Ordinal {
+    fsts.spec
+        .template
+        .update_strategy
+        .as_ref()
+        .and_then(|u| u.rolling_update.as_ref())
+        .and_then(|r| r.partition)
+        .map(|p| p.max(0) as Ordinal)
+        .unwrap_or(0)
+}
+
+/// The partition a member StatefulSet holding `slice` is written with when the federation's
+/// rollout may update ordinals from `cursor` up: how many of the slice's ordinals lie below
+/// the cursor. A member counts its partition in pod indices, from its own first ordinal
+/// (kubernetes/kubernetes#128529; Kruise the same, over the ordinals it does not reserve), so
+/// the global ordinal is translated per slice. `None` with `OnDelete`.
+pub fn member_partition(fsts: &FederatedStatefulSet, slice: &Slice, cursor: Ordinal) -> Option<i32> {
+    if on_delete(fsts) {
+        return None;
+    }
+    let below = match cursor {
+        0 => 0,
+        c => (&slice.ordinals() & &crate::plan::Ordinals::from(0..=c - 1)).len(),
+    };
+    Some(i32::try_from(below).unwrap_or(i32::MAX))
 }
 
 /// The member StatefulSet selecting `slice`, stamped with the writer's `term`, of the
@@ -131,7 +184,18 @@ fn advanced_fields(fsts: &FederatedStatefulSet) -> serde_json::Value {
 /// slice's (only the gaps inside its set, the fewest that express it). Its `resourceVersion` is
 /// left for the writer to set (the write's precondition).
 pub fn statefulset(fsts: &FederatedStatefulSet, slice: &Slice, term: u64) -> DynamicObject {
+    statefulset_at(fsts, slice, term, global_partition(fsts))
+}
+
+/// [`statefulset`] while a rollout may update the federation's ordinals from `cursor` up (see
+/// [`member_partition`]).
+pub fn statefulset_at(fsts: &FederatedStatefulSet, slice: &Slice, term: u64, cursor: Ordinal) -> DynamicObject {
     let mut spec = spec_without_slice(fsts);
+    if let Some(p) = member_partition(fsts, slice, cursor) {
+        let strategy = spec.update_strategy.get_or_insert_with(Default::default);
+        strategy.type_.get_or_insert_with(|| "RollingUpdate".to_string());
+        strategy.rolling_update.get_or_insert_with(Default::default).partition = Some(p);
+    }
     spec.replicas = Some(slice.replicas as i32);
     spec.ordinals = Some(StatefulSetOrdinals { start: Some(slice.start as i32) });
     let typed = StatefulSet {
@@ -158,6 +222,12 @@ pub fn statefulset(fsts: &FederatedStatefulSet, slice: &Slice, term: u64) -> Dyn
         for (field, v) in advanced_fields(fsts).as_object().into_iter().flatten() {
             if !v.is_null() {
                 value["spec"][field] = v.clone();
+            }
+        }
+        if let Some(p) = member_partition(fsts, slice, cursor) {
+            value["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = p.into();
+            if value["spec"]["updateStrategy"].get("type").is_none() {
+                value["spec"]["updateStrategy"]["type"] = "RollingUpdate".into();
             }
         }
     }
@@ -324,7 +394,10 @@ placement:
         assert_eq!(sts.data["spec"]["scaleStrategy"]["maxUnavailable"], 1);
         f.spec.backend = crate::api::Backend::StatefulSet;
         let v1 = statefulset(&f, &Slice { start: 0, replicas: 2, ..Slice::empty() }, 1);
-        assert_eq!(v1.data["spec"]["updateStrategy"], serde_json::json!({"rollingUpdate": {"partition": 1}}));
+        assert_eq!(
+            v1.data["spec"]["updateStrategy"],
+            serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 1}})
+        );
         assert!(v1.data["spec"].get("scaleStrategy").is_none());
         let errs = f.spec.to_desired().unwrap_err();
         let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();

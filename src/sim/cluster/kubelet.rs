@@ -481,6 +481,8 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                         identity: ledger::identity_of(pod),
                         running_from: jiff::Timestamp::now(),
                         running_until: None,
+                        images: containers(pod).into_iter().map(|(_, image)| image).collect(),
+                        ready_periods: vec![],
                     });
                 }
             }
@@ -491,6 +493,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             let changed = changed_containers(pod);
             if !changed.is_empty() {
                 if write_status(cluster, pods_rt, pod, |p| restart_containers(p, &changed)) {
+                    cluster.ledger.readiness(&cfg.name, &uid, false, jiff::Timestamp::now());
                     timers.since.insert(uid.clone(), (Stage::Running, now));
                     for name in &changed {
                         if let Some(old) = cluster.logs.get(&uid, name, false) {
@@ -513,10 +516,11 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             let containers_now = condition_true(pod, "ContainersReady");
             let change = (want != is_ready(pod) && (forced.is_some() || want || !gates))
                 || (containers_want != containers_now && (forced.is_some() || containers_want));
-            if change
-                && write_status(cluster, pods_rt, pod, |p| set_ready(p, containers_want, want))
-                && containers_want != containers_now
-            {
+            let written = change && write_status(cluster, pods_rt, pod, |p| set_ready(p, containers_want, want));
+            if written {
+                cluster.ledger.readiness(&cfg.name, &uid, want, jiff::Timestamp::now());
+            }
+            if written && containers_want != containers_now {
                 // The containers' own readiness is what they log; a gate is not theirs.
                 let line = if containers_want {
                     "[sim] ready: accepting connections"
@@ -566,6 +570,8 @@ fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], time
                 identity: ledger::identity_of(p),
                 running_from: back,
                 running_until: None,
+                images: containers(p).into_iter().map(|(_, image)| image).collect(),
+                ready_periods: vec![],
             });
             write_status(cluster, pods_rt, p, |p| set_ready(p, false, false));
             timers.since.insert(object::uid(p).to_string(), (Stage::Running, now));
@@ -640,7 +646,9 @@ fn node_lifecycle(
                         // The node controller marks its pods NotReady; whether their containers
                         // still run is the machine's business (see `machines`).
                         for p in on_node() {
-                            write_status(cluster, pods_rt, p, |p| set_ready(p, false, false));
+                            if write_status(cluster, pods_rt, p, |p| set_ready(p, false, false)) {
+                                cluster.ledger.readiness(&cfg.name, object::uid(p), false, jiff::Timestamp::now());
+                            }
                         }
                     }
                 }

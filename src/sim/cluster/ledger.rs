@@ -50,6 +50,32 @@ pub struct Incarnation {
     pub running_from: jiff::Timestamp,
     /// When it stopped, if it has.
     pub running_until: Option<jiff::Timestamp>,
+    /// Its containers' images when it started (an in-place update keeps the incarnation).
+    #[serde(default)]
+    pub images: Vec<String>,
+    /// The spans during which its Ready condition was True (the last one open while it is),
+    /// so that a test can count the identities unavailable at every instant of a rollout.
+    #[serde(default)]
+    pub ready_periods: Vec<Period>,
+}
+
+/// A span of time, open while it lasts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Period {
+    /// Start.
+    pub from: jiff::Timestamp,
+    /// End, once it ended.
+    pub until: Option<jiff::Timestamp>,
+}
+
+impl Incarnation {
+    /// Its run ends at `at` (and its readiness with it).
+    fn end(&mut self, at: jiff::Timestamp) {
+        self.running_until = Some(at);
+        if let Some(p) = self.ready_periods.last_mut().filter(|p| p.until.is_none()) {
+            p.until = Some(at);
+        }
+    }
 }
 
 /// Two incarnations of one identity that ran at the same time.
@@ -107,7 +133,22 @@ impl Ledger {
         let mut entries = self.entries.lock();
         if let Some(e) = entries.iter_mut().find(|e| e.uid == uid && e.cluster == cluster && e.running_until.is_none())
         {
-            e.running_until = Some(at);
+            e.end(at);
+        }
+    }
+
+    /// Records that a running pod's Ready condition became `ready` at `at`.
+    pub fn readiness(&self, cluster: &str, uid: &str, ready: bool, at: jiff::Timestamp) {
+        let mut entries = self.entries.lock();
+        let Some(e) = entries.iter_mut().find(|e| e.uid == uid && e.cluster == cluster && e.running_until.is_none())
+        else {
+            return;
+        };
+        let open = e.ready_periods.last_mut().filter(|p| p.until.is_none());
+        match (open, ready) {
+            (None, true) => e.ready_periods.push(Period { from: at, until: None }),
+            (Some(p), false) => p.until = Some(at),
+            _ => {}
         }
     }
 
@@ -115,7 +156,7 @@ impl Ledger {
     pub fn stop_on_node(&self, cluster: &str, node: &str, at: jiff::Timestamp) {
         let mut entries = self.entries.lock();
         for e in entries.iter_mut().filter(|e| e.cluster == cluster && e.node == node && e.running_until.is_none()) {
-            e.running_until = Some(at);
+            e.end(at);
         }
     }
 
@@ -190,7 +231,24 @@ mod tests {
             identity: Some(Identity { namespace: "default".into(), statefulset: "web".into(), ordinal: 1 }),
             running_from: jiff::Timestamp::from_second(from).unwrap(),
             running_until: until.map(|u| jiff::Timestamp::from_second(u).unwrap()),
+            images: vec![],
+            ready_periods: vec![],
         }
+    }
+
+    #[test]
+    fn readiness_is_recorded_in_periods_that_end_with_the_run() {
+        let l = Ledger::default();
+        let t = |s| jiff::Timestamp::from_second(s).unwrap();
+        l.started(inc("c", "u1", 10, None));
+        l.readiness("c", "u1", true, t(11));
+        l.readiness("c", "u1", true, t(12));
+        l.readiness("c", "u1", false, t(13));
+        l.readiness("c", "u1", true, t(14));
+        l.stopped("c", "u1", t(15));
+        let periods: Vec<(jiff::Timestamp, Option<jiff::Timestamp>)> =
+            l.entries()[0].ready_periods.iter().map(|p| (p.from, p.until)).collect();
+        assert_eq!(periods, vec![(t(11), Some(t(13))), (t(14), Some(t(15)))]);
     }
 
     #[test]

@@ -1,0 +1,222 @@
+//! One rollout across clusters (issue 20, item 1): a template change replaces the federation's
+//! pods in decreasing ordinal order wherever they run, at most `maxUnavailable` of the whole
+//! federation unavailable at once, `partition` counted on global ordinals, `OnDelete` honoured.
+//! Availability is judged from the sandbox ledger's Ready spans at every instant, never by
+//! polling.
+
+mod support;
+
+use kube::api::{Api, Patch, PatchParams};
+use spanset::api::FederatedStatefulSet;
+use support::{
+    eventually,
+    federation::{Controller, Federation},
+    timeline,
+};
+
+const MEMBERS: [&str; 3] = ["east", "west", "central"];
+
+async fn patch(f: &Federation, name: &str, body: serde_json::Value) {
+    f.api().patch(name, &PatchParams::default(), &Patch::Merge(&body)).await.expect("federation patched");
+}
+
+fn image(tag: &str) -> serde_json::Value {
+    serde_json::json!({"spec": {"template": {"template": {"spec": {"containers": [
+        {"name": "redis", "image": format!("redis:{tag}"), "ports": [{"name": "redis", "containerPort": 6379}]}]}}}}})
+}
+
+/// Starts three members and a controller, and a federation of `replicas` at weights 1:1:1,
+/// settled.
+async fn settled(replicas: i32, edit: impl FnOnce(&mut FederatedStatefulSet)) -> (Federation, Controller) {
+    let f = Federation::start(&MEMBERS).await;
+    let c = Controller::start(&f.sandbox, "controller");
+    let mut fsts = spanset::api::example(&f.members);
+    fsts.spec.replicas = replicas;
+    edit(&mut fsts);
+    f.create(&fsts).await;
+    let per = replicas / 3;
+    f.wait_settled("redis", &[("east", 0, per), ("west", per, per), ("central", 2 * per, per)], "settled").await;
+    (f, c)
+}
+
+/// Waits until every pod from `partition` up runs the spec's template and is available.
+async fn wait_rolled(f: &Federation, replicas: i32, partition: i32) {
+    eventually("the rollout to finish", || async {
+        let fsts = f.api().get("redis").await.expect("federation read");
+        let s = fsts.status.unwrap_or_default();
+        s.observed_generation == fsts.metadata.generation
+            && s.updated_replicas == Some(replicas - partition)
+            && s.available_replicas == Some(replicas)
+            && s.conditions.iter().any(|c| c.type_ == "Updating" && c.status == "False")
+    })
+    .await;
+}
+
+fn condition(s: &spanset::api::FederatedStatefulSetStatus, type_: &str) -> Option<(String, String, String)> {
+    s.conditions.iter().find(|c| c.type_ == type_).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_replica_rollout_over_three_clusters_never_has_two_pods_down() {
+    let (f, _c) = settled(3, |_| {}).await;
+    let t0 = jiff::Timestamp::now();
+    patch(&f, "redis", image("8")).await;
+    wait_rolled(&f, 3, 0).await;
+    let t1 = jiff::Timestamp::now();
+    let runs = timeline::runs(&f.sandbox, "redis");
+    let (most, at, which) = timeline::most_unavailable(&runs, 0..3, t0, t1);
+    assert!(most <= 1, "{most} pods of a 3-pod quorum were down at once at {at}: ordinals {which:?}");
+    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![2, 1, 0], "highest ordinal first");
+    let s = f.status("redis").await;
+    assert_eq!(s.current_revision, s.update_revision, "the completed rollout's revision is current");
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_replicas_update_five_down_to_zero_one_at_a_time_across_clusters() {
+    let (f, _c) = settled(6, |_| {}).await;
+    let before = f.status("redis").await;
+    let t0 = jiff::Timestamp::now();
+    patch(&f, "redis", image("8")).await;
+    wait_rolled(&f, 6, 0).await;
+    let t1 = jiff::Timestamp::now();
+    let runs = timeline::runs(&f.sandbox, "redis");
+    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![5, 4, 3, 2, 1, 0]);
+    let (most, at, which) = timeline::most_unavailable(&runs, 0..6, t0, t1);
+    assert!(most <= 1, "{most} pods down at once at {at}: ordinals {which:?}");
+    // The next pod goes only once the updated one is Ready.
+    for k in 0..5u32 {
+        let next_ready = timeline::ready_with(&runs, k + 1, "redis:8").expect("updated and Ready");
+        let started = runs.iter().find(|r| r.ordinal == k && r.from >= t0).expect("ordinal replaced").from;
+        assert!(started >= next_ready, "redis-{k} started at {started}, before redis-{} was Ready ({next_ready})", k + 1);
+    }
+    let after = f.status("redis").await;
+    assert_ne!(after.update_revision, before.update_revision);
+    assert_eq!(after.current_revision, after.update_revision);
+    assert_eq!((after.current_replicas, after.updated_replicas), (Some(6), Some(6)));
+    // A rollback is applying the previous template: it rolls the same way, to the old revision.
+    let t2 = jiff::Timestamp::now();
+    patch(&f, "redis", image("7")).await;
+    wait_rolled(&f, 6, 0).await;
+    let t3 = jiff::Timestamp::now();
+    let runs = timeline::runs(&f.sandbox, "redis");
+    assert_eq!(timeline::update_order(&runs, "redis:7", t2), vec![5, 4, 3, 2, 1, 0]);
+    let (most, at, which) = timeline::most_unavailable(&runs, 0..6, t2, t3);
+    assert!(most <= 1, "rollback: {most} pods down at once at {at}: ordinals {which:?}");
+    assert_eq!(f.status("redis").await.update_revision, before.update_revision, "the same template, the same revision");
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_global_partition_of_four_updates_exactly_ordinals_four_and_five() {
+    let (f, _c) = settled(6, |_| {}).await;
+    let t0 = jiff::Timestamp::now();
+    let mut body = image("8");
+    body["spec"]["template"]["updateStrategy"] = serde_json::json!({"rollingUpdate": {"partition": 4}});
+    patch(&f, "redis", body).await;
+    wait_rolled(&f, 6, 4).await;
+    let runs = timeline::runs(&f.sandbox, "redis");
+    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![5, 4], "exactly 4 and 5, highest first");
+    for k in 0..4u32 {
+        assert_eq!(runs.iter().filter(|r| r.ordinal == k).count(), 1, "redis-{k} (below the partition) never restarted");
+    }
+    let s = f.status("redis").await;
+    assert_ne!(s.current_revision, s.update_revision, "a partitioned rollout keeps the old revision current");
+    assert_eq!((s.updated_replicas, s.current_replicas), (Some(2), Some(4)));
+    // A canary of one ordinal: partition 3 updates exactly 3 (in west, not ordinal 1 of it).
+    patch(&f, "redis", serde_json::json!({"spec": {"template": {"updateStrategy": {"rollingUpdate": {"partition": 3}}}}}))
+        .await;
+    wait_rolled(&f, 6, 3).await;
+    let runs = timeline::runs(&f.sandbox, "redis");
+    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![5, 4, 3]);
+    for k in 0..3u32 {
+        assert_eq!(runs.iter().filter(|r| r.ordinal == k).count(), 1, "redis-{k} never restarted");
+    }
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_rollout_names_its_pod_cluster_and_container_state_and_goes_no_further() {
+    // Parallel, so that a fixed template replaces the broken pod without a hand delete (with
+    // OrderedReady a StatefulSet waits on it forever, kubernetes/kubernetes#67250).
+    let (f, c) = settled(6, |fsts| fsts.spec.template.pod_management_policy = Some("Parallel".into())).await;
+    let t0 = jiff::Timestamp::now();
+    // The sandbox's kubelets cannot pull an image whose tag says it does not exist.
+    patch(&f, "redis", image("8-doesnotexist")).await;
+    eventually("Updating=True RolloutStuck naming redis-5 in central", || async {
+        let s = f.status("redis").await;
+        condition(&s, "Updating").is_some_and(|(st, reason, msg)| {
+            st == "True"
+                && reason == "RolloutStuck"
+                && msg.contains("redis-5 in central")
+                && (msg.contains("ImagePullBackOff") || msg.contains("ErrImagePull"))
+        })
+    })
+    .await;
+    let stuck_events = |events: Vec<(String, String, String)>| {
+        events.into_iter().filter(|(t, r, m)| t == "Warning" && r == "RolloutStuck" && m.contains("redis-5")).count()
+    };
+    eventually("a RolloutStuck Event", || async { stuck_events(f.events("redis").await) >= 1 }).await;
+    // Give the controller every chance to go on wrongly: five more reconciles of the federation.
+    let reconciles = || {
+        c.metrics_text()
+            .lines()
+            .filter(|l| l.starts_with("spanset_reconciles_total{") && l.contains("redis"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let then = reconciles();
+    support::wait_until("five more reconciles", support::DEADLINE, || reconciles() >= then + 5.0);
+    assert_eq!(f.status("redis").await.update_partition, Some(5), "the cursor stays at 5 while redis-5 is not Ready");
+    let runs = timeline::runs(&f.sandbox, "redis");
+    for k in 0..5u32 {
+        assert_eq!(runs.iter().filter(|r| r.ordinal == k).count(), 1, "redis-{k} was not touched");
+    }
+    // The Event is not repeated at every reconcile (an Event's count may grow, not their number).
+    assert_eq!(stuck_events(f.events("redis").await), 1, "one RolloutStuck Event");
+    // A fixed template rolls on from there.
+    patch(&f, "redis", image("8")).await;
+    wait_rolled(&f, 6, 0).await;
+    let t1 = jiff::Timestamp::now();
+    let runs = timeline::runs(&f.sandbox, "redis");
+    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![5, 4, 3, 2, 1, 0]);
+    let (most, at, which) = timeline::most_unavailable(&runs, 0..6, t0, t1);
+    assert!(most <= 1, "{most} pods down at once at {at}: ordinals {which:?}");
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_delete_replaces_a_pod_only_when_it_is_deleted() {
+    let (f, _c) = settled(6, |fsts| {
+        fsts.spec.template.update_strategy =
+            Some(serde_json::from_value(serde_json::json!({"type": "OnDelete"})).unwrap());
+    })
+    .await;
+    let t0 = jiff::Timestamp::now();
+    patch(&f, "redis", image("8")).await;
+    // Every member has the new template and has observed it.
+    for m in MEMBERS {
+        let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(f.member(m).await, "default");
+        eventually(&format!("redis:8 observed in {m}"), || async {
+            let s = sts.get("redis").await.unwrap();
+            let image = s.spec.as_ref().and_then(|s| s.template.spec.as_ref()).map(|p| p.containers[0].image.clone());
+            image == Some(Some("redis:8".into()))
+                && s.status.as_ref().and_then(|st| st.observed_generation) == s.metadata.generation
+        })
+        .await;
+    }
+    eventually("Updating says OnDelete", || async {
+        let s = f.status("redis").await;
+        condition(&s, "Updating").is_some_and(|(_, r, m)| r == "OnDelete" && m.starts_with("6 pod(s)"))
+    })
+    .await;
+    let runs = timeline::runs(&f.sandbox, "redis");
+    assert!(timeline::update_order(&runs, "redis:8", t0).is_empty(), "OnDelete: nothing replaced by itself");
+    // Deleting redis-2 (in west) replaces it with the new template.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("west").await, "default");
+    pods.delete("redis-2", &Default::default()).await.expect("pod deleted");
+    eventually("redis-2 updated", || async { f.status("redis").await.updated_replicas == Some(1) }).await;
+    let runs = timeline::runs(&f.sandbox, "redis");
+    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![2]);
+    f.assert_ledger_clean();
+}

@@ -1,0 +1,105 @@
+//! The sandbox ledger read as a timeline of availability: every pod incarnation with its
+//! images and the spans it was Ready, across all clusters, timed by the sandbox's own clock.
+//! A rollout test counts the identities unavailable at *every* instant from it, exactly —
+//! never by polling, which misses short gaps.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use super::Sandbox;
+
+/// One incarnation from the ledger.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// Its cluster.
+    pub cluster: String,
+    /// Its pod uid.
+    pub uid: String,
+    /// Its ordinal.
+    pub ordinal: u32,
+    /// Its images when it started.
+    pub images: Vec<String>,
+    /// When it started running.
+    pub from: Timestamp,
+    /// When it stopped, if it did.
+    pub until: Option<Timestamp>,
+    /// Its Ready spans.
+    pub ready: Vec<(Timestamp, Option<Timestamp>)>,
+}
+
+/// Every incarnation of StatefulSet identity `set` (any cluster), in start order.
+pub fn runs(sandbox: &Sandbox, set: &str) -> Vec<Run> {
+    let url = format!("{}/ledger", sandbox.admin);
+    let out = std::process::Command::new("curl").args(["-sf", &url]).output().expect("curl runs");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the ledger is JSON");
+    let ts = |v: &serde_json::Value| v.as_str().and_then(|s| s.parse::<Timestamp>().ok());
+    let mut out: Vec<Run> = doc["incarnations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["identity"]["statefulset"] == set)
+        .map(|i| Run {
+            cluster: i["cluster"].as_str().unwrap_or_default().to_string(),
+            uid: i["uid"].as_str().unwrap_or_default().to_string(),
+            ordinal: i["identity"]["ordinal"].as_u64().unwrap_or_default() as u32,
+            images: i["images"].as_array().into_iter().flatten().filter_map(|s| s.as_str().map(String::from)).collect(),
+            from: ts(&i["runningFrom"]).expect("runningFrom"),
+            until: ts(&i["runningUntil"]),
+            ready: i["readyPeriods"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| (ts(&p["from"]).expect("from"), ts(&p["until"])))
+                .collect(),
+        })
+        .collect();
+    out.sort_by_key(|r| r.from);
+    out
+}
+
+/// The most ordinals of `ordinals` not Ready at one instant within `[from, to]`, with the
+/// first instant it happened and which ordinals. An ordinal is available while one of its
+/// incarnations is within a Ready span.
+pub fn most_unavailable(
+    runs: &[Run],
+    ordinals: std::ops::Range<u32>,
+    from: Timestamp,
+    to: Timestamp,
+) -> (usize, Timestamp, Vec<u32>) {
+    let mut spans: BTreeMap<u32, Vec<(Timestamp, Timestamp)>> = ordinals.clone().map(|k| (k, vec![])).collect();
+    let mut instants = vec![from];
+    for r in runs.iter().filter(|r| ordinals.contains(&r.ordinal)) {
+        for (a, b) in &r.ready {
+            let b = b.unwrap_or(Timestamp::MAX);
+            spans.get_mut(&r.ordinal).expect("in range").push((*a, b));
+            instants.extend([*a, b].into_iter().filter(|t| *t >= from && *t <= to));
+        }
+    }
+    instants.sort();
+    let mut worst = (0, from, vec![]);
+    for t in instants {
+        let down: Vec<u32> =
+            spans.iter().filter(|(_, s)| !s.iter().any(|(a, b)| *a <= t && t < *b)).map(|(k, _)| *k).collect();
+        if down.len() > worst.0 {
+            worst = (down.len(), t, down);
+        }
+    }
+    worst
+}
+
+/// The ordinals in the order their first incarnation with `image` started after `since`.
+pub fn update_order(runs: &[Run], image: &str, since: Timestamp) -> Vec<u32> {
+    let mut seen = Vec::new();
+    for r in runs.iter().filter(|r| r.from >= since && r.images.iter().any(|i| i == image)) {
+        if !seen.contains(&r.ordinal) {
+            seen.push(r.ordinal);
+        }
+    }
+    seen
+}
+
+/// When the first incarnation of `ordinal` with `image` first became Ready.
+pub fn ready_with(runs: &[Run], ordinal: u32, image: &str) -> Option<Timestamp> {
+    runs.iter().filter(|r| r.ordinal == ordinal && r.images.iter().any(|i| i == image)).find_map(|r| r.ready.first().map(|p| p.0))
+}
