@@ -35,6 +35,8 @@ async fn a_federation_is_sliced_across_members_and_scales_up_and_down() {
     Api::<Secret>::namespaced(f.host.clone(), "default").create(&PostParams::default(), &secret).await.unwrap();
     let mut fsts = example(&f.members);
     fsts.spec.migration.carry = vec![spanset::api::CarriedObject { kind: "Secret".into(), name: "redis-auth".into() }];
+    // Every scale re-divided by weight (the default, Keep, is in tests/scaling.rs).
+    fsts.spec.placement.on_scale = Some(spanset::api::OnScale::Rebalance);
     f.create(&fsts).await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "slices 0-1, 2-3, 4-5").await;
     for m in ["east", "west", "central"] {
@@ -244,7 +246,9 @@ async fn kubectl_scale_targets_the_federation_through_its_scale_subresource() {
     let out = k.ok(&["scale", "fsts", "redis", "--replicas", "9"]);
     assert!(out.contains("federatedstatefulset.spanset.dev/redis scaled"), "{out}");
     assert_eq!(f.api().get("redis").await.unwrap().spec.replicas, 9);
-    f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3), ("central", 6, 3)], "nine replicas").await;
+    // `onScale: Keep`: the three new ordinals go to central, whose slice borders them; nothing moves.
+    f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 5)], "nine replicas").await;
+    assert!(f.events("redis").await.iter().all(|e| e.1 != "MoveStarted"), "a scale moves nothing");
     let scale = k.ok(&["get", "fsts", "redis", "--subresource", "scale", "-o", "json"]);
     let scale: serde_json::Value = serde_json::from_str(&scale).expect("a Scale");
     assert_eq!(scale["kind"], "Scale");
