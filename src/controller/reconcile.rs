@@ -24,6 +24,7 @@ use kube::{ResourceExt, api::DynamicObject};
 
 use super::{
     events::Note,
+    gates,
     labels::IDENTITY_GATE,
     member::objects::{
         backend, global_partition, member_partition, on_delete, revision, statefulset_at, template_hash,
@@ -415,11 +416,26 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 .and_then(|u| u.rolling_update.as_ref())
                 .and_then(|r| r.max_unavailable.as_ref()),
             desired.replicas,
-        ),
+        )
+        .min(fsts.spec.disruption.as_ref().map_or(u32::MAX, |d| d.allowed_unavailable(desired.replicas))),
         on_delete: on_delete(fsts),
         pods: &pod_states,
     });
     let cursor = roll.cursor;
+    // Ordinals counted unavailable: no pod available where written, or about to be replaced
+    // by the rollout (at or above its cursor and not yet updated).
+    let unavailable: Ordinals = {
+        let range = desired.start..desired.start + desired.replicas;
+        let ok: Ordinals = pod_states
+            .iter()
+            .filter(|(k, p)| p.available && !p.deleting && (on_delete(fsts) || **k < cursor || p.updated))
+            .map(|(k, _)| *k)
+            .collect();
+        match range.end.checked_sub(1) {
+            Some(last) if last >= range.start => &Ordinals::from_iter([range.start..=last]) - &ok,
+            _ => Ordinals::new(),
+        }
+    };
     let statefulset = |slice: &Slice| statefulset_at(fsts, slice, inp.term, cursor);
 
     // 2. Stamps and creates.
@@ -515,6 +531,27 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut handovers = Vec::new();
     let mut grows = Vec::new();
     let now_str = inp.wall.to_string();
+    let (budget, budget_source) = match &fsts.spec.disruption {
+        Some(d) => {
+            let field = if d.max_unavailable.is_some() { "maxUnavailable" } else { "minAvailable" };
+            (d.allowed_unavailable(desired.replicas).min(desired.max_concurrent_moves), format!("spec.disruption.{field}"))
+        }
+        None => (desired.max_concurrent_moves, "spec.migration.maxConcurrentMoves".to_string()),
+    };
+    let gated = plan.as_ref().map(|p| {
+        gates::gate(&gates::Context {
+            name: &fsts.name_any(),
+            steps: &p.steps,
+            obs: &obs,
+            range: desired.start..desired.start + desired.replicas,
+            backend,
+            ordered: fsts.spec.template.pod_management_policy.as_deref() != Some("Parallel"),
+            budget,
+            budget_source,
+            unavailable: &unavailable,
+        })
+    });
+    let steps: &[Step] = gated.as_ref().map(|g| g.steps.as_slice()).unwrap_or_default();
     if let Some(p) = &plan {
         // Each cluster's target set once; an ordinal's destination is found among the clusters,
         // never through a map of every ordinal.
@@ -543,7 +580,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         });
         // A landing the plan chose (a grow outside the grower's target): the move goes there
         // for now, so that its storage follows it there.
-        for step in p.steps.iter().filter(|_| !stamping) {
+        for step in steps.iter().filter(|_| !stamping) {
             if let Step::Grow { cluster, acquires, .. } = step {
                 for k in acquires.iter().filter(|k| target_of(*k) != Some(cluster.as_str())) {
                     if let Some(m) = moves.get_mut(&k)
@@ -601,7 +638,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             }
         }
         if !stamping {
-            for step in &p.steps {
+            for step in steps {
                 let cluster = step.cluster();
                 let view = view_of(cluster).expect("steps name observed members");
                 let Some(s) = &view.federation.sts else { continue };
@@ -750,6 +787,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             )
         } else if stamping {
             ("Writing", "writing member StatefulSets in this term".to_string())
+        } else if let Some((reason, why)) = gated.as_ref().and_then(|g| g.held.first()) {
+            (*reason, why.clone())
         } else if let Some(p) = plan.as_ref().filter(|p| p.stalled) {
             ("MoveLimit", plan::stall_message(&desired, &p.in_flight))
         } else if !moves.is_empty() {
@@ -954,10 +993,12 @@ fn rollout_notes(
         ));
     }
     if let Some(w) = roll.waiting.as_ref().filter(|w| w.stuck) {
+        // Once per stuck pod: its state's wording changes (ErrImagePull, then ImagePullBackOff).
+        let pod = format!("{}-{} in ", fsts.name_any(), w.ordinal);
         let already = previous
             .conditions
             .iter()
-            .any(|c| c.type_ == types::UPDATING && c.reason == "RolloutStuck" && c.message.contains(&w.message));
+            .any(|c| c.type_ == types::UPDATING && c.reason == "RolloutStuck" && c.message.contains(&pod));
         if !already {
             notes.push(Note::warning("RolloutStuck", w.message.clone()));
         }
@@ -1861,6 +1902,8 @@ mod tests {
         let mut f = four_over_abc(StorageMode::Move, phases::RELEASED);
         f.spec.replicas = 5;
         f.spec.placement.clusters[1].max_replicas = Some(2);
+        // Parallel: under OrderedReady ordinal 4 would rightly wait for 0 and 1 to be Ready.
+        f.spec.template.pod_management_policy = Some("Parallel".into());
         let a = unreachable(with_claims(settled(&f, 0, 0, 7), &[0, 1], "a"));
         let members =
             BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);
