@@ -257,10 +257,7 @@ mod tests {
     #[test]
     fn ordered_creation_waits_for_the_lower_ordinals_of_other_members() {
         // east holds 0-1 with only 0 Ready; west would take 2-3.
-        let obs = Observed::from([
-            ("east".to_string(), member(0, 2, &[0])),
-            ("west".to_string(), member(2, 0, &[])),
-        ]);
+        let obs = Observed::from([("east".to_string(), member(0, 2, &[0])), ("west".to_string(), member(2, 0, &[]))]);
         let grow = Step::Grow { cluster: "west".into(), to: slice(2, 2), acquires: Ordinals::from_iter([2..=3]) };
         let none = Ordinals::new();
         let steps = [grow.clone()];
@@ -271,10 +268,8 @@ mod tests {
         // Parallel: no wait.
         assert_eq!(gate(&ctx(&steps, &obs, false, &none)).steps, vec![grow.clone()]);
         // Once 1 is Ready, west takes both (its own controller orders 2 before 3).
-        let obs = Observed::from([
-            ("east".to_string(), member(0, 2, &[0, 1])),
-            ("west".to_string(), member(2, 0, &[])),
-        ]);
+        let obs =
+            Observed::from([("east".to_string(), member(0, 2, &[0, 1])), ("west".to_string(), member(2, 0, &[]))]);
         assert_eq!(gate(&ctx(&steps, &obs, true, &none)).steps, vec![grow]);
     }
 
@@ -340,7 +335,8 @@ mod tests {
 
     #[test]
     fn ordered_scale_down_waits_while_a_pod_of_the_range_is_not_ready() {
-        let obs = Observed::from([("east".to_string(), member(0, 2, &[0])), ("west".to_string(), member(2, 2, &[2, 3]))]);
+        let obs =
+            Observed::from([("east".to_string(), member(0, 2, &[0])), ("west".to_string(), member(2, 2, &[2, 3]))]);
         let steps = [Step::Shrink { cluster: "west".into(), to: slice(2, 0), releases: Ordinals::from_iter([2..=3]) }];
         let none = Ordinals::new();
         let mut c = ctx(&steps, &obs, true, &none);
@@ -353,14 +349,20 @@ mod tests {
     #[test]
     fn a_move_waits_while_the_budget_is_spent_elsewhere() {
         // east gives 0 and 1 away; db-4 in west is not Ready; budget 2.
-        let obs = Observed::from([("east".to_string(), member(0, 2, &[0, 1])), ("west".to_string(), member(2, 4, &[2, 3, 5]))]);
+        let obs = Observed::from([
+            ("east".to_string(), member(0, 2, &[0, 1])),
+            ("west".to_string(), member(2, 4, &[2, 3, 5])),
+        ]);
         let steps = [Step::Shrink { cluster: "east".into(), to: slice(0, 0), releases: Ordinals::from_iter([0..=1]) }];
         let unavailable = Ordinals::from_iter([4]);
         let mut c = ctx(&steps, &obs, false, &unavailable);
         c.budget = 2;
         let g = gate(&c);
         // Only one more may go: east gives up its top ordinal, 1.
-        assert_eq!(g.steps, vec![Step::Shrink { cluster: "east".into(), to: slice(0, 1), releases: Ordinals::from_iter([1]) }]);
+        assert_eq!(
+            g.steps,
+            vec![Step::Shrink { cluster: "east".into(), to: slice(0, 1), releases: Ordinals::from_iter([1]) }]
+        );
         assert!(g.held[0].1.contains("moving db-0 waits: 1 pod(s) unavailable (db-4)"), "{:?}", g.held);
         // A pod already unavailable costs nothing to move; the other waits (two are down).
         let unavailable = Ordinals::from_iter([0, 4]);

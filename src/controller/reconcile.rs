@@ -534,7 +534,10 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let (budget, budget_source) = match &fsts.spec.disruption {
         Some(d) => {
             let field = if d.max_unavailable.is_some() { "maxUnavailable" } else { "minAvailable" };
-            (d.allowed_unavailable(desired.replicas).min(desired.max_concurrent_moves), format!("spec.disruption.{field}"))
+            (
+                d.allowed_unavailable(desired.replicas).min(desired.max_concurrent_moves),
+                format!("spec.disruption.{field}"),
+            )
         }
         None => (desired.max_concurrent_moves, "spec.migration.maxConcurrentMoves".to_string()),
     };
