@@ -74,6 +74,14 @@ pub fn gate(ctx: &Context<'_>) -> Gated {
         condemned = &condemned | &(&o.pods - &range);
     }
     let not_ready_in_range = &range - &ready;
+    // Pods of the range that exist and are not Ready: a scale-down waits for them (one that is
+    // missing, e.g. moving, does not hold it: the moves that bring it back may wait for the
+    // very shrink the scale-down asks of its member).
+    let mut existing = Ordinals::new();
+    for o in ctx.obs.values().filter(|o| o.reachable && !o.fenced) {
+        existing = &existing | &o.pods;
+    }
+    let unready_pods = &(&existing & &range) - &ready;
     for step in ctx.steps {
         let Some(o) = ctx.obs.get(step.cluster()) else { continue };
         let written = o.written.ordinals();
@@ -112,7 +120,7 @@ pub fn gate(ctx: &Context<'_>) -> Gated {
                 let leaving = releases - &range;
                 if !leaving.is_empty() {
                     if ctx.ordered {
-                        let going = leaving_now(ctx, &leaving, &condemned, &not_ready_in_range, &pod);
+                        let going = leaving_now(ctx, &leaving, &condemned, &unready_pods, &pod);
                         match going {
                             Ok(k) => allowed = &allowed | &k,
                             Err(why) => out.held.push(("OrderedReady", why)),
@@ -172,7 +180,7 @@ fn leaving_now(
     ctx: &Context<'_>,
     leaving: &Ordinals,
     condemned: &Ordinals,
-    not_ready_in_range: &Ordinals,
+    unready_pods: &Ordinals,
     pod: &dyn Fn(Ordinal) -> String,
 ) -> Result<Ordinals, String> {
     // A condemned pod no longer in any member's written slice is on its way out.
@@ -187,7 +195,7 @@ fn leaving_now(
     // Ordinals above the highest pod have none: they go with it.
     let from_highest = leaving & &Ordinals::from_iter([highest..=Ordinal::MAX]);
     if from_highest.contains(highest)
-        && let Some(k) = not_ready_in_range.first()
+        && let Some(k) = unready_pods.first()
     {
         return Err(format!(
             "scaling down waits: {} is not Ready (podManagementPolicy OrderedReady removes pods only while all are)",

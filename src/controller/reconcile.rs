@@ -422,19 +422,35 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         pods: &pod_states,
     });
     let cursor = roll.cursor;
-    // Ordinals counted unavailable: no pod available where written, or about to be replaced
-    // by the rollout (at or above its cursor and not yet updated).
+    // Ordinals counted unavailable for the disruption budget: placed (in the written slice of
+    // a member that answers and is not fenced, or moving) and not available there, or about to
+    // be replaced by the rollout (at or above its cursor, not yet updated). An ordinal no
+    // member holds yet (a scale-up not yet written) was never available and counts for nothing
+    // (counting it would hold the very moves that make room for it); a member that does not
+    // answer is not judged; see below for a fenced one's.
     let unavailable: Ordinals = {
-        let range = desired.start..desired.start + desired.replicas;
         let ok: Ordinals = pod_states
             .iter()
             .filter(|(k, p)| p.available && !p.deleting && (on_delete(fsts) || **k < cursor || p.updated))
             .map(|(k, _)| *k)
             .collect();
-        match range.end.checked_sub(1) {
-            Some(last) if last >= range.start => &Ordinals::from_iter([range.start..=last]) - &ok,
-            _ => Ordinals::new(),
+        // Ordinals re-homed from a fenced member count once written in their new home: until
+        // then they hold no voluntary move (which may be what makes room for them).
+        let fenced = |c: &str| obs.get(c).is_some_and(|o| o.fenced);
+        let mut placed: Ordinals = previous
+            .moves
+            .iter()
+            .filter(|m| !fenced(&m.from))
+            .filter_map(|m| u32::try_from(m.ordinal).ok())
+            .collect();
+        for o in obs.values().filter(|o| o.reachable && !o.fenced) {
+            placed = &placed | &o.written.ordinals();
         }
+        let in_range = match (desired.start + desired.replicas).checked_sub(1) {
+            Some(last) if last >= desired.start => Ordinals::from_iter([desired.start..=last]),
+            _ => Ordinals::new(),
+        };
+        &(&in_range & &placed) - &ok
     };
     let statefulset = |slice: &Slice| statefulset_at(fsts, slice, inp.term, cursor);
 
