@@ -99,19 +99,17 @@ async fn moves_wait_while_a_pod_elsewhere_spends_the_budget() {
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "created").await;
     // redis-5 in central goes unready for reasons of its own.
     f.sandbox.ctl_ok(&["pod-ready", "central", "redis-5", "false"]);
-    eventually("redis-5 unready in the status", || async {
-        f.status("redis").await.available_replicas == Some(5)
-    })
-    .await;
+    eventually("redis-5 unready in the status", || async { f.status("redis").await.available_replicas == Some(5) })
+        .await;
     let t0 = jiff::Timestamp::now();
     // Drain east: 0 and 1 move to west; with maxConcurrentMoves 2 and one pod down already,
     // only one may be in flight at a time.
     patch(&f, weights(&f, &[0, 1, 1])).await;
     eventually("the budget named in Progressing", || async {
         let s = f.status("redis").await;
-        s.conditions.iter().any(|c| {
-            c.type_ == "Progressing" && c.reason == "DisruptionBudget" && c.message.contains("redis-5")
-        })
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Progressing" && c.reason == "DisruptionBudget" && c.message.contains("redis-5"))
     })
     .await;
     f.sandbox.ctl_ok(&["pod-ready", "central", "redis-5", "auto"]);

@@ -437,12 +437,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         // Ordinals re-homed from a fenced member count once written in their new home: until
         // then they hold no voluntary move (which may be what makes room for them).
         let fenced = |c: &str| obs.get(c).is_some_and(|o| o.fenced);
-        let mut placed: Ordinals = previous
-            .moves
-            .iter()
-            .filter(|m| !fenced(&m.from))
-            .filter_map(|m| u32::try_from(m.ordinal).ok())
-            .collect();
+        let mut placed: Ordinals =
+            previous.moves.iter().filter(|m| !fenced(&m.from)).filter_map(|m| u32::try_from(m.ordinal).ok()).collect();
         for o in obs.values().filter(|o| o.reachable && !o.fenced) {
             placed = &placed | &o.written.ordinals();
         }
