@@ -523,7 +523,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let parked: Ordinals = recorded.iter().filter(|(_, m)| parked_now(m)).map(|(k, _)| *k).collect();
     let conflicts = conflicts(inp, &obs);
     let mut verdicts = Vec::new();
-    let (plan, plan_error) = match plan::plan_parked(&desired, &obs, &moving, &parked) {
+    let balanced = previous.balanced_placement.as_deref();
+    let (plan, plan_error) = match plan::plan_parked(&desired, &obs, &moving, &parked, balanced) {
         Ok(p) => (Some(p), None),
         Err(e) => (None, Some(e.to_string())),
     };
@@ -885,6 +886,11 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         updated_replicas: Some(roll.updated as i32),
         available_replicas: Some(roll.available as i32),
         update_partition: Some(cursor as i32),
+        // Without a plan (no placement) what was stored stays.
+        balanced_placement: match &plan {
+            Some(p) => p.balanced_placement.clone(),
+            None => previous.balanced_placement.clone(),
+        },
     };
     let releases = releases(inp, &obs, desired.start..desired.start + desired.replicas);
     let writable = obs
