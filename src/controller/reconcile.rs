@@ -524,7 +524,18 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let conflicts = conflicts(inp, &obs);
     let mut verdicts = Vec::new();
     let balanced = previous.balanced_placement.as_deref();
-    let (plan, plan_error) = match plan::plan_parked(&desired, &obs, &moving, &parked, balanced) {
+    // The planner keeps its moves within what the disruption budget leaves once the pods
+    // unavailable for other reasons are counted (its liveness rules — detours, parking —
+    // hold for any limit); the gates below hold each release to it too.
+    let budget = match &fsts.spec.disruption {
+        Some(d) => d.allowed_unavailable(desired.replicas).min(desired.max_concurrent_moves),
+        None => desired.max_concurrent_moves,
+    };
+    let recorded_moving: Ordinals = recorded.keys().copied().collect();
+    let down_otherwise = u32::try_from((&unavailable - &recorded_moving).len()).unwrap_or(u32::MAX);
+    let planned =
+        plan::Desired { max_concurrent_moves: budget.saturating_sub(down_otherwise).max(1), ..desired.clone() };
+    let (plan, plan_error) = match plan::plan_parked(&planned, &obs, &moving, &parked, balanced) {
         Ok(p) => (Some(p), None),
         Err(e) => (None, Some(e.to_string())),
     };
@@ -543,15 +554,12 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut handovers = Vec::new();
     let mut grows = Vec::new();
     let now_str = inp.wall.to_string();
-    let (budget, budget_source) = match &fsts.spec.disruption {
-        Some(d) => {
+    let budget_source = match &fsts.spec.disruption {
+        Some(d) if d.allowed_unavailable(desired.replicas) < desired.max_concurrent_moves => {
             let field = if d.max_unavailable.is_some() { "maxUnavailable" } else { "minAvailable" };
-            (
-                d.allowed_unavailable(desired.replicas).min(desired.max_concurrent_moves),
-                format!("spec.disruption.{field}"),
-            )
+            format!("spec.disruption.{field}")
         }
-        None => (desired.max_concurrent_moves, "spec.migration.maxConcurrentMoves".to_string()),
+        _ => "spec.migration.maxConcurrentMoves".to_string(),
     };
     let gated = plan.as_ref().map(|p| {
         gates::gate(&gates::Context {
@@ -562,7 +570,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             backend,
             ordered: fsts.spec.template.pod_management_policy.as_deref() != Some("Parallel"),
             budget,
-            budget_source,
+            budget_source: budget_source.clone(),
             unavailable: &unavailable,
         })
     });
@@ -804,6 +812,18 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             ("Writing", "writing member StatefulSets in this term".to_string())
         } else if let Some((reason, why)) = gated.as_ref().and_then(|g| g.held.first()) {
             (*reason, why.clone())
+        } else if down_otherwise > 0 && plan.as_ref().is_some_and(|p| !p.done) {
+            let down: Vec<String> =
+                (&unavailable - &recorded_moving).iter().take(5).map(|k| format!("{}-{k}", fsts.name_any())).collect();
+            (
+                "DisruptionBudget",
+                format!(
+                    "{down_otherwise} pod(s) unavailable ({}) count against {budget_source} {budget}: at most {} \
+                     move(s) at once",
+                    down.join(", "),
+                    planned.max_concurrent_moves.min(budget.saturating_sub(down_otherwise))
+                ),
+            )
         } else if let Some(p) = plan.as_ref().filter(|p| p.stalled) {
             ("MoveLimit", plan::stall_message(&desired, &p.in_flight))
         } else if !moves.is_empty() {
