@@ -58,6 +58,15 @@ pub fn ready_where_written(obs: &Observed) -> Ordinals {
     out
 }
 
+/// The ordinals Ready where written in the members other than `cluster`.
+fn ready_elsewhere(obs: &Observed, cluster: &str) -> Ordinals {
+    let mut out = Ordinals::new();
+    for (_, o) in obs.iter().filter(|(n, o)| n.as_str() != cluster && o.reachable && !o.fenced) {
+        out = &out | &(&o.written.ordinals() & &o.ready);
+    }
+    out
+}
+
 /// Applies the gates to the planner's steps.
 pub fn gate(ctx: &Context<'_>) -> Gated {
     let mut out = Gated::default();
@@ -129,11 +138,15 @@ pub fn gate(ctx: &Context<'_>) -> Gated {
                         allowed = &allowed | &leaving;
                     }
                 }
-                // Moving elsewhere: within the budget, highest first.
+                // Moving elsewhere: within the budget, highest first. A release costs one
+                // unavailability when it takes down the ordinal's available pod: not when the
+                // ordinal is unavailable anyway, nor when another member runs it Ready too (a
+                // drift being undone).
                 let moving = releases & &range;
+                let elsewhere = ready_elsewhere(ctx.obs, cluster);
                 let mut waiting = Vec::new();
                 for k in moving.iter().rev() {
-                    let costs = !ctx.unavailable.contains(k);
+                    let costs = !ctx.unavailable.contains(k) && o.ready.contains(k) && !elsewhere.contains(k);
                     if !costs || left > 0 {
                         allowed.insert(k);
                         left -= u32::from(costs);
