@@ -1054,7 +1054,19 @@ impl Handler<WriteBudget> for ClusterWatcher {
             match msg.change {
                 BudgetChange::Create(pdb) => {
                     let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
-                    api.create(&pp, &pdb).await.map(Some)
+                    match api.create(&pp, &pdb).await {
+                        // Not spanset's (its watch sees only labelled budgets): left alone, said.
+                        Err(kube::Error::Api(mut e)) if e.code == 409 => {
+                            e.code = 422;
+                            e.message = format!(
+                                "a PodDisruptionBudget {}/{name} that is not spanset's (no spanset.dev/federation \
+                                 label) is in the way of the federation's budget (spec.disruption); remove it",
+                                pdb.namespace().unwrap_or_default()
+                            );
+                            Err(kube::Error::Api(e))
+                        }
+                        other => other.map(Some),
+                    }
                 }
                 BudgetChange::Replace(mut pdb) => {
                     let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
