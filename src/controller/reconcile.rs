@@ -25,7 +25,9 @@ use kube::{ResourceExt, api::DynamicObject};
 use super::{
     events::Note,
     labels::IDENTITY_GATE,
-    member::objects::{backend, global_partition, member_partition, on_delete, revision, statefulset_at, template_hash},
+    member::objects::{
+        backend, global_partition, member_partition, on_delete, revision, statefulset_at, template_hash,
+    },
     messages::MemberView,
     move_storage::{self, Gate},
     rollout::{self, PodState, Rollout},
@@ -884,7 +886,8 @@ fn pod_states(
                 && !available
                 && let Some(at) = available_at
             {
-                let left = Duration::try_from(at.duration_since(inp.wall)).unwrap_or_default() + Duration::from_millis(50);
+                let left =
+                    Duration::try_from(at.duration_since(inp.wall)).unwrap_or_default() + Duration::from_millis(50);
                 wake = Some(wake.map_or(left, |w| w.min(left)));
             }
             out.insert(
@@ -912,7 +915,10 @@ fn updating(roll: &Rollout, on_delete: bool) -> Verdict {
         return Verdict::yes(
             types::UPDATING,
             "OnDelete",
-            format!("{} pod(s) run an older template and are replaced when deleted (updateStrategy OnDelete)", roll.current),
+            format!(
+                "{} pod(s) run an older template and are replaced when deleted (updateStrategy OnDelete)",
+                roll.current
+            ),
         );
     }
     let (reason, why) = match &roll.waiting {
@@ -929,7 +935,12 @@ fn updating(roll: &Rollout, on_delete: bool) -> Verdict {
 
 /// Events of the rollout: each pod the cursor lets through, and a stuck rollout once per
 /// stuck pod state.
-fn rollout_notes(roll: &Rollout, previous: &FederatedStatefulSetStatus, fsts: &FederatedStatefulSet, notes: &mut Vec<Note>) {
+fn rollout_notes(
+    roll: &Rollout,
+    previous: &FederatedStatefulSetStatus,
+    fsts: &FederatedStatefulSet,
+    notes: &mut Vec<Note>,
+) {
     for k in &roll.lowered {
         notes.push(Note::normal(
             "RollingUpdate",

@@ -154,7 +154,8 @@ pub fn roll(inp: &Input<'_>) -> Rollout {
         let mut unavailable_below = (start..cursor).filter(|k| !available(*k)).count();
         while cursor > lo {
             let k = cursor - 1;
-            let (above, below) = (not_done_above + usize::from(!done(k)), unavailable_below - usize::from(!available(k)));
+            let (above, below) =
+                (not_done_above + usize::from(!done(k)), unavailable_below - usize::from(!available(k)));
             if above + below > inp.max_unavailable as usize {
                 break;
             }
@@ -402,7 +403,11 @@ mod tests {
         p.trouble = Some("container app: waiting: ImagePullBackOff: Back-off pulling image \"app:9\"".into());
         let w = roll(&input(&prev, &pods)).waiting.unwrap();
         assert!(w.stuck);
-        assert!(w.message.contains("db-5 in west is not Ready: container app: waiting: ImagePullBackOff"), "{}", w.message);
+        assert!(
+            w.message.contains("db-5 in west is not Ready: container app: waiting: ImagePullBackOff"),
+            "{}",
+            w.message
+        );
     }
 
     #[test]

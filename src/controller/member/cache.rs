@@ -431,7 +431,8 @@ impl MemberCache {
         if slot.as_ref().is_none_or(|s| s.uid != record.uid || s.rv <= record.rv) {
             let mut record = record;
             if record.update_revision.is_none()
-                && let Some(old) = slot.as_ref().filter(|s| s.uid == record.uid && s.template_hash == record.template_hash)
+                && let Some(old) =
+                    slot.as_ref().filter(|s| s.uid == record.uid && s.template_hash == record.template_hash)
             {
                 record.update_revision = old.update_revision.clone();
             }
