@@ -70,13 +70,13 @@ fn kubectl_lists_federated_statefulsets_with_their_columns() {
         "--subresource=status",
         "--type=merge",
         "-p",
-        r#"{"status":{"ready":"4/6","clusters":2,"moving":1}}"#,
+        r#"{"status":{"ready":"4/6","clusters":2,"moving":1,"updatedReplicas":3,"availableReplicas":4}}"#,
     ]);
     let table = k.ok(&["get", "fsts"]);
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "READY", "CLUSTERS", "MOVING", "AGE"], "{table}");
+    assert_eq!(header, ["NAME", "READY", "CLUSTERS", "MOVING", "UP-TO-DATE", "AVAILABLE", "AGE"], "{table}");
     let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
-    assert_eq!(&row[..4], ["redis-redis-cluster", "4/6", "2", "1"], "{table}");
+    assert_eq!(&row[..6], ["redis-redis-cluster", "4/6", "2", "1", "3", "4"], "{table}");
     let mc = "apiVersion: spanset.dev/v1alpha1\nkind: MemberCluster\nmetadata: {name: source}\nspec: {context: source, region: eu-west}\n";
     assert_eq!(k.ok_with_stdin(&["apply", "-f", "-"], mc).trim(), "membercluster.spanset.dev/source created");
     assert!(k.ok(&["get", "mc"]).starts_with("NAME"));

@@ -88,7 +88,11 @@ async fn six_replicas_update_five_down_to_zero_one_at_a_time_across_clusters() {
     for k in 0..5u32 {
         let next_ready = timeline::ready_with(&runs, k + 1, "redis:8").expect("updated and Ready");
         let started = runs.iter().find(|r| r.ordinal == k && r.from >= t0).expect("ordinal replaced").from;
-        assert!(started >= next_ready, "redis-{k} started at {started}, before redis-{} was Ready ({next_ready})", k + 1);
+        assert!(
+            started >= next_ready,
+            "redis-{k} started at {started}, before redis-{} was Ready ({next_ready})",
+            k + 1
+        );
     }
     let after = f.status("redis").await;
     assert_ne!(after.update_revision, before.update_revision);
@@ -118,14 +122,22 @@ async fn a_global_partition_of_four_updates_exactly_ordinals_four_and_five() {
     let runs = timeline::runs(&f.sandbox, "redis");
     assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![5, 4], "exactly 4 and 5, highest first");
     for k in 0..4u32 {
-        assert_eq!(runs.iter().filter(|r| r.ordinal == k).count(), 1, "redis-{k} (below the partition) never restarted");
+        assert_eq!(
+            runs.iter().filter(|r| r.ordinal == k).count(),
+            1,
+            "redis-{k} (below the partition) never restarted"
+        );
     }
     let s = f.status("redis").await;
     assert_ne!(s.current_revision, s.update_revision, "a partitioned rollout keeps the old revision current");
     assert_eq!((s.updated_replicas, s.current_replicas), (Some(2), Some(4)));
     // A canary of one ordinal: partition 3 updates exactly 3 (in west, not ordinal 1 of it).
-    patch(&f, "redis", serde_json::json!({"spec": {"template": {"updateStrategy": {"rollingUpdate": {"partition": 3}}}}}))
-        .await;
+    patch(
+        &f,
+        "redis",
+        serde_json::json!({"spec": {"template": {"updateStrategy": {"rollingUpdate": {"partition": 3}}}}}),
+    )
+    .await;
     wait_rolled(&f, 6, 3).await;
     let runs = timeline::runs(&f.sandbox, "redis");
     assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![5, 4, 3]);

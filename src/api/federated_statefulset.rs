@@ -7,7 +7,10 @@ use k8s_openapi::{
         apps::v1::StatefulSetPersistentVolumeClaimRetentionPolicy,
         core::v1::{PersistentVolumeClaim, PodTemplateSpec},
     },
-    apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector},
+    apimachinery::pkg::{
+        apis::meta::v1::{Condition, LabelSelector},
+        util::intstr::IntOrString,
+    },
 };
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -75,6 +78,59 @@ pub struct FederatedStatefulSetSpec {
     /// pods start as soon as their member creates them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity_gate: Option<IdentityGate>,
+    /// One disruption budget for the whole federation, wherever its pods run: spanset's own
+    /// voluntary disruptions (moves, rolling updates) never take more pods down at once,
+    /// counting pods unavailable for any reason in any member, and each member gets a
+    /// PodDisruptionBudget holding its share of what is left, so that drains in several
+    /// members together cannot exceed it either. Unset: moves are bounded by
+    /// `migration.maxConcurrentMoves` and rollouts by `rollingUpdate.maxUnavailable`, both
+    /// counting pods unavailable anywhere; no PodDisruptionBudget is written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disruption: Option<Disruption>,
+}
+
+/// `spec.disruption`: the federation's disruption budget, as a PodDisruptionBudget's.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema, Default)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.maxUnavailable) != has(self.minAvailable)").message("spec.disruption: set exactly one of maxUnavailable and minAvailable"))]
+pub struct Disruption {
+    /// Most pods of the federation unavailable at once: a number, or a percentage of
+    /// `spec.replicas` (rounded up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "int_or_percent")]
+    pub max_unavailable: Option<IntOrString>,
+    /// Fewest pods of the federation available at all times: a number, or a percentage of
+    /// `spec.replicas` (rounded up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "int_or_percent")]
+    pub min_available: Option<IntOrString>,
+}
+
+fn int_or_percent(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^(100|[1-9]?[0-9])%$"}]})
+}
+
+impl Disruption {
+    /// How many of `replicas` pods may be unavailable at once: `maxUnavailable`, or `replicas`
+    /// minus `minAvailable` (percentages of `replicas`, rounded up as Kubernetes rounds a
+    /// PodDisruptionBudget's).
+    pub fn allowed_unavailable(&self, replicas: u32) -> u32 {
+        let count = |v: &IntOrString| -> u32 {
+            match v {
+                IntOrString::Int(n) => (*n).max(0) as u32,
+                IntOrString::String(s) => s
+                    .strip_suffix('%')
+                    .and_then(|p| p.parse::<u64>().ok())
+                    .map(|p| (u64::from(replicas) * p.min(100)).div_ceil(100) as u32)
+                    .unwrap_or(0),
+            }
+        };
+        match (&self.max_unavailable, &self.min_available) {
+            (Some(m), _) => count(m),
+            (None, Some(m)) => replicas.saturating_sub(count(m)),
+            (None, None) => replicas,
+        }
+    }
 }
 
 /// Whether member pods wait for spanset's release (`spec.identityGate`).
@@ -409,5 +465,15 @@ mod tests {
             ]),
         };
         assert_eq!(selector_text(&sel), "app=redis,tier in (db,cache),!canary,zone");
+    }
+
+    #[test]
+    fn a_disruption_budget_resolves_like_a_pod_disruption_budget() {
+        let d = |v: serde_json::Value| serde_json::from_value::<Disruption>(v).unwrap();
+        assert_eq!(d(serde_json::json!({"maxUnavailable": 2})).allowed_unavailable(6), 2);
+        assert_eq!(d(serde_json::json!({"maxUnavailable": "25%"})).allowed_unavailable(6), 2, "1.5 rounds up");
+        assert_eq!(d(serde_json::json!({"minAvailable": 5})).allowed_unavailable(6), 1);
+        assert_eq!(d(serde_json::json!({"minAvailable": "50%"})).allowed_unavailable(5), 2, "3 must stay");
+        assert_eq!(d(serde_json::json!({"minAvailable": 9})).allowed_unavailable(6), 0);
     }
 }

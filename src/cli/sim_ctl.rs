@@ -96,6 +96,23 @@ pub enum Action {
         #[arg(long, default_value = "default")]
         namespace: String,
     },
+    /// Make an image impossible to pull in a cluster: new pods of it wait in `ErrImagePull`
+    /// and `ImagePullBackOff` (images whose reference contains `doesnotexist` or
+    /// `does-not-exist` are so already).
+    ImageUnpullable {
+        /// Cluster name.
+        cluster: String,
+        /// Image reference (`nginx:1.25`; `nginx` is `docker.io/library/nginx:latest`).
+        image: String,
+    },
+    /// Make an image pullable again (or at all, for a `doesnotexist` one): its waiting pods
+    /// start on their next back-off retry.
+    ImagePullable {
+        /// Cluster name.
+        cluster: String,
+        /// Image reference.
+        image: String,
+    },
     /// Print the identity ledger as JSON; with `--check`, exit 1 naming every identity that ran
     /// in two places at once.
     Ledger {
@@ -222,6 +239,12 @@ pub fn run(args: SimCtlArgs) -> i32 {
             "POST",
             format!("/clusters/{cluster}/pod-ready?pod={}&ready={}&namespace={}", enc(pod), enc(ready), enc(namespace)),
         ),
+        Action::ImageUnpullable { cluster, image } => {
+            ("POST", format!("/clusters/{cluster}/image-unpullable?image={}", enc(image)))
+        }
+        Action::ImagePullable { cluster, image } => {
+            ("POST", format!("/clusters/{cluster}/image-pullable?image={}", enc(image)))
+        }
         Action::Ledger { .. } => ("GET", "/ledger".to_string()),
         Action::Volume { cluster, pv, write: None } => ("GET", format!("/clusters/{cluster}/volumes/{}", enc(pv))),
         Action::Volume { cluster, pv, write: Some(data) } => {

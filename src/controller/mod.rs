@@ -15,6 +15,7 @@ pub mod app;
 pub mod coordinator;
 pub mod events;
 pub mod fencing;
+pub mod gates;
 pub mod holds;
 pub mod host_client;
 pub mod http;

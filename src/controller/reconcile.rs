@@ -24,6 +24,7 @@ use kube::{ResourceExt, api::DynamicObject};
 
 use super::{
     events::Note,
+    gates,
     labels::IDENTITY_GATE,
     member::objects::{
         backend, global_partition, member_partition, on_delete, revision, statefulset_at, template_hash,
@@ -415,11 +416,34 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 .and_then(|u| u.rolling_update.as_ref())
                 .and_then(|r| r.max_unavailable.as_ref()),
             desired.replicas,
-        ),
+        )
+        .min(fsts.spec.disruption.as_ref().map_or(u32::MAX, |d| d.allowed_unavailable(desired.replicas))),
         on_delete: on_delete(fsts),
         pods: &pod_states,
     });
     let cursor = roll.cursor;
+    // Ordinals counted unavailable for the disruption budget: placed (in the written slice of
+    // a member that answers and is not fenced, or moving) and not available there, or about to
+    // be replaced by the rollout (at or above its cursor, not yet updated). An ordinal no
+    // member holds yet (a scale-up not yet written) was never available and counts for nothing
+    // (counting it would hold the very moves that make room for it); a member that does not
+    // answer is not judged.
+    let unavailable: Ordinals = {
+        let ok: Ordinals = pod_states
+            .iter()
+            .filter(|(k, p)| p.available && !p.deleting && (on_delete(fsts) || **k < cursor || p.updated))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut placed: Ordinals = previous.moves.iter().filter_map(|m| u32::try_from(m.ordinal).ok()).collect();
+        for o in obs.values().filter(|o| o.reachable && !o.fenced) {
+            placed = &placed | &o.written.ordinals();
+        }
+        let in_range = match (desired.start + desired.replicas).checked_sub(1) {
+            Some(last) if last >= desired.start => Ordinals::from_iter([desired.start..=last]),
+            _ => Ordinals::new(),
+        };
+        &(&in_range & &placed) - &ok
+    };
     let statefulset = |slice: &Slice| statefulset_at(fsts, slice, inp.term, cursor);
 
     // 2. Stamps and creates.
@@ -514,6 +538,27 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut handovers = Vec::new();
     let mut grows = Vec::new();
     let now_str = inp.wall.to_string();
+    let (budget, budget_source) = match &fsts.spec.disruption {
+        Some(d) => {
+            let field = if d.max_unavailable.is_some() { "maxUnavailable" } else { "minAvailable" };
+            (d.allowed_unavailable(desired.replicas).min(desired.max_concurrent_moves), format!("spec.disruption.{field}"))
+        }
+        None => (desired.max_concurrent_moves, "spec.migration.maxConcurrentMoves".to_string()),
+    };
+    let gated = plan.as_ref().map(|p| {
+        gates::gate(&gates::Context {
+            name: &fsts.name_any(),
+            steps: &p.steps,
+            obs: &obs,
+            range: desired.start..desired.start + desired.replicas,
+            backend,
+            ordered: fsts.spec.template.pod_management_policy.as_deref() != Some("Parallel"),
+            budget,
+            budget_source,
+            unavailable: &unavailable,
+        })
+    });
+    let steps: &[Step] = gated.as_ref().map(|g| g.steps.as_slice()).unwrap_or_default();
     if let Some(p) = &plan {
         // Each cluster's target set once; an ordinal's destination is found among the clusters,
         // never through a map of every ordinal.
@@ -542,7 +587,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         });
         // A landing the plan chose (a grow outside the grower's target): the move goes there
         // for now, so that its storage follows it there.
-        for step in p.steps.iter().filter(|_| !stamping) {
+        for step in steps.iter().filter(|_| !stamping) {
             if let Step::Grow { cluster, acquires, .. } = step {
                 for k in acquires.iter().filter(|k| target_of(*k) != Some(cluster.as_str())) {
                     if let Some(m) = moves.get_mut(&k)
@@ -600,7 +645,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             }
         }
         if !stamping {
-            for step in &p.steps {
+            for step in steps {
                 let cluster = step.cluster();
                 let view = view_of(cluster).expect("steps name observed members");
                 let Some(s) = &view.federation.sts else { continue };
@@ -749,6 +794,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             )
         } else if stamping {
             ("Writing", "writing member StatefulSets in this term".to_string())
+        } else if let Some((reason, why)) = gated.as_ref().and_then(|g| g.held.first()) {
+            (*reason, why.clone())
         } else if let Some(p) = plan.as_ref().filter(|p| p.stalled) {
             ("MoveLimit", plan::stall_message(&desired, &p.in_flight))
         } else if !moves.is_empty() {
@@ -1857,6 +1904,8 @@ mod tests {
         let mut f = four_over_abc(StorageMode::Move, phases::RELEASED);
         f.spec.replicas = 5;
         f.spec.placement.clusters[1].max_replicas = Some(2);
+        // Parallel: under OrderedReady ordinal 4 would rightly wait for 0 and 1 to be Ready.
+        f.spec.template.pod_management_policy = Some("Parallel".into());
         let a = unreachable(with_claims(settled(&f, 0, 0, 7), &[0, 1], "a"));
         let members =
             BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);

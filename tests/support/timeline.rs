@@ -101,5 +101,7 @@ pub fn update_order(runs: &[Run], image: &str, since: Timestamp) -> Vec<u32> {
 
 /// When the first incarnation of `ordinal` with `image` first became Ready.
 pub fn ready_with(runs: &[Run], ordinal: u32, image: &str) -> Option<Timestamp> {
-    runs.iter().filter(|r| r.ordinal == ordinal && r.images.iter().any(|i| i == image)).find_map(|r| r.ready.first().map(|p| p.0))
+    runs.iter()
+        .filter(|r| r.ordinal == ordinal && r.images.iter().any(|i| i == image))
+        .find_map(|r| r.ready.first().map(|p| p.0))
 }

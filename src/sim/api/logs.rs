@@ -127,6 +127,22 @@ fn container_of(pod: &Value, asked: Option<&str>) -> ApiResult<String> {
     }
 }
 
+/// Why a container that never started waits, as the kubelet words it for `kubectl logs`.
+fn waiting_for(pod: &Value, container: &str) -> String {
+    let reason = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["name"] == container))
+        .and_then(|c| c.pointer("/state/waiting/reason"))
+        .and_then(Value::as_str)
+        .unwrap_or("ContainerCreating");
+    match reason {
+        "ErrImagePull" => "image can't be pulled".into(),
+        "ImagePullBackOff" => "trying and failing to pull image".into(),
+        other => other.to_string(),
+    }
+}
+
 /// Answers `GET .../pods/NAME/log`.
 pub fn serve(cluster: &Arc<Cluster>, ns: &str, name: &str, raw_query: Option<&str>) -> ApiResult<Response<Body>> {
     let opts = LogOptions::parse(raw_query)?;
@@ -152,7 +168,10 @@ pub fn serve(cluster: &Arc<Cluster>, ns: &str, name: &str, raw_query: Option<&st
         return Err(ApiError::bad_request(if opts.previous {
             format!("previous terminated container \"{container}\" in pod \"{name}\" not found")
         } else {
-            format!("container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating")
+            format!(
+                "container \"{container}\" in pod \"{name}\" is waiting to start: {}",
+                waiting_for(&pod, &container)
+            )
         }));
     };
     let written = log.snapshot();

@@ -1,7 +1,7 @@
 //! Faults injected into one simulated cluster through the admin API: network partitions
 //! (refused or hung), latency, error responses, a server that silently drops `.spec.ordinals`
 //! (one without the StatefulSetStartOrdinal feature), node outages (a lost network or kubelet,
-//! or a power-off) and failing readiness.
+//! or a power-off), failing readiness and images marked (un)pullable.
 //!
 //! Owned by the [`crate::sim::cluster::Cluster`]; read on every request by the server and handlers,
 //! written only by the admin API. Every random choice of the cluster (injected errors, uids,
@@ -77,6 +77,9 @@ pub struct Faults {
     returned: Mutex<Vec<(String, Outage)>>,
     /// Pods whose readiness probe is forced, by namespace and name.
     pod_ready: Mutex<BTreeMap<(String, String), bool>>,
+    /// Images marked pullable or not, by qualified reference (see
+    /// [`crate::sim::cluster::images`]).
+    images: Mutex<BTreeMap<String, bool>>,
     /// Requests a hang holds now (`METHOD PATH`), by arrival number: what a hung member will
     /// still serve when it heals (a write in flight), for tests to see.
     held: Mutex<BTreeMap<u64, String>>,
@@ -109,6 +112,7 @@ impl Faults {
             nodes_down: Mutex::new(BTreeMap::new()),
             returned: Mutex::new(Vec::new()),
             pod_ready: Mutex::new(BTreeMap::new()),
+            images: Mutex::new(BTreeMap::new()),
             held: Mutex::new(BTreeMap::new()),
             arrivals: AtomicU64::new(0),
         }
@@ -258,6 +262,18 @@ impl Faults {
         self.pod_ready.lock().get(&(namespace.to_string(), pod.to_string())).copied()
     }
 
+    /// Marks an image pullable or not in this cluster, overriding the name rule of
+    /// [`crate::sim::cluster::images`] (`nginx` and `docker.io/library/nginx:latest` are one
+    /// image).
+    pub fn set_image_pullable(&self, image: &str, pullable: bool) {
+        self.images.lock().insert(super::images::qualified(image), pullable);
+    }
+
+    /// Whether an image was marked pullable (`Some(true)`) or unpullable, if it was marked.
+    pub fn image_pullable(&self, image: &str) -> Option<bool> {
+        self.images.lock().get(&super::images::qualified(image)).copied()
+    }
+
     /// A random string over `alphabet` from the cluster's seeded generator (generateName).
     pub fn random_suffix(&self, alphabet: &[u8], len: usize) -> String {
         let mut rng = self.rng.lock();
@@ -288,6 +304,7 @@ impl Faults {
             "nodesDown": self.nodes_down.lock().keys().cloned().collect::<Vec<_>>(),
             "held": self.held(),
             "nodesPoweredOff": self.nodes_down.lock().iter().filter(|(_, o)| o.kind == NodeOutage::PoweredOff).map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+            "images": self.images.lock().iter().map(|(i, p)| serde_json::json!({"image": i, "pullable": p})).collect::<Vec<_>>(),
             "podReady": self.pod_ready.lock().iter().map(|((ns, p), r)| serde_json::json!({"namespace": ns, "pod": p, "ready": r})).collect::<Vec<_>>(),
         })
     }

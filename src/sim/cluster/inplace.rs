@@ -98,6 +98,13 @@ fn set_gate(cluster: &Cluster, pods: &ResourceType, pod: &Value, status: &str, r
     Ok(())
 }
 
+/// Whether an in-place update of the pod is under way (its `InPlaceUpdateReady` condition
+/// False): the pod is unavailable from that write on, before the kubelet has turned its Ready
+/// condition False, as Kruise counts it.
+pub fn in_progress(pod: &Value) -> bool {
+    gate_condition(pod) == Some("False")
+}
+
 /// Whether each container runs the image its spec names and the containers are ready.
 fn caught_up(pod: &Value) -> bool {
     let statuses = pod.pointer("/status/containerStatuses").and_then(Value::as_array).cloned().unwrap_or_default();

@@ -10,6 +10,12 @@
 //! powered-off node stops them at once and restarts the bound ones when it powers on, and a
 //! live kubelet kills the containers of a pod whose object is gone.
 //!
+//! An image the cluster cannot pull (see [`crate::sim::cluster::images`]) keeps a new pod
+//! Pending — none of its containers start — with the container `ErrImagePull`, then
+//! `ImagePullBackOff`, retried on the kubelet's back-off; an in-place image change to such an
+//! image stops the old container and leaves the pod Running, that container waiting and the pod
+//! unready, until a retry pulls the image.
+//!
 //! Runs as one task per cluster, in level-triggered sweeps woken by changes and a short tick.
 //! Its timers live in the task (not in objects), measured in real time scaled by the cluster's
 //! time factor.
@@ -25,6 +31,7 @@ use serde_json::{Value, json};
 use crate::sim::{
     cluster::{
         faults::NodeOutage,
+        images::{self, Pull, Pulls},
         ledger::{self, Incarnation},
         node_events::{NodeEvents, Unfit},
         volumes, {Cluster, SHUTDOWN_ANNOTATION},
@@ -52,6 +59,8 @@ struct Timers {
     ips_given: HashMap<String, u32>,
     /// The scheduler's, kubelets' and node controllers' Events.
     events: NodeEvents,
+    /// The kubelets' image pulls that failed, with their back-off.
+    pulls: Pulls,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +101,7 @@ pub async fn run(cluster: Weak<Cluster>) {
         tainted: HashMap::new(),
         ips_given: HashMap::new(),
         events: NodeEvents::new(&c),
+        pulls: Pulls::default(),
     };
     drop(c);
     crate::sim::cluster::controller_loop::run(cluster, TICK, |c| sweep(c, &mut timers)).await;
@@ -184,6 +194,7 @@ fn sweep(cluster: &Cluster, timers: &mut Timers) {
     }
     let live: std::collections::HashSet<&str> = pods.iter().map(|p| object::uid(p)).collect();
     timers.since.retain(|uid, _| live.contains(uid.as_str()));
+    timers.pulls.retain(&live);
     timers.events.tick(cluster, &live);
     cluster.logs.retain_pods(&live);
 }
@@ -368,22 +379,158 @@ fn changed_containers(pod: &Value) -> Vec<String> {
 }
 
 /// Restarts `changed` containers with their new image: the old instance terminated, a new one
-/// running (not ready yet), the restart counted; the pod is no longer Ready.
-fn restart_containers(pod: &mut Value, changed: &[String]) {
+/// running (not ready yet) and the restart counted — or, for those in `waiting` (their image
+/// could not be pulled), waiting in that state; the pod is no longer Ready.
+fn restart_containers(pod: &mut Value, changed: &[String], waiting: &BTreeMap<String, Value>) {
     let now = object::now_rfc3339();
     let images: BTreeMap<String, String> = containers(pod).into_iter().collect();
     if let Some(cs) = pod.pointer_mut("/status/containerStatuses").and_then(Value::as_array_mut) {
         for c in cs.iter_mut().filter(|c| changed.iter().any(|n| c["name"] == n.as_str())) {
             let name = c["name"].as_str().unwrap_or("").to_string();
-            let started = c.pointer("/state/running/startedAt").cloned().unwrap_or(json!(now));
-            c["lastState"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
-                "finishedAt": now, "containerID": c["containerID"].clone()}});
-            c["state"] = json!({"running": {"startedAt": now}});
+            // A container already waiting (a second image change) keeps its last termination.
+            if let Some(started) = c.pointer("/state/running/startedAt").cloned() {
+                c["lastState"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
+                    "finishedAt": now, "containerID": c["containerID"].clone()}});
+            }
             c["image"] = json!(images.get(&name).cloned().unwrap_or_default());
-            c["restartCount"] = json!(c["restartCount"].as_i64().unwrap_or(0) + 1);
+            match waiting.get(&name) {
+                Some(w) => {
+                    c["state"] = json!({"waiting": w});
+                    c["started"] = json!(false);
+                }
+                None => {
+                    c["state"] = json!({"running": {"startedAt": now}});
+                    c["started"] = json!(true);
+                    c["restartCount"] = json!(c["restartCount"].as_i64().unwrap_or(0) + 1);
+                }
+            }
         }
     }
     set_ready(pod, false, false);
+}
+
+/// Containers of a started pod that wait for their image (their new one could not be pulled).
+fn waiting_containers(pod: &Value) -> Vec<String> {
+    pod.pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| c.pointer("/state/waiting").is_some())
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Starts the `started` containers of a running pod that waited for their image (a new
+/// instance, the restart counted), and shows the others in their `waiting` state.
+fn resume_containers(pod: &mut Value, started: &[String], waiting: &BTreeMap<String, Value>) {
+    let now = object::now_rfc3339();
+    if let Some(cs) = pod.pointer_mut("/status/containerStatuses").and_then(Value::as_array_mut) {
+        for c in cs.iter_mut() {
+            let name = c["name"].as_str().unwrap_or("").to_string();
+            if started.contains(&name) {
+                c["state"] = json!({"running": {"startedAt": now}});
+                c["started"] = json!(true);
+                c["restartCount"] = json!(c["restartCount"].as_i64().unwrap_or(0) + 1);
+            } else if let Some(w) = waiting.get(&name) {
+                c["state"] = json!({"waiting": w});
+            }
+        }
+    }
+}
+
+/// Syncs the image pulls of the named containers of a pod; what each found.
+fn sync_pulls(
+    cluster: &Cluster,
+    pod: &Value,
+    names: &[String],
+    pulls: &mut Pulls,
+    now: Instant,
+) -> Vec<(String, String, Pull)> {
+    let uid = object::uid(pod);
+    containers(pod)
+        .into_iter()
+        .filter(|(name, _)| names.contains(name))
+        .map(|(name, image)| {
+            let pullable = images::pullable(&cluster.faults, &image);
+            let found = pulls.sync(uid, &name, &image, pullable, now, |d| cluster.config.real(d));
+            (name, image, found)
+        })
+        .collect()
+}
+
+/// Records the kubelet's Events for pulls that failed or are backing off.
+fn record_pull_failures(
+    cluster: &Cluster,
+    pod: &Value,
+    node: &str,
+    found: &[(String, String, Pull)],
+    timers: &mut Timers,
+) {
+    for (name, image, pull) in found {
+        match pull {
+            Pull::Failed => timers.events.pull_failed(cluster, pod, node, name, image),
+            Pull::BackOff => timers.events.pull_backing_off(cluster, pod, node, name, image),
+            Pull::Ready | Pull::Waiting => {}
+        }
+    }
+}
+
+/// `state.waiting` of a container whose image could not be pulled, or of one created but not
+/// started yet (`ContainerCreating`).
+fn waiting_state(pulls: &Pulls, uid: &str, container: &str) -> Value {
+    match pulls.waiting(uid, container) {
+        Some(w) => json!({"reason": w.reason, "message": w.message}),
+        None => json!({"reason": "ContainerCreating"}),
+    }
+}
+
+/// The container statuses of a pod none of whose containers could start yet.
+fn pending_statuses(pod: &Value, pulls: &Pulls) -> Value {
+    let uid = object::uid(pod);
+    let statuses: Vec<Value> = containers(pod)
+        .into_iter()
+        .map(|(name, image)| {
+            let state = waiting_state(pulls, uid, &name);
+            json!({"name": name, "image": image, "imageID": "", "ready": false, "started": false,
+                   "restartCount": 0, "state": {"waiting": state}})
+        })
+        .collect();
+    json!(statuses)
+}
+
+/// Shows a Pending pod whose sandbox is up (IPs, start time) and whose containers wait.
+fn set_pending(pod: &mut Value, statuses: Value, ip: &str, host_ip: &str) {
+    let now = object::now_rfc3339();
+    let unready: Vec<String> = containers(pod).into_iter().map(|(name, _)| name).collect();
+    let status = &mut pod["status"];
+    status["podIP"] = json!(ip);
+    status["podIPs"] = json!([{"ip": ip}]);
+    status["hostIP"] = json!(host_ip);
+    if status.get("startTime").is_none() {
+        status["startTime"] = json!(now);
+    }
+    status["containerStatuses"] = statuses;
+    let mut conditions: Vec<Value> = status["conditions"].as_array().cloned().unwrap_or_default();
+    if !conditions.iter().any(|c| c["type"] == "ContainersReady") {
+        let message = format!("containers with unready status: [{}]", unready.join(" "));
+        conditions.extend([
+            json!({"type": "Initialized", "status": "True", "lastTransitionTime": now}),
+            json!({"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady", "message": message, "lastTransitionTime": now}),
+            json!({"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": message, "lastTransitionTime": now}),
+        ]);
+        status["conditions"] = json!(conditions);
+    }
+}
+
+/// The pod's IP: the one it has, else the next from its node's CIDR.
+fn ip_for(pod: &Value, node: &str, timers: &mut Timers) -> String {
+    if let Some(ip) = pod.pointer("/status/podIP").and_then(Value::as_str).filter(|ip| !ip.is_empty()) {
+        return ip.to_string();
+    }
+    let given = timers.ips_given.entry(node.to_string()).or_insert(0);
+    let ip = pod_ip(node, *given);
+    *given = given.wrapping_add(1);
+    ip
 }
 
 /// Starts a new log instance for each container of a pod (or only those named), with its
@@ -464,9 +611,22 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
         "Pending" => {
             let (_, since) = *timers.since.entry(uid.clone()).or_insert((Stage::Scheduled, now));
             if now.duration_since(since) >= cfg.real(cfg.pod_start_delay) {
-                let given = timers.ips_given.entry(node.to_string()).or_insert(0);
-                let ip = pod_ip(node, *given);
-                *given = given.wrapping_add(1);
+                // Every image first; a pod starts none of its containers until it has them all.
+                let names: Vec<String> = containers(pod).into_iter().map(|(name, _)| name).collect();
+                let found = sync_pulls(cluster, pod, &names, &mut timers.pulls, now);
+                if found.iter().any(|(_, _, p)| *p != Pull::Ready) {
+                    let statuses = pending_statuses(pod, &timers.pulls);
+                    if pod.pointer("/status/containerStatuses") != Some(&statuses) {
+                        let (ip, host) = (ip_for(pod, node, timers), host_ip(node));
+                        if write_status(cluster, pods_rt, pod, |p| set_pending(p, statuses, &ip, &host)) {
+                            record_pull_failures(cluster, pod, node, &found, timers);
+                        }
+                    } else {
+                        record_pull_failures(cluster, pod, node, &found, timers);
+                    }
+                    return;
+                }
+                let ip = ip_for(pod, node, timers);
                 let host = host_ip(node);
                 if write_status(cluster, pods_rt, pod, |p| set_running(p, &ip, &host)) {
                     timers.since.insert(uid.clone(), (Stage::Running, now));
@@ -490,26 +650,66 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
         "Running" => {
             // A container whose image the spec changed (an in-place update) is restarted with
             // it; the pod keeps its uid and node, and is Ready again after the usual delay.
+            // The old instance stops first; a new image that cannot be pulled leaves its
+            // container waiting.
             let changed = changed_containers(pod);
             if !changed.is_empty() {
-                if write_status(cluster, pods_rt, pod, |p| restart_containers(p, &changed)) {
+                let found = sync_pulls(cluster, pod, &changed, &mut timers.pulls, now);
+                let pulled: Vec<String> =
+                    found.iter().filter(|(_, _, p)| *p == Pull::Ready).map(|(n, _, _)| n.clone()).collect();
+                let waiting: BTreeMap<String, Value> = changed
+                    .iter()
+                    .filter(|n| !pulled.contains(n))
+                    .map(|n| (n.clone(), waiting_state(&timers.pulls, &uid, n)))
+                    .collect();
+                if write_status(cluster, pods_rt, pod, |p| restart_containers(p, &changed, &waiting)) {
                     cluster.ledger.readiness(&cfg.name, &uid, false, jiff::Timestamp::now());
                     timers.since.insert(uid.clone(), (Stage::Running, now));
                     for name in &changed {
-                        if let Some(old) = cluster.logs.get(&uid, name, false) {
+                        if let Some(old) = cluster.logs.get(&uid, name, false)
+                            && !old.snapshot().exited
+                        {
                             old.write("[sim] container definition changed; stopping for a restart");
                             old.write("[sim] exited with code 0");
                             old.exit();
                         }
-                        timers.events.container_restarted(cluster, pod, node, name);
+                        timers.events.container_restarted(cluster, pod, node, name, pulled.contains(name));
                     }
-                    start_logs(cluster, pod, node, Some(&changed));
+                    record_pull_failures(cluster, pod, node, &found, timers);
+                    start_logs(cluster, pod, node, Some(&pulled));
                 }
                 return;
             }
+            // Containers waiting for their image: retried on the back-off.
+            let stuck = waiting_containers(pod);
+            if !stuck.is_empty() {
+                let found = sync_pulls(cluster, pod, &stuck, &mut timers.pulls, now);
+                if found.iter().any(|(_, _, p)| *p != Pull::Waiting) {
+                    let started: Vec<String> =
+                        found.iter().filter(|(_, _, p)| *p == Pull::Ready).map(|(n, _, _)| n.clone()).collect();
+                    let waiting: BTreeMap<String, Value> = stuck
+                        .iter()
+                        .filter(|n| !started.contains(n))
+                        .map(|n| (n.clone(), waiting_state(&timers.pulls, &uid, n)))
+                        .collect();
+                    if write_status(cluster, pods_rt, pod, |p| resume_containers(p, &started, &waiting)) {
+                        record_pull_failures(cluster, pod, node, &found, timers);
+                        for name in &started {
+                            timers.events.container_started_after_pull(cluster, pod, node, name);
+                        }
+                        if !started.is_empty() {
+                            timers.since.insert(uid.clone(), (Stage::Running, now));
+                            start_logs(cluster, pod, node, Some(&started));
+                        }
+                    }
+                    return;
+                }
+            }
             let (_, since) = *timers.since.entry(uid.clone()).or_insert((Stage::Running, now));
             let forced = cluster.faults.pod_ready(object::namespace(pod), object::name(pod));
-            let containers_want = forced.unwrap_or(now.duration_since(since) >= cfg.real(cfg.pod_ready_delay));
+            // A container waiting for its image is not ready, whatever its probe would say.
+            let containers_want =
+                stuck.is_empty() && forced.unwrap_or(now.duration_since(since) >= cfg.real(cfg.pod_ready_delay));
             // Ready needs every readiness gate's condition too, and follows it both ways.
             let gates = gates_pass(pod);
             let want = containers_want && gates;

@@ -12,6 +12,7 @@ pub mod events;
 pub mod faults;
 pub mod furniture;
 pub mod gc;
+pub mod images;
 pub mod inplace;
 pub mod kubelet;
 pub mod ledger;

@@ -1,6 +1,6 @@
 //! The Events of the node side of a cluster, worded as the real components word them: the
 //! scheduler (`Scheduled`, `FailedScheduling`), each kubelet (`Pulling`, `Pulled`, `Created`,
-//! `Started`, `Killing`, `NodeReady`) and the node-lifecycle and taint-eviction controllers
+//! `Started`, `Killing`, `NodeReady`, and for an image it cannot pull `Failed` and `BackOff`) and the node-lifecycle and taint-eviction controllers
 //! (`NodeNotReady`, `TaintManagerEviction`). Apart from [`super::kubelet`] so that the
 //! simulation's timing and its story for people change for different reasons.
 
@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::{
     Cluster,
     events::{EventType, Occurrence, Recorder, Style},
+    images,
 };
 use crate::sim::store::object;
 
@@ -188,8 +189,9 @@ impl NodeEvents {
     }
 
     /// A kubelet restarted one container of a pod whose spec changed its image (an in-place
-    /// update): `Killing` with the kubelet's "definition changed" wording, then the start.
-    pub fn container_restarted(&mut self, cluster: &Cluster, pod: &Value, node: &str, container: &str) {
+    /// update): `Killing` with the kubelet's "definition changed" wording, then the start —
+    /// unless the new image could not be pulled (`started` false: the pull's Events follow).
+    pub fn container_restarted(&mut self, cluster: &Cluster, pod: &Value, node: &str, container: &str, started: bool) {
         let Some((name, image, policy)) = containers(pod).into_iter().find(|c| c.0 == container) else { return };
         self.container_killing(
             cluster,
@@ -198,7 +200,62 @@ impl NodeEvents {
             name,
             format!("Container {name} definition changed, will be restarted"),
         );
+        if started {
+            self.container_started(cluster, pod, node, name, image, policy);
+        }
+    }
+
+    /// A kubelet started one container of a pod whose image it could not pull before.
+    pub fn container_started_after_pull(&mut self, cluster: &Cluster, pod: &Value, node: &str, container: &str) {
+        let Some((name, image, policy)) = containers(pod).into_iter().find(|c| c.0 == container) else { return };
         self.container_started(cluster, pod, node, name, image, policy);
+    }
+
+    /// A kubelet tried to pull a container's image and failed: `Pulling`, `Failed` with the
+    /// runtime's error, and `Failed` "Error: ErrImagePull" (`EnsureImageExists`, then
+    /// `startContainer`).
+    pub fn pull_failed(&mut self, cluster: &Cluster, pod: &Value, node: &str, container: &str, image: &str) {
+        let tagged = images::with_default_tag(image);
+        let error = images::not_found(image);
+        self.container_event(
+            cluster,
+            pod,
+            node,
+            container,
+            EventType::Normal,
+            "Pulling",
+            format!("Pulling image \"{tagged}\""),
+        );
+        let failed = format!("Failed to pull image \"{tagged}\": {error}");
+        self.container_event(cluster, pod, node, container, EventType::Warning, "Failed", failed);
+        let error = format!("Error: {}", images::ERR_IMAGE_PULL);
+        self.container_event(cluster, pod, node, container, EventType::Warning, "Failed", error);
+    }
+
+    /// A kubelet found a container's image pull backing off: `BackOff`, and `Failed`
+    /// "Error: ImagePullBackOff".
+    pub fn pull_backing_off(&mut self, cluster: &Cluster, pod: &Value, node: &str, container: &str, image: &str) {
+        let message = format!("Back-off pulling image \"{}\"", images::with_default_tag(image));
+        self.container_event(cluster, pod, node, container, EventType::Normal, "BackOff", message);
+        let error = format!("Error: {}", images::IMAGE_PULL_BACK_OFF);
+        self.container_event(cluster, pod, node, container, EventType::Warning, "Failed", error);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn container_event(
+        &mut self,
+        cluster: &Cluster,
+        pod: &Value,
+        node: &str,
+        container: &str,
+        event_type: EventType,
+        reason: &'static str,
+        message: String,
+    ) {
+        self.kubelet(node).record(
+            cluster,
+            Occurrence { about: pod, field_path: container_path(container), event_type, reason, action: "", message },
+        );
     }
 
     fn container_started(&mut self, cluster: &Cluster, pod: &Value, node: &str, name: &str, image: &str, policy: &str) {

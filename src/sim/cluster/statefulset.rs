@@ -304,8 +304,10 @@ fn phase(pod: &Value) -> &str {
     str_at(pod, "/status/phase")
 }
 
+/// Running, Ready and not going away — nor being updated in place (Ready lags the gate until
+/// the kubelet's next sync; the update already took the pod out).
 fn is_running_ready(pod: &Value) -> bool {
-    phase(pod) == "Running" && is_ready(pod) && !object::is_deleting(pod)
+    phase(pod) == "Running" && is_ready(pod) && !object::is_deleting(pod) && !inplace::in_progress(pod)
 }
 
 /// Ready for at least `minReadySeconds` (scaled by the time factor).

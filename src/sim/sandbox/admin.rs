@@ -208,6 +208,13 @@ fn fault_action(cluster: &Cluster, action: &str, query: &BTreeMap<String, String
             };
             faults.set_pod_ready(namespace, pod, ready);
         }
+        "image-pullable" | "image-unpullable" => {
+            let image = param(query, "image")?;
+            if image.is_empty() || image.chars().any(char::is_whitespace) {
+                return Err(format!("{action}: image must be an image reference, not {image:?}"));
+            }
+            faults.set_image_pullable(image, action == "image-pullable");
+        }
         "drop-ordinals" => {
             let on = match param(query, "on")? {
                 "true" => true,
