@@ -12,7 +12,8 @@
 //! - the partitioned lines are used only for a partition above `spec.ordinals.start` (kubectl
 //!   uses them whenever `rollingUpdate` is set, which the apiserver always defaults);
 //! - a rollout the controller reports stuck (`Updating` reason `RolloutStuck`: an updated pod
-//!   that cannot become Ready by itself) ends the wait with exit 1 and the condition's message.
+//!   that cannot become Ready by itself) ends the wait with exit 1 and the condition's message,
+//!   once the next read (a second later) says the same: a condition seen once may be a moment's.
 //!
 //! Exit codes: 0 complete (or, with `--watch=false`, the state printed); 1 stuck, timed out
 //! (`--timeout`), not found, `updateStrategy: OnDelete` (as kubectl: "rollout status is only
@@ -168,6 +169,52 @@ fn waiting(line: String, detail: Option<String>) -> Verdict {
     Verdict::Waiting { line, detail }
 }
 
+/// The watch loop's memory: what it printed last, and whether the last read said stuck.
+#[derive(Debug, Default)]
+struct Follower {
+    watch: bool,
+    shown: Option<Verdict>,
+    stuck_before: bool,
+}
+
+/// What to do after one read.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// Print these lines (none when nothing changed) and read again.
+    Print(Vec<String>),
+    /// Print this line; exit 0.
+    Done(String),
+    /// Exit 1 with this message.
+    Stuck(String),
+}
+
+impl Follower {
+    /// A waiting state is printed when it differs from the last one printed. While watching,
+    /// a stuck verdict ends the wait only when the next read says stuck again (a second later,
+    /// the state's wording may differ: ErrImagePull, ImagePullBackOff): a condition seen once
+    /// may be a moment's.
+    fn next(&mut self, verdict: Verdict) -> Step {
+        match verdict {
+            Verdict::Done(line) => Step::Done(line),
+            Verdict::Stuck(message) if !self.watch || self.stuck_before => Step::Stuck(message),
+            Verdict::Stuck(_) => {
+                self.stuck_before = true;
+                Step::Print(vec![])
+            }
+            Verdict::Waiting { .. } if self.shown.as_ref() == Some(&verdict) => {
+                self.stuck_before = false;
+                Step::Print(vec![])
+            }
+            Verdict::Waiting { ref line, ref detail } => {
+                self.stuck_before = false;
+                let lines = std::iter::once(line.clone()).chain(detail.iter().map(|d| format!("  {d}"))).collect();
+                self.shown = Some(verdict);
+                Step::Print(lines)
+            }
+        }
+    }
+}
+
 /// Parses `NS/NAME`, or `NAME` with the namespace of `-n` (or `None`: the context's).
 fn parse_target(target: &str, namespace: Option<&str>) -> Result<(Option<String>, String), String> {
     let (ns, name) = match target.split_once('/') {
@@ -204,33 +251,34 @@ async fn status(args: StatusArgs) -> i32 {
     let ns = namespace.unwrap_or_else(|| client.default_namespace().to_string());
     let api: Api<DynamicObject> = Api::namespaced_with(client, &ns, &ApiResource::erase::<FederatedStatefulSet>(&()));
     let deadline = (!args.timeout.is_zero()).then(|| tokio::time::Instant::now() + args.timeout);
-    let mut shown: Option<Verdict> = None;
+    let mut follower = Follower { watch: args.watch, ..Default::default() };
     let mut read_error_shown = false;
     loop {
-        match read(&api, &ns, &name).await {
+        // A read that hangs counts against the timeout too.
+        let answer = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, read(&api, &ns, &name)).await {
+                Ok(answer) => answer,
+                Err(_) => return timed_out(&args, &ns, &name, &follower),
+            },
+            None => read(&api, &ns, &name).await,
+        };
+        match answer {
             Ok(object) => {
                 read_error_shown = false;
                 let verdict = match judge(&object) {
                     Ok(v) => v,
                     Err(e) => return fail(&e),
                 };
-                match &verdict {
-                    Verdict::Done(line) => {
+                match follower.next(verdict) {
+                    Step::Print(lines) => lines.iter().for_each(|l| println!("{l}")),
+                    Step::Done(line) => {
                         println!("{line}");
                         return 0;
                     }
-                    Verdict::Stuck(message) => {
+                    Step::Stuck(message) => {
                         return fail(&format!("rollout of federatedstatefulset {ns}/{name} is stuck: {message}"));
                     }
-                    Verdict::Waiting { line, detail } if shown.as_ref() != Some(&verdict) => {
-                        println!("{line}");
-                        if let Some(d) = detail {
-                            println!("  {d}");
-                        }
-                    }
-                    Verdict::Waiting { .. } => {}
                 }
-                shown = Some(verdict);
                 if !args.watch {
                     return 0;
                 }
@@ -246,21 +294,21 @@ async fn status(args: StatusArgs) -> i32 {
             }
         }
         let next = tokio::time::Instant::now() + POLL;
-        if let Some(d) = deadline {
-            if next >= d {
-                tokio::time::sleep_until(d).await;
-                let last = match &shown {
-                    Some(Verdict::Waiting { line, .. }) => format!(" ({line})"),
-                    _ => String::new(),
-                };
-                return fail(&format!(
-                    "timed out after {} waiting for the rollout of federatedstatefulset {ns}/{name}{last}",
-                    crate::human::human_duration(jiff::SignedDuration::try_from(args.timeout).unwrap_or_default())
-                ));
-            }
+        if let Some(d) = deadline.filter(|d| next >= *d) {
+            tokio::time::sleep_until(d).await;
+            return timed_out(&args, &ns, &name, &follower);
         }
         tokio::time::sleep_until(next).await;
     }
+}
+
+fn timed_out(args: &StatusArgs, ns: &str, name: &str, follower: &Follower) -> i32 {
+    let last = match &follower.shown {
+        Some(Verdict::Waiting { line, .. }) => format!(" ({line})"),
+        _ => String::new(),
+    };
+    let after = crate::human::human_duration(jiff::SignedDuration::try_from(args.timeout).unwrap_or_default());
+    fail(&format!("timed out after {after} waiting for the rollout of federatedstatefulset {ns}/{name}{last}"))
 }
 
 /// Why a read failed: for good, or worth another try while watching.
@@ -428,6 +476,23 @@ mod tests {
             o["status"] = status;
             assert!(judge(&o).is_ok());
         }
+    }
+
+    #[test]
+    fn the_watch_prints_each_state_once_and_believes_stuck_on_the_second_read() {
+        let w = |line: &str| Verdict::Waiting { line: line.into(), detail: Some("updating: redis-2 in west".into()) };
+        let mut f = Follower { watch: true, ..Default::default() };
+        assert_eq!(f.next(w("a")), Step::Print(vec!["a".into(), "  updating: redis-2 in west".into()]));
+        assert_eq!(f.next(w("a")), Step::Print(vec![]), "unchanged: nothing printed");
+        // One stuck read between waiting ones (a moment's condition) does not end the wait.
+        assert_eq!(f.next(Verdict::Stuck("x".into())), Step::Print(vec![]));
+        assert_eq!(f.next(w("a")), Step::Print(vec![]));
+        assert_eq!(f.next(Verdict::Stuck("ErrImagePull".into())), Step::Print(vec![]));
+        assert_eq!(f.next(Verdict::Stuck("ImagePullBackOff".into())), Step::Stuck("ImagePullBackOff".into()));
+        // Printing once: a stuck read is final.
+        let mut once = Follower::default();
+        assert_eq!(once.next(Verdict::Stuck("x".into())), Step::Stuck("x".into()));
+        assert_eq!(once.next(Verdict::Done("ok".into())), Step::Done("ok".into()));
     }
 
     #[test]
