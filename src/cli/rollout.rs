@@ -307,7 +307,8 @@ fn timed_out(args: &StatusArgs, ns: &str, name: &str, follower: &Follower) -> i3
         Some(Verdict::Waiting { line, .. }) => format!(" ({line})"),
         _ => String::new(),
     };
-    let after = crate::human::human_duration(jiff::SignedDuration::try_from(args.timeout).unwrap_or_default());
+    // `1s`, `250ms`, `300s`: as precise as the flag was.
+    let after = format!("{:?}", args.timeout);
     fail(&format!("timed out after {after} waiting for the rollout of federatedstatefulset {ns}/{name}{last}"))
 }
 
