@@ -5,7 +5,7 @@
 //! `cargo bench --bench plan -- --warm-up-time 1 --measurement-time 2` keeps a run short.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use spanset::plan::{Backend, ClusterObservation, ClusterTarget, Desired, Observed, Slice, plan};
+use spanset::plan::{Backend, ClusterObservation, ClusterTarget, Desired, Observed, OnScale, Slice, plan};
 
 fn desired(clusters: usize, replicas: u32) -> Desired {
     Desired {
@@ -16,6 +16,7 @@ fn desired(clusters: usize, replicas: u32) -> Desired {
             .map(|i| ClusterTarget { name: format!("c{i:04}"), weight: 1, min_replicas: 0, max_replicas: None })
             .collect(),
         max_concurrent_moves: 8,
+        on_scale: OnScale::Keep,
     }
 }
 

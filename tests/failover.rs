@@ -123,11 +123,10 @@ async fn hung_and_refusing_members_are_detected_with_their_reasons_and_a_blip_fl
     f.sandbox.ctl_ok(&["partition", "west"]);
     tokio::time::sleep(Duration::from_secs(3)).await;
     f.sandbox.ctl_ok(&["heal", "west"]);
-    // West takes part in a change after the blip: the controller has seen it answer again.
-    f.api()
-        .patch("redis", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"replicas": 9}})))
-        .await
-        .unwrap();
+    // West takes part in a change after the blip: the controller has seen it answer again
+    // (`onScale: Rebalance`, so that a scale re-divides by weight and west grows).
+    let scale = serde_json::json!({"spec": {"replicas": 9, "placement": {"onScale": "Rebalance"}}});
+    f.api().patch("redis", &PatchParams::default(), &Patch::Merge(scale)).await.unwrap();
     f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3), ("central", 6, 3)], "scaled to 9 after the blip").await;
     assert_eq!(reachable(&f, "west").await.unwrap(), before_member, "a blip never flips the member's condition");
     assert_eq!(

@@ -97,25 +97,33 @@ async fn moves_wait_while_a_pod_elsewhere_spends_the_budget() {
     })
     .await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "created").await;
-    // redis-5 in central goes unready for reasons of its own.
-    f.sandbox.ctl_ok(&["pod-ready", "central", "redis-5", "false"]);
-    eventually("redis-5 unready in the status", || async {
-        f.status("redis").await.available_replicas == Some(5)
-    })
-    .await;
+    // redis-0 in east goes unready for reasons of its own.
+    f.sandbox.ctl_ok(&["pod-ready", "east", "redis-0", "false"]);
+    eventually("redis-0 unready in the status", || async { f.status("redis").await.available_replicas == Some(5) })
+        .await;
     let t0 = jiff::Timestamp::now();
-    // Drain east: 0 and 1 move to west; with maxConcurrentMoves 2 and one pod down already,
-    // only one may be in flight at a time.
-    patch(&f, weights(&f, &[0, 1, 1])).await;
+    // Drain central: 4 and 5 could both leave at once within maxConcurrentMoves 2 (and 2 moves
+    // from west to east); with one pod down already, only one may be in flight at a time.
+    patch(&f, weights(&f, &[1, 1, 0])).await;
     eventually("the budget named in Progressing", || async {
         let s = f.status("redis").await;
-        s.conditions.iter().any(|c| {
-            c.type_ == "Progressing" && c.reason == "DisruptionBudget" && c.message.contains("redis-5")
-        })
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Progressing" && c.reason == "DisruptionBudget" && c.message.contains("redis-0"))
     })
     .await;
-    f.sandbox.ctl_ok(&["pod-ready", "central", "redis-5", "auto"]);
-    f.wait_settled("redis", &[("west", 0, 3), ("central", 3, 3)], "east drained").await;
+    // Settled but for redis-0, still held unready.
+    eventually("central drained", || async {
+        let s = f.status("redis").await;
+        let at =
+            |c: &str| s.slices.iter().find(|sl| sl.cluster == c).map(|sl| (sl.start, sl.replicas, sl.ready_replicas));
+        s.moves.is_empty()
+            && at("east") == Some((0, 3, 2))
+            && at("west") == Some((3, 3, 3))
+            && at("central").is_none_or(|c| c.1 == 0)
+            && f.member_slice("central", "redis").await.is_none_or(|sl| sl.1 == 0)
+    })
+    .await;
     let t1 = jiff::Timestamp::now();
     let runs = timeline::runs(&f.sandbox, "redis");
     let (most, at, which) = timeline::most_unavailable(&runs, 0..6, t0, t1);

@@ -197,3 +197,43 @@ fn the_advanced_example_sends_each_ordinal_straight_to_its_cluster() {
         .collect();
     assert_eq!(acquired.len(), 2, "only central's two ordinals move: {}", doc["steps"]);
 }
+
+#[test]
+fn a_scale_down_plans_from_the_balanced_placement_in_the_files_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/federatedstatefulset.yaml")).unwrap();
+    let scaled = spec
+        .replace("replicas: 6\n", "replicas: 2\n")
+        .replace("{name: source, weight: 0}", "{name: source, weight: 1}");
+    let current = dir.path().join("current.yaml");
+    std::fs::write(&current, "clusters:\n  source: {start: 0, replicas: 3}\n  destination: {start: 3, replicas: 3}\n")
+        .unwrap();
+    let plan = |yaml: &str, extra: &[&str]| {
+        let path = dir.path().join("fsts.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let mut args = vec!["plan", "-f", path.to_str().unwrap(), "--current", current.to_str().unwrap(), "-o", "json"];
+        args.extend(extra);
+        let out = spanset(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    // The status says the 3/3 layout was divided for this placement: the scale keeps 0-1 in
+    // source (onScale: Keep, the default) and only shrinks.
+    let kept = plan(&format!("{scaled}status:\n  balancedPlacement: \"source:1,destination:1\"\n"), &[]);
+    assert_eq!(
+        kept["slices"],
+        serde_json::json!([{"cluster": "source", "start": 0, "replicas": 2}, {"cluster": "destination", "start": 0, "replicas": 0}])
+    );
+    assert!(kept["steps"].as_array().unwrap().iter().all(|s| s["action"] == "shrink"), "{kept}");
+    // Rebalance (or no stored placement) divides by weight: ordinal 1 moves to destination.
+    let rebalanced = plan(
+        &format!(
+            "{}status:\n  balancedPlacement: \"source:1,destination:1\"\n",
+            scaled.replace("    clusters:", "    onScale: Rebalance\n    clusters:")
+        ),
+        &[],
+    );
+    assert_eq!(rebalanced["slices"][1], serde_json::json!({"cluster": "destination", "start": 1, "replicas": 1}));
+    assert_eq!(plan(&scaled, &[])["slices"], rebalanced["slices"]);
+}

@@ -1,10 +1,12 @@
 //! Differential test: the planner on ranges (`spanset::plan`) against `plan_reference`, a frozen
 //! copy of the per-ordinal planner it replaced, over random specs, starting states and
 //! interleavings of events (confirmations, partitions, heals, fences, weight edits, steps, and
-//! here also pods turning unready and stale move records). Small states as in `plan_props`, and
-//! states of up to a few hundred ordinals on up to six clusters, scattered ones included, on
-//! both backends. Both must agree on every plan — target, excluded clusters, steps (their
-//! ordinals compared as sets), moves in flight, `done` — and on the whole `plan_to_completion`.
+//! here also pods turning unready, stale move records and changes of replicas, with either
+//! `onScale` and a stored `balancedPlacement` carried from plan to plan). Small states as in
+//! `plan_props`, and states of up to a few hundred ordinals on up to six clusters, scattered
+//! ones included, on both backends. Both must agree on every plan — target, excluded
+//! clusters, steps (their ordinals compared as sets), moves in flight, `done`, the placement to
+//! remember — and on the whole `plan_to_completion`.
 
 mod plan_gen;
 // A frozen copy: what the comparison does not call stays as it was.
@@ -17,7 +19,8 @@ use plan_gen::{Event, event, settle};
 use plan_reference as old;
 use proptest::prelude::*;
 use spanset::plan::{
-    Desired, Exclusion, Observed, Ordinal, Ordinals, Plan, PlanError, Slice, Step, plan, plan_to_completion,
+    Desired, Exclusion, Observed, Ordinal, Ordinals, Plan, PlanError, Slice, Step, plan_balanced,
+    plan_to_completion_balanced,
 };
 
 /// A slice as plain values: start, replicas, reserved ordinals.
@@ -39,6 +42,7 @@ struct PlanValue {
     in_flight: Vec<Ordinal>,
     done: bool,
     stalled: bool,
+    balanced_placement: Option<String>,
 }
 
 fn new_slice(s: &Slice) -> SliceValue {
@@ -78,6 +82,7 @@ fn new_plan(p: &Plan) -> PlanValue {
         in_flight: p.in_flight.iter().collect(),
         done: p.done,
         stalled: p.stalled,
+        balanced_placement: p.balanced_placement.clone(),
     }
 }
 
@@ -89,6 +94,7 @@ fn old_plan(p: &old::Plan) -> PlanValue {
         in_flight: p.in_flight.iter().copied().collect(),
         done: p.done,
         stalled: p.stalled,
+        balanced_placement: p.balanced_placement.clone(),
     }
 }
 
@@ -110,24 +116,31 @@ fn to_old(obs: &Observed) -> old::Observed {
         .collect()
 }
 
-/// Both planners on one input; errors compared by their message.
-fn both(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Result<Plan, PlanError>, TestCaseError> {
-    let new = plan(d, obs, moving);
-    let reference = old::plan(d, &to_old(obs), &moving.iter().collect());
+/// Both planners on one input, from a layout last divided for `balanced`; errors compared by
+/// their message.
+fn both(
+    d: &Desired,
+    obs: &Observed,
+    moving: &Ordinals,
+    balanced: Option<&str>,
+) -> Result<Result<Plan, PlanError>, TestCaseError> {
+    let new = plan_balanced(d, obs, moving, balanced);
+    let reference = old::plan_balanced(d, &to_old(obs), &moving.iter().collect(), balanced);
     prop_assert_eq!(
         new.as_ref().map(new_plan).map_err(ToString::to_string),
         reference.as_ref().map(old_plan).map_err(ToString::to_string),
-        "plans differ for {:?} moving {:?}",
+        "plans differ for {:?} moving {:?} balanced for {:?}",
         obs,
-        moving
+        moving,
+        balanced
     );
     Ok(new)
 }
 
-/// An event of `plan_gen`, or one of four that only this test adds: a pod turns unready, an
+/// An event of `plan_gen`, or one of five that only this test adds: a pod turns unready, an
 /// ordinal is recorded as moving whether it moves or not (a stale `status.moves`), a cluster is
-/// taken out of the placement while the observation still has it, and a cluster's observation
-/// is lost (a placement cluster never seen).
+/// taken out of the placement while the observation still has it, a cluster's observation
+/// is lost (a placement cluster never seen), and the replicas change (which `onScale` is about).
 #[derive(Debug, Clone)]
 enum Ev {
     Common(Event),
@@ -135,6 +148,7 @@ enum Ev {
     Record(u32),
     Unplace(usize),
     Forget(usize),
+    Scale(u32),
 }
 
 fn ev(replicas: u32) -> impl Strategy<Value = Ev> {
@@ -144,13 +158,26 @@ fn ev(replicas: u32) -> impl Strategy<Value = Ev> {
         1 => (0..replicas + 4).prop_map(Ev::Record),
         1 => (0usize..4).prop_map(Ev::Unplace),
         1 => (0usize..4).prop_map(Ev::Forget),
+        2 => (0..replicas + 4).prop_map(Ev::Scale),
     ]
 }
 
+/// The stored `status.balancedPlacement` a run starts from, by `how`: none, the placement of
+/// the spec and state (a layout divided for it), or one that no longer holds.
+fn stored(d: &Desired, obs: &Observed, how: u8) -> Option<String> {
+    match how % 3 {
+        0 => None,
+        1 => Some(spanset::plan::keep::placement(d, &spanset::plan::keep::keepers(d, obs))),
+        _ => Some("c0:9".into()),
+    }
+}
+
 /// Runs the events, comparing both planners at every plan, then both whole plans to completion.
-fn agree(mut d: Desired, mut obs: Observed, events: Vec<Ev>) -> Result<(), TestCaseError> {
+/// `balanced` is carried from plan to plan as the coordinator stores it.
+fn agree(mut d: Desired, mut obs: Observed, events: Vec<Ev>, balanced: u8) -> Result<(), TestCaseError> {
     let n = d.clusters.len();
     let name = |c: usize| format!("c{}", c % n);
+    let mut balanced = stored(&d, &obs, balanced);
     let mut moving = Ordinals::new();
     for e in events {
         match e {
@@ -206,8 +233,16 @@ fn agree(mut d: Desired, mut obs: Observed, events: Vec<Ev>) -> Result<(), TestC
             Ev::Record(k) => {
                 moving.insert(d.start + k);
             }
+            Ev::Scale(r) => {
+                let mut edited = d.clone();
+                edited.replicas = r;
+                if spanset::plan::validate(&edited).is_empty() {
+                    d = edited;
+                }
+            }
             Ev::Common(Event::Steps) => {
-                let Ok(p) = both(&d, &obs, &moving)? else { continue };
+                let Ok(p) = both(&d, &obs, &moving, balanced.as_deref())? else { continue };
+                balanced.clone_from(&p.balanced_placement);
                 for s in &p.steps {
                     let o = obs.get_mut(s.cluster()).expect("steps name known clusters");
                     o.written = s.slice().clone();
@@ -229,9 +264,9 @@ fn agree(mut d: Desired, mut obs: Observed, events: Vec<Ev>) -> Result<(), TestC
         o.reachable = true;
     }
     // Only the agreement matters here, not the plan.
-    let _ = both(&d, &obs, &moving)?;
-    let new = plan_to_completion(&d, &obs);
-    let reference = old::plan_to_completion(&d, &to_old(&obs));
+    let _ = both(&d, &obs, &moving, balanced.as_deref())?;
+    let new = plan_to_completion_balanced(&d, &obs, balanced.as_deref());
+    let reference = old::plan_to_completion_balanced(&d, &to_old(&obs), balanced.as_deref());
     let steps_new = |(p, steps): &(Plan, Vec<Step>)| (new_plan(p), steps.iter().map(new_step).collect::<Vec<_>>());
     let steps_old =
         |(p, steps): &(old::Plan, Vec<old::Step>)| (old_plan(p), steps.iter().map(old_step).collect::<Vec<_>>());
@@ -274,9 +309,10 @@ proptest! {
         scattered in prop::bool::weighted(0.2),
         how in prop::collection::vec(any::<u8>(), 1..5),
         events in prop::collection::vec(ev(12), 0..40),
+        balanced in any::<u8>(),
     ) {
         let obs = disturbed(plan_gen::state(&d, &seed, 12, scattered), &how, d.start, 12);
-        agree(d, obs, events)?;
+        agree(d, obs, events, balanced)?;
     }
 }
 
@@ -290,8 +326,9 @@ proptest! {
         scattered in prop::bool::weighted(0.2),
         how in prop::collection::vec(any::<u8>(), 1..7),
         events in prop::collection::vec(ev(300), 0..60),
+        balanced in any::<u8>(),
     ) {
         let obs = disturbed(plan_gen::state(&d, &seed, 300, scattered), &how, d.start, 300);
-        agree(d, obs, events)?;
+        agree(d, obs, events, balanced)?;
     }
 }

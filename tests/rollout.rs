@@ -28,14 +28,35 @@ fn image(tag: &str) -> serde_json::Value {
 /// Starts three members and a controller, and a federation of `replicas` at weights 1:1:1,
 /// settled.
 async fn settled(replicas: i32, edit: impl FnOnce(&mut FederatedStatefulSet)) -> (Federation, Controller) {
-    let f = Federation::start(&MEMBERS).await;
+    settled_with(&[], replicas, edit).await
+}
+
+/// [`settled`] on a sandbox started with `flags` (`--kruise`).
+async fn settled_with(
+    flags: &[&str],
+    replicas: i32,
+    edit: impl FnOnce(&mut FederatedStatefulSet),
+) -> (Federation, Controller) {
+    let f = Federation::start_flags(&MEMBERS, flags).await;
     let c = Controller::start(&f.sandbox, "controller");
     let mut fsts = spanset::api::example(&f.members);
     fsts.spec.replicas = replicas;
     edit(&mut fsts);
+    let advanced = fsts.spec.backend == spanset::api::Backend::AdvancedStatefulSet;
     f.create(&fsts).await;
     let per = replicas / 3;
-    f.wait_settled("redis", &[("east", 0, per), ("west", per, per), ("central", 2 * per, per)], "settled").await;
+    if advanced {
+        // Its slices are sets: the status says where they are.
+        eventually("settled", || async {
+            let s = f.status("redis").await;
+            s.ready == Some(format!("{replicas}/{replicas}"))
+                && s.moves.is_empty()
+                && s.slices.iter().filter(|sl| sl.replicas == per).count() == 3
+        })
+        .await;
+    } else {
+        f.wait_settled("redis", &[("east", 0, per), ("west", per, per), ("central", 2 * per, per)], "settled").await;
+    }
     (f, c)
 }
 
@@ -227,8 +248,52 @@ async fn on_delete_replaces_a_pod_only_when_it_is_deleted() {
     // Deleting redis-2 (in west) replaces it with the new template.
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.member("west").await, "default");
     pods.delete("redis-2", &Default::default()).await.expect("pod deleted");
-    eventually("redis-2 updated", || async { f.status("redis").await.updated_replicas == Some(1) }).await;
+    eventually("redis-2 updated and available", || async {
+        let s = f.status("redis").await;
+        s.updated_replicas == Some(1) && s.available_replicas == Some(6)
+    })
+    .await;
     let runs = timeline::runs(&f.sandbox, "redis");
-    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![2]);
+    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![2], "only the deleted pod was replaced");
+    f.assert_ledger_clean();
+}
+
+/// The Advanced StatefulSet backend with in-place updates: the same order and budget, each pod
+/// keeping its uid.
+fn kruise_in_place(fsts: &mut FederatedStatefulSet) {
+    fsts.spec.backend = spanset::api::Backend::AdvancedStatefulSet;
+    fsts.spec.template.update_strategy = Some(
+        serde_json::from_value(serde_json::json!({"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}})).unwrap(),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advanced_statefulsets_update_in_place_five_down_to_zero_one_at_a_time() {
+    let (f, _c) = settled_with(&["--kruise"], 6, kruise_in_place).await;
+    let t0 = jiff::Timestamp::now();
+    patch(&f, "redis", image("8")).await;
+    wait_rolled(&f, 6, 0).await;
+    let t1 = jiff::Timestamp::now();
+    let runs = timeline::runs(&f.sandbox, "redis");
+    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![5, 4, 3, 2, 1, 0]);
+    for k in 0..6u32 {
+        assert_eq!(runs.iter().filter(|r| r.ordinal == k).count(), 1, "redis-{k} was updated in place");
+    }
+    let (most, at, which) = timeline::most_unavailable(&runs, 0..6, t0, t1);
+    assert!(most <= 1, "{most} pods down at once at {at}: ordinals {which:?}");
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advanced_statefulsets_take_the_partition_on_global_ordinals() {
+    let (f, _c) = settled_with(&["--kruise"], 6, kruise_in_place).await;
+    let t0 = jiff::Timestamp::now();
+    let mut body = image("8");
+    body["spec"]["template"]["updateStrategy"] =
+        serde_json::json!({"rollingUpdate": {"partition": 3, "podUpdatePolicy": "InPlaceIfPossible"}});
+    patch(&f, "redis", body).await;
+    wait_rolled(&f, 6, 3).await;
+    let runs = timeline::runs(&f.sandbox, "redis");
+    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![5, 4, 3], "exactly 3 to 5, highest first");
     f.assert_ledger_clean();
 }

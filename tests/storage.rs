@@ -253,7 +253,10 @@ async fn a_handover_whose_source_is_lost_holds_only_its_ordinal_until_the_fence(
     // and blocked every other write of the federation.
     let f = Federation::start(&["a", "b", "c"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
-    f.create(&four_over_abc(&f.members, "Move", Some(2))).await;
+    // Parallel: with OrderedReady, c rightly waits for ordinal 1 to be Ready before it takes 4.
+    let mut fsts = four_over_abc(&f.members, "Move", Some(2));
+    fsts.spec.template.pod_management_policy = Some("Parallel".into());
+    f.create(&fsts).await;
     f.wait_settled("redis", &[("a", 0, 2), ("c", 2, 2)], "a and c").await;
     let pvs = marked(&f, "a", 0..2).await;
     let nodes: Vec<String> = Api::<Node>::all(f.member("a").await)

@@ -225,12 +225,38 @@ pub struct StatefulSetTemplate {
 
 /// Member clusters, in placement order (the order of slices in ordinal space for apps/v1).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("self.clusters.all(c, self.clusters.exists_one(d, d.name == c.name))").message("spec.placement.clusters: cluster names must be unique"))]
 #[x_kube(validation = Rule::new("self.clusters.exists(c, !has(c.weight) || c.weight > 0)").message("spec.placement.clusters: at least one cluster needs a weight above 0"))]
 pub struct Placement {
     /// The clusters.
     #[schemars(length(min = 1, max = 100))]
     pub clusters: Vec<PlacementCluster>,
+    /// What a change of `spec.replicas` alone does to the pods that survive it (see
+    /// [`OnScale`], whose text the CRD shows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_scale: Option<OnScale>,
+}
+
+/// What a change of `spec.replicas` alone does to the pods that survive it
+/// (`spec.placement.onScale`). `Keep` (default): nothing moves — a scale-down removes the highest
+/// ordinals where they run, a scale-up adds the next ordinals to the clusters the weights say
+/// lack most among those that can take them without a move (apps/v1: the slice that borders
+/// them or an empty one after it in placement order; Advanced StatefulSet: any). The weights
+/// are applied again, with moves, only when the placement itself changes (a cluster's weight,
+/// minReplicas or maxReplicas; a cluster added, removed, fenced or unfenced — not one merely
+/// unreachable, whose ordinals cannot move before it is fenced) or when a scale-down would leave
+/// a cluster below its minReplicas. `Rebalance`: after every scale the
+/// division follows the weights again through ordinary moves (in status.moves, within
+/// maxConcurrentMoves). Keep is the default because a move restarts a pod elsewhere, often on a
+/// fresh volume, which a scale never asked for.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, schemars::JsonSchema)]
+pub enum OnScale {
+    /// A scale moves no surviving ordinal; the weights apply again when the placement changes.
+    #[default]
+    Keep,
+    /// After a scale the division follows the weights again, through moves.
+    Rebalance,
 }
 
 /// One member cluster's share.
@@ -392,6 +418,13 @@ pub struct FederatedStatefulSetStatus {
     /// its own partition. Durable, so that a restarted controller resumes where it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_partition: Option<i32>,
+    /// The placement the slices were last divided for by weight, as `name:weight[:min-max]`
+    /// of each cluster that is neither fenced nor incompatible, in placement order. While it
+    /// equals the placement now, `spec.placement.onScale: Keep` places a change of replicas
+    /// from the written slices (no surviving pod moves); when it differs the weights are
+    /// applied again, and it is updated once every slice is written as divided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balanced_placement: Option<String>,
 }
 
 /// A label selector in the string form of `kubectl get -l` and of the `/scale` subresource's

@@ -72,6 +72,10 @@ impl FederatedStatefulSetSpec {
             },
             clusters,
             max_concurrent_moves,
+            on_scale: match self.placement.on_scale.unwrap_or_default() {
+                OnScale::Keep => plan::OnScale::Keep,
+                OnScale::Rebalance => plan::OnScale::Rebalance,
+            },
         };
         errs.extend(plan::validate(&desired));
         if self.backend == Backend::StatefulSet {

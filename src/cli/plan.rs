@@ -10,6 +10,11 @@
 //! ```
 //!
 //! Absent clusters hold nothing and are reachable.
+//!
+//! With `spec.placement.onScale: Keep` (the default) a change of replicas keeps every surviving
+//! ordinal where CURRENT.yaml has it only if the file's `status.balancedPlacement` (as `kubectl
+//! get fsts -o yaml` prints it) is the placement of its spec, as the controller decides; without
+//! it the plan divides by weight, as the controller does for a federation never laid out.
 
 use std::{collections::BTreeMap, path::PathBuf};
 
@@ -168,7 +173,11 @@ fn plan_files(args: &PlanArgs) -> Result<String, Vec<String>> {
         .to_desired()
         .map_err(|errs| errs.iter().map(|e| format!("{}: {e}", args.file.display())).collect::<Vec<_>>())?;
     let obs = observed(&desired, &current);
-    let (target, steps) = plan::plan_to_completion(&desired, &obs).map_err(|e| vec![e.to_string()])?;
+    // The file's status (as `kubectl get fsts -o yaml` prints it) says which placement the
+    // layout was divided for, which `onScale: Keep` needs to keep it.
+    let balanced = fsts.status.as_ref().and_then(|s| s.balanced_placement.as_deref());
+    let (target, steps) =
+        plan::plan_to_completion_balanced(&desired, &obs, balanced).map_err(|e| vec![e.to_string()])?;
     Ok(match args.output {
         Format::Json => {
             let slices: Vec<_> = target

@@ -58,6 +58,15 @@ pub fn ready_where_written(obs: &Observed) -> Ordinals {
     out
 }
 
+/// The ordinals Ready where written in the members other than `cluster`.
+fn ready_elsewhere(obs: &Observed, cluster: &str) -> Ordinals {
+    let mut out = Ordinals::new();
+    for (_, o) in obs.iter().filter(|(n, o)| n.as_str() != cluster && o.reachable && !o.fenced) {
+        out = &out | &(&o.written.ordinals() & &o.ready);
+    }
+    out
+}
+
 /// Applies the gates to the planner's steps.
 pub fn gate(ctx: &Context<'_>) -> Gated {
     let mut out = Gated::default();
@@ -129,11 +138,15 @@ pub fn gate(ctx: &Context<'_>) -> Gated {
                         allowed = &allowed | &leaving;
                     }
                 }
-                // Moving elsewhere: within the budget, highest first.
+                // Moving elsewhere: within the budget, highest first. A release costs one
+                // unavailability when it takes down the ordinal's available pod: not when the
+                // ordinal is unavailable anyway, nor when another member runs it Ready too (a
+                // drift being undone).
                 let moving = releases & &range;
+                let elsewhere = ready_elsewhere(ctx.obs, cluster);
                 let mut waiting = Vec::new();
                 for k in moving.iter().rev() {
-                    let costs = !ctx.unavailable.contains(k);
+                    let costs = !ctx.unavailable.contains(k) && o.ready.contains(k) && !elsewhere.contains(k);
                     if !costs || left > 0 {
                         allowed.insert(k);
                         left -= u32::from(costs);
@@ -265,10 +278,7 @@ mod tests {
     #[test]
     fn ordered_creation_waits_for_the_lower_ordinals_of_other_members() {
         // east holds 0-1 with only 0 Ready; west would take 2-3.
-        let obs = Observed::from([
-            ("east".to_string(), member(0, 2, &[0])),
-            ("west".to_string(), member(2, 0, &[])),
-        ]);
+        let obs = Observed::from([("east".to_string(), member(0, 2, &[0])), ("west".to_string(), member(2, 0, &[]))]);
         let grow = Step::Grow { cluster: "west".into(), to: slice(2, 2), acquires: Ordinals::from_iter([2..=3]) };
         let none = Ordinals::new();
         let steps = [grow.clone()];
@@ -279,10 +289,8 @@ mod tests {
         // Parallel: no wait.
         assert_eq!(gate(&ctx(&steps, &obs, false, &none)).steps, vec![grow.clone()]);
         // Once 1 is Ready, west takes both (its own controller orders 2 before 3).
-        let obs = Observed::from([
-            ("east".to_string(), member(0, 2, &[0, 1])),
-            ("west".to_string(), member(2, 0, &[])),
-        ]);
+        let obs =
+            Observed::from([("east".to_string(), member(0, 2, &[0, 1])), ("west".to_string(), member(2, 0, &[]))]);
         assert_eq!(gate(&ctx(&steps, &obs, true, &none)).steps, vec![grow]);
     }
 
@@ -348,7 +356,8 @@ mod tests {
 
     #[test]
     fn ordered_scale_down_waits_while_a_pod_of_the_range_is_not_ready() {
-        let obs = Observed::from([("east".to_string(), member(0, 2, &[0])), ("west".to_string(), member(2, 2, &[2, 3]))]);
+        let obs =
+            Observed::from([("east".to_string(), member(0, 2, &[0])), ("west".to_string(), member(2, 2, &[2, 3]))]);
         let steps = [Step::Shrink { cluster: "west".into(), to: slice(2, 0), releases: Ordinals::from_iter([2..=3]) }];
         let none = Ordinals::new();
         let mut c = ctx(&steps, &obs, true, &none);
@@ -361,14 +370,20 @@ mod tests {
     #[test]
     fn a_move_waits_while_the_budget_is_spent_elsewhere() {
         // east gives 0 and 1 away; db-4 in west is not Ready; budget 2.
-        let obs = Observed::from([("east".to_string(), member(0, 2, &[0, 1])), ("west".to_string(), member(2, 4, &[2, 3, 5]))]);
+        let obs = Observed::from([
+            ("east".to_string(), member(0, 2, &[0, 1])),
+            ("west".to_string(), member(2, 4, &[2, 3, 5])),
+        ]);
         let steps = [Step::Shrink { cluster: "east".into(), to: slice(0, 0), releases: Ordinals::from_iter([0..=1]) }];
         let unavailable = Ordinals::from_iter([4]);
         let mut c = ctx(&steps, &obs, false, &unavailable);
         c.budget = 2;
         let g = gate(&c);
         // Only one more may go: east gives up its top ordinal, 1.
-        assert_eq!(g.steps, vec![Step::Shrink { cluster: "east".into(), to: slice(0, 1), releases: Ordinals::from_iter([1]) }]);
+        assert_eq!(
+            g.steps,
+            vec![Step::Shrink { cluster: "east".into(), to: slice(0, 1), releases: Ordinals::from_iter([1]) }]
+        );
         assert!(g.held[0].1.contains("moving db-0 waits: 1 pod(s) unavailable (db-4)"), "{:?}", g.held);
         // A pod already unavailable costs nothing to move; the other waits (two are down).
         let unavailable = Ordinals::from_iter([0, 4]);

@@ -427,14 +427,18 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     // be replaced by the rollout (at or above its cursor, not yet updated). An ordinal no
     // member holds yet (a scale-up not yet written) was never available and counts for nothing
     // (counting it would hold the very moves that make room for it); a member that does not
-    // answer is not judged.
+    // answer is not judged; see below for a fenced one's.
     let unavailable: Ordinals = {
         let ok: Ordinals = pod_states
             .iter()
             .filter(|(k, p)| p.available && !p.deleting && (on_delete(fsts) || **k < cursor || p.updated))
             .map(|(k, _)| *k)
             .collect();
-        let mut placed: Ordinals = previous.moves.iter().filter_map(|m| u32::try_from(m.ordinal).ok()).collect();
+        // Ordinals re-homed from a fenced member count once written in their new home: until
+        // then they hold no voluntary move (which may be what makes room for them).
+        let fenced = |c: &str| obs.get(c).is_some_and(|o| o.fenced);
+        let mut placed: Ordinals =
+            previous.moves.iter().filter(|m| !fenced(&m.from)).filter_map(|m| u32::try_from(m.ordinal).ok()).collect();
         for o in obs.values().filter(|o| o.reachable && !o.fenced) {
             placed = &placed | &o.written.ordinals();
         }
@@ -519,7 +523,19 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let parked: Ordinals = recorded.iter().filter(|(_, m)| parked_now(m)).map(|(k, _)| *k).collect();
     let conflicts = conflicts(inp, &obs);
     let mut verdicts = Vec::new();
-    let (plan, plan_error) = match plan::plan_parked(&desired, &obs, &moving, &parked) {
+    let balanced = previous.balanced_placement.as_deref();
+    // The planner keeps its moves within what the disruption budget leaves once the pods
+    // unavailable for other reasons are counted (its liveness rules — detours, parking —
+    // hold for any limit); the gates below hold each release to it too.
+    let budget = match &fsts.spec.disruption {
+        Some(d) => d.allowed_unavailable(desired.replicas).min(desired.max_concurrent_moves),
+        None => desired.max_concurrent_moves,
+    };
+    let recorded_moving: Ordinals = recorded.keys().copied().collect();
+    let down_otherwise = u32::try_from((&unavailable - &recorded_moving).len()).unwrap_or(u32::MAX);
+    let planned =
+        plan::Desired { max_concurrent_moves: budget.saturating_sub(down_otherwise).max(1), ..desired.clone() };
+    let (plan, plan_error) = match plan::plan_parked(&planned, &obs, &moving, &parked, balanced) {
         Ok(p) => (Some(p), None),
         Err(e) => (None, Some(e.to_string())),
     };
@@ -538,12 +554,12 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut handovers = Vec::new();
     let mut grows = Vec::new();
     let now_str = inp.wall.to_string();
-    let (budget, budget_source) = match &fsts.spec.disruption {
-        Some(d) => {
+    let budget_source = match &fsts.spec.disruption {
+        Some(d) if d.allowed_unavailable(desired.replicas) < desired.max_concurrent_moves => {
             let field = if d.max_unavailable.is_some() { "maxUnavailable" } else { "minAvailable" };
-            (d.allowed_unavailable(desired.replicas).min(desired.max_concurrent_moves), format!("spec.disruption.{field}"))
+            format!("spec.disruption.{field}")
         }
-        None => (desired.max_concurrent_moves, "spec.migration.maxConcurrentMoves".to_string()),
+        _ => "spec.migration.maxConcurrentMoves".to_string(),
     };
     let gated = plan.as_ref().map(|p| {
         gates::gate(&gates::Context {
@@ -554,7 +570,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             backend,
             ordered: fsts.spec.template.pod_management_policy.as_deref() != Some("Parallel"),
             budget,
-            budget_source,
+            budget_source: budget_source.clone(),
             unavailable: &unavailable,
         })
     });
@@ -796,6 +812,18 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             ("Writing", "writing member StatefulSets in this term".to_string())
         } else if let Some((reason, why)) = gated.as_ref().and_then(|g| g.held.first()) {
             (*reason, why.clone())
+        } else if down_otherwise > 0 && plan.as_ref().is_some_and(|p| !p.done) {
+            let down: Vec<String> =
+                (&unavailable - &recorded_moving).iter().take(5).map(|k| format!("{}-{k}", fsts.name_any())).collect();
+            (
+                "DisruptionBudget",
+                format!(
+                    "{down_otherwise} pod(s) unavailable ({}) count against {budget_source} {budget}: at most {} \
+                     move(s) at once",
+                    down.join(", "),
+                    planned.max_concurrent_moves.min(budget.saturating_sub(down_otherwise))
+                ),
+            )
         } else if let Some(p) = plan.as_ref().filter(|p| p.stalled) {
             ("MoveLimit", plan::stall_message(&desired, &p.in_flight))
         } else if !moves.is_empty() {
@@ -878,6 +906,11 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         updated_replicas: Some(roll.updated as i32),
         available_replicas: Some(roll.available as i32),
         update_partition: Some(cursor as i32),
+        // Without a plan (no placement) what was stored stays.
+        balanced_placement: match &plan {
+            Some(p) => p.balanced_placement.clone(),
+            None => previous.balanced_placement.clone(),
+        },
     };
     let releases = releases(inp, &obs, desired.start..desired.start + desired.replicas);
     let writable = obs
@@ -936,6 +969,10 @@ fn pod_states(
                 let left =
                     Duration::try_from(at.duration_since(inp.wall)).unwrap_or_default() + Duration::from_millis(50);
                 wake = Some(wake.map_or(left, |w| w.min(left)));
+            }
+            // An ordinal two members hold (a drift being undone) counts by its better pod.
+            if out.get(k).is_some_and(|p: &PodState| p.available || !ready) {
+                continue;
             }
             out.insert(
                 *k,

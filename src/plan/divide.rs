@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    sets,
-    types::{Backend, ClusterObservation, Desired, Exclusion, Observed, Ordinals, Slice},
+    keep, sets,
+    types::{Backend, ClusterObservation, Desired, Exclusion, Observed, OnScale, Ordinals, Slice},
 };
 
 /// Why no target exists for the clusters that can take part.
@@ -37,7 +37,9 @@ pub fn exclusion(obs: Option<&ClusterObservation>) -> Option<Exclusion> {
 /// Replicas per eligible cluster (indices into `d.clusters`): weights bounded by min/max,
 /// shares of the total rounded by largest remainder, ties to the earlier cluster in placement
 /// order. The result depends only on the spec and on which clusters are eligible — never on
-/// where ordinals are now — so the target stays put while ordinals move towards it.
+/// where ordinals are now — so the target stays put while ordinals move towards it. (With
+/// `onScale: Keep` a change of replicas alone is placed by [`super::keep`] instead, which uses
+/// these counts only as the measure of which cluster lacks most.)
 pub fn counts(d: &Desired, eligible: &[usize]) -> Result<BTreeMap<usize, u32>, DivideError> {
     if eligible.is_empty() {
         return if d.replicas == 0 { Ok(BTreeMap::new()) } else { Err(DivideError::NoEligibleCluster) };
@@ -141,6 +143,20 @@ pub fn assign(
     }
 }
 
+/// How a target was made, which decides what `status.balancedPlacement` holds next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Division {
+    /// Kept from the written slices (`onScale: Keep`, placement unchanged since the layout was
+    /// divided by weight).
+    Kept,
+    /// Divided by weight: `onScale: Rebalance`, or the placement changed, or none was stored.
+    Weighted,
+    /// Divided by weight because `Keep` found no target without a move (see
+    /// [`super::keep::target`]): the stored placement is dropped, so that the division by
+    /// weight holds until it is done rather than flip back half-way.
+    Unkeepable,
+}
+
 /// The target: `(cluster index, slice)` for eligible clusters in placement order, and the
 /// clusters left out with the reason.
 pub struct Target {
@@ -148,16 +164,37 @@ pub struct Target {
     pub slices: Vec<(usize, Slice)>,
     /// Excluded clusters and why.
     pub excluded: Vec<(usize, Exclusion)>,
+    /// The placement as `Keep` compares it ([`super::keep::placement`]).
+    pub placement: String,
+    /// How the slices were made.
+    pub division: Division,
 }
 
-/// Computes the target slices for the eligible clusters.
-pub fn target(d: &Desired, obs: &Observed) -> Result<Target, DivideError> {
+/// Computes the target slices for the eligible clusters: kept from the written slices when
+/// `onScale` is `Keep` and `balanced` (the stored `status.balancedPlacement`) is the placement
+/// now, otherwise divided by weight.
+pub fn target(d: &Desired, obs: &Observed, balanced: Option<&str>) -> Result<Target, DivideError> {
     let mut eligible = Vec::new();
     let mut excluded = Vec::new();
     for (i, c) in d.clusters.iter().enumerate() {
         match exclusion(obs.get(&c.name)) {
             None => eligible.push(i),
             Some(why) => excluded.push((i, why)),
+        }
+    }
+    let keepers = keep::keepers(d, obs);
+    let placement = keep::placement(d, &keepers);
+    let mut division = Division::Weighted;
+    if d.on_scale == OnScale::Keep && balanced == Some(placement.as_str()) {
+        match keep::target(d, obs, &keepers) {
+            Some(mut sets) => {
+                // Only the eligible get a slice: an unreachable keeper's ordinals stay where
+                // they are, in no one's target.
+                let slices =
+                    eligible.iter().map(|i| (*i, Slice::from_ordinals(&sets.remove(i).unwrap_or_default()))).collect();
+                return Ok(Target { slices, excluded, placement, division: Division::Kept });
+            }
+            None => division = Division::Unkeepable,
         }
     }
     // Only Advanced StatefulSets keep what they hold; apps/v1 slices follow placement order.
@@ -171,5 +208,5 @@ pub fn target(d: &Desired, obs: &Observed) -> Result<Target, DivideError> {
     let counts = counts(d, &eligible)?;
     let sets = assign(d, &counts, &owned_now);
     let slices = sets.into_iter().map(|(i, set)| (i, Slice::from_ordinals(&set))).collect();
-    Ok(Target { slices, excluded })
+    Ok(Target { slices, excluded, placement, division })
 }

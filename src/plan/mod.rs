@@ -6,6 +6,7 @@
 //! cooperating clusters to show the whole sequence (what `spanset plan` prints).
 
 pub mod divide;
+pub mod keep;
 pub mod members;
 mod sets;
 pub mod steps;
@@ -48,18 +49,36 @@ pub fn stall_message(d: &Desired, in_flight: &Ordinals) -> String {
 /// `moving` is the set of ordinals recorded as moving (the durable `status.moves`). Costs the
 /// number of clusters times the number of ranges in their sets, whatever the ordinals.
 pub fn plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Plan, PlanError> {
-    plan_parked(d, obs, moving, &Ordinals::new())
+    plan_balanced(d, obs, moving, None)
 }
 
-/// [`plan`], with the ordinals recorded as landing in a neighbour (`status.moves` phase
-/// `Parked`, see [`steps::next_steps`]): they count against `maxConcurrentMoves` until Ready
-/// there, and are no move a plan may release again meanwhile.
-pub fn plan_parked(d: &Desired, obs: &Observed, moving: &Ordinals, parked: &Ordinals) -> Result<Plan, PlanError> {
+/// [`plan`], given the placement the layout was last divided for by weight (the stored
+/// `status.balancedPlacement`; `None` for none): with `onScale: Keep` and that placement
+/// unchanged, the target of a change of replicas moves no surviving ordinal ([`keep`]).
+pub fn plan_balanced(
+    d: &Desired,
+    obs: &Observed,
+    moving: &Ordinals,
+    balanced: Option<&str>,
+) -> Result<Plan, PlanError> {
+    plan_parked(d, obs, moving, &Ordinals::new(), balanced)
+}
+
+/// [`plan_balanced`], with the ordinals recorded as landing in a neighbour (`status.moves`
+/// phase `Parked`, see [`steps::next_steps`]): they count against `maxConcurrentMoves` until
+/// Ready there, and are no move a plan may release again meanwhile.
+pub fn plan_parked(
+    d: &Desired,
+    obs: &Observed,
+    moving: &Ordinals,
+    parked: &Ordinals,
+    balanced: Option<&str>,
+) -> Result<Plan, PlanError> {
     let errs = validate(d);
     if !errs.is_empty() {
         return Err(PlanError::Invalid(errs));
     }
-    let divide::Target { slices, excluded } = divide::target(d, obs)?;
+    let divide::Target { slices, excluded, placement, division } = divide::target(d, obs, balanced)?;
     let members = members::members(d, obs, &slices);
     let holders = steps::Holders::new(&members);
     let in_flight = steps::in_flight(&members, &holders, moving);
@@ -69,6 +88,16 @@ pub fn plan_parked(d: &Desired, obs: &Observed, moving: &Ordinals, parked: &Ordi
     });
     let all_ready = members.iter().all(|m| m.target.as_ref().is_none_or(|want| want.is_subset(&m.obs.ready)));
     let done = steps.is_empty() && all_written && all_ready && in_flight.is_empty();
+    // A division by weight is remembered once every slice is written as divided (readiness
+    // is no part of the layout); until then the placement stored before stays, so that a
+    // placement that changes back (a cluster fenced and unfenced) is kept again.
+    let laid_out = steps.is_empty() && all_written && in_flight.is_empty() && !stalled;
+    let balanced_placement = match division {
+        divide::Division::Kept => Some(placement),
+        divide::Division::Unkeepable => None,
+        divide::Division::Weighted if laid_out => Some(placement),
+        divide::Division::Weighted => balanced.map(str::to_string),
+    };
     let target = slices.into_iter().map(|(i, s)| (d.clusters[i].name.clone(), s)).collect();
     Ok(Plan {
         target,
@@ -77,6 +106,7 @@ pub fn plan_parked(d: &Desired, obs: &Observed, moving: &Ordinals, parked: &Ordi
         in_flight,
         done,
         stalled,
+        balanced_placement,
     })
 }
 
@@ -109,7 +139,19 @@ pub fn cooperate(obs: &mut Observed, step: &Step) {
 /// Plans every step to the target, assuming every member cooperates; returns the target and
 /// the steps in order (rounds of steps flattened).
 pub fn plan_to_completion(d: &Desired, obs: &Observed) -> Result<(Plan, Vec<Step>), PlanError> {
-    let first = plan(d, obs, &Ordinals::new())?;
+    plan_to_completion_balanced(d, obs, None)
+}
+
+/// [`plan_to_completion`] from a layout last divided by weight for `balanced` (see
+/// [`plan_balanced`]); each round remembers what the one before would store, as the
+/// coordinator does.
+pub fn plan_to_completion_balanced(
+    d: &Desired,
+    obs: &Observed,
+    balanced: Option<&str>,
+) -> Result<(Plan, Vec<Step>), PlanError> {
+    let first = plan_balanced(d, obs, &Ordinals::new(), balanced)?;
+    let mut balanced = first.balanced_placement.clone();
     let mut obs = obs.clone();
     // Members that can act settle what they already show before the first round.
     for o in obs.values_mut().filter(|o| o.reachable) {
@@ -119,7 +161,8 @@ pub fn plan_to_completion(d: &Desired, obs: &Observed) -> Result<(Plan, Vec<Step
     let mut moving = Ordinals::new();
     let limit = 4 * (d.replicas as usize + d.clusters.len() + 4);
     for _ in 0..limit {
-        let p = plan(d, &obs, &moving)?;
+        let p = plan_balanced(d, &obs, &moving, balanced.as_deref())?;
+        balanced.clone_from(&p.balanced_placement);
         if p.done {
             return Ok((first, all));
         }

@@ -94,6 +94,19 @@ pub enum Backend {
     AdvancedStatefulSet,
 }
 
+/// What a change of `spec.replicas` alone does to the ordinals that survive it
+/// (`spec.placement.onScale`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum OnScale {
+    /// No surviving ordinal moves: a scale-down removes the highest ordinals where they run, a
+    /// scale-up adds the next ones where the weights most lack replicas; the weights are
+    /// applied again (with moves) only when the placement itself changes.
+    #[default]
+    Keep,
+    /// After every scale the division follows the weights again, through ordinary moves.
+    Rebalance,
+}
+
 /// One cluster of the placement, in placement order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterTarget {
@@ -120,6 +133,9 @@ pub struct Desired {
     pub clusters: Vec<ClusterTarget>,
     /// Most ordinals moving at once.
     pub max_concurrent_moves: u32,
+    /// What a change of replicas alone does to the surviving ordinals.
+    #[serde(default)]
+    pub on_scale: OnScale,
 }
 
 /// The ordinals one cluster's workload selects.
@@ -313,4 +329,10 @@ pub struct Plan {
     /// leaves no room for them. The limit is kept; raising it lets the federation go on.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stalled: bool,
+    /// What `status.balancedPlacement` holds after this plan: the placement (see
+    /// [`super::divide::placement`]) the layout was last divided for by weight, which lets
+    /// `onScale: Keep` derive later targets from the written slices instead (`None`: no layout
+    /// balanced for any placement yet, or a scale that `Keep` could not place).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balanced_placement: Option<String>,
 }

@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use proptest::prelude::*;
-use spanset::plan::{Backend, ClusterObservation, ClusterTarget, Desired, Observed, Ordinals, Slice};
+use spanset::plan::{Backend, ClusterObservation, ClusterTarget, Desired, Observed, OnScale, Ordinals, Slice};
 
 /// A member that has caught up with `written`.
 pub fn healthy(written: Ordinals) -> ClusterObservation {
@@ -13,8 +13,8 @@ pub fn healthy(written: Ordinals) -> ClusterObservation {
 }
 
 /// Random valid spec: `clusters` clusters, weights 0–4 (the first above 0), `replicas`
-/// replicas, start 0–3, 1–3 concurrent moves, and optional min/max bounds that scale with the
-/// replicas (0–2 and 0–9 per 12 replicas).
+/// replicas, start 0–3, 1–3 concurrent moves, either `onScale`, and optional min/max bounds that
+/// scale with the replicas (0–2 and 0–9 per 12 replicas).
 pub fn spec(clusters: Range<usize>, replicas: Range<u32>) -> impl Strategy<Value = Desired> {
     let scale = (replicas.end / 12).max(1);
     (
@@ -23,8 +23,9 @@ pub fn spec(clusters: Range<usize>, replicas: Range<u32>) -> impl Strategy<Value
         0u32..4,
         prop::collection::vec((0u32..5, 0..3 * scale, prop::option::of(0..10 * scale)), clusters),
         1u32..4,
+        prop::bool::ANY,
     )
-        .prop_map(|(adv, replicas, start, cs, max_moves)| Desired {
+        .prop_map(|(adv, replicas, start, cs, max_moves, keep)| Desired {
             replicas,
             start,
             backend: if adv { Backend::AdvancedStatefulSet } else { Backend::StatefulSet },
@@ -39,6 +40,7 @@ pub fn spec(clusters: Range<usize>, replicas: Range<u32>) -> impl Strategy<Value
                 })
                 .collect(),
             max_concurrent_moves: max_moves,
+            on_scale: if keep { OnScale::Keep } else { OnScale::Rebalance },
         })
         .prop_filter("a valid spec", |d| spanset::plan::validate(d).is_empty())
 }

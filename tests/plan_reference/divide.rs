@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use spanset::plan::OnScale;
+
 use super::types::{Backend, ClusterObservation, Desired, Exclusion, Observed, Ordinal, Slice};
 
 /// Why no target exists for the clusters that can take part.
@@ -141,6 +143,17 @@ pub fn assign(
     }
 }
 
+/// How a target was made (see `spanset::plan::divide::Division`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Division {
+    /// Kept from the written slices.
+    Kept,
+    /// Divided by weight.
+    Weighted,
+    /// Divided by weight because `Keep` found no target without a move.
+    Unkeepable,
+}
+
 /// The target: `(cluster index, slice)` for eligible clusters in placement order, and the
 /// clusters left out with the reason.
 pub struct Target {
@@ -148,16 +161,33 @@ pub struct Target {
     pub slices: Vec<(usize, Slice)>,
     /// Excluded clusters and why.
     pub excluded: Vec<(usize, Exclusion)>,
+    /// The placement as `Keep` compares it.
+    pub placement: String,
+    /// How the slices were made.
+    pub division: Division,
 }
 
-/// Computes the target slices for the eligible clusters.
-pub fn target(d: &Desired, obs: &Observed) -> Result<Target, DivideError> {
+/// Computes the target slices for the eligible clusters: kept with `onScale: Keep` when
+/// `balanced` is the placement now, else by weight.
+pub fn target(d: &Desired, obs: &Observed, balanced: Option<&str>) -> Result<Target, DivideError> {
     let mut eligible = Vec::new();
     let mut excluded = Vec::new();
     for (i, c) in d.clusters.iter().enumerate() {
         match exclusion(obs.get(&c.name)) {
             None => eligible.push(i),
             Some(why) => excluded.push((i, why)),
+        }
+    }
+    let keepers = super::keep::keepers(d, obs);
+    let placement = spanset::plan::keep::placement(d, &keepers);
+    let mut division = Division::Weighted;
+    if d.on_scale == OnScale::Keep && balanced == Some(placement.as_str()) {
+        match super::keep::target(d, obs, &keepers) {
+            Some(sets) => {
+                let slices = eligible.iter().map(|i| (*i, Slice::from_ordinals(&sets[i]))).collect();
+                return Ok(Target { slices, excluded, placement, division: Division::Kept });
+            }
+            None => division = Division::Unkeepable,
         }
     }
     let owned_now: BTreeMap<usize, BTreeSet<Ordinal>> = eligible
@@ -167,5 +197,5 @@ pub fn target(d: &Desired, obs: &Observed) -> Result<Target, DivideError> {
     let counts = counts(d, &eligible)?;
     let sets = assign(d, &counts, &owned_now);
     let slices = sets.into_iter().map(|(i, set)| (i, Slice::from_ordinals(&set))).collect();
-    Ok(Target { slices, excluded })
+    Ok(Target { slices, excluded, placement, division })
 }

@@ -11,6 +11,7 @@
 //! cooperating clusters to show the whole sequence (what `spanset plan` prints).
 
 pub mod divide;
+pub mod keep;
 pub mod steps;
 pub mod types;
 
@@ -39,11 +40,21 @@ pub enum PlanError {
 /// Plans from the current observation: the target, the safe steps now, the moves in flight.
 /// `moving` is the set of ordinals recorded as moving (the durable `status.moves`).
 pub fn plan(d: &Desired, obs: &Observed, moving: &BTreeSet<Ordinal>) -> Result<Plan, PlanError> {
+    plan_balanced(d, obs, moving, None)
+}
+
+/// [`plan`] from a layout last divided by weight for `balanced` (`status.balancedPlacement`).
+pub fn plan_balanced(
+    d: &Desired,
+    obs: &Observed,
+    moving: &BTreeSet<Ordinal>,
+    balanced: Option<&str>,
+) -> Result<Plan, PlanError> {
     let errs = validate(d);
     if !errs.is_empty() {
         return Err(PlanError::Invalid(errs));
     }
-    let divide::Target { slices, excluded } = divide::target(d, obs)?;
+    let divide::Target { slices, excluded, placement, division } = divide::target(d, obs, balanced)?;
     let target: Vec<(String, Slice)> = slices.into_iter().map(|(i, s)| (d.clusters[i].name.clone(), s)).collect();
     let targets: BTreeMap<String, BTreeSet<Ordinal>> = target.iter().map(|(n, s)| (n.clone(), s.ordinals())).collect();
     let in_flight = steps::in_flight(&targets, obs, moving);
@@ -53,6 +64,13 @@ pub fn plan(d: &Desired, obs: &Observed, moving: &BTreeSet<Ordinal>) -> Result<P
     });
     let all_ready = targets.iter().all(|(n, want)| want.is_subset(&steps::observation(obs, n).ready));
     let done = steps.is_empty() && all_written && all_ready && in_flight.is_empty();
+    let laid_out = steps.is_empty() && all_written && in_flight.is_empty() && !stalled;
+    let balanced_placement = match division {
+        divide::Division::Kept => Some(placement),
+        divide::Division::Unkeepable => None,
+        divide::Division::Weighted if laid_out => Some(placement),
+        divide::Division::Weighted => balanced.map(str::to_string),
+    };
     Ok(Plan {
         target,
         excluded: excluded.into_iter().map(|(i, e)| (d.clusters[i].name.clone(), e)).collect(),
@@ -60,6 +78,7 @@ pub fn plan(d: &Desired, obs: &Observed, moving: &BTreeSet<Ordinal>) -> Result<P
         in_flight,
         done,
         stalled,
+        balanced_placement,
     })
 }
 
@@ -80,7 +99,18 @@ pub fn cooperate(obs: &mut Observed, step: &Step) {
 /// Plans every step to the target, assuming every member cooperates; returns the target and
 /// the steps in order (rounds of steps flattened).
 pub fn plan_to_completion(d: &Desired, obs: &Observed) -> Result<(Plan, Vec<Step>), PlanError> {
-    let first = plan(d, obs, &BTreeSet::new())?;
+    plan_to_completion_balanced(d, obs, None)
+}
+
+/// [`plan_to_completion`] from a layout last divided by weight for `balanced`; each round
+/// remembers what the one before would store.
+pub fn plan_to_completion_balanced(
+    d: &Desired,
+    obs: &Observed,
+    balanced: Option<&str>,
+) -> Result<(Plan, Vec<Step>), PlanError> {
+    let first = plan_balanced(d, obs, &BTreeSet::new(), balanced)?;
+    let mut balanced = first.balanced_placement.clone();
     let mut obs = obs.clone();
     // Members that can act settle what they already show before the first round.
     for o in obs.values_mut().filter(|o| o.reachable) {
@@ -90,7 +120,8 @@ pub fn plan_to_completion(d: &Desired, obs: &Observed) -> Result<(Plan, Vec<Step
     let mut moving = BTreeSet::new();
     let limit = 4 * (d.replicas as usize + d.clusters.len() + 4);
     for _ in 0..limit {
-        let p = plan(d, &obs, &moving)?;
+        let p = plan_balanced(d, &obs, &moving, balanced.as_deref())?;
+        balanced.clone_from(&p.balanced_placement);
         if p.done {
             return Ok((first, all));
         }

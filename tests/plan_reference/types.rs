@@ -155,4 +155,6 @@ pub struct Plan {
     /// Nothing can go on within `maxConcurrentMoves` (moves in flight wait on moves the limit
     /// leaves no room for).
     pub stalled: bool,
+    /// What `status.balancedPlacement` holds after this plan.
+    pub balanced_placement: Option<String>,
 }

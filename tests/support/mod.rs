@@ -193,6 +193,12 @@ impl Kubectl {
         Some(Self { bin, kubeconfig: sandbox.kubeconfig.clone(), cache, context: None })
     }
 
+    /// The `kubectl` on PATH against `sandbox`.
+    pub fn on_path(sandbox: &Sandbox) -> Self {
+        let cache = sandbox.dir.path().join("cache-path");
+        Self { bin: PathBuf::from("kubectl"), kubeconfig: sandbox.kubeconfig.clone(), cache, context: None }
+    }
+
     /// The base command with kubeconfig and cache dir set.
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(&self.bin);
@@ -264,21 +270,31 @@ impl Kubectl {
 pub struct Background {
     child: Child,
     lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    err_lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Background {
     /// Starts `cmd` with stdout captured line by line.
     pub fn spawn(mut cmd: Command) -> Self {
         let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("background process starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                sink.lock().expect("lines lock").push(line);
-            }
-        });
-        Self { child, lines }
+        let collect = |stream: Box<dyn std::io::Read + Send>| {
+            let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let sink = lines.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    sink.lock().expect("lines lock").push(line);
+                }
+            });
+            lines
+        };
+        let lines = collect(Box::new(child.stdout.take().expect("piped stdout")));
+        let err_lines = collect(Box::new(child.stderr.take().expect("piped stderr")));
+        Self { child, lines, err_lines }
+    }
+
+    /// The lines printed on stderr so far.
+    pub fn err_lines(&self) -> Vec<String> {
+        self.err_lines.lock().expect("lines lock").clone()
     }
 
     /// The lines printed so far.

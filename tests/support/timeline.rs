@@ -26,6 +26,8 @@ pub struct Run {
     pub until: Option<Timestamp>,
     /// Its Ready spans.
     pub ready: Vec<(Timestamp, Option<Timestamp>)>,
+    /// In-place updates: when its containers restarted with which images.
+    pub image_changes: Vec<(Timestamp, Vec<String>)>,
 }
 
 /// Every incarnation of StatefulSet identity `set` (any cluster), in start order.
@@ -51,6 +53,15 @@ pub fn runs(sandbox: &Sandbox, set: &str) -> Vec<Run> {
                 .into_iter()
                 .flatten()
                 .map(|p| (ts(&p["from"]).expect("from"), ts(&p["until"])))
+                .collect(),
+            image_changes: i["imageChanges"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    let images = c["images"].as_array().into_iter().flatten();
+                    (ts(&c["at"]).expect("at"), images.filter_map(|s| s.as_str().map(String::from)).collect())
+                })
                 .collect(),
         })
         .collect();
@@ -88,12 +99,25 @@ pub fn most_unavailable(
     worst
 }
 
-/// The ordinals in the order their first incarnation with `image` started after `since`.
+/// The ordinals in the order they first ran `image` after `since`: a new incarnation with it,
+/// or an in-place update of a running one to it.
 pub fn update_order(runs: &[Run], image: &str, since: Timestamp) -> Vec<u32> {
+    let mut events: Vec<(Timestamp, u32)> = Vec::new();
+    for r in runs {
+        if r.from >= since && r.images.iter().any(|i| i == image) {
+            events.push((r.from, r.ordinal));
+        }
+        for (at, images) in &r.image_changes {
+            if *at >= since && images.iter().any(|i| i == image) {
+                events.push((*at, r.ordinal));
+            }
+        }
+    }
+    events.sort();
     let mut seen = Vec::new();
-    for r in runs.iter().filter(|r| r.from >= since && r.images.iter().any(|i| i == image)) {
-        if !seen.contains(&r.ordinal) {
-            seen.push(r.ordinal);
+    for (_, k) in events {
+        if !seen.contains(&k) {
+            seen.push(k);
         }
     }
     seen

@@ -144,12 +144,15 @@ fn trouble(pod: &Pod) -> Option<String> {
             return Some(format!("container {}: terminated: {reason} (exit code {})", c.name, t.exit_code));
         }
     }
-    let unscheduled = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-        .map(|c| format!("not scheduled: {}", c.message.as_deref().or(c.reason.as_deref()).unwrap_or("")));
+    let unscheduled =
+        status.conditions.iter().flatten().find(|c| c.type_ == "PodScheduled" && c.status == "False").map(|c| match c
+            .reason
+            .as_deref()
+        {
+            // Waiting for a gate's owner (spanset's identity release, or another's): not stuck.
+            Some("SchedulingGated") => "scheduling gated".to_string(),
+            _ => format!("not scheduled: {}", c.message.as_deref().or(c.reason.as_deref()).unwrap_or("")),
+        });
     unscheduled.or_else(|| status.phase.as_ref().map(|p| format!("phase {p}, not Ready")))
 }
 

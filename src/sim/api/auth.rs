@@ -315,6 +315,25 @@ mod tests {
     }
 
     #[test]
+    fn an_eviction_needs_create_on_pods_eviction() {
+        let evict = attrs(Method::POST, "/api/v1/namespaces/x/pods/web-0/eviction");
+        assert_eq!(
+            (evict.verb.as_str(), evict.resource.as_str(), evict.subresource.as_str()),
+            ("create", "pods", "eviction")
+        );
+        let drainer = json!({"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]});
+        assert!(rule_allows(&drainer, &evict));
+        let deleter = json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]});
+        assert!(!rule_allows(&deleter, &evict), "rights on pods are not rights on their evictions");
+        let sa = UserInfo::service_account("ops", "drainer");
+        assert!(
+            forbidden(&sa, &evict)
+                .message
+                .ends_with(r#"cannot create resource "pods/eviction" in API group "" in the namespace "x""#)
+        );
+    }
+
+    #[test]
     fn refusals_are_worded_as_the_apiserver_words_them() {
         let sa = UserInfo::service_account("spanset-system", "spanset");
         let e = forbidden(&sa, &attrs(Method::GET, "/api/v1/namespaces/default/pods"));

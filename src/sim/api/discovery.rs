@@ -86,6 +86,17 @@ fn scale_kind() -> Value {
     json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
 }
 
+/// Whether the resource is core/v1 pods, whose `eviction` subresource (answered in
+/// `policy/v1 Eviction`) `kubectl drain` looks for in discovery: without it, drain deletes pods
+/// instead of evicting them, and disruption budgets go unheeded.
+fn has_eviction(rt: &ResourceType) -> bool {
+    rt.group.is_empty() && rt.plural == "pods"
+}
+
+fn eviction_kind() -> Value {
+    json!({"group": "policy", "version": "v1", "kind": "Eviction"})
+}
+
 /// `/api/v1` or `/apis/GROUP/VERSION`, if served.
 pub fn api_resource_list(cluster: &Cluster, group: &str, version: &str) -> Option<Value> {
     let types: Vec<_> = cluster.resources.all().into_iter().filter(|t| t.group == group && t.serves(version)).collect();
@@ -120,6 +131,12 @@ pub fn api_resource_list(cluster: &Cluster, group: &str, version: &str) -> Optio
                 "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
             }));
         }
+        if has_eviction(rt) {
+            resources.push(json!({
+                "name": format!("{}/eviction", rt.plural), "singularName": "", "namespaced": rt.namespaced,
+                "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"],
+            }));
+        }
     }
     let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
     Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
@@ -137,6 +154,9 @@ fn aggregated_resource(rt: &ResourceType, version: &str) -> Value {
     if rt.scale.is_some() {
         subresources
             .push(json!({"subresource": "scale", "responseKind": scale_kind(), "verbs": ["get", "patch", "update"]}));
+    }
+    if has_eviction(rt) {
+        subresources.push(json!({"subresource": "eviction", "responseKind": eviction_kind(), "verbs": ["create"]}));
     }
     let mut entry = json!({
         "resource": rt.plural,

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::sim::{
     api::{
-        auth, discovery, impersonation, list, logs,
+        auth, discovery, eviction, impersonation, list, logs,
         negotiate::{self, Output},
         openapi,
         patch::{self, PatchError},
@@ -267,6 +267,11 @@ async fn resource(
         }
         (&Method::GET, Some(name), Some("scale")) if rt.scale.is_some() => {
             Ok(response::json(200, &scale::get(cluster, &rt, obj_ns, name)?))
+        }
+        (&Method::POST, Some(name), Some("eviction")) if rt.group.is_empty() && rt.plural == "pods" => {
+            let bytes = read_body(cluster, body).await?;
+            let request = decode_object(parts, &bytes)?;
+            Ok(response::json(201, &eviction::evict(cluster, obj_ns, name, &request, q.dry_run)?))
         }
         (&Method::POST, None, None) => {
             let bytes = read_body(cluster, body).await?;

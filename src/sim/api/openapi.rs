@@ -19,7 +19,7 @@ use k8s_openapi::{
     api::{
         admissionregistration::v1 as admissionregistration, apps::v1 as apps, authorization::v1 as authorization,
         coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery, events::v1 as events,
-        rbac::v1 as rbac, storage::v1 as storage,
+        policy::v1 as policy, rbac::v1 as rbac, storage::v1 as storage,
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions,
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -64,6 +64,7 @@ const BUILTIN_KINDS: &[(&str, &str, &str, AddSchema)] = &[
     ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", add::<rbac::ClusterRoleBinding>),
     ("authorization.k8s.io", "v1", "SelfSubjectAccessReview", add::<authorization::SelfSubjectAccessReview>),
     ("coordination.k8s.io", "v1", "Lease", add::<coordination::Lease>),
+    ("policy", "v1", "PodDisruptionBudget", add::<policy::PodDisruptionBudget>),
     ("storage.k8s.io", "v1", "StorageClass", add::<storage::StorageClass>),
     ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", add::<apiextensions::CustomResourceDefinition>),
     ("discovery.k8s.io", "v1", "EndpointSlice", add::<discovery::EndpointSlice>),

@@ -1,7 +1,7 @@
 //! Decodes protobuf request bodies (`application/vnd.kubernetes.protobuf`) into JSON objects.
 //!
 //! kubectl 1.32+ sends protobuf for typed creates (`kubectl create secret|configmap|namespace|
-//! serviceaccount|service`) and does not fall back to JSON on a 415, so the sandbox reads the
+//! serviceaccount|service|poddisruptionbudget`, and the Evictions of `kubectl drain`) and does not fall back to JSON on a 415, so the sandbox reads the
 //! kinds kubectl creates that way. A body is the `k8s\0` magic followed by a `runtime.Unknown`
 //! (typeMeta = 1, raw = 2) whose `raw` is the object in the `generated.proto` layout of
 //! k8s.io/api. Unknown fields are skipped, as protobuf readers do.
@@ -25,6 +25,8 @@ pub enum ProtobufError {
 enum Kind {
     Str,
     Int,
+    /// An optional integer (a Go pointer): a zero sent is kept, e.g. `gracePeriodSeconds: 0`.
+    OptInt,
     Bool,
     Msg(&'static [Field]),
     Time,
@@ -147,6 +149,28 @@ const TOKEN_REQUEST_SPEC: &[Field] = &[
 ];
 const TOKEN_REQUEST: &[Field] = &[(1, "metadata", Kind::Msg(OBJECT_META)), (2, "spec", Kind::Msg(TOKEN_REQUEST_SPEC))];
 
+// policy/v1 (`kubectl create poddisruptionbudget`, and `kubectl drain`'s Evictions).
+const LABEL_SELECTOR_REQUIREMENT: &[Field] =
+    &[(1, "key", Kind::Str), (2, "operator", Kind::Str), (3, "values", Kind::RepStr)];
+const LABEL_SELECTOR: &[Field] =
+    &[(1, "matchLabels", Kind::MapStrStr), (2, "matchExpressions", Kind::RepMsg(LABEL_SELECTOR_REQUIREMENT))];
+const PDB_SPEC: &[Field] = &[
+    (1, "minAvailable", Kind::IntOrString),
+    (2, "selector", Kind::Msg(LABEL_SELECTOR)),
+    (3, "maxUnavailable", Kind::IntOrString),
+    (4, "unhealthyPodEvictionPolicy", Kind::Str),
+];
+const PDB: &[Field] = &[(1, "metadata", Kind::Msg(OBJECT_META)), (2, "spec", Kind::Msg(PDB_SPEC))];
+const PRECONDITIONS: &[Field] = &[(1, "uid", Kind::Str), (2, "resourceVersion", Kind::Str)];
+const DELETE_OPTIONS: &[Field] = &[
+    (1, "gracePeriodSeconds", Kind::OptInt),
+    (2, "preconditions", Kind::Msg(PRECONDITIONS)),
+    (3, "orphanDependents", Kind::Bool),
+    (4, "propagationPolicy", Kind::Str),
+    (5, "dryRun", Kind::RepStr),
+];
+const EVICTION: &[Field] = &[(1, "metadata", Kind::Msg(OBJECT_META)), (2, "deleteOptions", Kind::Msg(DELETE_OPTIONS))];
+
 fn schema_for(api_version: &str, kind: &str) -> Option<&'static [Field]> {
     match (api_version, kind) {
         ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => Some(ROLE),
@@ -159,6 +183,8 @@ fn schema_for(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("v1", "Namespace") => Some(NAMESPACE),
         ("v1", "ServiceAccount") => Some(SERVICE_ACCOUNT),
         ("v1", "Service") => Some(SERVICE),
+        ("policy/v1", "PodDisruptionBudget") => Some(PDB),
+        ("policy/v1" | "policy/v1beta1", "Eviction") => Some(EVICTION),
         _ => None,
     }
 }
@@ -255,6 +281,9 @@ fn decode(buf: &[u8], schema: &[Field]) -> Result<Value, ProtobufError> {
                 if v != 0 {
                     out.insert(name.into(), json!(v as i64));
                 }
+            }
+            (Kind::OptInt, Wire::Varint(v)) => {
+                out.insert(name.into(), json!(v as i64));
             }
             (Kind::Bool, Wire::Varint(v)) => {
                 if v != 0 {
@@ -376,6 +405,49 @@ mod tests {
         assert_eq!(obj["metadata"]["labels"]["app"], "redis");
         assert_eq!(obj["data"]["password"], "czNjcmV0");
         assert_eq!(obj["type"], "Opaque");
+    }
+
+    fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+        let mut tm = Vec::new();
+        field(1, api_version.as_bytes(), &mut tm);
+        field(2, kind.as_bytes(), &mut tm);
+        let mut body = b"k8s\0".to_vec();
+        field(1, &tm, &mut body);
+        field(2, raw, &mut body);
+        body
+    }
+
+    #[test]
+    fn an_eviction_keeps_a_zero_grace_period_and_a_budget_its_int_or_string() {
+        let mut meta = Vec::new();
+        field(1, b"web-0", &mut meta);
+        let mut opts = Vec::new();
+        varint(1 << 3, &mut opts);
+        varint(0, &mut opts);
+        field(5, b"All", &mut opts);
+        let mut eviction = Vec::new();
+        field(1, &meta, &mut eviction);
+        field(2, &opts, &mut eviction);
+        let obj = decode_object(&envelope("policy/v1", "Eviction", &eviction)).unwrap();
+        assert_eq!(obj["metadata"]["name"], "web-0");
+        assert_eq!(obj["deleteOptions"], serde_json::json!({"gracePeriodSeconds": 0, "dryRun": ["All"]}));
+        let mut percent = Vec::new();
+        varint(1 << 3, &mut percent);
+        varint(1, &mut percent);
+        field(3, b"50%", &mut percent);
+        let mut selector = Vec::new();
+        field(1, &entry("app", b"web"), &mut selector);
+        let mut spec = Vec::new();
+        field(3, &percent, &mut spec);
+        field(2, &selector, &mut spec);
+        let mut pdb = Vec::new();
+        field(1, &meta, &mut pdb);
+        field(2, &spec, &mut pdb);
+        let obj = decode_object(&envelope("policy/v1", "PodDisruptionBudget", &pdb)).unwrap();
+        assert_eq!(
+            obj["spec"],
+            serde_json::json!({"maxUnavailable": "50%", "selector": {"matchLabels": {"app": "web"}}})
+        );
     }
 
     #[test]

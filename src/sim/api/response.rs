@@ -46,7 +46,12 @@ pub fn json_bytes(code: u16, body: Vec<u8>) -> Response<Body> {
 
 /// The `Status` answer for an error.
 pub fn error(err: &ApiError) -> Response<Body> {
-    json(err.code, &err.to_status())
+    let mut resp = json(err.code, &err.to_status());
+    // As the apiserver's `ErrorNegotiated`: a Status asking for a pause says so in the header.
+    if let Some(secs) = err.retry_after_seconds() {
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    resp
 }
 
 /// A chunked streaming body fed by a channel of lines (watch).

@@ -417,6 +417,36 @@ fn columns_and_cells(group: &str, resource: &str, printer_columns: Option<&[Valu
                 ]
             }),
         ),
+        ("policy", "poddisruptionbudgets", _) => (
+            vec![
+                name_col(),
+                text("Min Available", 0, "The minimum number of pods that must be available."),
+                text("Max Unavailable", 0, "The maximum number of pods that may be unavailable."),
+                col(
+                    "Allowed Disruptions",
+                    "integer",
+                    "",
+                    0,
+                    "Calculated number of pods that may be disrupted at this time.",
+                ),
+                age_col(),
+            ],
+            Box::new(|o, now| {
+                // `IntOrString.String()`, or N/A for an unset field.
+                let budget = |ptr: &str| match o.pointer(ptr) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Number(n)) => n.to_string(),
+                    _ => "N/A".to_string(),
+                };
+                vec![
+                    json!(s(o, "/metadata/name")),
+                    json!(budget("/spec/minAvailable")),
+                    json!(budget("/spec/maxUnavailable")),
+                    json!(o.pointer("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0)),
+                    json!(age(o, now)),
+                ]
+            }),
+        ),
         ("", "persistentvolumeclaims", _) => (
             vec![
                 name_col(),
@@ -906,6 +936,18 @@ mod tests {
                 json!("60m")
             ]
         );
+    }
+
+    #[test]
+    fn disruption_budgets_print_their_budget_and_allowance() {
+        let now = ts("2024-01-01T00:10:00Z");
+        let pdb = json!({"metadata": {"name": "web", "creationTimestamp": "2024-01-01T00:00:00Z"},
+                         "spec": {"maxUnavailable": "50%"}, "status": {"disruptionsAllowed": 1}});
+        let table = to_table("policy", "poddisruptionbudgets", &[&pdb], IncludeObject::None, now, None);
+        let names: Vec<&str> =
+            table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["Name", "Min Available", "Max Unavailable", "Allowed Disruptions", "Age"]);
+        assert_eq!(table["rows"][0]["cells"], json!(["web", "N/A", "50%", 1, "10m"]));
     }
 
     #[test]

@@ -49,6 +49,9 @@ const TICK: Duration = Duration::from_millis(20);
 /// Taint put on nodes whose kubelet stopped posting status.
 pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 
+/// Taint whose toleration lets a pod onto a cordoned node.
+pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
 /// The kubelet task's memory of when each pod entered its current stage, and its Events.
 struct Timers {
     /// Pod uid → when it was bound, started running, or started terminating.
@@ -141,6 +144,22 @@ fn node_ready(node: &Value) -> Option<&str> {
     node.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == "Ready")?.get("status")?.as_str()
 }
 
+/// Whether the node is cordoned (`spec.unschedulable`, as `kubectl cordon` and `drain` set it).
+fn cordoned(node: &Value) -> bool {
+    node.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// Whether the pod tolerates the `node.kubernetes.io/unschedulable:NoSchedule` taint, and so
+/// may still go to a cordoned node (the scheduler's NodeUnschedulable plugin).
+fn tolerates_cordon(pod: &Value) -> bool {
+    pod.pointer("/spec/tolerations").and_then(Value::as_array).into_iter().flatten().any(|t| {
+        let key = t.get("key").and_then(Value::as_str).unwrap_or("");
+        let exists = t.get("operator").and_then(Value::as_str) == Some("Exists");
+        let effect = t.get("effect").and_then(Value::as_str).unwrap_or("");
+        (key == UNSCHEDULABLE_TAINT || (key.is_empty() && exists)) && (effect.is_empty() || effect == "NoSchedule")
+    })
+}
+
 fn has_unreachable_taint(node: &Value) -> bool {
     node.pointer("/spec/taints")
         .and_then(Value::as_array)
@@ -220,9 +239,11 @@ fn required_node(cluster: &Cluster, pod: &Value) -> Option<String> {
 
 /// Why the scheduler would not put a pod on a node, if it would not (`required` is the node
 /// the pod's local volume ties it to).
-fn unfit(cluster: &Cluster, node: &Value, required: Option<&str>) -> Option<Unfit> {
+fn unfit(cluster: &Cluster, node: &Value, pod: &Value, required: Option<&str>) -> Option<Unfit> {
     let name = object::name(node);
-    if has_unreachable_taint(node) {
+    if cordoned(node) && !tolerates_cordon(pod) {
+        Some(Unfit::Unschedulable)
+    } else if has_unreachable_taint(node) {
         Some(Unfit::Unreachable)
     } else if node_ready(node) != Some("True") || cluster.faults.node_down_since(name).is_some() {
         Some(Unfit::NotReady)
@@ -244,13 +265,17 @@ fn schedule(
     // A pod whose volume is local to a node goes there or nowhere (it stays Pending while that
     // node is down); otherwise the least-loaded ready node, ties broken by name.
     let required = required_node(cluster, pod);
+    // A cordoned node takes no new pod unless the pod tolerates it.
+    let open = |n: &str| {
+        tolerates_cordon(pod) || nodes.iter().find(|node| object::name(node) == n).is_none_or(|node| !cordoned(node))
+    };
     let chosen = match &required {
-        Some(n) if load.contains_key(n.as_str()) => Some(n.clone()),
+        Some(n) if load.contains_key(n.as_str()) && open(n) => Some(n.clone()),
         Some(_) => None,
-        None => load.iter().min_by_key(|(n, l)| (**l, **n)).map(|(n, _)| n.to_string()),
+        None => load.iter().filter(|(n, _)| open(n)).min_by_key(|(n, l)| (**l, **n)).map(|(n, _)| n.to_string()),
     };
     let Some(node) = chosen else {
-        let reasons: Vec<Unfit> = nodes.iter().filter_map(|n| unfit(cluster, n, required.as_deref())).collect();
+        let reasons: Vec<Unfit> = nodes.iter().filter_map(|n| unfit(cluster, n, pod, required.as_deref())).collect();
         timers.events.failed_scheduling(cluster, pod, &reasons);
         return;
     };
@@ -643,6 +668,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                         running_until: None,
                         images: containers(pod).into_iter().map(|(_, image)| image).collect(),
                         ready_periods: vec![],
+                        image_changes: vec![],
                     });
                 }
             }
@@ -663,7 +689,10 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                     .map(|n| (n.clone(), waiting_state(&timers.pulls, &uid, n)))
                     .collect();
                 if write_status(cluster, pods_rt, pod, |p| restart_containers(p, &changed, &waiting)) {
-                    cluster.ledger.readiness(&cfg.name, &uid, false, jiff::Timestamp::now());
+                    let at = jiff::Timestamp::now();
+                    cluster.ledger.readiness(&cfg.name, &uid, false, at);
+                    let images = containers(pod).into_iter().map(|(_, image)| image).collect();
+                    cluster.ledger.images_changed(&cfg.name, &uid, images, at);
                     timers.since.insert(uid.clone(), (Stage::Running, now));
                     for name in &changed {
                         if let Some(old) = cluster.logs.get(&uid, name, false)
@@ -772,6 +801,7 @@ fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], time
                 running_until: None,
                 images: containers(p).into_iter().map(|(_, image)| image).collect(),
                 ready_periods: vec![],
+                image_changes: vec![],
             });
             write_status(cluster, pods_rt, p, |p| set_ready(p, false, false));
             timers.since.insert(object::uid(p).to_string(), (Stage::Running, now));

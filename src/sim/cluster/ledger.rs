@@ -57,6 +57,18 @@ pub struct Incarnation {
     /// so that a test can count the identities unavailable at every instant of a rollout.
     #[serde(default)]
     pub ready_periods: Vec<Period>,
+    /// In-place updates: when its containers were restarted with other images, and which.
+    #[serde(default)]
+    pub image_changes: Vec<ImageChange>,
+}
+
+/// An in-place update of a running pod's images.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ImageChange {
+    /// When its containers restarted with them.
+    pub at: jiff::Timestamp,
+    /// Its containers' images from then on.
+    pub images: Vec<String>,
 }
 
 /// A span of time, open while it lasts.
@@ -152,6 +164,15 @@ impl Ledger {
         }
     }
 
+    /// Records that a running pod's containers restarted with `images` (an in-place update).
+    pub fn images_changed(&self, cluster: &str, uid: &str, images: Vec<String>, at: jiff::Timestamp) {
+        let mut entries = self.entries.lock();
+        if let Some(e) = entries.iter_mut().find(|e| e.uid == uid && e.cluster == cluster && e.running_until.is_none())
+        {
+            e.image_changes.push(ImageChange { at, images });
+        }
+    }
+
     /// Ends every open run on a node of a cluster (its machine powered off at `at`).
     pub fn stop_on_node(&self, cluster: &str, node: &str, at: jiff::Timestamp) {
         let mut entries = self.entries.lock();
@@ -233,6 +254,7 @@ mod tests {
             running_until: until.map(|u| jiff::Timestamp::from_second(u).unwrap()),
             images: vec![],
             ready_periods: vec![],
+            image_changes: vec![],
         }
     }
 

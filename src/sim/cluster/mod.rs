@@ -1,13 +1,14 @@
 //! The simulated cluster: its state ([`Cluster`]: settings, served resources, storage, faults,
 //! and the sandbox-wide ledger and disks), and the components that act on it as a real
 //! cluster's do — the StatefulSet controller, the kubelets and node lifecycle, the
-//! PersistentVolume controller and the garbage collector. Every component holds an
-//! `Arc<Cluster>` and writes through [`crate::sim::store::registry`], as real controllers
-//! write through the API server.
+//! PersistentVolume controller, the disruption controller and the garbage collector. Every
+//! component holds an `Arc<Cluster>` and writes through [`crate::sim::store::registry`], as
+//! real controllers write through the API server.
 
 pub mod components;
 pub mod controller_loop;
 pub mod disks;
+pub mod disruption;
 pub mod events;
 pub mod faults;
 pub mod furniture;

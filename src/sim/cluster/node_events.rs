@@ -28,6 +28,8 @@ const PULL_SECONDS: f64 = 1.2;
 /// Why a node cannot take a pod, as the scheduler's filter plugins say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Unfit {
+    /// Cordoned (`spec.unschedulable`), and the pod does not tolerate it.
+    Unschedulable,
     /// Tainted `node.kubernetes.io/unreachable` (its kubelet stopped posting status).
     Unreachable,
     /// Not Ready (tainted `node.kubernetes.io/not-ready`).
@@ -39,6 +41,7 @@ pub enum Unfit {
 impl Unfit {
     fn text(self) -> &'static str {
         match self {
+            Unfit::Unschedulable => "node(s) were unschedulable",
             Unfit::Unreachable => "node(s) had untolerated taint {node.kubernetes.io/unreachable: }",
             Unfit::NotReady => "node(s) had untolerated taint {node.kubernetes.io/not-ready: }",
             Unfit::VolumeAffinity => "node(s) had volume node affinity conflict",

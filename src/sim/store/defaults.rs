@@ -99,6 +99,10 @@ pub fn initial_status(rt: &ResourceType, obj: &mut Value) {
         ("", "persistentvolumeclaims") => Some(json!({"phase": "Pending"})),
         ("", "persistentvolumes") => Some(json!({"phase": "Pending"})),
         ("", "namespaces") => Some(json!({"phase": "Active"})),
+        // The v1 status counters have no `omitempty`: a new budget shows them all at 0.
+        ("policy", "poddisruptionbudgets") => {
+            Some(json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}))
+        }
         // Nodes register with their own status (the kubelet writes it on create).
         ("", "nodes") => return,
         _ if rt.status_subresource => Some(json!({})),

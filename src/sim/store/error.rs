@@ -131,6 +131,22 @@ impl ApiError {
         Self::new(415, "UnsupportedMediaType", message)
     }
 
+    /// `429 TooManyRequests` with `details.causes`, and `retryAfterSeconds` when non-zero (the
+    /// response then carries `Retry-After`, on which clients retry by themselves): the eviction
+    /// subresource's refusal while a disruption budget forbids it.
+    pub fn too_many_requests(message: impl Into<String>, retry_after_seconds: u32, causes: Vec<Value>) -> Self {
+        let mut details = json!({"causes": causes});
+        if retry_after_seconds > 0 {
+            details["retryAfterSeconds"] = json!(retry_after_seconds);
+        }
+        Self::new(429, "TooManyRequests", message).with_details(details)
+    }
+
+    /// The `Retry-After` seconds a client is asked to wait, if any.
+    pub fn retry_after_seconds(&self) -> Option<u64> {
+        self.details.as_ref()?.get("retryAfterSeconds")?.as_u64().filter(|s| *s > 0)
+    }
+
     /// `500 InternalError`.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", format!("Internal error occurred: {}", message.into()))
@@ -152,6 +168,11 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        // `reason` is `omitempty`: a Status built by hand without one (the eviction
+        // subresource's 500 for several budgets) has none.
+        if self.reason.is_empty() {
+            status.as_object_mut().map(|m| m.remove("reason"));
+        }
         if let Some(d) = &self.details {
             status["details"] = d.clone();
         }

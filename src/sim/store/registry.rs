@@ -532,6 +532,9 @@ impl Cluster {
             }
             let deadline = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(grace);
             let marked = self.storage.update(rt, &res, ns, name, |cur| {
+                // Checked again under the store's lock: a conditional delete (the eviction
+                // subresource's) must not mark an object changed since it was read.
+                check_preconditions(rt, name, cur, opts)?;
                 let mut next = (**cur).clone();
                 let meta = object::metadata_mut(&mut next);
                 meta.insert("deletionTimestamp".into(), Value::String(object::format_time(deadline)));

@@ -226,6 +226,19 @@ pub fn builtins() -> Vec<ResourceType> {
             false,
         ),
         builtin("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, &[], false, false),
+        // Honoured by the eviction subresource (`api::eviction`); status kept by the disruption
+        // controller (`cluster::disruption`), so `kubectl drain` meets them as on a real cluster.
+        builtin(
+            "policy",
+            "v1",
+            "poddisruptionbudgets",
+            "poddisruptionbudget",
+            "PodDisruptionBudget",
+            true,
+            &["pdb"],
+            true,
+            false,
+        ),
         builtin("storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", false, &["sc"], false, false),
         // Validating admission policies (evaluated by `store::admission`).
         builtin(

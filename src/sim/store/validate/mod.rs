@@ -4,6 +4,7 @@
 //! (object meta, then spec), because several errors are printed as one bracketed list.
 
 mod meta;
+mod policy;
 mod shape;
 mod storage;
 pub mod syntax;
@@ -157,6 +158,7 @@ pub fn validate_create(group: &str, resource: &str, obj: &Value) -> Vec<FieldErr
             workloads::validate_pod_create(obj, &mut errs);
         }
         ("", "persistentvolumeclaims") => storage::validate_pvc_spec(obj, &mut errs),
+        ("policy", "poddisruptionbudgets") => policy::validate_spec(obj, &mut errs),
         _ => admission_kinds(group, resource, obj, &mut errs),
     }
     errs
@@ -183,6 +185,10 @@ pub fn validate_update(group: &str, resource: &str, old: &Value, new: &Value) ->
         }
         ("", "pods") => workloads::validate_pod_update(old, new, &mut errs),
         ("", "persistentvolumeclaims") => storage::validate_pvc_update(old, new, &mut errs),
+        ("policy", "poddisruptionbudgets") => {
+            policy::validate_spec(new, &mut errs);
+            policy::validate_status(new, &mut errs);
+        }
         _ => admission_kinds(group, resource, new, &mut errs),
     }
     errs

@@ -20,11 +20,15 @@ const SHAPES: &[(&str, &str, &str, bool)] = &[
     ("apps", "statefulsets", "/spec/template/spec", true),
     ("apps", "statefulsets", "/spec/volumeClaimTemplates", false),
     ("", "persistentvolumes", "/spec/claimRef", true),
+    ("policy", "poddisruptionbudgets", "/spec/selector", true),
 ];
 
 /// Checks that the structural fields of a built-in kind have the right JSON type; the error is
 /// the decoder's kind of message (HTTP 400), naming the field.
 pub fn check_shape(group: &str, resource: &str, kind: &str, obj: &Value) -> Result<(), String> {
+    if (group, resource) == ("policy", "poddisruptionbudgets") {
+        super::policy::check_decodable(obj)?;
+    }
     for (g, r, ptr, object) in SHAPES {
         if !(r.is_empty() || (*g == group && *r == resource)) {
             continue;
