@@ -116,7 +116,7 @@ async fn a_stuck_rollout_exits_one_naming_the_pod_its_cluster_and_its_container_
     // Parallel, as in tests/rollout.rs: a fixed template replaces the broken pod by itself.
     let (f, _c) = settled(|fsts| fsts.spec.template.pod_management_policy = Some("Parallel".into())).await;
     patch(&f, image("8-doesnotexist")).await;
-    let out = rollout_status_once(&f, &["default/redis"]).await;
+    let out = rollout_status_once(&f, &["default/redis", "--timeout", "90s"]).await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "stdout: {stdout}\nstderr: {stderr}");
     assert!(stderr.contains("rollout of federatedstatefulset default/redis is stuck"), "{stderr}");
@@ -124,7 +124,7 @@ async fn a_stuck_rollout_exits_one_naming_the_pod_its_cluster_and_its_container_
     assert!(stderr.contains("ErrImagePull") || stderr.contains("ImagePullBackOff"), "the container's state: {stderr}");
     // Fixed, it rolls on, and the same command follows it to the end.
     patch(&f, image("8")).await;
-    let out = rollout_status_once(&f, &["default/redis"]).await;
+    let out = rollout_status_once(&f, &["default/redis", "--timeout", "90s"]).await;
     assert!(out.status.success(), "stdout: {}\nstderr: {}", text(&out.stdout), text(&out.stderr));
     assert!(text(&out.stdout).contains("federation rolling update complete 3 pods"), "{}", text(&out.stdout));
     f.assert_ledger_clean();
@@ -181,18 +181,14 @@ async fn a_rollout_that_cannot_finish_times_out_with_exit_one() {
 }
 
 /// A healthy rollout never says it is stuck: no `RolloutStuck` Event, so no moment at which
-/// `Updating` said so. Fails on the controller as of this test: each new pod, while it waits
-/// for spanset's own identity gate, has `PodScheduled=False` (`SchedulingGated`), which the
-/// member cache words "not scheduled: Scheduling is blocked due to non-empty scheduling gates"
-/// and `rollout::stuck` counts as stuck ("not scheduled"), so every step of every rollout emits
-/// a false RolloutStuck Warning and flips the condition for a moment (`spanset rollout status`
-/// tolerates one such read, see src/cli/rollout.rs). Ignored until the rollout logic is fixed.
+/// `Updating` said so. Each new pod waits a moment for spanset's own identity gate with
+/// `PodScheduled=False` (`SchedulingGated`); before 6646cad that read as "not scheduled", a
+/// stuck state, and every step of every rollout emitted a false RolloutStuck Warning.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "controller bug: a pod waiting on the identity gate counts as a stuck rollout (reported to the lead)"]
 async fn a_healthy_rollout_never_reports_itself_stuck() {
     let (f, _c) = settled(|_| {}).await;
     patch(&f, image("8")).await;
-    let out = rollout_status_once(&f, &["default/redis"]).await;
+    let out = rollout_status_once(&f, &["default/redis", "--timeout", "90s"]).await;
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stuck: Vec<String> =
         f.events("redis").await.into_iter().filter(|(_, r, _)| r == "RolloutStuck").map(|(_, _, m)| m).collect();
