@@ -26,7 +26,11 @@ fn weights(f: &Federation, w: &[i32]) -> serde_json::Value {
 }
 
 async fn start(edit: impl FnOnce(&mut FederatedStatefulSet)) -> (Federation, Controller) {
-    let f = Federation::start(&MEMBERS).await;
+    start_with(&[], edit).await
+}
+
+async fn start_with(flags: &[&str], edit: impl FnOnce(&mut FederatedStatefulSet)) -> (Federation, Controller) {
+    let f = Federation::start_flags(&MEMBERS, flags).await;
     let c = Controller::start(&f.sandbox, "controller");
     let mut fsts = spanset::api::example(&f.members);
     edit(&mut fsts);
@@ -49,6 +53,36 @@ async fn ordered_ready_starts_each_ordinal_after_every_lower_one_is_ready_across
             first.from,
             k - 1
         );
+    }
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_ready_holds_across_clusters_on_advanced_statefulsets_too() {
+    let (f, _c) =
+        start_with(&["--kruise"], |fsts| fsts.spec.backend = spanset::api::Backend::AdvancedStatefulSet).await;
+    eventually("6/6 ready", || async {
+        let s = f.status("redis").await;
+        s.ready.as_deref() == Some("6/6") && s.moves.is_empty()
+    })
+    .await;
+    let runs = timeline::runs(&f.sandbox, "redis");
+    for k in 1..6u32 {
+        let first = runs.iter().find(|r| r.ordinal == k).expect("ordinal ran");
+        let below = timeline::ready_with(&runs, k - 1, "redis:7").expect("the one below was Ready");
+        assert!(first.from >= below, "redis-{k} (in {}) started before redis-{} was Ready", first.cluster, k - 1);
+    }
+    // Scale-down: highest first, one at a time.
+    patch(&f, serde_json::json!({"spec": {"replicas": 2}})).await;
+    eventually("2/2 ready", || async {
+        let s = f.status("redis").await;
+        s.ready.as_deref() == Some("2/2") && s.moves.is_empty() && s.replicas == Some(2)
+    })
+    .await;
+    let runs = timeline::runs(&f.sandbox, "redis");
+    let end = |k: u32| runs.iter().find(|r| r.ordinal == k).and_then(|r| r.until).expect("ended");
+    for k in 2..5u32 {
+        assert!(end(k) >= end(k + 1), "redis-{k} ended before redis-{}", k + 1);
     }
     f.assert_ledger_clean();
 }

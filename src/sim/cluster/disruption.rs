@@ -4,7 +4,7 @@
 //! `spec.replicas`, any kind with a `/scale` subresource — or, for an integer `minAvailable`,
 //! the number of pods), how many must stay healthy, how many are healthy (Ready and not being
 //! deleted, nor just evicted), and so how many disruptions are allowed, with the
-//! `DisruptionAllowed` condition. The eviction subresource ([`crate::sim::api::eviction`])
+//! `DisruptionAllowed` condition. The eviction subresource (the API layer's `eviction` module)
 //! spends that allowance; this controller recomputes it.
 //!
 //! Runs in the cluster's controller loop: woken by any change (pods, budgets, StatefulSets),
