@@ -1753,7 +1753,9 @@ mod tests {
     fn partitions(d: &Decision) -> Vec<(String, Option<i64>)> {
         d.writes
             .iter()
-            .map(|w| (w.cluster.clone(), w.object.data["spec"]["updateStrategy"]["rollingUpdate"]["partition"].as_i64()))
+            .map(|w| {
+                (w.cluster.clone(), w.object.data["spec"]["updateStrategy"]["rollingUpdate"]["partition"].as_i64())
+            })
             .collect()
     }
 
