@@ -960,7 +960,9 @@ fn pod_states(
         let current_template = sts.template_hash.as_deref() == Some(hash);
         for (k, p) in f.pods.range(range.clone()).filter(|(k, _)| o.written.contains(**k)) {
             let ready = p.ready && !p.deleting;
-            let available_at = p.ready_since.map(|t| t + jiff::SignedDuration::from_secs(min_ready as i64));
+            // Condition times have whole seconds: the transition may have come up to a second
+            // after the time written, so the wait counts from the second after it (never early).
+            let available_at = p.ready_since.map(|t| t + jiff::SignedDuration::from_secs(min_ready as i64 + 1));
             let available = ready && (min_ready == 0 || available_at.is_some_and(|t| t <= inp.wall));
             if ready
                 && !available
