@@ -26,6 +26,7 @@ fn main() {
         #[cfg(feature = "sim")]
         Command::Sim(args) => runtime().block_on(cli::sim::run(args)),
         Command::Status(args) => runtime().block_on(cli::status::run(args)),
+        Command::Rollout(args) => runtime().block_on(cli::rollout::run(args)),
         Command::Fence(args) => runtime().block_on(cli::fence::run_fence(args)),
         Command::Unfence(args) => runtime().block_on(cli::fence::run_unfence(args)),
         Command::Drill(args) => runtime().block_on(cli::drill::run(args)),

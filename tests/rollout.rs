@@ -297,3 +297,25 @@ async fn advanced_statefulsets_take_the_partition_on_global_ordinals() {
     assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![5, 4, 3], "exactly 3 to 5, highest first");
     f.assert_ledger_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_pod_waits_for_the_updated_one_to_be_ready_for_min_ready_seconds() {
+    let (f, _c) = settled(3, |fsts| fsts.spec.template.min_ready_seconds = Some(1)).await;
+    let t0 = jiff::Timestamp::now();
+    patch(&f, "redis", image("8")).await;
+    wait_rolled(&f, 3, 0).await;
+    let runs = timeline::runs(&f.sandbox, "redis");
+    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![2, 1, 0]);
+    for k in 0..2u32 {
+        let above_ready = timeline::ready_with(&runs, k + 1, "redis:8").expect("updated and Ready");
+        // The old pod of k stops only once redis-(k+1) has been Ready for a second.
+        let old_end = runs.iter().find(|r| r.ordinal == k && r.from < t0).and_then(|r| r.until).expect("replaced");
+        let waited = old_end.duration_since(above_ready);
+        assert!(
+            waited >= jiff::SignedDuration::from_secs(1),
+            "redis-{k} went down {waited:?} after redis-{} was Ready (minReadySeconds 1)",
+            k + 1
+        );
+    }
+    f.assert_ledger_clean();
+}

@@ -9,6 +9,7 @@ pub mod drill;
 pub mod fence;
 pub mod join;
 pub mod plan;
+pub mod rollout;
 pub mod run;
 #[cfg(feature = "sim")]
 pub mod sandbox;
@@ -47,6 +48,8 @@ pub enum Command {
     Sandbox(sandbox::SandboxArgs),
     /// Show FederatedStatefulSets' readiness, conditions, slices and moves from the host cluster.
     Status(status::StatusArgs),
+    /// Follow a federation's rolling update across its members (`rollout status`, as kubectl's).
+    Rollout(rollout::RolloutArgs),
     /// Declare a lost member cluster's workloads dead, so that its ordinals are re-homed.
     Fence(fence::FenceArgs),
     /// Let a fenced member cluster take ordinals again.
@@ -128,7 +131,7 @@ mod tests {
         for sandbox in ["sim", "sim-ctl", "sandbox"] {
             assert_eq!(names.contains(&sandbox), cfg!(feature = "sim"), "{sandbox} in {names:?}");
         }
-        for always in ["run", "status", "fence", "unfence", "drill", "join", "unjoin", "plan", "crd"] {
+        for always in ["run", "status", "rollout", "fence", "unfence", "drill", "join", "unjoin", "plan", "crd"] {
             assert!(names.contains(&always), "{always} missing from {names:?}");
         }
         let drill = cli.find_subcommand("drill").expect("drill");

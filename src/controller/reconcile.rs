@@ -969,7 +969,9 @@ fn pod_states(
         let current_template = sts.template_hash.as_deref() == Some(hash);
         for (k, p) in f.pods.range(range.clone()).filter(|(k, _)| o.written.contains(**k)) {
             let ready = p.ready && !p.deleting;
-            let available_at = p.ready_since.map(|t| t + jiff::SignedDuration::from_secs(min_ready as i64));
+            // Condition times have whole seconds: the transition may have come up to a second
+            // after the time written, so the wait counts from the second after it (never early).
+            let available_at = p.ready_since.map(|t| t + jiff::SignedDuration::from_secs(min_ready as i64 + 1));
             let available = ready && (min_ready == 0 || available_at.is_some_and(|t| t <= inp.wall));
             if ready
                 && !available
@@ -1757,6 +1759,43 @@ mod tests {
         );
         let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), beyond)]);
         assert!(decide_now(&f, &members, 7).releases.is_empty());
+    }
+
+    /// The partition written to each member, by member.
+    fn partitions(d: &Decision) -> Vec<(String, Option<i64>)> {
+        d.writes
+            .iter()
+            .map(|w| {
+                (w.cluster.clone(), w.object.data["spec"]["updateStrategy"]["rollingUpdate"]["partition"].as_i64())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_new_template_lets_only_the_highest_ordinal_through_and_the_cursor_is_stored_first() {
+        let mut f = fsts(&[("east", 1), ("west", 1), ("central", 1)]);
+        let members = BTreeMap::from([
+            ("east".into(), settled(&f, 0, 2, 7)),
+            ("west".into(), settled(&f, 2, 2, 7)),
+            ("central".into(), settled(&f, 4, 2, 7)),
+        ]);
+        // Settled: every pod runs the current template, the cursor rests at the partition.
+        let d = decide_now(&f, &members, 7);
+        assert!(d.writes.is_empty(), "{:?}", partitions(&d));
+        assert_eq!(d.status.update_partition, Some(0));
+        f.status = Some(d.status);
+        // A new image: every member gets it, partitioned so that only redis-5 (central's index
+        // 1) may be replaced: every pod is available, so the cursor comes down by one at once.
+        f.spec.template.template.spec.as_mut().unwrap().containers[0].image = Some("redis:8".into());
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(
+            partitions(&d),
+            [("central".to_string(), Some(1)), ("east".to_string(), Some(2)), ("west".to_string(), Some(2))]
+        );
+        assert!(d.writes.iter().all(|w| w.new_template));
+        assert_eq!(d.status.update_partition, Some(5));
+        assert!(d.persist_first, "the cursor is stored before the members are written with it");
+        assert_ne!(d.status.update_revision, f.status.as_ref().unwrap().update_revision);
     }
 
     #[test]
