@@ -73,6 +73,29 @@ async fn wait_rolled(f: &Federation, replicas: i32, partition: i32) {
     .await;
 }
 
+/// Applies `body` and waits for its rollout to finish (from `partition` up); then checks the
+/// ledger from the instant of the change: the ordinals first ran `image` in `order`, and never
+/// were more than `most` of the federation's pods down at once. Answers the ledger's runs and
+/// that instant.
+async fn roll(
+    f: &Federation,
+    body: serde_json::Value,
+    image: &str,
+    (replicas, partition): (i32, i32),
+    order: &[u32],
+    most: usize,
+) -> (Vec<timeline::Run>, jiff::Timestamp) {
+    let t0 = jiff::Timestamp::now();
+    patch(f, "redis", body).await;
+    wait_rolled(f, replicas, partition).await;
+    let t1 = jiff::Timestamp::now();
+    let runs = timeline::runs(&f.sandbox, "redis");
+    assert_eq!(timeline::update_order(&runs, image, t0), order, "the order {image} was rolled in");
+    let (down, at, which) = timeline::most_unavailable(&runs, 0..replicas as u32, t0, t1);
+    assert!(down <= most, "{down} pods down at once at {at} (at most {most}): ordinals {which:?}");
+    (runs, t0)
+}
+
 fn condition(s: &spanset::api::FederatedStatefulSetStatus, type_: &str) -> Option<(String, String, String)> {
     s.conditions.iter().find(|c| c.type_ == type_).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
@@ -80,14 +103,8 @@ fn condition(s: &spanset::api::FederatedStatefulSetStatus, type_: &str) -> Optio
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_three_replica_rollout_over_three_clusters_never_has_two_pods_down() {
     let (f, _c) = settled(3, |_| {}).await;
-    let t0 = jiff::Timestamp::now();
-    patch(&f, "redis", image("8")).await;
-    wait_rolled(&f, 3, 0).await;
-    let t1 = jiff::Timestamp::now();
-    let runs = timeline::runs(&f.sandbox, "redis");
-    let (most, at, which) = timeline::most_unavailable(&runs, 0..3, t0, t1);
-    assert!(most <= 1, "{most} pods of a 3-pod quorum were down at once at {at}: ordinals {which:?}");
-    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![2, 1, 0], "highest ordinal first");
+    // Never two of a 3-pod quorum down; highest ordinal first.
+    roll(&f, image("8"), "redis:8", (3, 0), &[2, 1, 0], 1).await;
     let s = f.status("redis").await;
     assert_eq!(s.current_revision, s.update_revision, "the completed rollout's revision is current");
     f.assert_ledger_clean();
@@ -97,14 +114,7 @@ async fn a_three_replica_rollout_over_three_clusters_never_has_two_pods_down() {
 async fn six_replicas_update_five_down_to_zero_one_at_a_time_across_clusters() {
     let (f, _c) = settled(6, |_| {}).await;
     let before = f.status("redis").await;
-    let t0 = jiff::Timestamp::now();
-    patch(&f, "redis", image("8")).await;
-    wait_rolled(&f, 6, 0).await;
-    let t1 = jiff::Timestamp::now();
-    let runs = timeline::runs(&f.sandbox, "redis");
-    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![5, 4, 3, 2, 1, 0]);
-    let (most, at, which) = timeline::most_unavailable(&runs, 0..6, t0, t1);
-    assert!(most <= 1, "{most} pods down at once at {at}: ordinals {which:?}");
+    let (runs, t0) = roll(&f, image("8"), "redis:8", (6, 0), &[5, 4, 3, 2, 1, 0], 1).await;
     // The next pod goes only once the updated one is Ready.
     for k in 0..5u32 {
         let next_ready = timeline::ready_with(&runs, k + 1, "redis:8").expect("updated and Ready");
@@ -120,14 +130,7 @@ async fn six_replicas_update_five_down_to_zero_one_at_a_time_across_clusters() {
     assert_eq!(after.current_revision, after.update_revision);
     assert_eq!((after.current_replicas, after.updated_replicas), (Some(6), Some(6)));
     // A rollback is applying the previous template: it rolls the same way, to the old revision.
-    let t2 = jiff::Timestamp::now();
-    patch(&f, "redis", image("7")).await;
-    wait_rolled(&f, 6, 0).await;
-    let t3 = jiff::Timestamp::now();
-    let runs = timeline::runs(&f.sandbox, "redis");
-    assert_eq!(timeline::update_order(&runs, "redis:7", t2), vec![5, 4, 3, 2, 1, 0]);
-    let (most, at, which) = timeline::most_unavailable(&runs, 0..6, t2, t3);
-    assert!(most <= 1, "rollback: {most} pods down at once at {at}: ordinals {which:?}");
+    roll(&f, image("7"), "redis:7", (6, 0), &[5, 4, 3, 2, 1, 0], 1).await;
     assert_eq!(f.status("redis").await.update_revision, before.update_revision, "the same template, the same revision");
     f.assert_ledger_clean();
 }
@@ -270,17 +273,10 @@ fn kruise_in_place(fsts: &mut FederatedStatefulSet) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn advanced_statefulsets_update_in_place_five_down_to_zero_one_at_a_time() {
     let (f, _c) = settled_with(&["--kruise"], 6, kruise_in_place).await;
-    let t0 = jiff::Timestamp::now();
-    patch(&f, "redis", image("8")).await;
-    wait_rolled(&f, 6, 0).await;
-    let t1 = jiff::Timestamp::now();
-    let runs = timeline::runs(&f.sandbox, "redis");
-    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![5, 4, 3, 2, 1, 0]);
+    let (runs, _) = roll(&f, image("8"), "redis:8", (6, 0), &[5, 4, 3, 2, 1, 0], 1).await;
     for k in 0..6u32 {
         assert_eq!(runs.iter().filter(|r| r.ordinal == k).count(), 1, "redis-{k} was updated in place");
     }
-    let (most, at, which) = timeline::most_unavailable(&runs, 0..6, t0, t1);
-    assert!(most <= 1, "{most} pods down at once at {at}: ordinals {which:?}");
     f.assert_ledger_clean();
 }
 
