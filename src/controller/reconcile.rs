@@ -349,9 +349,19 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let previous = fsts.status.clone().unwrap_or_default();
     let wall = Time(inp.wall);
     // 1. What only the controller can judge.
+    let names = crate::plan::validate_names(
+        fsts.metadata.name.as_deref().unwrap_or_default(),
+        fsts.metadata.namespace.as_deref().unwrap_or("default"),
+        &fsts.spec.template.service_name,
+    );
     let desired = match fsts.spec.to_desired() {
-        Ok(d) => d,
-        Err(errs) => {
+        Ok(d) if names.is_empty() => d,
+        Ok(_) => {
+            let msg = names.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+            return blocked(fsts, &previous, "InvalidSpec", msg, &wall);
+        }
+        Err(mut errs) => {
+            errs.extend(names);
             let msg = errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
             return blocked(fsts, &previous, "InvalidSpec", msg, &wall);
         }
@@ -2108,5 +2118,19 @@ mod tests {
             "{}",
             blocked.message
         );
+    }
+
+    #[test]
+    fn a_54_character_name_blocks_every_write_naming_the_label_limit() {
+        // Issue 22, item 2: stored without the CRD's rule, its member pods would fail the
+        // 63-character label limit.
+        let mut f = fsts(&[("east", 1), ("west", 0)]);
+        f.metadata.name = Some("a".repeat(54));
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), settled(&f, 3, 3, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.blocked && d.writes.is_empty() && d.handovers.is_empty());
+        let blocked = d.status.conditions.iter().find(|c| c.type_ == types::BLOCKED).unwrap();
+        assert_eq!(blocked.reason, "InvalidSpec");
+        assert!(blocked.message.starts_with("metadata.name: 54 characters; at most 52"), "{}", blocked.message);
     }
 }

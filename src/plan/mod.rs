@@ -14,7 +14,7 @@ pub mod types;
 pub mod validate;
 
 pub use types::*;
-pub use validate::{SpecError, validate};
+pub use validate::{MAX_NAME_LEN, SpecError, validate, validate_names};
 
 /// Why no plan could be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

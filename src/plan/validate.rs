@@ -73,3 +73,63 @@ pub fn validate(d: &Desired) -> Vec<SpecError> {
     }
     errs
 }
+
+/// The longest federation name whose member pods still get a valid `controller-revision-hash`
+/// label (`<name>-<10 chars>` must fit the 63-character label limit).
+pub const MAX_NAME_LEN: usize = 52;
+
+/// Problems with a federation's name, namespace and serviceName that would make its member
+/// objects invalid (checked by the controller too, for objects stored without the CRD's rule).
+pub fn validate_names(name: &str, namespace: &str, service_name: &str) -> Vec<SpecError> {
+    let mut errs = Vec::new();
+    if name.len() > MAX_NAME_LEN {
+        errs.push(err(
+            "metadata.name",
+            format!(
+                "{} characters; at most {MAX_NAME_LEN}: member pods carry the label controller-revision-hash=<name>-<10 characters>, limited to 63",
+                name.len()
+            ),
+        ));
+    }
+    if !is_dns_label(namespace) {
+        errs.push(err("metadata.namespace", "must be a DNS-1123 label of at most 63 characters"));
+    }
+    if !is_dns_label(service_name) {
+        errs.push(err(
+            "spec.template.serviceName",
+            format!(
+                "{service_name:?} must be a DNS-1123 label (lower case letters, digits, '-'; at most 63 characters)"
+            ),
+        ));
+    }
+    errs
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+#[cfg(test)]
+mod names_tests {
+    use super::*;
+
+    #[test]
+    fn a_54_character_name_is_refused_naming_the_label_limit() {
+        let name = "a".repeat(54);
+        let errs = validate_names(&name, "default", "web");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].field, "metadata.name");
+        assert!(errs[0].reason.contains("63"), "{}", errs[0]);
+        assert!(validate_names(&"a".repeat(52), "default", "web").is_empty());
+    }
+
+    #[test]
+    fn a_service_name_that_is_no_dns_label_is_refused() {
+        let errs = validate_names("web", "default", "Web_Service");
+        assert_eq!(errs[0].field, "spec.template.serviceName");
+    }
+}
