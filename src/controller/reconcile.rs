@@ -638,6 +638,19 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 }
             }
         }
+        // A spec edit that sends an ordinal back to the cluster it was leaving ends its move: a
+        // move from a cluster to itself is never recorded (with `storage: Detached` its handover
+        // would retire the very claims the ordinal comes back to).
+        moves.retain(|k, m| {
+            let back = !parked_now(m) && target_of(*k) == Some(m.from.as_str());
+            if back {
+                notes.push(Note::normal(
+                    "MoveCancelled",
+                    format!("ordinal {k} stays in {}: the spec puts it back there", m.from),
+                ));
+            }
+            !back
+        });
         for (k, m) in moves.iter_mut() {
             if let Some(to) = target_of(*k)
                 && m.to != to
@@ -1987,6 +2000,22 @@ mod tests {
         f.spec.migration.storage = Some(storage);
         f.status = Some(FederatedStatefulSetStatus { moves: moving(&[0, 1], "a", "b", phase), ..Default::default() });
         f
+    }
+
+    #[test]
+    fn an_ordinal_sent_back_to_the_cluster_it_was_leaving_ends_its_move_and_retires_nothing() {
+        // 0-1 were leaving a for b (Draining, storage Detached); the spec now keeps them in a.
+        let mut f = four_over_abc(StorageMode::Detached, phases::RELEASED);
+        f.spec.placement.clusters[0].weight = Some(1);
+        f.spec.placement.clusters[1].weight = Some(0);
+        let a = with_claims(settled(&f, 0, 0, 7), &[0, 1], "a");
+        let members =
+            BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.status.moves.iter().all(|m| m.from != m.to), "{:?}", d.status.moves);
+        assert!(d.status.moves.is_empty(), "{:?}", d.status.moves);
+        assert!(d.handovers.is_empty(), "nothing retired in a: {:?}", d.handovers);
+        assert!(d.persist_first, "the end of the moves is stored first");
     }
 
     fn phases_of(d: &Decision) -> Vec<&str> {
