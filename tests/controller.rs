@@ -246,7 +246,7 @@ async fn kubectl_scale_targets_the_federation_through_its_scale_subresource() {
     assert!(
         log.contains("INFO") && !log.contains('\u{1b}'),
         "colour codes in a log file:\n{}",
-        &log[..log.len().min(500)]
+        log.chars().take(500).collect::<String>()
     );
     let Some(mut k) = support::Kubectl::new(33, &f.sandbox) else { return };
     k.context = Some("host".into());
