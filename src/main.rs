@@ -8,8 +8,19 @@ fn main() {
         Command::Run(args) => ("info", args.log_format == cli::run::LogFormat::Json),
         _ => ("warn", false),
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into());
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // kube's client logs every failed connection and cut stream itself, hundreds a minute for a
+    // member that is down; spanset logs the member's state changes instead (RUST_LOG brings
+    // them back).
+    let default_filter = format!("{default_level},kube_client::client=off,kube_client::client::builder=off");
+    // An empty RUST_LOG counts as unset.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| default_filter.into());
+    // Colour only for a person at a terminal: a log file or a collector gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     if json {
         logs.json().init();
     } else {

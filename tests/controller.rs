@@ -238,9 +238,16 @@ async fn a_controller_stopped_with_sigterm_hands_over_to_a_second_one_which_fini
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_scale_targets_the_federation_through_its_scale_subresource() {
     let f = Federation::start(&["east", "west", "central"]).await;
-    let _c = Controller::start(&f.sandbox, "controller");
+    let c = Controller::start(&f.sandbox, "controller");
     f.create(&example(&f.members)).await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "initial slices").await;
+    // Its log goes to a file: plain text, no terminal colour codes.
+    let log = c.log_text();
+    assert!(
+        log.contains("INFO") && !log.contains('\u{1b}'),
+        "colour codes in a log file:\n{}",
+        log.chars().take(500).collect::<String>()
+    );
     let Some(mut k) = support::Kubectl::new(33, &f.sandbox) else { return };
     k.context = Some("host".into());
     let out = k.ok(&["scale", "fsts", "redis", "--replicas", "9"]);

@@ -108,3 +108,43 @@ async fn a_member_partitioned_during_a_migration_holds_its_ordinals_until_healed
     f.wait_settled("redis", &[("east", 0, 6)], "central's ordinals moved after the heal").await;
     f.assert_ledger_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_member_logs_its_state_changes_not_every_failed_call() {
+    let f = Federation::start(&["east", "west", "central"]).await;
+    // The default filter of `spanset run` (RUST_LOG unset), for every crate.
+    let c = Controller::start_with(&f.sandbox, "controller", &[("RUST_LOG", "")]);
+    f.create(&spanset::api::example(&f.members)).await;
+    f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "settled").await;
+    // What an operator reads at the default level (the harness also records DEBUG).
+    let shown = |l: &str| !l.contains(" DEBUG ") && !l.contains(" TRACE ");
+    // Every line shown, whoever logs it (kube's own retries do not name the member).
+    let lines_about_central = || c.log_text().lines().filter(|l| shown(l)).count();
+    let before = lines_about_central();
+    f.sandbox.ctl_ok(&["partition", "central"]);
+    // Unreachable, then ten more reconciles of the federation (some 20 s of retries).
+    support::eventually("central unreachable in the status", || async {
+        f.status("redis").await.conditions.iter().any(|c| c.type_ == "ClusterUnreachable" && c.status == "True")
+    })
+    .await;
+    let reconciles = || {
+        c.metrics_text()
+            .lines()
+            .filter(|l| l.starts_with("spanset_reconciles_total{") && l.contains("redis"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let then = reconciles();
+    support::wait_until("ten more reconciles", support::DEADLINE, || reconciles() >= then + 10.0);
+    let during = lines_about_central() - before;
+    assert!(
+        c.log_text().lines().any(|l| l.contains("WARN") && l.contains("member unreachable") && l.contains("central")),
+        "the state change is logged once, naming the member"
+    );
+    eprintln!("log lines about central during the partition: {during}");
+    let excerpt: Vec<String> =
+        c.log_text().lines().filter(|l| shown(l)).skip(before).take(12).map(String::from).collect();
+    assert!(during <= 10, "{during} log lines about one partitioned member:\n{}", excerpt.join("\n"));
+    f.sandbox.ctl_ok(&["heal", "central"]);
+    f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "healed").await;
+}

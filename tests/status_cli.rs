@@ -218,6 +218,36 @@ async fn without_an_argument_status_lists_every_federation_in_every_namespace() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_and_output_formats_work_as_in_kubectl() {
+    let sandbox = Sandbox::start("host,member");
+    fleet_with_federations(&sandbox).await;
+    // -n NS: every federation of that namespace only; with NAME, that one.
+    let prod = succeeded("spanset status -n prod", status(&sandbox, &["-n", "prod"]));
+    assert!(prod.contains("FEDERATION prod/kv") && !prod.contains("redis-redis-cluster"), "{prod}");
+    let one = succeeded("spanset status kv -n prod", status(&sandbox, &["kv", "-n", "prod"]));
+    assert!(one.contains("FEDERATION prod/kv"), "{one}");
+    // -A: all of them; -o name like kubectl's.
+    let names = succeeded("spanset status -A -o name", status(&sandbox, &["-A", "-o", "name"]));
+    assert_eq!(names, "federatedstatefulset.spanset.dev/redis-redis-cluster\nfederatedstatefulset.spanset.dev/kv\n");
+    // -o yaml: the JSON document as YAML.
+    let yaml = succeeded("spanset status -o yaml", status(&sandbox, &["-n", "prod", "-o", "yaml"]));
+    let doc: Value = serde_yaml::from_str(&yaml).expect("YAML");
+    assert_eq!(doc["federations"][0]["name"], "kv");
+    // -o wide: the table and the rollout line.
+    let wide = succeeded("spanset status -o wide", status(&sandbox, &["-n", "prod", "-o", "wide"]));
+    assert!(wide.contains("ROLLOUT    revision -, - updated, - available"), "{wide}");
+    // A namespace given twice must agree; -A with a name is refused; both exit 2.
+    for args in [&["prod/kv", "-n", "default"][..], &["kv", "-A"][..], &["-A", "-n", "prod"][..]] {
+        let out = status(&sandbox, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // An empty namespace says so.
+    let out = status(&sandbox, &["-n", "nowhere"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no FederatedStatefulSets found in namespace nowhere"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_federations_crds_and_contexts_are_one_line_errors_and_bad_flags_exit_2() {
     let sandbox = Sandbox::start("host,member");
     fleet_with_federations(&sandbox).await;
@@ -252,7 +282,7 @@ async fn missing_federations_crds_and_contexts_are_one_line_errors_and_bad_flags
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(stderr(&out), format!("spanset: kubeconfig {} does not exist\n", missing.display()));
 
-    for bad in [&["-o", "yaml"][..], &["a/b/c"], &["--watch"], &["x", "y"]] {
+    for bad in [&["-o", "toml"][..], &["a/b/c"], &["--watch"], &["x", "y"]] {
         let out = status(&sandbox, bad);
         assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
         let err = stderr(&out);

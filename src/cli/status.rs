@@ -1,4 +1,4 @@
-//! `spanset status [NS/NAME] [-o table|json] [--kubeconfig FILE] [--context CTX]`: what the
+//! `spanset status [NS/NAME] [-n NS | -A] [-o table|wide|json|yaml|name] [--kubeconfig FILE] [--context CTX]`: what the
 //! controller last recorded in the status of FederatedStatefulSets in the host cluster — one
 //! (`NAMESPACE/NAME`, or `NAME` in the context's namespace), or all in all namespaces.
 //!
@@ -62,6 +62,12 @@ pub enum Format {
     Table,
     /// One JSON document `{"federations": [...]}` (shape in the module doc).
     Json,
+    /// The same document as YAML.
+    Yaml,
+    /// The table, with the rollout's revisions and counts too.
+    Wide,
+    /// `federatedstatefulset.spanset.dev/NAME`, one line each (as `kubectl get -o name`).
+    Name,
 }
 
 /// Flags of `spanset status`.
@@ -71,6 +77,12 @@ pub struct StatusArgs {
     /// of them in all namespaces when absent.
     #[arg(value_name = "NS/NAME")]
     pub target: Option<String>,
+    /// Namespace: of NAME, or (without one) of every federation shown.
+    #[arg(short = 'n', long = "namespace", value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Every namespace (the default without NAME or -n; as `kubectl get -A`).
+    #[arg(short = 'A', long = "all-namespaces", conflicts_with = "namespace")]
+    pub all_namespaces: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     pub output: Format,
@@ -88,6 +100,8 @@ pub struct StatusArgs {
 enum Target {
     /// Every FederatedStatefulSet in every namespace.
     All,
+    /// Every FederatedStatefulSet in one namespace.
+    InNamespace(String),
     /// One, in the namespace given or (`None`) the context's.
     One { namespace: Option<String>, name: String },
 }
@@ -112,9 +126,24 @@ fn parse_target(target: Option<&str>) -> Result<Target, String> {
     Ok(Target::One { namespace: namespace.map(str::to_string), name: name.to_string() })
 }
 
+/// The target from NS/NAME, `-n` and `-A` together (a namespace given twice must agree).
+fn resolve_target(args: &StatusArgs) -> Result<Target, String> {
+    if args.all_namespaces && args.target.is_some() {
+        return Err("-A/--all-namespaces lists every federation: give no NS/NAME with it".into());
+    }
+    match (parse_target(args.target.as_deref())?, &args.namespace) {
+        (Target::All, Some(ns)) => Ok(Target::InNamespace(ns.clone())),
+        (Target::One { namespace: Some(given), name }, Some(ns)) if given != *ns => {
+            Err(format!("{given}/{name} is not in namespace {ns} (-n): give one namespace"))
+        }
+        (Target::One { name, .. }, Some(ns)) => Ok(Target::One { namespace: Some(ns.clone()), name }),
+        (t, _) => Ok(t),
+    }
+}
+
 /// Runs `spanset status`; returns the exit code.
 pub async fn run(args: StatusArgs) -> i32 {
-    let target = match parse_target(args.target.as_deref()) {
+    let target = match resolve_target(&args) {
         Ok(t) => t,
         Err(e) => super::usage_error(&e),
     };
@@ -141,11 +170,20 @@ async fn status(args: &StatusArgs, target: &Target) -> Result<String, String> {
             let doc = json!({"federations": federations.iter().map(Federation::to_json).collect::<Vec<_>>()});
             format!("{}\n", serde_json::to_string_pretty(&doc).expect("JSON values always serialize"))
         }
-        Format::Table if federations.is_empty() => {
-            eprintln!("spanset: no FederatedStatefulSets found in any namespace");
+        Format::Yaml => {
+            let doc = json!({"federations": federations.iter().map(Federation::to_json).collect::<Vec<_>>()});
+            serde_yaml::to_string(&doc).expect("JSON values always render as YAML")
+        }
+        Format::Name => federations.iter().map(|f| format!("federatedstatefulset.spanset.dev/{}\n", f.name)).collect(),
+        Format::Table | Format::Wide if federations.is_empty() => {
+            match target {
+                Target::InNamespace(ns) => eprintln!("spanset: no FederatedStatefulSets found in namespace {ns}"),
+                _ => eprintln!("spanset: no FederatedStatefulSets found in any namespace"),
+            }
             String::new()
         }
         Format::Table => federations.iter().map(Federation::to_table).collect::<Vec<_>>().join("\n"),
+        Format::Wide => federations.iter().map(Federation::to_wide).collect::<Vec<_>>().join("\n"),
     })
 }
 
@@ -164,6 +202,15 @@ async fn fetch(client: &Client, target: &Target) -> Result<Vec<DynamicObject>, S
                 (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
                     .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
             });
+            Ok(list.items)
+        }
+        Target::InNamespace(ns) => {
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+            let mut list = api
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| describe_api_error(e, &format!("cannot list federatedstatefulsets in {ns}")))?;
+            list.items.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
             Ok(list.items)
         }
         Target::One { namespace, name } => {
@@ -203,6 +250,10 @@ struct StatusView {
     moves: Vec<MoveView>,
     ready_replicas: Option<i64>,
     ready: Option<String>,
+    current_revision: Option<String>,
+    update_revision: Option<String>,
+    updated_replicas: Option<i64>,
+    available_replicas: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -299,6 +350,28 @@ impl Federation {
             })).collect::<Vec<_>>(),
             "problems": self.problems,
         })
+    }
+
+    /// The table with the rollout's line: revisions, updated and available pods.
+    fn to_wide(&self) -> String {
+        let s = &self.status;
+        let table = self.to_table();
+        let n = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+        let revisions = match (&s.current_revision, &s.update_revision) {
+            (Some(c), Some(u)) if c == u => c.clone(),
+            (Some(c), Some(u)) => format!("{c} -> {u}"),
+            _ => "-".into(),
+        };
+        let line = format!(
+            "ROLLOUT    revision {revisions}, {} updated, {} available\n",
+            n(s.updated_replicas),
+            n(s.available_replicas)
+        );
+        // Right after the OBSERVED line.
+        match table.find("\n\nCONDITIONS") {
+            Some(at) => format!("{}\n{}{}", &table[..at], line.trim_end_matches('\n'), &table[at..]),
+            None => table + &line,
+        }
     }
 
     fn to_table(&self) -> String {

@@ -100,6 +100,8 @@ pub struct Coordinator {
     deadline_at: Option<Instant>,
     /// When a wake-up asked for by a decision is set.
     wake_at: Option<Instant>,
+    /// Ordinals the last reconcile saw running in two members.
+    conflicting: std::collections::BTreeSet<u32>,
     /// Counted in `workqueue_depth`.
     queued: bool,
     ensured: HashSet<(String, u64, String, String)>,
@@ -157,6 +159,7 @@ impl Coordinator {
             handover_refusals: BTreeMap::new(),
             deadline_at: None,
             wake_at: None,
+            conflicting: Default::default(),
             queued: false,
             ensured: HashSet::new(),
             carried_digest: String::new(),
@@ -395,10 +398,15 @@ impl Coordinator {
         }
         self.released_at.retain(|k, _| decision.status.moves.iter().any(|m| m.ordinal as i64 == i64::from(*k)));
         let name = self.key.to_string();
-        for k in &decision.conflicts {
-            tracing::error!(federation = %name, ordinal = k, "identity conflict: one ordinal runs in two members");
+        // Counted once per occurrence (an ordinal newly seen running twice), not per reconcile.
+        for c in newly_conflicting(&self.conflicting, &decision.conflicts) {
+            tracing::error!(
+                federation = %name, ordinal = c.ordinal, members = %c.members.join(","),
+                "identity conflict: one ordinal runs in two members"
+            );
             self.metrics.identity_conflict(&name);
         }
+        self.conflicting = decision.conflicts.iter().map(|c| c.ordinal).collect();
         let slices: Vec<(String, i64, i64, i64)> = decision
             .status
             .slices
@@ -427,6 +435,14 @@ impl Coordinator {
             out
         }
     }
+}
+
+/// The conflicts not already seen in the previous reconcile: each occurrence is counted once.
+fn newly_conflicting<'a>(
+    before: &std::collections::BTreeSet<u32>,
+    now: &'a [reconcile::Conflict],
+) -> impl Iterator<Item = &'a reconcile::Conflict> {
+    now.iter().filter(move |c| !before.contains(&c.ordinal))
 }
 
 /// Carries a decision out, in order; records what it did in `out`.
@@ -1039,6 +1055,20 @@ mod tests {
         let mut f = crate::api::example(&["east".to_string()]);
         f.metadata.resource_version = Some(rv.into());
         f
+    }
+
+    #[test]
+    fn a_conflict_is_counted_once_per_occurrence_not_per_reconcile() {
+        let c = |k: u32| reconcile::Conflict { ordinal: k, members: vec!["a".into(), "b".into()] };
+        let now = [c(2), c(5)];
+        let none = std::collections::BTreeSet::new();
+        assert_eq!(newly_conflicting(&none, &now).map(|c| c.ordinal).collect::<Vec<_>>(), [2, 5]);
+        // The next reconcile sees the same two: nothing new to count.
+        let seen: std::collections::BTreeSet<u32> = [2, 5].into();
+        assert_eq!(newly_conflicting(&seen, &now).count(), 0);
+        // 2 ended and came back: a new occurrence.
+        let seen: std::collections::BTreeSet<u32> = [5].into();
+        assert_eq!(newly_conflicting(&seen, &now).map(|c| c.ordinal).collect::<Vec<_>>(), [2]);
     }
 
     #[test]

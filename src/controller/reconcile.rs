@@ -149,6 +149,15 @@ pub struct PodRelease {
     pub remaining: Vec<String>,
 }
 
+/// An ordinal seen running (not gated) in more than one unfenced member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// The ordinal.
+    pub ordinal: Ordinal,
+    /// The members that report a pod of it.
+    pub members: Vec<String>,
+}
+
 /// What one reconcile decided.
 #[derive(Debug, Clone, Default)]
 pub struct Decision {
@@ -177,8 +186,8 @@ pub struct Decision {
     /// Ordinals that finished moving in this reconcile, with their durations (counted once the
     /// status without them is stored).
     pub finished_moves: Vec<(Ordinal, f64)>,
-    /// Ordinals seen running in two unfenced members (must stay empty).
-    pub conflicts: Vec<Ordinal>,
+    /// Ordinals seen running in two unfenced members, with where (must stay empty).
+    pub conflicts: Vec<Conflict>,
     /// Events to record once the status of this decision is stored.
     pub notes: Vec<Note>,
     /// Ordinals whose release was observed in this reconcile (`Draining` → `Released`): the
@@ -639,6 +648,19 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 }
             }
         }
+        // A spec edit that sends an ordinal back to the cluster it was leaving ends its move: a
+        // move from a cluster to itself is never recorded (with `storage: Detached` its handover
+        // would retire the very claims the ordinal comes back to).
+        moves.retain(|k, m| {
+            let back = !parked_now(m) && target_of(*k) == Some(m.from.as_str());
+            if back {
+                notes.push(Note::normal(
+                    "MoveCancelled",
+                    format!("ordinal {k} stays in {}: the spec puts it back there", m.from),
+                ));
+            }
+            !back
+        });
         for (k, m) in moves.iter_mut() {
             if let Some(to) = target_of(*k)
                 && m.to != to
@@ -896,6 +918,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         Verdict::yes(types::CLUSTER_UNREACHABLE, "Unreachable", format!("not answering: {}", unreachable.join(", ")))
     });
     verdicts.push(updating(&roll, on_delete(fsts)));
+    verdicts.push(identity_conflict(&fsts.name_any(), &conflicts));
     rollout_notes(&roll, &previous, fsts, &mut notes);
     // Any change of the recorded moves is stored before the writes of the round; so is the
     // rollout's cursor, before any member is written with it.
@@ -1179,9 +1202,8 @@ fn existing_pods(obs: &Observed) -> i32 {
 
 /// Ordinals whose pods exist in two unfenced members at once; a pod still waiting for
 /// spanset's release (identity gate) cannot run and does not count.
-fn conflicts(inp: &Inputs<'_>, obs: &Observed) -> Vec<Ordinal> {
-    let mut seen = Ordinals::new();
-    let mut twice = Ordinals::new();
+fn conflicts(inp: &Inputs<'_>, obs: &Observed) -> Vec<Conflict> {
+    let mut runs: BTreeMap<Ordinal, Vec<String>> = BTreeMap::new();
     for (name, o) in obs.iter().filter(|(_, o)| !o.fenced) {
         let gated: Ordinals = inp
             .members
@@ -1189,11 +1211,22 @@ fn conflicts(inp: &Inputs<'_>, obs: &Observed) -> Vec<Ordinal> {
             .and_then(|m| m.view.as_ref())
             .map(|v| v.federation.pods.iter().filter(|(_, p)| p.gated()).map(|(k, _)| *k).collect())
             .unwrap_or_default();
-        let pods = &o.pods - &gated;
-        twice |= &seen & &pods;
-        seen |= &pods;
+        for k in (&o.pods - &gated).iter() {
+            runs.entry(k).or_default().push(name.clone());
+        }
     }
-    twice.iter().collect()
+    runs.into_iter().filter(|(_, m)| m.len() > 1).map(|(ordinal, members)| Conflict { ordinal, members }).collect()
+}
+
+/// The `IdentityConflict` condition: True, naming every ordinal seen running in two members and
+/// where, while it lasts.
+fn identity_conflict(name: &str, conflicts: &[Conflict]) -> Verdict {
+    if conflicts.is_empty() {
+        return Verdict::no(types::IDENTITY_CONFLICT, "NoConflict", "");
+    }
+    let each: Vec<String> =
+        conflicts.iter().map(|c| format!("{name}-{} runs in {}", c.ordinal, c.members.join(" and "))).collect();
+    Verdict::yes(types::IDENTITY_CONFLICT, "RunningTwice", each.join("; "))
 }
 
 /// Whether two statuses differ in anything but transition times (a no-op reconcile writes nothing).
@@ -1559,6 +1592,28 @@ mod tests {
         edit(&mut view);
         m.view = Some(Arc::new(view));
         m
+    }
+
+    #[test]
+    fn an_ordinal_running_in_two_members_is_named_with_both_in_a_condition() {
+        let f = fsts(&[("east", 1), ("west", 1)]);
+        // West runs redis-1 too (ungated): someone's own pod, or a member's stale slice.
+        let west = reporting(settled(&f, 3, 3, 7), |v| {
+            let mut p = v.federation.pods[&3].clone();
+            p.uid = "stray-1".into();
+            v.federation.pods.insert(1, p);
+        });
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), west)]);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(d.conflicts, [Conflict { ordinal: 1, members: vec!["east".into(), "west".into()] }]);
+        let c = d.status.conditions.iter().find(|c| c.type_ == types::IDENTITY_CONFLICT).expect("the condition");
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "RunningTwice"));
+        assert_eq!(c.message, "redis-1 runs in east and west");
+        // Settled members: the condition is False.
+        let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), settled(&f, 3, 3, 7))]);
+        let d = decide_now(&f, &members, 7);
+        let c = d.status.conditions.iter().find(|c| c.type_ == types::IDENTITY_CONFLICT).expect("the condition");
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NoConflict"));
     }
 
     #[test]
@@ -1955,6 +2010,22 @@ mod tests {
         f.spec.migration.storage = Some(storage);
         f.status = Some(FederatedStatefulSetStatus { moves: moving(&[0, 1], "a", "b", phase), ..Default::default() });
         f
+    }
+
+    #[test]
+    fn an_ordinal_sent_back_to_the_cluster_it_was_leaving_ends_its_move_and_retires_nothing() {
+        // 0-1 were leaving a for b (Draining, storage Detached); the spec now keeps them in a.
+        let mut f = four_over_abc(StorageMode::Detached, phases::RELEASED);
+        f.spec.placement.clusters[0].weight = Some(1);
+        f.spec.placement.clusters[1].weight = Some(0);
+        let a = with_claims(settled(&f, 0, 0, 7), &[0, 1], "a");
+        let members =
+            BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);
+        let d = decide_now(&f, &members, 7);
+        assert!(d.status.moves.iter().all(|m| m.from != m.to), "{:?}", d.status.moves);
+        assert!(d.status.moves.is_empty(), "{:?}", d.status.moves);
+        assert!(d.handovers.is_empty(), "nothing retired in a: {:?}", d.handovers);
+        assert!(d.persist_first, "the end of the moves is stored first");
     }
 
     fn phases_of(d: &Decision) -> Vec<&str> {

@@ -19,6 +19,9 @@ pub mod types {
     /// message names the pod it waits on (reason `RolloutStuck` when that pod cannot become
     /// Ready by itself).
     pub const UPDATING: &str = "Updating";
+    /// An ordinal is seen running in two members at once (must never be True): the message
+    /// names each such ordinal and the members.
+    pub const IDENTITY_CONFLICT: &str = "IdentityConflict";
 }
 
 /// One condition as decided in a reconcile.

@@ -88,6 +88,9 @@ pub struct ClusterWatcher {
     host: Api<MemberCluster>,
     reported: Option<serde_json::Value>,
     reported_since: serde_json::Value,
+    /// Whether the member was reachable at the last probe (its state changes are logged,
+    /// counted and reported once each).
+    last_up: Option<bool>,
     reported_at: Option<Instant>,
 }
 
@@ -127,6 +130,7 @@ impl ClusterWatcher {
             host: Api::all(host),
             reported: None,
             reported_since: serde_json::Value::Null,
+            last_up: None,
             reported_at: None,
         }
     }
@@ -291,7 +295,6 @@ impl ClusterWatcher {
         ctx.spawn(async move { tokio::time::timeout(PROBE_TIMEOUT, call).await }.into_actor(self).map(
             |res, act, ctx| {
                 act.probing = false;
-                let was_up = act.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
                 match res {
                     Ok(Ok((version, keeps, advanced))) => {
                         act.contact_ok();
@@ -309,7 +312,19 @@ impl ClusterWatcher {
                         .failed(Failure::Timeout, format!("no answer to a probe within {}s", PROBE_TIMEOUT.as_secs())),
                 }
                 let is_up = act.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
-                if was_up != is_up {
+                // Compared with the state last acted on, not with a moment ago: silence turns a
+                // member Unreachable between two probes, not during one.
+                let previous = act.last_up.replace(is_up);
+                if previous != Some(is_up) {
+                    // One line per state change (none for the first probe), not one per failed call.
+                    let (_, reason, message) = act.health.condition(Instant::now(), MEMBER_UNREACHABLE_AFTER);
+                    match (previous, is_up) {
+                        (None, _) => {}
+                        (Some(_), true) => tracing::info!(cluster = %act.cluster, "member answers again"),
+                        (Some(_), false) => {
+                            tracing::warn!(cluster = %act.cluster, reason, message = %message, "member unreachable")
+                        }
+                    }
                     act.metrics.set_reachable(&act.cluster, is_up);
                     act.report_status(ctx);
                     act.touched_all(ctx);
