@@ -649,8 +649,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             }
         }
         // A spec edit that sends an ordinal back to the cluster it was leaving ends its move: a
-        // move from a cluster to itself is never recorded (with `storage: Detached` its handover
-        // would retire the very claims the ordinal comes back to).
+        // move from a cluster to itself is never recorded.
         moves.retain(|k, m| {
             let back = !parked_now(m) && target_of(*k) == Some(m.from.as_str());
             if back {
@@ -2012,22 +2011,6 @@ mod tests {
         f
     }
 
-    #[test]
-    fn an_ordinal_sent_back_to_the_cluster_it_was_leaving_ends_its_move_and_retires_nothing() {
-        // 0-1 were leaving a for b (Draining, storage Detached); the spec now keeps them in a.
-        let mut f = four_over_abc(StorageMode::Detached, phases::RELEASED);
-        f.spec.placement.clusters[0].weight = Some(1);
-        f.spec.placement.clusters[1].weight = Some(0);
-        let a = with_claims(settled(&f, 0, 0, 7), &[0, 1], "a");
-        let members =
-            BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);
-        let d = decide_now(&f, &members, 7);
-        assert!(d.status.moves.iter().all(|m| m.from != m.to), "{:?}", d.status.moves);
-        assert!(d.status.moves.is_empty(), "{:?}", d.status.moves);
-        assert!(d.handovers.is_empty(), "nothing retired in a: {:?}", d.handovers);
-        assert!(d.persist_first, "the end of the moves is stored first");
-    }
-
     fn phases_of(d: &Decision) -> Vec<&str> {
         d.status.moves.iter().map(|m| m.phase.as_str()).collect()
     }
@@ -2166,6 +2149,9 @@ mod tests {
             BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);
         let d = decide_now(&f, &members, 7);
         assert!(d.handovers.is_empty(), "{:?}", d.handovers);
+        // Its move ends: a move from a cluster to itself is never recorded.
+        assert!(d.status.moves.is_empty(), "{:?}", d.status.moves);
+        assert!(d.persist_first, "the end of the moves is stored first");
     }
 
     #[test]
