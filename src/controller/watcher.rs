@@ -214,6 +214,19 @@ impl ClusterWatcher {
         self.health.answered(Instant::now());
     }
 
+    /// A member call as an actor future that notes the member's answer when it succeeds.
+    fn noting_contact<T: 'static>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, WriteError>> + 'static,
+    ) -> ResponseActFuture<Self, Result<T, WriteError>> {
+        Box::pin(work.into_actor(self).map(|res, act, _| {
+            if res.is_ok() {
+                act.contact_ok();
+            }
+            res
+        }))
+    }
+
     fn contact_failed(&mut self, e: &kube::Error) {
         let message = match e {
             kube::Error::Api(s) if s.code == 401 => {
@@ -1363,12 +1376,7 @@ impl Handler<ReleaseClaims> for ClusterWatcher {
             }
             Ok(out)
         };
-        Box::pin(work.into_actor(self).map(|res, act, _| {
-            if res.is_ok() {
-                act.contact_ok();
-            }
-            res
-        }))
+        self.noting_contact(work)
     }
 }
 
@@ -1432,12 +1440,7 @@ impl Handler<AdoptClaims> for ClusterWatcher {
             }
             Ok(retired)
         };
-        Box::pin(work.into_actor(self).map(|res, act, _| {
-            if res.is_ok() {
-                act.contact_ok();
-            }
-            res
-        }))
+        self.noting_contact(work)
     }
 }
 
@@ -1465,12 +1468,7 @@ impl Handler<RetireClaims> for ClusterWatcher {
             }
             Ok(retired)
         };
-        Box::pin(work.into_actor(self).map(|res, act, _| {
-            if res.is_ok() {
-                act.contact_ok();
-            }
-            res
-        }))
+        self.noting_contact(work)
     }
 }
 
