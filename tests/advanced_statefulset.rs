@@ -8,8 +8,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, Client,
@@ -38,19 +36,6 @@ fn federation(f: &Federation, name: &str, backend: Backend, clusters: &[&str], r
     fsts
 }
 
-/// The federation's pods in a member: ordinal → uid (running or terminating).
-async fn pods(member: &Client, name: &str) -> BTreeMap<u32, String> {
-    let api: Api<Pod> = Api::namespaced(member.clone(), "default");
-    let lp = ListParams::default().labels(&format!("spanset.dev/federation={name}"));
-    let list = api.list(&lp).await.map(|l| l.items).unwrap_or_default();
-    list.into_iter()
-        .filter_map(|p| {
-            let k = p.metadata.name.as_deref()?.strip_prefix(&format!("{name}-"))?.parse().ok()?;
-            Some((k, p.metadata.uid.clone()?))
-        })
-        .collect()
-}
-
 /// The member's Advanced StatefulSet spec `(start, replicas, reserveOrdinals)`, if any.
 async fn advanced_spec(member: &Client, name: &str) -> Option<(i64, i64, Value)> {
     let api = Api::<DynamicObject>::namespaced_with(member.clone(), "default", &advanced());
@@ -63,15 +48,6 @@ async fn advanced_spec(member: &Client, name: &str) -> Option<(i64, i64, Value)>
     ))
 }
 
-/// Every member's pods of a federation: cluster → ordinal → uid.
-async fn placement(f: &Federation, name: &str) -> BTreeMap<String, BTreeMap<u32, String>> {
-    let mut out = BTreeMap::new();
-    for m in &f.members {
-        out.insert(m.clone(), pods(&f.member(m).await, name).await);
-    }
-    out
-}
-
 /// Waits until the status says `n/n` ready, nothing moves, and each member runs exactly the
 /// ordinals `want` gives it.
 async fn wait_running(f: &Federation, name: &str, want: &[(&str, &[u32])], what: &str) {
@@ -79,7 +55,7 @@ async fn wait_running(f: &Federation, name: &str, want: &[(&str, &[u32])], what:
     eventually(what, || async {
         let status = f.status(name).await;
         let ready = status.ready.as_deref() == Some(format!("{total}/{total}").as_str()) && status.moves.is_empty();
-        let now = placement(f, name).await;
+        let now = f.placement(name).await;
         let placed = f.members.iter().all(|m| {
             let wanted: Vec<u32> = want.iter().find(|w| w.0 == m).map(|w| w.1.to_vec()).unwrap_or_default();
             now[m].keys().copied().collect::<Vec<_>>() == wanted
@@ -107,8 +83,8 @@ async fn an_ordinal_goes_straight_to_its_new_cluster_without_restarting_any_neig
     let thirds: &[(&str, &[u32])] = &[("central", &[0, 1]), ("east", &[2, 3]), ("west", &[4, 5])];
     wait_running(&f, "kv", thirds, "kv runs 0-1 in central, 2-3 in east, 4-5 in west").await;
     wait_running(&f, "plain", thirds, "plain runs the same thirds").await;
-    let kv_before = placement(&f, "kv").await;
-    let plain_before = placement(&f, "plain").await;
+    let kv_before = f.placement("kv").await;
+    let plain_before = f.placement("plain").await;
 
     // Central's weight goes to 0.
     let zero = [("central", 0), ("east", 1), ("west", 1)];
@@ -120,7 +96,7 @@ async fn an_ordinal_goes_straight_to_its_new_cluster_without_restarting_any_neig
     // east's ordinal 3 has to move to west.
     wait_running(&f, "plain", &[("east", &[0, 1, 2]), ("west", &[3, 4, 5])], "plain shifted through east").await;
 
-    let kv_after = placement(&f, "kv").await;
+    let kv_after = f.placement("kv").await;
     for cluster in ["east", "west"] {
         for (k, uid) in &kv_before[cluster] {
             assert_eq!(
@@ -130,7 +106,7 @@ async fn an_ordinal_goes_straight_to_its_new_cluster_without_restarting_any_neig
             );
         }
     }
-    let plain_after = placement(&f, "plain").await;
+    let plain_after = f.placement("plain").await;
     assert!(!plain_after["east"].contains_key(&3), "apps/v1: east gave up its neighbour ordinal 3");
     assert_ne!(plain_after["west"].get(&3), plain_before["east"].get(&3), "apps/v1: ordinal 3 runs a new pod in west");
 
@@ -183,7 +159,7 @@ async fn a_member_without_openkruise_gets_no_slice_and_the_condition_says_why() 
     })
     .await;
     // Nothing was written for kv in north, and the apps/v1 federation runs there all the same.
-    assert!(pods(&f.member("north").await, "kv").await.is_empty());
+    assert!(f.pod_uids("north", "kv").await.is_empty());
     wait_running(&f, "plain", &[("north", &[0])], "an apps/v1 federation runs in north").await;
     f.assert_ledger_clean();
 }
@@ -194,7 +170,7 @@ async fn a_backend_changed_under_running_members_blocks_and_writes_nothing() {
     let _c = Controller::start(&f.sandbox, "controller");
     f.create(&federation(&f, "db", Backend::StatefulSet, &["east", "west"], 2)).await;
     wait_running(&f, "db", &[("east", &[0]), ("west", &[1])], "db placed").await;
-    let before = placement(&f, "db").await;
+    let before = f.placement("db").await;
     let patch = json!({"spec": {"backend": "AdvancedStatefulSet", "replicas": 4}});
     f.api().patch("db", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("backend patched");
     eventually("db is Blocked with BackendMismatch naming spec.backend", || async {
@@ -207,7 +183,7 @@ async fn a_backend_changed_under_running_members_blocks_and_writes_nothing() {
         })
     })
     .await;
-    assert_eq!(placement(&f, "db").await, before, "the pods run on, untouched");
+    assert_eq!(f.placement("db").await, before, "the pods run on, untouched");
     for m in ["east", "west"] {
         assert!(advanced_spec(&f.member(m).await, "db").await.is_none(), "no Advanced StatefulSet in {m}");
     }
@@ -229,7 +205,7 @@ async fn a_new_image_is_rolled_in_place_in_every_member_with_in_place_if_possibl
     );
     f.create(&fsts).await;
     wait_running(&f, "kv", &[("east", &[0, 1]), ("west", &[2, 3])], "kv placed").await;
-    let before = placement(&f, "kv").await;
+    let before = f.placement("kv").await;
     // The member objects carry the policy; the pods the readiness gate Kruise injects.
     let east = f.member("east").await;
     let api = Api::<DynamicObject>::namespaced_with(east.clone(), "default", &advanced());
@@ -259,7 +235,7 @@ async fn a_new_image_is_rolled_in_place_in_every_member_with_in_place_if_possibl
         all && f.status("kv").await.ready.as_deref() == Some("4/4")
     })
     .await;
-    assert_eq!(placement(&f, "kv").await, before, "every pod was updated in place: same ordinals, same uids");
+    assert_eq!(f.placement("kv").await, before, "every pod was updated in place: same ordinals, same uids");
     f.assert_ledger_clean();
 }
 

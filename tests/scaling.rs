@@ -10,11 +10,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::{
-    Api, Client,
-    api::{ListParams, Patch, PatchParams},
-};
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use spanset::api::{Backend, FederatedStatefulSet, OnScale};
 use support::federation::{Controller, Federation};
@@ -31,28 +27,6 @@ fn federation(f: &Federation, name: &str, backend: Backend, on_scale: Option<OnS
     fsts
 }
 
-/// The federation's pods in a member: ordinal → uid (running or terminating).
-async fn pods(member: &Client, name: &str) -> BTreeMap<u32, String> {
-    let api: Api<Pod> = Api::namespaced(member.clone(), "default");
-    let lp = ListParams::default().labels(&format!("spanset.dev/federation={name}"));
-    let list = api.list(&lp).await.map(|l| l.items).unwrap_or_default();
-    list.into_iter()
-        .filter_map(|p| {
-            let k = p.metadata.name.as_deref()?.strip_prefix(&format!("{name}-"))?.parse().ok()?;
-            Some((k, p.metadata.uid.clone()?))
-        })
-        .collect()
-}
-
-/// Every member's pods of a federation: cluster → ordinal → uid.
-async fn placement(f: &Federation, name: &str) -> BTreeMap<String, BTreeMap<u32, String>> {
-    let mut out = BTreeMap::new();
-    for m in &f.members {
-        out.insert(m.clone(), pods(&f.member(m).await, name).await);
-    }
-    out
-}
-
 async fn scale(f: &Federation, name: &str, replicas: i32) {
     let patch = json!({"spec": {"replicas": replicas}});
     f.api().patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("replicas patched");
@@ -64,7 +38,7 @@ async fn running(f: &Federation, name: &str, want: &[(&str, &[u32])]) -> bool {
     let total: usize = want.iter().map(|w| w.1.len()).sum();
     let status = f.status(name).await;
     let ready = status.ready.as_deref() == Some(format!("{total}/{total}").as_str()) && status.moves.is_empty();
-    let now = placement(f, name).await;
+    let now = f.placement(name).await;
     ready
         && f.members.iter().all(|m| {
             let wanted: Vec<u32> = want.iter().find(|w| w.0 == m).map(|w| w.1.to_vec()).unwrap_or_default();
@@ -85,7 +59,7 @@ async fn keep_survivors(
     loop {
         let mut done = true;
         for (name, kept) in survivors {
-            let now = placement(f, name).await;
+            let now = f.placement(name).await;
             for (k, (cluster, uid)) in kept {
                 assert_eq!(now[cluster].get(k), Some(uid), "{what}: {name}-{k} was restarted or moved: {now:?}");
                 for (m, there) in &now {
@@ -125,7 +99,7 @@ async fn a_scale_down_and_back_up_restarts_and_moves_nothing_on_either_backend()
     }
     let mut survivors = BTreeMap::new();
     for name in ["plain", "kv"] {
-        let east = pods(&f.member("east").await, name).await;
+        let east = f.pod_uids("east", name).await;
         let kept: BTreeMap<u32, (String, String)> =
             [0, 1].into_iter().map(|k| (k, ("east".to_string(), east[&k].clone()))).collect();
         survivors.insert(name, kept);

@@ -354,6 +354,31 @@ impl Federation {
         tokio::task::spawn_blocking(move || cmd.output().expect("spanset runs")).await.expect("spanset's thread")
     }
 
+    /// A federation's pods in `member`: ordinal → uid (running or terminating).
+    pub async fn pod_uids(&self, member: &str, name: &str) -> std::collections::BTreeMap<u32, String> {
+        let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(self.member(member).await, "default");
+        let lp = kube::api::ListParams::default().labels(&format!("spanset.dev/federation={name}"));
+        let list = api.list(&lp).await.map(|l| l.items).unwrap_or_default();
+        list.into_iter()
+            .filter_map(|p| {
+                let k = p.metadata.name.as_deref()?.strip_prefix(&format!("{name}-"))?.parse().ok()?;
+                Some((k, p.metadata.uid.clone()?))
+            })
+            .collect()
+    }
+
+    /// Every member's pods of a federation: cluster → ordinal → uid.
+    pub async fn placement(
+        &self,
+        name: &str,
+    ) -> std::collections::BTreeMap<String, std::collections::BTreeMap<u32, String>> {
+        let mut out = std::collections::BTreeMap::new();
+        for m in &self.members {
+            out.insert(m.clone(), self.pod_uids(m, name).await);
+        }
+        out
+    }
+
     /// Asserts that no ordinal ever ran in two clusters at once over the whole run.
     pub fn assert_ledger_clean(&self) {
         let out = self.sandbox.ctl(&["ledger", "--check"]);
