@@ -280,31 +280,6 @@ fn a_rolling_update_to_a_missing_image_stops_parallel() {
     a_rolling_update_to_a_missing_image_stops_at_its_first_pod("Parallel");
 }
 
-const IN_PLACE: &str = r#"apiVersion: apps.kruise.io/v1beta1
-kind: StatefulSet
-metadata:
-  name: web
-spec:
-  replicas: 2
-  serviceName: web
-  podManagementPolicy: Parallel
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      readinessGates:
-      - conditionType: InPlaceUpdateReady
-      containers:
-      - name: main
-        image: nginx:1.24
-  updateStrategy:
-    type: RollingUpdate
-    rollingUpdate:
-      podUpdatePolicy: InPlaceIfPossible
-"#;
-
 /// Kruise's in-place update to a missing image: web-1 keeps its uid and stays Running, its
 /// container stopped and waiting (`ImagePullBackOff`, its last run terminated), the pod
 /// unready; web-0 is not touched. Once the image can be pulled, the container starts (one
@@ -315,7 +290,7 @@ fn an_in_place_update_to_a_missing_image_leaves_the_container_waiting() {
     let Some(k) = Kubectl::new(33, &sandbox) else {
         return;
     };
-    k.ok_with_stdin(&["apply", "-f", "-"], IN_PLACE);
+    k.ok_with_stdin(&["apply", "-f", "-"], support::KRUISE_IN_PLACE);
     wait_until("two pods ready", DEADLINE, || {
         let pods = web_pods(&k);
         pods.len() == 2 && pods.values().all(|p| p.ready)

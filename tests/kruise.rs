@@ -167,31 +167,6 @@ fn reserve_ordinals_1_33() {
     reserve_ordinals_as_documented(33);
 }
 
-const IN_PLACE: &str = r#"apiVersion: apps.kruise.io/v1beta1
-kind: StatefulSet
-metadata:
-  name: web
-spec:
-  replicas: 2
-  serviceName: web
-  podManagementPolicy: Parallel
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      readinessGates:
-      - conditionType: InPlaceUpdateReady
-      containers:
-      - name: main
-        image: nginx:1.24
-  updateStrategy:
-    type: RollingUpdate
-    rollingUpdate:
-      podUpdatePolicy: InPlaceIfPossible
-"#;
-
 fn pod_field(k: &Kubectl, pod: &str, path: &str) -> String {
     k.ok(&["get", "pod", pod, "-o", &format!("jsonpath={path}")])
 }
@@ -215,7 +190,7 @@ fn in_place_update_as_documented(minor: u32) {
     let Some(k) = Kubectl::new(minor, &sandbox) else {
         return;
     };
-    k.ok_with_stdin(&["apply", "-f", "-"], IN_PLACE);
+    k.ok_with_stdin(&["apply", "-f", "-"], support::KRUISE_IN_PLACE);
     updated(&k, "nginx:1.24", "both pods run nginx:1.24");
     assert_eq!(pod_field(&k, "web-0", "{.status.conditions[?(@.type==\"InPlaceUpdateReady\")].status}"), "True");
     // Empty for a pod that is gone for the moment (between its deletion and its recreation).

@@ -13,6 +13,33 @@ use std::{
     time::{Duration, Instant},
 };
 
+/// An Advanced StatefulSet of two pods that updates them in place (`InPlaceIfPossible`, with
+/// the `InPlaceUpdateReady` readiness gate Kruise requires), for the sandbox's OpenKruise.
+pub const KRUISE_IN_PLACE: &str = r#"apiVersion: apps.kruise.io/v1beta1
+kind: StatefulSet
+metadata:
+  name: web
+spec:
+  replicas: 2
+  serviceName: web
+  podManagementPolicy: Parallel
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      readinessGates:
+      - conditionType: InPlaceUpdateReady
+      containers:
+      - name: main
+        image: nginx:1.24
+  updateStrategy:
+    type: RollingUpdate
+    rollingUpdate:
+      podUpdatePolicy: InPlaceIfPossible
+"#;
+
 /// Generous deadline for conditions on a loaded 2-core machine.
 pub const DEADLINE: Duration = Duration::from_secs(60);
 
