@@ -127,15 +127,7 @@ async fn a_partitioned_member_logs_its_state_changes_not_every_failed_call() {
         f.status("redis").await.conditions.iter().any(|c| c.type_ == "ClusterUnreachable" && c.status == "True")
     })
     .await;
-    let reconciles = || {
-        c.metrics_text()
-            .lines()
-            .filter(|l| l.starts_with("spanset_reconciles_total{") && l.contains("redis"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>()
-    };
-    let then = reconciles();
-    support::wait_until("ten more reconciles", support::DEADLINE, || reconciles() >= then + 10.0);
+    c.wait_reconciles("redis", 10);
     let during = lines_about_central() - before;
     assert!(
         c.log_text().lines().any(|l| l.contains("WARN") && l.contains("member unreachable") && l.contains("central")),

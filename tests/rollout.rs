@@ -194,15 +194,7 @@ async fn a_stuck_rollout_names_its_pod_cluster_and_container_state_and_goes_no_f
     };
     eventually("a RolloutStuck Event", || async { stuck_events(f.events("redis").await) >= 1 }).await;
     // Give the controller every chance to go on wrongly: five more reconciles of the federation.
-    let reconciles = || {
-        c.metrics_text()
-            .lines()
-            .filter(|l| l.starts_with("spanset_reconciles_total{") && l.contains("redis"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>()
-    };
-    let then = reconciles();
-    support::wait_until("five more reconciles", support::DEADLINE, || reconciles() >= then + 5.0);
+    c.wait_reconciles("redis", 5);
     assert_eq!(f.status("redis").await.update_partition, Some(5), "the cursor stays at 5 while redis-5 is not Ready");
     let runs = timeline::runs(&f.sandbox, "redis");
     for k in 0..5u32 {

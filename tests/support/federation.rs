@@ -111,6 +111,22 @@ impl Controller {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Waits until the controller has reconciled `federation` `n` more times (all outcomes), so
+    /// that a test gives it every chance to act wrongly before it judges.
+    pub fn wait_reconciles(&self, federation: &str, n: u32) {
+        let count = || {
+            self.metrics_text()
+                .lines()
+                .filter(|l| l.starts_with("spanset_reconciles_total{") && l.contains(federation))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>()
+        };
+        let then = count();
+        super::wait_until(&format!("{n} more reconciles of {federation}"), super::DEADLINE, || {
+            count() >= then + f64::from(n)
+        });
+    }
+
     /// The controller's `/metrics` exposition now (it logs its address when it starts).
     pub fn metrics_text(&self) -> String {
         use std::io::{Read, Write};
