@@ -24,8 +24,8 @@ pub struct Context<'a> {
     pub steps: &'a [Step],
     /// The members as observed.
     pub obs: &'a Observed,
-    /// The federation's ordinal range.
-    pub range: std::ops::Range<Ordinal>,
+    /// The federation's ordinals.
+    pub range: Ordinals,
     /// The members' workload API.
     pub backend: Backend,
     /// `podManagementPolicy: OrderedReady` (the default).
@@ -70,10 +70,7 @@ fn ready_elsewhere(obs: &Observed, cluster: &str) -> Ordinals {
 /// Applies the gates to the planner's steps.
 pub fn gate(ctx: &Context<'_>) -> Gated {
     let mut out = Gated::default();
-    let range = match ctx.range.end.checked_sub(1) {
-        Some(last) if last >= ctx.range.start => Ordinals::from_iter([ctx.range.start..=last]),
-        _ => Ordinals::new(),
-    };
+    let range = ctx.range.clone();
     let ready = ready_where_written(ctx.obs);
     let pod = |k: Ordinal| format!("{}-{k}", ctx.name);
     let mut left = ctx.budget.saturating_sub(u32::try_from(ctx.unavailable.len()).unwrap_or(u32::MAX));
@@ -266,7 +263,7 @@ mod tests {
             name: "db",
             steps,
             obs,
-            range: 0..6,
+            range: Ordinals::from_iter([0..=5]),
             backend: Backend::StatefulSet,
             ordered,
             budget: 1,
@@ -323,7 +320,7 @@ mod tests {
         ];
         let none = Ordinals::new();
         let mut c = ctx(&steps, &obs, true, &none);
-        c.range = 0..2;
+        c.range = Ordinals::from_iter([0..=1]);
         let g = gate(&c);
         assert_eq!(
             g.steps,
@@ -344,13 +341,13 @@ mod tests {
         ];
         let none = Ordinals::new();
         let mut c = ctx(&steps, &obs, true, &none);
-        c.range = 0..2;
+        c.range = Ordinals::from_iter([0..=1]);
         let g = gate(&c);
         assert!(g.steps.is_empty(), "{g:?}");
         assert!(g.held[0].1.contains("db-5 to be gone"), "{:?}", g.held);
         // Parallel: all at once.
         let mut c = ctx(&steps, &obs, false, &none);
-        c.range = 0..2;
+        c.range = Ordinals::from_iter([0..=1]);
         assert_eq!(gate(&c).steps, steps.to_vec());
     }
 
@@ -361,7 +358,7 @@ mod tests {
         let steps = [Step::Shrink { cluster: "west".into(), to: slice(2, 0), releases: Ordinals::from_iter([2..=3]) }];
         let none = Ordinals::new();
         let mut c = ctx(&steps, &obs, true, &none);
-        c.range = 0..2;
+        c.range = Ordinals::from_iter([0..=1]);
         let g = gate(&c);
         assert!(g.steps.is_empty());
         assert!(g.held[0].1.contains("db-1 is not Ready"), "{:?}", g.held);

@@ -465,11 +465,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         for o in obs.values().filter(|o| o.reachable && !o.fenced) {
             placed = &placed | &o.written.ordinals();
         }
-        let in_range = match (desired.start + desired.replicas).checked_sub(1) {
-            Some(last) if last >= desired.start => Ordinals::from_iter([desired.start..=last]),
-            _ => Ordinals::new(),
-        };
-        &(&in_range & &placed) - &ok
+        &(&desired.ordinals() & &placed) - &ok
     };
     let statefulset = |slice: &Slice| statefulset_at(fsts, slice, inp.term, cursor);
 
@@ -589,7 +585,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             name: &fsts.name_any(),
             steps: &p.steps,
             obs: &obs,
-            range: desired.start..desired.start + desired.replicas,
+            range: desired.ordinals(),
             backend,
             ordered: fsts.spec.template.pod_management_policy.as_deref() != Some("Parallel"),
             budget,

@@ -123,7 +123,7 @@ pub fn assign(
                 .collect()
         }
         Backend::AdvancedStatefulSet => {
-            let range = sets::run(d.start, d.replicas);
+            let range = d.ordinals();
             let mut out: BTreeMap<usize, Ordinals> = BTreeMap::new();
             let mut taken = Ordinals::new();
             for (&i, &n) in counts {

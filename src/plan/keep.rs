@@ -60,7 +60,7 @@ struct Taker {
 /// or the slices are out of placement order, the new ordinals find no room, or a cluster would
 /// end below its `minReplicas` (a scale-down that takes its last ordinals).
 pub fn target(d: &Desired, obs: &Observed, keepers: &[usize]) -> Option<BTreeMap<usize, Ordinals>> {
-    let range = sets::run(d.start, d.replicas);
+    let range = d.ordinals();
     let ideal = counts(d, keepers).ok()?;
     let max = |i: usize| u64::from(d.clusters[i].max_replicas.unwrap_or(u32::MAX).max(d.clusters[i].min_replicas));
     let mut sets: Vec<Ordinals> = keepers

@@ -270,7 +270,7 @@ fn detour(d: &Desired, members: &[Member<'_>]) -> Option<Step> {
     if d.backend != Backend::StatefulSet {
         return None;
     }
-    let range = sets::run(d.start, d.replicas);
+    let range = d.ordinals();
     for (h, m) in members.iter().enumerate() {
         let (o, w) = (&m.obs, &m.written);
         if !m.observed || !o.reachable || o.fenced {
@@ -324,7 +324,7 @@ fn next_steps_with(
     stuck: bool,
 ) -> (Vec<Step>, bool) {
     let contiguous_backend = d.backend == Backend::StatefulSet;
-    let range = sets::run(d.start, d.replicas);
+    let range = d.ordinals();
     let next = if stuck { Ordinals::universe() } else { taken_next(d, members) };
     // Some move in flight can land where it goes once confirmations and readiness arrive.
     let waiting_helps = !(moving.ranges() & next.ranges()).is_empty();

@@ -150,6 +150,13 @@ pub struct Slice {
     pub reserved: Ordinals,
 }
 
+impl Desired {
+    /// The federation's ordinals, `start..start + replicas`.
+    pub fn ordinals(&self) -> Ordinals {
+        super::sets::run(self.start, self.replicas)
+    }
+}
+
 impl Slice {
     /// An empty slice.
     pub fn empty() -> Self {
