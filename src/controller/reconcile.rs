@@ -28,7 +28,8 @@ use super::{
     gates,
     labels::IDENTITY_GATE,
     member::objects::{
-        backend, global_partition, member_partition, on_delete, revision, statefulset_at, template_hash,
+        backend, global_partition, member_partition, on_delete, revision, rolling_max_unavailable, statefulset_at,
+        template_hash,
     },
     messages::MemberView,
     move_storage::{self, Gate},
@@ -431,16 +432,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         previous: &previous,
         range: desired.start..desired.start + desired.replicas,
         partition: global_partition(fsts),
-        max_unavailable: rollout::resolve_max_unavailable(
-            fsts.spec
-                .template
-                .update_strategy
-                .as_ref()
-                .and_then(|u| u.rolling_update.as_ref())
-                .and_then(|r| r.max_unavailable.as_ref()),
-            desired.replicas,
-        )
-        .min(fsts.spec.disruption.as_ref().map_or(u32::MAX, |d| d.allowed_unavailable(desired.replicas))),
+        max_unavailable: rollout::resolve_max_unavailable(rolling_max_unavailable(fsts), desired.replicas)
+            .min(fsts.spec.disruption.as_ref().map_or(u32::MAX, |d| d.allowed_unavailable(desired.replicas))),
         on_delete: on_delete(fsts),
         pods: &pod_states,
     });

@@ -153,14 +153,16 @@ pub fn on_delete(fsts: &FederatedStatefulSet) -> bool {
 /// `updateStrategy.rollingUpdate.partition` of the federation: global ordinals at or above it
 /// are updated, as in one StatefulSet (0 when unset).
 pub fn global_partition(fsts: &FederatedStatefulSet) -> Ordinal {
-    fsts.spec
-        .template
-        .update_strategy
-        .as_ref()
-        .and_then(|u| u.rolling_update.as_ref())
-        .and_then(|r| r.partition)
-        .map(|p| p.max(0) as Ordinal)
-        .unwrap_or(0)
+    let rolling = fsts.spec.template.update_strategy.as_ref().and_then(|u| u.rolling_update.as_ref());
+    rolling.and_then(|r| r.partition).map_or(0, |p| p.max(0) as Ordinal)
+}
+
+/// `updateStrategy.rollingUpdate.maxUnavailable` of the federation, if set.
+pub fn rolling_max_unavailable(
+    fsts: &FederatedStatefulSet,
+) -> Option<&k8s_openapi::apimachinery::pkg::util::intstr::IntOrString> {
+    let rolling = fsts.spec.template.update_strategy.as_ref()?.rolling_update.as_ref()?;
+    rolling.max_unavailable.as_ref()
 }
 
 /// The partition a member StatefulSet holding `slice` is written with when the federation's
