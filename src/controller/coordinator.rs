@@ -265,7 +265,7 @@ impl Coordinator {
                 act.handover_refusals.insert(k, why);
             }
             if let Some(r) = outcome.refusal {
-                tracing::warn!(federation = %act.key, refusal = %r.1, "a member refused the template; nothing written");
+                tracing::warn!(federation = %act.key, refusal = %r.1, "a member refused the template; nothing written in any member");
                 act.template_refusal = Some(r);
                 act.again = true;
             }
@@ -491,23 +491,61 @@ async fn carry_out(
     // so that one that does not answer delays the others by one request deadline at most.
     let carried = carried(host, &fsts).await?;
     out.carried_digest = Some(digest_of(&carried));
-    // Members whose earlier call of this round got no answer (or an error): their writes wait
-    // for the next round; the others' go ahead.
-    let mut skipped: BTreeMap<String, String> = BTreeMap::new();
+    let supporting = |dry_run| EnsureSupporting {
+        namespace: namespace(&fsts),
+        service: headless_service(&fsts),
+        carried: carried.clone(),
+        term,
+        dry_run,
+    };
+    let kind = objects::backend(&fsts);
     let due: std::collections::BTreeSet<&String> = ensure_due.iter().chain(decision.supporting.iter()).collect();
-    let ensures = due.into_iter().filter_map(|c| {
-        let w = watchers.get(c)?.clone();
-        let msg = EnsureSupporting {
-            namespace: namespace(&fsts),
-            service: headless_service(&fsts),
-            carried: carried.clone(),
-            term,
-        };
-        Some(async move { (c.clone(), w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await) })
+    // Nothing is written in any member before every member accepted, as a dry run, all that this
+    // round writes there because something changed: the supporting objects, and the StatefulSet
+    // of a new template. A member that does not answer gets no write this round; a member that
+    // refuses holds every write everywhere. Only a change is checked: an idle round asks nothing.
+    let checks = check_members(&due, decision, watchers, key, kind, term, &supporting).await;
+    let mut skipped: BTreeMap<String, String> = BTreeMap::new();
+    let mut to_ensure = Vec::new();
+    for (cluster, what, res) in checks {
+        match res {
+            Ok(Ok(writes)) => {
+                if what == Checked::Supporting {
+                    if writes {
+                        to_ensure.push(cluster);
+                    } else {
+                        out.ensured.push(cluster);
+                    }
+                }
+            }
+            Ok(Err(e @ WriteError::Refused { code: 401 | 403, .. })) => {
+                note_access_refusal(out, &e);
+                return Err(format!("{cluster}: {what}: {e}"));
+            }
+            Ok(Err(WriteError::Refused { cluster, code, message })) => {
+                out.refusal = Some((template_hash(&fsts), format!("{cluster} refused its {what} ({code}): {message}")));
+                return Ok(());
+            }
+            Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{cluster}: {what}: {e}")),
+            Ok(Err(e)) => {
+                skipped.insert(cluster.clone(), format!("{cluster}: {what}: {e}"));
+            }
+            Err(e) => {
+                skipped.insert(cluster.clone(), format!("{cluster}: {what}: {}", call_failed(e)));
+            }
+        }
+    }
+    let ensures = to_ensure.into_iter().filter(|c| !skipped.contains_key(c)).filter_map(|c| {
+        let w = watchers.get(&c)?.clone();
+        let msg = supporting(false);
+        Some(async move {
+            let res = w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await;
+            (c, res)
+        })
     });
     for (c, res) in futures::future::join_all(ensures).await {
         match res {
-            Ok(Ok(())) => out.ensured.push(c),
+            Ok(Ok(_)) => out.ensured.push(c),
             Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{c}: supporting objects: {e}")),
             Ok(Err(e)) => {
                 note_access_refusal(out, &e);
@@ -515,35 +553,6 @@ async fn carry_out(
             }
             Err(e) => {
                 skipped.insert(c.clone(), format!("{c}: supporting objects: {}", call_failed(e)));
-            }
-        }
-    }
-    let kind = objects::backend(&fsts);
-    // A new template is tried everywhere first, so that a refused one changes nothing; a
-    // member that does not answer the dry run gets no write this round.
-    let dry_runs =
-        decision.writes.iter().filter(|w| w.new_template && !skipped.contains_key(&w.cluster)).filter_map(|w| {
-            let watcher = watchers.get(&w.cluster)?.clone();
-            let msg = write_message(w, key, kind, term, true);
-            Some(async move { (w.cluster.clone(), watcher.send(msg).timeout(MEMBER_CALL_TIMEOUT).await) })
-        });
-    for (cluster, res) in futures::future::join_all(dry_runs).await {
-        match res {
-            Ok(Ok(_)) => {}
-            Ok(Err(e @ WriteError::Refused { code: 401 | 403, .. })) => {
-                note_access_refusal(out, &e);
-                return Err(format!("{cluster}: {e}"));
-            }
-            Ok(Err(WriteError::Refused { cluster, code, message })) => {
-                out.refusal = Some((template_hash(&fsts), format!("{cluster} refused it ({code}): {message}")));
-                return Ok(());
-            }
-            Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{cluster}: {e}")),
-            Ok(Err(e)) => {
-                skipped.insert(cluster.clone(), format!("{cluster}: {e}"));
-            }
-            Err(e) => {
-                skipped.insert(cluster.clone(), format!("{cluster}: {}", call_failed(e)));
             }
         }
     }
@@ -655,6 +664,59 @@ async fn carry_out(
         crash_points("persisted", decision);
     }
     Ok(())
+}
+
+/// What a member's dry run checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checked {
+    /// The namespace, the headless Service and the carried objects.
+    Supporting,
+    /// The StatefulSet of a new template.
+    StatefulSet,
+}
+
+impl std::fmt::Display for Checked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Checked::Supporting => "namespace, Service or carried objects",
+            Checked::StatefulSet => "StatefulSet",
+        })
+    }
+}
+
+/// One member's answer to a dry run: for the supporting objects, whether a real pass would
+/// write anything.
+type CheckAnswer = (String, Checked, Result<Result<bool, WriteError>, MailboxError>);
+
+/// Dry-runs, in every member at once, what this round may write there because something
+/// changed: the supporting objects of the members in `due`, and every write of a new template.
+#[allow(clippy::too_many_arguments)]
+async fn check_members(
+    due: &std::collections::BTreeSet<&String>,
+    decision: &Decision,
+    watchers: &BTreeMap<String, Addr<ClusterWatcher>>,
+    key: &FederationKey,
+    kind: Backend,
+    term: u64,
+    supporting: &impl Fn(bool) -> EnsureSupporting,
+) -> Vec<CheckAnswer> {
+    let supporting = due.iter().filter_map(|c| {
+        let w = watchers.get(*c)?.clone();
+        let msg = supporting(true);
+        let c = (*c).clone();
+        Some(futures::future::Either::Left(async move {
+            (c, Checked::Supporting, w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await)
+        }))
+    });
+    let statefulsets = decision.writes.iter().filter(|w| w.new_template).filter_map(|w| {
+        let watcher = watchers.get(&w.cluster)?.clone();
+        let msg = write_message(w, key, kind, term, true);
+        Some(futures::future::Either::Right(async move {
+            let res = watcher.send(msg).timeout(MEMBER_CALL_TIMEOUT).await;
+            (w.cluster.clone(), Checked::StatefulSet, res.map(|r| r.map(|_| true)))
+        }))
+    });
+    futures::future::join_all(supporting.chain(statefulsets)).await
 }
 
 /// Writes the members' disruption budgets decided (`spec.disruption`), every member at once.

@@ -151,9 +151,11 @@ pub enum Carried {
 }
 
 /// Creates what a federation's pods need besides their StatefulSet, where missing or
-/// different: the namespace, the headless Service, the carried objects.
+/// different: the namespace, the headless Service, the carried objects (with `dry_run`, only
+/// asks the member whether it accepts them, so that nothing is written anywhere before every
+/// member did). Answers whether anything was (or would be) written.
 #[derive(Message)]
-#[rtype(result = "Result<(), WriteError>")]
+#[rtype(result = "Result<bool, WriteError>")]
 pub struct EnsureSupporting {
     /// The namespace.
     pub namespace: Namespace,
@@ -163,6 +165,8 @@ pub struct EnsureSupporting {
     pub carried: Vec<Carried>,
     /// The term the write was planned in.
     pub term: u64,
+    /// `dryRun=All`: run every check of the member, store nothing.
+    pub dry_run: bool,
 }
 
 /// Removes a federation's objects from a member (its FederatedStatefulSet is being deleted).

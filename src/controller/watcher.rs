@@ -14,7 +14,7 @@ use actix::prelude::*;
 use futures::StreamExt;
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
-    core::v1::{ConfigMap, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service},
+    core::v1::{ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service},
     policy::v1::PodDisruptionBudget,
 };
 use kube::{
@@ -22,7 +22,7 @@ use kube::{
     api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy},
     runtime::{WatchStreamExt, watcher},
 };
-use serde::{Serialize, de::DeserializeOwned};
+use serde::de::DeserializeOwned;
 
 use crate::{api::MemberCluster, plan::Backend};
 
@@ -34,11 +34,12 @@ use super::{
         health::{Failure, Health},
         objects::FederationKey,
         storage,
+        supporting::{self, STAND_IN_NAMESPACE, Supporting},
         workload::{self, KRUISE_GROUP, KRUISE_VERSION, api_resource, keeps_ordinals},
     },
     messages::{
-        AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, MemberObserved, MemberView,
-        ReleaseClaims, ReleasePod, RetireClaims, Subscribe, Unsubscribe, WriteBudget, WriteError, WriteStatefulSet,
+        AdoptClaims, DeleteFederation, DeletePods, EnsureSupporting, MemberObserved, MemberView, ReleaseClaims,
+        ReleasePod, RetireClaims, Subscribe, Unsubscribe, WriteBudget, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     spans,
@@ -938,14 +939,38 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
         let written = object.clone();
         let name = msg.key.name.clone();
         let span = spans::member_write(&cluster, &msg.key, &object, kind, msg.dry_run);
+        let client = self.client.clone();
+        let ns = msg.key.namespace.clone();
         let work = async move {
-            match msg.expected_rv {
-                None => api.create(&pp, &object).await,
+            // Whether the answer is only the object sent back (see the stand-in below).
+            let mut echoed = false;
+            let res = match msg.expected_rv {
+                None => match api.create(&pp, &object).await {
+                    // The dry run of a new federation's StatefulSet in a member without its
+                    // namespace yet: made in the stand-in namespace, since creating the
+                    // namespace before every member accepted the template would be a write.
+                    Err(e) if pp.dry_run && supporting::namespace_missing(&e, &ns) => {
+                        let stand_in: Api<DynamicObject> =
+                            Api::namespaced_with(client, STAND_IN_NAMESPACE, &api_resource(kind));
+                        let mut moved = object.clone();
+                        moved.metadata.namespace = Some(STAND_IN_NAMESPACE.into());
+                        match stand_in.create(&pp, &moved).await {
+                            // A name taken there answers 409 only after validation passed.
+                            Err(kube::Error::Api(e)) if e.code == 409 => {
+                                echoed = true;
+                                Ok(object)
+                            }
+                            other => other,
+                        }
+                    }
+                    other => other,
+                },
                 Some(rv) => {
                     object.metadata.resource_version = Some(rv.to_string());
                     api.replace(&name, &pp, &object).await
                 }
-            }
+            };
+            res.map(|stored| (stored, echoed))
         };
         let work = tracing::Instrument::instrument(work, span);
         let dry_run = msg.dry_run;
@@ -953,7 +978,7 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
         let name_for_log = msg.key.to_string();
         let key = msg.key.clone();
         Box::pin(work.into_actor(self).map(move |res, act, ctx| {
-            let stored = res.map_err(|e| {
+            let (stored, echoed) = res.map_err(|e| {
                 let answered = matches!(&e, kube::Error::Api(s) if s.code < 500 && s.code != 401 && s.code != 403);
                 if answered {
                     act.contact_ok();
@@ -979,9 +1004,10 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
                 write_error(&cluster, e)
             })?;
             act.contact_ok();
+            // An echo of what was sent says nothing of what the member keeps.
             let kept = keeps_ordinals(&written, &stored);
             let known = act.keeps_ordinals_of(kind);
-            if !kept || known.is_none() {
+            if !echoed && (!kept || known.is_none()) {
                 *known = Some(kept);
             }
             let (_, record) = StsRecord::of(&stored, kind).ok_or_else(|| WriteError::Refused {
@@ -1146,90 +1172,40 @@ impl Handler<WriteBudget> for ClusterWatcher {
     }
 }
 
-/// Creates `object` where it is missing, replaces it where `differs` says it differs from the
-/// stored one, leaves it otherwise; answers whether it wrote.
-async fn ensure<K>(
-    api: &Api<K>,
-    object: &K,
-    differs: impl Fn(&K, &K) -> bool,
-    owned: impl Fn(&K) -> bool,
-) -> Result<bool, kube::Error>
-where
-    K: kube::Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
-{
-    let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
-    let name = object.meta().name.clone().unwrap_or_default();
-    match api.get_opt(&name).await? {
-        None => match api.create(&pp, object).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-            Err(e) => Err(e),
-        },
-        Some(stored) if owned(&stored) && differs(object, &stored) => {
-            let mut next = object.clone();
-            next.meta_mut().resource_version = stored.meta().resource_version.clone();
-            api.replace(&name, &pp, &next).await?;
-            Ok(true)
-        }
-        // The user's own object of that name is left alone.
-        Some(_) => Ok(false),
-    }
-}
-
 fn ours<K: kube::Resource>(k: &K) -> bool {
     k.meta().labels.as_ref().is_some_and(|l| l.contains_key(FEDERATION))
 }
 
 impl Handler<EnsureSupporting> for ClusterWatcher {
-    type Result = ResponseActFuture<Self, Result<(), WriteError>>;
+    type Result = ResponseActFuture<Self, Result<bool, WriteError>>;
 
     fn handle(&mut self, msg: EnsureSupporting, _: &mut Self::Context) -> Self::Result {
         if let Err(e) = self.check_term(msg.term) {
             return Box::pin(fut::ready(Err(e)));
         }
         let client = self.client.clone();
-        let ns = msg.namespace.name_any();
-        let cluster = self.cluster.clone();
-        let metrics = self.metrics.clone();
+        let dry_run = msg.dry_run;
         let work = async move {
-            let namespaces: Api<Namespace> = Api::all(client.clone());
-            if namespaces.get_opt(&ns).await?.is_none() {
-                ensure(&namespaces, &msg.namespace, |_, _| false, |_| false).await?;
-                metrics.member_write(&cluster, "namespace");
-            }
-            let services: Api<Service> = Api::namespaced(client.clone(), &ns);
-            let svc_differs = |a: &Service, b: &Service| {
-                let (a, b) = (a.spec.clone().unwrap_or_default(), b.spec.clone().unwrap_or_default());
-                a.selector != b.selector || a.ports.as_ref().map(Vec::len) != b.ports.as_ref().map(Vec::len)
-            };
-            if ensure(&services, &msg.service, svc_differs, ours).await? {
-                metrics.member_write(&cluster, "service");
-            }
-            for c in &msg.carried {
-                let wrote = match c {
-                    Carried::Secret(s) => {
-                        let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
-                        ensure(&api, s, |a, b| a.data != b.data || a.type_ != b.type_, ours).await?
-                    }
-                    Carried::ConfigMap(m) => {
-                        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-                        ensure(&api, m, |a, b| a.data != b.data || a.binary_data != b.binary_data, ours).await?
-                    }
-                };
-                if wrote {
-                    metrics.member_write(&cluster, "carried");
-                }
-            }
-            Ok::<(), kube::Error>(())
+            let s = Supporting { namespace: &msg.namespace, service: &msg.service, carried: &msg.carried };
+            supporting::ensure_supporting(&client, &s, dry_run).await
         };
         let cluster = self.cluster.clone();
         Box::pin(work.into_actor(self).map(move |res, act, _| match res {
-            Ok(()) => {
+            Ok(kinds) => {
                 act.contact_ok();
-                Ok(())
+                if !dry_run {
+                    for kind in &kinds {
+                        act.metrics.member_write(&cluster, kind);
+                    }
+                }
+                Ok(!kinds.is_empty())
             }
             Err(e) => {
-                act.contact_failed(&e);
+                if matches!(&e, kube::Error::Api(s) if s.code < 500 && s.code != 401 && s.code != 403) {
+                    act.contact_ok();
+                } else {
+                    act.contact_failed(&e);
+                }
                 Err(write_error(&cluster, e))
             }
         }))

@@ -6,4 +6,5 @@ pub mod cache;
 pub mod health;
 pub mod objects;
 pub mod storage;
+pub mod supporting;
 pub mod workload;

@@ -1,0 +1,195 @@
+//! What a federation's pods need in a member besides their StatefulSet: the namespace, the
+//! headless Service and the carried Secrets/ConfigMaps, written where missing or different.
+//!
+//! The same pass runs twice when something changed: first as a server-side dry run
+//! (`dryRun=All`) in every member, beside the StatefulSet's own dry run, then for real only
+//! once every member accepted everything, so that a federation a member refuses writes nothing
+//! anywhere (no namespace, no Service, no carried object). A dry run cannot be made inside a
+//! namespace that does not exist yet (the apiserver answers 404 before it validates, and
+//! creating the namespace would be a write): there the namespaced objects are dry-run in
+//! [`STAND_IN_NAMESPACE`] instead.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
+use kube::{Api, Client, ResourceExt, api::PostParams};
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::controller::{
+    labels::{FEDERATION, FIELD_MANAGER},
+    messages::Carried,
+};
+
+/// Where a dry run of a namespaced object goes while the federation's namespace does not exist
+/// in the member yet. `default` exists in every cluster (the apiserver recreates it), and what
+/// the apiserver validates of a StatefulSet, Service, Secret or ConfigMap does not depend on its
+/// namespace. Only an admission policy that selects the missing namespace itself cannot be asked
+/// before it exists; it is asked by the real write.
+pub const STAND_IN_NAMESPACE: &str = "default";
+
+/// How one object is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Written for real.
+    Write,
+    /// Dry-run in its own namespace.
+    DryRun,
+    /// Dry-run as a create in [`STAND_IN_NAMESPACE`] (its namespace is missing, so it is too).
+    StandIn,
+}
+
+impl Mode {
+    fn params(self) -> PostParams {
+        PostParams { dry_run: self != Mode::Write, field_manager: Some(FIELD_MANAGER.into()) }
+    }
+}
+
+/// Creates `object` where it is missing, replaces it where `differs` says it differs from the
+/// stored one (if `owned` says it is spanset's), leaves it otherwise; answers whether it wrote
+/// (or, as a dry run, would write).
+async fn ensure<K>(
+    api: &Api<K>,
+    object: &K,
+    differs: impl Fn(&K, &K) -> bool,
+    owned: impl Fn(&K) -> bool,
+    mode: Mode,
+) -> Result<bool, kube::Error>
+where
+    K: kube::Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    let pp = mode.params();
+    let name = object.meta().name.clone().unwrap_or_default();
+    let stored = match mode {
+        // Whatever the stand-in namespace holds under that name is not the federation's.
+        Mode::StandIn => None,
+        Mode::Write | Mode::DryRun => api.get_opt(&name).await?,
+    };
+    match stored {
+        None => match api.create(&pp, object).await {
+            Ok(_) => Ok(true),
+            // In the stand-in namespace a name taken by another object answers 409 only after
+            // the object passed validation and admission: the real create would be made.
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(mode == Mode::StandIn),
+            Err(e) => Err(e),
+        },
+        Some(stored) if owned(&stored) && differs(object, &stored) => {
+            let mut next = object.clone();
+            next.meta_mut().resource_version = stored.meta().resource_version.clone();
+            api.replace(&name, &pp, &next).await?;
+            Ok(true)
+        }
+        // The user's own object of that name is left alone.
+        Some(_) => Ok(false),
+    }
+}
+
+/// Whether a member object carries spanset's federation label (only those are replaced).
+fn ours<K: kube::Resource>(k: &K) -> bool {
+    k.meta().labels.as_ref().is_some_and(|l| l.contains_key(FEDERATION))
+}
+
+/// `object` moved into `ns`.
+fn moved<K: kube::Resource + Clone>(object: &K, ns: &str) -> K {
+    let mut o = object.clone();
+    o.meta_mut().namespace = Some(ns.to_string());
+    o
+}
+
+/// What to ensure in one member.
+pub struct Supporting<'a> {
+    /// The federation's namespace.
+    pub namespace: &'a Namespace,
+    /// Its headless Service.
+    pub service: &'a Service,
+    /// Its carried objects.
+    pub carried: &'a [Carried],
+}
+
+/// Ensures the namespace, the Service and the carried objects in one member (with `dry_run`,
+/// only asks the member whether it would accept them); answers the kinds written (or that a
+/// real pass would write), for the metrics and to skip a real pass with nothing to do.
+pub async fn ensure_supporting(
+    client: &Client,
+    s: &Supporting<'_>,
+    dry_run: bool,
+) -> Result<Vec<&'static str>, kube::Error> {
+    let mut wrote = Vec::new();
+    let ns = s.namespace.name_any();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let exists = namespaces.get_opt(&ns).await?.is_some();
+    let mode = match (dry_run, exists) {
+        (false, _) => Mode::Write,
+        (true, true) => Mode::DryRun,
+        (true, false) => Mode::StandIn,
+    };
+    if !exists {
+        match namespaces.create(&Mode::params(if dry_run { Mode::DryRun } else { Mode::Write }), s.namespace).await {
+            Ok(_) => wrote.push("namespace"),
+            // Created meanwhile by someone else: nothing to write.
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let target = if mode == Mode::StandIn { STAND_IN_NAMESPACE } else { ns.as_str() };
+    let services: Api<Service> = Api::namespaced(client.clone(), target);
+    let svc_differs = |a: &Service, b: &Service| {
+        let (a, b) = (a.spec.clone().unwrap_or_default(), b.spec.clone().unwrap_or_default());
+        a.selector != b.selector || a.ports.as_ref().map(Vec::len) != b.ports.as_ref().map(Vec::len)
+    };
+    if ensure(&services, &moved(s.service, target), svc_differs, ours, mode).await? {
+        wrote.push("service");
+    }
+    for c in s.carried {
+        let changed = match c {
+            Carried::Secret(secret) => {
+                let api: Api<Secret> = Api::namespaced(client.clone(), target);
+                let differs = |a: &Secret, b: &Secret| a.data != b.data || a.type_ != b.type_;
+                ensure(&api, &moved(secret, target), differs, ours, mode).await?
+            }
+            Carried::ConfigMap(map) => {
+                let api: Api<ConfigMap> = Api::namespaced(client.clone(), target);
+                let differs = |a: &ConfigMap, b: &ConfigMap| a.data != b.data || a.binary_data != b.binary_data;
+                ensure(&api, &moved(map, target), differs, ours, mode).await?
+            }
+        };
+        if changed {
+            wrote.push("carried");
+        }
+    }
+    Ok(wrote)
+}
+
+/// Whether a request was refused because its namespace does not exist (404 naming the
+/// namespace, as a real apiserver answers before it validates anything in it).
+pub fn namespace_missing(e: &kube::Error, ns: &str) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404 && s.message.contains(&format!("namespaces \"{ns}\" not found")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_namespace_is_told_from_a_missing_object() {
+        let err = |message: &str| {
+            kube::Error::Api(kube::core::ErrorResponse {
+                status: "Failure".into(),
+                message: message.into(),
+                reason: "NotFound".into(),
+                code: 404,
+            })
+        };
+        assert!(namespace_missing(&err("namespaces \"shop\" not found"), "shop"));
+        assert!(!namespace_missing(&err("statefulsets.apps \"shop\" not found"), "shop"));
+        assert!(!namespace_missing(&err("namespaces \"other\" not found"), "shop"));
+    }
+
+    #[test]
+    fn only_the_real_pass_writes() {
+        assert!(!Mode::Write.params().dry_run);
+        assert!(Mode::DryRun.params().dry_run && Mode::StandIn.params().dry_run);
+        let svc = Service {
+            metadata: kube::api::ObjectMeta { namespace: Some("shop".into()), ..Default::default() },
+            ..Default::default()
+        };
+        assert_eq!(moved(&svc, STAND_IN_NAMESPACE).metadata.namespace.as_deref(), Some("default"));
+    }
+}
