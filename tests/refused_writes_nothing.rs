@@ -273,13 +273,15 @@ async fn a_carried_object_a_member_refuses_writes_nothing_anywhere_until_allowed
     let api = host_namespace(&f).await;
     let poller = Poller::start(&f).await;
     api.create(&PostParams::default(), &federation(&f, "carrier")).await.expect("created");
-    let msg = condition(&api, "carrier", "Blocked", "MemberForbidden").await;
-    assert!(msg.contains("west") && msg.contains("redis-conf may not be copied"), "{msg}");
+    let msg = condition(&api, "carrier", "Blocked", "CarriedObjectRefused").await;
+    assert!(msg.starts_with("spec.migration.carry[0]: west refused it (422): "), "{msg}");
+    assert!(msg.contains("redis-conf may not be copied"), "the member's message: {msg}");
     tokio::task::block_in_place(|| c.wait_reconciles("carrier", 4));
     let (rounds, seen) = poller.finish().await;
     assert!(seen.is_empty(), "a refused federation wrote in members (seen over {rounds} polls): {seen:?}");
 
-    // West's administrator lifts the policy: everything is written.
+    // West's administrator lifts the policy: everything is written once the refusal is checked
+    // again.
     let ar = kube::api::ApiResource {
         group: "admissionregistration.k8s.io".into(),
         version: "v1".into(),

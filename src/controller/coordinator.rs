@@ -33,7 +33,7 @@ use super::{
         WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
-    reconcile::{self, Decision, Inputs, MemberInput, StsWrite},
+    reconcile::{self, Decision, Inputs, MemberInput, Refusal, StsWrite},
     spans,
     watcher::ClusterWatcher,
 };
@@ -52,8 +52,9 @@ struct Outcome {
     ensured: Vec<String>,
     /// A digest of the carried objects' content as read in this reconcile.
     carried_digest: Option<String>,
-    /// A member refused the template (dry run): `(template hash, message)`.
-    refusal: Option<(String, String)>,
+    /// A member refused, in a dry run, the template or what it writes with it:
+    /// `(template hash, refusal)`.
+    refusal: Option<(String, Refusal)>,
     /// Ordinals whose storage a member refused to hand over, with why.
     handover_refused: Vec<(u32, String)>,
     /// Members the automatic policy fenced.
@@ -90,7 +91,11 @@ pub struct Coordinator {
     members_listed: bool,
     views: BTreeMap<String, Arc<super::messages::MemberView>>,
     subscribed: BTreeMap<String, Addr<ClusterWatcher>>,
-    template_refusal: Option<(String, String)>,
+    /// A member's refusal (dry run) of this template or of what it writes with it, and when it
+    /// was seen: `(template hash, refusal, at)`. It holds every write until the template changes
+    /// or [`REFUSAL_RECHECK`] passed, when the dry runs are made again (a member's policy or a
+    /// carried object may have been fixed meanwhile, which no watch here announces).
+    template_refusal: Option<(String, Refusal, Instant)>,
     /// A member's 401/403 on spanset's last attempt to write there, shown as `Blocked`.
     access_refusal: Option<String>,
     /// Ordinals whose storage cannot be handed over (a volume tied to a node), with why; kept
@@ -264,10 +269,16 @@ impl Coordinator {
                 tracing::warn!(federation = %act.key, ordinal = k, refusal = %why, "storage cannot be handed over; the move holds");
                 act.handover_refusals.insert(k, why);
             }
-            if let Some(r) = outcome.refusal {
-                tracing::warn!(federation = %act.key, refusal = %r.1, "a member refused the template; nothing written in any member");
-                act.template_refusal = Some(r);
+            if let Some((hash, r)) = outcome.refusal {
+                let again = act.template_refusal.as_ref().is_some_and(|(h, was, _)| *h == hash && *was == r);
+                if again {
+                    tracing::debug!(federation = %act.key, refusal = %r.message, "still refused; nothing written in any member");
+                } else {
+                    tracing::warn!(federation = %act.key, refusal = %r.message, "a member refused the template; nothing written in any member");
+                }
+                act.template_refusal = Some((hash, r, Instant::now()));
                 act.again = true;
+                act.wake_after(REFUSAL_RECHECK, ctx);
             }
             if let Some(e) = &outcome.error {
                 tracing::debug!(federation = %act.key, error = %e, "reconcile did not finish; retrying");
@@ -375,7 +386,11 @@ impl Coordinator {
         let fsts = self.fsts.clone();
         let members = self.inputs();
         let hash = template_hash(&fsts);
-        let refusal = self.template_refusal.as_ref().filter(|(h, _)| *h == hash).map(|(_, m)| m.clone());
+        let refusal = self
+            .template_refusal
+            .as_ref()
+            .filter(|(h, _, at)| *h == hash && at.elapsed() < REFUSAL_RECHECK)
+            .map(|(_, r, _)| r.clone());
         let now = Instant::now();
         let decision = reconcile::decide(&Inputs {
             fsts: &fsts,
@@ -523,7 +538,7 @@ async fn carry_out(
                 return Err(format!("{cluster}: {what}: {e}"));
             }
             Ok(Err(WriteError::Refused { cluster, code, message })) => {
-                out.refusal = Some((template_hash(&fsts), format!("{cluster} refused its {what} ({code}): {message}")));
+                out.refusal = Some((template_hash(&fsts), refusal(what, &cluster, code, &message)));
                 return Ok(());
             }
             Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{cluster}: {what}: {e}")),
@@ -664,6 +679,22 @@ async fn carry_out(
         crash_points("persisted", decision);
     }
     Ok(())
+}
+
+/// How long a refusal holds the federation before the dry runs are made again: long enough
+/// that a refused federation costs its members a handful of dry runs a minute, not one per
+/// reconcile; short enough that an operator who fixed a member's policy sees it taken up soon.
+pub const REFUSAL_RECHECK: Duration = Duration::from_secs(30);
+
+/// The refusal of a member's dry run, naming the field: the StatefulSet's is the template's;
+/// the watcher names the field of a supporting object at the head of its message.
+fn refusal(what: Checked, cluster: &str, code: u16, message: &str) -> Refusal {
+    let (field, message) = match what {
+        Checked::StatefulSet => ("spec.template", message),
+        Checked::Supporting => message.split_once(": ").unwrap_or(("spec.template", message)),
+    };
+    let reason = if field.starts_with("spec.migration.carry") { "CarriedObjectRefused" } else { "TemplateRefused" };
+    Refusal { reason, message: format!("{field}: {cluster} refused it ({code}): {message}") }
 }
 
 /// What a member's dry run checked.

@@ -79,6 +79,17 @@ pub struct MemberInput {
     pub view: Option<Arc<MemberView>>,
 }
 
+/// A member's refusal, in a dry run, of an object the federation would write there: nothing
+/// is written in any member while it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The `Blocked` condition's reason: `TemplateRefused` (the StatefulSet, its Service or its
+    /// namespace) or `CarriedObjectRefused` (`spec.migration.carry`).
+    pub reason: &'static str,
+    /// The message, starting with the field: `spec.template: east refused it (422): …`.
+    pub message: String,
+}
+
 /// Everything a reconcile decides from.
 pub struct Inputs<'a> {
     /// The federation.
@@ -87,8 +98,9 @@ pub struct Inputs<'a> {
     pub members: &'a BTreeMap<String, MemberInput>,
     /// The leader term writes are made in.
     pub term: u64,
-    /// A member's refusal of the current template (from a dry run), if any.
-    pub template_refusal: Option<String>,
+    /// A member's refusal, in a dry run, of the current template or of what it writes with
+    /// it (Service, namespace, carried objects), if any.
+    pub template_refusal: Option<Refusal>,
     /// A member's refusal (401/403) of spanset's last write there, naming the permission.
     pub access_refusal: Option<String>,
     /// Ordinals whose storage cannot be handed over, with why (naming the PV).
@@ -393,8 +405,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             _ => {}
         }
     }
-    if let Some(why) = &inp.template_refusal {
-        return blocked(fsts, &previous, "TemplateRefused", format!("spec.template: {why}"), &wall);
+    if let Some(r) = &inp.template_refusal {
+        return blocked(fsts, &previous, r.reason, r.message.clone(), &wall);
     }
     if let Some(why) = &inp.access_refusal {
         return blocked(fsts, &previous, "MemberForbidden", why.clone(), &wall);

@@ -1200,13 +1200,19 @@ impl Handler<EnsureSupporting> for ClusterWatcher {
                 }
                 Ok(!kinds.is_empty())
             }
-            Err(e) => {
+            Err(supporting::Failed { field, error: e }) => {
                 if matches!(&e, kube::Error::Api(s) if s.code < 500 && s.code != 401 && s.code != 403) {
                     act.contact_ok();
                 } else {
                     act.contact_failed(&e);
                 }
-                Err(write_error(&cluster, e))
+                // The field heads the message, for the coordinator's condition.
+                match write_error(&cluster, e) {
+                    WriteError::Refused { cluster, code, message } => {
+                        Err(WriteError::Refused { cluster, code, message: format!("{field}: {message}") })
+                    }
+                    other => Err(other),
+                }
             }
         }))
     }

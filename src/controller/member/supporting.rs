@@ -103,6 +103,20 @@ pub struct Supporting<'a> {
     pub carried: &'a [Carried],
 }
 
+/// A failed step of [`ensure_supporting`]: the federation's field the object comes from, and
+/// the member's answer.
+#[derive(Debug)]
+pub struct Failed {
+    /// `metadata.namespace`, `spec.template.serviceName` or `spec.migration.carry[i]`.
+    pub field: String,
+    /// The member's answer.
+    pub error: kube::Error,
+}
+
+fn at(field: &str) -> impl FnOnce(kube::Error) -> Failed + '_ {
+    move |error| Failed { field: field.to_string(), error }
+}
+
 /// Ensures the namespace, the Service and the carried objects in one member (with `dry_run`,
 /// only asks the member whether it would accept them); answers the kinds written (or that a
 /// real pass would write), for the metrics and to skip a real pass with nothing to do.
@@ -110,11 +124,11 @@ pub async fn ensure_supporting(
     client: &Client,
     s: &Supporting<'_>,
     dry_run: bool,
-) -> Result<Vec<&'static str>, kube::Error> {
+) -> Result<Vec<&'static str>, Failed> {
     let mut wrote = Vec::new();
     let ns = s.namespace.name_any();
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let exists = namespaces.get_opt(&ns).await?.is_some();
+    let exists = namespaces.get_opt(&ns).await.map_err(at("metadata.namespace"))?.is_some();
     let mode = match (dry_run, exists) {
         (false, _) => Mode::Write,
         (true, true) => Mode::DryRun,
@@ -125,7 +139,7 @@ pub async fn ensure_supporting(
             Ok(_) => wrote.push("namespace"),
             // Created meanwhile by someone else: nothing to write.
             Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(at("metadata.namespace")(e)),
         }
     }
     let target = if mode == Mode::StandIn { STAND_IN_NAMESPACE } else { ns.as_str() };
@@ -134,22 +148,24 @@ pub async fn ensure_supporting(
         let (a, b) = (a.spec.clone().unwrap_or_default(), b.spec.clone().unwrap_or_default());
         a.selector != b.selector || a.ports.as_ref().map(Vec::len) != b.ports.as_ref().map(Vec::len)
     };
-    if ensure(&services, &moved(s.service, target), svc_differs, ours, mode).await? {
+    let service = ensure(&services, &moved(s.service, target), svc_differs, ours, mode).await;
+    if service.map_err(at("spec.template.serviceName"))? {
         wrote.push("service");
     }
-    for c in s.carried {
+    for (i, c) in s.carried.iter().enumerate() {
         let changed = match c {
             Carried::Secret(secret) => {
                 let api: Api<Secret> = Api::namespaced(client.clone(), target);
                 let differs = |a: &Secret, b: &Secret| a.data != b.data || a.type_ != b.type_;
-                ensure(&api, &moved(secret, target), differs, ours, mode).await?
+                ensure(&api, &moved(secret, target), differs, ours, mode).await
             }
             Carried::ConfigMap(map) => {
                 let api: Api<ConfigMap> = Api::namespaced(client.clone(), target);
                 let differs = |a: &ConfigMap, b: &ConfigMap| a.data != b.data || a.binary_data != b.binary_data;
-                ensure(&api, &moved(map, target), differs, ours, mode).await?
+                ensure(&api, &moved(map, target), differs, ours, mode).await
             }
         };
+        let changed = changed.map_err(|e| at(&format!("spec.migration.carry[{i}]"))(e))?;
         if changed {
             wrote.push("carried");
         }
