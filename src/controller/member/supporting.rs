@@ -185,14 +185,8 @@ mod tests {
 
     #[test]
     fn a_missing_namespace_is_told_from_a_missing_object() {
-        let err = |message: &str| {
-            kube::Error::Api(kube::core::ErrorResponse {
-                status: "Failure".into(),
-                message: message.into(),
-                reason: "NotFound".into(),
-                code: 404,
-            })
-        };
+        let err =
+            |message: &str| kube::Error::Api(kube::core::Status::failure(message, "NotFound").with_code(404).boxed());
         assert!(namespace_missing(&err("namespaces \"shop\" not found"), "shop"));
         assert!(!namespace_missing(&err("statefulsets.apps \"shop\" not found"), "shop"));
         assert!(!namespace_missing(&err("namespaces \"other\" not found"), "shop"));
