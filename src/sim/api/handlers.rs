@@ -57,7 +57,8 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
     let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
     let accept = accept.as_deref();
     let route = routes::parse(parts.uri.path());
-    // Without `--auth` every caller may do everything, as the administrator.
+    // Without `--auth` every caller may do everything, as the administrator (or whom it
+    // impersonates).
     let user = if cluster.config.auth {
         let user = match auth::authenticate(&cluster, &parts.headers)
             .and_then(|u| impersonation::apply(&cluster, u, &parts.headers))
@@ -71,7 +72,11 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
         }
         user
     } else {
-        UserInfo::admin()
+        // Every caller is the administrator, who may impersonate anyone (`kubectl --as`).
+        match impersonation::apply(&cluster, UserInfo::admin(), &parts.headers) {
+            Ok(u) => u,
+            Err(e) => return response::error(&e),
+        }
     };
     match route {
         Route::Version => response::json(200, &discovery::version(&cluster)),
@@ -234,6 +239,7 @@ async fn resource(
             let bytes = read_body(cluster, body).await?;
             let review = decode_object(parts, &bytes)?;
             let answer = match rt.plural.as_str() {
+                "selfsubjectreviews" => Ok(reviews::self_review(user, version, &review)),
                 "selfsubjectrulesreviews" => reviews::rules_review(cluster, user, &review),
                 _ => reviews::access_review(cluster, user, &review),
             };
