@@ -316,11 +316,24 @@ impl Cluster {
         if opts.dry_run {
             return Ok(Arc::new(body.clone()));
         }
-        let created = self.storage.create(rt, &key(rt), body.clone())?;
-        if let Some(t) = crd_type {
-            self.resources.install(t);
+        // A new CRD's type is served (discovery, OpenAPI, its endpoints) before the CRD, which
+        // says Established, can be read or watched: the apiserver's discovery comes first too.
+        let replaced = match &crd_type {
+            Some(t) if self.storage.get(&key(rt), "", &name).is_none() => {
+                let replaced = self.resources.by_plural(&t.group, &t.plural);
+                self.resources.install(t.clone());
+                Some((t, replaced))
+            }
+            _ => None,
+        };
+        let created = self.storage.create(rt, &key(rt), body.clone());
+        if let (Err(_), Some((t, replaced))) = (&created, replaced) {
+            match replaced {
+                Some(previous) => self.resources.install((*previous).clone()),
+                None => self.resources.remove(&t.group, &t.plural),
+            }
         }
-        Ok(created)
+        created
     }
 
     /// Silently drops fields the simulated server does not keep, like an apiserver without the
