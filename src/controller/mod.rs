@@ -33,4 +33,5 @@ pub mod runtime_metrics;
 pub mod spans;
 pub mod status;
 pub mod supervisor;
+pub mod undecodable;
 pub mod watcher;
