@@ -204,6 +204,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         context: Some(HOST.into()),
         metrics_addr: args.metrics_addr,
         lease: Some(LeaseSettings::new(lease_namespace, LEASE_NAME, super::run::default_identity())),
+        bounds: Default::default(),
     };
     let running = app::start(opts).await?;
     {

@@ -91,6 +91,8 @@ pub struct Coordinator {
     views: BTreeMap<String, Arc<super::messages::MemberView>>,
     subscribed: BTreeMap<String, Addr<ClusterWatcher>>,
     template_refusal: Option<(String, String)>,
+    /// Bounds on the federation's replicas.
+    bounds: super::bounds::ReplicaBounds,
     /// The latest version of the federation, when it cannot be decoded: nothing is written in
     /// any member until one that decodes arrives (`fsts` stays the last one read).
     undecodable: Option<Arc<crate::api::decode::Undecodable>>,
@@ -144,6 +146,7 @@ impl Coordinator {
         leadership: Leadership,
         metrics: Arc<Metrics>,
         members: MembersChanged,
+        bounds: super::bounds::ReplicaBounds,
     ) -> Self {
         let recorder =
             Arc::new(tokio::sync::Mutex::new(crate::controller::events::Recorder::new(host.clone(), "spanset".into())));
@@ -158,6 +161,7 @@ impl Coordinator {
             views: BTreeMap::new(),
             subscribed: BTreeMap::new(),
             template_refusal: None,
+            bounds,
             undecodable: None,
             access_refusal: None,
             handover_refusals: BTreeMap::new(),
@@ -387,6 +391,7 @@ impl Coordinator {
             members: &members,
             term,
             template_refusal: refusal,
+            bounds: self.bounds,
             // Shown once; the reconcile after it tries the writes again.
             access_refusal: self.access_refusal.take(),
             handover_refusals: self.handover_refusals.clone(),

@@ -12,6 +12,7 @@
 //! decisions), [`status`]. The controller never imports the sandbox.
 
 pub mod app;
+pub mod bounds;
 pub mod coordinator;
 pub mod disruption;
 pub mod events;

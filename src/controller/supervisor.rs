@@ -46,6 +46,8 @@ use crate::api::{
 pub struct SupervisorConfig {
     /// The controller's kubeconfig, whose contexts members may name.
     pub kubeconfig: Option<PathBuf>,
+    /// Bounds on each federation's replicas.
+    pub bounds: super::bounds::ReplicaBounds,
 }
 
 /// Which watchers have listed once (for `/readyz`).
@@ -467,6 +469,7 @@ impl Supervisor {
                     self.leadership.clone(),
                     self.metrics.clone(),
                     self.handles(),
+                    self.config.bounds,
                 )
                 .start();
                 self.coordinators.insert(key, c);
