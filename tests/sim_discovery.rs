@@ -221,3 +221,45 @@ async fn discovery_etags_change_when_a_crd_is_served() {
         assert_eq!(unchanged.status, 304, "{accept}: the core group did not change");
     }
 }
+
+/// A new CRD's type is served before the CRD (which says Established) is stored: a write that
+/// holds the store sees the type served while the CRD's create waits for the store.
+#[test]
+fn a_crd_type_is_served_before_the_crd_is_stored() {
+    use spanset::sim::{cluster::Cluster, store::registry::Subresource};
+    let cluster = std::sync::Arc::new(Cluster::new(ClusterConfig::named("a")));
+    let namespaces = cluster.resources.by_plural("", "namespaces").unwrap();
+    let (holding, held) = std::sync::mpsc::channel();
+    let creator = {
+        let cluster = cluster.clone();
+        std::thread::spawn(move || {
+            held.recv().unwrap();
+            let crds = cluster.resources.by_plural("apiextensions.k8s.io", "customresourcedefinitions").unwrap();
+            let crd = serde_json::json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "gizmos.example.com"},
+                "spec": {"group": "example.com", "scope": "Namespaced",
+                         "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
+                         "versions": [{"name": "v1", "served": true, "storage": true}]},
+            });
+            cluster.create(&crds, None, crd, &Default::default()).expect("CRD accepted")
+        })
+    };
+    let mut served_first = false;
+    // The closure runs under the store's lock: the CRD cannot be stored meanwhile.
+    cluster
+        .update_with(&namespaces, "", "default", Subresource::Main, &Default::default(), |current| {
+            holding.send(()).unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while std::time::Instant::now() < deadline && !served_first {
+                served_first = cluster.resources.lookup("example.com", "v1", "gizmos").is_some();
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Ok(current.clone())
+        })
+        .unwrap();
+    let stored = creator.join().unwrap();
+    assert!(served_first, "gizmos served while its CRD waited to be stored");
+    let established = |c: &Value| c["type"] == "Established" && c["status"] == "True";
+    assert!(stored["status"]["conditions"].as_array().unwrap().iter().any(established));
+}

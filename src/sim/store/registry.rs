@@ -318,8 +318,11 @@ impl Cluster {
         }
         // A new CRD's type is served (discovery, OpenAPI, its endpoints) before the CRD, which
         // says Established, can be read or watched: the apiserver's discovery comes first too.
+        // (A served custom type of that group and plural means its CRD, of this name, exists:
+        // the create is refused below, and the type stays. The store is not read here, so that
+        // the type is served even while the store is busy.)
         let replaced = match &crd_type {
-            Some(t) if self.storage.get(&key(rt), "", &name).is_none() => {
+            Some(t) if !self.resources.by_plural(&t.group, &t.plural).is_some_and(|e| e.custom) => {
                 let replaced = self.resources.by_plural(&t.group, &t.plural);
                 self.resources.install(t.clone());
                 Some((t, replaced))
@@ -328,8 +331,11 @@ impl Cluster {
         };
         let created = self.storage.create(rt, &key(rt), body.clone());
         if let (Err(_), Some((t, replaced))) = (&created, replaced) {
-            match replaced {
-                Some(previous) => self.resources.install((*previous).clone()),
+            // Refused: serve what the stored CRD says (a namesake created meanwhile won), or
+            // what was served before.
+            let stored = self.storage.get(&key(rt), "", &name).and_then(|crd| resources::from_crd(&crd));
+            match stored.or_else(|| replaced.map(|previous| (*previous).clone())) {
+                Some(served) => self.resources.install(served),
                 None => self.resources.remove(&t.group, &t.plural),
             }
         }
