@@ -209,6 +209,9 @@ pub struct Identified {
     pub cluster: String,
     /// Its cluster id, if it could be read.
     pub id: Option<String>,
+    /// Whether the member answered: `false` tells that its first probe found it silent (no
+    /// identity yet), so that members ranked after it need not wait for it.
+    pub answered: bool,
 }
 
 /// The supervisor tells a watcher whether its member is used (`Ok`) or waits, and why: until

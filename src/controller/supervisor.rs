@@ -80,6 +80,8 @@ pub struct Supervisor {
     identities: BTreeMap<String, Option<String>>,
     /// Members whose identity was admitted: they are used.
     admitted: BTreeSet<String>,
+    /// Members whose current watcher's first probe is over (answered or not).
+    probed: BTreeSet<String>,
     /// Members refused without a watcher, by the `Reachable` reason said (`InvalidSpec`,
     /// `DuplicateCluster`; absent: `BadKubeconfig`).
     refusals: BTreeMap<String, &'static str>,
@@ -133,6 +135,7 @@ impl Supervisor {
             held_said: BTreeMap::new(),
             identities: BTreeMap::new(),
             admitted: BTreeSet::new(),
+            probed: BTreeSet::new(),
             refusals: BTreeMap::new(),
         }
     }
@@ -320,6 +323,8 @@ impl Supervisor {
             act.members
                 .insert(name.clone(), (spec, MemberHandle { member: mc, watcher, connecting: false, duplicate: None }));
             act.broadcast();
+            // A member without a watcher holds no one back from being used.
+            act.settle_identities();
         }));
     }
 
@@ -401,6 +406,7 @@ impl Supervisor {
     fn forget_identity(&mut self, name: &str) {
         self.identities.remove(name);
         self.admitted.remove(name);
+        self.probed.remove(name);
         self.refusals.remove(name);
     }
 
@@ -423,6 +429,10 @@ impl Supervisor {
                     }),
                     admitted: self.admitted.contains(name),
                     refused: self.refusals.get(name) == Some(&"DuplicateCluster"),
+                    // A member without a watcher (bad kubeconfig, invalid spec) has no probe
+                    // to wait for.
+                    probed: self.probed.contains(name)
+                        || self.members.get(name).is_some_and(|(_, h)| h.watcher.is_err() && !h.connecting),
                 }
             })
             .collect();
@@ -713,7 +723,10 @@ impl Handler<Identified> for Supervisor {
         if !current || self.identities.contains_key(&msg.cluster) {
             return;
         }
-        self.identities.insert(msg.cluster, msg.id);
+        self.probed.insert(msg.cluster.clone());
+        if msg.answered {
+            self.identities.insert(msg.cluster, msg.id);
+        }
         self.settle_identities();
     }
 }

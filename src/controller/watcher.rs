@@ -99,6 +99,8 @@ pub struct ClusterWatcher {
     identities: Option<Recipient<Identified>>,
     /// Whether the supervisor lets this member be used, or why not yet.
     admission: Result<(), String>,
+    /// The supervisor was told that the first probe found the member silent.
+    told_silent: bool,
 }
 
 impl ClusterWatcher {
@@ -142,6 +144,7 @@ impl ClusterWatcher {
             identity: None,
             identities: None,
             admission: Ok(()),
+            told_silent: false,
         }
     }
 
@@ -349,6 +352,14 @@ impl ClusterWatcher {
                         .health
                         .failed(Failure::Timeout, format!("no answer to a probe within {}s", PROBE_TIMEOUT.as_secs())),
                 }
+                // A first probe without an answer is told too: members ranked after this one
+                // stop waiting for it.
+                if act.identity.is_none() && !act.told_silent {
+                    act.told_silent = true;
+                    if let Some(to) = &act.identities {
+                        to.do_send(Identified { cluster: act.cluster.clone(), id: None, answered: false });
+                    }
+                }
                 let is_up = act.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
                 // Compared with the state last acted on, not with a moment ago: silence turns a
                 // member Unreachable between two probes, not during one.
@@ -447,7 +458,7 @@ impl ClusterWatcher {
         };
         self.identity = Some(id.clone());
         match &self.identities {
-            Some(to) => to.do_send(Identified { cluster: self.cluster.clone(), id }),
+            Some(to) => to.do_send(Identified { cluster: self.cluster.clone(), id, answered: true }),
             None => self.admission = Ok(()),
         }
         self.report_status(ctx);

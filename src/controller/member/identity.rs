@@ -8,8 +8,10 @@
 //! 1. one already in use (admitted in this process) is never displaced;
 //! 2. otherwise the first by rank: a member not recorded as refused before (so that a restart
 //!    keeps what the previous leader kept), then the older `creationTimestamp`, then the name;
-//! 3. a member waits (unused, not refused) while one ranked before it, whose identity is not
-//!    read yet in this process, last recorded the same id: it is kept if it answers with it.
+//! 3. a member waits (unused, not refused) while one ranked before it has not had its first
+//!    probe yet, or, its identity not read yet, last recorded the same id: the one before is
+//!    kept if it answers with it. One whose first probe found it silent does not hold others
+//!    back (and is refused if it answers later with an id in use).
 //!
 //! A member whose identity cannot be read (the member refuses to show `kube-system`, or has
 //! none) is used without an id, with a warning: refusing it would stop every member whose RBAC
@@ -34,6 +36,8 @@ pub struct Claimant {
     pub admitted: bool,
     /// Refused in this process.
     pub refused: bool,
+    /// Its first probe is over (answered or not), or it has no watcher to probe it.
+    pub probed: bool,
 }
 
 impl Claimant {
@@ -95,7 +99,15 @@ fn admission(m: &Claimant, id: Option<&str>, members: &[Claimant]) -> Admission 
             kept.name, m.name
         ));
     }
-    if let Some(before) = others().filter(|o| o.rank() < m.rank()).find(|o| !o.admitted && o.claim() == Some(id)) {
+    let before = others().filter(|o| o.rank() < m.rank() && !o.admitted);
+    if let Some(first) = before.clone().find(|o| o.read.is_none() && !o.probed) {
+        return Admission::Wait(format!(
+            "waits for the first probe of MemberCluster {:?}, which ranks first (older, or kept before) and \
+             may reach the same cluster",
+            first.name
+        ));
+    }
+    if let Some(before) = before.into_iter().find(|o| o.claim() == Some(id)) {
         return Admission::Wait(format!(
             "reaches the cluster MemberCluster {:?} last reached (clusterID {id}); {:?} ranks first \
              (older, or kept before) and is kept if it answers with that id, so {:?} waits for it",
@@ -113,9 +125,24 @@ mod tests {
         Claimant {
             name: name.into(),
             created: Some(created.into()),
+            probed: read.is_some(),
             read: read.map(|r| r.map(str::to_string)),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn of_two_members_reaching_one_cluster_the_older_is_kept_whichever_answers_first() {
+        let mut ms = vec![
+            member("east", "2026-01-01T00:00:00Z", None),
+            member("east-2", "2026-01-02T00:00:00Z", Some(Some("uid-e"))),
+        ];
+        assert!(matches!(&settle(&mut ms)[..], [(_, Admission::Wait(_))]));
+        ms[0].read = Some(Some("uid-e".into()));
+        ms[0].probed = true;
+        let out = settle(&mut ms);
+        assert_eq!(out[0], ("east".to_string(), Admission::Admit));
+        assert!(matches!(&out[1], (n, Admission::Refuse(_)) if n == "east-2"), "{out:?}");
     }
 
     #[test]
@@ -141,6 +168,14 @@ mod tests {
             member("east", "2026-01-01T00:00:00Z", None),
             member("east-2", "2026-01-02T00:00:00Z", Some(Some("uid-e"))),
         ];
+        // The younger waits for the older's first probe...
+        let out = settle(&mut ms);
+        assert!(
+            matches!(&out[..], [(n, Admission::Wait(why))] if n == "east-2" && why.contains("\"east\"")),
+            "{out:?}"
+        );
+        // ... which found east silent: east-2 is used, and east is refused when it answers.
+        ms[0].probed = true;
         assert_eq!(settle(&mut ms), vec![("east-2".to_string(), Admission::Admit)]);
         ms[0].read = Some(Some("uid-e".into()));
         let out = settle(&mut ms);
