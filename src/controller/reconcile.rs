@@ -436,11 +436,10 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         match &m.view {
             // A duplicate is never observed: its pods are another member's. Only a slice the
             // status gave it before it was found out is kept, unconfirmed (as for a silent member).
-            _ if m.duplicate.is_some() => {
-                if listed_before.contains(name.as_str()) {
-                    obs.insert(name.clone(), unreported(&previous, name, m.fenced));
-                }
+            _ if m.duplicate.is_some() && listed_before.contains(name.as_str()) => {
+                obs.insert(name.clone(), unreported(&previous, name, m.fenced));
             }
+            _ if m.duplicate.is_some() => {}
             Some(view) if view.synced => {
                 let holds = view.federation.sts.is_some() || !view.federation.pods.is_empty();
                 if placement.contains(name.as_str()) || holds || listed_before.contains(name.as_str()) {
