@@ -364,7 +364,7 @@ impl Supervisor {
             let reason = self.refusals.get(name).copied().unwrap_or("BadKubeconfig");
             let id = self.identities.get(name).cloned().flatten();
             let said = self.objects.get(name).and_then(|mc| mc.status.as_ref()).is_some_and(|s| {
-                s.cluster_id == id
+                (id.is_none() || s.cluster_id == id)
                     && s.conditions.iter().any(|c| c.type_ == "Reachable" && c.reason == reason && c.message == *why)
             });
             if !said {
