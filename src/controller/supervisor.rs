@@ -296,7 +296,12 @@ impl Supervisor {
     /// reported on the MemberCluster (`Reachable=False`, `BadKubeconfig`) and to coordinators.
     fn connect(&mut self, mc: Arc<MemberCluster>, ctx: &mut Context<Self>) {
         let name = mc.name_any();
+        let was_used = self.admitted.contains(&name);
         self.forget_identity(&name);
+        if was_used {
+            // It may reach another cluster now: its duplicates are decided again.
+            self.reprobe_duplicates(&name, ctx);
+        }
         self.connecting.insert(name.clone(), mc.spec.clone());
         self.connecting_members.insert(name.clone(), mc.clone());
         self.broadcast();
@@ -511,16 +516,23 @@ impl Supervisor {
         // A member refused as a duplicate may reach the cluster of the member just gone: it
         // is probed afresh (a new watcher, which reads the identity again) before any use.
         if was_used {
-            let refused: Vec<Arc<MemberCluster>> = self
-                .members
-                .iter()
-                .filter(|(_, (_, h))| h.duplicate.is_some())
-                .map(|(_, (_, h))| h.member.clone())
-                .collect();
-            for mc in refused {
-                tracing::info!(cluster = %mc.name_any(), gone = %name, "probing a refused duplicate member afresh");
-                self.connect(mc, ctx);
-            }
+            self.reprobe_duplicates(name, ctx);
+        }
+    }
+
+    /// Starts a fresh watcher (which reads the identity again) for every member refused as a
+    /// duplicate, once the member `gone` that was in use stops being it (deleted, or
+    /// reconnected elsewhere).
+    fn reprobe_duplicates(&mut self, gone: &str, ctx: &mut Context<Self>) {
+        let refused: Vec<Arc<MemberCluster>> = self
+            .members
+            .iter()
+            .filter(|(n, (_, h))| h.duplicate.is_some() && n.as_str() != gone)
+            .map(|(_, (_, h))| h.member.clone())
+            .collect();
+        for mc in refused {
+            tracing::info!(cluster = %mc.name_any(), gone, "probing a refused duplicate member afresh");
+            self.connect(mc, ctx);
         }
     }
 
