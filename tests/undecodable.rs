@@ -195,3 +195,31 @@ async fn a_federation_edited_into_an_undecodable_object_freezes_and_can_still_be
     }
     f.assert_ledger_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_is_not_let_go_while_a_federation_never_read_may_run_there() {
+    let f = Federation::start(&["east", "spare"]).await;
+    install_crd_without_rules(&f.host).await;
+    // Stored while no controller ran (or by one that could read it): nobody knows what it runs.
+    create_raw(&f, "unread", &["spare"], |v| v["spec"]["backend"] = json!("Deployment")).await;
+    let c = Controller::start(&f.sandbox, "c1");
+    wait_invalid(&f, &c, "unread").await;
+    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    support::eventually("the controller put its finalizer on spare", || async {
+        mcs.get("spare").await.unwrap().metadata.finalizers.unwrap_or_default().iter().any(|f| f.contains("spanset"))
+    })
+    .await;
+    mcs.delete("spare", &DeleteParams::default()).await.expect("delete accepted");
+    support::eventually("the deletion is held, naming the federation that cannot be read", || async {
+        assert!(mcs.get_opt("spare").await.unwrap().is_some(), "spare is kept while the federation cannot be read");
+        f.events("spare")
+            .await
+            .iter()
+            .any(|e| e.1 == "DeletionHeld" && e.2.contains("default/unread: cannot be decoded"))
+    })
+    .await;
+    // Once the federation is gone, nothing holds the member any more.
+    raw_api(&f).delete("unread", &DeleteParams::default()).await.unwrap();
+    support::eventually("spare goes once nothing holds it", || async { mcs.get_opt("spare").await.unwrap().is_none() })
+        .await;
+}
