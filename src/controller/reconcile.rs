@@ -77,6 +77,10 @@ pub struct MemberInput {
     pub fenced: bool,
     /// The latest report of its watcher.
     pub view: Option<Arc<MemberView>>,
+    /// It reaches the same cluster as another MemberCluster, which is used instead (why,
+    /// naming the other): it gets no slice and is not observed, since the pods it would see
+    /// are the other's; a federation placing it is said Degraded, not Blocked.
+    pub duplicate: Option<String>,
 }
 
 /// A member's refusal, in a dry run, of an object the federation would write there: nothing
@@ -101,6 +105,8 @@ pub struct Inputs<'a> {
     /// A member's refusal, in a dry run, of the current template or of what it writes with
     /// it (Service, namespace, carried objects), if any.
     pub template_refusal: Option<Refusal>,
+    /// The controller's bounds on replicas.
+    pub bounds: super::bounds::ReplicaBounds,
     /// A member's refusal (401/403) of spanset's last write there, naming the permission.
     pub access_refusal: Option<String>,
     /// Ordinals whose storage cannot be handed over, with why (naming the PV).
@@ -365,11 +371,58 @@ fn blocked(
     Decision { status, blocked: true, notes, ..Default::default() }
 }
 
+/// A held change of replicas: the reason and message of `ReplicasHeld`.
+type Held = (&'static str, String);
+
+/// The desired state within the controller's bounds on replicas: as specified, or held at
+/// the replicas accepted before with the reason and message of `ReplicasHeld`; an error for a
+/// federation never accepted whose replicas are above the ceiling.
+fn bounded(
+    fsts: &FederatedStatefulSet,
+    previous: &FederatedStatefulSetStatus,
+    mut desired: plan::Desired,
+    bounds: &super::bounds::ReplicaBounds,
+) -> Result<(plan::Desired, Option<Held>), String> {
+    use super::bounds::{Judgement, approved, judge};
+    let accepted = previous.accepted_replicas.and_then(|r| u32::try_from(r).ok());
+    match judge(desired.replicas, accepted, approved(fsts), bounds) {
+        Judgement::Accept => Ok((desired, None)),
+        Judgement::Hold { at, reason, message } => {
+            desired.replicas = at;
+            Ok((desired, Some((reason, message))))
+        }
+        Judgement::Refuse { message } => Err(message),
+    }
+}
+
 /// Decides one reconcile.
 pub fn decide(inp: &Inputs<'_>) -> Decision {
-    let fsts = inp.fsts;
-    let previous = fsts.status.clone().unwrap_or_default();
+    let previous = inp.fsts.status.clone().unwrap_or_default();
     let wall = Time(inp.wall);
+    // Duplicates are not placed: the federation is planned as if they were not listed.
+    let duplicates: Vec<String> = inp
+        .fsts
+        .spec
+        .placement
+        .clusters
+        .iter()
+        .filter_map(|c| {
+            Some(format!("{} (DuplicateCluster: {})", c.name, inp.members.get(&c.name)?.duplicate.as_ref()?))
+        })
+        .collect();
+    let without_duplicates;
+    let fsts = if duplicates.is_empty() {
+        inp.fsts
+    } else {
+        let mut f = inp.fsts.clone();
+        f.spec.placement.clusters.retain(|c| inp.members.get(&c.name).is_none_or(|m| m.duplicate.is_none()));
+        if f.spec.placement.clusters.is_empty() {
+            let msg = format!("spec.placement.clusters: no member can be used: {}", duplicates.join("; "));
+            return blocked(inp.fsts, &previous, "DuplicateCluster", msg, &wall);
+        }
+        without_duplicates = f;
+        &without_duplicates
+    };
     // 1. What only the controller can judge.
     let names = crate::plan::validate_names(
         fsts.metadata.name.as_deref().unwrap_or_default(),
@@ -387,6 +440,10 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             let msg = errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
             return blocked(fsts, &previous, "InvalidSpec", msg, &wall);
         }
+    };
+    let (desired, replicas_held) = match bounded(fsts, &previous, desired, &inp.bounds) {
+        Ok(bounded) => bounded,
+        Err(msg) => return blocked(fsts, &previous, "ReplicasAboveCeiling", msg, &wall),
     };
     let backend = backend(fsts);
     if let Some(msg) = backend_mismatch(inp, backend) {
@@ -419,6 +476,12 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut obs = Observed::new();
     for (name, m) in inp.members {
         match &m.view {
+            // A duplicate is never observed: its pods are another member's. Only a slice the
+            // status gave it before it was found out is kept, unconfirmed (as for a silent member).
+            _ if m.duplicate.is_some() && listed_before.contains(name.as_str()) => {
+                obs.insert(name.clone(), unreported(&previous, name, m.fenced));
+            }
+            _ if m.duplicate.is_some() => {}
             Some(view) if view.synced => {
                 let holds = view.federation.sts.is_some() || !view.federation.pods.is_empty();
                 if placement.contains(name.as_str()) || holds || listed_before.contains(name.as_str()) {
@@ -899,6 +962,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 .collect()
         })
         .unwrap_or_default();
+    let excluded: Vec<String> = excluded.into_iter().chain(duplicates).collect();
     let left: Vec<&str> = left_behind.values().map(String::as_str).collect();
     verdicts.push(match (excluded.is_empty(), left.is_empty()) {
         (true, true) => Verdict::no(types::DEGRADED, "AllMembersEligible", ""),
@@ -919,11 +983,24 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     });
     verdicts.push(updating(&roll, on_delete(fsts)));
     verdicts.push(identity_conflict(&fsts.name_any(), &conflicts));
+    verdicts.push(match &replicas_held {
+        Some((reason, message)) => Verdict::yes(types::REPLICAS_HELD, reason, message.clone()),
+        None => Verdict::no(types::REPLICAS_HELD, "WithinBounds", ""),
+    });
+    if let Some((reason, message)) = &replicas_held
+        && !previous
+            .conditions
+            .iter()
+            .any(|c| c.type_ == types::REPLICAS_HELD && c.status == "True" && c.reason == *reason)
+    {
+        notes.push(Note::warning(reason, message.clone()));
+    }
     rollout_notes(&roll, &previous, fsts, &mut notes);
     // Any change of the recorded moves is stored before the writes of the round; so is the
     // rollout's cursor, before any member is written with it.
     let moves_list: Vec<MoveStatus> = moves.values().cloned().collect();
     persist_first |= moves_list != previous.moves;
+    persist_first |= previous.accepted_replicas != Some(desired.replicas as i32);
     persist_first |= previous.update_partition != Some(cursor as i32)
         || previous.update_revision.as_deref() != Some(roll.update_revision.as_str());
     let status = FederatedStatefulSetStatus {
@@ -943,6 +1020,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         updated_replicas: Some(roll.updated as i32),
         available_replicas: Some(roll.available as i32),
         update_partition: Some(cursor as i32),
+        accepted_replicas: Some(desired.replicas as i32),
         // Without a plan (no placement) what was stored stays.
         balanced_placement: match &plan {
             Some(p) => p.balanced_placement.clone(),
@@ -1313,7 +1391,7 @@ mod tests {
             keeps_ordinals: Some(true),
             ..Default::default()
         };
-        MemberInput { exists: true, unusable: None, fenced: false, view: Some(Arc::new(view)) }
+        MemberInput { exists: true, unusable: None, fenced: false, view: Some(Arc::new(view)), duplicate: None }
     }
 
     fn decide_now(f: &FederatedStatefulSet, members: &BTreeMap<String, MemberInput>, term: u64) -> Decision {
@@ -1322,6 +1400,7 @@ mod tests {
             members,
             term,
             template_refusal: None,
+            bounds: Default::default(),
             access_refusal: None,
             handover_refusals: BTreeMap::new(),
             now: Instant::now(),
@@ -1482,6 +1561,7 @@ mod tests {
                 members: &members,
                 term: 8,
                 template_refusal: None,
+                bounds: Default::default(),
                 access_refusal: None,
                 handover_refusals: BTreeMap::new(),
                 now,
@@ -1614,6 +1694,35 @@ mod tests {
         let d = decide_now(&f, &members, 7);
         let c = d.status.conditions.iter().find(|c| c.type_ == types::IDENTITY_CONFLICT).expect("the condition");
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NoConflict"));
+    }
+
+    #[test]
+    fn a_duplicate_member_gets_no_slice_is_not_observed_and_is_named_in_degraded() {
+        let f = fsts(&[("east", 1), ("east-2", 1), ("west", 1)]);
+        let why = r#"reaches the same cluster as MemberCluster "east" (clusterID u1)"#;
+        // east-2 reaches east's cluster: what it would report is east's StatefulSet and pods.
+        let members = BTreeMap::from([
+            ("east".into(), settled(&f, 0, 3, 7)),
+            ("east-2".into(), MemberInput { duplicate: Some(why.into()), ..settled(&f, 0, 3, 7) }),
+            ("west".into(), settled(&f, 3, 3, 7)),
+        ]);
+        let d = decide_now(&f, &members, 7);
+        assert!(!d.blocked);
+        assert!(d.writes.iter().all(|w| w.cluster != "east-2"), "{:?}", written_slices(&d));
+        assert!(!d.writable.contains(&"east-2".to_string()) && !d.supporting.contains(&"east-2".to_string()));
+        assert!(d.conflicts.is_empty(), "its pods are east's, not a second copy: {:?}", d.conflicts);
+        assert!(d.status.slices.iter().all(|s| s.cluster != "east-2"));
+        assert!(d.done, "settled on east and west");
+        let degraded = d.status.conditions.iter().find(|c| c.type_ == types::DEGRADED).expect("Degraded");
+        assert_eq!((degraded.status.as_str(), degraded.reason.as_str()), ("True", "MembersExcluded"));
+        assert!(degraded.message.contains(&format!("east-2 (DuplicateCluster: {why})")), "{}", degraded.message);
+        // Placed on duplicates only: blocked, naming them.
+        let only = fsts(&[("east-2", 1)]);
+        let d = decide_now(&only, &members, 7);
+        assert!(d.blocked && d.writes.is_empty());
+        let blocked = d.status.conditions.iter().find(|c| c.type_ == types::BLOCKED).expect("Blocked");
+        assert_eq!(blocked.reason, "DuplicateCluster");
+        assert!(blocked.message.contains("east-2 (DuplicateCluster"), "{}", blocked.message);
     }
 
     #[test]
@@ -1861,6 +1970,34 @@ mod tests {
         assert_eq!(d.status.update_partition, Some(5));
         assert!(d.persist_first, "the cursor is stored before the members are written with it");
         assert_ne!(d.status.update_revision, f.status.as_ref().unwrap().update_revision);
+    }
+
+    #[test]
+    fn a_change_beyond_the_step_is_planned_at_the_accepted_replicas_and_a_new_one_is_stored_first() {
+        let mut f = fsts(&[("east", 1), ("west", 1), ("central", 1)]);
+        let members = BTreeMap::from([
+            ("east".into(), settled(&f, 0, 2, 7)),
+            ("west".into(), settled(&f, 2, 2, 7)),
+            ("central".into(), settled(&f, 4, 2, 7)),
+        ]);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(d.status.accepted_replicas, Some(6));
+        assert!(d.persist_first, "the replicas accepted are stored before any write for them");
+        f.status = Some(d.status);
+        f.spec.replicas = 600;
+        let d = decide_now(&f, &members, 7);
+        assert!(d.writes.is_empty(), "nothing is written for a held change: {:?}", written_slices(&d));
+        assert_eq!(d.status.accepted_replicas, Some(6));
+        assert_eq!(d.status.ready.as_deref(), Some("6/6"));
+        let held = d.status.conditions.iter().find(|c| c.type_ == "ReplicasHeld").unwrap();
+        assert_eq!((held.status.as_str(), held.reason.as_str()), ("True", "StepTooLarge"));
+        assert_eq!(d.notes.iter().filter(|n| n.reason == "StepTooLarge").count(), 1);
+        // Approved: planned, and the new figure is stored before the members are written.
+        f.metadata.annotations = Some([(super::super::bounds::APPROVE_REPLICAS.to_string(), "600".into())].into());
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(d.status.accepted_replicas, Some(600));
+        assert!(d.persist_first);
+        assert!(!d.writes.is_empty());
     }
 
     #[test]
