@@ -1186,6 +1186,24 @@ fn newer(candidate: &FederatedStatefulSet, current: &FederatedStatefulSet) -> bo
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_refusal_names_the_field_the_member_and_the_servers_message() {
+        let r = refusal(Checked::StatefulSet, "east", 422, "StatefulSet.apps \"x\" is invalid: spec.selector: …");
+        assert_eq!(r.reason, "TemplateRefused");
+        assert_eq!(
+            r.message,
+            "spec.template: east refused it (422): StatefulSet.apps \"x\" is invalid: spec.selector: …"
+        );
+        let r = refusal(Checked::Supporting, "west", 422, "spec.migration.carry[1]: configmaps \"c\" is forbidden: no");
+        assert_eq!(r.reason, "CarriedObjectRefused");
+        assert_eq!(r.message, "spec.migration.carry[1]: west refused it (422): configmaps \"c\" is forbidden: no");
+        let r = refusal(Checked::Supporting, "west", 422, "spec.template.serviceName: Service \"s\" is invalid: x");
+        assert_eq!(
+            (r.reason, r.message.starts_with("spec.template.serviceName: west refused it")),
+            ("TemplateRefused", true)
+        );
+    }
+
     fn at(rv: &str) -> FederatedStatefulSet {
         let mut f = crate::api::example(&["east".to_string()]);
         f.metadata.resource_version = Some(rv.into());
