@@ -265,3 +265,13 @@ fn go_floats_print_as_go_prints_them() {
         ["0", "1", "1.5", "100000", "1e+06", "2.147483647e+09", "0.0001", "1e-05"]
     );
 }
+
+#[test]
+fn rules_that_do_not_compile_are_reported_for_the_crd() {
+    let s = schema(json!({"type": "object", "properties": {"spec": {"type": "object",
+        "x-kubernetes-validations": [{"rule": "self.a ==", "message": "broken"}]}}}));
+    let errs = s.compile_errors();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].starts_with("spec: "), "{errs:?}");
+    assert!(fss().compile_errors().is_empty(), "spanset's rules all compile");
+}
