@@ -73,6 +73,7 @@ impl Sandbox {
             context: Some("host".into()),
             metrics_addr: "127.0.0.1:0".parse().expect("address"),
             lease: Some(LeaseSettings::new("default", "spanset-leader", "bench")),
+            bounds: Default::default(),
         };
         app::start(opts).await.expect("controller starts")
     }

@@ -425,6 +425,12 @@ pub struct FederatedStatefulSetStatus {
     /// applied again, and it is updated once every slice is written as divided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub balanced_placement: Option<String>,
+    /// The replicas spanset plans for: `spec.replicas`, unless a change beyond the
+    /// controller's bounds is held (condition `ReplicasHeld` says why and how to lift it).
+    /// Stored before any member is written for it, so that the bound on a change is measured
+    /// from what was accepted, across restarts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_replicas: Option<i32>,
 }
 
 /// A label selector in the string form of `kubectl get -l` and of the `/scale` subresource's

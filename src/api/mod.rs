@@ -1,6 +1,7 @@
 //! spanset's API (group `spanset.dev`, version `v1alpha1`): the CRD types, their YAML, and the
 //! conversion of a FederatedStatefulSet into the planner's [`crate::plan::Desired`].
 
+pub mod decode;
 mod example;
 mod federated_statefulset;
 mod member_cluster;

@@ -39,7 +39,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::{
-    api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec, SecretKeyRef},
+    api::{MemberCluster, MemberClusterSpec, SecretKeyRef},
     controller::{host_client, labels::MEMBER_FINALIZER},
 };
 
@@ -282,17 +282,32 @@ pub async fn join(host: &Client, member: &Client, args: &JoinArgs) -> Result<Joi
 /// What the federations still have in a member, per the host: their placement naming it, a
 /// slice there, or moves from or to it (`NS/NAME: why`).
 async fn placing(host: &Client, name: &str) -> Result<Vec<String>, String> {
-    let all = Api::<FederatedStatefulSet>::all(host.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| format!("cannot list FederatedStatefulSets in the host: {e}"))?;
+    let (all, undecodable) = crate::api::decode::all_federations(host).await?;
     let mut out = Vec::new();
-    for f in &all.items {
-        let key = format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any());
-        let status = f.status.clone().unwrap_or_default();
+    let named_in_placement = |spec: &serde_json::Value| {
+        spec.pointer("/placement/clusters")
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|cs| cs.iter().any(|c| c.get("name").and_then(serde_json::Value::as_str) == Some(name)))
+    };
+    let stored = all
+        .iter()
+        .map(|f| {
+            let key = format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any());
+            (key, f.spec.placement.clusters.iter().any(|c| c.name == name), f.status.clone(), true)
+        })
+        .chain(undecodable.iter().map(|u| {
+            let key = format!("{}/{}", u.namespace, u.name);
+            let named = u.object.data.get("spec").is_some_and(named_in_placement);
+            (key, named, u.status.clone(), u.status.is_some())
+        }));
+    for (key, named, status, status_readable) in stored {
+        let status = status.unwrap_or_default();
         let mut why = Vec::new();
-        if f.spec.placement.clusters.iter().any(|c| c.name == name) {
+        if named {
             why.push("spec.placement names it".to_string());
+        }
+        if !status_readable {
+            why.push("it cannot be decoded and its status cannot be read".to_string());
         }
         if status.slices.iter().any(|sl| sl.cluster == name && sl.replicas > 0) {
             why.push("its status shows a slice there".to_string());

@@ -5,6 +5,7 @@ use std::{net::SocketAddr, path::PathBuf};
 
 use crate::controller::{
     app::{self, RunOptions},
+    bounds::ReplicaBounds,
     leader::LeaseSettings,
 };
 
@@ -74,6 +75,15 @@ pub struct RunArgs {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Most replicas one federation may have; a larger spec.replicas is held at the replicas
+    /// accepted before (a new federation above it is Blocked). 0: no ceiling.
+    #[arg(long, default_value_t = ReplicaBounds::default().ceiling)]
+    pub max_federation_replicas: u32,
+    /// Largest change of a federation's spec.replicas at once, up or down; a larger one is held
+    /// until changed in steps or approved with the annotation spanset.dev/approve-replicas=N.
+    /// 0: no limit.
+    #[arg(long, default_value_t = ReplicaBounds::default().step)]
+    pub max_replica_step: u32,
 }
 
 /// How logs are written.
@@ -104,6 +114,7 @@ pub fn run(args: RunArgs) -> i32 {
             context: args.context,
             metrics_addr: args.metrics_addr,
             lease: Some(lease),
+            bounds: ReplicaBounds { ceiling: args.max_federation_replicas, step: args.max_replica_step },
         };
         let running = match app::start(opts).await {
             Ok(r) => r,

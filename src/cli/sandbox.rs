@@ -6,13 +6,10 @@
 use std::{io::Write, net::SocketAddr, path::PathBuf, time::Duration};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{
-    Api, Client, ResourceExt,
-    api::{ListParams, PostParams},
-};
+use kube::{Api, Client, ResourceExt, api::PostParams};
 
 use crate::{
-    api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec},
+    api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec, decode::Undecodable},
     controller::{
         app::{self, RunOptions},
         leader::LeaseSettings,
@@ -207,6 +204,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         context: Some(HOST.into()),
         metrics_addr: args.metrics_addr,
         lease: Some(LeaseSettings::new(lease_namespace, LEASE_NAME, super::run::default_identity())),
+        bounds: Default::default(),
     };
     let running = app::start(opts).await?;
     {
@@ -240,12 +238,11 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
 async fn live_table(host: Client) {
     use std::io::IsTerminal;
     let tty = std::io::stdout().is_terminal();
-    let api: Api<FederatedStatefulSet> = Api::all(host);
     let mut last = String::new();
     let mut last_lines = 0;
     loop {
-        if let Ok(list) = api.list(&ListParams::default()).await {
-            let text = render_table(&list.items);
+        if let Ok((good, bad)) = crate::api::decode::all_federations(&host).await {
+            let text = render_table(&good, &bad);
             if text != last {
                 let mut out = std::io::stdout().lock();
                 if tty && last_lines > 0 {
@@ -261,9 +258,14 @@ async fn live_table(host: Client) {
     }
 }
 
-/// The live table: one line per federation and slice, then the moves.
-pub fn render_table(items: &[FederatedStatefulSet]) -> String {
+/// The live table: one line per federation and slice, then the moves; a federation that cannot
+/// be decoded gets one line saying why.
+pub fn render_table(items: &[FederatedStatefulSet], undecodable: &[Undecodable]) -> String {
     let mut out = format!("{:<24} {:<12} {:<10} {:<8} {}\n", "FEDERATION", "CLUSTER", "ORDINALS", "READY", "MOVES");
+    for u in undecodable {
+        let name = format!("{}/{}", u.namespace, u.name);
+        out.push_str(&format!("{name:<24} {:<12} {:<10} {:<8} cannot be decoded: {u}\n", "-", "-", "-"));
+    }
     for f in items {
         let name = format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any());
         let status = f.status.clone().unwrap_or_default();
@@ -306,9 +308,22 @@ mod tests {
             "moves": [{"ordinal": 5, "from": "central", "to": "west", "phase": "Starting", "since": "2026-01-01T00:00:00Z"}]
         }))
         .unwrap());
-        let table = render_table(&[f]);
+        let table = render_table(&[f], &[]);
         let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
         assert_eq!(rows[1][..4], ["default/redis", "east", "0-1,4", "3/3"], "{table}");
         assert_eq!(rows[2][..4], ["default/redis", "west", "2-3,5", "3/3"], "{table}");
+    }
+
+    #[test]
+    fn a_federation_that_cannot_be_decoded_gets_a_line_saying_why() {
+        let mut v = serde_json::to_value(example(&["east".to_string()])).unwrap();
+        v["metadata"]["namespace"] = serde_json::json!("default");
+        v["metadata"]["name"] = serde_json::json!("broken");
+        v["spec"]["backend"] = serde_json::json!("Deployment");
+        let bad = *crate::api::decode::federation(&serde_json::from_value(v).unwrap()).unwrap_err();
+        let table = render_table(&[example(&["east".to_string()])], &[bad]);
+        let line = table.lines().find(|l| l.starts_with("default/broken")).expect(&table);
+        assert!(line.contains("cannot be decoded: spec.backend: unknown variant `Deployment`"), "{table}");
+        assert!(table.lines().any(|l| l.contains("redis")), "{table}");
     }
 }

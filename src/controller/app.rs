@@ -28,6 +28,8 @@ pub struct RunOptions {
     pub metrics_addr: SocketAddr,
     /// The leader Lease; `None` runs without election, leading in a fixed term (tests only).
     pub lease: Option<LeaseSettings>,
+    /// Bounds on each federation's replicas.
+    pub bounds: super::bounds::ReplicaBounds,
 }
 
 /// A running controller: where its endpoints listen, and how to stop it.
@@ -97,7 +99,7 @@ pub async fn start(opts: RunOptions) -> anyhow::Result<Running> {
             .map_err(|e| anyhow::anyhow!("--metrics-addr {}: {e}", opts.metrics_addr))?;
     let handle = server.handle();
     actix::spawn(server);
-    let config = SupervisorConfig { kubeconfig: opts.kubeconfig.clone() };
+    let config = SupervisorConfig { kubeconfig: opts.kubeconfig.clone(), bounds: opts.bounds };
     let supervisor = Supervisor::new(host, config, leadership.clone(), metrics, synced).start();
     tracing::info!(%metrics_addr, "controller running");
     Ok(Running { metrics_addr, leadership, supervisor, server: handle, elector })

@@ -29,8 +29,8 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberHandle, MemberObserved,
-        MembersChanged, ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, Subscribe, Unsubscribe, WriteBudget,
-        WriteError, WriteStatefulSet,
+        MembersChanged, ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Subscribe, Unsubscribe,
+        WriteBudget, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput, StsWrite},
@@ -91,6 +91,11 @@ pub struct Coordinator {
     views: BTreeMap<String, Arc<super::messages::MemberView>>,
     subscribed: BTreeMap<String, Addr<ClusterWatcher>>,
     template_refusal: Option<(String, String)>,
+    /// Bounds on the federation's replicas.
+    bounds: super::bounds::ReplicaBounds,
+    /// The latest version of the federation, when it cannot be decoded: nothing is written in
+    /// any member until one that decodes arrives (`fsts` stays the last one read).
+    undecodable: Option<Arc<crate::api::decode::Undecodable>>,
     /// A member's 401/403 on spanset's last attempt to write there, shown as `Blocked`.
     access_refusal: Option<String>,
     /// Ordinals whose storage cannot be handed over (a volume tied to a node), with why; kept
@@ -141,6 +146,7 @@ impl Coordinator {
         leadership: Leadership,
         metrics: Arc<Metrics>,
         members: MembersChanged,
+        bounds: super::bounds::ReplicaBounds,
     ) -> Self {
         let recorder =
             Arc::new(tokio::sync::Mutex::new(crate::controller::events::Recorder::new(host.clone(), "spanset".into())));
@@ -155,6 +161,8 @@ impl Coordinator {
             views: BTreeMap::new(),
             subscribed: BTreeMap::new(),
             template_refusal: None,
+            bounds,
+            undecodable: None,
             access_refusal: None,
             handover_refusals: BTreeMap::new(),
             deadline_at: None,
@@ -372,6 +380,7 @@ impl Coordinator {
 
     /// One reconcile; answers the FederatedStatefulSet as last stored by it, if it wrote one.
     fn reconcile(&mut self, term: u64) -> impl Future<Output = Outcome> + 'static {
+        let frozen = self.undecodable.clone();
         let fsts = self.fsts.clone();
         let members = self.inputs();
         let hash = template_hash(&fsts);
@@ -382,6 +391,7 @@ impl Coordinator {
             members: &members,
             term,
             template_refusal: refusal,
+            bounds: self.bounds,
             // Shown once; the reconcile after it tries the writes again.
             access_refusal: self.access_refusal.take(),
             handover_refusals: self.handover_refusals.clone(),
@@ -427,6 +437,12 @@ impl Coordinator {
         let key = self.key.clone();
         let wake_after = decision.wake_after;
         async move {
+            if let Some(u) = frozen {
+                // Only the report: nothing is written in any member for an object that cannot
+                // be read.
+                let error = super::undecodable::report(&host, &u).await.err().map(|e| format!("status: {e}"));
+                return Outcome { error, ..Outcome::default() };
+            }
             let mut out = Outcome { wake_after, ..Outcome::default() };
             if let Err(e) = carry_out(&host, &fsts, &decision, &watchers, &ensure_due, &key, term, &mut out).await {
                 out.error = Some(e);
@@ -1003,7 +1019,30 @@ impl Handler<SpecChanged> for Coordinator {
             return;
         }
         self.fsts = msg.0;
+        self.undecodable = None;
         self.expose_last_drill();
+        self.schedule(ctx);
+    }
+}
+
+impl Handler<SpecUndecodable> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: SpecUndecodable, ctx: &mut Self::Context) {
+        let u = msg.0;
+        if rv_of(u.resource_version.as_deref()) <= rv_of(self.fsts.metadata.resource_version.as_deref()) {
+            return;
+        }
+        if u.deleting {
+            // Deleting needs no spec beyond the last one read: the member objects it wrote are
+            // removed and the finalizer released, as for any deleted federation.
+            let mut last = (*self.fsts).clone();
+            last.metadata = u.object.metadata.clone();
+            self.fsts = Arc::new(last);
+            self.undecodable = None;
+        } else {
+            self.undecodable = Some(u);
+        }
         self.schedule(ctx);
     }
 }

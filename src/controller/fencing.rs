@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    api::{ListParams, Patch, PatchParams},
+    api::{Patch, PatchParams},
 };
 use serde_json::json;
 
@@ -13,7 +13,10 @@ use super::{
     events::{Note, Recorder},
     labels::{FENCE_REASON, FENCED_AT, FENCED_BY, UNFENCED_AT, UNFENCED_BY},
 };
-use crate::api::{FederatedStatefulSet, MemberCluster};
+use crate::api::{
+    FederatedStatefulSet, FederatedStatefulSetStatus, MemberCluster,
+    decode::{self, Undecodable},
+};
 
 fn now() -> String {
     let t = jiff::Timestamp::now();
@@ -72,21 +75,34 @@ pub async fn fence(
 /// What each federation's status says a member's StatefulSets still hold (`NS/NAME ordinals
 /// 4-5`), from the slices the controller last saw written there: a fenced member keeps these
 /// until it answers again and its shrink lands.
-pub fn still_written(federations: &[FederatedStatefulSet], name: &str) -> Vec<String> {
-    federations
+pub fn still_written(federations: &[FederatedStatefulSet], undecodable: &[Undecodable], name: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for f in federations {
+        let key = format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any());
+        out.extend(slices_held(&key, f.status.as_ref(), name));
+    }
+    // An object that cannot be decoded still has a status that says what its slices hold; if
+    // that cannot be read either, what it holds is unknown, which is not "nothing".
+    for u in undecodable {
+        let key = format!("{}/{}", u.namespace, u.name);
+        match &u.status {
+            Some(status) => out.extend(slices_held(&key, Some(status), name)),
+            None => out.push(format!("{key} (cannot be decoded: {u}; what it holds is unknown)")),
+        }
+    }
+    out
+}
+
+/// The slices a federation's status shows holding ordinals in member `name`.
+fn slices_held(key: &str, status: Option<&FederatedStatefulSetStatus>, name: &str) -> Vec<String> {
+    status
         .iter()
-        .flat_map(|f| {
-            let key = format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any());
-            f.status.iter().flat_map(|s| s.slices.iter()).filter(|s| s.cluster == name && s.replicas > 0).map(
-                move |s| {
-                    let ordinals = crate::plan::stored_slice_text(
-                        s.start.into(),
-                        s.replicas.into(),
-                        s.reserved_ordinals.iter().map(|k| i64::from(*k)),
-                    );
-                    format!("{key} ordinals {ordinals}")
-                },
-            )
+        .flat_map(|s| s.slices.iter())
+        .filter(|s| s.cluster == name && s.replicas > 0)
+        .map(|s| {
+            let reserved = s.reserved_ordinals.iter().map(|k| i64::from(*k));
+            let ordinals = crate::plan::stored_slice_text(s.start.into(), s.replicas.into(), reserved);
+            format!("{key} ordinals {ordinals}")
         })
         .collect()
 }
@@ -109,11 +125,8 @@ pub async fn unfence(
         return Ok(format!("membercluster/{name} is not fenced"));
     }
     if !force {
-        let federations = Api::<FederatedStatefulSet>::all(client.clone())
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| format!("cannot list FederatedStatefulSets: {e}"))?;
-        let held = still_written(&federations.items, name);
+        let (federations, undecodable) = decode::all_federations(client).await?;
+        let held = still_written(&federations, &undecodable, name);
         if !held.is_empty() {
             return Err(format!(
                 "membercluster/{name} has not been shrunk since it was fenced: its StatefulSets still hold {} \

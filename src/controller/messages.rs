@@ -185,6 +185,13 @@ pub struct DeleteFederation {
 #[rtype(result = "()")]
 pub struct SpecChanged(pub Arc<FederatedStatefulSet>);
 
+/// The supervisor tells a coordinator that the latest version of its federation cannot be
+/// decoded: it writes nothing in any member until a version that decodes arrives, and keeps
+/// answering what the last one it could read holds.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SpecUndecodable(pub Arc<crate::api::decode::Undecodable>);
+
 /// A member as the supervisor knows it: its MemberCluster and its watcher, or why there is none.
 #[derive(Clone)]
 pub struct MemberHandle {

@@ -12,6 +12,7 @@
 //! decisions), [`status`]. The controller never imports the sandbox.
 
 pub mod app;
+pub mod bounds;
 pub mod coordinator;
 pub mod disruption;
 pub mod events;
@@ -33,4 +34,5 @@ pub mod runtime_metrics;
 pub mod spans;
 pub mod status;
 pub mod supervisor;
+pub mod undecodable;
 pub mod watcher;

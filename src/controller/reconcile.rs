@@ -89,6 +89,8 @@ pub struct Inputs<'a> {
     pub term: u64,
     /// A member's refusal of the current template (from a dry run), if any.
     pub template_refusal: Option<String>,
+    /// The controller's bounds on replicas.
+    pub bounds: super::bounds::ReplicaBounds,
     /// A member's refusal (401/403) of spanset's last write there, naming the permission.
     pub access_refusal: Option<String>,
     /// Ordinals whose storage cannot be handed over, with why (naming the PV).
@@ -353,6 +355,30 @@ fn blocked(
     Decision { status, blocked: true, notes, ..Default::default() }
 }
 
+/// A held change of replicas: the reason and message of `ReplicasHeld`.
+type Held = (&'static str, String);
+
+/// The desired state within the controller's bounds on replicas: as specified, or held at
+/// the replicas accepted before with the reason and message of `ReplicasHeld`; an error for a
+/// federation never accepted whose replicas are above the ceiling.
+fn bounded(
+    fsts: &FederatedStatefulSet,
+    previous: &FederatedStatefulSetStatus,
+    mut desired: plan::Desired,
+    bounds: &super::bounds::ReplicaBounds,
+) -> Result<(plan::Desired, Option<Held>), String> {
+    use super::bounds::{Judgement, approved, judge};
+    let accepted = previous.accepted_replicas.and_then(|r| u32::try_from(r).ok());
+    match judge(desired.replicas, accepted, approved(fsts), bounds) {
+        Judgement::Accept => Ok((desired, None)),
+        Judgement::Hold { at, reason, message } => {
+            desired.replicas = at;
+            Ok((desired, Some((reason, message))))
+        }
+        Judgement::Refuse { message } => Err(message),
+    }
+}
+
 /// Decides one reconcile.
 pub fn decide(inp: &Inputs<'_>) -> Decision {
     let fsts = inp.fsts;
@@ -375,6 +401,10 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             let msg = errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
             return blocked(fsts, &previous, "InvalidSpec", msg, &wall);
         }
+    };
+    let (desired, replicas_held) = match bounded(fsts, &previous, desired, &inp.bounds) {
+        Ok(bounded) => bounded,
+        Err(msg) => return blocked(fsts, &previous, "ReplicasAboveCeiling", msg, &wall),
     };
     let backend = backend(fsts);
     if let Some(msg) = backend_mismatch(inp, backend) {
@@ -907,11 +937,24 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     });
     verdicts.push(updating(&roll, on_delete(fsts)));
     verdicts.push(identity_conflict(&fsts.name_any(), &conflicts));
+    verdicts.push(match &replicas_held {
+        Some((reason, message)) => Verdict::yes(types::REPLICAS_HELD, reason, message.clone()),
+        None => Verdict::no(types::REPLICAS_HELD, "WithinBounds", ""),
+    });
+    if let Some((reason, message)) = &replicas_held
+        && !previous
+            .conditions
+            .iter()
+            .any(|c| c.type_ == types::REPLICAS_HELD && c.status == "True" && c.reason == *reason)
+    {
+        notes.push(Note::warning(reason, message.clone()));
+    }
     rollout_notes(&roll, &previous, fsts, &mut notes);
     // Any change of the recorded moves is stored before the writes of the round; so is the
     // rollout's cursor, before any member is written with it.
     let moves_list: Vec<MoveStatus> = moves.values().cloned().collect();
     persist_first |= moves_list != previous.moves;
+    persist_first |= previous.accepted_replicas != Some(desired.replicas as i32);
     persist_first |= previous.update_partition != Some(cursor as i32)
         || previous.update_revision.as_deref() != Some(roll.update_revision.as_str());
     let status = FederatedStatefulSetStatus {
@@ -931,6 +974,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         updated_replicas: Some(roll.updated as i32),
         available_replicas: Some(roll.available as i32),
         update_partition: Some(cursor as i32),
+        accepted_replicas: Some(desired.replicas as i32),
         // Without a plan (no placement) what was stored stays.
         balanced_placement: match &plan {
             Some(p) => p.balanced_placement.clone(),
@@ -1310,6 +1354,7 @@ mod tests {
             members,
             term,
             template_refusal: None,
+            bounds: Default::default(),
             access_refusal: None,
             handover_refusals: BTreeMap::new(),
             now: Instant::now(),
@@ -1470,6 +1515,7 @@ mod tests {
                 members: &members,
                 term: 8,
                 template_refusal: None,
+                bounds: Default::default(),
                 access_refusal: None,
                 handover_refusals: BTreeMap::new(),
                 now,
@@ -1849,6 +1895,34 @@ mod tests {
         assert_eq!(d.status.update_partition, Some(5));
         assert!(d.persist_first, "the cursor is stored before the members are written with it");
         assert_ne!(d.status.update_revision, f.status.as_ref().unwrap().update_revision);
+    }
+
+    #[test]
+    fn a_change_beyond_the_step_is_planned_at_the_accepted_replicas_and_a_new_one_is_stored_first() {
+        let mut f = fsts(&[("east", 1), ("west", 1), ("central", 1)]);
+        let members = BTreeMap::from([
+            ("east".into(), settled(&f, 0, 2, 7)),
+            ("west".into(), settled(&f, 2, 2, 7)),
+            ("central".into(), settled(&f, 4, 2, 7)),
+        ]);
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(d.status.accepted_replicas, Some(6));
+        assert!(d.persist_first, "the replicas accepted are stored before any write for them");
+        f.status = Some(d.status);
+        f.spec.replicas = 600;
+        let d = decide_now(&f, &members, 7);
+        assert!(d.writes.is_empty(), "nothing is written for a held change: {:?}", written_slices(&d));
+        assert_eq!(d.status.accepted_replicas, Some(6));
+        assert_eq!(d.status.ready.as_deref(), Some("6/6"));
+        let held = d.status.conditions.iter().find(|c| c.type_ == "ReplicasHeld").unwrap();
+        assert_eq!((held.status.as_str(), held.reason.as_str()), ("True", "StepTooLarge"));
+        assert_eq!(d.notes.iter().filter(|n| n.reason == "StepTooLarge").count(), 1);
+        // Approved: planned, and the new figure is stored before the members are written.
+        f.metadata.annotations = Some([(super::super::bounds::APPROVE_REPLICAS.to_string(), "600".into())].into());
+        let d = decide_now(&f, &members, 7);
+        assert_eq!(d.status.accepted_replicas, Some(600));
+        assert!(d.persist_first);
+        assert!(!d.writes.is_empty());
     }
 
     #[test]

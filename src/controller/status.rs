@@ -22,6 +22,9 @@ pub mod types {
     /// An ordinal is seen running in two members at once (must never be True): the message
     /// names each such ordinal and the members.
     pub const IDENTITY_CONFLICT: &str = "IdentityConflict";
+    /// A change of `spec.replicas` beyond the controller's bounds is held: the message says
+    /// at which replicas and how to lift it.
+    pub const REPLICAS_HELD: &str = "ReplicasHeld";
 }
 
 /// One condition as decided in a reconcile.

@@ -19,6 +19,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{
     Api, Client, ResourceExt,
+    api::DynamicObject,
     runtime::{WatchStreamExt, watcher},
 };
 
@@ -30,17 +31,23 @@ use super::{
     leader::Leadership,
     member::objects::FederationKey,
     member_http,
-    messages::{Holds, MemberHandle, MembersChanged, SpecChanged, Stop},
+    messages::{Holds, MemberHandle, MembersChanged, SpecChanged, SpecUndecodable, Stop},
     metrics::Metrics,
+    undecodable,
     watcher::ClusterWatcher,
 };
-use crate::api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec};
+use crate::api::{
+    FederatedStatefulSet, MemberCluster, MemberClusterSpec,
+    decode::{self, Undecodable},
+};
 
 /// What the supervisor needs to reach members.
 #[derive(Clone)]
 pub struct SupervisorConfig {
     /// The controller's kubeconfig, whose contexts members may name.
     pub kubeconfig: Option<PathBuf>,
+    /// Bounds on each federation's replicas.
+    pub bounds: super::bounds::ReplicaBounds,
 }
 
 /// Which watchers have listed once (for `/readyz`).
@@ -75,6 +82,12 @@ pub struct Supervisor {
     tending: BTreeSet<String>,
     /// What was last said (Event) about each member whose deletion is held.
     held_said: BTreeMap<String, String>,
+    /// Federations whose stored object cannot be decoded and that have no coordinator (none
+    /// was ever read by this process): reported by the supervisor itself.
+    undecodable: BTreeMap<FederationKey, Arc<Undecodable>>,
+    /// What was last logged about each federation that cannot be decoded: a line when it
+    /// changes, not one per event.
+    undecodable_said: BTreeMap<FederationKey, String>,
 }
 
 /// How often the finalizers of MemberClusters are tended when nothing else happens.
@@ -123,6 +136,8 @@ impl Supervisor {
             federations_listed: false,
             tending: BTreeSet::new(),
             held_said: BTreeMap::new(),
+            undecodable: BTreeMap::new(),
+            undecodable_said: BTreeMap::new(),
         }
     }
 
@@ -161,9 +176,15 @@ impl Supervisor {
                 continue;
             }
             let coordinators: Vec<Addr<Coordinator>> = self.coordinators.values().cloned().collect();
+            // A federation never read by this process may have pods there: unknown is held.
+            let unread: Vec<String> = self
+                .undecodable
+                .iter()
+                .map(|(key, u)| format!("{key}: cannot be decoded ({u}), so what it runs there is unknown"))
+                .collect();
             let cluster = name.clone();
             let ask = async move {
-                let mut held = Vec::new();
+                let mut held = unread;
                 for c in coordinators {
                     match c.send(Holds { cluster: cluster.clone() }).await {
                         Ok(h) => held.extend(h),
@@ -383,6 +404,59 @@ impl Supervisor {
         self.broadcast();
     }
 
+    /// A FederatedStatefulSet as stored: decoded and handed to its coordinator, or reported as
+    /// undecodable.
+    fn federation_stored(&mut self, obj: DynamicObject, ctx: &mut Context<Self>) {
+        match decode::federation(&obj) {
+            Ok(fsts) => {
+                let key = FederationKey::of(&fsts);
+                self.undecodable.remove(&key);
+                if self.undecodable_said.remove(&key).is_some() {
+                    tracing::info!(federation = %key, "the FederatedStatefulSet can be read again");
+                }
+                self.federation_applied(fsts);
+            }
+            Err(u) => self.federation_undecodable(Arc::from(u), ctx),
+        }
+    }
+
+    /// A federation whose stored object cannot be decoded: its coordinator, if it has one,
+    /// stops writing; otherwise the supervisor reports it. One log line per distinct reason.
+    fn federation_undecodable(&mut self, u: Arc<Undecodable>, ctx: &mut Context<Self>) {
+        let key = FederationKey { namespace: u.namespace.clone(), name: u.name.clone() };
+        let said = u.to_string();
+        if self.undecodable_said.get(&key) != Some(&said) {
+            tracing::warn!(
+                federation = %key, resource_version = u.resource_version.as_deref().unwrap_or_default(),
+                reason = %said, "the FederatedStatefulSet cannot be decoded; nothing is written for it until it is fixed"
+            );
+            self.undecodable_said.insert(key.clone(), said);
+        }
+        match self.coordinators.get(&key) {
+            Some(c) => c.do_send(SpecUndecodable(u)),
+            None => {
+                self.undecodable.insert(key, u.clone());
+                self.report_undecodable(u, ctx);
+            }
+        }
+    }
+
+    /// Stores the report of a federation without a coordinator (only while leading).
+    fn report_undecodable(&self, u: Arc<Undecodable>, ctx: &mut Context<Self>) {
+        if self.leadership.term().is_none() {
+            return;
+        }
+        let host = self.host.clone();
+        ctx.spawn(
+            async move {
+                if let Err(e) = undecodable::report(&host, &u).await {
+                    tracing::debug!(federation = %format!("{}/{}", u.namespace, u.name), error = %e, "report not stored; the next event retries");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
     fn federation_applied(&mut self, fsts: FederatedStatefulSet) {
         let key = FederationKey::of(&fsts);
         let fsts = Arc::new(fsts);
@@ -395,6 +469,7 @@ impl Supervisor {
                     self.leadership.clone(),
                     self.metrics.clone(),
                     self.handles(),
+                    self.config.bounds,
                 )
                 .start();
                 self.coordinators.insert(key, c);
@@ -402,11 +477,18 @@ impl Supervisor {
         }
     }
 
-    fn federation_deleted(&mut self, fsts: &FederatedStatefulSet) {
-        if let Some(c) = self.coordinators.remove(&FederationKey::of(fsts)) {
+    fn federation_deleted(&mut self, key: &FederationKey) {
+        self.undecodable.remove(key);
+        self.undecodable_said.remove(key);
+        if let Some(c) = self.coordinators.remove(key) {
             c.do_send(Stop);
         }
     }
+}
+
+/// The key of a stored FederatedStatefulSet, whether or not it decodes.
+fn key_of(obj: &DynamicObject) -> FederationKey {
+    FederationKey { namespace: obj.namespace().unwrap_or_default(), name: obj.name_any() }
 }
 
 /// Sets a MemberCluster's finalizers, conditional on the resourceVersion it was read at.
@@ -485,8 +567,8 @@ pub async fn member_client(
 pub enum HostEvent {
     /// MemberCluster watch.
     Member(Box<Result<watcher::Event<MemberCluster>, watcher::Error>>),
-    /// FederatedStatefulSet watch.
-    Federation(Box<Result<watcher::Event<FederatedStatefulSet>, watcher::Error>>),
+    /// FederatedStatefulSet watch, untyped: each object is decoded on its own.
+    Federation(Box<Result<watcher::Event<DynamicObject>, watcher::Error>>),
 }
 
 impl Actor for Supervisor {
@@ -498,9 +580,13 @@ impl Actor for Supervisor {
         ctx.run_interval(FINALIZER_RECHECK, |act, ctx| {
             act.tend_finalizers(ctx);
             act.report_unusable();
+            // A report the last leader did not store (or made before this one led).
+            for u in act.undecodable.values().cloned().collect::<Vec<_>>() {
+                act.report_undecodable(u, ctx);
+            }
         });
         let mcs: Api<MemberCluster> = Api::all(self.host.clone());
-        let fsts: Api<FederatedStatefulSet> = Api::all(self.host.clone());
+        let fsts: Api<DynamicObject> = Api::all_with(self.host.clone(), &decode::federation_resource());
         ctx.add_stream(
             watcher(mcs, watcher::Config::default()).default_backoff().map(|e| HostEvent::Member(Box::new(e))),
         );
@@ -550,21 +636,24 @@ impl StreamHandler<HostEvent> for Supervisor {
                 Err(e) => tracing::warn!(error = %e, "host watch of MemberClusters failed; retrying"),
             },
             HostEvent::Federation(ev) => match *ev {
-                Ok(Apply(f)) => self.federation_applied(f),
+                Ok(Apply(f)) => self.federation_stored(f, ctx),
                 Ok(InitApply(f)) => {
-                    self.relisted_federations.get_or_insert_with(Vec::new).push(FederationKey::of(&f));
-                    self.federation_applied(f);
+                    self.relisted_federations.get_or_insert_with(Vec::new).push(key_of(&f));
+                    self.federation_stored(f, ctx);
                 }
-                Ok(Delete(f)) => self.federation_deleted(&f),
+                Ok(Delete(f)) => self.federation_deleted(&key_of(&f)),
                 Ok(Init) => self.relisted_federations = Some(Vec::new()),
                 Ok(InitDone) => {
                     let seen = self.relisted_federations.take().unwrap_or_default();
-                    let gone: Vec<FederationKey> =
-                        self.coordinators.keys().filter(|k| !seen.contains(k)).cloned().collect();
+                    let gone: Vec<FederationKey> = self
+                        .coordinators
+                        .keys()
+                        .chain(self.undecodable.keys())
+                        .filter(|k| !seen.contains(k))
+                        .cloned()
+                        .collect();
                     for key in gone {
-                        if let Some(c) = self.coordinators.remove(&key) {
-                            c.do_send(Stop);
-                        }
+                        self.federation_deleted(&key);
                     }
                     self.federations_listed = true;
                 }

@@ -380,6 +380,21 @@ impl Federation {
         }
     }
 
+    /// Waits until `name` reports condition `type_` True with `reason`; answers its message.
+    pub async fn wait_condition(&self, name: &str, type_: &str, reason: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let status = self.status(name).await;
+            if let Some(c) =
+                status.conditions.iter().find(|c| c.type_ == type_ && c.status == "True" && c.reason == reason)
+            {
+                return c.message.clone();
+            }
+            assert!(start.elapsed() < DEADLINE, "{name} never reported {type_}={reason}: {status:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The `(type, reason, message)` of the host's Events about a federation.
     pub async fn events(&self, name: &str) -> Vec<(String, String, String)> {
         let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(self.host.clone(), "default");

@@ -193,10 +193,9 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
     let mut events = Recorder::for_component(client.clone(), "spanset.dev/drill", "drill".into());
     // Unfencing waits for the federation's status to show the member holding nothing too
     // (`unfence` refuses a member whose StatefulSets the status still shows holding ordinals).
-    let feds: Api<FederatedStatefulSet> = Api::all(client.clone());
     wait_for(&format!("the federation's status showing {cluster} shrunk"), timeout, || async {
-        let all = feds.list(&Default::default()).await.map_err(|e| e.to_string())?;
-        Ok(fencing::still_written(&all.items, cluster).is_empty())
+        let (all, undecodable) = crate::api::decode::all_federations(client).await?;
+        Ok(fencing::still_written(&all, &undecodable, cluster).is_empty())
     })
     .await?;
     eprintln!("{}", fencing::unfence(client, cluster, "spanset drill", false, &mut events).await?);
