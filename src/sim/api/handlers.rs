@@ -190,13 +190,20 @@ fn kind_of(v: &Value) -> &'static str {
 
 /// The options of a write that came through the API: the caller's, and who the caller is (so
 /// that the admission policies run on it).
-fn write_options(q: &Query, user: &UserInfo, warnings: &Warnings) -> ApiResult<WriteOptions> {
+fn write_options(q: &Query, user: &UserInfo, warnings: &Warnings, method: &Method) -> ApiResult<WriteOptions> {
     Ok(WriteOptions {
         dry_run: q.dry_run,
         field_manager: q.field_manager.clone(),
         force: q.force.unwrap_or(false),
         user: Some(user.clone()),
-        field_validation: FieldValidation::parse(q.field_validation.as_deref())?,
+        field_validation: FieldValidation::parse(
+            q.field_validation.as_deref(),
+            match *method {
+                Method::POST => "CreateOptions",
+                Method::PUT => "UpdateOptions",
+                _ => "PatchOptions",
+            },
+        )?,
         warnings: warnings.clone(),
     })
 }
@@ -296,7 +303,7 @@ async fn resource(
                 stored_version,
                 ns,
                 &mut obj,
-                &write_options(&q, user, &warnings)?,
+                &write_options(&q, user, &warnings, method)?,
             )?;
             Ok(response::json(201, &render::as_version(&rt, version, &created)))
         }
@@ -304,7 +311,8 @@ async fn resource(
             let sub = subresource(&rt, sub)?;
             let bytes = read_body(cluster, body).await?;
             let obj = views::from_view(&rt, &decode_object(parts, &bytes)?);
-            let updated = cluster.replace(&stored_rt, obj_ns, name, sub, obj, &write_options(&q, user, &warnings)?)?;
+            let updated =
+                cluster.replace(&stored_rt, obj_ns, name, sub, obj, &write_options(&q, user, &warnings, method)?)?;
             Ok(response::json(200, &render::as_version(&rt, version, &updated)))
         }
         (&Method::PUT, Some(name), Some("scale")) if rt.scale.is_some() => {
@@ -312,13 +320,13 @@ async fn resource(
             let obj = decode_object(parts, &bytes)?;
             Ok(response::json(
                 200,
-                &scale::replace(cluster, &rt, obj_ns, name, obj, &write_options(&q, user, &warnings)?)?,
+                &scale::replace(cluster, &rt, obj_ns, name, obj, &write_options(&q, user, &warnings, method)?)?,
             ))
         }
         (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
             let sub = subresource(&rt, sub)?;
             let bytes = read_body(cluster, body).await?;
-            let opts = write_options(&q, user, &warnings)?;
+            let opts = write_options(&q, user, &warnings, method)?;
             let (code, obj) = patch_object(cluster, &rt, &stored_rt, parts, ns, name, sub, &bytes, &q, opts)?;
             Ok(response::json(code, &render::as_version(&rt, version, &obj)))
         }
@@ -326,7 +334,7 @@ async fn resource(
             let bytes = read_body(cluster, body).await?;
             let kind = patch_kind(&content_type(parts))?;
             let patch_doc = decode_patch(kind, &bytes)?;
-            let opts = write_options(&q, user, &warnings)?;
+            let opts = write_options(&q, user, &warnings, method)?;
             let scaled =
                 scale::patch(cluster, &rt, obj_ns, name, &opts, |cur| apply_patch(kind, cur, &patch_doc, None))?;
             Ok(response::json(200, &scaled))

@@ -16,7 +16,7 @@ mod tests;
 use serde_json::Value;
 
 use crate::sim::store::{
-    error::ApiError,
+    error::{ApiError, Cause},
     validate::{FieldError, FieldErrorKind},
 };
 
@@ -72,15 +72,27 @@ pub enum FieldValidation {
 }
 
 impl FieldValidation {
-    /// Reads the query parameter; absent means `Warn`, as on the apiserver.
-    pub fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
+    /// Reads the query parameter of a write whose options are `options_kind` (`CreateOptions`,
+    /// `UpdateOptions`, `PatchOptions`); absent means `Warn`, as on the apiserver.
+    pub fn parse(raw: Option<&str>, options_kind: &str) -> Result<Self, ApiError> {
         match raw {
             None | Some("") | Some("Warn") => Ok(Self::Warn),
             Some("Strict") => Ok(Self::Strict),
             Some("Ignore") => Ok(Self::Ignore),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "fieldValidation: Unsupported value: \"{other}\": supported values: \"Ignore\", \"Warn\", \"Strict\""
-            ))),
+            Some(other) => {
+                let err = FieldError {
+                    field: "fieldValidation".into(),
+                    kind: FieldErrorKind::NotSupported,
+                    value: Some(Value::String(other.into())),
+                    detail: r#"supported values: "", "Ignore", "Strict", "Warn""#.into(),
+                };
+                let cause = Cause {
+                    reason: err.cause_reason().into(),
+                    message: err.to_string().trim_start_matches("fieldValidation: ").into(),
+                    field: err.field.clone(),
+                };
+                Err(ApiError::invalid(options_kind, "meta.k8s.io", "", err.to_string(), vec![cause]))
+            }
         }
     }
 }

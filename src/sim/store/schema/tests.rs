@@ -258,6 +258,18 @@ fn reasons_field_paths_and_message_expressions_are_honoured() {
 }
 
 #[test]
+fn an_unknown_directive_is_refused_as_the_options_are() {
+    assert_eq!(FieldValidation::parse(None, "CreateOptions"), Ok(FieldValidation::Warn));
+    assert_eq!(FieldValidation::parse(Some("Strict"), "CreateOptions"), Ok(FieldValidation::Strict));
+    let e = FieldValidation::parse(Some("Loud"), "CreateOptions").unwrap_err();
+    assert_eq!((e.code, e.reason), (422, "Invalid"));
+    assert_eq!(
+        e.message,
+        r#"CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Loud": supported values: "", "Ignore", "Strict", "Warn""#
+    );
+}
+
+#[test]
 fn go_floats_print_as_go_prints_them() {
     use super::structural::go_float;
     assert_eq!(
