@@ -598,16 +598,30 @@ async fn unknown_fields_follow_the_field_validation_directive() {
         assert_eq!(stderr(&out), "", "{version}: silently");
         assert!(api.get(&quiet).await.expect("stored").data["spec"].get("replica").is_none());
     }
-    // kube-rs: no directive is the apiserver's Warn (stored pruned); Strict refuses.
+    // kube-rs: no directive is the apiserver's Warn (stored pruned); Strict refuses a patch.
     let created = api
         .create(&PostParams::default(), &serde_json::from_value(with_typo("kube-warn")).unwrap())
         .await
         .expect("stored with a warning");
     assert!(created.data["spec"].get("replica").is_none());
-    let strict = PatchParams { field_validation: Some(ValidationDirective::Strict), ..PatchParams::apply("test") };
-    let s = api_status(api.patch("kube-strict", &strict, &Patch::Apply(with_typo("kube-strict"))).await, "apply").await;
+    let before = api.get("kube-warn").await.expect("stored");
+    let strict = PatchParams { field_validation: Some(ValidationDirective::Strict), ..PatchParams::default() };
+    let typo = json!({"spec": {"replica": 4}});
+    let s = api_status(api.patch("kube-warn", &strict, &Patch::Merge(&typo)).await, "strict merge patch").await;
     assert_eq!((s.code, s.message.as_str()), (400, refusal));
-    absent(&api, "kube-strict", "strict apply").await;
+    let after = api.get("kube-warn").await.expect("still there");
+    assert_eq!(after.metadata.resource_version, before.metadata.resource_version, "unchanged");
+    // Server-side apply types the applied configuration first: undeclared fields always fail.
+    let ssa = PatchParams::apply("test");
+    let s = api_status(api.patch("kube-ssa", &ssa, &Patch::Apply(with_typo("kube-ssa"))).await, "apply").await;
+    assert_eq!(
+        (s.code, s.message.as_str()),
+        (
+            500,
+            "failed to create typed patch object (default/kube-ssa; spanset.dev/v1alpha1, Kind=FederatedStatefulSet): .spec.replica: field not declared in schema"
+        )
+    );
+    absent(&api, "kube-ssa", "server-side apply").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

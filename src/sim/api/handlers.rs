@@ -516,6 +516,11 @@ fn patch_object(
     }
     let doc = decode_patch(kind, bytes)?;
     let obj_ns = ns.unwrap_or("");
+    if kind == PatchKind::Apply
+        && let Some(schema) = rt.schema(rt.version())
+    {
+        schema.check_applied(&doc, &format!("{obj_ns}/{name}"), &rt.api_version(rt.version()), &rt.kind)?;
+    }
     // Server-side apply creates the object when it does not exist yet.
     if kind == PatchKind::Apply && sub == Subresource::Main && cluster.get(rt, obj_ns, name).is_err() {
         let mut obj = doc.clone();

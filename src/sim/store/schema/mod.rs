@@ -170,6 +170,29 @@ impl CrdSchema {
         Ok(warnings)
     }
 
+    /// Server-side apply types the applied configuration against the schema before anything
+    /// else, whatever `fieldValidation` says: a field the schema does not declare fails the
+    /// request as structured-merge-diff words it (`failed to create typed patch object
+    /// (default/web; spanset.dev/v1alpha1, Kind=FederatedStatefulSet): .spec.replica: field not
+    /// declared in schema`, a Status without a reason).
+    pub fn check_applied(&self, doc: &Value, object: &str, api_version: &str, kind: &str) -> Result<(), ApiError> {
+        let mut unknown = Vec::new();
+        prune::prune(&self.root, &mut doc.clone(), "", &mut unknown);
+        unknown.sort();
+        let errs: Vec<String> = unknown.iter().map(|p| format!(".{p}: field not declared in schema")).collect();
+        let listed = match errs.as_slice() {
+            [] => return Ok(()),
+            [one] => one.clone(),
+            many => format!("errors:\n  {}", many.join("\n  ")),
+        };
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        Err(ApiError::custom(
+            500,
+            "",
+            format!("failed to create typed patch object ({object}; {group}/{version}, Kind={kind}): {listed}"),
+        ))
+    }
+
     /// Validates an object (after decoding): the schema, then — unless that found an error that
     /// blocks them — the CEL rules. On an update (`old`), errors on values left unchanged are
     /// ratcheted away, so an object stored under an older schema can still be written.

@@ -287,3 +287,18 @@ fn rules_that_do_not_compile_are_reported_for_the_crd() {
     assert!(errs[0].starts_with("spec: "), "{errs:?}");
     assert!(fss().compile_errors().is_empty(), "spanset's rules all compile");
 }
+
+#[test]
+fn server_side_apply_refuses_undeclared_fields_whatever_the_directive() {
+    let s = fss();
+    let mut doc = valid_fss();
+    assert!(s.check_applied(&doc, "default/web", "spanset.dev/v1alpha1", "FederatedStatefulSet").is_ok());
+    doc["spec"]["replica"] = json!(5);
+    let e = s.check_applied(&doc, "default/web", "spanset.dev/v1alpha1", "FederatedStatefulSet").unwrap_err();
+    assert_eq!((e.code, e.reason), (500, ""));
+    assert_eq!(
+        e.message,
+        "failed to create typed patch object (default/web; spanset.dev/v1alpha1, Kind=FederatedStatefulSet): .spec.replica: field not declared in schema"
+    );
+    assert!(e.to_status().get("reason").is_none(), "kubectl prints `Error from server: …`");
+}
