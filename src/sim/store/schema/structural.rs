@@ -81,7 +81,7 @@ pub(super) fn validate(s: &Value, v: &Value, path: &str, patterns: &Patterns, er
             Some(t) => t == actual,
         }
     };
-    enum_check(s, v, path, errs);
+    // kube-openapi checks the type first, then (whatever the type) the enum.
     if !type_ok {
         let want = if int_or_string { "integer,string" } else { declared.unwrap_or("object") };
         errs.push(err(
@@ -90,16 +90,22 @@ pub(super) fn validate(s: &Value, v: &Value, path: &str, patterns: &Patterns, er
             Some(Value::String(actual.into())),
             in_body(format!("must be of type {want}: {}", go_quote(actual))),
         ));
+        enum_check(s, v, path, errs);
         return;
     }
+    // Then in kube-openapi's order: junctors, string, number and array keywords, the enum,
+    // the object's keywords and properties.
+    junctors(s, v, path, patterns, errs);
     match v {
         Value::String(text) => string_checks(s, text, path, patterns, errs),
         Value::Number(n) => number_checks(s, v, n.as_f64().unwrap_or(f64::NAN), path, errs),
         Value::Array(items) => array_checks(s, items, path, patterns, errs),
-        Value::Object(map) => object_checks(s, map, path, patterns, errs),
         _ => {}
     }
-    junctors(s, v, path, patterns, errs);
+    enum_check(s, v, path, errs);
+    if let Value::Object(map) = v {
+        object_checks(s, map, path, patterns, errs);
+    }
 }
 
 fn enum_check(s: &Value, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
