@@ -1,7 +1,8 @@
 //! Member credentials that are wrong end in a `MemberCluster` condition that says what is
 //! wrong and where (`BadKubeconfig` naming the Secret, `Unauthorized` for credentials the
 //! member rejects, `Forbidden` naming the permission it refuses), with nothing written there;
-//! a Secret fixed or rotated in place is picked up without a restart; and no token,
+//! a Secret fixed or rotated in place is picked up without a restart (here it then reaches the
+//! cluster of the member east, and is refused as its duplicate); and no token,
 //! certificate or kubeconfig content appears in logs, Events, conditions or metrics.
 
 mod support;
@@ -123,8 +124,12 @@ async fn wrong_credentials_are_named_on_the_member_nothing_moves_and_a_rotated_s
     // Fixed in place: the Secrets now hold the administrator's kubeconfig, no restart.
     put_secret(&f.host, "missing-kubeconfig", &kubeconfig_with_token(&f, "east", &admin_token)).await;
     put_secret(&f.host, "rejected-kubeconfig", &kubeconfig_with_token(&f, "east", &admin_token)).await;
-    reachable(&f.host, "missing", "True", "Answering").await;
-    reachable(&f.host, "rejected", "True", "Answering").await;
+    // They now reach east's cluster, as the MemberCluster east does: each answers (its identity
+    // is read through the new credentials) and is then refused as a duplicate of east.
+    for name in ["missing", "rejected"] {
+        let msg = reachable(&f.host, name, "False", "DuplicateCluster").await;
+        assert!(msg.contains(r#"MemberCluster "east""#), "{msg}");
+    }
 
     // Nothing secret anywhere: logs (debug), metrics, Events, conditions.
     let secrets = [admin_token.as_str(), nobody.as_str()];

@@ -303,6 +303,18 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     };
     let refused: Vec<&Value> = records.iter().filter(ours).filter(|r| r["allowed"] == false).collect();
     assert!(refused.is_empty(), "the shipped permissions were not enough: {refused:#?}");
+    // Each member's identity (the uid of its kube-system Namespace) was read by spanset's
+    // member identity, through the member rule's `get` of namespaces: no rule of its own.
+    for m in ["east", "west"] {
+        let read = records.iter().filter(ours).any(|r| {
+            r["cluster"] == m
+                && r["allowed"] == true
+                && r["verb"] == "get"
+                && r["resource"] == "namespaces"
+                && r["name"] == "kube-system"
+        });
+        assert!(read, "{m}: spanset read its kube-system Namespace (the cluster id)");
+    }
 
     // Every verb of every resource of every shipped rule was used through that rule.
     let used: BTreeSet<(String, String, String, u64, String, String)> = records

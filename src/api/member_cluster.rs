@@ -78,4 +78,10 @@ pub struct MemberClusterStatus {
     /// `backend: AdvancedStatefulSet`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serves_advanced_stateful_sets: Option<bool>,
+    /// The member's cluster id: the uid of its `kube-system` Namespace, as the multi-cluster
+    /// Services API (KEP-2149, ClusterProperty `cluster.clusterset.k8s.io`) identifies a
+    /// cluster. Two MemberClusters with the same id reach the same cluster: only one is used.
+    /// Absent while unread, or when the member refuses to show that Namespace.
+    #[serde(default, rename = "clusterID", skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
 }

@@ -204,9 +204,12 @@ impl Coordinator {
                     name.clone(),
                     MemberInput {
                         exists: true,
-                        unusable: m.watcher.as_ref().err().filter(|_| !m.connecting).cloned(),
+                        unusable: m.watcher.as_ref().err().filter(|_| !m.connecting && m.duplicate.is_none()).cloned(),
                         fenced: m.member.spec.fenced,
-                        view: self.views.get(name).cloned(),
+                        // A duplicate's view (one reported before it was refused) is another
+                        // member's pods: never used.
+                        view: self.views.get(name).cloned().filter(|_| m.duplicate.is_none()),
+                        duplicate: m.duplicate.clone(),
                     },
                 )
             })

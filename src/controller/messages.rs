@@ -201,7 +201,31 @@ pub struct MemberHandle {
     pub watcher: Result<Addr<super::watcher::ClusterWatcher>, String>,
     /// Its client is being built: neither usable nor unusable yet.
     pub connecting: bool,
+    /// It reaches the same cluster as another MemberCluster, which is used instead: why (its
+    /// watcher is then `Err` with the same words). Such a member gets no slice and is not
+    /// observed: the pods it would see are the other member's.
+    pub duplicate: Option<String>,
 }
+
+/// A watcher tells the supervisor the identity it read from its member (the uid of its
+/// `kube-system` Namespace; `None`: the member does not show it), once per watcher.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Identified {
+    /// The member.
+    pub cluster: String,
+    /// Its cluster id, if it could be read.
+    pub id: Option<String>,
+    /// Whether the member answered: `false` tells that its first probe found it silent (no
+    /// identity yet), so that members ranked after it need not wait for it.
+    pub answered: bool,
+}
+
+/// The supervisor tells a watcher whether its member is used (`Ok`) or waits, and why: until
+/// told `Ok`, the watcher reports its member unsynced and refuses every write.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Admitted(pub Result<(), String>);
 
 /// The supervisor tells coordinators the current members.
 #[derive(Clone, Message)]

@@ -77,6 +77,10 @@ pub struct MemberInput {
     pub fenced: bool,
     /// The latest report of its watcher.
     pub view: Option<Arc<MemberView>>,
+    /// It reaches the same cluster as another MemberCluster, which is used instead (why,
+    /// naming the other): it gets no slice and is not observed, since the pods it would see
+    /// are the other's; a federation placing it is said Degraded, not Blocked.
+    pub duplicate: Option<String>,
 }
 
 /// Everything a reconcile decides from.
@@ -381,9 +385,32 @@ fn bounded(
 
 /// Decides one reconcile.
 pub fn decide(inp: &Inputs<'_>) -> Decision {
-    let fsts = inp.fsts;
-    let previous = fsts.status.clone().unwrap_or_default();
+    let previous = inp.fsts.status.clone().unwrap_or_default();
     let wall = Time(inp.wall);
+    // Duplicates are not placed: the federation is planned as if they were not listed.
+    let duplicates: Vec<String> = inp
+        .fsts
+        .spec
+        .placement
+        .clusters
+        .iter()
+        .filter_map(|c| {
+            Some(format!("{} (DuplicateCluster: {})", c.name, inp.members.get(&c.name)?.duplicate.as_ref()?))
+        })
+        .collect();
+    let without_duplicates;
+    let fsts = if duplicates.is_empty() {
+        inp.fsts
+    } else {
+        let mut f = inp.fsts.clone();
+        f.spec.placement.clusters.retain(|c| inp.members.get(&c.name).is_none_or(|m| m.duplicate.is_none()));
+        if f.spec.placement.clusters.is_empty() {
+            let msg = format!("spec.placement.clusters: no member can be used: {}", duplicates.join("; "));
+            return blocked(inp.fsts, &previous, "DuplicateCluster", msg, &wall);
+        }
+        without_duplicates = f;
+        &without_duplicates
+    };
     // 1. What only the controller can judge.
     let names = crate::plan::validate_names(
         fsts.metadata.name.as_deref().unwrap_or_default(),
@@ -437,6 +464,12 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut obs = Observed::new();
     for (name, m) in inp.members {
         match &m.view {
+            // A duplicate is never observed: its pods are another member's. Only a slice the
+            // status gave it before it was found out is kept, unconfirmed (as for a silent member).
+            _ if m.duplicate.is_some() && listed_before.contains(name.as_str()) => {
+                obs.insert(name.clone(), unreported(&previous, name, m.fenced));
+            }
+            _ if m.duplicate.is_some() => {}
             Some(view) if view.synced => {
                 let holds = view.federation.sts.is_some() || !view.federation.pods.is_empty();
                 if placement.contains(name.as_str()) || holds || listed_before.contains(name.as_str()) {
@@ -917,6 +950,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 .collect()
         })
         .unwrap_or_default();
+    let excluded: Vec<String> = excluded.into_iter().chain(duplicates).collect();
     let left: Vec<&str> = left_behind.values().map(String::as_str).collect();
     verdicts.push(match (excluded.is_empty(), left.is_empty()) {
         (true, true) => Verdict::no(types::DEGRADED, "AllMembersEligible", ""),
@@ -1345,7 +1379,7 @@ mod tests {
             keeps_ordinals: Some(true),
             ..Default::default()
         };
-        MemberInput { exists: true, unusable: None, fenced: false, view: Some(Arc::new(view)) }
+        MemberInput { exists: true, unusable: None, fenced: false, view: Some(Arc::new(view)), duplicate: None }
     }
 
     fn decide_now(f: &FederatedStatefulSet, members: &BTreeMap<String, MemberInput>, term: u64) -> Decision {
@@ -1648,6 +1682,35 @@ mod tests {
         let d = decide_now(&f, &members, 7);
         let c = d.status.conditions.iter().find(|c| c.type_ == types::IDENTITY_CONFLICT).expect("the condition");
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "NoConflict"));
+    }
+
+    #[test]
+    fn a_duplicate_member_gets_no_slice_is_not_observed_and_is_named_in_degraded() {
+        let f = fsts(&[("east", 1), ("east-2", 1), ("west", 1)]);
+        let why = r#"reaches the same cluster as MemberCluster "east" (clusterID u1)"#;
+        // east-2 reaches east's cluster: what it would report is east's StatefulSet and pods.
+        let members = BTreeMap::from([
+            ("east".into(), settled(&f, 0, 3, 7)),
+            ("east-2".into(), MemberInput { duplicate: Some(why.into()), ..settled(&f, 0, 3, 7) }),
+            ("west".into(), settled(&f, 3, 3, 7)),
+        ]);
+        let d = decide_now(&f, &members, 7);
+        assert!(!d.blocked);
+        assert!(d.writes.iter().all(|w| w.cluster != "east-2"), "{:?}", written_slices(&d));
+        assert!(!d.writable.contains(&"east-2".to_string()) && !d.supporting.contains(&"east-2".to_string()));
+        assert!(d.conflicts.is_empty(), "its pods are east's, not a second copy: {:?}", d.conflicts);
+        assert!(d.status.slices.iter().all(|s| s.cluster != "east-2"));
+        assert!(d.done, "settled on east and west");
+        let degraded = d.status.conditions.iter().find(|c| c.type_ == types::DEGRADED).expect("Degraded");
+        assert_eq!((degraded.status.as_str(), degraded.reason.as_str()), ("True", "MembersExcluded"));
+        assert!(degraded.message.contains(&format!("east-2 (DuplicateCluster: {why})")), "{}", degraded.message);
+        // Placed on duplicates only: blocked, naming them.
+        let only = fsts(&[("east-2", 1)]);
+        let d = decide_now(&only, &members, 7);
+        assert!(d.blocked && d.writes.is_empty());
+        let blocked = d.status.conditions.iter().find(|c| c.type_ == types::BLOCKED).expect("Blocked");
+        assert_eq!(blocked.reason, "DuplicateCluster");
+        assert!(blocked.message.contains("east-2 (DuplicateCluster"), "{}", blocked.message);
     }
 
     #[test]

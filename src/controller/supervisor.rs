@@ -29,9 +29,10 @@ use super::{
     fencing, host_client,
     labels::MEMBER_FINALIZER,
     leader::Leadership,
+    member::identity::{self, Admission, Claimant},
     member::objects::FederationKey,
     member_http,
-    messages::{Holds, MemberHandle, MembersChanged, SpecChanged, SpecUndecodable, Stop},
+    messages::{Admitted, Holds, Identified, MemberHandle, MembersChanged, SpecChanged, SpecUndecodable, Stop},
     metrics::Metrics,
     undecodable,
     watcher::ClusterWatcher,
@@ -82,6 +83,15 @@ pub struct Supervisor {
     tending: BTreeSet<String>,
     /// What was last said (Event) about each member whose deletion is held.
     held_said: BTreeMap<String, String>,
+    /// The cluster id each member's current watcher read (`None`: unreadable).
+    identities: BTreeMap<String, Option<String>>,
+    /// Members whose identity was admitted: they are used.
+    admitted: BTreeSet<String>,
+    /// Members whose current watcher's first probe is over (answered or not).
+    probed: BTreeSet<String>,
+    /// Members refused without a watcher, by the `Reachable` reason said (`InvalidSpec`,
+    /// `DuplicateCluster`; absent: `BadKubeconfig`).
+    refusals: BTreeMap<String, &'static str>,
     /// Federations whose stored object cannot be decoded and that have no coordinator (none
     /// was ever read by this process): reported by the supervisor itself.
     undecodable: BTreeMap<FederationKey, Arc<Undecodable>>,
@@ -136,6 +146,10 @@ impl Supervisor {
             federations_listed: false,
             tending: BTreeSet::new(),
             held_said: BTreeMap::new(),
+            identities: BTreeMap::new(),
+            admitted: BTreeSet::new(),
+            probed: BTreeSet::new(),
+            refusals: BTreeMap::new(),
             undecodable: BTreeMap::new(),
             undecodable_said: BTreeMap::new(),
         }
@@ -239,6 +253,7 @@ impl Supervisor {
                 member: member.clone(),
                 watcher: Err("connecting".into()),
                 connecting: true,
+                duplicate: None,
             });
         }
         MembersChanged { members: Arc::new(members), listed: self.members_listed }
@@ -281,6 +296,12 @@ impl Supervisor {
     /// reported on the MemberCluster (`Reachable=False`, `BadKubeconfig`) and to coordinators.
     fn connect(&mut self, mc: Arc<MemberCluster>, ctx: &mut Context<Self>) {
         let name = mc.name_any();
+        let was_used = self.admitted.contains(&name);
+        self.forget_identity(&name);
+        if was_used {
+            // It may reach another cluster now: its duplicates are decided again.
+            self.reprobe_duplicates(&name, ctx);
+        }
         self.connecting.insert(name.clone(), mc.spec.clone());
         self.connecting_members.insert(name.clone(), mc.clone());
         self.broadcast();
@@ -292,7 +313,7 @@ impl Supervisor {
             let version = secret_version.await;
             (member_client(&host, kubeconfig.as_deref(), &spec).await, version)
         };
-        ctx.spawn(connecting.into_actor(self).map(move |(client, version), act, _| {
+        ctx.spawn(connecting.into_actor(self).map(move |(client, version), act, ctx| {
             if act.connecting.get(&name) != Some(&mc.spec) {
                 return; // superseded by a newer spec, or deleted
             }
@@ -314,16 +335,22 @@ impl Supervisor {
                     act.leadership.clone(),
                     act.metrics.clone(),
                     act.synced.clone(),
-                );
+                )
+                .admitted_by(ctx.address().recipient());
                 w.start()
             });
             if let Err(e) = &watcher {
-                tracing::warn!(cluster = %name, error = %e, "member cannot be reached");
-                act.report_bad_kubeconfig(&name, e);
+                let reason = if spec_refusal(&mc.spec).is_some() { "InvalidSpec" } else { "BadKubeconfig" };
+                tracing::warn!(cluster = %name, reason, error = %e, "member cannot be used");
+                act.refusals.insert(name.clone(), reason);
+                act.report_refusal(&name, reason, e, None);
             }
+            let spec = mc.spec.clone();
             act.members
-                .insert(name.clone(), (mc.spec.clone(), MemberHandle { member: mc, watcher, connecting: false }));
+                .insert(name.clone(), (spec, MemberHandle { member: mc, watcher, connecting: false, duplicate: None }));
             act.broadcast();
+            // A member without a watcher holds no one back from being used.
+            act.settle_identities();
         }));
     }
 
@@ -336,27 +363,38 @@ impl Supervisor {
         }
         for (name, (_, handle)) in &self.members {
             let Err(why) = &handle.watcher else { continue };
+            if handle.connecting {
+                continue;
+            }
+            let reason = self.refusals.get(name).copied().unwrap_or("BadKubeconfig");
+            let id = self.identities.get(name).cloned().flatten();
             let said = self.objects.get(name).and_then(|mc| mc.status.as_ref()).is_some_and(|s| {
-                s.conditions.iter().any(|c| c.type_ == "Reachable" && c.reason == "BadKubeconfig" && c.message == *why)
+                (id.is_none() || s.cluster_id == id)
+                    && s.conditions.iter().any(|c| c.type_ == "Reachable" && c.reason == reason && c.message == *why)
             });
             if !said {
-                self.report_bad_kubeconfig(name, why);
+                self.report_refusal(name, reason, why, id.as_deref());
             }
         }
     }
 
-    /// Writes `Reachable=False` with reason `BadKubeconfig` on a member whose client could not
-    /// be built (the message names the Secret or context and what is wrong with it).
-    fn report_bad_kubeconfig(&self, name: &str, message: &str) {
+    /// Writes `Reachable=False` with `reason` on a member that is not used: its client could
+    /// not be built (`BadKubeconfig`, the message names the Secret or context and what is wrong
+    /// with it), its spec is invalid (`InvalidSpec`), or it reaches the same cluster as
+    /// another member (`DuplicateCluster`, with the `clusterID` read).
+    fn report_refusal(&self, name: &str, reason: &str, message: &str, cluster_id: Option<&str>) {
         if self.leadership.term().is_none() {
             return;
         }
         let api: Api<MemberCluster> = Api::all(self.host.clone());
         let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now());
-        let patch = serde_json::json!({"status": {"conditions": [{
-            "type": "Reachable", "status": "False", "reason": "BadKubeconfig", "message": message,
+        let mut patch = serde_json::json!({"status": {"conditions": [{
+            "type": "Reachable", "status": "False", "reason": reason, "message": message,
             "lastTransitionTime": now.to_string(),
         }]}});
+        if let Some(id) = cluster_id {
+            patch["status"]["clusterID"] = id.into();
+        }
         let name = name.to_string();
         actix::spawn(async move {
             if let Err(e) =
@@ -389,7 +427,78 @@ impl Supervisor {
         }
     }
 
-    fn member_deleted(&mut self, name: &str) {
+    /// Forgets what the supervisor knew of a member's identity (its watcher is replaced or
+    /// gone).
+    fn forget_identity(&mut self, name: &str) {
+        self.identities.remove(name);
+        self.admitted.remove(name);
+        self.probed.remove(name);
+        self.refusals.remove(name);
+    }
+
+    /// Decides the members whose identity was read (see [`identity`]): an admitted member's
+    /// watcher is told to go ahead, a waiting one why it waits, and a refused one is stopped
+    /// (nothing is written through it) and reported `DuplicateCluster`.
+    fn settle_identities(&mut self) {
+        let mut claimants: Vec<Claimant> = self
+            .objects
+            .iter()
+            .map(|(name, mc)| {
+                let status = mc.status.as_ref();
+                Claimant {
+                    name: name.clone(),
+                    created: mc.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+                    read: self.identities.get(name).cloned(),
+                    recorded: status.and_then(|s| s.cluster_id.clone()),
+                    recorded_refused: status.is_some_and(|s| {
+                        s.conditions.iter().any(|c| c.type_ == "Reachable" && c.reason == "DuplicateCluster")
+                    }),
+                    admitted: self.admitted.contains(name),
+                    refused: self.refusals.get(name) == Some(&"DuplicateCluster"),
+                    // A member without a watcher (bad kubeconfig, invalid spec) has no probe
+                    // to wait for.
+                    probed: self.probed.contains(name)
+                        || self.members.get(name).is_some_and(|(_, h)| h.watcher.is_err() && !h.connecting),
+                }
+            })
+            .collect();
+        let mut changed = false;
+        for (name, admission) in identity::settle(&mut claimants) {
+            let Some((_, handle)) = self.members.get_mut(&name) else { continue };
+            match admission {
+                Admission::Admit => {
+                    self.admitted.insert(name.clone());
+                    if let Ok(w) = &handle.watcher {
+                        w.do_send(Admitted(Ok(())));
+                    }
+                }
+                Admission::Wait(why) => {
+                    if let Ok(w) = &handle.watcher {
+                        w.do_send(Admitted(Err(why)));
+                    }
+                }
+                Admission::Refuse(why) => {
+                    tracing::warn!(cluster = %name, reason = %why, "member refused: DuplicateCluster");
+                    if let Ok(w) = &handle.watcher {
+                        w.do_send(Stop);
+                    }
+                    handle.watcher = Err(why.clone());
+                    handle.duplicate = Some(why.clone());
+                    self.refusals.insert(name.clone(), "DuplicateCluster");
+                    let id = self.identities.get(&name).cloned().flatten();
+                    self.report_refusal(&name, "DuplicateCluster", &why, id.as_deref());
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            self.broadcast();
+        }
+    }
+
+    fn member_deleted(&mut self, name: &str, ctx: &mut Context<Self>) {
+        let was_used = self.admitted.contains(name);
+        self.forget_identity(name);
         self.objects.remove(name);
         self.held_said.remove(name);
         self.metrics.forget_member(name);
@@ -402,6 +511,29 @@ impl Supervisor {
             w.do_send(Stop);
         }
         self.broadcast();
+        // A member waiting for this one's identity is decided without it.
+        self.settle_identities();
+        // A member refused as a duplicate may reach the cluster of the member just gone: it
+        // is probed afresh (a new watcher, which reads the identity again) before any use.
+        if was_used {
+            self.reprobe_duplicates(name, ctx);
+        }
+    }
+
+    /// Starts a fresh watcher (which reads the identity again) for every member refused as a
+    /// duplicate, once the member `gone` that was in use stops being it (deleted, or
+    /// reconnected elsewhere).
+    fn reprobe_duplicates(&mut self, gone: &str, ctx: &mut Context<Self>) {
+        let refused: Vec<Arc<MemberCluster>> = self
+            .members
+            .iter()
+            .filter(|(n, (_, h))| h.duplicate.is_some() && n.as_str() != gone)
+            .map(|(_, (_, h))| h.member.clone())
+            .collect();
+        for mc in refused {
+            tracing::info!(cluster = %mc.name_any(), gone, "probing a refused duplicate member afresh");
+            self.connect(mc, ctx);
+        }
     }
 
     /// A FederatedStatefulSet as stored: decoded and handed to its coordinator, or reported as
@@ -522,6 +654,20 @@ fn secret_version(
     }
 }
 
+/// Why a MemberCluster's spec cannot be used, naming the fields (the CRD's CEL rule says the
+/// same, but an apiserver without it, or an older CRD, lets such a spec through).
+pub fn spec_refusal(spec: &MemberClusterSpec) -> Option<String> {
+    match (&spec.context, &spec.kubeconfig_secret) {
+        (Some(_), Some(_)) => Some(
+            "spec.context and spec.kubeconfigSecret are both set: set exactly one of them (which cluster was \
+             meant cannot be told, so neither is used)"
+                .into(),
+        ),
+        (None, None) => Some("spec: set one of context and kubeconfigSecret".into()),
+        _ => None,
+    }
+}
+
 /// A client for a member: a context of the controller's kubeconfig, or a kubeconfig held in a
 /// Secret of the host. The error names what is wrong (never the credentials).
 pub async fn member_client(
@@ -534,6 +680,9 @@ pub async fn member_client(
     fn tune(cfg: &mut kube::Config) {
         cfg.connect_timeout = Some(MEMBER_CONNECT_TIMEOUT);
         cfg.write_timeout = Some(MEMBER_WRITE_TIMEOUT);
+    }
+    if let Some(why) = spec_refusal(spec) {
+        return Err(why);
     }
     match (&spec.context, &spec.kubeconfig_secret) {
         (Some(ctx), _) => host_client::client_tuned(kubeconfig, Some(ctx), tune)
@@ -620,14 +769,14 @@ impl StreamHandler<HostEvent> for Supervisor {
                     self.relisted_members.get_or_insert_with(Vec::new).push(mc.name_any());
                     self.member_applied(mc, ctx);
                 }
-                Ok(Delete(mc)) => self.member_deleted(&mc.name_any()),
+                Ok(Delete(mc)) => self.member_deleted(&mc.name_any(), ctx),
                 Ok(Init) => self.relisted_members = Some(Vec::new()),
                 Ok(InitDone) => {
                     // Members deleted while the watch was down get no Delete event.
                     let seen = self.relisted_members.take().unwrap_or_default();
                     let known: Vec<String> = self.members.keys().chain(self.connecting.keys()).cloned().collect();
                     for name in known.iter().filter(|n| !seen.contains(n)) {
-                        self.member_deleted(name);
+                        self.member_deleted(name, ctx);
                     }
                     self.members_listed = true;
                     self.broadcast();
@@ -665,6 +814,24 @@ impl StreamHandler<HostEvent> for Supervisor {
     fn finished(&mut self, _: &mut Self::Context) {}
 }
 
+impl Handler<Identified> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Identified, _: &mut Self::Context) {
+        // Only from the member's current watcher (a replaced one may still speak).
+        let current = self.members.get(&msg.cluster).is_some_and(|(_, h)| h.watcher.is_ok())
+            && !self.connecting.contains_key(&msg.cluster);
+        if !current || self.identities.contains_key(&msg.cluster) {
+            return;
+        }
+        self.probed.insert(msg.cluster.clone());
+        if msg.answered {
+            self.identities.insert(msg.cluster, msg.id);
+        }
+        self.settle_identities();
+    }
+}
+
 impl Handler<Stop> for Supervisor {
     type Result = ();
 
@@ -686,5 +853,35 @@ impl Handler<Stop> for ClusterWatcher {
 
     fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
         ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::SecretKeyRef;
+
+    fn spec(context: Option<&str>, secret: bool) -> MemberClusterSpec {
+        MemberClusterSpec {
+            kubeconfig_secret: secret.then(|| SecretKeyRef { namespace: "ns".into(), name: "s".into(), key: None }),
+            context: context.map(str::to_string),
+            region: None,
+            fenced: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_member_naming_both_a_context_and_a_kubeconfig_secret_is_refused_naming_both_fields() {
+        let both = spec(Some("east"), true);
+        let why = spec_refusal(&both).expect("refused");
+        assert!(why.contains("spec.context") && why.contains("spec.kubeconfigSecret"), "{why}");
+        assert_eq!(spec_refusal(&spec(Some("east"), false)), None);
+        assert_eq!(spec_refusal(&spec(None, true)), None);
+        assert!(spec_refusal(&spec(None, false)).is_some());
+        // No client is built for it (nothing is asked of the host or of any member): the
+        // host client below points nowhere and is never called.
+        let nowhere = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let host = Client::try_from(nowhere).unwrap();
+        assert_eq!(member_client(&host, None, &both).await.err(), Some(why));
     }
 }

@@ -37,8 +37,9 @@ use super::{
         workload::{self, KRUISE_GROUP, KRUISE_VERSION, api_resource, keeps_ordinals},
     },
     messages::{
-        AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, MemberObserved, MemberView,
-        ReleaseClaims, ReleasePod, RetireClaims, Subscribe, Unsubscribe, WriteBudget, WriteError, WriteStatefulSet,
+        Admitted, AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Identified, MemberObserved,
+        MemberView, ReleaseClaims, ReleasePod, RetireClaims, Subscribe, Unsubscribe, WriteBudget, WriteError,
+        WriteStatefulSet,
     },
     metrics::Metrics,
     spans,
@@ -92,6 +93,14 @@ pub struct ClusterWatcher {
     /// counted and reported once each).
     last_up: Option<bool>,
     reported_at: Option<Instant>,
+    /// The member's cluster id once read: `Some(None)` when the member does not show it.
+    identity: Option<Option<String>>,
+    /// Where the identity is told, to be admitted (none: the watcher admits itself).
+    identities: Option<Recipient<Identified>>,
+    /// Whether the supervisor lets this member be used, or why not yet.
+    admission: Result<(), String>,
+    /// The supervisor was told that the first probe found the member silent.
+    told_silent: bool,
 }
 
 impl ClusterWatcher {
@@ -132,12 +141,25 @@ impl ClusterWatcher {
             reported_since: serde_json::Value::Null,
             last_up: None,
             reported_at: None,
+            identity: None,
+            identities: None,
+            admission: Ok(()),
+            told_silent: false,
         }
+    }
+
+    /// Makes the member's use wait for the supervisor's [`Admitted`] after its identity is
+    /// read and told to `to`: until then it is reported unsynced and written nothing.
+    pub fn admitted_by(mut self, to: Recipient<Identified>) -> Self {
+        self.identities = Some(to);
+        self.admission = Err("its cluster identity is not read yet".into());
+        self
     }
 
     fn view(&self, key: &FederationKey) -> MemberView {
         MemberView {
-            synced: self.cache.synced(),
+            // A member not admitted yet is not observed: it may reach another member's cluster.
+            synced: self.cache.synced() && self.admission.is_ok(),
             federation: self.cache.federations.get(key).cloned().unwrap_or_default(),
             claims: self.cache.claims_of(key),
             last_contact: self.health.last_contact,
@@ -289,6 +311,7 @@ impl ClusterWatcher {
         let client = self.client.clone();
         let sts: Api<StatefulSet> = Api::namespaced(self.client.clone(), "default");
         let check_ordinals = self.keeps_ordinals.is_none();
+        let check_identity = self.identity.is_none();
         let check_advanced = match self.cache.serves_advanced {
             None => true,
             Some(true) => false,
@@ -299,19 +322,24 @@ impl ClusterWatcher {
         self.probing = true;
         let call = async move {
             let version = client.apiserver_version().await?;
+            // Which cluster this is, read once per watcher, before anything else is asked.
+            let identity = if check_identity { Some(read_identity(&client).await?) } else { None };
             // Whether the member keeps `.spec.ordinals`, asked once with a dry run that
             // stores nothing: a member that drops it never gets a slice.
             let keeps = if check_ordinals { Some(probe_ordinals(&sts).await?) } else { None };
             let advanced = if check_advanced { Some(serves_advanced(&client).await?) } else { None };
-            Ok::<_, kube::Error>((version.git_version, keeps, advanced))
+            Ok::<_, kube::Error>((version.git_version, identity, keeps, advanced))
         };
         ctx.spawn(async move { tokio::time::timeout(PROBE_TIMEOUT, call).await }.into_actor(self).map(
             |res, act, ctx| {
                 act.probing = false;
                 match res {
-                    Ok(Ok((version, keeps, advanced))) => {
+                    Ok(Ok((version, identity, keeps, advanced))) => {
                         act.contact_ok();
                         act.server_version = Some(version);
+                        if let Some(identity) = identity {
+                            act.identified(identity, ctx);
+                        }
                         if keeps.is_some() {
                             act.keeps_ordinals = keeps;
                         }
@@ -323,6 +351,14 @@ impl ClusterWatcher {
                     Err(_) => act
                         .health
                         .failed(Failure::Timeout, format!("no answer to a probe within {}s", PROBE_TIMEOUT.as_secs())),
+                }
+                // A first probe without an answer is told too: members ranked after this one
+                // stop waiting for it.
+                if act.identity.is_none() && !act.told_silent {
+                    act.told_silent = true;
+                    if let Some(to) = &act.identities {
+                        to.do_send(Identified { cluster: act.cluster.clone(), id: None, answered: false });
+                    }
                 }
                 let is_up = act.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
                 // Compared with the state last acted on, not with a moment ago: silence turns a
@@ -352,7 +388,10 @@ impl ClusterWatcher {
         if self.leadership.term().is_none() {
             return;
         }
-        let (up, reason, message) = self.health.condition(Instant::now(), MEMBER_UNREACHABLE_AFTER);
+        let (mut up, mut reason, mut message) = self.health.condition(Instant::now(), MEMBER_UNREACHABLE_AFTER);
+        if let (true, Some(Some(_)), Err(why)) = (up, &self.identity, &self.admission) {
+            (up, reason, message) = (false, "DuplicateCluster", why.clone());
+        }
         let reachable = serde_json::json!({
             "type": "Reachable",
             "status": if up { "True" } else { "False" },
@@ -364,6 +403,7 @@ impl ClusterWatcher {
             "serverVersion": self.server_version,
             "keepsOrdinals": self.keeps_ordinals,
             "servesAdvancedStatefulSets": self.cache.serves_advanced,
+            "clusterID": self.identity.clone().flatten(),
         });
         let fresh = self.reported_at.is_some_and(|t| t.elapsed() < CONTACT_REPORT_PERIOD);
         if self.reported.as_ref() == Some(&facts) && fresh {
@@ -400,6 +440,28 @@ impl ClusterWatcher {
                     Err(e) => tracing::debug!(cluster = %act.cluster, error = %e, "MemberCluster status not written"),
                 }),
         );
+    }
+
+    /// Notes the member's identity and tells it to the supervisor (or admits itself without
+    /// one). An unreadable identity is said once, as a warning: the member is used without it.
+    fn identified(&mut self, identity: Result<String, String>, ctx: &mut Context<Self>) {
+        let id = match identity {
+            Ok(uid) => Some(uid),
+            Err(why) => {
+                tracing::warn!(
+                    cluster = %self.cluster, reason = %why,
+                    "cannot read the member's cluster identity (the uid of its kube-system Namespace); \
+                     it is used without one, so a second MemberCluster reaching the same cluster cannot be told"
+                );
+                None
+            }
+        };
+        self.identity = Some(id.clone());
+        match &self.identities {
+            Some(to) => to.do_send(Identified { cluster: self.cluster.clone(), id, answered: true }),
+            None => self.admission = Ok(()),
+        }
+        self.report_status(ctx);
     }
 
     fn stale_term(&self, term: u64) -> bool {
@@ -446,6 +508,34 @@ async fn serves_advanced(client: &Client) -> Result<bool, kube::Error> {
             Ok(false)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// The member's cluster id: the uid of its `kube-system` Namespace (KEP-2149's cluster id).
+/// `Err(why)` when the member does not show it (403 or 404), which is an answer; other
+/// failures fail the probe, and the identity is asked again at the next.
+async fn read_identity(client: &Client) -> Result<Result<String, String>, kube::Error> {
+    match Api::<Namespace>::all(client.clone()).get("kube-system").await {
+        Ok(ns) => Ok(ns.metadata.uid.filter(|u| !u.is_empty()).ok_or_else(|| "kube-system has no uid".to_string())),
+        Err(kube::Error::Api(s)) if s.code == 403 || s.code == 404 => {
+            Ok(Err(format!("get namespaces/kube-system answered {}: {}", s.code, s.message)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+impl Handler<Admitted> for ClusterWatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: Admitted, ctx: &mut Self::Context) {
+        if self.admission != msg.0 {
+            if let Err(why) = &msg.0 {
+                tracing::warn!(cluster = %self.cluster, reason = %why, "member not used yet");
+            }
+            self.admission = msg.0;
+            self.report_status(ctx);
+            self.touched_all(ctx);
+        }
     }
 }
 
@@ -894,6 +984,10 @@ impl ClusterWatcher {
     /// (a warning and `spanset_stale_writes_refused_total`) and it steps down, so that the
     /// elector takes a term above the member's.
     fn check_term(&self, term: u64) -> Result<(), WriteError> {
+        // Nothing is written through a member not admitted (it may reach another's cluster).
+        if let Err(why) = &self.admission {
+            return Err(WriteError::Unavailable { cluster: self.cluster.clone(), message: format!("not used: {why}") });
+        }
         if self.leadership.term() != Some(term) {
             return Err(WriteError::NotLeader(term));
         }

@@ -4,6 +4,7 @@
 pub mod budget;
 pub mod cache;
 pub mod health;
+pub mod identity;
 pub mod objects;
 pub mod storage;
 pub mod workload;
