@@ -333,6 +333,55 @@ fn scheduling_gates_hold_pods(minor: u32) {
     assert!(!jsonpath(&k, &["pod", "web-0"], "{.spec.nodeName}").is_empty());
 }
 
+/// The words of one table line.
+fn cells(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+const ROBOT_SA: &str = r#"apiVersion: v1
+kind: ServiceAccount
+metadata: {name: deployer}
+secrets: [{name: creds}]
+"#;
+
+/// `kubectl get secrets,sa` prints the apiserver's columns: NAME TYPE DATA AGE, then NAME
+/// SECRETS AGE (server-side tables, as kubectl asks for them).
+fn secrets_and_service_accounts_print_their_columns(minor: u32) {
+    let sandbox = Sandbox::start("solo");
+    let Some(k) = Kubectl::new(minor, &sandbox) else {
+        return;
+    };
+    let v = format!("kubectl 1.{minor}");
+    k.ok(&["create", "secret", "generic", "creds", "--from-literal=user=a", "--from-literal=password=b"]);
+    k.ok(&["create", "secret", "generic", "empty"]);
+    k.ok(&["create", "serviceaccount", "robot"]);
+    k.ok_with_stdin(&["apply", "-f", "-"], ROBOT_SA);
+    let out = k.ok(&["get", "secrets,sa"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 7, "{v}:\n{out}");
+    assert_eq!(cells(lines[0]), ["NAME", "TYPE", "DATA", "AGE"], "{v}:\n{out}");
+    assert_eq!(cells(lines[1])[..3], ["secret/creds", "Opaque", "2"], "{v}:\n{out}");
+    assert_eq!(cells(lines[2])[..3], ["secret/empty", "Opaque", "0"], "{v}:\n{out}");
+    assert_eq!(lines[3], "", "{v}:\n{out}");
+    assert_eq!(cells(lines[4]), ["NAME", "SECRETS", "AGE"], "{v}:\n{out}");
+    assert_eq!(cells(lines[5])[..2], ["serviceaccount/deployer", "1"], "{v}:\n{out}");
+    assert_eq!(cells(lines[6])[..2], ["serviceaccount/robot", "0"], "{v}:\n{out}");
+    for row in [lines[1], lines[5]] {
+        let age = cells(row).last().copied().unwrap_or_default();
+        assert!(age.ends_with('s') || age.ends_with('m'), "{v}: an AGE cell in {row:?}");
+    }
+}
+
+#[test]
+fn secrets_and_service_accounts_1_27() {
+    secrets_and_service_accounts_print_their_columns(27);
+}
+
+#[test]
+fn secrets_and_service_accounts_1_33() {
+    secrets_and_service_accounts_print_their_columns(33);
+}
+
 #[test]
 fn scheduling_gates_1_27() {
     scheduling_gates_hold_pods(27);

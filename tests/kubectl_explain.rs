@@ -62,3 +62,56 @@ per_version! {
     explain_1_32 => 32,
     explain_1_33 => 33,
 }
+
+/// A CRD new to kubectl's warm discovery cache, applied and waited for with `kubectl wait
+/// --for condition=established`, is at once explained and listed by its plural and its short
+/// name (several CRDs in turn, to catch a type served only after it says Established).
+fn established_crds_are_served_at_once(minor: u32) {
+    let sandbox = Sandbox::start("solo");
+    let Some(k) = Kubectl::new(minor, &sandbox) else {
+        return;
+    };
+    let v = format!("kubectl 1.{minor}");
+    k.ok(&["get", "pods"]);
+    for i in 0..4 {
+        let crd = GIZMO_CRD.replace("gizmo", &format!("gizmo{i}")).replace("Gizmo", &format!("Gizmo{i}"));
+        let crd = crd.replace("[gz]", &format!("[gz{i}]"));
+        k.ok_with_stdin(&["apply", "-f", "-"], &crd);
+        k.ok(&["wait", "--for", "condition=established", &format!("crd/gizmo{i}s.example.com"), "--timeout=60s"]);
+        let plural = k.ok(&["explain", &format!("gizmo{i}s.spec")]);
+        assert!(plural.contains(&format!("KIND:       Gizmo{i}")) && plural.contains("size"), "{v}:\n{plural}");
+        let short = k.ok(&["explain", &format!("gz{i}.spec.size")]);
+        assert!(short.contains("FIELD: size <integer>"), "{v}:\n{short}");
+        let listed = k.run(&["get", &format!("gz{i}")]);
+        assert!(listed.status.success(), "{v}: {}", String::from_utf8_lossy(&listed.stderr));
+        assert!(String::from_utf8_lossy(&listed.stderr).contains("No resources found"), "{v}");
+    }
+}
+
+const GIZMO_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gizmos.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo, shortNames: [gz]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer, description: "How big."}}}
+"#;
+
+#[test]
+fn established_crds_are_served_at_once_1_27() {
+    established_crds_are_served_at_once(27);
+}
+
+#[test]
+fn established_crds_are_served_at_once_1_33() {
+    established_crds_are_served_at_once(33);
+}

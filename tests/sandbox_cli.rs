@@ -149,3 +149,52 @@ fn the_sandbox_runs_the_example_federation_across_three_members_until_sigterm() 
     }
     stop(child);
 }
+
+/// Runs `spanset ARGS` to its exit, killed (and failed) if it outlives the deadline.
+fn run_to_exit(args: &[&str], kubeconfig: &std::path::Path) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spanset"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spanset starts");
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            panic!("spanset {args:?} still running: it should have refused to start");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_sandbox_whose_metrics_port_is_taken_exits_naming_it_and_writes_no_kubeconfig() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = dir.path().join("fresh.kubeconfig");
+    let old = dir.path().join("old.kubeconfig");
+    std::fs::write(&old, "# a kubeconfig from an earlier sandbox\n").unwrap();
+    for kubeconfig in [&fresh, &old] {
+        let before = std::fs::read_to_string(kubeconfig).ok();
+        let args = ["sandbox", "--time-factor", "0.01", "--no-example", "--clusters", "east", "--metrics-addr", &addr];
+        let out = run_to_exit(&args, kubeconfig);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert!(stderr.contains(&addr), "the error names {addr}: {stderr}");
+        assert!(!stdout.lines().any(|l| l == "ready"), "{stdout}");
+        assert_eq!(
+            std::fs::read_to_string(kubeconfig).ok(),
+            before,
+            "{}: neither written nor overwritten",
+            kubeconfig.display()
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file left behind: {leftovers:?}");
+    }
+    drop(taken);
+}

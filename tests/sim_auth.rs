@@ -162,6 +162,97 @@ per_version! {
     kubectl_auth_1_33 => 33,
 }
 
+/// The rows of `kubectl auth whoami`'s table (printed by kubectl from the review's
+/// `status.userInfo`), as (ATTRIBUTE, VALUE).
+fn whoami_rows(table: &str) -> Vec<(String, String)> {
+    table
+        .lines()
+        .map(|l| match l.split_once("   ") {
+            Some((k, v)) => (k.trim().to_string(), v.trim().to_string()),
+            None => (l.trim().to_string(), String::new()),
+        })
+        .collect()
+}
+
+/// `kubectl auth whoami` (SelfSubjectReview: `authentication.k8s.io/v1beta1` from kubectl
+/// 1.27, `v1` from 1.28) names the kubeconfig's administrator, whom it impersonates with
+/// `--as`, and a ServiceAccount's token with its uid, groups and credential id.
+fn kubectl_whoami(minor: u32) {
+    let sandbox = Sandbox::start_with("solo", &["--auth"]);
+    let Some(k) = Kubectl::new(minor, &sandbox) else {
+        return;
+    };
+    let v = format!("kubectl 1.{minor}");
+    let rows = whoami_rows(&k.ok(&["auth", "whoami"]));
+    assert_eq!(
+        rows,
+        [
+            ("ATTRIBUTE".to_string(), "VALUE".to_string()),
+            ("Username".into(), "kubernetes-admin".into()),
+            ("Groups".into(), "[system:masters system:authenticated]".into()),
+        ],
+        "{v}"
+    );
+    let sa = "system:serviceaccount:spanset-system:robot";
+    let rows = whoami_rows(&k.ok(&["auth", "whoami", "--as", sa, "--as-group", "ops"]));
+    assert_eq!(rows[1], ("Username".into(), sa.into()), "{v}");
+    assert_eq!(
+        rows[2],
+        (
+            "Groups".into(),
+            "[ops system:serviceaccounts system:serviceaccounts:spanset-system system:authenticated]".into()
+        ),
+        "{v}"
+    );
+    k.ok(&["create", "namespace", "spanset-system"]);
+    k.ok(&["create", "serviceaccount", "robot", "-n", "spanset-system"]);
+    let uid = k.ok(&["get", "serviceaccount", "robot", "-n", "spanset-system", "-o", "jsonpath={.metadata.uid}"]);
+    let token = k.ok(&["create", "token", "robot", "-n", "spanset-system"]);
+    let review: serde_json::Value =
+        serde_json::from_str(&k.ok(&["--token", token.trim(), "auth", "whoami", "-o", "json"])).unwrap();
+    let api_version = if minor < 28 { "authentication.k8s.io/v1beta1" } else { "authentication.k8s.io/v1" };
+    assert_eq!(
+        (review["kind"].as_str(), review["apiVersion"].as_str()),
+        (Some("SelfSubjectReview"), Some(api_version))
+    );
+    let user = &review["status"]["userInfo"];
+    assert_eq!(user["username"], sa, "{v}: {review}");
+    assert_eq!(user["uid"], uid.as_str(), "{v}: {review}");
+    assert_eq!(
+        user["groups"],
+        json!(["system:serviceaccounts", "system:serviceaccounts:spanset-system", "system:authenticated"]),
+        "{v}"
+    );
+    let credential = user["extra"]["authentication.kubernetes.io/credential-id"][0].as_str().unwrap_or("");
+    assert!(credential.starts_with("JTI="), "{v}: {review}");
+    let table = k.ok(&["--token", token.trim(), "auth", "whoami"]);
+    assert!(whoami_rows(&table).contains(&("UID".to_string(), uid.clone())), "{v}:\n{table}");
+    // Discovery lists the review with the one verb it has.
+    let listed = k.ok(&["api-resources", "--api-group", "authentication.k8s.io", "-o", "wide"]);
+    let row = listed.lines().find(|l| l.starts_with("selfsubjectreviews")).unwrap_or_default();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        ["selfsubjectreviews", "authentication.k8s.io/v1", "false", "SelfSubjectReview", "create"],
+        "{v}:\n{listed}"
+    );
+}
+
+#[test]
+fn kubectl_whoami_1_27() {
+    kubectl_whoami(27);
+}
+
+#[test]
+fn kubectl_whoami_1_30() {
+    kubectl_whoami(30);
+}
+
+#[test]
+fn kubectl_whoami_1_33() {
+    kubectl_whoami(33);
+}
+
 async fn client_for(access: Access) -> Client {
     let yaml = kubeconfig::render(&[access]);
     let kc = Kubeconfig::from_yaml(&yaml).expect("kubeconfig parses");

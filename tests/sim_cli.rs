@@ -88,3 +88,38 @@ fn ledger_check_names_an_identity_that_ran_in_two_clusters() {
     );
     assert!(line.matches("20").count() >= 2, "times are named: {line}");
 }
+
+/// A port `p` with `p..p+n` free a moment ago (bound, then released).
+fn free_ports(n: u16) -> u16 {
+    loop {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = first.local_addr().unwrap().port();
+        if base.checked_add(n).is_none() {
+            continue;
+        }
+        let rest: Vec<_> = (1..n).filter_map(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).ok()).collect();
+        if rest.len() == usize::from(n - 1) {
+            return base;
+        }
+    }
+}
+
+#[test]
+fn a_sim_whose_port_is_taken_exits_naming_it_and_writes_no_kubeconfig() {
+    let base = free_ports(3);
+    let dir = tempfile::tempdir().unwrap();
+    // Two clusters on base and base+1, the admin API on base+2: each taken in turn.
+    for taken_port in [base + 1, base + 2] {
+        let taken = std::net::TcpListener::bind(("127.0.0.1", taken_port)).unwrap();
+        let kubeconfig = dir.path().join(format!("kubeconfig-{taken_port}"));
+        let base = base.to_string();
+        let out =
+            spanset(&["sim", "--clusters", "a,b", "--port-base", &base, "--kubeconfig", kubeconfig.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = one_line_error(&out);
+        assert!(err.contains(&format!("127.0.0.1:{taken_port}")), "{err}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("ready"));
+        assert!(!kubeconfig.exists(), "no kubeconfig for a sandbox that did not start");
+        drop(taken);
+    }
+}

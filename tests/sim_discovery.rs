@@ -8,6 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 struct Answer {
     status: u16,
     content_type: String,
+    etag: Option<String>,
     body: Vec<u8>,
 }
 
@@ -19,8 +20,15 @@ impl Answer {
 }
 
 async fn get(addr: std::net::SocketAddr, path: &str, accept: &str) -> Answer {
+    get_if(addr, path, accept, None).await
+}
+
+/// A GET revalidating what an HTTP cache holds (`If-None-Match`), as kubectl's cache does.
+async fn get_if(addr: std::net::SocketAddr, path: &str, accept: &str, if_none_match: Option<&str>) -> Answer {
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n");
+    let condition = if_none_match.map(|e| format!("If-None-Match: {e}\r\n")).unwrap_or_default();
+    let req =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\n{condition}Connection: close\r\n\r\n");
     stream.write_all(req.as_bytes()).await.expect("request written");
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).await.expect("response read");
@@ -36,7 +44,7 @@ async fn get(addr: std::net::SocketAddr, path: &str, accept: &str) -> Answer {
     if header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
         body = dechunk(&body);
     }
-    Answer { status, content_type: header("content-type").unwrap_or_default(), body }
+    Answer { status, content_type: header("content-type").unwrap_or_default(), etag: header("etag"), body }
 }
 
 fn dechunk(mut data: &[u8]) -> Vec<u8> {
@@ -173,4 +181,85 @@ async fn a_new_crd_is_discoverable_in_both_forms() {
     assert!(agg["items"].as_array().unwrap().iter().any(|g| g["metadata"]["name"] == "example.com"));
     let list = get(addr, "/apis/example.com/v1/widgets", "application/json").await;
     assert_eq!((list.status, list.json()["kind"].as_str()), (200, Some("WidgetList")));
+}
+
+/// Aggregated discovery carries an ETag that changes with what it lists (and a revalidation
+/// with the current one is answered 304), so a cached copy taken before a CRD is never
+/// mistaken for the current one; the new type is listed by the time the CRD says Established.
+#[tokio::test]
+async fn discovery_etags_change_when_a_crd_is_served() {
+    let f = fleet().await;
+    let cluster = f.servers[0].cluster.clone();
+    let addr = f.servers[0].addr;
+    let mut tags = Vec::new();
+    for accept in [KUBECTL_133, KUBECTL_127] {
+        let before = get(addr, "/apis", accept).await;
+        let etag = before.etag.clone().expect("aggregated discovery has an ETag");
+        let cached = get_if(addr, "/apis", accept, Some(&etag)).await;
+        assert_eq!((cached.status, cached.body.len()), (304, 0), "unchanged: not modified");
+        let core = get(addr, "/api", accept).await.etag.expect("core discovery has an ETag");
+        tags.push((accept, etag, core));
+    }
+    let crds = cluster.resources.by_plural("apiextensions.k8s.io", "customresourcedefinitions").unwrap();
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gizmos.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "shortNames": ["gz"]},
+                 "versions": [{"name": "v1", "served": true, "storage": true}]},
+    });
+    let stored = cluster.create(&crds, None, crd, &Default::default()).expect("CRD accepted");
+    let established = |c: &Value| c["type"] == "Established" && c["status"] == "True";
+    assert!(stored["status"]["conditions"].as_array().unwrap().iter().any(established));
+    for (accept, etag, core) in tags {
+        let after = get_if(addr, "/apis", accept, Some(&etag)).await;
+        assert_eq!(after.status, 200, "{accept}: changed since the cached copy");
+        assert!(after.etag.as_ref().is_some_and(|e| *e != etag), "{accept}: a new ETag");
+        let groups = after.json();
+        assert!(groups["items"].as_array().unwrap().iter().any(|g| g["metadata"]["name"] == "example.com"));
+        let unchanged = get_if(addr, "/api", accept, Some(&core)).await;
+        assert_eq!(unchanged.status, 304, "{accept}: the core group did not change");
+    }
+}
+
+/// A new CRD's type is served before the CRD (which says Established) is stored: a write that
+/// holds the store sees the type served while the CRD's create waits for the store.
+#[test]
+fn a_crd_type_is_served_before_the_crd_is_stored() {
+    use spanset::sim::{cluster::Cluster, store::registry::Subresource};
+    let cluster = std::sync::Arc::new(Cluster::new(ClusterConfig::named("a")));
+    let namespaces = cluster.resources.by_plural("", "namespaces").unwrap();
+    let (holding, held) = std::sync::mpsc::channel();
+    let creator = {
+        let cluster = cluster.clone();
+        std::thread::spawn(move || {
+            held.recv().unwrap();
+            let crds = cluster.resources.by_plural("apiextensions.k8s.io", "customresourcedefinitions").unwrap();
+            let crd = serde_json::json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "gizmos.example.com"},
+                "spec": {"group": "example.com", "scope": "Namespaced",
+                         "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
+                         "versions": [{"name": "v1", "served": true, "storage": true}]},
+            });
+            cluster.create(&crds, None, crd, &Default::default()).expect("CRD accepted")
+        })
+    };
+    let mut served_first = false;
+    // The closure runs under the store's lock: the CRD cannot be stored meanwhile.
+    cluster
+        .update_with(&namespaces, "", "default", Subresource::Main, &Default::default(), |current| {
+            holding.send(()).unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while std::time::Instant::now() < deadline && !served_first {
+                served_first = cluster.resources.lookup("example.com", "v1", "gizmos").is_some();
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Ok(current.clone())
+        })
+        .unwrap();
+    let stored = creator.join().unwrap();
+    assert!(served_first, "gizmos served while its CRD waited to be stored");
+    let established = |c: &Value| c["type"] == "Established" && c["status"] == "True";
+    assert!(stored["status"]["conditions"].as_array().unwrap().iter().any(established));
 }

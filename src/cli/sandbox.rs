@@ -176,6 +176,10 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         })
         .collect();
     let fleet = Fleet::start(configs, None).await?;
+    // Every listener is bound before the kubeconfig is written: a taken port fails the start
+    // with nothing written (and an earlier sandbox's kubeconfig left as it was).
+    let metrics = std::net::TcpListener::bind(args.metrics_addr)
+        .map_err(|e| anyhow::anyhow!("--metrics-addr {}: {e}", args.metrics_addr))?;
     kubeconfig::write(&args.kubeconfig, &fleet.access())
         .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", args.kubeconfig.display()))?;
     let host = app::host_client(Some(&args.kubeconfig), Some(HOST)).await?;
@@ -206,7 +210,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         lease: Some(LeaseSettings::new(lease_namespace, LEASE_NAME, super::run::default_identity())),
         bounds: Default::default(),
     };
-    let running = app::start(opts).await?;
+    let running = app::start_on(opts, metrics).await?;
     {
         let mut out = std::io::stdout().lock();
         for (name, url) in fleet.endpoints() {

@@ -63,6 +63,14 @@ pub async fn host_client(kubeconfig: Option<&std::path::Path>, context: Option<&
 
 /// Starts the controller: endpoints, leader election, supervisor.
 pub async fn start(opts: RunOptions) -> anyhow::Result<Running> {
+    let listener = std::net::TcpListener::bind(opts.metrics_addr)
+        .map_err(|e| anyhow::anyhow!("--metrics-addr {}: {e}", opts.metrics_addr))?;
+    start_on(opts, listener).await
+}
+
+/// [`start`], with the metrics endpoints on a listener bound beforehand (`opts.metrics_addr`
+/// is then ignored): `spanset sandbox` binds every listener before it writes its kubeconfig.
+pub async fn start_on(opts: RunOptions, metrics_listener: std::net::TcpListener) -> anyhow::Result<Running> {
     let host = host_client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
     let metrics = Arc::new(Metrics::new());
     let (leadership, elector) = match opts.lease.clone() {
@@ -95,7 +103,7 @@ pub async fn start(opts: RunOptions) -> anyhow::Result<Running> {
     });
     let synced = Synced::default();
     let (server, metrics_addr) =
-        http::serve(opts.metrics_addr, HttpState { metrics: metrics.clone(), synced: synced.clone() })
+        http::serve_on(metrics_listener, HttpState { metrics: metrics.clone(), synced: synced.clone() })
             .map_err(|e| anyhow::anyhow!("--metrics-addr {}: {e}", opts.metrics_addr))?;
     let handle = server.handle();
     actix::spawn(server);

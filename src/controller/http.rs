@@ -33,8 +33,15 @@ async fn readyz(state: web::Data<HttpState>) -> HttpResponse {
     }
 }
 
-/// Binds the endpoints; the server runs until the returned handle is stopped.
-pub fn serve(addr: SocketAddr, state: HttpState) -> std::io::Result<(actix_web::dev::Server, SocketAddr)> {
+/// Serves the endpoints on a listener bound beforehand (so that a taken port fails a start
+/// before anything else is done, and the sandbox before it writes its kubeconfig); the server
+/// runs until the returned handle is stopped.
+pub fn serve_on(
+    listener: std::net::TcpListener,
+    state: HttpState,
+) -> std::io::Result<(actix_web::dev::Server, SocketAddr)> {
+    let bound = listener.local_addr()?;
+    listener.set_nonblocking(true)?;
     let server = HttpServer::new(move || {
         App::new()
             .app_data(web::Data::new(state.clone()))
@@ -44,7 +51,6 @@ pub fn serve(addr: SocketAddr, state: HttpState) -> std::io::Result<(actix_web::
     })
     .workers(1)
     .disable_signals()
-    .bind(addr)?;
-    let bound = server.addrs().first().copied().unwrap_or(addr);
+    .listen(listener)?;
     Ok((server.run(), bound))
 }

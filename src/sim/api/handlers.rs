@@ -57,8 +57,11 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
     );
     let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_string);
     let accept = accept.as_deref();
+    let if_none_match = parts.headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let if_none_match = if_none_match.as_deref();
     let route = routes::parse(parts.uri.path());
-    // Without `--auth` every caller may do everything, as the administrator.
+    // Without `--auth` every caller may do everything, as the administrator (or whom it
+    // impersonates).
     let user = if cluster.config.auth {
         let user = match auth::authenticate(&cluster, &parts.headers)
             .and_then(|u| impersonation::apply(&cluster, u, &parts.headers))
@@ -72,7 +75,11 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
         }
         user
     } else {
-        UserInfo::admin()
+        // Every caller is the administrator, who may impersonate anyone (`kubectl --as`).
+        match impersonation::apply(&cluster, UserInfo::admin(), &parts.headers) {
+            Ok(u) => u,
+            Err(e) => return response::error(&e),
+        }
     };
     match route {
         Route::Version => response::json(200, &discovery::version(&cluster)),
@@ -82,11 +89,11 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
         }
         Route::Api => match negotiate::discovery(accept).version() {
             None => response::json(200, &discovery::api_versions(&server_address)),
-            Some(dv) => aggregated(&discovery::aggregated(&cluster, true, dv), dv),
+            Some(dv) => aggregated(&discovery::aggregated(&cluster, true, dv), dv, if_none_match),
         },
         Route::Apis => match negotiate::discovery(accept).version() {
             None => response::json(200, &discovery::api_group_list(&cluster)),
-            Some(dv) => aggregated(&discovery::aggregated(&cluster, false, dv), dv),
+            Some(dv) => aggregated(&discovery::aggregated(&cluster, false, dv), dv, if_none_match),
         },
         Route::Group(g) => match discovery::api_group_doc(&cluster, &g) {
             Some(doc) => response::json(200, &doc),
@@ -126,12 +133,28 @@ async fn injected_fault(cluster: &Cluster, request: &str) -> Option<Response<Bod
     Some(response::error(&ApiError::custom(code, reason, message)))
 }
 
-fn aggregated(doc: &Value, dv: &str) -> Response<Body> {
-    response::json_with_type(
-        200,
-        doc,
-        &format!("application/json;g=apidiscovery.k8s.io;v={dv};as=APIGroupDiscoveryList"),
-    )
+/// Aggregated discovery as the apiserver serves it: with an ETag (the hash of the document,
+/// so it changes with every type served or removed), and `304 Not Modified` for a client
+/// whose cached copy (`If-None-Match`) is still the current one.
+fn aggregated(doc: &Value, dv: &str, if_none_match: Option<&str>) -> Response<Body> {
+    let bytes = serde_json::to_vec(doc).expect("JSON values always serialize");
+    let etag = format!("\"{}\"", openapi::hash(&bytes));
+    let mut resp = if if_none_match.is_some_and(|tags| tags.split(',').any(|t| t.trim() == etag)) {
+        let mut resp = Response::new(response::full(Bytes::new()));
+        *resp.status_mut() = http::StatusCode::NOT_MODIFIED;
+        resp
+    } else {
+        let mut resp = response::json_bytes(200, bytes);
+        let content_type = format!("application/json;g=apidiscovery.k8s.io;v={dv};as=APIGroupDiscoveryList");
+        if let Ok(v) = http::HeaderValue::from_str(&content_type) {
+            resp.headers_mut().insert(header::CONTENT_TYPE, v);
+        }
+        resp
+    };
+    if let Ok(v) = http::HeaderValue::from_str(&etag) {
+        resp.headers_mut().insert(header::ETAG, v);
+    }
+    resp
 }
 
 /// Reads the request body up to the cluster's limit.
@@ -256,6 +279,7 @@ async fn resource(
             let bytes = read_body(cluster, body).await?;
             let review = decode_object(parts, &bytes)?;
             let answer = match rt.plural.as_str() {
+                "selfsubjectreviews" => Ok(reviews::self_review(user, version, &review)),
                 "selfsubjectrulesreviews" => reviews::rules_review(cluster, user, &review),
                 _ => reviews::access_review(cluster, user, &review),
             };

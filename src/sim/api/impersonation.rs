@@ -1,8 +1,9 @@
 //! Impersonation, as the apiserver's filter does it (`kubectl --as USER --as-group GROUP`): the
 //! `Impersonate-User` and `Impersonate-Group` headers each need an `impersonate` rule for the
 //! requester — on `users` (or on `serviceaccounts` in their namespace, for a ServiceAccount's
-//! user name) and on `groups` — and the request then runs as that user, with the groups asked
-//! for plus `system:authenticated` (and a ServiceAccount's own groups).
+//! user name), on `groups`, and on `uids` for `Impersonate-Uid` (`--as-uid`) — and the request
+//! then runs as that user, with the groups asked for plus `system:authenticated` (and a
+//! ServiceAccount's own groups).
 
 use hyper::HeaderMap;
 
@@ -14,11 +15,15 @@ use crate::sim::{
 
 const USER: &str = "impersonate-user";
 const GROUP: &str = "impersonate-group";
+const UID: &str = "impersonate-uid";
 
 fn impersonating(resource: &str, namespace: &str, name: &str) -> Attributes {
     Attributes {
         verb: "impersonate".into(),
         resource_request: true,
+        // A uid is impersonated through `uids.authentication.k8s.io`; users, groups and
+        // ServiceAccounts through the core group.
+        group: if resource == "uids" { "authentication.k8s.io".into() } else { String::new() },
         resource: resource.into(),
         namespace: namespace.into(),
         name: name.into(),
@@ -35,8 +40,9 @@ pub fn apply(cluster: &Cluster, requester: UserInfo, headers: &HeaderMap) -> Res
     };
     let user = values(USER).into_iter().next();
     let groups = values(GROUP);
+    let uid = values(UID).into_iter().next();
     let Some(user) = user else {
-        if groups.is_empty() {
+        if groups.is_empty() && uid.is_none() {
             return Ok(requester);
         }
         return Err(ApiError::custom(
@@ -47,9 +53,12 @@ pub fn apply(cluster: &Cluster, requester: UserInfo, headers: &HeaderMap) -> Res
     };
     let (target, checks) = match user.strip_prefix("system:serviceaccount:").and_then(|r| r.split_once(':')) {
         Some((ns, name)) => (UserInfo::service_account(ns, name), vec![impersonating("serviceaccounts", ns, name)]),
-        None => (UserInfo { name: user.clone(), groups: Vec::new() }, vec![impersonating("users", "", &user)]),
+        None => (UserInfo::named(&user, Vec::new()), vec![impersonating("users", "", &user)]),
     };
-    let checks = checks.into_iter().chain(groups.iter().map(|g| impersonating("groups", "", g)));
+    let checks = checks
+        .into_iter()
+        .chain(groups.iter().map(|g| impersonating("groups", "", g)))
+        .chain(uid.iter().map(|u| impersonating("uids", "", u)));
     for a in checks {
         auth::authorize(cluster, &requester, &a)?;
     }
@@ -62,5 +71,5 @@ pub fn apply(cluster: &Cluster, requester: UserInfo, headers: &HeaderMap) -> Res
     if !all.iter().any(|g| g == "system:authenticated") {
         all.push("system:authenticated".into());
     }
-    Ok(UserInfo { name: target.name, groups: all })
+    Ok(UserInfo { name: target.name, groups: all, uid: uid.unwrap_or_default(), extra: Default::default() })
 }

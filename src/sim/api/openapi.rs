@@ -281,8 +281,9 @@ pub fn documents(cluster: &Cluster) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
-/// The content hash of a document, as the `?hash=` of its discovery entry and its ETag.
-fn hash(bytes: &[u8]) -> String {
+/// The content hash of a document, as the `?hash=` of its discovery entry and its ETag (and
+/// the ETag of aggregated discovery).
+pub fn hash(bytes: &[u8]) -> String {
     let mut hasher = std::hash::DefaultHasher::new();
     bytes.hash(&mut hasher);
     format!("{:016X}", hasher.finish())

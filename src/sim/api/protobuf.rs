@@ -139,6 +139,8 @@ const SSAR: &[Field] = &[(1, "metadata", Kind::Msg(OBJECT_META)), (2, "spec", Ki
 // `kubectl auth can-i --list`.
 const SSRR_SPEC: &[Field] = &[(1, "namespace", Kind::Str)];
 const SSRR: &[Field] = &[(1, "metadata", Kind::Msg(OBJECT_META)), (2, "spec", Kind::Msg(SSRR_SPEC))];
+// authentication.k8s.io (`kubectl auth whoami`): a review sends only its metadata.
+const SSR: &[Field] = &[(1, "metadata", Kind::Msg(OBJECT_META))];
 // authentication.k8s.io/v1 (`kubectl create token`).
 const BOUND_OBJECT_REF: &[Field] =
     &[(1, "kind", Kind::Str), (2, "apiVersion", Kind::Str), (3, "name", Kind::Str), (4, "uid", Kind::Str)];
@@ -177,6 +179,7 @@ fn schema_for(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => Some(ROLE_BINDING),
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => Some(SSAR),
         ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => Some(SSRR),
+        ("authentication.k8s.io/v1" | "authentication.k8s.io/v1beta1", "SelfSubjectReview") => Some(SSR),
         ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
         ("v1", "Secret") => Some(SECRET),
         ("v1", "ConfigMap") => Some(CONFIG_MAP),

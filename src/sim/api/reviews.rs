@@ -1,5 +1,6 @@
 //! The auth APIs that answer a POST without storing anything: `SelfSubjectAccessReview`
-//! (what `kubectl auth can-i` asks), `SelfSubjectRulesReview` (`kubectl auth can-i --list`)
+//! (what `kubectl auth can-i` asks), `SelfSubjectRulesReview` (`kubectl auth can-i --list`),
+//! `SelfSubjectReview` (`kubectl auth whoami`)
 //! and the ServiceAccount `token` subresource (TokenRequest, what `kubectl create token` and
 //! `spanset join` use to mint a token).
 
@@ -96,6 +97,25 @@ pub fn rules_review(cluster: &Cluster, user: &UserInfo, body: &Value) -> ApiResu
         "incomplete": false,
     });
     Ok(out)
+}
+
+/// Answers a SelfSubjectReview (`kubectl auth whoami`) in the version it was sent to: the
+/// review echoed with `status.userInfo`, the user the request was authenticated (or
+/// impersonated) as, with uid and extra when known, as the apiserver omits them otherwise.
+pub fn self_review(user: &UserInfo, version: &str, body: &Value) -> Value {
+    let mut info = json!({"username": user.name, "groups": user.groups});
+    if !user.uid.is_empty() {
+        info["uid"] = json!(user.uid);
+    }
+    if !user.extra.is_empty() {
+        info["extra"] = json!(user.extra);
+    }
+    let mut out = body.clone();
+    out["apiVersion"] = json!(format!("authentication.k8s.io/{version}"));
+    out["kind"] = json!("SelfSubjectReview");
+    object::metadata_mut(&mut out).insert("creationTimestamp".into(), Value::Null);
+    out["status"] = json!({"userInfo": info});
+    out
 }
 
 /// Mints a token for a ServiceAccount (`POST .../serviceaccounts/NAME/token`), bound to the

@@ -342,6 +342,11 @@ fn cell_of(v: Option<&Value>, ty: &str, now: jiff::Timestamp) -> Value {
     }
 }
 
+/// The column descriptions the apiserver's printers take from the API's field docs.
+const SECRET_TYPE_DOC: &str = "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types";
+const SECRET_DATA_DOC: &str = "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4";
+const SERVICE_ACCOUNT_SECRETS_DOC: &str = "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use. Pods are only limited to this list if this service account has a \"kubernetes.io/enforce-mountable-secrets\" annotation set to \"true\". The \"kubernetes.io/enforce-mountable-secrets\" annotation is deprecated since v1.32. Prefer separate namespaces to isolate access to mounted secrets. This field should not be used to find auto-generated service account token secrets for use outside of pods. Instead, tokens can be requested directly using the TokenRequest API, or service account token secrets can be manually created. More info: https://kubernetes.io/docs/concepts/configuration/secret";
+
 /// Computes a row's cells from an object at a time.
 type CellsFn = Box<dyn Fn(&Value, jiff::Timestamp) -> Vec<Value>>;
 
@@ -803,6 +808,23 @@ fn columns_and_cells(group: &str, resource: &str, printer_columns: Option<&[Valu
                 ]
             }),
         ),
+        // printSecret: the count of `data` keys (stringData is merged into data on write).
+        ("", "secrets", _) => (
+            vec![name_col(), text("Type", 0, SECRET_TYPE_DOC), text("Data", 0, SECRET_DATA_DOC), age_col()],
+            Box::new(|o, now| {
+                let data = o.get("data").and_then(Value::as_object).map_or(0, |m| m.len());
+                vec![json!(s(o, "/metadata/name")), json!(s(o, "/type")), json!(data), json!(age(o, now))]
+            }),
+        ),
+        // printServiceAccount: how many Secrets it lists (0 since token Secrets are no longer
+        // made for every ServiceAccount).
+        ("", "serviceaccounts", _) => (
+            vec![name_col(), text("Secrets", 0, SERVICE_ACCOUNT_SECRETS_DOC), age_col()],
+            Box::new(|o, now| {
+                let secrets = o.get("secrets").and_then(Value::as_array).map_or(0, Vec::len);
+                vec![json!(s(o, "/metadata/name")), json!(secrets), json!(age(o, now))]
+            }),
+        ),
         ("coordination.k8s.io", "leases", _) => (
             vec![name_col(), text("Holder", 0, "The holder of the lease."), age_col()],
             Box::new(|o, now| {
@@ -965,6 +987,24 @@ mod tests {
         assert_eq!(t["rows"][0]["cells"], json!(["db", "5m"]));
         let t = to_table("", "configmaps", &[&obj], IncludeObject::None, now, None);
         assert_eq!(t["rows"][0]["cells"], json!(["db", "2026-01-01T00:00:00Z"]));
+    }
+
+    #[test]
+    fn secrets_count_their_data_and_service_accounts_their_secrets() {
+        let now = ts("2026-01-01T00:05:00Z");
+        let secret = json!({"metadata": {"name": "creds", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "type": "kubernetes.io/basic-auth", "data": {"username": "YQ==", "password": "Yg=="}});
+        let t = to_table("", "secrets", &[&secret], IncludeObject::None, now, None);
+        let names: Vec<&str> =
+            t["columnDefinitions"].as_array().unwrap().iter().filter_map(|c| c["name"].as_str()).collect();
+        assert_eq!(names, ["Name", "Type", "Data", "Age"]);
+        assert_eq!(t["rows"][0]["cells"], json!(["creds", "kubernetes.io/basic-auth", 2, "5m"]));
+        let sa = json!({"metadata": {"name": "robot", "creationTimestamp": "2026-01-01T00:04:00Z"}, "secrets": [{"name": "creds"}]});
+        let t = to_table("", "serviceaccounts", &[&sa], IncludeObject::None, now, None);
+        let names: Vec<&str> =
+            t["columnDefinitions"].as_array().unwrap().iter().filter_map(|c| c["name"].as_str()).collect();
+        assert_eq!(names, ["Name", "Secrets", "Age"]);
+        assert_eq!(t["rows"][0]["cells"], json!(["robot", 1, "60s"]));
     }
 
     fn pod_cells(pod: Value) -> Value {

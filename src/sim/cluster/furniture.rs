@@ -121,7 +121,8 @@ impl Cluster {
                 &roles,
                 role(
                     "system:basic-user",
-                    json!([{"apiGroups": ["authorization.k8s.io"],
+                    json!([{"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+                {"apiGroups": ["authorization.k8s.io"],
                 "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]}]),
                 ),
             ),

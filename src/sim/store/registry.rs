@@ -346,11 +346,30 @@ impl Cluster {
         if opts.dry_run {
             return Ok(Arc::new(body.clone()));
         }
-        let created = self.storage.create(rt, &key(rt), body.clone())?;
-        if let Some(t) = crd_type {
-            self.resources.install(t);
+        // A new CRD's type is served (discovery, OpenAPI, its endpoints) before the CRD, which
+        // says Established, can be read or watched: the apiserver's discovery comes first too.
+        // (A served custom type of that group and plural means its CRD, of this name, exists:
+        // the create is refused below, and the type stays. The store is not read here, so that
+        // the type is served even while the store is busy.)
+        let replaced = match &crd_type {
+            Some(t) if !self.resources.by_plural(&t.group, &t.plural).is_some_and(|e| e.custom) => {
+                let replaced = self.resources.by_plural(&t.group, &t.plural);
+                self.resources.install(t.clone());
+                Some((t, replaced))
+            }
+            _ => None,
+        };
+        let created = self.storage.create(rt, &key(rt), body.clone());
+        if let (Err(_), Some((t, replaced))) = (&created, replaced) {
+            // Refused: serve what the stored CRD says (a namesake created meanwhile won), or
+            // what was served before.
+            let stored = self.storage.get(&key(rt), "", &name).and_then(|crd| resources::from_crd(&crd));
+            match stored.or_else(|| replaced.map(|previous| (*previous).clone())) {
+                Some(served) => self.resources.install(served),
+                None => self.resources.remove(&t.group, &t.plural),
+            }
         }
-        Ok(created)
+        created
     }
 
     /// Silently drops fields the simulated server does not keep, like an apiserver without the

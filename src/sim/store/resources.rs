@@ -107,9 +107,11 @@ impl ResourceType {
         vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
     }
 
-    /// Reviews (`SelfSubjectAccessReview`): answered on create, never stored.
+    /// Reviews (`SelfSubjectAccessReview`, `SelfSubjectReview`): answered on create, never
+    /// stored.
     pub fn create_only(&self) -> bool {
         self.group == "authorization.k8s.io"
+            || (self.group == "authentication.k8s.io" && self.plural == "selfsubjectreviews")
     }
 
     /// Whether a change to this field set bumps `metadata.generation`: built-ins bump on `.spec`
@@ -225,6 +227,21 @@ pub fn builtins() -> Vec<ResourceType> {
             false,
             false,
         ),
+        // `kubectl auth whoami`: v1 from kubectl 1.28, v1beta1 for 1.27.
+        ResourceType {
+            versions: vec!["v1".into(), "v1beta1".into()],
+            ..builtin(
+                "authentication.k8s.io",
+                "v1",
+                "selfsubjectreviews",
+                "selfsubjectreview",
+                "SelfSubjectReview",
+                false,
+                &[],
+                false,
+                false,
+            )
+        },
         builtin(
             "apps",
             "v1",

@@ -3,36 +3,52 @@
 //! the TokenRequest API — bound to the ServiceAccount's uid and expiring like the real ones.
 //! The authenticator in the API server maps a token to the [`UserInfo`] it stands for.
 
-use std::{collections::HashMap, time::Instant};
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::Instant,
+};
 
 use base64::Engine;
 use parking_lot::Mutex;
 
 /// Who a request is from, as the authenticator tells the authorizer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UserInfo {
     /// `kubernetes-admin`, `system:serviceaccount:NS:NAME`.
     pub name: String,
     /// `system:masters`, `system:serviceaccounts`, `system:authenticated`…
     pub groups: Vec<String>,
+    /// The user's uid, when the authenticator knows one (a ServiceAccount token: the
+    /// ServiceAccount's uid); empty otherwise. `kubectl auth whoami` prints it.
+    pub uid: String,
+    /// What else the authenticator tells (a ServiceAccount token's credential id).
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
+/// The `extra` key under which the apiserver names the credential a request came with.
+pub const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
+
 impl UserInfo {
+    /// A user by name and groups, with no uid or extra.
+    pub fn named(name: &str, groups: Vec<String>) -> Self {
+        Self { name: name.into(), groups, ..Default::default() }
+    }
+
     /// The user a ServiceAccount's token stands for.
     pub fn service_account(namespace: &str, name: &str) -> Self {
-        Self {
-            name: format!("system:serviceaccount:{namespace}:{name}"),
-            groups: vec![
+        Self::named(
+            &format!("system:serviceaccount:{namespace}:{name}"),
+            vec![
                 "system:serviceaccounts".into(),
                 format!("system:serviceaccounts:{namespace}"),
                 "system:authenticated".into(),
             ],
-        }
+        )
     }
 
     /// The kubeconfig's administrator (what kubeadm's `admin.conf` holds).
     pub fn admin() -> Self {
-        Self { name: "kubernetes-admin".into(), groups: vec!["system:masters".into(), "system:authenticated".into()] }
+        Self::named("kubernetes-admin", vec!["system:masters".into(), "system:authenticated".into()])
     }
 }
 
@@ -89,14 +105,19 @@ impl TokenStore {
         let now = jiff::Timestamp::now().as_second();
         let enc = |v: serde_json::Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
         let header = enc(serde_json::json!({"alg": "RS256", "kid": "sim"}));
+        let jti = uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string();
         let claims = enc(serde_json::json!({
-            "aud": audiences, "exp": now + lifetime_secs, "iat": now, "nbf": now,
+            "aud": audiences, "exp": now + lifetime_secs, "iat": now, "nbf": now, "jti": jti,
             "iss": "https://kubernetes.default.svc.cluster.local",
             "kubernetes.io": {"namespace": bound.namespace, "serviceaccount": {"name": bound.name, "uid": bound.uid}},
             "sub": format!("system:serviceaccount:{}:{}", bound.namespace, bound.name),
         }));
         let token = format!("{header}.{claims}.{}", random_part());
-        let user = UserInfo::service_account(&bound.namespace, &bound.name);
+        // As the apiserver's ServiceAccount authenticator: the account's uid, and the token's
+        // id as the credential id.
+        let mut user = UserInfo::service_account(&bound.namespace, &bound.name);
+        user.uid = bound.uid.clone();
+        user.extra.insert(CREDENTIAL_ID.into(), vec![format!("JTI={jti}")]);
         let mut issued = self.issued.lock();
         // Expired tokens are forgotten as new ones are minted, so the store stays small.
         let now = Instant::now();
@@ -137,6 +158,8 @@ mod tests {
             Lookup::Valid(user, Some(b)) => {
                 assert_eq!(user.name, "system:serviceaccount:ns:sa");
                 assert!(user.groups.contains(&"system:serviceaccounts:ns".to_string()));
+                assert_eq!(user.uid, "u", "the ServiceAccount's uid");
+                assert!(user.extra[CREDENTIAL_ID][0].starts_with("JTI="), "{:?}", user.extra);
                 assert_eq!(b, bound);
             }
             other => panic!("{other:?}"),

@@ -516,7 +516,7 @@ mod tests {
         };
         let admin = as_user(UserInfo::admin());
         assert!(c.update_with(&sets, "default", "web", Subresource::Main, &admin, grow(7)).is_err());
-        let robot = as_user(UserInfo { name: "robot".into(), groups: vec![] });
+        let robot = as_user(UserInfo::named("robot", vec![]));
         c.update_with(&sets, "default", "web", Subresource::Main, &robot, grow(7)).unwrap();
     }
 
