@@ -295,6 +295,35 @@ impl Federation {
     }
 
     /// The FederatedStatefulSets of `default`.
+    /// Replaces the FederatedStatefulSet CRD by an older one without the rule whose message
+    /// starts with `message`: how a test stores what today's schema refuses (as a cluster whose
+    /// CRD predates the rule would), to see the controller survive it.
+    pub async fn drop_crd_rule(&self, message: &str) {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        fn strip(v: &mut serde_json::Value, message: &str, dropped: &mut usize) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    if let Some(serde_json::Value::Array(rules)) = m.get_mut("x-kubernetes-validations") {
+                        let before = rules.len();
+                        rules.retain(|r| !r["message"].as_str().unwrap_or("").starts_with(message));
+                        *dropped += before - rules.len();
+                    }
+                    m.values_mut().for_each(|c| strip(c, message, dropped));
+                }
+                serde_json::Value::Array(items) => items.iter_mut().for_each(|c| strip(c, message, dropped)),
+                _ => {}
+            }
+        }
+        let api: Api<CustomResourceDefinition> = Api::all(self.host.clone());
+        let name = "federatedstatefulsets.spanset.dev";
+        let mut crd = serde_json::to_value(api.get(name).await.expect("the CRD")).expect("JSON");
+        let mut dropped = 0;
+        strip(&mut crd["spec"], message, &mut dropped);
+        assert!(dropped > 0, "no rule of the CRD says {message:?}");
+        let older: CustomResourceDefinition = serde_json::from_value(crd).expect("still a CRD");
+        api.replace(name, &PostParams::default(), &older).await.expect("the older CRD installed");
+    }
+
     pub fn api(&self) -> Api<FederatedStatefulSet> {
         Api::namespaced(self.host.clone(), "default")
     }

@@ -28,8 +28,9 @@ use crate::sim::{
     store::{
         error::{ApiError, ApiResult},
         object,
-        registry::{DeleteOptions, Deleted, Propagation, Subresource, WriteOptions},
+        registry::{DeleteOptions, Deleted, Propagation, Subresource, Warnings, WriteOptions},
         resources::ResourceType,
+        schema::FieldValidation,
         tokens::UserInfo,
         views,
     },
@@ -212,12 +213,32 @@ fn kind_of(v: &Value) -> &'static str {
 
 /// The options of a write that came through the API: the caller's, and who the caller is (so
 /// that the admission policies run on it).
-fn write_options(q: &Query, user: &UserInfo) -> WriteOptions {
-    WriteOptions {
+fn write_options(q: &Query, user: &UserInfo, warnings: &Warnings, method: &Method) -> ApiResult<WriteOptions> {
+    Ok(WriteOptions {
         dry_run: q.dry_run,
         field_manager: q.field_manager.clone(),
         force: q.force.unwrap_or(false),
         user: Some(user.clone()),
+        field_validation: FieldValidation::parse(
+            q.field_validation.as_deref(),
+            match *method {
+                Method::POST => "CreateOptions",
+                Method::PUT => "UpdateOptions",
+                _ => "PatchOptions",
+            },
+        )?,
+        warnings: warnings.clone(),
+    })
+}
+
+/// `Warning: 299 - "<text>"` headers, one per warning of the write (kubectl prints each as
+/// `Warning: <text>`).
+fn add_warnings(resp: &mut Response<Body>, warnings: &Warnings) {
+    for w in warnings.all() {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = http::HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            resp.headers_mut().append(http::header::WARNING, v);
+        }
     }
 }
 
@@ -252,7 +273,8 @@ async fn resource(
     let obj_ns = ns.unwrap_or("");
     let version = path.version.as_str();
     let method = &parts.method;
-    match (method, path.name.as_deref(), path.subresource.as_deref()) {
+    let warnings = Warnings::default();
+    let answer = match (method, path.name.as_deref(), path.subresource.as_deref()) {
         (&Method::POST, None, None) if rt.create_only() => {
             let bytes = read_body(cluster, body).await?;
             let review = decode_object(parts, &bytes)?;
@@ -300,33 +322,43 @@ async fn resource(
         (&Method::POST, None, None) => {
             let bytes = read_body(cluster, body).await?;
             let mut obj = views::from_view(&rt, &decode_object(parts, &bytes)?);
-            let created =
-                cluster.create_versioned(&stored_rt, stored_version, ns, &mut obj, &write_options(&q, user))?;
+            let created = cluster.create_versioned(
+                &stored_rt,
+                stored_version,
+                ns,
+                &mut obj,
+                &write_options(&q, user, &warnings, method)?,
+            )?;
             Ok(response::json(201, &render::as_version(&rt, version, &created)))
         }
         (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
             let sub = subresource(&rt, sub)?;
             let bytes = read_body(cluster, body).await?;
             let obj = views::from_view(&rt, &decode_object(parts, &bytes)?);
-            let updated = cluster.replace(&stored_rt, obj_ns, name, sub, obj, &write_options(&q, user))?;
+            let updated =
+                cluster.replace(&stored_rt, obj_ns, name, sub, obj, &write_options(&q, user, &warnings, method)?)?;
             Ok(response::json(200, &render::as_version(&rt, version, &updated)))
         }
         (&Method::PUT, Some(name), Some("scale")) if rt.scale.is_some() => {
             let bytes = read_body(cluster, body).await?;
             let obj = decode_object(parts, &bytes)?;
-            Ok(response::json(200, &scale::replace(cluster, &rt, obj_ns, name, obj, &write_options(&q, user))?))
+            Ok(response::json(
+                200,
+                &scale::replace(cluster, &rt, obj_ns, name, obj, &write_options(&q, user, &warnings, method)?)?,
+            ))
         }
         (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
             let sub = subresource(&rt, sub)?;
             let bytes = read_body(cluster, body).await?;
-            let (code, obj) = patch_object(cluster, &rt, &stored_rt, parts, ns, name, sub, &bytes, &q, user)?;
+            let opts = write_options(&q, user, &warnings, method)?;
+            let (code, obj) = patch_object(cluster, &rt, &stored_rt, parts, ns, name, sub, &bytes, &q, opts)?;
             Ok(response::json(code, &render::as_version(&rt, version, &obj)))
         }
         (&Method::PATCH, Some(name), Some("scale")) if rt.scale.is_some() => {
             let bytes = read_body(cluster, body).await?;
             let kind = patch_kind(&content_type(parts))?;
             let patch_doc = decode_patch(kind, &bytes)?;
-            let opts = write_options(&q, user);
+            let opts = write_options(&q, user, &warnings, method)?;
             let scaled =
                 scale::patch(cluster, &rt, obj_ns, name, &opts, |cur| apply_patch(kind, cur, &patch_doc, None))?;
             Ok(response::json(200, &scaled))
@@ -365,7 +397,11 @@ async fn resource(
             Err(ApiError::no_route())
         }
         (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
-    }
+    };
+    answer.map(|mut resp| {
+        add_warnings(&mut resp, &warnings);
+        resp
+    })
 }
 
 fn subresource(rt: &ResourceType, sub: Option<&str>) -> ApiResult<Subresource> {
@@ -493,7 +529,7 @@ fn patch_object(
     sub: Subresource,
     bytes: &[u8],
     q: &Query,
-    user: &UserInfo,
+    opts: WriteOptions,
 ) -> ApiResult<(u16, Arc<Value>)> {
     let kind = patch_kind(&content_type(parts))?;
     if kind == PatchKind::Apply && q.field_manager.is_none() {
@@ -503,8 +539,12 @@ fn patch_object(
         return Err(patch_options_invalid("force: Forbidden: may not be specified for non-apply patch"));
     }
     let doc = decode_patch(kind, bytes)?;
-    let opts = write_options(q, user);
     let obj_ns = ns.unwrap_or("");
+    if kind == PatchKind::Apply
+        && let Some(schema) = rt.schema(rt.version())
+    {
+        schema.check_applied(&doc, &format!("{obj_ns}/{name}"), &rt.api_version(rt.version()), &rt.kind)?;
+    }
     // Server-side apply creates the object when it does not exist yet.
     if kind == PatchKind::Apply && sub == Subresource::Main && cluster.get(rt, obj_ns, name).is_err() {
         let mut obj = doc.clone();

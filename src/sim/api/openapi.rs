@@ -217,7 +217,10 @@ fn document(paths: Map<String, Value>, schemas: Map<String, Value>) -> Value {
 
 /// The list path of each resource of a group-version, with its kind on the `get` operation:
 /// kubectl explain finds a resource's kind there (`/apis/GROUP/VERSION/PLURAL`), then the
-/// kind's schema by `x-kubernetes-group-version-kind`.
+/// kind's schema by `x-kubernetes-group-version-kind`. A custom resource also gets its object
+/// path with a `patch` operation taking `fieldValidation`: that is how kubectl learns that the
+/// server validates fields itself (else it warns that `--validate=warn` is inert and validates
+/// on its own).
 fn list_paths(cluster: &Cluster, gv: &str) -> Map<String, Value> {
     cluster
         .resources
@@ -225,7 +228,7 @@ fn list_paths(cluster: &Cluster, gv: &str) -> Map<String, Value> {
         .iter()
         .flat_map(|rt| rt.versions.iter().map(move |v| (rt, v)))
         .filter(|(rt, v)| gv_path(&rt.group, v) == gv && !rt.create_only())
-        .map(|(rt, v)| {
+        .flat_map(|(rt, v)| {
             let gvk = json!({"group": rt.group, "version": v, "kind": rt.kind});
             let op = json!({
                 "description": format!("list or watch objects of kind {}", rt.kind),
@@ -234,7 +237,21 @@ fn list_paths(cluster: &Cluster, gv: &str) -> Map<String, Value> {
                 "x-kubernetes-group-version-kind": gvk,
                 "responses": {"200": {"description": "OK"}},
             });
-            (format!("/{gv}/{}", rt.plural), json!({"get": op}))
+            let mut paths = vec![(format!("/{gv}/{}", rt.plural), json!({"get": op}))];
+            if rt.custom {
+                let scope = if rt.namespaced { "namespaces/{namespace}/" } else { "" };
+                let patch = json!({
+                    "description": format!("partially update the specified {}", rt.kind),
+                    "operationId": format!("patch{}", rt.kind),
+                    "x-kubernetes-action": "patch",
+                    "x-kubernetes-group-version-kind": gvk,
+                    "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"},
+                        "description": "Ignore, Warn or Strict: what to do with unknown fields"}],
+                    "responses": {"200": {"description": "OK"}},
+                });
+                paths.push((format!("/{gv}/{scope}{}/{{name}}", rt.plural), json!({"patch": patch})));
+            }
+            paths
         })
         .collect()
 }

@@ -1,5 +1,5 @@
 //! Query parameters of list, watch, write and delete requests. Unknown or irrelevant
-//! parameters (`timeout`, `pretty`, `fieldValidation`...) are ignored, as the apiserver does.
+//! parameters (`timeout`, `pretty`...) are ignored, as the apiserver does.
 
 use crate::sim::store::error::{ApiError, ApiResult};
 
@@ -38,6 +38,8 @@ pub struct Query {
     pub grace_period_seconds: Option<i64>,
     /// `propagationPolicy`.
     pub propagation_policy: Option<String>,
+    /// `fieldValidation` (`Strict`, `Warn`, `Ignore`), for custom resources' unknown fields.
+    pub field_validation: Option<String>,
 }
 
 fn truthy(v: &str) -> bool {
@@ -71,6 +73,7 @@ impl Query {
                 "includeObject" => q.include_object = Some(v),
                 "gracePeriodSeconds" => q.grace_period_seconds = Some(number("gracePeriodSeconds", &v)?),
                 "propagationPolicy" => q.propagation_policy = Some(v),
+                "fieldValidation" => q.field_validation = Some(v),
                 _ => {}
             }
         }

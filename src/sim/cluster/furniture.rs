@@ -5,9 +5,37 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{Cluster, ClusterConfig, disks::VolumeStore, ledger::Ledger};
+
+/// The part of the Advanced StatefulSet schema that the sandbox enforces: the types of the
+/// fields the StatefulSet controller reads (the chart's schema is much longer; the rest is kept
+/// as sent).
+fn kruise_schema() -> Value {
+    let int = |format: &str| json!({"type": "integer", "format": format});
+    let free = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    json!({
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                "properties": {
+                    "replicas": int("int32"), "revisionHistoryLimit": int("int32"), "minReadySeconds": int("int32"),
+                    "serviceName": {"type": "string"}, "podManagementPolicy": {"type": "string"},
+                    "selector": free, "template": free,
+                },
+            },
+            "status": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                "properties": {
+                    "replicas": int("int32"), "readyReplicas": int("int32"), "availableReplicas": int("int32"),
+                    "updatedReplicas": int("int32"), "currentReplicas": int("int32"), "observedGeneration": int("int64"),
+                },
+            },
+        },
+    })
+}
 
 impl Cluster {
     /// The `kubernetes` Service in `default` and its Endpoints and EndpointSlice, which every real cluster
@@ -122,7 +150,7 @@ impl Cluster {
                           "listKind": "StatefulSetList", "shortNames": ["asts"]},
                 "versions": [{
                     "name": "v1beta1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                    "schema": {"openAPIV3Schema": kruise_schema()},
                     "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
                         "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.labelSelector"}},
                     "additionalPrinterColumns": [

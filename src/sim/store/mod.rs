@@ -13,6 +13,7 @@ pub mod error;
 pub mod object;
 pub mod registry;
 pub mod resources;
+pub mod schema;
 pub mod selector;
 pub mod storage;
 pub mod tokens;

@@ -14,6 +14,7 @@ use crate::sim::{
         error::{ApiError, ApiResult, Cause},
         object,
         resources::{self, ResourceKey, ResourceType},
+        schema::{CrdSchema, FieldValidation, Part},
         storage::Updated,
         tokens::UserInfo,
         validate,
@@ -32,6 +33,28 @@ pub struct WriteOptions {
     /// Who asks, for a request that came through the API: its write runs the admission
     /// policies. `None` for the simulated components' own writes, which no policy sees.
     pub user: Option<UserInfo>,
+    /// `fieldValidation`: what a custom resource's unknown fields do (`Ignore` for the
+    /// simulated components' own writes).
+    pub field_validation: FieldValidation,
+    /// Where the write leaves its `Warning`s (unknown fields under `Warn`), for the response.
+    pub warnings: Warnings,
+}
+
+/// The warnings of one write, shared with the API layer that turns them into `Warning`
+/// response headers.
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(Arc<parking_lot::Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// Adds warnings.
+    pub fn extend(&self, more: impl IntoIterator<Item = String>) {
+        self.0.lock().extend(more);
+    }
+
+    /// The warnings so far.
+    pub fn all(&self) -> Vec<String> {
+        self.0.lock().clone()
+    }
 }
 
 /// Which part of an object a write targets.
@@ -235,6 +258,10 @@ impl Cluster {
         opts: &WriteOptions,
     ) -> ApiResult<Arc<Value>> {
         check_type(rt, version, body)?;
+        let schema = rt.schema(version);
+        if let Some(s) = &schema {
+            decode_custom(rt, version, s, body, opts)?;
+        }
         self.drop_unsupported_fields(rt, body);
         let meta = object::metadata_mut(body);
         // Namespace: the URL's wins; a different one in the body is an error.
@@ -285,7 +312,10 @@ impl Cluster {
         }
         defaults::apply(rt, body);
         defaults::initial_status(rt, body);
-        let errs = validate::validate_create(&rt.group, &rt.plural, body);
+        let mut errs = validate::validate_create(&rt.group, &rt.plural, body);
+        if let Some(s) = &schema {
+            errs.extend(s.validate(body, None, Part::Whole));
+        }
         if !errs.is_empty() {
             return Err(invalid(rt, &name, &errs));
         }
@@ -366,6 +396,20 @@ impl Cluster {
             };
             return Err(invalid(rt, name, &[err]));
         };
+        let broken: Vec<String> = t
+            .schemas
+            .iter()
+            .flat_map(|(version, s)| s.compile_errors().into_iter().map(move |e| format!("{version}: {e}")))
+            .collect();
+        if !broken.is_empty() {
+            let err = validate::FieldError {
+                field: "spec.validation.openAPIV3Schema".into(),
+                kind: validate::FieldErrorKind::Invalid,
+                value: Some(Value::String("x-kubernetes-validations".into())),
+                detail: format!("compilation failed: {}", broken.join("; ")),
+            };
+            return Err(invalid(rt, name, &[err]));
+        }
         let expected = format!("{}.{}", t.plural, t.group);
         if name != expected {
             let err = validate::FieldError {
@@ -427,11 +471,15 @@ impl Cluster {
         let res = key(rt);
         // Read before the update: admission cannot read storage while it is being updated.
         let admission = opts.user.as_ref().map(|user| (user, self.admission(rt, ns)));
+        let schema = rt.schema(&version);
         let prepare = |current: &Arc<Value>| -> ApiResult<Value> {
             let mut desired = f(current)?;
             check_type(rt, &version, &mut desired)?;
+            if let Some(s) = &schema {
+                decode_custom(rt, &version, s, &mut desired, opts)?;
+            }
             self.drop_unsupported_fields(rt, &mut desired);
-            let next = prepare_update(rt, sub, current, desired)?;
+            let next = prepare_update(rt, sub, current, desired, schema.as_deref())?;
             if let Some((user, snapshot)) = &admission {
                 snapshot.admit(
                     self,
@@ -631,8 +679,28 @@ fn check_preconditions(rt: &ResourceType, name: &str, current: &Value, opts: &De
     Ok(())
 }
 
+/// Decodes a custom resource as the apiserver does: unknown fields pruned (refused under
+/// `fieldValidation=Strict`, reported under `Warn`), defaults filled in.
+fn decode_custom(
+    rt: &ResourceType,
+    version: &str,
+    schema: &CrdSchema,
+    obj: &mut Value,
+    opts: &WriteOptions,
+) -> ApiResult<()> {
+    let warnings = schema.decode(&rt.kind, version, obj, opts.field_validation)?;
+    opts.warnings.extend(warnings);
+    Ok(())
+}
+
 /// The update rules of the kind: what the caller may change, what the server keeps.
-fn prepare_update(rt: &ResourceType, sub: Subresource, current: &Value, desired: Value) -> ApiResult<Value> {
+fn prepare_update(
+    rt: &ResourceType,
+    sub: Subresource,
+    current: &Value,
+    desired: Value,
+    schema: Option<&CrdSchema>,
+) -> ApiResult<Value> {
     let name = object::name(current).to_string();
     let wanted_rv = desired.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
     if !wanted_rv.is_empty() && wanted_rv != object::resource_version(current).to_string() {
@@ -715,7 +783,11 @@ fn prepare_update(rt: &ResourceType, sub: Subresource, current: &Value, desired:
         let generation = current.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
         object::metadata_mut(&mut next).insert("generation".into(), json!(generation));
     }
-    let errs = validate::validate_update(&rt.group, &rt.plural, current, &next);
+    let mut errs = validate::validate_update(&rt.group, &rt.plural, current, &next);
+    if let Some(s) = schema {
+        let part = if sub == Subresource::Status { Part::Status } else { Part::Whole };
+        errs.extend(s.validate(&next, Some(current), part));
+    }
     if !errs.is_empty() {
         return Err(invalid(rt, &name, &errs));
     }

@@ -7,6 +7,8 @@ use std::{collections::BTreeMap, sync::Arc};
 use parking_lot::RwLock;
 use serde_json::Value;
 
+use crate::sim::store::schema::CrdSchema;
+
 /// Where a resource's `/scale` subresource reads and writes replicas.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScalePaths {
@@ -48,6 +50,9 @@ pub struct ResourceType {
     /// Set when this resource is another group's view of objects stored under a different
     /// resource (see [`View`]).
     pub view: Option<View>,
+    /// A custom resource's schema per served version, parsed and compiled once when its CRD is
+    /// installed (empty for built-ins, which [`crate::sim::store::validate`] checks).
+    pub schemas: BTreeMap<String, Arc<CrdSchema>>,
 }
 
 /// A resource served as a view of another resource's objects, converted field by field on the
@@ -72,6 +77,11 @@ impl ResourceType {
     /// `statefulsets.apps`, or `pods` for the core group: the prefix of most error messages.
     pub fn group_resource(&self) -> String {
         if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
+    }
+
+    /// The schema a write sent to `version` is checked against (a custom resource's).
+    pub fn schema(&self, version: &str) -> Option<Arc<CrdSchema>> {
+        self.schemas.get(version).or_else(|| self.schemas.get(self.version())).cloned()
     }
 
     /// The preferred version.
@@ -142,6 +152,7 @@ fn builtin(
         printer_columns: None,
         custom: false,
         view: None,
+        schemas: BTreeMap::new(),
     }
 }
 
@@ -385,5 +396,12 @@ pub fn from_crd(crd: &Value) -> Option<ResourceType> {
         printer_columns: first.get("additionalPrinterColumns").and_then(Value::as_array).cloned(),
         custom: true,
         view: None,
+        schemas: ordered
+            .iter()
+            .filter_map(|v| {
+                let schema = v.pointer("/schema/openAPIV3Schema")?;
+                Some((str_of(v.get("name"))?, Arc::new(CrdSchema::new(schema))))
+            })
+            .collect(),
     })
 }

@@ -30,6 +30,8 @@ pub enum FieldErrorKind {
     TooLong,
     /// Too many items.
     TooMany,
+    /// A value of the wrong type (printed as `Invalid value`, reason `FieldValueTypeInvalid`).
+    TypeInvalid,
 }
 
 /// One field error; `Display` gives the apiserver's text, e.g. `spec.replicas: Invalid value:
@@ -83,6 +85,7 @@ impl FieldError {
             FieldErrorKind::NotSupported => "FieldValueNotSupported",
             FieldErrorKind::TooLong => "FieldValueTooLong",
             FieldErrorKind::TooMany => "FieldValueTooMany",
+            FieldErrorKind::TypeInvalid => "FieldValueTypeInvalid",
         }
     }
 }
@@ -107,7 +110,7 @@ impl std::fmt::Display for FieldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self.kind {
             FieldErrorKind::Required => "Required value",
-            FieldErrorKind::Invalid => "Invalid value",
+            FieldErrorKind::Invalid | FieldErrorKind::TypeInvalid => "Invalid value",
             FieldErrorKind::Forbidden => "Forbidden",
             FieldErrorKind::Duplicate => "Duplicate value",
             FieldErrorKind::NotSupported => "Unsupported value",
