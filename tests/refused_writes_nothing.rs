@@ -165,7 +165,8 @@ async fn a_template_a_member_refuses_writes_nothing_anywhere_until_fixed() {
     );
 
     // Fixed: everything is written and the federation runs.
-    let fix = serde_json::json!({"spec": {"template": {"selector": {"matchLabels": {"app": "redis"}}}}});
+    // The selector is immutable (the CRD's transition rule): the pod labels follow it instead.
+    let fix = serde_json::json!({"spec": {"template": {"template": {"metadata": {"labels": {"app": "other"}}}}}});
     api.patch("badsel", &PatchParams::default(), &Patch::Merge(&fix)).await.expect("fixed");
     wait_running(&f, &api, "badsel").await;
     f.assert_ledger_clean();
@@ -196,9 +197,8 @@ async fn a_running_federation_updated_to_a_refused_template_keeps_everything_as_
     for m in &f.members {
         before.push(versions(&f.member(m).await).await);
     }
-    // A selector that no longer selects the template's pods (and a Service selector that
-    // would change with it).
-    let edit = serde_json::json!({"spec": {"template": {"selector": {"matchLabels": {"app": "other"}}}}});
+    // Pod labels the selector no longer selects (the selector itself is immutable).
+    let edit = serde_json::json!({"spec": {"template": {"template": {"metadata": {"labels": {"app": "other"}}}}}});
     let poller = Poller::start(&f).await;
     api.patch("redis", &PatchParams::default(), &Patch::Merge(&edit)).await.expect("edited");
     let msg = condition(&api, "redis", "Blocked", "TemplateRefused").await;
