@@ -18,20 +18,6 @@ use spanset::{
 };
 use support::federation::{Controller, Federation};
 
-/// Waits for condition `type_` with `reason`; returns its message.
-async fn condition(f: &Federation, name: &str, type_: &str, reason: &str) -> String {
-    let start = std::time::Instant::now();
-    loop {
-        let status = f.status(name).await;
-        if let Some(c) = status.conditions.iter().find(|c| c.type_ == type_ && c.status == "True" && c.reason == reason)
-        {
-            return c.message.clone();
-        }
-        assert!(start.elapsed() < support::DEADLINE, "timed out waiting for {type_}={reason}: {status:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
 async fn no_member_statefulset(f: &Federation, name: &str) {
     for m in &f.members {
         assert_eq!(f.member_slice(m, name).await, None, "{m} must hold no StatefulSet {name}");
@@ -43,7 +29,7 @@ async fn an_unknown_cluster_is_named_and_nothing_is_written() {
     let f = Federation::start(&["east", "west"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
     f.create(&f.placing("lost", &["east", "nowhere"])).await;
-    let msg = condition(&f, "lost", "Blocked", "UnknownCluster").await;
+    let msg = f.wait_condition("lost", "Blocked", "UnknownCluster").await;
     assert!(msg.contains("spec.placement.clusters[1].name") && msg.contains("nowhere"), "{msg}");
     no_member_statefulset(&f, "lost").await;
     support::eventually("a Warning Event naming the field", || async {
@@ -60,7 +46,7 @@ async fn a_template_a_member_refuses_changes_nothing_in_any_member() {
     bad.metadata.name = Some("bad".into());
     bad.spec.template.template.spec.as_mut().unwrap().containers[0].image = None;
     f.create(&bad).await;
-    let msg = condition(&f, "bad", "Blocked", "TemplateRefused").await;
+    let msg = f.wait_condition("bad", "Blocked", "TemplateRefused").await;
     assert!(msg.contains("image") && msg.contains("422"), "{msg}");
     no_member_statefulset(&f, "bad").await;
 
@@ -69,7 +55,7 @@ async fn a_template_a_member_refuses_changes_nothing_in_any_member() {
     f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3)], "initial slices").await;
     let edit = serde_json::json!({"spec": {"template": {"template": {"spec": {"containers": [{"name": "redis"}]}}}}});
     f.api().patch("redis", &PatchParams::default(), &Patch::Merge(&edit)).await.unwrap();
-    let msg = condition(&f, "redis", "Blocked", "TemplateRefused").await;
+    let msg = f.wait_condition("redis", "Blocked", "TemplateRefused").await;
     assert!(msg.contains("image"), "{msg}");
     for m in ["east", "west"] {
         let sts: Api<StatefulSet> = Api::namespaced(f.member(m).await, "default");
@@ -86,7 +72,7 @@ async fn a_member_that_drops_ordinals_gets_no_slice_and_says_why() {
     let _c = Controller::start(&f.sandbox, "controller");
     f.create(&example(&f.members)).await;
     f.wait_settled("redis", &[("east", 0, 6)], "every ordinal in east").await;
-    let msg = condition(&f, "redis", "Degraded", "MembersExcluded").await;
+    let msg = f.wait_condition("redis", "Degraded", "MembersExcluded").await;
     assert!(msg.contains("west") && msg.contains("Incompatible"), "{msg}");
     let mcs: Api<MemberCluster> = Api::all(f.host.clone());
     support::eventually("west's MemberCluster says it drops ordinals", || async {
@@ -116,10 +102,10 @@ async fn a_missing_or_unparsable_kubeconfig_secret_is_named_and_nothing_is_writt
     secrets.create(&PostParams::default(), &garbage).await.unwrap();
     let _c = Controller::start(&f.sandbox, "controller");
     f.create(&f.placing("far", &["east", "far"])).await;
-    let msg = condition(&f, "far", "Blocked", "MemberUnusable").await;
+    let msg = f.wait_condition("far", "Blocked", "MemberUnusable").await;
     assert!(msg.contains("default/far-kubeconfig") && msg.contains("does not exist"), "{msg}");
     f.create(&f.placing("garbled", &["east", "garbled"])).await;
-    let msg = condition(&f, "garbled", "Blocked", "MemberUnusable").await;
+    let msg = f.wait_condition("garbled", "Blocked", "MemberUnusable").await;
     assert!(msg.contains("default/garbled-kubeconfig") && msg.contains("cannot be parsed"), "{msg}");
     assert!(!msg.contains("not: [a kubeconfig"), "the Secret's content is never shown: {msg}");
     no_member_statefulset(&f, "far").await;

@@ -1945,14 +1945,19 @@ mod tests {
             .collect()
     }
 
+    /// East, west and central, each settled on two of six ordinals in term 7.
+    fn two_each(f: &FederatedStatefulSet) -> BTreeMap<String, MemberInput> {
+        BTreeMap::from([
+            ("east".into(), settled(f, 0, 2, 7)),
+            ("west".into(), settled(f, 2, 2, 7)),
+            ("central".into(), settled(f, 4, 2, 7)),
+        ])
+    }
+
     #[test]
     fn a_new_template_lets_only_the_highest_ordinal_through_and_the_cursor_is_stored_first() {
         let mut f = fsts(&[("east", 1), ("west", 1), ("central", 1)]);
-        let members = BTreeMap::from([
-            ("east".into(), settled(&f, 0, 2, 7)),
-            ("west".into(), settled(&f, 2, 2, 7)),
-            ("central".into(), settled(&f, 4, 2, 7)),
-        ]);
+        let members = two_each(&f);
         // Settled: every pod runs the current template, the cursor rests at the partition.
         let d = decide_now(&f, &members, 7);
         assert!(d.writes.is_empty(), "{:?}", partitions(&d));
@@ -1975,11 +1980,7 @@ mod tests {
     #[test]
     fn a_change_beyond_the_step_is_planned_at_the_accepted_replicas_and_a_new_one_is_stored_first() {
         let mut f = fsts(&[("east", 1), ("west", 1), ("central", 1)]);
-        let members = BTreeMap::from([
-            ("east".into(), settled(&f, 0, 2, 7)),
-            ("west".into(), settled(&f, 2, 2, 7)),
-            ("central".into(), settled(&f, 4, 2, 7)),
-        ]);
+        let members = two_each(&f);
         let d = decide_now(&f, &members, 7);
         assert_eq!(d.status.accepted_replicas, Some(6));
         assert!(d.persist_first, "the replicas accepted are stored before any write for them");
