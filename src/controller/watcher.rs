@@ -530,7 +530,7 @@ impl Handler<Admitted> for ClusterWatcher {
     fn handle(&mut self, msg: Admitted, ctx: &mut Self::Context) {
         if self.admission != msg.0 {
             if let Err(why) = &msg.0 {
-                tracing::warn!(cluster = %self.cluster, reason = %why, "member not used yet");
+                tracing::info!(cluster = %self.cluster, reason = %why, "member not used yet");
             }
             self.admission = msg.0;
             self.report_status(ctx);
