@@ -415,7 +415,13 @@ impl Coordinator {
             handover_refusals: self.handover_refusals.clone(),
             now,
             leading_since: self.leadership.leading_since().unwrap_or(now),
-            wall: jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()),
+            // Whole seconds, truncated: rounded to the nearest, the clock ran up to half a second
+            // ahead, and a pod counted available for minReadySeconds that much early.
+            wall: {
+                let now = jiff::Timestamp::now();
+                let whole = jiff::TimestampRound::new().smallest(jiff::Unit::Second).mode(jiff::RoundMode::Trunc);
+                now.round(whole).unwrap_or(now)
+            },
         });
         tracing::debug!(
             federation = %self.key, writes = decision.writes.len(), blocked = decision.blocked, done = decision.done,
