@@ -13,16 +13,6 @@ use super::{FederatedStatefulSet, FederatedStatefulSetStatus};
 /// A stored FederatedStatefulSet the types cannot hold, with what is wrong with it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Undecodable {
-    /// Its namespace.
-    pub namespace: String,
-    /// Its name.
-    pub name: String,
-    /// The resourceVersion it was read at.
-    pub resource_version: Option<String>,
-    /// Its `metadata.generation`.
-    pub generation: Option<i64>,
-    /// Whether it is being deleted.
-    pub deleting: bool,
     /// The field the decoder stopped at (`spec.placement.clusters[0].weight`), empty when it
     /// is the object itself.
     pub field: String,
@@ -30,8 +20,40 @@ pub struct Undecodable {
     pub reason: String,
     /// Its status, when that part can be read.
     pub status: Option<FederatedStatefulSetStatus>,
-    /// The whole object as stored.
+    /// The whole object as stored (its name, resourceVersion, generation… are read there).
     pub object: DynamicObject,
+}
+
+impl Undecodable {
+    /// Its namespace.
+    pub fn namespace(&self) -> String {
+        self.object.namespace().unwrap_or_default()
+    }
+
+    /// Its name.
+    pub fn name(&self) -> String {
+        self.object.name_any()
+    }
+
+    /// `NAMESPACE/NAME`, for messages.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace(), self.name())
+    }
+
+    /// The resourceVersion it was read at.
+    pub fn resource_version(&self) -> Option<String> {
+        self.object.resource_version()
+    }
+
+    /// Its `metadata.generation`.
+    pub fn generation(&self) -> Option<i64> {
+        self.object.metadata.generation
+    }
+
+    /// Whether it is being deleted.
+    pub fn deleting(&self) -> bool {
+        self.object.metadata.deletion_timestamp.is_some()
+    }
 }
 
 impl std::fmt::Display for Undecodable {
@@ -49,17 +71,7 @@ pub fn federation_resource() -> ApiResource {
 pub fn federation(obj: &DynamicObject) -> Result<FederatedStatefulSet, Box<Undecodable>> {
     let failed = |field: String, reason: String| {
         let status = obj.data.get("status").and_then(|s| serde_json::from_value(s.clone()).ok());
-        Box::new(Undecodable {
-            namespace: obj.namespace().unwrap_or_default(),
-            name: obj.name_any(),
-            resource_version: obj.resource_version(),
-            generation: obj.metadata.generation,
-            deleting: obj.metadata.deletion_timestamp.is_some(),
-            field,
-            reason,
-            status,
-            object: obj.clone(),
-        })
+        Box::new(Undecodable { field, reason, status, object: obj.clone() })
     };
     let value = serde_json::to_value(obj).map_err(|e| failed(String::new(), e.to_string()))?;
     serde_path_to_error::deserialize::<_, FederatedStatefulSet>(value).map_err(|e| {
@@ -118,8 +130,8 @@ mod tests {
         assert_eq!(u.field, "spec.backend");
         assert!(u.reason.contains("unknown variant `Deployment`"), "{}", u.reason);
         assert!(u.reason.contains("StatefulSet"), "{}", u.reason);
-        assert_eq!(u.name, "redis");
-        assert_eq!(u.resource_version.as_deref(), Some("7"));
+        assert_eq!(u.name(), "redis");
+        assert_eq!(u.resource_version().as_deref(), Some("7"));
     }
 
     #[test]

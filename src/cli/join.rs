@@ -296,7 +296,7 @@ async fn placing(host: &Client, name: &str) -> Result<Vec<String>, String> {
             (key, f.spec.placement.clusters.iter().any(|c| c.name == name), f.status.clone(), true)
         })
         .chain(undecodable.iter().map(|u| {
-            let key = format!("{}/{}", u.namespace, u.name);
+            let key = u.key();
             let named = u.object.data.get("spec").is_some_and(named_in_placement);
             (key, named, u.status.clone(), u.status.is_some())
         }));

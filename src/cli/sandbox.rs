@@ -267,7 +267,7 @@ async fn live_table(host: Client) {
 pub fn render_table(items: &[FederatedStatefulSet], undecodable: &[Undecodable]) -> String {
     let mut out = format!("{:<24} {:<12} {:<10} {:<8} {}\n", "FEDERATION", "CLUSTER", "ORDINALS", "READY", "MOVES");
     for u in undecodable {
-        let name = format!("{}/{}", u.namespace, u.name);
+        let name = u.key();
         out.push_str(&format!("{name:<24} {:<12} {:<10} {:<8} cannot be decoded: {u}\n", "-", "-", "-"));
     }
     for f in items {

@@ -1132,10 +1132,10 @@ impl Handler<SpecUndecodable> for Coordinator {
 
     fn handle(&mut self, msg: SpecUndecodable, ctx: &mut Self::Context) {
         let u = msg.0;
-        if rv_of(u.resource_version.as_deref()) <= rv_of(self.fsts.metadata.resource_version.as_deref()) {
+        if rv_of(u.resource_version().as_deref()) <= rv_of(self.fsts.metadata.resource_version.as_deref()) {
             return;
         }
-        if u.deleting {
+        if u.deleting() {
             // Deleting needs no spec beyond the last one read: the member objects it wrote are
             // removed and the finalizer released, as for any deleted federation.
             let mut last = (*self.fsts).clone();

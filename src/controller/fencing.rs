@@ -84,7 +84,7 @@ pub fn still_written(federations: &[FederatedStatefulSet], undecodable: &[Undeco
     // An object that cannot be decoded still has a status that says what its slices hold; if
     // that cannot be read either, what it holds is unknown, which is not "nothing".
     for u in undecodable {
-        let key = format!("{}/{}", u.namespace, u.name);
+        let key = u.key();
         match &u.status {
             Some(status) => out.extend(slices_held(&key, Some(status), name)),
             None => out.push(format!("{key} (cannot be decoded: {u}; what it holds is unknown)")),

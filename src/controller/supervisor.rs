@@ -555,11 +555,11 @@ impl Supervisor {
     /// A federation whose stored object cannot be decoded: its coordinator, if it has one,
     /// stops writing; otherwise the supervisor reports it. One log line per distinct reason.
     fn federation_undecodable(&mut self, u: Arc<Undecodable>, ctx: &mut Context<Self>) {
-        let key = FederationKey { namespace: u.namespace.clone(), name: u.name.clone() };
+        let key = FederationKey { namespace: u.namespace(), name: u.name() };
         let said = u.to_string();
         if self.undecodable_said.get(&key) != Some(&said) {
             tracing::warn!(
-                federation = %key, resource_version = u.resource_version.as_deref().unwrap_or_default(),
+                federation = %key, resource_version = u.resource_version().unwrap_or_default(),
                 reason = %said, "the FederatedStatefulSet cannot be decoded; nothing is written for it until it is fixed"
             );
             self.undecodable_said.insert(key.clone(), said);
@@ -582,7 +582,7 @@ impl Supervisor {
         ctx.spawn(
             async move {
                 if let Err(e) = undecodable::report(&host, &u).await {
-                    tracing::debug!(federation = %format!("{}/{}", u.namespace, u.name), error = %e, "report not stored; the next event retries");
+                    tracing::debug!(federation = %u.key(), error = %e, "report not stored; the next event retries");
                 }
             }
             .into_actor(self),

@@ -38,7 +38,7 @@ pub fn reported_status(u: &Undecodable, now: &Time) -> Option<serde_json::Value>
             && c.status == "True"
             && c.reason == REASON
             && c.message == message
-            && c.observed_generation == u.generation
+            && c.observed_generation == u.generation()
     });
     if said {
         return None;
@@ -48,8 +48,8 @@ pub fn reported_status(u: &Undecodable, now: &Time) -> Option<serde_json::Value>
         Some(serde_json::Value::Object(stored)) => stored.clone(),
         _ => serde_json::Map::new(),
     };
-    status.insert("observedGeneration".into(), serde_json::json!(u.generation));
-    status.insert("conditions".into(), serde_json::json!(conditions(&previous, &verdicts, u.generation, now)));
+    status.insert("observedGeneration".into(), serde_json::json!(u.generation()));
+    status.insert("conditions".into(), serde_json::json!(conditions(&previous, &verdicts, u.generation(), now)));
     Some(serde_json::Value::Object(status))
 }
 
@@ -60,21 +60,21 @@ pub async fn report(host: &Client, u: &Undecodable) -> Result<bool, kube::Error>
     let now = Time(jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()));
     let Some(status) = reported_status(u, &now) else { return Ok(false) };
     let api: Api<DynamicObject> =
-        Api::namespaced_with(host.clone(), &u.namespace, &crate::api::decode::federation_resource());
+        Api::namespaced_with(host.clone(), &u.namespace(), &crate::api::decode::federation_resource());
     let mut next = u.object.clone();
     next.data["status"] = status;
     let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
-    api.replace_status(&u.name, &pp, &next).await?;
+    api.replace_status(&u.name(), &pp, &next).await?;
     let about = ObjectReference {
         api_version: Some(FederatedStatefulSet::api_version(&()).to_string()),
         kind: Some(FederatedStatefulSet::kind(&()).to_string()),
-        name: Some(u.name.clone()),
-        namespace: Some(u.namespace.clone()),
+        name: Some(u.name()),
+        namespace: Some(u.namespace()),
         uid: u.object.metadata.uid.clone(),
         ..Default::default()
     };
     let mut events = Recorder::new(host.clone(), "spanset".into());
-    events.record_about(&u.namespace, about, &Note::warning(REASON, message(u))).await;
+    events.record_about(&u.namespace(), about, &Note::warning(REASON, message(u))).await;
     Ok(true)
 }
 
@@ -132,7 +132,7 @@ mod tests {
         let first = undecodable(json!({}));
         let stored = reported_status(&first, &at(1_000)).unwrap();
         let mut next = undecodable(stored);
-        next.generation = Some(5);
+        next.object.metadata.generation = Some(5);
         let status = reported_status(&next, &at(2_000)).expect("a new generation is reported");
         assert_eq!(status["observedGeneration"], 5);
         assert_eq!(status["conditions"][0]["lastTransitionTime"], json!(at(1_000)));
