@@ -1,8 +1,8 @@
 //! The admin API of a running sandbox (what `spanset sim-ctl` talks to): lists the simulated
-//! clusters and injects faults into them. Answers are JSON; errors are `{"error": "..."}`
+//! clusters (with their API server and DNS addresses) and injects faults into them. Answers are JSON; errors are `{"error": "..."}`
 //! with one readable line.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{collections::BTreeMap, net::SocketAddr, sync::Arc};
 
 use http::{Method, Response};
 use hyper::{body::Incoming, service::service_fn};
@@ -32,6 +32,8 @@ pub struct Sandbox {
     pub ledger: Arc<Ledger>,
     /// The shared volumes.
     pub volumes: Arc<VolumeStore>,
+    /// Each cluster's DNS server address, by cluster name.
+    pub dns: BTreeMap<String, SocketAddr>,
 }
 
 /// Serves the admin API until the task is aborted.
@@ -62,7 +64,8 @@ fn handle(sandbox: &Sandbox, req: http::Request<Incoming>) -> Response<Body> {
                 .iter()
                 .map(|(name, (c, url))| {
                     let sweeps = c.counters.statefulset_sweeps.load(std::sync::atomic::Ordering::Relaxed);
-                    json!({"name": name, "server": url, "resourceVersion": c.storage.current_rv(), "faults": c.faults.describe(),
+                    let dns = sandbox.dns.get(name).map(|a| a.to_string());
+                    json!({"name": name, "server": url, "dns": dns, "resourceVersion": c.storage.current_rv(), "faults": c.faults.describe(),
                            "nodes": crate::sim::cluster::kubelet::node_names(c), "statefulsetSweeps": sweeps})
                 })
                 .collect();

@@ -100,7 +100,6 @@ impl Fleet {
         })?;
         let clusters: BTreeMap<String, (Arc<Cluster>, String)> =
             servers.iter().map(|s| (s.cluster.config.name.clone(), (s.cluster.clone(), s.url()))).collect();
-        let sandbox = admin::Sandbox { clusters: Arc::new(clusters), ledger: ledger.clone(), volumes: volumes.clone() };
         let mut dns = Vec::new();
         for (i, s) in servers.iter().enumerate() {
             let port = port_at(n + 1 + i);
@@ -111,6 +110,13 @@ impl Fleet {
             })?;
             dns.push(server);
         }
+        let dns_addrs = servers.iter().zip(&dns).map(|(s, d)| (s.cluster.config.name.clone(), d.addr)).collect();
+        let sandbox = admin::Sandbox {
+            clusters: Arc::new(clusters),
+            ledger: ledger.clone(),
+            volumes: volumes.clone(),
+            dns: dns_addrs,
+        };
         let admin = tokio::spawn(admin::serve(admin_listener, Arc::new(sandbox)));
         Ok(Self { servers, admin_addr, admin, ledger, ca_pem: tls.map(|t| t.ca_pem), dns })
     }
