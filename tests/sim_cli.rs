@@ -89,25 +89,12 @@ fn ledger_check_names_an_identity_that_ran_in_two_clusters() {
     assert!(line.matches("20").count() >= 2, "times are named: {line}");
 }
 
-/// A port `p` with `p..p+n` free a moment ago (bound, then released), below the kernel's
-/// ephemeral range (32768 and up by default): another test's outgoing connection can take a
-/// released ephemeral port as its local port, but never one of these.
-fn free_ports(n: u16) -> u16 {
-    let mut base = 20_000 + rand::random::<u16>() % 10_000;
-    loop {
-        let held: Vec<_> = (0..n).filter_map(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).ok()).collect();
-        if held.len() == usize::from(n) {
-            return base;
-        }
-        base = 20_000 + (base - 20_000 + n) % 10_000;
-    }
-}
-
 #[test]
 fn a_sim_whose_port_is_taken_exits_naming_it_and_writes_no_kubeconfig() {
-    let base = free_ports(3);
+    let base = support::free_ports(5);
     let dir = tempfile::tempdir().unwrap();
-    // Two clusters on base and base+1, the admin API on base+2: each taken in turn.
+    // Two clusters on base and base+1, the admin API on base+2 (their DNS on base+3 and
+    // base+4): each taken in turn.
     for taken_port in [base + 1, base + 2] {
         let taken = std::net::TcpListener::bind(("127.0.0.1", taken_port)).unwrap();
         let kubeconfig = dir.path().join(format!("kubeconfig-{taken_port}"));

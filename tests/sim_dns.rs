@@ -248,12 +248,13 @@ async fn dig_sees_nxdomain_for_missing_or_unready_names_nodata_for_other_types_a
 }
 
 /// The `spanset sim` binary prints one `dns NAME:` line per cluster before `ready`, on the
-/// ports after the admin API with `--port-base`, and dig reaches each.
+/// ports after the admin API with `--port-base`, `sim-ctl clusters` lists them, and dig
+/// reaches each.
 #[test]
 fn spanset_sim_prints_each_clusters_dns_address_and_it_answers() {
     let Some(d) = dig_binary() else { return };
-    // Below the ephemeral range, clear of the other sim tests' bases.
-    let base = 23_410;
+    // Two API servers, the admin API, two DNS servers.
+    let base = support::free_ports(5);
     let sandbox = support::Sandbox::start_with("east,west", &["--port-base", &base.to_string()]);
     let dns: Vec<(String, SocketAddr)> = sandbox
         .banner
@@ -266,6 +267,15 @@ fn spanset_sim_prints_each_clusters_dns_address_and_it_answers() {
         ("west".into(), SocketAddr::from(([127, 0, 0, 1], base + 4))),
     ];
     assert_eq!(dns, expected, "banner: {:?}", sandbox.banner);
+    // `sim-ctl clusters` (the admin API) lists them too.
+    let listed: Value = serde_json::from_str(&sandbox.ctl_ok(&["clusters"])).expect("JSON");
+    let listed: Vec<(String, SocketAddr)> = listed["clusters"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_string(), c["dns"].as_str().unwrap().parse().unwrap()))
+        .collect();
+    assert_eq!(listed, expected);
     for (_, addr) in &dns {
         // Every cluster has the `kubernetes` Service in `default`.
         assert_eq!(short(&d, *addr, &["kubernetes.default.svc.cluster.local"]), ["10.96.0.1"]);

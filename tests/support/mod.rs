@@ -67,6 +67,21 @@ where
     }
 }
 
+/// A port `p` with `p..p+n` free a moment ago for TCP and UDP (bound, then released), below
+/// the kernel's ephemeral range (32768 and up by default): another test's outgoing connection
+/// can take a released ephemeral port as its local port, but never one of these.
+pub fn free_ports(n: u16) -> u16 {
+    let mut base = 20_000 + rand::random::<u16>() % 10_000;
+    loop {
+        let tcp: Vec<_> = (0..n).filter_map(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).ok()).collect();
+        let udp: Vec<_> = (0..n).filter_map(|i| std::net::UdpSocket::bind(("127.0.0.1", base + i)).ok()).collect();
+        if tcp.len() == usize::from(n) && udp.len() == usize::from(n) {
+            return base;
+        }
+        base = 20_000 + (base - 20_000 + n) % 10_000;
+    }
+}
+
 /// `program` from `PATH`, which Debian's `package` installs. Missing: under `CI` the test fails
 /// loudly (`.ci/run` installs it); otherwise `None`, after printing why the test is skipped.
 pub fn program(program: &str, package: &str) -> Option<PathBuf> {
