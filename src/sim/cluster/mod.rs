@@ -18,6 +18,7 @@ pub mod inplace;
 pub mod kubelet;
 pub mod ledger;
 pub mod logs;
+pub mod network;
 pub mod node_events;
 pub mod statefulset;
 pub mod volumes;
@@ -30,6 +31,7 @@ use self::{disks::VolumeStore, faults::Faults, ledger::Ledger, logs::LogStore};
 use crate::sim::store::{
     audit::AuditLog,
     resources::ResourceTable,
+    service_ips::ServiceIps,
     storage::{Storage, StorageLimits},
     tokens::TokenStore,
 };
@@ -75,6 +77,13 @@ pub struct ClusterConfig {
     /// (`statefulsets.apps.kruise.io`, short name `asts`), run by the StatefulSet controller
     /// with Kruise's ordinal rules (`reserveOrdinals`).
     pub kruise: bool,
+    /// Whether the Multi-Cluster Services API (KEP-1645) is installed: the `ServiceExport` and
+    /// `ServiceImport` CRDs of `multicluster.x-k8s.io/v1alpha1` (no controller acts on them).
+    pub mcs: bool,
+    /// The `/16` the nodes' pod CIDRs are carved from; `None`: [`network::DEFAULT_POD_NETWORK`]
+    /// for a cluster made alone, or its own per index in a sandbox (set by `Fleet::start`), so
+    /// that pod IPs are unique across the clusters of a sandbox as a flat network needs.
+    pub pod_network: Option<std::net::Ipv4Addr>,
 }
 
 /// Pod annotation: simulated seconds its containers take to exit on SIGTERM (to model a slow
@@ -101,7 +110,14 @@ impl ClusterConfig {
             container_shutdown: Duration::from_secs(1),
             auth: false,
             kruise: false,
+            mcs: false,
+            pod_network: None,
         }
+    }
+
+    /// The `/16` the nodes' pod CIDRs are carved from.
+    pub fn pod_network(&self) -> std::net::Ipv4Addr {
+        self.pod_network.unwrap_or(network::DEFAULT_POD_NETWORK)
     }
 
     /// The real duration of a simulated one.
@@ -134,6 +150,8 @@ pub struct Cluster {
     pub audit: AuditLog,
     /// What the simulated containers wrote, for `kubectl logs`.
     pub logs: LogStore,
+    /// The ClusterIP allocator's lock (see [`crate::sim::store::service_ips`]).
+    pub service_ips: ServiceIps,
     /// Counts of requests served and controller sweeps made (tests read them to see client
     /// behaviour, and to wait for "N more sweeps" instead of sleeping).
     pub counters: Counters,
@@ -160,6 +178,7 @@ impl Cluster {
             ledger,
             volumes,
             counters: Counters::default(),
+            service_ips: ServiceIps::default(),
             logs: LogStore::default(),
             admin_token: config.auth.then(|| tokens.issue_admin()),
             tokens,
