@@ -1,7 +1,8 @@
 //! The simulated cluster: its state ([`Cluster`]: settings, served resources, storage, faults,
 //! and the sandbox-wide ledger and disks), and the components that act on it as a real
-//! cluster's do — the StatefulSet controller, the kubelets and node lifecycle, the
-//! PersistentVolume controller, the disruption controller and the garbage collector. Every
+//! cluster's do — the StatefulSet controller, the kubelets and node lifecycle (on the pod
+//! [`network`]), the EndpointSlice controller, the PersistentVolume controller, the disruption
+//! controller and the garbage collector. Every
 //! component holds an `Arc<Cluster>` and writes through [`crate::sim::store::registry`], as
 //! real controllers write through the API server.
 
@@ -9,6 +10,7 @@ pub mod components;
 pub mod controller_loop;
 pub mod disks;
 pub mod disruption;
+pub mod endpointslices;
 pub mod events;
 pub mod faults;
 pub mod furniture;
@@ -168,6 +170,8 @@ pub struct Counters {
     pub statefulset_sweeps: std::sync::atomic::AtomicU64,
     /// Sweeps of the kubelets and node lifecycle.
     pub kubelet_sweeps: std::sync::atomic::AtomicU64,
+    /// Sweeps of the EndpointSlice controller.
+    pub endpointslice_sweeps: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
