@@ -1,7 +1,8 @@
 //! Names that follow ordinals (`spec.network`), measured: `cargo bench --bench network
-//! [MOVES]` (default 40). One ordinal moves back and forth between east and west (weights
-//! 1:1:1 ↔ 2:1:1 over east, west, south) while a poller asks every member's DNS for every
-//! pod name as fast as it answers. For each move: from the new pod Ready (seen by a pod watch
+//! [CHANGES]` (default 20). Weights over east, west, south flip between 1:1:1 (slices
+//! [0,2) [2,4) [4,6)) and 2:1:1 ([0,3) [3,5) [5,6)): each change moves two ordinals (redis-2
+//! between west and east, redis-4 between south and west) while a poller asks every member's
+//! DNS for both names as fast as it answers. For each move: from the new pod Ready (seen by a pod watch
 //! in its member) to its name answering the new address in **every** member, and from the new
 //! pod's IP assigned to the same; spanset's EndpointSlice writes per move (watch events of its
 //! slices in all members); and any answer with two addresses (must be none). Prints one line
@@ -36,18 +37,18 @@ use spanset::{api::FederatedStatefulSet, cli::sandbox::example};
 use support::{Sandbox, wait_settled};
 
 const TIME_FACTOR: f64 = 0.01;
-const MOVING: u32 = 2;
+const MOVING: [u32; 2] = [2, 4];
 
 fn main() {
-    let moves: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(40);
+    let moves: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(20);
     actix::System::with_tokio_rt(|| tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime"))
         .block_on(figures(moves));
 }
 
-/// When each incarnation (pod uid) got its IP and became Ready.
+/// When each incarnation (pod uid) of each moving ordinal got its IP and became Ready.
 #[derive(Default)]
 struct PodTimes {
-    ip: BTreeMap<String, (Instant, Ipv4Addr)>,
+    ip: BTreeMap<(u32, String), (Instant, Ipv4Addr)>,
     ready: BTreeMap<String, Instant>,
 }
 
@@ -95,16 +96,16 @@ async fn figures(moves: usize) {
             let cfg = watcher::Config::default().labels("spanset.dev/federation=redis");
             let mut stream = watcher(pods, cfg).applied_objects().boxed();
             while let Some(Ok(p)) = stream.next().await {
-                if p.metadata.name.as_deref() != Some(&format!("redis-{MOVING}")) {
-                    continue;
-                }
+                let k: Option<u32> = p.metadata.name.as_deref().and_then(|n| n.strip_prefix("redis-")?.parse().ok());
+                let Some(k) = k.filter(|k| MOVING.contains(k)) else { continue };
                 let uid = p.metadata.uid.clone().unwrap_or_default();
                 let status = p.status.unwrap_or_default();
                 let mut t = times.lock().unwrap();
                 if let Some(ip) = status.pod_ip.as_deref().and_then(|ip| ip.parse().ok()) {
-                    t.ip.entry(uid.clone()).or_insert((Instant::now(), ip));
+                    t.ip.entry((k, uid.clone())).or_insert((Instant::now(), ip));
                 }
-                let ready = status.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
+                let ready =
+                    status.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
                 if ready {
                     t.ready.entry(uid).or_insert_with(Instant::now);
                 }
@@ -113,7 +114,8 @@ async fn figures(moves: usize) {
         let slices: Api<EndpointSlice> = Api::namespaced(client, "default");
         let writes = slice_writes.clone();
         tokio::spawn(async move {
-            let cfg = watcher::Config::default().labels("spanset.dev/federation=redis");
+            let cfg = watcher::Config::default()
+                .labels("spanset.dev/federation=redis,endpointslice.kubernetes.io/managed-by=spanset.dev");
             let mut stream = watcher(slices, cfg).boxed();
             let mut listed = false;
             while let Some(Ok(ev)) = stream.next().await {
@@ -130,7 +132,7 @@ async fn figures(moves: usize) {
 
     // The DNS poller: for each member, the first moment each address answered the name.
     let stop = Arc::new(AtomicBool::new(false));
-    let first_seen: Arc<Mutex<BTreeMap<(String, Ipv4Addr), Instant>>> = Arc::default();
+    let first_seen: Arc<Mutex<BTreeMap<(String, u32, Ipv4Addr), Instant>>> = Arc::default();
     let twice = Arc::new(AtomicU64::new(0));
     let queries = Arc::new(AtomicU64::new(0));
     let poller = {
@@ -138,18 +140,23 @@ async fn figures(moves: usize) {
         std::thread::spawn(move || {
             let socket = UdpSocket::bind("127.0.0.1:0").expect("socket");
             socket.set_read_timeout(Some(Duration::from_millis(500))).expect("timeout");
-            let name = Name::from_str(&format!("redis-{MOVING}.redis.default.svc.cluster.local")).expect("name");
+            let names: Vec<(u32, Name)> = MOVING
+                .iter()
+                .map(|k| (*k, Name::from_str(&format!("redis-{k}.redis.default.svc.cluster.local")).expect("name")))
+                .collect();
             let mut id: u16 = 0;
             while !stop.load(Ordering::Relaxed) {
                 for (member, server) in &dns {
-                    id = id.wrapping_add(1);
-                    let ips = a_query(*server, &socket, id, &name);
-                    queries.fetch_add(1, Ordering::Relaxed);
-                    if ips.len() > 1 {
-                        twice.fetch_add(1, Ordering::Relaxed);
-                    }
-                    for ip in ips {
-                        first_seen.lock().unwrap().entry((member.clone(), ip)).or_insert_with(Instant::now);
+                    for (k, name) in &names {
+                        id = id.wrapping_add(1);
+                        let ips = a_query(*server, &socket, id, name);
+                        queries.fetch_add(1, Ordering::Relaxed);
+                        if ips.len() > 1 {
+                            twice.fetch_add(1, Ordering::Relaxed);
+                        }
+                        for ip in ips {
+                            first_seen.lock().unwrap().entry((member.clone(), *k, ip)).or_insert_with(Instant::now);
+                        }
                     }
                 }
             }
@@ -162,42 +169,59 @@ async fn figures(moves: usize) {
     let mut from_ip = Vec::new();
     for i in 0..moves {
         let east = if i % 2 == 0 { 2 } else { 1 };
-        let clusters = json!([{"name": "east", "weight": east}, {"name": "west", "weight": 1}, {"name": "south", "weight": 1}]);
-        api.patch("redis", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"placement": {"clusters": clusters}}})))
-            .await
-            .expect("weights patched");
+        let clusters =
+            json!([{"name": "east", "weight": east}, {"name": "west", "weight": 1}, {"name": "south", "weight": 1}]);
+        api.patch(
+            "redis",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"placement": {"clusters": clusters}}})),
+        )
+        .await
+        .expect("weights patched");
         wait_settled(&api, "redis", 6, "the move done").await;
-        // The new incarnation: the latest IP seen for the moving ordinal.
-        let deadline = Instant::now() + support::DEADLINE;
-        let (uid, ip_at, ip, ready_at) = loop {
-            let t = times.lock().unwrap();
-            let latest = t.ip.iter().max_by_key(|(_, (at, _))| *at).map(|(u, (at, ip))| (u.clone(), *at, *ip));
-            if let Some((uid, ip_at, ip)) = latest
-                && let Some(ready_at) = t.ready.get(&uid)
-            {
-                break (uid, ip_at, ip, *ready_at);
-            }
-            drop(t);
-            assert!(Instant::now() < deadline, "no Ready incarnation of redis-{MOVING} after move {i}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        };
-        let everywhere = loop {
-            let seen = first_seen.lock().unwrap();
-            let all: Option<Vec<Instant>> = members.iter().map(|m| seen.get(&(m.clone(), ip)).copied()).collect();
-            if let Some(all) = all {
-                break all.into_iter().max().expect("members");
-            }
-            drop(seen);
-            assert!(Instant::now() < deadline, "redis-{MOVING} ({uid}, {ip}) never answered everywhere after move {i}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        };
-        from_ready.push(everywhere.saturating_duration_since(ready_at).as_secs_f64() - secs_before(everywhere, ready_at));
-        from_ip.push(everywhere.saturating_duration_since(ip_at).as_secs_f64());
+        for k in MOVING {
+            // The new incarnation: the latest IP seen for the ordinal.
+            let deadline = Instant::now() + support::DEADLINE;
+            let (uid, ip_at, ip, ready_at) = loop {
+                let t = times.lock().unwrap();
+                let latest =
+                    t.ip.iter()
+                        .filter(|((o, _), _)| *o == k)
+                        .max_by_key(|(_, (at, _))| *at)
+                        .map(|((_, u), (at, ip))| (u.clone(), *at, *ip));
+                if let Some((uid, ip_at, ip)) = latest
+                    && let Some(ready_at) = t.ready.get(&uid)
+                {
+                    break (uid, ip_at, ip, *ready_at);
+                }
+                drop(t);
+                assert!(Instant::now() < deadline, "no Ready incarnation of redis-{k} after change {i}");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            };
+            let everywhere = loop {
+                let seen = first_seen.lock().unwrap();
+                let all: Option<Vec<Instant>> =
+                    members.iter().map(|m| seen.get(&(m.clone(), k, ip)).copied()).collect();
+                if let Some(all) = all {
+                    break all.into_iter().max().expect("members");
+                }
+                drop(seen);
+                assert!(
+                    Instant::now() < deadline,
+                    "redis-{k} ({uid}, {ip}) never answered everywhere after change {i}"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            };
+            from_ready
+                .push(everywhere.saturating_duration_since(ready_at).as_secs_f64() - secs_before(everywhere, ready_at));
+            from_ip.push(everywhere.saturating_duration_since(ip_at).as_secs_f64());
+        }
     }
     let elapsed = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     poller.join().expect("poller");
     let writes = slice_writes.load(Ordering::Relaxed) - writes_before;
+    let moved = moves * MOVING.len();
     running.stop().await;
 
     let p = |v: &mut Vec<f64>, q: f64| {
@@ -205,7 +229,7 @@ async fn figures(moves: usize) {
         v[((v.len() as f64 - 1.0) * q).round() as usize] * 1e3
     };
     println!(
-        "network: {moves} moves of redis-{MOVING} (east ↔ west; south watching) in {:.1} s, time_factor {TIME_FACTOR}",
+        "network: {moved} moves ({moves} weight changes, 2 ordinals each) in {:.1} s, time_factor {TIME_FACTOR}",
         elapsed.as_secs_f64()
     );
     println!(
@@ -220,8 +244,8 @@ async fn figures(moves: usize) {
         p(&mut from_ip, 0.99)
     );
     println!(
-        "  spanset EndpointSlice writes: {writes} for {moves} moves = {:.1} per move (3 members)",
-        writes as f64 / moves as f64
+        "  spanset EndpointSlice writes: {writes} for {moved} moves = {:.1} per move (3 members)",
+        writes as f64 / moved as f64
     );
     println!(
         "  DNS answers with two addresses: {} of {} queries",

@@ -53,7 +53,13 @@ pub const SLICE_MANAGER: &str = "spanset.dev";
 impl SliceRecord {
     /// The record of a slice, with its federation and name, if it carries spanset's
     /// federation label.
+    /// A member's EndpointSlice controller copies a Service's labels onto the slices it keeps,
+    /// so the federation label alone would also select the member's own slices of spanset's
+    /// Service: only slices managed by spanset are its.
     pub fn of(slice: &EndpointSlice) -> Option<(FederationKey, String, SliceRecord)> {
+        if slice.labels().get(SLICE_MANAGED_BY).map(String::as_str) != Some(SLICE_MANAGER) {
+            return None;
+        }
         let name = slice.labels().get(FEDERATION)?.clone();
         let endpoints = slice
             .endpoints
@@ -90,7 +96,8 @@ mod tests {
     fn a_slice_is_kept_by_hostname_with_unset_conditions_read_as_ready() {
         let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "redis-spanset-0", "namespace": "shop", "uid": "u1", "resourceVersion": "42",
-                         "labels": {"spanset.dev/federation": "redis", "kubernetes.io/service-name": "redis"}},
+                         "labels": {"spanset.dev/federation": "redis", "kubernetes.io/service-name": "redis",
+                                    "endpointslice.kubernetes.io/managed-by": "spanset.dev"}},
             "addressType": "IPv4",
             "endpoints": [
                 {"addresses": ["10.1.0.5"], "hostname": "redis-3", "conditions": {"ready": false, "terminating": true}},

@@ -34,6 +34,7 @@ use super::{
     leader::Leadership,
     member::{
         cache::{MemberCache, StsRecord, rv_of},
+        endpoints::{SLICE_MANAGED_BY, SLICE_MANAGER},
         health::{Failure, Health},
         objects::FederationKey,
         storage,
@@ -1388,7 +1389,9 @@ impl Handler<DeleteFederation> for ClusterWatcher {
             delete_owned("PodDisruptionBudget", key.name.clone()).await?;
             // Every EndpointSlice it published here (`spec.network`), whatever its chunk.
             let slices = Api::<EndpointSlice>::namespaced(client.clone(), &key.namespace);
-            let lp = ListParams::default().labels(&format!("{FEDERATION}={}", key.name));
+            // (The member's own slices of the Service carry its labels too: only spanset's.)
+            let lp =
+                ListParams::default().labels(&format!("{FEDERATION}={},{SLICE_MANAGED_BY}={SLICE_MANAGER}", key.name));
             for slice in slices.list_metadata(&lp).await?.items {
                 delete_if_ours(&slices, &slice.metadata.name.unwrap_or_default(), &dp).await?;
             }
