@@ -45,6 +45,9 @@ fn main() {
         .block_on(figures(moves));
 }
 
+/// When each member's DNS first answered each address for each moving ordinal.
+type FirstSeen = BTreeMap<(String, u32, Ipv4Addr), Instant>;
+
 /// When each incarnation (pod uid) of each moving ordinal got its IP and became Ready.
 #[derive(Default)]
 struct PodTimes {
@@ -132,7 +135,7 @@ async fn figures(moves: usize) {
 
     // The DNS poller: for each member, the first moment each address answered the name.
     let stop = Arc::new(AtomicBool::new(false));
-    let first_seen: Arc<Mutex<BTreeMap<(String, u32, Ipv4Addr), Instant>>> = Arc::default();
+    let first_seen: Arc<Mutex<FirstSeen>> = Arc::default();
     let twice = Arc::new(AtomicU64::new(0));
     let queries = Arc::new(AtomicU64::new(0));
     let poller = {
@@ -183,29 +186,27 @@ async fn figures(moves: usize) {
             // The new incarnation: the latest IP seen for the ordinal.
             let deadline = Instant::now() + support::DEADLINE;
             let (uid, ip_at, ip, ready_at) = loop {
-                let t = times.lock().unwrap();
-                let latest =
+                let found = {
+                    let t = times.lock().unwrap();
                     t.ip.iter()
                         .filter(|((o, _), _)| *o == k)
                         .max_by_key(|(_, (at, _))| *at)
-                        .map(|((_, u), (at, ip))| (u.clone(), *at, *ip));
-                if let Some((uid, ip_at, ip)) = latest
-                    && let Some(ready_at) = t.ready.get(&uid)
-                {
-                    break (uid, ip_at, ip, *ready_at);
+                        .and_then(|((_, u), (at, ip))| Some((u.clone(), *at, *ip, *t.ready.get(u)?)))
+                };
+                if let Some(found) = found {
+                    break found;
                 }
-                drop(t);
                 assert!(Instant::now() < deadline, "no Ready incarnation of redis-{k} after change {i}");
                 tokio::time::sleep(Duration::from_millis(5)).await;
             };
             let everywhere = loop {
-                let seen = first_seen.lock().unwrap();
-                let all: Option<Vec<Instant>> =
-                    members.iter().map(|m| seen.get(&(m.clone(), k, ip)).copied()).collect();
+                let all: Option<Vec<Instant>> = {
+                    let seen = first_seen.lock().unwrap();
+                    members.iter().map(|m| seen.get(&(m.clone(), k, ip)).copied()).collect()
+                };
                 if let Some(all) = all {
                     break all.into_iter().max().expect("members");
                 }
-                drop(seen);
                 assert!(
                     Instant::now() < deadline,
                     "redis-{k} ({uid}, {ip}) never answered everywhere after change {i}"

@@ -74,11 +74,14 @@ async fn published(f: &Federation, member: &str) -> Vec<EndpointSlice> {
     api.list(&lp).await.expect("slices listed").items
 }
 
+/// One answer with an address: when, which member's DNS, which ordinal, the addresses.
+type Sample = (Instant, String, u32, Vec<Ipv4Addr>);
+
 /// Asks every member's DNS for every name of `0..n` in a loop until stopped, keeping every
 /// answer that named an address; `violations` collects any answer with two addresses.
 struct Poller {
     stop: Arc<AtomicBool>,
-    seen: Arc<Mutex<Vec<(Instant, String, u32, Vec<Ipv4Addr>)>>>,
+    seen: Arc<Mutex<Vec<Sample>>>,
     rounds: Arc<Mutex<u64>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -110,7 +113,7 @@ impl Poller {
     }
 
     /// Stops it; answers every answer with more than one address, and the answers.
-    fn finish(mut self) -> (Vec<String>, Vec<(Instant, String, u32, Vec<Ipv4Addr>)>) {
+    fn finish(mut self) -> (Vec<String>, Vec<Sample>) {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.take().unwrap().join().expect("the poller ran");
         let seen = std::mem::take(&mut *self.seen.lock().unwrap());
