@@ -269,7 +269,7 @@ fn cluster_furniture_shows_in_wide_tables(minor: u32) {
     }
     assert_eq!(
         jsonpath(&k, &["node", "node-2"], "{.spec.podCIDR} {.status.addresses[1].type}"),
-        "10.244.2.0/24 Hostname"
+        "10.100.2.0/24 Hostname"
     );
 
     k.ok(&["run", "probe", "--image", "nginx:1.25"]);
@@ -277,7 +277,10 @@ fn cluster_furniture_shows_in_wide_tables(minor: u32) {
     let fields = jsonpath(&k, &["pod", "probe"], "{.spec.nodeName} {.status.podIP} {.status.hostIP}");
     let [node, ip, host] = fields.split(' ').collect::<Vec<_>>()[..] else { panic!("kubectl 1.{minor}: {fields}") };
     let i = node.trim_start_matches("node-");
-    assert!(ip.starts_with(&format!("10.244.{i}.")), "pod IP {ip} outside {node}'s pod CIDR");
+    assert!(
+        ip.starts_with(&format!("10.100.{i}.")),
+        "pod IP {ip} outside {node}'s pod CIDR (the first cluster's 10.100.0.0/16)"
+    );
     assert_eq!(host, format!("192.168.0.{}", 10 + i.parse::<u32>().expect("node-N")));
     let pods = k.ok(&["get", "pods", "-o", "wide"]);
     let row: Vec<&str> = pods.lines().nth(1).unwrap_or("").split_whitespace().collect();

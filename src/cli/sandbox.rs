@@ -140,6 +140,7 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
         seed: 1,
         auth: false,
         kruise: args.kruise.clone(),
+        mcs: None,
     })
 }
 
@@ -171,7 +172,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
             time_factor: args.time_factor,
             seed: 1 + i as u64,
             auth: args.auth,
-            kruise: n != HOST && super::sim::kruise_in(&args.kruise, n),
+            kruise: n != HOST && super::sim::named_in(&args.kruise, n),
             ..ClusterConfig::named(n)
         })
         .collect();

@@ -41,6 +41,11 @@ pub struct SimArgs {
     /// in-place update. Alone, in every cluster; with names (`--kruise east,west`), in those.
     #[arg(long, value_name = "CLUSTERS", num_args = 0..=1, require_equals = false, value_delimiter = ',')]
     pub kruise: Option<Vec<String>>,
+    /// Install the Multi-Cluster Services API's CRDs (`serviceexports` and `serviceimports`,
+    /// `multicluster.x-k8s.io/v1alpha1`; nothing acts on them). Alone, in every cluster; with
+    /// names (`--mcs east,west`), in those.
+    #[arg(long, value_name = "CLUSTERS", num_args = 0..=1, require_equals = false, value_delimiter = ',')]
+    pub mcs: Option<Vec<String>>,
 }
 
 /// Checks the flags beyond what clap can; the error is one line for [`super::usage_error`].
@@ -56,9 +61,11 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
             return Err(format!("--clusters: cluster {name:?} is named twice"));
         }
     }
-    for name in args.kruise.iter().flatten() {
-        if !args.clusters.contains(name) {
-            return Err(format!("--kruise: no cluster named {name:?} in --clusters"));
+    for (flag, names) in [("--kruise", &args.kruise), ("--mcs", &args.mcs)] {
+        for name in names.iter().flatten() {
+            if !args.clusters.contains(name) {
+                return Err(format!("{flag}: no cluster named {name:?} in --clusters"));
+            }
         }
     }
     if let Some(base) = args.port_base
@@ -69,8 +76,9 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether `--kruise` installs OpenKruise in `cluster`: alone it means every cluster.
-pub fn kruise_in(flag: &Option<Vec<String>>, cluster: &str) -> bool {
+/// Whether a per-cluster flag (`--kruise`, `--mcs`) applies to `cluster`: alone it means every
+/// cluster.
+pub fn named_in(flag: &Option<Vec<String>>, cluster: &str) -> bool {
     flag.as_ref().is_some_and(|names| names.is_empty() || names.iter().any(|n| n == cluster))
 }
 
@@ -88,7 +96,8 @@ pub async fn run(args: SimArgs) -> i32 {
             nodes: args.nodes,
             seed: args.seed.wrapping_add(i as u64),
             auth: args.auth,
-            kruise: kruise_in(&args.kruise, n),
+            kruise: named_in(&args.kruise, n),
+            mcs: named_in(&args.mcs, n),
             ..ClusterConfig::named(n)
         })
         .collect();
@@ -134,19 +143,25 @@ mod tests {
             seed: 1,
             auth: false,
             kruise: None,
+            mcs: None,
         }
     }
 
     #[test]
-    fn kruise_alone_means_every_cluster_and_with_names_only_those() {
+    fn kruise_and_mcs_alone_mean_every_cluster_and_with_names_only_those() {
         let mut a = args(&["east", "west"], None);
-        assert!(!kruise_in(&a.kruise, "east"));
+        assert!(!named_in(&a.kruise, "east"));
         a.kruise = Some(vec![]);
-        assert!(kruise_in(&a.kruise, "east") && kruise_in(&a.kruise, "west"));
+        assert!(named_in(&a.kruise, "east") && named_in(&a.kruise, "west"));
         a.kruise = Some(vec!["west".into()]);
-        assert!(!kruise_in(&a.kruise, "east") && kruise_in(&a.kruise, "west"));
+        assert!(!named_in(&a.kruise, "east") && named_in(&a.kruise, "west"));
         a.kruise = Some(vec!["north".into()]);
         assert_eq!(check(&a).unwrap_err(), "--kruise: no cluster named \"north\" in --clusters");
+        a.kruise = None;
+        a.mcs = Some(vec!["west".into()]);
+        assert!(!named_in(&a.mcs, "east") && named_in(&a.mcs, "west"));
+        a.mcs = Some(vec!["south".into()]);
+        assert_eq!(check(&a).unwrap_err(), "--mcs: no cluster named \"south\" in --clusters");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Shared helpers for tests that drive the real `spanset` binary and the real `kubectl`.
 #![allow(dead_code)]
 
+pub mod dns;
 pub mod federation;
 pub mod prometheus;
 pub mod timeline;
@@ -128,6 +129,17 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
+    /// The DNS server of a cluster, from its `dns NAME: ADDRESS` line.
+    pub fn dns(&self, cluster: &str) -> std::net::SocketAddr {
+        let prefix = format!("dns {cluster}: ");
+        self.banner
+            .iter()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` line in {:?}", self.banner))
+            .parse()
+            .expect("a socket address")
+    }
+
     /// Starts `spanset sim --clusters <clusters>` and waits for `ready`.
     pub fn start(clusters: &str) -> Self {
         Self::start_with(clusters, &[])

@@ -280,6 +280,12 @@ impl Faults {
         (0..len).map(|_| alphabet[rng.random_range(0..alphabet.len())] as char).collect()
     }
 
+    /// A number below `n` (at least 1) from the cluster's seeded generator (a Service's
+    /// ClusterIP).
+    pub fn random_below(&self, n: u32) -> u32 {
+        self.rng.lock().random_range(0..n.max(1))
+    }
+
     /// A version-4 UUID from the cluster's seeded generator, so a run is reproducible.
     pub fn random_uid(&self) -> String {
         let bytes: [u8; 16] = self.rng.lock().random();

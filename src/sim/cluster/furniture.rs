@@ -37,6 +37,90 @@ fn kruise_schema() -> Value {
     })
 }
 
+/// The API group of the Multi-Cluster Services API (KEP-1645).
+pub const MCS_GROUP: &str = "multicluster.x-k8s.io";
+
+/// A namespaced `multicluster.x-k8s.io/v1alpha1` CRD of this kind, with a status subresource.
+fn mcs_crd(kind: &str, short: &str, schema: Value) -> Value {
+    let singular = kind.to_lowercase();
+    let plural = format!("{singular}s");
+    let column = |name: &str, ty: &str, path: &str| json!({"name": name, "type": ty, "jsonPath": path});
+    let mut columns = vec![column("Age", "date", ".metadata.creationTimestamp")];
+    if kind == "ServiceImport" {
+        columns.splice(0..0, [column("Type", "string", ".spec.type"), column("IP", "string", ".spec.ips")]);
+    }
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{MCS_GROUP}")},
+        "spec": {
+            "group": MCS_GROUP, "scope": "Namespaced",
+            "names": {"plural": plural, "singular": singular, "kind": kind, "listKind": format!("{kind}List"), "shortNames": [short]},
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": schema},
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": columns,
+            }],
+        },
+    })
+}
+
+/// `status.conditions` of the MCS types: metav1.Conditions, a map keyed by type.
+fn conditions_schema() -> Value {
+    json!({
+        "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+        "items": {
+            "type": "object", "required": ["lastTransitionTime", "message", "reason", "status", "type"],
+            "properties": {
+                "lastTransitionTime": {"type": "string", "format": "date-time"},
+                "message": {"type": "string"}, "observedGeneration": {"type": "integer", "format": "int64"},
+                "reason": {"type": "string"}, "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                "type": {"type": "string"},
+            },
+        },
+    })
+}
+
+/// ServiceExport: the Service of the same name and namespace is to be consumable from the
+/// other clusters of the ClusterSet; it has no spec.
+fn service_export_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"status": {"type": "object", "properties": {"conditions": conditions_schema()}}},
+    })
+}
+
+/// ServiceImport: a Service imported from the clusters of a ClusterSet.
+fn service_import_schema() -> Value {
+    let port = json!({
+        "type": "object", "required": ["port"],
+        "properties": {"name": {"type": "string"}, "protocol": {"type": "string"}, "appProtocol": {"type": "string"},
+                       "port": {"type": "integer", "format": "int32"}},
+    });
+    json!({
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object", "required": ["ports", "type"],
+                "properties": {
+                    "ips": {"type": "array", "maxItems": 1, "items": {"type": "string"}},
+                    "ports": {"type": "array", "x-kubernetes-list-type": "atomic", "items": port},
+                    "sessionAffinity": {"type": "string"},
+                    "sessionAffinityConfig": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "type": {"type": "string", "enum": ["ClusterSetIP", "Headless"]},
+                },
+            },
+            "status": {
+                "type": "object",
+                "properties": {"clusters": {
+                    "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["cluster"],
+                    "items": {"type": "object", "required": ["cluster"], "properties": {"cluster": {"type": "string"}}},
+                }},
+            },
+        },
+    })
+}
+
 impl Cluster {
     /// The `kubernetes` Service in `default` and its Endpoints and EndpointSlice, which every real cluster
     /// shows first in `kubectl get svc -A` (the apiserver's own address, port 443 → 6443).
@@ -169,6 +253,23 @@ impl Cluster {
         }
     }
 
+    /// The Multi-Cluster Services API's CRDs (`multicluster.x-k8s.io/v1alpha1`, as the
+    /// kubernetes-sigs/mcs-api project ships them): ServiceExport (no spec; `status.conditions`
+    /// written by the MCS implementation) and ServiceImport (`spec.type` ClusterSetIP or
+    /// Headless, `ports`, `ips`; `status.clusters`). Nothing acts on them here: a test sees
+    /// what a controller writes.
+    fn add_mcs(&self) {
+        let Some(crds) = self.resources.by_plural("apiextensions.k8s.io", "customresourcedefinitions") else { return };
+        for crd in [
+            mcs_crd("ServiceExport", "svcex", service_export_schema()),
+            mcs_crd("ServiceImport", "svcim", service_import_schema()),
+        ] {
+            if let Err(e) = self.create(&crds, None, crd, &Default::default()) {
+                tracing::warn!(cluster = %self.config.name, error = %e, "cannot install an MCS API CRD");
+            }
+        }
+    }
+
     /// A new cluster holding the namespaces every real cluster starts with.
     pub fn new(config: ClusterConfig) -> Arc<Self> {
         Self::in_sandbox(config, Arc::default(), Arc::default())
@@ -192,6 +293,9 @@ impl Cluster {
         cluster.add_bootstrap_rbac();
         if cluster.config.kruise {
             cluster.add_kruise();
+        }
+        if cluster.config.mcs {
+            cluster.add_mcs();
         }
         cluster
     }

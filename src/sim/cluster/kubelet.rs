@@ -33,6 +33,7 @@ use crate::sim::{
         faults::NodeOutage,
         images::{self, Pull, Pulls},
         ledger::{self, Incarnation},
+        network::{self, PodIps},
         node_events::{NodeEvents, Unfit},
         volumes, {Cluster, SHUTDOWN_ANNOTATION},
     },
@@ -58,8 +59,8 @@ struct Timers {
     since: HashMap<String, (Stage, Instant)>,
     /// Node → when it was tainted unreachable.
     tainted: HashMap<String, Instant>,
-    /// Node → pod IPs handed out from its pod CIDR so far.
-    ips_given: HashMap<String, u32>,
+    /// The pod IPs of the nodes' CIDRs: held, and handed out.
+    ips: PodIps,
     /// The scheduler's, kubelets' and node controllers' Events.
     events: NodeEvents,
     /// The kubelets' image pulls that failed, with their back-off.
@@ -89,12 +90,6 @@ fn host_ip(node: &str) -> String {
     format!("192.168.0.{}", (node_index(node) + 10) % 256)
 }
 
-/// The `n`th pod IP (from 0) in the node's pod CIDR `10.244.<i>.0/24`, as the CNI hands them
-/// out (.0 and .1 reserved, wrapping round within the range).
-fn pod_ip(node: &str, n: u32) -> String {
-    format!("10.244.{}.{}", node_index(node) % 256, n % 253 + 2)
-}
-
 /// Runs the node side of a cluster until the cluster is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
     let Some(c) = cluster.upgrade() else { return };
@@ -102,7 +97,7 @@ pub async fn run(cluster: Weak<Cluster>) {
     let mut timers = Timers {
         since: HashMap::new(),
         tainted: HashMap::new(),
-        ips_given: HashMap::new(),
+        ips: PodIps::new(c.config.pod_network()),
         events: NodeEvents::new(&c),
         pulls: Pulls::default(),
     };
@@ -116,11 +111,12 @@ fn rt(cluster: &Cluster, plural: &str) -> Arc<ResourceType> {
 
 fn register_nodes(cluster: &Cluster) {
     let nodes = rt(cluster, "nodes");
+    let cidr = |node: &str| network::node_pod_cidr(cluster.config.pod_network(), node_index(node));
     for name in node_names(cluster) {
         let node = json!({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": format!("{}-a", cluster.config.name)}},
-            "spec": {"podCIDR": format!("10.244.{}.0/24", node_index(&name) % 256), "podCIDRs": [format!("10.244.{}.0/24", node_index(&name) % 256)]},
+            "spec": {"podCIDR": cidr(&name), "podCIDRs": [cidr(&name)]},
             "status": {
                 "conditions": [ready_condition("True", "KubeletReady", "kubelet is posting ready status")],
                 "addresses": [{"type": "InternalIP", "address": host_ip(&name)}, {"type": "Hostname", "address": name}],
@@ -173,6 +169,7 @@ fn sweep(cluster: &Cluster, timers: &mut Timers) {
     let pods_rt = rt(cluster, "pods");
     let (nodes, _) = cluster.storage.list(&(String::new(), "nodes".into()), None);
     let (pods, _) = cluster.storage.list(&(String::new(), "pods".into()), None);
+    timers.ips.refresh(&pods);
     node_lifecycle(cluster, &nodes_rt, &pods_rt, &nodes, &pods, timers);
     machines(cluster, &pods_rt, &pods, timers);
     let kubelets = node_names(cluster);
@@ -547,15 +544,13 @@ fn set_pending(pod: &mut Value, statuses: Value, ip: &str, host_ip: &str) {
     }
 }
 
-/// The pod's IP: the one it has, else the next from its node's CIDR.
-fn ip_for(pod: &Value, node: &str, timers: &mut Timers) -> String {
+/// The pod's IP: the one it has, else the next free one from its node's CIDR (`None`: the
+/// node's CIDR is full, and the pod waits).
+fn ip_for(pod: &Value, node: &str, timers: &mut Timers) -> Option<String> {
     if let Some(ip) = pod.pointer("/status/podIP").and_then(Value::as_str).filter(|ip| !ip.is_empty()) {
-        return ip.to_string();
+        return Some(ip.to_string());
     }
-    let given = timers.ips_given.entry(node.to_string()).or_insert(0);
-    let ip = pod_ip(node, *given);
-    *given = given.wrapping_add(1);
-    ip
+    timers.ips.allocate(node_index(node)).map(|ip| ip.to_string())
 }
 
 /// Starts a new log instance for each container of a pod (or only those named), with its
@@ -642,7 +637,8 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 if found.iter().any(|(_, _, p)| *p != Pull::Ready) {
                     let statuses = pending_statuses(pod, &timers.pulls);
                     if pod.pointer("/status/containerStatuses") != Some(&statuses) {
-                        let (ip, host) = (ip_for(pod, node, timers), host_ip(node));
+                        let Some(ip) = ip_for(pod, node, timers) else { return };
+                        let host = host_ip(node);
                         if write_status(cluster, pods_rt, pod, |p| set_pending(p, statuses, &ip, &host)) {
                             record_pull_failures(cluster, pod, node, &found, timers);
                         }
@@ -651,7 +647,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                     }
                     return;
                 }
-                let ip = ip_for(pod, node, timers);
+                let Some(ip) = ip_for(pod, node, timers) else { return };
                 let host = host_ip(node);
                 if write_status(cluster, pods_rt, pod, |p| set_running(p, &ip, &host)) {
                     timers.since.insert(uid.clone(), (Stage::Running, now));

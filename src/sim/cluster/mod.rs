@@ -1,7 +1,8 @@
 //! The simulated cluster: its state ([`Cluster`]: settings, served resources, storage, faults,
 //! and the sandbox-wide ledger and disks), and the components that act on it as a real
-//! cluster's do — the StatefulSet controller, the kubelets and node lifecycle, the
-//! PersistentVolume controller, the disruption controller and the garbage collector. Every
+//! cluster's do — the StatefulSet controller, the kubelets and node lifecycle (on the pod
+//! [`network`]), the EndpointSlice controller, the PersistentVolume controller, the disruption
+//! controller and the garbage collector. Every
 //! component holds an `Arc<Cluster>` and writes through [`crate::sim::store::registry`], as
 //! real controllers write through the API server.
 
@@ -9,6 +10,7 @@ pub mod components;
 pub mod controller_loop;
 pub mod disks;
 pub mod disruption;
+pub mod endpointslices;
 pub mod events;
 pub mod faults;
 pub mod furniture;
@@ -18,6 +20,7 @@ pub mod inplace;
 pub mod kubelet;
 pub mod ledger;
 pub mod logs;
+pub mod network;
 pub mod node_events;
 pub mod statefulset;
 pub mod volumes;
@@ -30,6 +33,7 @@ use self::{disks::VolumeStore, faults::Faults, ledger::Ledger, logs::LogStore};
 use crate::sim::store::{
     audit::AuditLog,
     resources::ResourceTable,
+    service_ips::ServiceIps,
     storage::{Storage, StorageLimits},
     tokens::TokenStore,
 };
@@ -75,6 +79,13 @@ pub struct ClusterConfig {
     /// (`statefulsets.apps.kruise.io`, short name `asts`), run by the StatefulSet controller
     /// with Kruise's ordinal rules (`reserveOrdinals`).
     pub kruise: bool,
+    /// Whether the Multi-Cluster Services API (KEP-1645) is installed: the `ServiceExport` and
+    /// `ServiceImport` CRDs of `multicluster.x-k8s.io/v1alpha1` (no controller acts on them).
+    pub mcs: bool,
+    /// The `/16` the nodes' pod CIDRs are carved from; `None`: [`network::DEFAULT_POD_NETWORK`]
+    /// for a cluster made alone, or its own per index in a sandbox (set by `Fleet::start`), so
+    /// that pod IPs are unique across the clusters of a sandbox as a flat network needs.
+    pub pod_network: Option<std::net::Ipv4Addr>,
 }
 
 /// Pod annotation: simulated seconds its containers take to exit on SIGTERM (to model a slow
@@ -101,7 +112,14 @@ impl ClusterConfig {
             container_shutdown: Duration::from_secs(1),
             auth: false,
             kruise: false,
+            mcs: false,
+            pod_network: None,
         }
+    }
+
+    /// The `/16` the nodes' pod CIDRs are carved from.
+    pub fn pod_network(&self) -> std::net::Ipv4Addr {
+        self.pod_network.unwrap_or(network::DEFAULT_POD_NETWORK)
     }
 
     /// The real duration of a simulated one.
@@ -134,6 +152,8 @@ pub struct Cluster {
     pub audit: AuditLog,
     /// What the simulated containers wrote, for `kubectl logs`.
     pub logs: LogStore,
+    /// The ClusterIP allocator's lock (see [`crate::sim::store::service_ips`]).
+    pub service_ips: ServiceIps,
     /// Counts of requests served and controller sweeps made (tests read them to see client
     /// behaviour, and to wait for "N more sweeps" instead of sleeping).
     pub counters: Counters,
@@ -150,6 +170,8 @@ pub struct Counters {
     pub statefulset_sweeps: std::sync::atomic::AtomicU64,
     /// Sweeps of the kubelets and node lifecycle.
     pub kubelet_sweeps: std::sync::atomic::AtomicU64,
+    /// Sweeps of the EndpointSlice controller.
+    pub endpointslice_sweeps: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
@@ -160,6 +182,7 @@ impl Cluster {
             ledger,
             volumes,
             counters: Counters::default(),
+            service_ips: ServiceIps::default(),
             logs: LogStore::default(),
             admin_token: config.auth.then(|| tokens.issue_admin()),
             tokens,

@@ -11,7 +11,7 @@ use crate::sim::{
     cluster::{
         disks::VolumeStore,
         ledger::Ledger,
-        {Cluster, ClusterConfig, components},
+        network, {Cluster, ClusterConfig, components},
     },
     dns::server::DnsServer,
     sandbox::{
@@ -75,7 +75,9 @@ impl Fleet {
             true => Some(SandboxTls::generate()?),
             false => None,
         };
-        for (i, config) in configs.into_iter().enumerate() {
+        for (i, mut config) in configs.into_iter().enumerate() {
+            // Disjoint pod networks: a flat network across the clusters needs unique pod IPs.
+            config.pod_network.get_or_insert(network::sandbox_pod_network(i));
             let listener = bind(&config.name, port_at(i)).await?;
             let server_tls = tls.as_ref().filter(|_| config.auth).map(|t| t.server.clone());
             let cluster = Cluster::in_sandbox(config, ledger.clone(), volumes.clone());

@@ -3,7 +3,8 @@
 //! served resource table, built-in and custom), and [`registry`] (per-kind rules: [`defaults`],
 //! [`validate`], generation, deletion), with [`selector`], the API's [`error`]s, and
 //! [`views`] (one stored resource served under two groups); and, for a cluster that enforces
-//! authentication, its [`tokens`] and [`audit`] log; [`admission`] runs the validating
+//! authentication, its [`tokens`] and [`audit`] log; Services get their addresses from
+//! [`service_ips`]; [`admission`] runs the validating
 //! admission policies on every write that comes through the API.
 
 pub mod admission;
@@ -15,6 +16,7 @@ pub mod registry;
 pub mod resources;
 pub mod schema;
 pub mod selector;
+pub mod service_ips;
 pub mod storage;
 pub mod tokens;
 pub mod validate;

@@ -15,6 +15,7 @@ use crate::sim::{
         object,
         resources::{self, ResourceKey, ResourceType},
         schema::{CrdSchema, FieldValidation, Part},
+        service_ips,
         storage::Updated,
         tokens::UserInfo,
         validate,
@@ -319,6 +320,19 @@ impl Cluster {
         if !errs.is_empty() {
             return Err(invalid(rt, &name, &errs));
         }
+        // Held until the Service is stored, so that no other create takes its address.
+        let _allocation = match (rt.group.as_str(), rt.plural.as_str()) {
+            ("", "services") => Some(
+                self.service_ips
+                    .allocate(
+                        body,
+                        || self.storage.list(&key(rt), None).0.iter().flat_map(|s| service_ips::held_by(s)).collect(),
+                        |n| self.faults.random_below(n),
+                    )
+                    .map_err(|e| invalid(rt, &name, &[e]))?,
+            ),
+            _ => None,
+        };
         if rt.namespaced {
             self.check_namespace_for_create(rt, object::namespace(body), &name)?;
         }
@@ -774,6 +788,9 @@ fn prepare_update(
             };
             return Err(invalid(rt, &name, &[err]));
         }
+    }
+    if (rt.group.as_str(), rt.plural.as_str()) == ("", "services") && sub == Subresource::Main {
+        service_ips::keep_allocated(current, &mut next);
     }
     defaults::apply(rt, &mut next);
     if rt.has_generation()

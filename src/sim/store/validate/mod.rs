@@ -5,6 +5,7 @@
 
 mod meta;
 mod policy;
+mod services;
 mod shape;
 mod storage;
 pub mod syntax;
@@ -96,6 +97,11 @@ fn render(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::String(s) => syntax::go_quote(s),
+        // A `[]string`, as `%#v` prints it (a Service's `clusterIPs`).
+        Value::Array(items) if items.iter().all(Value::is_string) => {
+            let quoted: Vec<String> = items.iter().map(render).collect();
+            format!("[]string{{{}}}", quoted.join(", "))
+        }
         Value::Object(m) if m.values().all(Value::is_string) => {
             let mut pairs: Vec<_> = m.iter().collect();
             pairs.sort_by(|a, b| a.0.cmp(b.0));
@@ -188,6 +194,7 @@ pub fn validate_update(group: &str, resource: &str, old: &Value, new: &Value) ->
         }
         ("", "pods") => workloads::validate_pod_update(old, new, &mut errs),
         ("", "persistentvolumeclaims") => storage::validate_pvc_update(old, new, &mut errs),
+        ("", "services") => services::validate_service_update(old, new, &mut errs),
         ("policy", "poddisruptionbudgets") => {
             policy::validate_spec(new, &mut errs);
             policy::validate_status(new, &mut errs);

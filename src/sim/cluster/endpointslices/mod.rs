@@ -1,0 +1,182 @@
+//! The EndpointSlice controller of a simulated cluster, as kube-controller-manager runs it: for
+//! every Service with a selector it keeps `discovery.k8s.io/v1` EndpointSlices listing the
+//! selected pods that have an IP ([`desired`]), laid out over as few slice writes as it can
+//! ([`layout`]). Cluster DNS (CoreDNS, and the sandbox's) reads these slices; a headless
+//! Service's `<pod>.<service>` names come from their endpoints' hostnames.
+//!
+//! It only touches slices labelled `endpointslice.kubernetes.io/managed-by:
+//! endpointslice-controller.k8s.io` (anyone may publish other slices for the same Service, as
+//! spanset does for the pods of other clusters), deletes its slices when their Service is gone
+//! or loses its selector, and writes nothing when nothing changed. Runs as one task per cluster
+//! in level-triggered sweeps woken by changes to the store (see
+//! [`crate::sim::cluster::controller_loop`]).
+
+pub mod desired;
+pub mod layout;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Weak},
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+
+use self::{
+    desired::{CONTROLLER, MANAGED_BY, SERVICE_NAME},
+    layout::Existing,
+};
+use crate::sim::{
+    cluster::Cluster,
+    store::{
+        object,
+        registry::{DeleteOptions, Subresource},
+        resources::ResourceType,
+    },
+};
+
+/// Real time between sweeps when nothing changes (changes wake it at once).
+const TICK: Duration = Duration::from_secs(1);
+
+/// Longest `generateName` prefix the apiserver keeps (63 minus the 5 random characters).
+const MAX_PREFIX: usize = 58;
+
+/// Runs the controller until the cluster is dropped.
+pub async fn run(cluster: Weak<Cluster>) {
+    crate::sim::cluster::controller_loop::run(cluster, TICK, sweep).await;
+}
+
+fn list(cluster: &Cluster, group: &str, plural: &str) -> Vec<Arc<Value>> {
+    cluster.storage.list(&(group.to_string(), plural.to_string()), None).0
+}
+
+/// Whether this controller manages a slice.
+fn ours(slice: &Value) -> bool {
+    object::labels(slice).and_then(|l| l.get(MANAGED_BY)).and_then(Value::as_str) == Some(CONTROLLER)
+}
+
+/// Whether the slice's controller is the Service of this uid.
+fn owned_by(slice: &Value, uid: &str) -> bool {
+    object::owner_refs(slice).iter().any(|r| r["controller"] == true && r["uid"] == uid)
+}
+
+/// One pass over every Service, its pods and its slices.
+pub fn sweep(cluster: &Cluster) {
+    cluster.counters.endpointslice_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let Some(slices_rt) = cluster.resources.by_plural("discovery.k8s.io", "endpointslices") else { return };
+    let zones: HashMap<String, String> = list(cluster, "", "nodes")
+        .iter()
+        .filter_map(|n| {
+            let zone = object::labels(n)?.get("topology.kubernetes.io/zone")?.as_str()?;
+            Some((object::name(n).to_string(), zone.to_string()))
+        })
+        .collect();
+    let pods = list(cluster, "", "pods");
+    // (namespace, Service name) → this controller's slices.
+    let mut slices: BTreeMap<(String, String), Vec<Arc<Value>>> = BTreeMap::new();
+    for slice in list(cluster, "discovery.k8s.io", "endpointslices").into_iter().filter(|s| ours(s)) {
+        let service = object::labels(&slice).and_then(|l| l.get(SERVICE_NAME)).and_then(Value::as_str);
+        let key = (object::namespace(&slice).to_string(), service.unwrap_or("").to_string());
+        slices.entry(key).or_default().push(slice);
+    }
+    for service in list(cluster, "", "services") {
+        let Some(selector) = desired::selector(&service) else { continue };
+        let key = (object::namespace(&service).to_string(), object::name(&service).to_string());
+        // Slices of an earlier Service of that name (another uid) are not this one's.
+        let (existing, stale): (Vec<_>, Vec<_>) =
+            slices.remove(&key).unwrap_or_default().into_iter().partition(|s| owned_by(s, object::uid(&service)));
+        for slice in stale {
+            delete(cluster, &slices_rt, &slice);
+        }
+        let wanted: Vec<(Value, Value)> = pods
+            .iter()
+            .filter(|p| object::namespace(p) == key.0 && desired::selects(selector, p))
+            .filter_map(|p| {
+                let zone = p.pointer("/spec/nodeName").and_then(Value::as_str).and_then(|n| zones.get(n));
+                let ep = desired::endpoint(&service, p, zone.map(String::as_str))?;
+                Some((Value::Array(desired::ports(&service, p)), ep))
+            })
+            .collect();
+        reconcile(cluster, &slices_rt, &service, &existing, wanted);
+    }
+    // What is left belongs to Services that are gone or lost their selector.
+    for slice in slices.into_values().flatten() {
+        delete(cluster, &slices_rt, &slice);
+    }
+}
+
+/// Brings one Service's slices to what its pods want: new slices first, then changed ones,
+/// then deletions, so that an endpoint moving between slices is never missing meanwhile.
+fn reconcile(
+    cluster: &Cluster,
+    rt: &ResourceType,
+    service: &Value,
+    existing: &[Arc<Value>],
+    wanted: Vec<(Value, Value)>,
+) {
+    let by_name: HashMap<&str, &Arc<Value>> = existing.iter().map(|s| (object::name(s), s)).collect();
+    let current = existing
+        .iter()
+        .map(|s| Existing {
+            name: object::name(s).to_string(),
+            ports: s.get("ports").cloned().unwrap_or(json!([])),
+            endpoints: s.get("endpoints").and_then(Value::as_array).cloned().unwrap_or_default(),
+        })
+        .collect();
+    let plan = layout::layout(current, wanted);
+    let labels = desired::labels(service);
+    for (ports, endpoints) in plan.create {
+        create(cluster, rt, service, &labels, ports, endpoints);
+    }
+    for slice in plan.keep {
+        let Some(stored) = by_name.get(slice.name.as_str()) else { continue };
+        let now = json!({"ports": slice.ports, "endpoints": slice.endpoints, "labels": labels.clone()});
+        let was = json!({
+            "ports": stored.get("ports").cloned().unwrap_or(json!([])),
+            "endpoints": stored.get("endpoints").cloned().unwrap_or(json!([])),
+            "labels": stored.pointer("/metadata/labels").cloned().unwrap_or(json!({})),
+        });
+        if now == was {
+            continue;
+        }
+        let written = cluster.update_incarnation(rt, stored, Subresource::Main, |next| {
+            next["ports"] = now["ports"].clone();
+            next["endpoints"] = now["endpoints"].clone();
+            next["metadata"]["labels"] = now["labels"].clone();
+        });
+        if let Err(e) = written {
+            tracing::debug!(cluster = %cluster.config.name, slice = %slice.name, error = %e, "endpointslice update");
+        }
+    }
+    for name in plan.delete {
+        if let Some(stored) = by_name.get(name.as_str()) {
+            delete(cluster, rt, stored);
+        }
+    }
+}
+
+fn create(cluster: &Cluster, rt: &ResourceType, service: &Value, labels: &Value, ports: Value, endpoints: Vec<Value>) {
+    let name = object::name(service);
+    let prefix: String = format!("{name}-").chars().take(MAX_PREFIX).collect();
+    let slice = json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {
+            "generateName": prefix, "namespace": object::namespace(service), "labels": labels,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": name, "uid": object::uid(service),
+                                 "controller": true, "blockOwnerDeletion": true}],
+        },
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": ports,
+    });
+    if let Err(e) = cluster.create(rt, Some(object::namespace(service)), slice, &Default::default()) {
+        tracing::debug!(cluster = %cluster.config.name, service = name, error = %e, "endpointslice create");
+    }
+}
+
+fn delete(cluster: &Cluster, rt: &ResourceType, slice: &Value) {
+    let opts = DeleteOptions { precondition_uid: Some(object::uid(slice).to_string()), ..Default::default() };
+    if let Err(e) = cluster.delete(rt, object::namespace(slice), object::name(slice), &opts) {
+        tracing::debug!(cluster = %cluster.config.name, slice = object::name(slice), error = %e, "endpointslice delete");
+    }
+}
