@@ -60,6 +60,11 @@ async fn create_service(client: &KubeClient, spec: Value) {
     Api::<Service>::namespaced(client.clone(), "default").create(&PostParams::default(), &svc).await.expect("created");
 }
 
+/// The manager of the slices the tests write by hand. Not the sandbox's EndpointSlice
+/// controller (`endpointslice-controller.k8s.io`): it owns slices carrying its name and
+/// deletes them for a Service without a selector, as these are.
+const OTHER_MANAGER: &str = "hand-written.example.dev";
+
 /// An EndpointSlice of Service `service`, managed by `manager`, with `endpoints`.
 fn slice(name: &str, service: &str, manager: &str, endpoints: Value) -> EndpointSlice {
     serde_json::from_value(json!({
@@ -81,8 +86,8 @@ async fn create_slice(client: &KubeClient, slice: EndpointSlice) {
 }
 
 /// `web` (ClusterIP 10.96.5.5, port `http`), headless `redis` (port `client`) whose pods are
-/// spread over two slices — the cluster's own (redis-0 ready, redis-1 not) and another
-/// writer's (redis-3, `ready` unset) — and ExternalName `db`.
+/// spread over two slices of two managers — one (redis-0 ready, redis-1 not) and spanset's
+/// (redis-3, `ready` unset) — and ExternalName `db`.
 async fn seed(client: &KubeClient) {
     create_service(
         client,
@@ -107,7 +112,7 @@ async fn seed(client: &KubeClient) {
         slice(
             "redis-abcde",
             "redis",
-            "endpointslice-controller.k8s.io",
+            OTHER_MANAGER,
             json!([
                 {"addresses": ["10.1.0.10"], "hostname": "redis-0", "conditions": {"ready": true}},
                 {"addresses": ["10.1.0.11"], "hostname": "redis-1", "conditions": {"ready": false}},
@@ -366,12 +371,7 @@ async fn each_clusters_dns_answers_from_its_own_store_only() {
         create_service(client, json!({"metadata": {"name": "redis"}, "spec": {"clusterIP": "None"}})).await;
         create_slice(
             client,
-            slice(
-                "redis-own",
-                "redis",
-                "endpointslice-controller.k8s.io",
-                json!([{"addresses": [ip], "hostname": "redis-3"}]),
-            ),
+            slice("redis-own", "redis", OTHER_MANAGER, json!([{"addresses": [ip], "hostname": "redis-3"}])),
         )
         .await;
     }
