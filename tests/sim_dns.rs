@@ -252,6 +252,31 @@ async fn dig_sees_nxdomain_for_missing_or_unready_names_nodata_for_other_types_a
     drop(fleet);
 }
 
+/// An answer too large for a UDP datagram comes truncated (`tc`), and dig's retry over TCP
+/// gets all of it: 200 ready endpoints of one headless Service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_too_large_for_udp_is_truncated_and_whole_over_tcp() {
+    let Some(d) = dig_binary() else { return };
+    let (fleet, clients) = fleet(&["east"]).await;
+    create_service(&clients[0], json!({"metadata": {"name": "big"}, "spec": {"clusterIP": "None"}})).await;
+    let endpoints: Vec<Value> =
+        (0..200).map(|i| json!({"addresses": [format!("10.1.{}.{}", i / 100, i % 100 + 1)]})).collect();
+    create_slice(&clients[0], slice("big-1", "big", OTHER_MANAGER, json!(endpoints))).await;
+    let dns = dns_of(&fleet, "east");
+    tokio::task::spawn_blocking(move || {
+        let d = d.as_path();
+        let name = "big.default.svc.cluster.local";
+        let udp_only = dig(d, dns, &["+ignore", "+noedns", "+noall", "+comments", name]);
+        assert!(udp_only.contains(" tc"), "truncated over UDP: {udp_only}");
+        // dig retries a truncated answer over TCP by itself.
+        assert_eq!(short(d, dns, &["+noedns", name]).len(), 200);
+        assert_eq!(short(d, dns, &["+tcp", name]).len(), 200);
+    })
+    .await
+    .expect("dig checks pass");
+    drop(fleet);
+}
+
 /// The `spanset sim` binary prints one `dns NAME:` line per cluster before `ready`, on the
 /// ports after the admin API with `--port-base`, `sim-ctl clusters` lists them, and dig
 /// reaches each.
