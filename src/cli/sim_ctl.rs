@@ -21,7 +21,7 @@ pub struct SimCtlArgs {
 /// Admin commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum Action {
-    /// List the simulated clusters, their servers and faults.
+    /// List the simulated clusters, their API servers, DNS addresses and faults.
     Clusters,
     /// Cut a cluster off: connections refused, or accepted and never answered (`--hang`).
     Partition {
