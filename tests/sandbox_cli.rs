@@ -114,6 +114,7 @@ fn the_sandbox_runs_the_example_federation_across_three_members_until_sigterm() 
     wait_until("ready", DEADLINE, || has(&|l| l == "ready"));
     for name in ["host", "east", "west", "central"] {
         assert!(has(&|l| l.starts_with(&format!("cluster {name}: http://127.0.0.1:"))), "a line for {name}");
+        assert!(has(&|l| l.starts_with(&format!("dns {name}: 127.0.0.1:"))), "a DNS line for {name}");
     }
     assert!(has(&|l| l.starts_with("admin: http://")));
     // The live table shows the three slices, all Ready.
