@@ -438,3 +438,63 @@ fn vap_resource(plural: &str) -> kube::api::ApiResource {
 /// deadline these tests rely on).
 #[allow(dead_code)]
 const _DEADLINE: Duration = support::DEADLINE;
+
+/// spanset's ServiceExport of the headless Service in a member, if any.
+async fn service_export(f: &Federation, member: &str) -> Option<kube::api::DynamicObject> {
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        f.member(member).await,
+        "default",
+        &spanset::controller::network::service_export_resource(),
+    );
+    api.get_opt("redis").await.ok().flatten()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_cluster_services_exports_the_service_everywhere_and_publishes_no_slice() {
+    // East and west run the multi-cluster Services API; south does not.
+    let f = Federation::start_flags(&MEMBERS, &["--mcs", "east,west"]).await;
+    if f.sandbox.controller_kubeconfig.is_some() {
+        for m in MEMBERS {
+            let admin = f.member(m).await;
+            let rbac = include_str!("../deploy/member/rbac-multicluster-services.yaml");
+            spanset::cli::join::apply_manifest(&admin, rbac, "rbac-multicluster-services.yaml").await.expect("applied");
+        }
+    }
+    let c = Controller::start(&f.sandbox, "a");
+    // Created at once, while the members' watchers start: nothing may be written in east or
+    // west before south, the last to report, has been asked too.
+    let mut fsts = f.placing("redis", &MEMBERS);
+    fsts.spec.network = Some(spanset::api::Network { mode: Some(spanset::api::NetworkMode::MultiClusterServices) });
+    f.create(&fsts).await;
+    // South cannot take it: nothing is written anywhere, and the condition names the field.
+    let message = f.wait_condition("redis", "Blocked", "TemplateRefused").await;
+    assert!(
+        message.contains("spec.network.mode") && message.contains("south") && message.contains("serviceexports"),
+        "{message}"
+    );
+    for m in MEMBERS {
+        assert!(
+            service_export(&f, m).await.is_none(),
+            "{m} got a ServiceExport while south refused the mode: {}",
+            c.log_text()
+        );
+    }
+    // Placed on east and west only, both export the Service, and no slice is published.
+    let body =
+        json!({"spec": {"placement": {"clusters": [{"name": "east", "weight": 1}, {"name": "west", "weight": 1}]}}});
+    f.api().patch("redis", &PatchParams::default(), &Patch::Merge(&body)).await.expect("patched");
+    f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3)], "3/3 over east and west").await;
+    for m in ["east", "west"] {
+        let export = service_export(&f, m).await.unwrap_or_else(|| panic!("no ServiceExport in {m}"));
+        let labels = export.metadata.labels.unwrap_or_default();
+        assert_eq!(labels.get("spanset.dev/federation").map(String::as_str), Some("redis"), "{m}");
+        assert!(published(&f, m).await.is_empty(), "{m} holds spanset slices under MultiClusterServices");
+    }
+    // A name answers only where its pod runs (the MCS API's own names are the network's job).
+    assert_eq!(query_a(f.sandbox.dns("east"), &name_of(4)), Answer::NoSuchName);
+    f.api().delete("redis", &DeleteParams::default()).await.expect("deleted");
+    eventually("the ServiceExports deleted with the federation", || async {
+        service_export(&f, "east").await.is_none() && service_export(&f, "west").await.is_none()
+    })
+    .await;
+}

@@ -227,6 +227,11 @@ pub struct Decision {
     /// spanset's EndpointSlices to write or delete in the members (`spec.network`), see
     /// [`super::network`].
     pub slices: Vec<super::network::SliceWrite>,
+    /// Placement members whose watcher has not reported a first listing yet, though nothing
+    /// failed there (it is starting): until each has, nothing new is created in any member
+    /// (no StatefulSet, no supporting object), since none of them could be asked yet whether
+    /// it would refuse. A member that does not answer is not starting: it holds nothing here.
+    pub starting: Vec<String>,
 }
 
 /// The federation's `failover.unreachableAfterSeconds`, at least [`MIN_UNREACHABLE_AFTER`].
@@ -542,6 +547,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let statefulset = |slice: &Slice| statefulset_at(fsts, slice, inp.term, cursor);
 
     // 2. Stamps and creates.
+    let starting = starting_members(inp, &placement);
     let mut writes = Vec::new();
     let mut supporting = Vec::new();
     for (name, o) in &obs {
@@ -577,7 +583,9 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 });
             }
             Some(_) => {}
-            None if placement.contains(name.as_str()) && o.compatible && !o.fenced => {
+            // Nothing new is created anywhere while a member is still starting: whether it
+            // refuses what the federation writes (its dry run) is not known yet.
+            None if placement.contains(name.as_str()) && o.compatible && !o.fenced && starting.is_empty() => {
                 supporting.push(name.clone());
                 writes.push(StsWrite {
                     cluster: name.clone(),
@@ -1070,7 +1078,25 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         wake_after,
         budgets,
         slices,
+        starting,
     }
+}
+
+/// See [`Decision::starting`].
+fn starting_members(inp: &Inputs<'_>, placement: &BTreeSet<&str>) -> Vec<String> {
+    placement
+        .iter()
+        .filter(|n| {
+            inp.members.get(**n).is_some_and(|m| {
+                m.exists
+                    && m.unusable.is_none()
+                    && m.duplicate.is_none()
+                    && !m.fenced
+                    && m.view.as_ref().is_none_or(|v| !v.synced && v.failure.is_none())
+            })
+        })
+        .map(|n| n.to_string())
+        .collect()
 }
 
 /// The rollout's view of every ordinal of `range`: the pod in the member whose written slice
@@ -1453,6 +1479,43 @@ mod tests {
             }],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn nothing_new_is_created_anywhere_while_a_member_is_starting() {
+        let f = fsts(&[("east", 1), ("west", 1)]);
+        let fresh = |synced: bool| MemberInput {
+            exists: true,
+            view: Some(Arc::new(MemberView {
+                synced,
+                slices_known: true,
+                last_contact: Some(Instant::now()),
+                keeps_ordinals: Some(true),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let members = BTreeMap::from([("east".into(), fresh(true)), ("west".into(), fresh(false))]);
+        let d = decide_now(&f, &members, 1);
+        assert!(d.writes.is_empty() && d.supporting.is_empty(), "{:?}", written_slices(&d));
+        assert_eq!(d.starting, vec!["west".to_string()]);
+        let members = BTreeMap::from([
+            ("east".into(), fresh(true)),
+            ("west".into(), MemberInput { exists: true, ..Default::default() }),
+        ]);
+        assert_eq!(decide_now(&f, &members, 1).starting, vec!["west".to_string()], "no report at all");
+        // A member whose calls fail is not starting: it gets nothing, the others go on.
+        let mut failing = MemberView { synced: false, ..Default::default() };
+        failing.failure = Some((crate::controller::member::health::Failure::Refused, "connection refused".into()));
+        let members = BTreeMap::from([
+            ("east".into(), fresh(true)),
+            ("west".into(), MemberInput { exists: true, view: Some(Arc::new(failing)), ..Default::default() }),
+        ]);
+        let d = decide_now(&f, &members, 1);
+        assert!(d.starting.is_empty());
+        assert_eq!(written_slices(&d).iter().map(|(c, ..)| c.as_str()).collect::<Vec<_>>(), ["east"]);
+        let members = BTreeMap::from([("east".into(), fresh(true)), ("west".into(), fresh(true))]);
+        assert_eq!(decide_now(&f, &members, 1).supporting, vec!["east".to_string(), "west".to_string()]);
     }
 
     #[test]

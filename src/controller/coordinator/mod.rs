@@ -455,7 +455,7 @@ impl Coordinator {
         let ensure_due: Vec<String> = self
             .views
             .keys()
-            .filter(|c| decision.writable.contains(*c))
+            .filter(|c| decision.writable.contains(*c) && decision.starting.is_empty())
             .filter(|c| !self.ensured.contains(&((*c).clone(), term, hash.clone(), self.carried_digest.clone())))
             .cloned()
             .collect();
