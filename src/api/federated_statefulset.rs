@@ -87,6 +87,10 @@ pub struct FederatedStatefulSetSpec {
     /// counting pods unavailable anywhere; no PodDisruptionBudget is written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disruption: Option<Disruption>,
+    /// How each pod's stable name (`<pod>.<serviceName>.<namespace>.svc.<zone>`) answers in the
+    /// members that do not run it. Unset: `mode: EndpointSlices`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<super::Network>,
 }
 
 /// `spec.disruption`: the federation's disruption budget, as a PodDisruptionBudget's.

@@ -5,11 +5,13 @@ pub mod decode;
 mod example;
 mod federated_statefulset;
 mod member_cluster;
+mod network;
 mod strategy;
 
 pub use example::example;
 pub use federated_statefulset::*;
 pub use member_cluster::*;
+pub use network::*;
 pub use strategy::*;
 
 use kube::CustomResourceExt;

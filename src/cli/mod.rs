@@ -31,7 +31,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run simulated Kubernetes API servers on loopback (the sandbox).
+    /// Run simulated Kubernetes API servers on loopback (the sandbox), each with its cluster DNS
+    /// (printed as `dns NAME: 127.0.0.1:PORT`; `dig @127.0.0.1 -p PORT SVC.NS.svc.cluster.local`).
     #[cfg(feature = "sim")]
     Sim(sim::SimArgs),
     /// Inject faults into a running sandbox through its admin API.
@@ -43,7 +44,8 @@ pub enum Command {
     Crd(crd::CrdArgs),
     /// Run the controller against a host cluster and its members.
     Run(run::RunArgs),
-    /// Run the whole product on simulated clusters: host, members, controller and an example.
+    /// Run the whole product on simulated clusters: host, members, controller and an example
+    /// (each cluster's DNS printed as `dns NAME: 127.0.0.1:PORT`).
     #[cfg(feature = "sim")]
     Sandbox(sandbox::SandboxArgs),
     /// Show FederatedStatefulSets' readiness, conditions, slices and moves from the host cluster.

@@ -223,6 +223,9 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
             writeln!(out, "cluster {name}: {url}")?;
         }
         writeln!(out, "admin: {}", fleet.admin_url())?;
+        for (name, addr) in fleet.dns_endpoints() {
+            writeln!(out, "dns {name}: {addr}")?;
+        }
         writeln!(out, "metrics: http://{}/metrics", running.metrics_addr)?;
         let path = std::fs::canonicalize(&args.kubeconfig).unwrap_or(args.kubeconfig.clone());
         writeln!(out, "kubeconfig: {}", path.display())?;

@@ -1,5 +1,5 @@
-//! `spanset sim`: starts simulated clusters, writes their kubeconfig, prints `admin: URL` and
-//! `ready`, and runs until SIGINT or SIGTERM.
+//! `spanset sim`: starts simulated clusters, writes their kubeconfig, prints `cluster NAME: URL`,
+//! `admin: URL`, `dns NAME: 127.0.0.1:PORT` and `ready`, and runs until SIGINT or SIGTERM.
 
 use std::{io::Write, path::PathBuf};
 
@@ -17,7 +17,9 @@ pub struct SimArgs {
     /// Where to write the kubeconfig (one context per cluster; the first is current).
     #[arg(long)]
     pub kubeconfig: PathBuf,
-    /// Listen on ports N, N+1, ... (one per cluster, then the admin API); free ports if unset.
+    /// Listen on ports N, N+1, ... (one per cluster's API, then the admin API, then one per
+    /// cluster's DNS, UDP and TCP: cluster i's DNS is on N+n+1+i for n clusters); free ports if
+    /// unset.
     #[arg(long)]
     pub port_base: Option<u16>,
     /// Real seconds per simulated second (e.g. 0.01 runs grace periods and node timeouts 100x faster).
@@ -67,9 +69,9 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
         }
     }
     if let Some(base) = args.port_base
-        && (base == 0 || usize::from(base) + args.clusters.len() > usize::from(u16::MAX))
+        && (base == 0 || usize::from(base) + 2 * args.clusters.len() > usize::from(u16::MAX))
     {
-        return Err(format!("--port-base: {base} leaves no room for {} ports", args.clusters.len() + 1));
+        return Err(format!("--port-base: {base} leaves no room for {} ports", 2 * args.clusters.len() + 1));
     }
     Ok(())
 }
@@ -115,6 +117,9 @@ pub async fn run(args: SimArgs) -> i32 {
         let _ = writeln!(out, "cluster {name}: {url}");
     }
     let _ = writeln!(out, "admin: {}", fleet.admin_url());
+    for (name, addr) in fleet.dns_endpoints() {
+        let _ = writeln!(out, "dns {name}: {addr}");
+    }
     // Listeners were bound before this point, so every one of them accepts now.
     let _ = writeln!(out, "ready");
     let _ = out.flush();

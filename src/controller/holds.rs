@@ -123,6 +123,7 @@ mod tests {
                         revision: None,
                         ready_since: None,
                         trouble: None,
+                        ip: None,
                     };
                     (*k, p)
                 })

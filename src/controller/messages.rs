@@ -60,6 +60,8 @@ pub struct MemberView {
     pub cordoned: BTreeSet<String>,
     /// The budget and node watches have listed: `federation.budget` and `cordoned` are known.
     pub budgets_known: bool,
+    /// The watch of spanset's EndpointSlices has listed: `federation.published` is known.
+    pub slices_known: bool,
 }
 
 /// A watcher's report on one federation: sent after every change, coalesced.
@@ -163,6 +165,9 @@ pub struct EnsureSupporting {
     pub service: Service,
     /// Carried Secrets and ConfigMaps.
     pub carried: Vec<Carried>,
+    /// The headless Service's ServiceExport (`spec.network.mode: MultiClusterServices`);
+    /// `None`: one spanset wrote earlier is deleted.
+    pub export: Option<kube::api::DynamicObject>,
     /// The term the write was planned in.
     pub term: u64,
     /// `dryRun=All`: run every check of the member, store nothing.
@@ -180,6 +185,8 @@ pub struct DeleteFederation {
     pub service: String,
     /// Its carried objects, `(kind, name)`.
     pub carried: Vec<(String, String)>,
+    /// It runs with `spec.network.mode: MultiClusterServices`: its ServiceExport goes too.
+    pub exported: bool,
     /// The term the delete was planned in.
     pub term: u64,
 }
@@ -346,6 +353,22 @@ pub struct WriteBudget {
     pub key: FederationKey,
     /// What to do.
     pub change: super::disruption::BudgetChange,
+    /// The writer's term.
+    pub term: u64,
+}
+
+/// Creates, replaces or deletes one of spanset's EndpointSlices of a federation in a member
+/// (`spec.network`, see [`crate::controller::network`]). Answers the stored slice's
+/// resourceVersion (0 for a delete).
+#[derive(Message)]
+#[rtype(result = "Result<u64, WriteError>")]
+pub struct WriteEndpointSlice {
+    /// The federation (the slice is in its namespace).
+    pub key: FederationKey,
+    /// The slice's name.
+    pub name: String,
+    /// What to do.
+    pub change: super::network::SliceChange,
     /// The writer's term.
     pub term: u64,
 }

@@ -28,6 +28,7 @@ pub mod member_http;
 pub mod messages;
 pub mod metrics;
 pub mod move_storage;
+pub mod network;
 pub mod reconcile;
 pub mod rollout;
 pub mod runtime_metrics;

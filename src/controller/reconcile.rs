@@ -33,6 +33,7 @@ use super::{
     },
     messages::MemberView,
     move_storage::{self, Gate},
+    network,
     rollout::{self, PodState, Rollout},
     status::{Verdict, conditions, types},
 };
@@ -223,6 +224,9 @@ pub struct Decision {
     /// The members' PodDisruptionBudgets to write or delete (`spec.disruption`), see
     /// [`disruption`].
     pub budgets: Vec<BudgetWrite>,
+    /// spanset's EndpointSlices to write or delete in the members (`spec.network`), see
+    /// [`super::network`].
+    pub slices: Vec<super::network::SliceWrite>,
 }
 
 /// The federation's `failover.unreachableAfterSeconds`, at least [`MIN_UNREACHABLE_AFTER`].
@@ -758,6 +762,14 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                     }
                 }
             }
+            // Without identity gates a pod starts as soon as its slice holds it: the grow then
+            // waits until spanset's records in the destination no longer name the ordinal.
+            if !super::member::objects::gated(fsts)
+                && m.phase != phases::STARTING
+                && view_of(&m.to).is_none_or(|v| network::names_ordinal(fsts, &v, *k))
+            {
+                held.insert(*k);
+            }
         }
         if !stamping {
             for step in steps {
@@ -1032,11 +1044,12 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let order: Vec<String> = fsts.spec.placement.clusters.iter().map(|c| c.name.clone()).collect();
     let range = desired.start..desired.start + desired.replicas;
     let (budgets, _) = disruption::budgets(fsts, &views, &obs, range, &ok, &order, inp.term);
-    let writable = obs
+    let writable: Vec<String> = obs
         .iter()
         .filter(|(n, o)| placement.contains(n.as_str()) && o.reachable && !o.fenced && o.compatible)
         .map(|(n, _)| n.clone())
         .collect();
+    let slices = network::slice_writes(fsts, &views, &obs, &writable, inp.term);
     Decision {
         status,
         persist_first,
@@ -1056,6 +1069,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         releases,
         wake_after,
         budgets,
+        slices,
     }
 }
 
@@ -1194,6 +1208,10 @@ fn releases(inp: &Inputs<'_>, obs: &Observed, range: std::ops::Range<Ordinal>) -
         }
         for (k, pod) in &f.pods {
             if !pod.gated() || pod.deleting || !sts.slice.contains(*k) || !range.contains(k) {
+                continue;
+            }
+            // Its name must not answer twice: spanset's records here drop k's old address first.
+            if network::names_ordinal(inp.fsts, view, *k) {
                 continue;
             }
             let elsewhere = obs
@@ -1369,6 +1387,7 @@ mod tests {
                     revision: Some("rev-1".into()),
                     ready_since: Some(jiff::Timestamp::UNIX_EPOCH),
                     trouble: None,
+                    ip: None,
                 };
                 (k, p)
             })
@@ -1383,9 +1402,11 @@ mod tests {
             uncertain_write: None,
             other_kind: None,
             budget: None,
+            published: Default::default(),
         };
         let view = MemberView {
             synced: true,
+            slices_known: true,
             federation,
             last_contact: Some(Instant::now()),
             keeps_ordinals: Some(true),
@@ -1886,6 +1907,7 @@ mod tests {
                     revision: Some("rev-1".into()),
                     ready_since: None,
                     trouble: None,
+                    ip: None,
                 },
             );
         })

@@ -1,7 +1,7 @@
 //! The sandbox: a Kubernetes API simulator that serves the real HTTP API on loopback, so that
 //! the real `kubectl` and kube-rs clients work against it unchanged.
 //!
-//! Four layers, each a folder:
+//! Five layers, each a folder:
 //! - [`api`]: the API server as seen on the wire — listeners, routes, negotiation, handlers,
 //!   discovery, lists, watches, tables, patches.
 //! - [`store`]: what the API server keeps and its per-kind rules — storage, objects, the served
@@ -9,8 +9,11 @@
 //! - [`cluster`]: the simulated cluster behind the API — its state, and the StatefulSet
 //!   controller, kubelets, volumes, garbage collector, faults and the identity ledger.
 //! - [`sandbox`]: several clusters started together, the admin API and the kubeconfig.
+//! - [`dns`]: each cluster's DNS server, answering for `cluster.local` from its store as
+//!   CoreDNS does.
 
 pub mod api;
 pub mod cluster;
+pub mod dns;
 pub mod sandbox;
 pub mod store;

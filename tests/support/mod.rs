@@ -1,6 +1,7 @@
 //! Shared helpers for tests that drive the real `spanset` binary and the real `kubectl`.
 #![allow(dead_code)]
 
+pub mod dns;
 pub mod federation;
 pub mod prometheus;
 pub mod timeline;
@@ -67,6 +68,24 @@ where
     }
 }
 
+/// `program` from `PATH`, which Debian's `package` installs. Missing: under `CI` the test fails
+/// loudly (`.ci/run` installs it); otherwise `None`, after printing why the test is skipped.
+pub fn program(program: &str, package: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(program))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{program} is not installed (apt-get install {package}), and CI is set"
+        );
+        eprintln!("skipped: {program} is not installed (apt-get install {package})");
+    }
+    found
+}
+
 /// The stdout of a command that must have succeeded; panics with both streams otherwise.
 pub fn succeeded(what: &str, out: Output) -> String {
     assert!(
@@ -95,6 +114,17 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
+    /// The DNS server of a cluster, from its `dns NAME: ADDRESS` line.
+    pub fn dns(&self, cluster: &str) -> std::net::SocketAddr {
+        let prefix = format!("dns {cluster}: ");
+        self.banner
+            .iter()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` line in {:?}", self.banner))
+            .parse()
+            .expect("a socket address")
+    }
+
     /// Starts `spanset sim --clusters <clusters>` and waits for `ready`.
     pub fn start(clusters: &str) -> Self {
         Self::start_with(clusters, &[])

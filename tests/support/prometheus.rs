@@ -11,22 +11,9 @@ use std::{
 
 use super::wait_until;
 
-/// `program` from `PATH`. Missing: under `CI` the test fails loudly; otherwise `None`, after
-/// printing why the test is skipped.
+/// `program` from `PATH` (see [`super::program`]; both come with Debian's `prometheus`).
 pub fn tool(program: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join(program))
-        .find(|p| p.is_file());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{program} is not installed (apt-get install prometheus), and CI is set"
-        );
-        eprintln!("skipped: {program} is not installed (apt-get install prometheus)");
-    }
-    found
+    super::program(program, "prometheus")
 }
 
 /// A running Prometheus scraping one target.

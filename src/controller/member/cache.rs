@@ -20,6 +20,7 @@ use kube::{ResourceExt, api::DynamicObject};
 
 use super::{
     budget::{BudgetRecord, cordoned},
+    endpoints::SliceRecord,
     objects::FederationKey,
     workload::{observed_generation, ordinals_start, stored_slice},
 };
@@ -76,6 +77,9 @@ pub struct PodRecord {
     /// While not Ready: what keeps it from running, in a few words (`container redis: waiting:
     /// ImagePullBackOff: Back-off pulling image "redis:7.9"`), for a stuck rollout to name.
     pub trouble: Option<String>,
+    /// Its IP (`status.podIP`), once it has one: what spanset publishes for it in the other
+    /// members (`spec.network`).
+    pub ip: Option<String>,
 }
 
 impl PodRecord {
@@ -122,6 +126,7 @@ impl PodRecord {
             revision: pod.labels().get(REVISION_LABEL).cloned(),
             ready_since,
             trouble: if ready { None } else { trouble(pod) },
+            ip: status.and_then(|s| s.pod_ip.clone()).filter(|ip| !ip.is_empty()),
         };
         Some((FederationKey { namespace: pod.namespace().unwrap_or_default(), name }, ordinal, record))
     }
@@ -315,6 +320,8 @@ pub struct FederationCache {
     pub uncertain_write: Option<Backend>,
     /// spanset's PodDisruptionBudget there (`spec.disruption`), if any.
     pub budget: Option<BudgetRecord>,
+    /// spanset's EndpointSlices there (`spec.network`), by name.
+    pub published: BTreeMap<String, SliceRecord>,
 }
 
 impl FederationCache {
@@ -377,6 +384,8 @@ pub struct MemberCache {
     pub budgets_synced: bool,
     /// The node watch has listed once.
     pub nodes_synced: bool,
+    /// The watch of spanset's EndpointSlices has listed once: `published` is known.
+    pub slices_synced: bool,
     /// Names of the member's cordoned nodes (`spec.unschedulable`); no other node is kept.
     pub cordoned: BTreeSet<String>,
 }
@@ -426,6 +435,57 @@ impl MemberCache {
             f.budget = None;
         }
         Some(key)
+    }
+
+    /// One of spanset's EndpointSlices was created or changed; answers its federation when
+    /// what spanset keeps of it changed.
+    pub fn slice_applied(&mut self, slice: &k8s_openapi::api::discovery::v1::EndpointSlice) -> Option<FederationKey> {
+        let (key, name, record) = SliceRecord::of(slice)?;
+        self.newest_rv = self.newest_rv.max(record.rv);
+        let f = self.federations.entry(key.clone()).or_default();
+        match f.published.get(&name) {
+            Some(old) if old.uid == record.uid && old.rv >= record.rv => None,
+            Some(old) if SliceRecord { rv: record.rv, ..old.clone() } == record => {
+                f.published.insert(name, record);
+                None
+            }
+            _ => {
+                f.published.insert(name, record);
+                Some(key)
+            }
+        }
+    }
+
+    /// One of spanset's EndpointSlices is gone.
+    pub fn slice_deleted(&mut self, slice: &k8s_openapi::api::discovery::v1::EndpointSlice) -> Option<FederationKey> {
+        let (key, name, record) = SliceRecord::of(slice)?;
+        let f = self.federations.entry(key.clone()).or_default();
+        if f.published.get(&name).is_some_and(|s| s.uid == record.uid) {
+            f.published.remove(&name);
+        }
+        Some(key)
+    }
+
+    /// Replaces every published slice after a relist.
+    pub fn slices_relisted(&mut self, listed: &[k8s_openapi::api::discovery::v1::EndpointSlice]) -> Vec<FederationKey> {
+        let mut touched: Vec<FederationKey> = self
+            .federations
+            .iter_mut()
+            .filter(|(_, f)| !f.published.is_empty())
+            .map(|(k, f)| {
+                f.published.clear();
+                k.clone()
+            })
+            .collect();
+        for slice in listed {
+            if let Some((key, name, record)) = SliceRecord::of(slice) {
+                self.newest_rv = self.newest_rv.max(record.rv);
+                self.federations.entry(key.clone()).or_default().published.insert(name, record);
+                touched.push(key);
+            }
+        }
+        self.slices_synced = true;
+        touched
     }
 
     /// Replaces every budget after a relist.

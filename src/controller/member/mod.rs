@@ -3,6 +3,7 @@
 
 pub mod budget;
 pub mod cache;
+pub mod endpoints;
 pub mod health;
 pub mod identity;
 pub mod objects;

@@ -10,7 +10,10 @@
 //! [`STAND_IN_NAMESPACE`] instead.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
-use kube::{Api, Client, ResourceExt, api::PostParams};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DynamicObject, PostParams},
+};
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::controller::{
@@ -101,6 +104,9 @@ pub struct Supporting<'a> {
     pub service: &'a Service,
     /// Its carried objects.
     pub carried: &'a [Carried],
+    /// Its headless Service's ServiceExport (`spec.network.mode: MultiClusterServices`);
+    /// `None`: one of spanset's is deleted.
+    pub export: Option<&'a DynamicObject>,
 }
 
 /// A failed step of [`ensure_supporting`]: the federation's field the object comes from, and
@@ -152,6 +158,9 @@ pub async fn ensure_supporting(
     if service.map_err(at("spec.template.serviceName"))? {
         wrote.push("service");
     }
+    if ensure_export(client, s, target, mode).await.map_err(at("spec.network.mode"))? {
+        wrote.push("serviceexport");
+    }
     for (i, c) in s.carried.iter().enumerate() {
         let changed = match c {
             Carried::Secret(secret) => {
@@ -171,6 +180,26 @@ pub async fn ensure_supporting(
         }
     }
     Ok(wrote)
+}
+
+/// The ServiceExport with `mode: MultiClusterServices`: created where missing. A member that
+/// does not serve the API refuses the mode, in the words of the field. In the other modes
+/// nothing is asked (their members need not grant spanset the API at all): a ServiceExport
+/// left from an earlier mode stays until the federation is deleted in that mode, or by hand.
+async fn ensure_export(client: &Client, s: &Supporting<'_>, target: &str, mode: Mode) -> Result<bool, kube::Error> {
+    let Some(export) = s.export else { return Ok(false) };
+    let resource = crate::controller::network::service_export_resource();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), target, &resource);
+    ensure(&api, &moved(export, target), |_, _| false, ours, mode).await.map_err(|e| match e {
+        kube::Error::Api(mut status) if status.code == 404 && !status.message.contains("namespaces") => {
+            status.message = "MultiClusterServices needs the multi-cluster Services API \
+                              (serviceexports.multicluster.x-k8s.io/v1alpha1), which this member does not serve"
+                .into();
+            status.code = 422;
+            kube::Error::Api(status)
+        }
+        other => other,
+    })
 }
 
 /// Whether a request was refused because its namespace does not exist (404 naming the

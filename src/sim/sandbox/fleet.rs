@@ -1,5 +1,6 @@
 //! A fleet of simulated clusters started together (what `spanset sim` runs, and what tests
-//! embed): one API server per cluster on 127.0.0.1, plus the admin API.
+//! embed): one API server per cluster on 127.0.0.1, plus the admin API, plus one DNS server per
+//! cluster.
 
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc};
 
@@ -12,6 +13,7 @@ use crate::sim::{
         ledger::Ledger,
         network, {Cluster, ClusterConfig, components},
     },
+    dns::server::DnsServer,
     sandbox::{
         admin, kubeconfig,
         tls::{SandboxTls, TlsError},
@@ -48,6 +50,8 @@ pub struct Fleet {
     pub ledger: Arc<Ledger>,
     /// The CA of the clusters served over TLS, PEM.
     pub ca_pem: Option<String>,
+    /// Each cluster's DNS server, in the order of `servers`.
+    pub dns: Vec<DnsServer>,
 }
 
 async fn bind(cluster: &str, port: u16) -> Result<TcpListener, FleetError> {
@@ -59,8 +63,8 @@ async fn bind(cluster: &str, port: u16) -> Result<TcpListener, FleetError> {
 }
 
 impl Fleet {
-    /// Starts one API server per config, on `port_base + i` (or free ports), and the admin API
-    /// on `port_base + n`.
+    /// Starts one API server per config, on `port_base + i` (or free ports), the admin API on
+    /// `port_base + n`, and each cluster's DNS server (UDP and TCP) on `port_base + n + 1 + i`.
     pub async fn start(configs: Vec<ClusterConfig>, port_base: Option<u16>) -> Result<Self, FleetError> {
         let port_at = |i: usize| port_base.map(|b| b.saturating_add(i as u16)).unwrap_or(0);
         let mut servers = Vec::new();
@@ -99,13 +103,29 @@ impl Fleet {
         let clusters: BTreeMap<String, (Arc<Cluster>, String)> =
             servers.iter().map(|s| (s.cluster.config.name.clone(), (s.cluster.clone(), s.url()))).collect();
         let sandbox = admin::Sandbox { clusters: Arc::new(clusters), ledger: ledger.clone(), volumes: volumes.clone() };
+        let mut dns = Vec::new();
+        for (i, s) in servers.iter().enumerate() {
+            let port = port_at(n + 1 + i);
+            let server = DnsServer::start(s.cluster.clone(), port).await.map_err(|source| FleetError::Bind {
+                cluster: format!("{} (DNS)", s.cluster.config.name),
+                port,
+                source,
+            })?;
+            dns.push(server);
+        }
         let admin = tokio::spawn(admin::serve(admin_listener, Arc::new(sandbox)));
-        Ok(Self { servers, admin_addr, admin, ledger, ca_pem: tls.map(|t| t.ca_pem) })
+        Ok(Self { servers, admin_addr, admin, ledger, ca_pem: tls.map(|t| t.ca_pem), dns })
     }
 
     /// `(name, url)` of each cluster, in order.
     pub fn endpoints(&self) -> Vec<(String, String)> {
         self.servers.iter().map(|s| (s.cluster.config.name.clone(), s.url())).collect()
+    }
+
+    /// `(name, address)` of each cluster's DNS server (UDP and TCP), in order: what
+    /// `dig @127.0.0.1 -p PORT` queries for that cluster's `cluster.local` names.
+    pub fn dns_endpoints(&self) -> Vec<(String, SocketAddr)> {
+        self.servers.iter().zip(&self.dns).map(|(s, d)| (s.cluster.config.name.clone(), d.addr)).collect()
     }
 
     /// How to reach each cluster, in order, with the administrator's token of those that

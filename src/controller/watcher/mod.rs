@@ -4,6 +4,8 @@
 //! confirmations, probes the member, reports to the subscribed coordinators, and performs their
 //! writes with optimistic concurrency under the writer's term.
 
+mod slices;
+
 use std::{
     collections::{HashMap, HashSet},
     sync::Arc,
@@ -15,6 +17,7 @@ use futures::StreamExt;
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
     core::v1::{ConfigMap, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service},
+    discovery::v1::EndpointSlice,
     policy::v1::PodDisruptionBudget,
 };
 use kube::{
@@ -172,6 +175,7 @@ impl ClusterWatcher {
             rv: self.cache.newest_rv,
             cordoned: self.cache.cordoned.clone(),
             budgets_known: self.cache.budgets_known(),
+            slices_known: self.cache.slices_synced,
         }
     }
 
@@ -584,6 +588,13 @@ impl Actor for ClusterWatcher {
                 .backoff(RetryBackoff::default())
                 .map(|e| Watched::Budget(Box::new(e))),
         );
+        // spanset's EndpointSlices: what each member's records name (`spec.network`).
+        let slices: Api<EndpointSlice> = Api::all(self.client.clone());
+        ctx.add_stream(
+            watcher(slices, watcher::Config::default().labels(MANAGED_SELECTOR))
+                .backoff(RetryBackoff::default())
+                .map(|e| Watched::Slice(Box::new(e))),
+        );
         let nodes: Api<Node> = Api::all(self.client.clone());
         ctx.add_stream(
             watcher(nodes, watcher::Config::default())
@@ -646,6 +657,8 @@ pub enum Watched {
     Budget(Box<Result<watcher::Event<PodDisruptionBudget>, watcher::Error>>),
     /// The node watch (only cordons are kept).
     Node(Box<Result<watcher::Event<Node>, watcher::Error>>),
+    /// The watch of spanset's EndpointSlices (`spec.network`).
+    Slice(Box<Result<watcher::Event<EndpointSlice>, watcher::Error>>),
 }
 
 /// Buffers of a relist in progress (watcher `Init` … `InitDone`): applied whole at the end.
@@ -657,6 +670,7 @@ struct Relists {
     claims: Option<Vec<PersistentVolumeClaim>>,
     budgets: Option<Vec<PodDisruptionBudget>>,
     nodes: Option<Vec<Node>>,
+    slices: Option<Vec<EndpointSlice>>,
 }
 
 impl ClusterWatcher {
@@ -749,6 +763,15 @@ impl ClusterWatcher {
             Step::Applied(b) => self.cache.budget_applied(&b).into_iter().collect(),
             Step::Deleted(b) => self.cache.budget_deleted(&b).into_iter().collect(),
             Step::Relisted(listed) => self.cache.budgets_relisted(&listed),
+            Step::Buffered => vec![],
+        }
+    }
+
+    fn slice_event(&mut self, ev: watcher::Event<EndpointSlice>) -> Vec<FederationKey> {
+        match relist_step(&mut self.relists.slices, ev) {
+            Step::Applied(s) => self.cache.slice_applied(&s).into_iter().collect(),
+            Step::Deleted(s) => self.cache.slice_deleted(&s).into_iter().collect(),
+            Step::Relisted(listed) => self.cache.slices_relisted(&listed),
             Step::Buffered => vec![],
         }
     }
@@ -929,6 +952,13 @@ impl StreamHandler<Watched> for ClusterWatcher {
                     self.node_event(ev)
                 }
                 Err(e) => self.watch_failed("nodes", &e),
+            },
+            Watched::Slice(ev) => match *ev {
+                Ok(ev) => {
+                    self.watch_event_seen("endpointslices", &ev);
+                    self.slice_event(ev)
+                }
+                Err(e) => self.watch_failed("endpointslices", &e),
             },
         };
         self.after_events(was_synced, keys, ctx);
@@ -1279,7 +1309,12 @@ impl Handler<EnsureSupporting> for ClusterWatcher {
         let client = self.client.clone();
         let dry_run = msg.dry_run;
         let work = async move {
-            let s = Supporting { namespace: &msg.namespace, service: &msg.service, carried: &msg.carried };
+            let s = Supporting {
+                namespace: &msg.namespace,
+                service: &msg.service,
+                carried: &msg.carried,
+                export: msg.export.as_ref(),
+            };
             supporting::ensure_supporting(&client, &s, dry_run).await
         };
         let cluster = self.cluster.clone();
@@ -1351,6 +1386,20 @@ impl Handler<DeleteFederation> for ClusterWatcher {
             }
             delete_owned("Service", msg.service.clone()).await?;
             delete_owned("PodDisruptionBudget", key.name.clone()).await?;
+            // Every EndpointSlice it published here (`spec.network`), whatever its chunk.
+            let slices = Api::<EndpointSlice>::namespaced(client.clone(), &key.namespace);
+            let lp = ListParams::default().labels(&format!("{FEDERATION}={}", key.name));
+            for slice in slices.list_metadata(&lp).await?.items {
+                delete_if_ours(&slices, &slice.metadata.name.unwrap_or_default(), &dp).await?;
+            }
+            if msg.exported {
+                let exports = Api::<DynamicObject>::namespaced_with(
+                    client.clone(),
+                    &key.namespace,
+                    &crate::controller::network::service_export_resource(),
+                );
+                delete_if_ours(&exports, &msg.service, &dp).await?;
+            }
             for (kind, name) in msg.carried {
                 delete_owned(&kind, name).await?;
             }

@@ -4,6 +4,8 @@
 //! member writes, status. One reconcile runs at a time; whatever arrives meanwhile triggers
 //! another when it ends.
 
+mod publish;
+
 use std::{
     collections::{BTreeMap, HashSet},
     sync::Arc,
@@ -530,11 +532,14 @@ async fn carry_out(
     // Namespace, Service and carried objects where they may be missing; every member at once,
     // so that one that does not answer delays the others by one request deadline at most.
     let carried = carried(host, &fsts).await?;
-    out.carried_digest = Some(digest_of(&carried));
+    // The network mode decides the ServiceExport: a new mode makes every member due again.
+    out.carried_digest =
+        Some(format!("{}/{:?}", digest_of(&carried), crate::api::Network::mode(fsts.spec.network.as_ref())));
     let supporting = |dry_run| EnsureSupporting {
         namespace: namespace(&fsts),
         service: headless_service(&fsts),
         carried: carried.clone(),
+        export: super::network::service_export(&fsts, term),
         term,
         dry_run,
     };
@@ -692,6 +697,7 @@ async fn carry_out(
         }
     }
     write_budgets(decision, watchers, key, term, out).await;
+    publish::write_slices(decision, watchers, key, term, out).await;
     if !decision.writes.is_empty() {
         crash_points("written", decision);
         // The watchers report what the writes did, which triggers the next reconcile.
@@ -1060,6 +1066,7 @@ async fn delete(
             key: key.clone(),
             service: fsts.spec.template.service_name.clone(),
             carried: carried.clone(),
+            exported: super::network::service_export(fsts, term).is_some(),
             term,
         };
         match w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await {
