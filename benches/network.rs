@@ -104,7 +104,8 @@ async fn figures(moves: usize) {
                 if let Some(ip) = status.pod_ip.as_deref().and_then(|ip| ip.parse().ok()) {
                     t.ip.entry(uid.clone()).or_insert((Instant::now(), ip));
                 }
-                let ready = status.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
+                let ready =
+                    status.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
                 if ready {
                     t.ready.entry(uid).or_insert_with(Instant::now);
                 }
@@ -162,10 +163,15 @@ async fn figures(moves: usize) {
     let mut from_ip = Vec::new();
     for i in 0..moves {
         let east = if i % 2 == 0 { 2 } else { 1 };
-        let clusters = json!([{"name": "east", "weight": east}, {"name": "west", "weight": 1}, {"name": "south", "weight": 1}]);
-        api.patch("redis", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"placement": {"clusters": clusters}}})))
-            .await
-            .expect("weights patched");
+        let clusters =
+            json!([{"name": "east", "weight": east}, {"name": "west", "weight": 1}, {"name": "south", "weight": 1}]);
+        api.patch(
+            "redis",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"placement": {"clusters": clusters}}})),
+        )
+        .await
+        .expect("weights patched");
         wait_settled(&api, "redis", 6, "the move done").await;
         // The new incarnation: the latest IP seen for the moving ordinal.
         let deadline = Instant::now() + support::DEADLINE;
@@ -191,7 +197,8 @@ async fn figures(moves: usize) {
             assert!(Instant::now() < deadline, "redis-{MOVING} ({uid}, {ip}) never answered everywhere after move {i}");
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
-        from_ready.push(everywhere.saturating_duration_since(ready_at).as_secs_f64() - secs_before(everywhere, ready_at));
+        from_ready
+            .push(everywhere.saturating_duration_since(ready_at).as_secs_f64() - secs_before(everywhere, ready_at));
         from_ip.push(everywhere.saturating_duration_since(ip_at).as_secs_f64());
     }
     let elapsed = started.elapsed();

@@ -6,8 +6,11 @@
 //!
 //! It only touches slices labelled `endpointslice.kubernetes.io/managed-by:
 //! endpointslice-controller.k8s.io` (anyone may publish other slices for the same Service, as
-//! spanset does for the pods of other clusters), deletes its slices when their Service is gone
-//! or loses its selector, and writes nothing when nothing changed. Runs as one task per cluster
+//! spanset does for the pods of other clusters), and writes nothing when nothing changed. As
+//! kube-controller-manager's `syncService` does, it leaves the slices of a Service without a
+//! selector (or of type ExternalName) alone — they are managed out of band, even when a
+//! selector was removed — and a deleted Service's slices go with it through their owner
+//! reference (the garbage collector). Runs as one task per cluster
 //! in level-triggered sweeps woken by changes to the store (see
 //! [`crate::sim::cluster::controller_loop`]).
 
@@ -80,6 +83,8 @@ pub fn sweep(cluster: &Cluster) {
         slices.entry(key).or_default().push(slice);
     }
     for service in list(cluster, "", "services") {
+        // A Service without a selector (or ExternalName) gets its slices out of band: whatever
+        // is there, even labelled as this controller's, is left alone (`syncService`).
         let Some(selector) = desired::selector(&service) else { continue };
         let key = (object::namespace(&service).to_string(), object::name(&service).to_string());
         // Slices of an earlier Service of that name (another uid) are not this one's.
@@ -99,10 +104,8 @@ pub fn sweep(cluster: &Cluster) {
             .collect();
         reconcile(cluster, &slices_rt, &service, &existing, wanted);
     }
-    // What is left belongs to Services that are gone or lost their selector.
-    for slice in slices.into_values().flatten() {
-        delete(cluster, &slices_rt, &slice);
-    }
+    // What is left belongs to Services without a selector (left alone, as above) or gone
+    // (the garbage collector deletes the slices they own).
 }
 
 /// Brings one Service's slices to what its pods want: new slices first, then changed ones,
