@@ -75,6 +75,14 @@ pub fn sweep(cluster: &Cluster) {
         })
         .collect();
     let pods = list(cluster, "", "pods");
+    // (namespace, label key, label value) → the pods carrying that label, so that each Service
+    // looks only at the pods its selector may select.
+    let mut by_label: HashMap<(&str, &str, &str), Vec<&Arc<Value>>> = HashMap::new();
+    for pod in &pods {
+        for (k, v) in object::labels(pod).into_iter().flatten() {
+            by_label.entry((object::namespace(pod), k.as_str(), v.as_str().unwrap_or(""))).or_default().push(pod);
+        }
+    }
     // (namespace, Service name) → this controller's slices.
     let mut slices: BTreeMap<(String, String), Vec<Arc<Value>>> = BTreeMap::new();
     for slice in list(cluster, "discovery.k8s.io", "endpointslices").into_iter().filter(|s| ours(s)) {
@@ -93,9 +101,12 @@ pub fn sweep(cluster: &Cluster) {
         for slice in stale {
             delete(cluster, &slices_rt, &slice);
         }
-        let wanted: Vec<(Value, Value)> = pods
+        // Candidates: the namespace's pods carrying the selector's first label.
+        let first = selector.iter().next().map(|(k, v)| (key.0.as_str(), k.as_str(), v.as_str().unwrap_or("")));
+        let candidates = first.and_then(|f| by_label.get(&f)).map(Vec::as_slice).unwrap_or_default();
+        let wanted: Vec<(Value, Value)> = candidates
             .iter()
-            .filter(|p| object::namespace(p) == key.0 && desired::selects(selector, p))
+            .filter(|p| desired::selects(selector, p))
             .filter_map(|p| {
                 let zone = p.pointer("/spec/nodeName").and_then(Value::as_str).and_then(|n| zones.get(n));
                 let ep = desired::endpoint(&service, p, zone.map(String::as_str))?;
