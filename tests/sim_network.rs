@@ -367,17 +367,39 @@ async fn another_managers_slice_is_left_alone_and_an_idle_controller_writes_noth
         let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("wake-{i}")}})).unwrap();
         cms.create(&PostParams::default(), &cm).await.unwrap();
     }
-    wait_until("three more sweeps", DEADLINE, || {
+    eventually("three more sweeps", || async {
         cluster.counters.endpointslice_sweeps.load(Ordering::SeqCst) >= sweeps + 3
-    });
+    })
+    .await;
     let after = versions(slices.list(&ListParams::default()).await.unwrap().items);
     assert_eq!(before, after, "no slice written while nothing changed");
     assert_eq!(after.get("web-west"), foreign.resource_version().as_ref(), "the foreign slice untouched");
 
-    // Without its selector the Service's slices go, the foreign one stays; the same when the
-    // Service is deleted.
+    // Without its selector the Service's slices are managed out of band: left as they are,
+    // as kube-controller-manager leaves them. Deleted, the Service takes its own slices with
+    // it (owner reference); the foreign one, owned by nobody, stays.
+    let ours_before = versions(slices.list(&ListParams::default()).await.unwrap().items);
     services.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"selector": null}}))).await.unwrap();
-    eventually("the controller's slices gone", || async { endpoints(&client, "web").await.is_empty() }).await;
+    Api::<StatefulSet>::default_namespaced(client.clone()).delete("web", &DeleteParams::default()).await.unwrap();
+    eventually("the pods gone", || async {
+        Api::<Pod>::default_namespaced(client.clone()).list(&ListParams::default()).await.unwrap().items.is_empty()
+    })
+    .await;
+    let sweeps = cluster.counters.endpointslice_sweeps.load(Ordering::SeqCst);
+    cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "wake"}})).unwrap())
+        .await
+        .unwrap();
+    eventually("two more sweeps", || async {
+        cluster.counters.endpointslice_sweeps.load(Ordering::SeqCst) >= sweeps + 2
+    })
+    .await;
+    assert_eq!(
+        versions(slices.list(&ListParams::default()).await.unwrap().items),
+        ours_before,
+        "a Service without a selector keeps its slices as they were"
+    );
+    services.delete("web", &DeleteParams::default()).await.unwrap();
+    eventually("the controller's slices collected", || async { endpoints(&client, "web").await.is_empty() }).await;
     let names: Vec<String> = slices
         .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
         .await

@@ -49,6 +49,10 @@ pub struct SandboxArgs {
     /// without it gets no slice, and the federation's Degraded condition says why.
     #[arg(long, value_name = "CLUSTERS", num_args = 0..=1, value_delimiter = ',')]
     pub kruise: Option<Vec<String>>,
+    /// Install the Multi-Cluster Services API's CRDs (ServiceExport, ServiceImport) in the
+    /// members (alone: every member; with names, `--mcs east,west`: those).
+    #[arg(long, value_name = "CLUSTERS", num_args = 0..=1, value_delimiter = ',')]
+    pub mcs: Option<Vec<String>>,
 }
 
 /// The ServiceAccount the controller runs as in the host (`deploy/rbac.yaml`).
@@ -140,7 +144,7 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
         seed: 1,
         auth: false,
         kruise: args.kruise.clone(),
-        mcs: None,
+        mcs: args.mcs.clone(),
     })
 }
 
@@ -173,6 +177,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
             seed: 1 + i as u64,
             auth: args.auth,
             kruise: n != HOST && super::sim::named_in(&args.kruise, n),
+            mcs: n != HOST && super::sim::named_in(&args.mcs, n),
             ..ClusterConfig::named(n)
         })
         .collect();

@@ -17,8 +17,9 @@ pub const HEADLESS: &str = "service.kubernetes.io/headless";
 /// Most endpoints in one slice (`--max-endpoints-per-slice`, default 100).
 pub const MAX_ENDPOINTS: usize = 100;
 
-/// The selector of a Service the controller keeps slices for: a non-empty `spec.selector` on
-/// any type but ExternalName; `None` otherwise (its slices are then someone else's business).
+/// The selector of a Service the controller keeps slices for: a `spec.selector` on any type
+/// but ExternalName; `None` otherwise (its slices are then someone else's business). An empty
+/// selector is none: the apiserver stores `{}` as no selector.
 pub fn selector(service: &Value) -> Option<&Map<String, Value>> {
     if service.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
         return None;

@@ -6,8 +6,11 @@
 //!
 //! It only touches slices labelled `endpointslice.kubernetes.io/managed-by:
 //! endpointslice-controller.k8s.io` (anyone may publish other slices for the same Service, as
-//! spanset does for the pods of other clusters), deletes its slices when their Service is gone
-//! or loses its selector, and writes nothing when nothing changed. Runs as one task per cluster
+//! spanset does for the pods of other clusters), and writes nothing when nothing changed. As
+//! kube-controller-manager's `syncService` does, it leaves the slices of a Service without a
+//! selector (or of type ExternalName) alone — they are managed out of band, even when a
+//! selector was removed — and a deleted Service's slices go with it through their owner
+//! reference (the garbage collector). Runs as one task per cluster
 //! in level-triggered sweeps woken by changes to the store (see
 //! [`crate::sim::cluster::controller_loop`]).
 
@@ -72,6 +75,14 @@ pub fn sweep(cluster: &Cluster) {
         })
         .collect();
     let pods = list(cluster, "", "pods");
+    // (namespace, label key, label value) → the pods carrying that label, so that each Service
+    // looks only at the pods its selector may select.
+    let mut by_label: HashMap<(&str, &str, &str), Vec<&Arc<Value>>> = HashMap::new();
+    for pod in &pods {
+        for (k, v) in object::labels(pod).into_iter().flatten() {
+            by_label.entry((object::namespace(pod), k.as_str(), v.as_str().unwrap_or(""))).or_default().push(pod);
+        }
+    }
     // (namespace, Service name) → this controller's slices.
     let mut slices: BTreeMap<(String, String), Vec<Arc<Value>>> = BTreeMap::new();
     for slice in list(cluster, "discovery.k8s.io", "endpointslices").into_iter().filter(|s| ours(s)) {
@@ -80,6 +91,8 @@ pub fn sweep(cluster: &Cluster) {
         slices.entry(key).or_default().push(slice);
     }
     for service in list(cluster, "", "services") {
+        // A Service without a selector (or ExternalName) gets its slices out of band: whatever
+        // is there, even labelled as this controller's, is left alone (`syncService`).
         let Some(selector) = desired::selector(&service) else { continue };
         let key = (object::namespace(&service).to_string(), object::name(&service).to_string());
         // Slices of an earlier Service of that name (another uid) are not this one's.
@@ -88,9 +101,12 @@ pub fn sweep(cluster: &Cluster) {
         for slice in stale {
             delete(cluster, &slices_rt, &slice);
         }
-        let wanted: Vec<(Value, Value)> = pods
+        // Candidates: the namespace's pods carrying the selector's first label.
+        let first = selector.iter().next().map(|(k, v)| (key.0.as_str(), k.as_str(), v.as_str().unwrap_or("")));
+        let candidates = first.and_then(|f| by_label.get(&f)).map(Vec::as_slice).unwrap_or_default();
+        let wanted: Vec<(Value, Value)> = candidates
             .iter()
-            .filter(|p| object::namespace(p) == key.0 && desired::selects(selector, p))
+            .filter(|p| desired::selects(selector, p))
             .filter_map(|p| {
                 let zone = p.pointer("/spec/nodeName").and_then(Value::as_str).and_then(|n| zones.get(n));
                 let ep = desired::endpoint(&service, p, zone.map(String::as_str))?;
@@ -99,10 +115,8 @@ pub fn sweep(cluster: &Cluster) {
             .collect();
         reconcile(cluster, &slices_rt, &service, &existing, wanted);
     }
-    // What is left belongs to Services that are gone or lost their selector.
-    for slice in slices.into_values().flatten() {
-        delete(cluster, &slices_rt, &slice);
-    }
+    // What is left belongs to Services without a selector (left alone, as above) or gone
+    // (the garbage collector deletes the slices they own).
 }
 
 /// Brings one Service's slices to what its pods want: new slices first, then changed ones,
