@@ -1896,6 +1896,70 @@ mod tests {
         assert!(written_slices(&d).contains(&("east".to_string(), Some(0), Some(4))));
     }
 
+    /// `m` whose spanset EndpointSlices name ordinal `k` (another member's pod of it), or not.
+    fn naming(m: MemberInput, k: Option<u32>) -> MemberInput {
+        use crate::controller::member::endpoints::{EndpointRecord, SliceRecord};
+        reporting(m, |v| {
+            v.slices_known = true;
+            v.federation.published.clear();
+            if let Some(k) = k {
+                let record = SliceRecord {
+                    uid: "s1".into(),
+                    rv: 3,
+                    endpoints: BTreeMap::from([(
+                        format!("redis-{k}"),
+                        EndpointRecord { ip: "10.101.0.9".into(), ready: true, serving: true, terminating: false },
+                    )]),
+                    ports: String::new(),
+                    service: "redis".into(),
+                    deleting: false,
+                };
+                v.federation.published.insert("redis-spanset-0".into(), record);
+            }
+        })
+    }
+
+    #[test]
+    fn a_gated_pod_waits_while_its_member_s_records_name_its_ordinal() {
+        let f = fsts(&[("east", 1), ("west", 1)]);
+        let west = settled(&f, 3, 3, 7);
+        let east = |named| naming(gated_pod(settled(&f, 0, 3, 7), 2, &[]), named);
+        let members = BTreeMap::from([("east".into(), east(Some(2))), ("west".into(), west.clone())]);
+        assert!(decide_now(&f, &members, 7).releases.is_empty(), "east's records still give redis-2 another address");
+        let members = BTreeMap::from([("east".into(), east(Some(4))), ("west".into(), west.clone())]);
+        assert_eq!(
+            released(&decide_now(&f, &members, 7)),
+            vec![("east".to_string(), 2)],
+            "another ordinal named: no matter"
+        );
+        let mut unknown = east(None);
+        Arc::make_mut(unknown.view.as_mut().unwrap()).slices_known = false;
+        let members = BTreeMap::from([("east".into(), unknown), ("west".into(), west)]);
+        assert!(decide_now(&f, &members, 7).releases.is_empty(), "east's records not listed yet");
+    }
+
+    #[test]
+    fn without_identity_gates_a_grow_waits_while_the_destination_s_records_name_the_ordinal() {
+        let mut f = fsts(&[("east", 1), ("west", 0)]);
+        f.spec.identity_gate = Some(crate::api::IdentityGate::Disabled);
+        f.status = Some(FederatedStatefulSetStatus {
+            moves: moving(&[3], "west", "east", phases::RELEASED),
+            ..status_holding("west", 4, 2)
+        });
+        let west = settled(&f, 4, 2, 7);
+        let members =
+            BTreeMap::from([("east".into(), naming(settled(&f, 0, 3, 7), Some(3))), ("west".into(), west.clone())]);
+        let d = decide_now(&f, &members, 7);
+        assert!(
+            d.writes.iter().all(|w| w.cluster != "east"),
+            "east grew over its own record of redis-3: {:?}",
+            written_slices(&d)
+        );
+        let members = BTreeMap::from([("east".into(), naming(settled(&f, 0, 3, 7), None)), ("west".into(), west)]);
+        let d = decide_now(&f, &members, 7);
+        assert!(written_slices(&d).contains(&("east".to_string(), Some(0), Some(4))), "{:?}", written_slices(&d));
+    }
+
     #[test]
     fn the_release_and_the_grow_it_allows_are_reported_for_the_handoff_timing() {
         let mut f = fsts(&[("east", 1), ("west", 0)]);
