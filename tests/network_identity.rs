@@ -444,7 +444,7 @@ async fn service_export(f: &Federation, member: &str) -> Option<kube::api::Dynam
     let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
         f.member(member).await,
         "default",
-        &spanset::controller::network::service_export_resource(),
+        &spanset::controller::member::supporting::service_export_resource(),
     );
     api.get_opt("redis").await.ok().flatten()
 }

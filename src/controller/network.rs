@@ -31,6 +31,7 @@ use super::{
     member::{
         endpoints::{EndpointRecord, SERVICE_NAME, SLICE_MANAGED_BY, SLICE_MANAGER, SliceRecord},
         objects::{headless_service, ownership_labels},
+        supporting::service_export_resource,
     },
     messages::MemberView,
 };
@@ -270,18 +271,6 @@ pub fn names_ordinal(fsts: &FederatedStatefulSet, view: &MemberView, k: Ordinal)
     }
     let name = pod_name(fsts, k);
     view.federation.published.values().any(|s| s.endpoints.contains_key(&name))
-}
-
-/// The multi-cluster Services API's ServiceExport (KEP-1645), which spanset writes beside the
-/// headless Service in each member with `mode: MultiClusterServices`.
-pub fn service_export_resource() -> kube::api::ApiResource {
-    kube::api::ApiResource {
-        group: "multicluster.x-k8s.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "multicluster.x-k8s.io/v1alpha1".into(),
-        kind: "ServiceExport".into(),
-        plural: "serviceexports".into(),
-    }
 }
 
 /// The ServiceExport of the headless Service (named like it), when the federation's mode is

@@ -182,13 +182,25 @@ pub async fn ensure_supporting(
     Ok(wrote)
 }
 
+/// The multi-cluster Services API's ServiceExport (KEP-1645), which spanset writes beside the
+/// headless Service in each member with `mode: MultiClusterServices`.
+pub fn service_export_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "multicluster.x-k8s.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "multicluster.x-k8s.io/v1alpha1".into(),
+        kind: "ServiceExport".into(),
+        plural: "serviceexports".into(),
+    }
+}
+
 /// The ServiceExport with `mode: MultiClusterServices`: created where missing. A member that
 /// does not serve the API refuses the mode, in the words of the field. In the other modes
 /// nothing is asked (their members need not grant spanset the API at all): a ServiceExport
 /// left from an earlier mode stays until the federation is deleted in that mode, or by hand.
 async fn ensure_export(client: &Client, s: &Supporting<'_>, target: &str, mode: Mode) -> Result<bool, kube::Error> {
     let Some(export) = s.export else { return Ok(false) };
-    let resource = crate::controller::network::service_export_resource();
+    let resource = service_export_resource();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), target, &resource);
     ensure(&api, &moved(export, target), |_, _| false, ours, mode).await.map_err(|e| match e {
         kube::Error::Api(mut status) if status.code == 404 && !status.message.contains("namespaces") => {

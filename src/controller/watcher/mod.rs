@@ -1399,7 +1399,7 @@ impl Handler<DeleteFederation> for ClusterWatcher {
                 let exports = Api::<DynamicObject>::namespaced_with(
                     client.clone(),
                     &key.namespace,
-                    &crate::controller::network::service_export_resource(),
+                    &supporting::service_export_resource(),
                 );
                 delete_if_ours(&exports, &msg.service, &dp).await?;
             }
