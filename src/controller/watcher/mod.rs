@@ -254,6 +254,16 @@ impl ClusterWatcher {
         }))
     }
 
+    /// A write failed: a refusal the member answered (a 4xx other than 401/403) is contact all
+    /// the same; anything else counts against its health.
+    fn refused_or_failed(&mut self, e: &kube::Error) {
+        if matches!(e, kube::Error::Api(s) if s.code < 500 && s.code != 401 && s.code != 403) {
+            self.contact_ok();
+        } else {
+            self.contact_failed(e);
+        }
+    }
+
     fn contact_failed(&mut self, e: &kube::Error) {
         let message = match e {
             kube::Error::Api(s) if s.code == 401 => {
@@ -1197,11 +1207,7 @@ impl Handler<ReleasePod> for ClusterWatcher {
                 Ok(())
             }
             Err(e) => {
-                if matches!(&e, kube::Error::Api(s) if s.code < 500 && s.code != 401 && s.code != 403) {
-                    act.contact_ok();
-                } else {
-                    act.contact_failed(&e);
-                }
+                act.refused_or_failed(&e);
                 Err(write_error(&cluster, e))
             }
         }))
@@ -1251,18 +1257,7 @@ impl Handler<WriteBudget> for ClusterWatcher {
                     pdb.metadata.resource_version = stored_rv.map(|rv| rv.to_string());
                     api.replace(&name, &pp, &pdb).await.map(Some)
                 }
-                BudgetChange::Delete { uid } => {
-                    let dp = DeleteParams {
-                        preconditions: Some(Preconditions { uid: Some(uid), resource_version: None }),
-                        ..Default::default()
-                    };
-                    match api.delete(&name, &dp).await {
-                        Ok(_) => Ok(None),
-                        // Gone already, or another object by now: nothing of spanset's is left.
-                        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(None),
-                        Err(e) => Err(e),
-                    }
-                }
+                BudgetChange::Delete { uid } => delete_on_uid(&api, &name, uid).await.map(|()| None),
             }
         };
         let cluster = self.cluster.clone();
@@ -1285,14 +1280,27 @@ impl Handler<WriteBudget> for ClusterWatcher {
                 Ok(rv)
             }
             Err(e) => {
-                if matches!(&e, kube::Error::Api(s) if s.code < 500 && s.code != 401 && s.code != 403) {
-                    act.contact_ok();
-                } else {
-                    act.contact_failed(&e);
-                }
+                act.refused_or_failed(&e);
                 Err(write_error(&cluster, e))
             }
         }))
+    }
+}
+
+/// Deletes spanset's object of this uid; one gone already, or another object by that name by
+/// now, leaves nothing of spanset's: done.
+async fn delete_on_uid<K>(api: &Api<K>, name: &str, uid: String) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions { uid: Some(uid), resource_version: None }),
+        ..Default::default()
+    };
+    match api.delete(name, &dp).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -1330,11 +1338,7 @@ impl Handler<EnsureSupporting> for ClusterWatcher {
                 Ok(!kinds.is_empty())
             }
             Err(supporting::Failed { field, error: e }) => {
-                if matches!(&e, kube::Error::Api(s) if s.code < 500 && s.code != 401 && s.code != 403) {
-                    act.contact_ok();
-                } else {
-                    act.contact_failed(&e);
-                }
+                act.refused_or_failed(&e);
                 // The field heads the message, for the coordinator's condition.
                 match write_error(&cluster, e) {
                     WriteError::Refused { cluster, code, message } => {

@@ -4,12 +4,9 @@
 
 use actix::prelude::*;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::{
-    Api,
-    api::{DeleteParams, PostParams, Preconditions},
-};
+use kube::{Api, api::PostParams};
 
-use super::{ClusterWatcher, write_error};
+use super::{ClusterWatcher, delete_on_uid, write_error};
 use crate::controller::{
     labels::FIELD_MANAGER,
     member::cache::rv_of,
@@ -40,18 +37,7 @@ impl Handler<WriteEndpointSlice> for ClusterWatcher {
                     slice.metadata.resource_version = Some(rv.to_string());
                     api.replace(&name, &pp, &slice).await.map(Some)
                 }
-                SliceChange::Delete { uid } => {
-                    let dp = DeleteParams {
-                        preconditions: Some(Preconditions { uid: Some(uid), resource_version: None }),
-                        ..Default::default()
-                    };
-                    match api.delete(&name, &dp).await {
-                        Ok(_) => Ok(None),
-                        // Gone already, or another object by now: nothing of spanset's is left.
-                        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(None),
-                        Err(e) => Err(e),
-                    }
-                }
+                SliceChange::Delete { uid } => delete_on_uid(&api, &name, uid).await.map(|()| None),
             }
         };
         let cluster = self.cluster.clone();
@@ -75,11 +61,7 @@ impl Handler<WriteEndpointSlice> for ClusterWatcher {
                 Ok(rv)
             }
             Err(e) => {
-                if matches!(&e, kube::Error::Api(s) if s.code < 500 && s.code != 401 && s.code != 403) {
-                    act.contact_ok();
-                } else {
-                    act.contact_failed(&e);
-                }
+                act.refused_or_failed(&e);
                 Err(write_error(&cluster, e))
             }
         }))
