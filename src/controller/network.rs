@@ -90,7 +90,7 @@ pub struct SliceWrite {
 /// none when two members report k and not exactly one of them holds it in its written slice:
 /// a name never answers twice because spanset guessed.
 fn endpoint_for(
-    fsts: &FederatedStatefulSet,
+    publish_not_ready: bool,
     target: &str,
     k: Ordinal,
     views: &BTreeMap<String, Arc<MemberView>>,
@@ -116,7 +116,6 @@ fn endpoint_for(
             }
         }
     };
-    let publish_not_ready = headless_service(fsts).spec.and_then(|s| s.publish_not_ready_addresses).unwrap_or(false);
     // As a member's EndpointSlice controller writes its own pods: `ready` never while
     // terminating, unless the Service publishes not-ready addresses.
     Some(EndpointRecord {
@@ -128,6 +127,7 @@ fn endpoint_for(
 }
 
 /// Every endpoint `target` should list, by ordinal: one per ordinal that runs elsewhere.
+/// `ready` follows the headless Service's `publishNotReadyAddresses`, read once here.
 pub fn foreign_endpoints(
     fsts: &FederatedStatefulSet,
     target: &str,
@@ -140,7 +140,8 @@ pub fn foreign_endpoints(
         .filter_map(|(name, _)| views.get(name))
         .flat_map(|v| v.federation.pods.keys().copied())
         .collect();
-    ordinals.into_iter().filter_map(|k| Some((k, endpoint_for(fsts, target, k, views, obs)?))).collect()
+    let publish_not_ready = headless_service(fsts).spec.and_then(|s| s.publish_not_ready_addresses).unwrap_or(false);
+    ordinals.into_iter().filter_map(|k| Some((k, endpoint_for(publish_not_ready, target, k, views, obs)?))).collect()
 }
 
 /// Ports of the published slices: the headless Service's, with the protocol the apiserver
