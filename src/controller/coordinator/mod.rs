@@ -52,8 +52,9 @@ struct Outcome {
     stored: Option<FederatedStatefulSet>,
     /// Members whose supporting objects were ensured in this term for this template.
     ensured: Vec<String>,
-    /// A digest of the carried objects' content as read in this reconcile.
-    carried_digest: Option<String>,
+    /// A digest of what the supporting objects depend on besides the template, as read in
+    /// this reconcile: the carried objects' content and the network mode (the ServiceExport).
+    supporting_digest: Option<String>,
     /// A member refused, in a dry run, the template or what it writes with it:
     /// `(template hash, refusal)`.
     refusal: Option<(String, Refusal)>,
@@ -117,9 +118,10 @@ pub struct Coordinator {
     /// Counted in `workqueue_depth`.
     queued: bool,
     ensured: HashSet<(String, u64, String, String)>,
-    /// Digest of the carried Secrets' and ConfigMaps' content last read from the host: a change
-    /// makes every member's supporting objects due again, so carried data follows its edits.
-    carried_digest: String,
+    /// Digest of the carried Secrets' and ConfigMaps' content last read from the host, and of
+    /// the network mode: a change makes every member's supporting objects due again, so
+    /// carried data follows its edits and a ServiceExport follows the mode.
+    supporting_digest: String,
     busy: bool,
     again: bool,
     recorder: Arc<tokio::sync::Mutex<crate::controller::events::Recorder>>,
@@ -177,7 +179,7 @@ impl Coordinator {
             conflicting: Default::default(),
             queued: false,
             ensured: HashSet::new(),
-            carried_digest: String::new(),
+            supporting_digest: String::new(),
             busy: false,
             again: false,
             recorder,
@@ -267,9 +269,9 @@ impl Coordinator {
                 act.fsts = Arc::new(f);
             }
             let hash = template_hash(&act.fsts);
-            let digest = outcome.carried_digest.clone().unwrap_or_else(|| act.carried_digest.clone());
-            if digest != act.carried_digest {
-                act.carried_digest = digest.clone();
+            let digest = outcome.supporting_digest.clone().unwrap_or_else(|| act.supporting_digest.clone());
+            if digest != act.supporting_digest {
+                act.supporting_digest = digest.clone();
                 act.again = true;
             }
             for c in outcome.ensured {
@@ -456,7 +458,7 @@ impl Coordinator {
             .views
             .keys()
             .filter(|c| decision.writable.contains(*c) && decision.starting.is_empty())
-            .filter(|c| !self.ensured.contains(&((*c).clone(), term, hash.clone(), self.carried_digest.clone())))
+            .filter(|c| !self.ensured.contains(&((*c).clone(), term, hash.clone(), self.supporting_digest.clone())))
             .cloned()
             .collect();
         let host = self.host.clone();
@@ -533,7 +535,7 @@ async fn carry_out(
     // so that one that does not answer delays the others by one request deadline at most.
     let carried = carried(host, &fsts).await?;
     // The network mode decides the ServiceExport: a new mode makes every member due again.
-    out.carried_digest =
+    out.supporting_digest =
         Some(format!("{}/{:?}", digest_of(&carried), crate::api::Network::mode(fsts.spec.network.as_ref())));
     let supporting = |dry_run| EnsureSupporting {
         namespace: namespace(&fsts),
