@@ -17,7 +17,8 @@
 
 use super::{
     messages::MemberView,
-    reconcile::{Inputs, phases},
+    move_phase::{self, MovePhase},
+    reconcile::Inputs,
 };
 use crate::{
     api::{MoveStatus, StaleClaims, StorageMode},
@@ -129,7 +130,7 @@ pub fn gate(inp: &Inputs<'_>, obs: &Observed, m: &MoveStatus, k: Ordinal) -> Gat
     }
     // Before the release is confirmed nothing may touch the volumes; after the grow there is
     // nothing left to hand over.
-    if m.phase == phases::DRAINING || m.phase == phases::STARTING {
+    if !move_phase::storage_may_be_touched(MovePhase::read(&m.phase)) {
         return Gate::held();
     }
     if let Some(why) = inp.handover_refusals.get(&k) {
