@@ -28,7 +28,6 @@ pub mod member_http;
 pub mod messages;
 pub mod metrics;
 pub mod move_phase;
-pub mod move_storage;
 pub mod network;
 pub mod reconcile;
 pub mod rollout;

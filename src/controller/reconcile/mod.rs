@@ -23,6 +23,7 @@
 
 mod availability;
 mod member_writes;
+pub mod move_storage;
 mod moves;
 mod observation;
 mod planning;
@@ -69,8 +70,7 @@ pub mod phases {
 
 pub use super::move_phase::MovePhase;
 
-/// Default of `failover.unreachableAfterSeconds`.
-pub const DEFAULT_UNREACHABLE_AFTER: Duration = Duration::from_secs(15);
+pub use super::member::health::DEFAULT_UNREACHABLE_AFTER;
 /// The shortest effective `unreachableAfterSeconds`: three probe periods, so that one slow or
 /// failed probe never flips a member.
 pub const MIN_UNREACHABLE_AFTER: Duration = Duration::from_secs(6);
@@ -133,7 +133,7 @@ pub struct Inputs<'a> {
     pub wall: jiff::Timestamp,
 }
 
-pub use super::move_storage::{Handover, HandoverKind};
+pub use move_storage::{Handover, HandoverKind};
 
 /// A pod that spanset deletes itself: one left running in a fenced member that answers again,
 /// after its StatefulSet was shrunk to nothing. Its ordinal was re-homed while the member was

@@ -8,14 +8,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Handover, planning::Planning, scope::Scope};
+use super::{
+    Handover,
+    move_storage::{self, Gate},
+    planning::Planning,
+    scope::Scope,
+};
 use crate::{
     api::MoveStatus,
     controller::{
         events::Note,
         member::objects::gated,
         move_phase::{self, Ending, MovePhase},
-        move_storage::{self, Gate},
         network,
     },
     plan::{Observed, Ordinal, Ordinals, Plan, Step},
