@@ -13,7 +13,8 @@ use super::{
     leader::{self, Leadership, LeaseSettings},
     messages::Stop,
     metrics::Metrics,
-    supervisor::{Supervisor, SupervisorConfig, Synced},
+    supervisor::{Supervisor, SupervisorConfig},
+    watcher::Synced,
 };
 
 /// The controller's settings (`spanset run` flags).

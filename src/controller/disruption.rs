@@ -21,8 +21,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-
+/// The change a [`BudgetWrite`] makes, carried to the watcher in
+/// [`super::messages::WriteBudget`].
+pub use super::messages::BudgetChange;
 use super::{
     member::budget::{self, BudgetRecord},
     messages::MemberView,
@@ -149,20 +150,6 @@ pub fn plan(budget: u32, unavailable: u32, members: &[Member]) -> Division {
         (tighten, loosen.into_iter().map(|s| s.cluster).collect())
     };
     Division { left, shares, write, held }
-}
-
-/// A change to spanset's budget in one member.
-#[derive(Debug, Clone, PartialEq)]
-pub enum BudgetChange {
-    /// Create it (none is there; fails if a budget of that name exists).
-    Create(PodDisruptionBudget),
-    /// Replace spanset's own, conditional on the version its watcher saw last.
-    Replace(PodDisruptionBudget),
-    /// Delete spanset's budget of this uid.
-    Delete {
-        /// Its uid (the delete's precondition).
-        uid: String,
-    },
 }
 
 /// A budget write decided by a reconcile.

@@ -5,7 +5,7 @@ use std::{net::SocketAddr, sync::Arc};
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 
-use super::{metrics::Metrics, supervisor::Synced};
+use super::{metrics::Metrics, watcher::Synced};
 
 /// What the endpoints read.
 #[derive(Clone)]

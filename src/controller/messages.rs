@@ -6,6 +6,10 @@
 //! Coordinator ──Subscribe/WriteStatefulSet/WriteBudget/EnsureSupporting/DeleteFederation/DeletePods──▶ ClusterWatcher
 //! ClusterWatcher ──MemberObserved──▶ Coordinator
 //! ```
+//!
+//! The messages are plain data: none names an actor. The one that hands out watchers'
+//! addresses, `MembersChanged` with its `MemberHandle`s, lives beside the watcher
+//! ([`super::watcher::MemberHandle`]); replies and subscriptions carry `Recipient`s.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -14,18 +18,21 @@ use std::{
 };
 
 use actix::prelude::*;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolume, PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::api::{
+    core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Service},
+    discovery::v1::EndpointSlice,
+    policy::v1::PodDisruptionBudget,
+};
 use kube::api::DynamicObject;
 
+/// A carried object, as [`EnsureSupporting`] carries it (defined where it is written).
+pub use super::member::supporting::Carried;
 use super::member::{
     cache::{ClaimRecord, FederationCache, StsRecord},
     health::Failure,
     objects::FederationKey,
 };
-use crate::{
-    api::{FederatedStatefulSet, MemberCluster},
-    plan::Backend,
-};
+use crate::{api::FederatedStatefulSet, plan::Backend};
 
 /// What one member's watcher knows of one federation, and of the member's health.
 #[derive(Debug, Clone, Default)]
@@ -143,15 +150,6 @@ pub struct WriteStatefulSet {
     pub dry_run: bool,
 }
 
-/// An object copied from the host into members (`migration.carry`).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Carried {
-    /// A Secret.
-    Secret(Secret),
-    /// A ConfigMap.
-    ConfigMap(ConfigMap),
-}
-
 /// Creates what a federation's pods need besides their StatefulSet, where missing or
 /// different: the namespace, the headless Service, the carried objects (with `dry_run`, only
 /// asks the member whether it accepts them, so that nothing is written anywhere before every
@@ -203,21 +201,6 @@ pub struct SpecChanged(pub Arc<FederatedStatefulSet>);
 #[rtype(result = "()")]
 pub struct SpecUndecodable(pub Arc<crate::api::decode::Undecodable>);
 
-/// A member as the supervisor knows it: its MemberCluster and its watcher, or why there is none.
-#[derive(Clone)]
-pub struct MemberHandle {
-    /// The MemberCluster object.
-    pub member: Arc<MemberCluster>,
-    /// Its watcher, or why it could not be started (bad kubeconfig Secret…).
-    pub watcher: Result<Addr<super::watcher::ClusterWatcher>, String>,
-    /// Its client is being built: neither usable nor unusable yet.
-    pub connecting: bool,
-    /// It reaches the same cluster as another MemberCluster, which is used instead: why (its
-    /// watcher is then `Err` with the same words). Such a member gets no slice and is not
-    /// observed: the pods it would see are the other member's.
-    pub duplicate: Option<String>,
-}
-
 /// A watcher tells the supervisor the identity it read from its member (the uid of its
 /// `kube-system` Namespace; `None`: the member does not show it), once per watcher.
 #[derive(Message)]
@@ -237,16 +220,6 @@ pub struct Identified {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Admitted(pub Result<(), String>);
-
-/// The supervisor tells coordinators the current members.
-#[derive(Clone, Message)]
-#[rtype(result = "()")]
-pub struct MembersChanged {
-    /// Members by name.
-    pub members: Arc<BTreeMap<String, MemberHandle>>,
-    /// The MemberCluster watch has listed once: a name missing here is truly unknown.
-    pub listed: bool,
-}
 
 /// The supervisor asks a coordinator what its federation still holds in a member whose
 /// MemberCluster is being deleted (see [`super::holds`]); the answer is empty when nothing.
@@ -352,7 +325,7 @@ pub struct WriteBudget {
     /// The federation (the budget is named like it, in its namespace).
     pub key: FederationKey,
     /// What to do.
-    pub change: super::disruption::BudgetChange,
+    pub change: BudgetChange,
     /// The writer's term.
     pub term: u64,
 }
@@ -368,7 +341,40 @@ pub struct WriteEndpointSlice {
     /// The slice's name.
     pub name: String,
     /// What to do.
-    pub change: super::network::SliceChange,
+    pub change: SliceChange,
     /// The writer's term.
     pub term: u64,
+}
+
+/// A change to spanset's budget in one member.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BudgetChange {
+    /// Create it (none is there; fails if a budget of that name exists).
+    Create(PodDisruptionBudget),
+    /// Replace spanset's own, conditional on the version its watcher saw last.
+    Replace(PodDisruptionBudget),
+    /// Delete spanset's budget of this uid.
+    Delete {
+        /// Its uid (the delete's precondition).
+        uid: String,
+    },
+}
+
+/// A change to one of spanset's slices in one member.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SliceChange {
+    /// Create it (none of that name is there).
+    Create(Box<EndpointSlice>),
+    /// Replace spanset's own, conditional on the version its watcher saw last (`rv`).
+    Replace {
+        /// The new object.
+        slice: Box<EndpointSlice>,
+        /// The resourceVersion it replaces.
+        rv: u64,
+    },
+    /// Delete spanset's slice of this uid.
+    Delete {
+        /// Its uid (the delete's precondition).
+        uid: String,
+    },
 }

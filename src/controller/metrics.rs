@@ -12,7 +12,7 @@ use prometheus::{
     TextEncoder,
 };
 
-use super::runtime_metrics::ControllerRuntime;
+use super::{move_phase::MovePhase, runtime_metrics::ControllerRuntime};
 
 /// The drills whose figures are exposed.
 pub const DRILLS: [&str; 2] = ["evacuate", "cluster-loss"];
@@ -444,9 +444,14 @@ impl Metrics {
     }
 }
 
-/// The phases of a move in flight (`status.moves[].phase`), in order (`Handover` is the storage
-/// hand-over step of `migration.storage: Move`, being added on main).
-pub const PHASES: [&str; 4] = ["Draining", "Released", "Handover", "Starting"];
+/// The phases of a move in flight (`status.moves[].phase`) that get a series, in order; a
+/// `Parked` move (or an unknown phase) counts under the last.
+pub const PHASES: [&str; 4] = [
+    MovePhase::Draining.as_str(),
+    MovePhase::Released.as_str(),
+    MovePhase::Handover.as_str(),
+    MovePhase::Starting.as_str(),
+];
 
 fn unix_now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())

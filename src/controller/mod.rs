@@ -28,7 +28,7 @@ pub mod member;
 pub mod member_http;
 pub mod messages;
 pub mod metrics;
-pub mod move_storage;
+pub mod move_phase;
 pub mod network;
 pub mod reconcile;
 pub mod rollout;

@@ -26,6 +26,9 @@ use k8s_openapi::{
 };
 use kube::ResourceExt;
 
+/// The change a [`SliceWrite`] makes, carried to the watcher in
+/// [`super::messages::WriteEndpointSlice`].
+pub use super::messages::SliceChange;
 use super::{
     labels::TERM,
     member::{
@@ -51,25 +54,6 @@ pub fn slice_name(federation: &str, chunk: u32) -> String {
 /// The name of ordinal k's pod (also its DNS hostname).
 pub fn pod_name(fsts: &FederatedStatefulSet, k: Ordinal) -> String {
     format!("{}-{k}", fsts.name_any())
-}
-
-/// A change to one of spanset's slices in one member.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SliceChange {
-    /// Create it (none of that name is there).
-    Create(Box<EndpointSlice>),
-    /// Replace spanset's own, conditional on the version its watcher saw last (`rv`).
-    Replace {
-        /// The new object.
-        slice: Box<EndpointSlice>,
-        /// The resourceVersion it replaces.
-        rv: u64,
-    },
-    /// Delete spanset's slice of this uid.
-    Delete {
-        /// Its uid (the delete's precondition).
-        uid: String,
-    },
 }
 
 /// A slice write decided by a reconcile.

@@ -18,7 +18,7 @@ pub struct Rules {
     /// StatefulSet controller observed that write: an ordinal grows elsewhere only then.
     pub confirmation: bool,
     /// A moved ordinal grows in its destination only once its storage was dealt with
-    /// ([`super::move_storage::gate`]): it never starts on a fresh volume beside its own.
+    /// ([`super::reconcile::move_storage::gate`]): it never starts on a fresh volume beside its own.
     pub handover_gate: bool,
     /// A fenced member that answers again gets its StatefulSet shrunk to nothing before any
     /// other write, then its pods deleted.

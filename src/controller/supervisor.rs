@@ -14,7 +14,6 @@ use std::{
 };
 
 use actix::prelude::*;
-use dashmap::DashMap;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{
@@ -32,10 +31,10 @@ use super::{
     member::identity::{self, Admission, Claimant},
     member::objects::FederationKey,
     member_http,
-    messages::{Admitted, Holds, Identified, MemberHandle, MembersChanged, SpecChanged, SpecUndecodable, Stop},
+    messages::{Admitted, Holds, Identified, SpecChanged, SpecUndecodable, Stop},
     metrics::Metrics,
     undecodable,
-    watcher::ClusterWatcher,
+    watcher::{ClusterWatcher, MemberHandle, MembersChanged, Synced},
 };
 use crate::api::{
     FederatedStatefulSet, MemberCluster, MemberClusterSpec,
@@ -50,9 +49,6 @@ pub struct SupervisorConfig {
     /// Bounds on each federation's replicas.
     pub bounds: super::bounds::ReplicaBounds,
 }
-
-/// Which watchers have listed once (for `/readyz`).
-pub type Synced = Arc<DashMap<String, bool>>;
 
 /// The supervisor.
 pub struct Supervisor {

@@ -31,15 +31,15 @@ use super::{
         storage,
     },
     messages::{
-        AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberHandle, MemberObserved,
-        MembersChanged, ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Subscribe, Unsubscribe,
-        WriteBudget, WriteError, WriteStatefulSet,
+        AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberObserved, ReleaseClaims,
+        ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Subscribe, Unsubscribe, WriteBudget, WriteError,
+        WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput, Refusal, StsWrite},
     safety::Rules,
     spans,
-    watcher::ClusterWatcher,
+    watcher::{ClusterWatcher, MemberHandle, MembersChanged},
 };
 use crate::{api::FederatedStatefulSet, plan::Backend};
 

@@ -5,6 +5,10 @@
 
 use std::time::{Duration, Instant};
 
+/// Default of `failover.unreachableAfterSeconds`: how long a member may stay silent before it
+/// counts as unreachable (also the MemberCluster's `Reachable` threshold).
+pub const DEFAULT_UNREACHABLE_AFTER: Duration = Duration::from_secs(15);
+
 /// Why the latest call to a member failed, as the `Reachable` condition's reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {

@@ -16,10 +16,7 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::controller::{
-    labels::{FEDERATION, FIELD_MANAGER},
-    messages::Carried,
-};
+use crate::controller::labels::{FEDERATION, FIELD_MANAGER};
 
 /// Where a dry run of a namespaced object goes while the federation's namespace does not exist
 /// in the member yet. `default` exists in every cluster (the apiserver recreates it), and what
@@ -27,6 +24,15 @@ use crate::controller::{
 /// namespace. Only an admission policy that selects the missing namespace itself cannot be asked
 /// before it exists; it is asked by the real write.
 pub const STAND_IN_NAMESPACE: &str = "default";
+
+/// An object copied from the host into members (`migration.carry`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Carried {
+    /// A Secret.
+    Secret(Secret),
+    /// A ConfigMap.
+    ConfigMap(ConfigMap),
+}
 
 /// How one object is handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,6 +23,7 @@
 
 mod availability;
 mod member_writes;
+pub mod move_storage;
 mod moves;
 mod observation;
 mod planning;
@@ -50,25 +51,26 @@ use crate::{
 
 pub use observation::observe;
 
-/// Move phases, as stored in `status.moves`.
+/// Move phases as stored in `status.moves`: the strings of [`MovePhase`], for code that
+/// compares stored statuses (tests, tools).
 pub mod phases {
-    /// The source's slice no longer holds the ordinal; its pod may still run.
-    pub const DRAINING: &str = "Draining";
-    /// The source is confirmed not to run the ordinal.
-    pub const RELEASED: &str = "Released";
-    /// The ordinal's storage is being dealt with: with `migration.storage: Move` its volumes are
-    /// handed to the destination, with `Detached` its claims in the source are retired.
-    pub const HANDOVER: &str = "Handover";
-    /// The destination's slice holds the ordinal; waiting for its pod to be Ready.
-    pub const STARTING: &str = "Starting";
-    /// The ordinal lands in a neighbour (`to`), not in its target: its target could not take it
-    /// next and `maxConcurrentMoves` left no room for the moves in its way (a spec edit
-    /// retargeted it). Done once Ready there; it moves on later like any misplaced ordinal.
-    pub const PARKED: &str = "Parked";
+    use super::MovePhase;
+
+    /// [`MovePhase::Draining`].
+    pub const DRAINING: &str = MovePhase::Draining.as_str();
+    /// [`MovePhase::Released`].
+    pub const RELEASED: &str = MovePhase::Released.as_str();
+    /// [`MovePhase::Handover`].
+    pub const HANDOVER: &str = MovePhase::Handover.as_str();
+    /// [`MovePhase::Starting`].
+    pub const STARTING: &str = MovePhase::Starting.as_str();
+    /// [`MovePhase::Parked`].
+    pub const PARKED: &str = MovePhase::Parked.as_str();
 }
 
-/// Default of `failover.unreachableAfterSeconds`.
-pub const DEFAULT_UNREACHABLE_AFTER: Duration = Duration::from_secs(15);
+pub use super::move_phase::MovePhase;
+
+pub use super::member::health::DEFAULT_UNREACHABLE_AFTER;
 /// The shortest effective `unreachableAfterSeconds`: three probe periods, so that one slow or
 /// failed probe never flips a member.
 pub const MIN_UNREACHABLE_AFTER: Duration = Duration::from_secs(6);
@@ -134,8 +136,8 @@ pub struct Inputs<'a> {
     pub rules: Rules,
 }
 
-pub use super::move_storage::{Handover, HandoverKind};
 pub use super::safety::Rules;
+pub use move_storage::{Handover, HandoverKind};
 
 /// A pod that spanset deletes itself: one left running in a fenced member that answers again,
 /// after its StatefulSet was shrunk to nothing. Its ordinal was re-homed while the member was

@@ -8,13 +8,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Handover, phases, planning::Planning, scope::Scope};
+use super::{
+    Handover,
+    move_storage::{self, Gate},
+    planning::Planning,
+    scope::Scope,
+};
 use crate::{
     api::MoveStatus,
     controller::{
         events::Note,
         member::objects::gated,
-        move_storage::{self, Gate},
+        move_phase::{self, Ending, MovePhase},
         network,
     },
     plan::{Observed, Ordinal, Ordinals, Plan, Step},
@@ -94,9 +99,15 @@ pub(super) fn advance(cx: &Scope<'_>, obs: &Observed, planning: &Planning, stamp
     m
 }
 
-/// Whether the move's ordinal runs in a neighbour for now.
-fn parked_now(m: &MoveStatus) -> bool {
-    m.phase == phases::PARKED
+/// The phase of a recorded move, as the rules read it.
+pub(super) fn phase_of(m: &MoveStatus) -> MovePhase {
+    MovePhase::read(&m.phase)
+}
+
+/// Records a transition: the move's phase and `since`.
+pub(super) fn enter(m: &mut MoveStatus, phase: MovePhase, now: &str) {
+    m.phase = phase.as_str().into();
+    m.since = now.to_string();
 }
 
 impl Moves {
@@ -110,20 +121,20 @@ impl Moves {
             let Some(to) = targets.of(*k) else { return false };
             let secs =
                 || m.since.parse::<jiff::Timestamp>().map(|s| wall.duration_since(s).as_secs_f64()).unwrap_or(0.0);
-            if ready_in(to, *k) {
-                self.finished.push((*k, secs()));
-                self.notes
-                    .push(Note::normal("MoveFinished", format!("ordinal {k} is Ready in {to} ({:.0} s)", secs())));
-                return false;
+            match move_phase::ended(phase_of(m), ready_in(to, *k), ready_in(&m.to, *k)) {
+                Some(Ending::Finished) => {
+                    self.finished.push((*k, secs()));
+                    let msg = format!("ordinal {k} is Ready in {to} ({:.0} s)", secs());
+                    self.notes.push(Note::normal("MoveFinished", msg));
+                    false
+                }
+                Some(Ending::Landed) => {
+                    let msg = format!("ordinal {k} runs in {} again until the moves in its way to {to} have run", m.to);
+                    self.notes.push(Note::normal("MoveParked", msg));
+                    false
+                }
+                None => range.contains(k),
             }
-            if parked_now(m) && ready_in(&m.to, *k) {
-                self.notes.push(Note::normal(
-                    "MoveParked",
-                    format!("ordinal {k} runs in {} again until the moves in its way to {to} have run", m.to),
-                ));
-                return false;
-            }
-            range.contains(k)
         });
     }
 
@@ -134,7 +145,7 @@ impl Moves {
             let Step::Grow { cluster, acquires, .. } = step else { continue };
             for k in acquires.iter().filter(|k| targets.of(*k) != Some(cluster.as_str())) {
                 if let Some(m) = self.moves.get_mut(&k)
-                    && (m.phase != phases::PARKED || m.to != *cluster)
+                    && let Some(next) = move_phase::parked(phase_of(m), m.to == *cluster)
                 {
                     self.notes.push(Note::normal(
                         "MoveParked",
@@ -144,9 +155,8 @@ impl Moves {
                             m.to
                         ),
                     ));
-                    m.phase = phases::PARKED.into();
+                    enter(m, next, &self.now);
                     m.to = cluster.clone();
-                    m.since = self.now.clone();
                     self.persist_first = true;
                 }
             }
@@ -157,7 +167,7 @@ impl Moves {
     /// move from a cluster to itself is never recorded.
     fn cancel_returns(&mut self, targets: &Targets<'_>) {
         self.moves.retain(|k, m| {
-            let back = !parked_now(m) && targets.of(*k) == Some(m.from.as_str());
+            let back = move_phase::cancelled(phase_of(m), targets.of(*k) == Some(m.from.as_str()));
             if back {
                 self.notes.push(Note::normal(
                     "MoveCancelled",
@@ -173,13 +183,12 @@ impl Moves {
     fn advance_one(&mut self, cx: &Scope<'_>, obs: &Observed, targets: &Targets<'_>, k: Ordinal, m: &mut MoveStatus) {
         if let Some(to) = targets.of(k)
             && m.to != to
-            && !parked_now(m)
+            && move_phase::follows_target(phase_of(m))
         {
             m.to = to.to_string();
         }
-        if m.phase == phases::DRAINING && released(obs, k, &m.to) {
-            m.phase = phases::RELEASED.into();
-            m.since = self.now.clone();
+        if let Some(next) = move_phase::released(phase_of(m), released(obs, k, &m.to)) {
+            enter(m, next, &self.now);
             self.released.insert(k);
             self.persist_first = true;
             return;
@@ -196,9 +205,8 @@ impl Moves {
                 self.refused.extend(refused);
                 self.storage_waits.extend(waiting);
                 if let Some(h) = handover {
-                    if m.phase != phases::HANDOVER {
-                        m.phase = phases::HANDOVER.into();
-                        m.since = self.now.clone();
+                    if let Some(next) = move_phase::handing_over(phase_of(m)) {
+                        enter(m, next, &self.now);
                         self.persist_first = true;
                     }
                     self.handovers.push(h);
@@ -208,7 +216,7 @@ impl Moves {
         // Without identity gates a pod starts as soon as its slice holds it: the grow then
         // waits until spanset's records in the destination no longer name the ordinal.
         if !gated(cx.fsts)
-            && m.phase != phases::STARTING
+            && move_phase::grow_waits_for_records(phase_of(m))
             && cx.view_of(&m.to).is_none_or(|v| network::names_ordinal(cx.fsts, &v, k))
         {
             self.held.insert(k);

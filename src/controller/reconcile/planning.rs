@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{availability::Availability, phases, scope::Scope};
+use super::{availability::Availability, moves::phase_of, scope::Scope};
 use crate::{
     api::MoveStatus,
-    controller::gates,
+    controller::{gates, move_phase},
     plan::{self, Observed, Ordinal, Ordinals, Plan, Step},
 };
 
@@ -51,9 +51,9 @@ impl Planning {
 pub(super) fn plan(cx: &Scope<'_>, obs: &Observed, avail: &Availability) -> Planning {
     let recorded: BTreeMap<Ordinal, MoveStatus> =
         cx.previous.moves.iter().filter_map(|m| u32::try_from(m.ordinal).ok().map(|k| (k, m.clone()))).collect();
-    let parked_now = |m: &MoveStatus| m.phase == phases::PARKED;
-    let moving: Ordinals = recorded.iter().filter(|(_, m)| !parked_now(m)).map(|(k, _)| *k).collect();
-    let parked: Ordinals = recorded.iter().filter(|(_, m)| parked_now(m)).map(|(k, _)| *k).collect();
+    let in_flight = |m: &MoveStatus| move_phase::follows_target(phase_of(m));
+    let moving: Ordinals = recorded.iter().filter(|(_, m)| in_flight(m)).map(|(k, _)| *k).collect();
+    let parked: Ordinals = recorded.iter().filter(|(_, m)| !in_flight(m)).map(|(k, _)| *k).collect();
     let budget = budget(cx, avail, recorded.keys().copied().collect());
     let balanced = cx.previous.balanced_placement.as_deref();
     let (plan, error) = match plan::plan_parked(&budget.planned, obs, &moving, &parked, balanced) {

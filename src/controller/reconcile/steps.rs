@@ -6,14 +6,16 @@
 
 use super::{
     StsWrite,
-    moves::{Moves, Targets},
-    phases,
+    moves::{Moves, Targets, enter, phase_of},
     planning::Planning,
     scope::Scope,
 };
 use crate::{
     api::MoveStatus,
-    controller::events::Note,
+    controller::{
+        events::Note,
+        move_phase::{self, MovePhase},
+    },
     plan::{Ordinal, Ordinals, Step},
 };
 
@@ -58,7 +60,7 @@ pub(super) fn write(cx: &Scope<'_>, planning: &Planning, moves: &mut Moves, curs
 fn record_releases(moves: &mut Moves, cluster: &str, releases: &Ordinals, targets: &Targets<'_>) {
     for k in releases.iter() {
         if let Some(to) = targets.of(k).filter(|to| *to != cluster)
-            && !moves.moves.contains_key(&k)
+            && let Some(phase) = move_phase::started(moves.moves.get(&k).map(phase_of))
         {
             moves.notes.push(Note::normal("MoveStarted", format!("ordinal {k}: {cluster} → {to}")));
             moves.moves.insert(
@@ -67,7 +69,7 @@ fn record_releases(moves: &mut Moves, cluster: &str, releases: &Ordinals, target
                     ordinal: k as i32,
                     from: cluster.to_string(),
                     to: to.to_string(),
-                    phase: phases::DRAINING.into(),
+                    phase: phase.as_str().into(),
                     since: moves.now.clone(),
                 },
             );
@@ -83,23 +85,17 @@ fn record_grows(moves: &mut Moves, cluster: &str, acquires: &Ordinals) -> Vec<Or
     for k in acquires.iter() {
         let Some(m) = moves.moves.get_mut(&k) else { continue };
         grows.push(k);
-        if m.phase == phases::PARKED {
-            if m.to == cluster {
-                continue;
-            }
+        let phase = phase_of(m);
+        let Some(next) = move_phase::starting(phase, m.to == cluster) else { continue };
+        if phase == MovePhase::Parked {
             // Its target takes it after all: the move goes on.
             m.to = cluster.to_string();
         }
-        if m.phase != phases::STARTING
-            && let Some(why) = moves.left_behind.get(&k)
-        {
+        if let Some(why) = moves.left_behind.get(&k) {
             moves.notes.push(Note::warning("VolumesLeftBehind", why.clone()));
         }
-        if m.phase != phases::STARTING {
-            m.phase = phases::STARTING.into();
-            m.since = moves.now.clone();
-            moves.persist_first = true;
-        }
+        enter(m, next, &moves.now);
+        moves.persist_first = true;
     }
     grows
 }

@@ -1096,3 +1096,32 @@ fn a_54_character_name_blocks_every_write_naming_the_label_limit() {
     assert_eq!(blocked.reason, "InvalidSpec");
     assert!(blocked.message.starts_with("metadata.name: 54 characters; at most 52"), "{}", blocked.message);
 }
+
+#[test]
+fn an_unknown_stored_move_phase_is_handled_as_released_and_kept_until_a_transition_rewrites_it() {
+    // The CRD keeps the phase a string: one this controller does not know (a newer
+    // controller's, a hand edit) decides what Released decides, and is not rewritten by a
+    // round that moves nothing.
+    let decide_with = |phase: &str, source_unreachable: bool| {
+        let f = four_over_abc(StorageMode::Detached, phase);
+        let mut a = with_claims(settled(&f, 0, 0, 7), &[0, 1], "a");
+        if source_unreachable {
+            // Unreachable source: its claims wait there and the move stays as it is.
+            a = unreachable(a);
+        }
+        let members =
+            BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);
+        decide_now(&f, &members, 7)
+    };
+    for waiting in [true, false] {
+        let (known, unknown) = (decide_with(phases::RELEASED, waiting), decide_with("Teleporting", waiting));
+        assert_eq!(written_slices(&unknown), written_slices(&known));
+        assert_eq!(unknown.handovers, known.handovers);
+        assert_eq!(unknown.persist_first, known.persist_first);
+        let expected: Vec<&str> =
+            phases_of(&known).iter().map(|p| if *p == phases::RELEASED { "Teleporting" } else { p }).collect();
+        assert_eq!(phases_of(&unknown), expected, "waiting: {waiting}");
+    }
+    assert_eq!(phases_of(&decide_with("Teleporting", true)), ["Teleporting", "Teleporting"], "kept while held");
+    assert_eq!(phases_of(&decide_with("Teleporting", false)), [phases::HANDOVER, phases::HANDOVER], "rewritten");
+}

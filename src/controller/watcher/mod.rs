@@ -4,6 +4,7 @@
 //! confirmations, probes the member, reports to the subscribed coordinators, and performs their
 //! writes with optimistic concurrency under the writer's term.
 
+mod handle;
 mod slices;
 
 use std::{
@@ -47,8 +48,11 @@ use super::{
     },
     metrics::Metrics,
     spans,
-    supervisor::Synced,
 };
+pub use handle::{MemberHandle, MembersChanged};
+
+/// Which watchers have listed once (for `/readyz`): each watcher sets its member's entry.
+pub type Synced = Arc<dashmap::DashMap<String, bool>>;
 
 /// How often a member is probed when nothing else is heard from it.
 pub const PROBE_PERIOD: Duration = Duration::from_secs(2);
@@ -56,7 +60,7 @@ pub const PROBE_PERIOD: Duration = Duration::from_secs(2);
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long without an answer before the MemberCluster's `Reachable` condition turns False
 /// (each federation judges with its own `failover.unreachableAfterSeconds`).
-pub const MEMBER_UNREACHABLE_AFTER: Duration = super::reconcile::DEFAULT_UNREACHABLE_AFTER;
+pub const MEMBER_UNREACHABLE_AFTER: Duration = super::member::health::DEFAULT_UNREACHABLE_AFTER;
 /// How often `status.lastContact` of a MemberCluster is refreshed when nothing else changes.
 pub const CONTACT_REPORT_PERIOD: Duration = Duration::from_secs(30);
 /// How often a member that does not serve Advanced StatefulSets is asked again (OpenKruise

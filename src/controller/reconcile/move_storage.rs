@@ -15,12 +15,14 @@
 //! volumes stay behind by the rules of failover (the ordinal starts on fresh claims, and a
 //! condition says so).
 
-use super::{
-    messages::MemberView,
-    reconcile::{Inputs, phases},
-};
+use super::Inputs;
 use crate::{
     api::{MoveStatus, StaleClaims, StorageMode},
+    controller::{
+        member::cache::ClaimRecord,
+        messages::MemberView,
+        move_phase::{self, MovePhase},
+    },
     plan::{Observed, Ordinal},
 };
 
@@ -81,7 +83,7 @@ impl Gate {
     }
 }
 
-fn claims_of(view: Option<&MemberView>, k: Ordinal) -> Vec<super::member::cache::ClaimRecord> {
+fn claims_of(view: Option<&MemberView>, k: Ordinal) -> Vec<ClaimRecord> {
     view.and_then(|v| v.claims.get(&k).cloned()).unwrap_or_default()
 }
 
@@ -104,7 +106,7 @@ pub fn due(inp: &Inputs<'_>, k: Ordinal, from: &str, to: &str) -> Option<(Handov
         StorageMode::Detached if from == to => None,
         StorageMode::Detached => {
             let keep_volume = inp.fsts.spec.migration.stale_claims.unwrap_or_default() == StaleClaims::Release;
-            let live = |claims: Vec<super::member::cache::ClaimRecord>| -> Vec<String> {
+            let live = |claims: Vec<ClaimRecord>| -> Vec<String> {
                 claims.into_iter().filter(|c| !c.deleting).map(|c| c.name).collect()
             };
             let leaving = live(source);
@@ -129,7 +131,7 @@ pub fn gate(inp: &Inputs<'_>, obs: &Observed, m: &MoveStatus, k: Ordinal) -> Gat
     }
     // Before the release is confirmed nothing may touch the volumes; after the grow there is
     // nothing left to hand over.
-    if m.phase == phases::DRAINING || m.phase == phases::STARTING {
+    if !move_phase::storage_may_be_touched(MovePhase::read(&m.phase)) {
         return Gate::held();
     }
     if let Some(why) = inp.handover_refusals.get(&k) {
