@@ -96,7 +96,12 @@ fn apply(obs: &mut Observed, step: &Step) -> Result<(), TestCaseError> {
 /// Every member answers and cooperates from here: the plan must reach its target within 200
 /// rounds, safely at every step (or find no target only when fences or bounds leave too little
 /// room).
-fn converge(d: &Desired, mut obs: Observed, mut moving: Ordinals) -> Result<(), TestCaseError> {
+fn converge(d: &Desired, obs: Observed, moving: Ordinals) -> Result<(), TestCaseError> {
+    converge_within(d, obs, moving, true)
+}
+
+/// [`converge`]; a stalled plan fails unless `raise` lets the operator raise the limit by one.
+fn converge_within(d: &Desired, mut obs: Observed, mut moving: Ordinals, raise: bool) -> Result<(), TestCaseError> {
     for o in obs.values_mut() {
         o.reachable = true;
     }
@@ -124,6 +129,7 @@ fn converge(d: &Desired, mut obs: Observed, mut moving: Ordinals) -> Result<(), 
         }
         prop_assert!(round < 199, "no convergence: {:?}", p);
         if p.stalled {
+            prop_assert!(raise, "stalled with the limit at {}: {:?}", d.max_concurrent_moves, p);
             // The limit is kept; the condition says to raise it by one, as an operator does.
             prop_assert!(p.steps.is_empty() && p.in_flight.len() >= u64::from(d.max_concurrent_moves));
             d.max_concurrent_moves += 1;
@@ -776,6 +782,7 @@ fn scale_to(
                 Step::Shrink { .. } => None,
             })
             .min();
+        let mut applied = Vec::new();
         for s in &p.steps {
             let step = match s {
                 _ if !one => s.clone(),
@@ -798,9 +805,17 @@ fn scale_to(
                 }
             };
             apply(obs, &step)?;
+            applied.push(step);
         }
         check_invariants(d, obs)?;
-        moving = started_moves(d, obs, &p);
+        let before = p.in_flight.len();
+        moving = started_moves(d, obs, &Plan { steps: applied, ..p });
+        let room = u64::from(d.max_concurrent_moves).saturating_sub(before);
+        prop_assert!(
+            moving.len().saturating_sub(before) <= room,
+            "moves beyond the limit of {}",
+            d.max_concurrent_moves
+        );
     }
     if kept {
         let after = owners(d, obs);
@@ -932,5 +947,71 @@ fn a_scale_up_of_apps_v1_slices_grows_the_top_slice_but_advanced_ones_follow_the
         let target: Vec<Vec<u32>> = p.target.iter().map(|(_, s)| s.ordinals().iter().collect()).collect();
         assert_eq!(target, want, "{backend:?}");
         assert!(steps.iter().all(|s| matches!(s, Step::Grow { .. })), "{backend:?}: {steps:?}");
+    }
+}
+
+// === liveness ===
+
+/// The spec of the stall the property tests found (liveness brief): `onScale: Keep`, one move
+/// at a time, c1 held at its minimum and c2 at its maximum of 1.
+fn bounded_three(replicas: u32) -> Desired {
+    let mut d = desired(Backend::StatefulSet, replicas, &[1, 0, 2], 1);
+    d.clusters[1].min_replicas = 1;
+    d.clusters[2].max_replicas = Some(1);
+    d
+}
+
+/// Regression (liveness brief; found by `keep_falls_back_to_the_weights_only_for_bounds`, seed
+/// lost): c1 released ordinal 0 (in flight, held by nobody, bound for c0), c0 grew into 2
+/// meanwhile, and 0 can land only next to c2's 1 — c2 at its maximum of 1 — while c2 cannot
+/// release 1 with the one move 0 fills. The plan stalled and asked for a higher limit; now 0
+/// parks in c2 beyond its maximum and every move after stays within the limit.
+#[test]
+fn an_ordinal_in_flight_whose_only_landing_is_a_cluster_at_its_maximum_parks_there() {
+    let d = bounded_three(5);
+    let obs: Observed = [
+        ("c0".to_string(), healthy(Ordinals::from([2]))),
+        ("c1".to_string(), healthy(Ordinals::from([3]))),
+        ("c2".to_string(), healthy(Ordinals::from([1]))),
+    ]
+    .into();
+    let moving = Ordinals::from([0]);
+    let p = plan(&d, &obs, &moving).unwrap();
+    let target: Vec<Ordinals> = p.target.iter().map(|(_, s)| s.ordinals()).collect();
+    assert_eq!(target, [Ordinals::from_iter([0..=2]), Ordinals::from([3]), Ordinals::from([4])]);
+    assert!(!p.stalled, "the plan goes on within the limit: {p:?}");
+    assert_eq!(
+        p.steps,
+        [Step::Grow {
+            cluster: "c2".into(),
+            to: Slice::from_ordinals(&Ordinals::from_iter([0..=1])),
+            acquires: Ordinals::from([0])
+        }],
+        "0 lands next to 1, c2 beyond its maximum for now"
+    );
+    assert_eq!(spanset::plan::parked_by(&p, &p.steps[0]), Ordinals::from([0]), "as a parked move");
+    converge_within(&d, obs, moving, false).unwrap();
+}
+
+/// The same stall reached from its start: laid out at 2 replicas (c1 holds 0, c2 holds 1), then
+/// scaled to 5, which `Keep` cannot place (c2 is at its maximum) and the weights place at c0
+/// 0-2, c1 3, c2 4. Members take steps whole, one pod at a time, or mixed; each way converges
+/// without the limit ever being raised, and `spanset plan` plans it to the end.
+#[test]
+fn a_keep_scale_past_a_cluster_at_its_maximum_converges_within_one_move() {
+    for partial in [vec![false], vec![true], vec![true, false], vec![false, true]] {
+        let mut d = bounded_three(2);
+        let mut obs: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(Ordinals::new()))).collect();
+        let mut balanced = Some(lay_out(&d, &mut obs).unwrap());
+        assert_eq!(owners(&d, &obs), [(0, "c1".to_string()), (1, "c2".to_string())].into());
+        d.replicas = 5;
+        let (p, _) = spanset::plan::plan_to_completion_balanced(&d, &obs, balanced.as_deref())
+            .unwrap_or_else(|e| panic!("spanset plan reaches the end: {e}"));
+        assert_eq!(p.target[0].1.ordinals(), Ordinals::from_iter([0..=2]));
+        let kept = scale_to(&d, &mut obs, &mut balanced, &partial)
+            .unwrap_or_else(|e| panic!("{partial:?}: the scale converges: {e}"));
+        assert!(!kept, "c2's maximum makes the scale unkeepable");
+        let held: Vec<Ordinals> = ["c0", "c1", "c2"].iter().map(|c| obs[*c].written.ordinals()).collect();
+        assert_eq!(held, [Ordinals::from_iter([0..=2]), Ordinals::from([3]), Ordinals::from([4])], "{partial:?}");
     }
 }
