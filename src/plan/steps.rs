@@ -255,8 +255,7 @@ enum Room {
     /// moves that would make room are held by `maxConcurrentMoves`, which this move fills
     /// (the state the liveness regression tests in `tests/plan_props.rs` start from). The
     /// ordinal runs there, beyond that cluster's maximum, until it moves on like any
-    /// misplaced ordinal — which the target, within every maximum, makes it do; so one
-    /// cluster holds at most the limit's number of ordinals beyond its maximum, for a while.
+    /// misplaced ordinal: the target is within every maximum.
     Beyond,
 }
 
