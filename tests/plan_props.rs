@@ -174,7 +174,7 @@ fn run_plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Option<Pla
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(plan_gen::config(256))]
 
     #[test]
     fn plans_stay_safe_under_any_interleaving_and_converge_when_members_cooperate(
@@ -298,7 +298,7 @@ fn oracle(start: &[Option<usize>], target: &[Option<usize>], clusters: usize) ->
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(plan_gen::config(128))]
 
     #[test]
     fn contiguous_plans_move_as_few_ordinals_as_the_oracle(
@@ -358,7 +358,7 @@ fn any_set_oracle(start: &[Option<usize>], counts: &[u32]) -> usize {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(plan_gen::config(128))]
 
     #[test]
     fn any_set_plans_move_as_few_ordinals_as_the_oracle(
@@ -559,7 +559,7 @@ fn cut() -> impl Strategy<Value = Cut> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(plan_gen::config(256))]
 
     /// Members cut off in the middle of moves, their in-flight writes accepted or not: the
     /// relaxed rule (an unreachable member blocks only what it was last seen to hold, unless a
@@ -829,7 +829,7 @@ fn scale_to(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(plan_gen::config(256))]
 
     /// With `onScale: Keep` and an unchanged placement, changes of replicas alone (one after
     /// another, members taking steps whole or one pod at a time) never move a surviving
