@@ -97,7 +97,7 @@ fn apply(obs: &mut Observed, step: &Step) -> Result<(), TestCaseError> {
 /// rounds, safely at every step (or find no target only when fences or bounds leave too little
 /// room).
 fn converge(d: &Desired, obs: Observed, moving: Ordinals) -> Result<(), TestCaseError> {
-    converge_within(d, obs, moving, true)
+    converge_within(d, obs, moving, !explore_stalls())
 }
 
 /// [`converge`]; a stalled plan fails unless `raise` lets the operator raise the limit by one.
@@ -173,6 +173,82 @@ fn run_plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Option<Pla
     }
 }
 
+/// Whether a stall fails a property rather than being lifted the way an operator would (by
+/// raising the limit): `EXPLORE_STALLS=1` looks for states the planner cannot leave within
+/// `maxConcurrentMoves`, e.g. `EXPLORE_STALLS=1 PROPTEST_CASES=30000 cargo test --release
+/// --test plan_props`.
+fn explore_stalls() -> bool {
+    std::env::var_os("EXPLORE_STALLS").is_some()
+}
+
+/// The body of the interleaving property: events from a starting state, every plan checked for
+/// safety and the limit, then [`converge_within`] (`strict`: no stall allowed).
+fn interleave(d: Desired, seed: &[u32], events: Vec<Event>, strict: bool) -> Result<(), TestCaseError> {
+    let mut d = d;
+    let n = d.clusters.len();
+    let mut obs = state(&d, seed);
+    check_invariants(&d, &obs)?;
+    let mut moving = Ordinals::new();
+    for ev in events {
+        match ev {
+            Event::Settle(c) => {
+                if let Some(o) = obs.get_mut(&format!("c{}", c % n))
+                    && o.reachable
+                {
+                    settle(o);
+                }
+            }
+            Event::Partition(c) => {
+                obs.get_mut(&format!("c{}", c % n)).unwrap().reachable = false;
+            }
+            Event::Heal(c) => {
+                obs.get_mut(&format!("c{}", c % n)).unwrap().reachable = true;
+            }
+            Event::Fence(c) => {
+                // An operator fences only a cluster that is cut off; its pods are dead.
+                let o = obs.get_mut(&format!("c{}", c % n)).unwrap();
+                if !o.reachable {
+                    o.fenced = true;
+                    o.pods.clear();
+                    o.ready.clear();
+                }
+            }
+            Event::Reweigh(c, w) => {
+                let mut edited = d.clone();
+                edited.clusters[c % n].weight = w;
+                if spanset::plan::validate(&edited).is_empty() {
+                    d = edited;
+                }
+            }
+            Event::Steps => {
+                let Some(p) = run_plan(&d, &obs, &moving)? else { continue };
+                let named: BTreeSet<&str> = p.steps.iter().map(|s| s.cluster()).collect();
+                prop_assert_eq!(named.len(), p.steps.len(), "one step per cluster per plan: {:?}", p.steps);
+                let before = p.in_flight.len();
+                for s in &p.steps {
+                    apply(&mut obs, s)?;
+                }
+                check_invariants(&d, &obs)?;
+                moving = started_moves(&d, &obs, &p);
+                // New moves fit in what the limit leaves, at every instant: a move starts
+                // only while fewer than maxConcurrentMoves are in flight.
+                let started = moving.len().saturating_sub(before);
+                let room = u64::from(d.max_concurrent_moves).saturating_sub(before);
+                prop_assert!(
+                    started <= room,
+                    "{} moves started with {} in flight and a limit of {}",
+                    started,
+                    before,
+                    d.max_concurrent_moves
+                );
+            }
+        }
+    }
+    // Now everyone cooperates (fenced clusters come back and are shrunk first).
+    // Now everyone cooperates (fenced clusters come back and are shrunk first).
+    converge_within(&d, obs, moving, !strict)
+}
+
 proptest! {
     #![proptest_config(plan_gen::config(256))]
 
@@ -182,44 +258,7 @@ proptest! {
         seed in prop::collection::vec(0u32..100, 1..14),
         events in prop::collection::vec(event(), 0..40),
     ) {
-        let mut d = d;
-        let n = d.clusters.len();
-        let mut obs = state(&d, &seed);
-        check_invariants(&d, &obs)?;
-        let mut moving = Ordinals::new();
-        for ev in events {
-            match ev {
-                Event::Settle(c) => { if let Some(o) = obs.get_mut(&format!("c{}", c % n)) && o.reachable { settle(o); } }
-                Event::Partition(c) => { obs.get_mut(&format!("c{}", c % n)).unwrap().reachable = false; }
-                Event::Heal(c) => { obs.get_mut(&format!("c{}", c % n)).unwrap().reachable = true; }
-                Event::Fence(c) => {
-                    // An operator fences only a cluster that is cut off; its pods are dead.
-                    let o = obs.get_mut(&format!("c{}", c % n)).unwrap();
-                    if !o.reachable { o.fenced = true; o.pods.clear(); o.ready.clear(); }
-                }
-                Event::Reweigh(c, w) => {
-                    let mut edited = d.clone();
-                    edited.clusters[c % n].weight = w;
-                    if spanset::plan::validate(&edited).is_empty() { d = edited; }
-                }
-                Event::Steps => {
-                    let Some(p) = run_plan(&d, &obs, &moving)? else { continue };
-                    let named: BTreeSet<&str> = p.steps.iter().map(|s| s.cluster()).collect();
-                    prop_assert_eq!(named.len(), p.steps.len(), "one step per cluster per plan: {:?}", p.steps);
-                    let before = p.in_flight.len();
-                    for s in &p.steps { apply(&mut obs, s)?; }
-                    check_invariants(&d, &obs)?;
-                    moving = started_moves(&d, &obs, &p);
-                    // New moves fit in what the limit leaves, at every instant: a move starts
-                    // only while fewer than maxConcurrentMoves are in flight.
-                    let started = moving.len().saturating_sub(before);
-                    let room = u64::from(d.max_concurrent_moves).saturating_sub(before);
-                    prop_assert!(started <= room, "{} moves started with {} in flight and a limit of {}", started, before, d.max_concurrent_moves);
-                }
-            }
-        }
-        // Now everyone cooperates (fenced clusters come back and are shrunk first).
-        converge(&d, obs, moving)?;
+        interleave(d, &seed, events, explore_stalls())?;
     }
 
     #[test]
@@ -841,7 +880,7 @@ proptest! {
         scales in prop::collection::vec(0u32..16, 1..4),
         partial in prop::collection::vec(prop::bool::ANY, 1..6),
     ) {
-        let mut d = d;
+    let mut d = d;
         let mut obs = state(&d, &seed);
         let mut balanced = Some(lay_out(&d, &mut obs)?);
         for r in scales {
@@ -860,7 +899,7 @@ proptest! {
         scales in prop::collection::vec(0u32..16, 1..4),
         partial in prop::collection::vec(prop::bool::ANY, 1..6),
     ) {
-        let mut d = d;
+    let mut d = d;
         let mut obs = state(&d, &seed);
         let mut balanced = Some(lay_out(&d, &mut obs)?);
         for r in scales {
@@ -886,7 +925,7 @@ proptest! {
         moving in prop::collection::btree_set(0u32..14, 0..3),
         r in 0u32..14,
     ) {
-        let mut d = d;
+    let mut d = d;
         let obs = state(&d, &seed);
         let fp = spanset::plan::keep::placement(&d, &spanset::plan::keep::keepers(&d, &obs));
         d.replicas = r;
@@ -1014,4 +1053,23 @@ fn a_keep_scale_past_a_cluster_at_its_maximum_converges_within_one_move() {
         let held: Vec<Ordinals> = ["c0", "c1", "c2"].iter().map(|c| obs[*c].written.ordinals()).collect();
         assert_eq!(held, [Ordinals::from_iter([0..=2]), Ordinals::from([3]), Ordinals::from([4])], "{partial:?}");
     }
+}
+
+/// A stall still open (found by `EXPLORE_STALLS=1`, the minimal input kept here rather than
+/// as a seed, which would fail every exploration first): c2's release of ordinal 0 is in
+/// flight to c0 when c0 is cut off and fenced. That retargets 0 to c1 (holding 5, bound for
+/// c2); the empty c2 grows into 6-7 (1-4 are still in the fenced c0's spec), and then no
+/// usable slice borders 0 while c1 cannot give up 5 within the one move 0 fills. The plan says
+/// so (`stalled`, naming `maxConcurrentMoves`) and goes on once it is raised by one, which the
+/// interleaving property checks; going on within the limit needs a rule not written yet (c2
+/// growing down from 1 rather than into 6-7 while a move in flight borders nothing).
+#[test]
+#[ignore = "open liveness gap: run with --ignored; see the doc comment"]
+fn an_ordinal_in_flight_bordered_by_no_usable_slice_after_a_fence_lands_within_the_limit() {
+    let mut d = desired(Backend::StatefulSet, 8, &[3, 0, 1], 1);
+    d.clusters[1].min_replicas = 1;
+    d.on_scale = OnScale::Rebalance;
+    let events = vec![Event::Steps, Event::Partition(0), Event::Fence(0)];
+    interleave(d.clone(), &[37, 29], events.clone(), false).expect("the plan goes on once the limit is raised");
+    interleave(d, &[37, 29], events, true).unwrap();
 }
