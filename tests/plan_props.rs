@@ -1071,5 +1071,12 @@ fn an_ordinal_in_flight_bordered_by_no_usable_slice_after_a_fence_lands_within_t
     d.on_scale = OnScale::Rebalance;
     let events = vec![Event::Steps, Event::Partition(0), Event::Fence(0)];
     interleave(d.clone(), &[37, 29], events.clone(), false).expect("the plan goes on once the limit is raised");
+    // The same gap from another start (second exploration): c0 fenced while 0 moves to it.
+    let mut d2 = desired(Backend::StatefulSet, 5, &[1, 0, 0], 1);
+    d2.clusters[1].min_replicas = 2;
+    d2.on_scale = OnScale::Rebalance;
+    let events2 = vec![Event::Steps, Event::Partition(0), Event::Fence(3), Event::Reweigh(2, 1)];
+    interleave(d2.clone(), &[73, 68], events2.clone(), false).expect("the plan goes on once the limit is raised");
+    interleave(d2, &[73, 68], events2, true).unwrap();
     interleave(d, &[37, 29], events, true).unwrap();
 }
