@@ -259,61 +259,10 @@ enum Room {
     Beyond,
 }
 
-/// Where an ordinal in flight lands: beside a neighbour under its maximum ([`landing`]), else
-/// across free ordinals or into an empty slice under its maximum ([`bridge`]), else the same
-/// beyond a maximum ([`Room::Beyond`]). Each later way is tried only where the earlier ones
-/// find nothing, which was a stall before.
+/// Where an ordinal in flight lands ([`landing`]): under every maximum if it can, else beyond
+/// one ([`Room::Beyond`]).
 fn land(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> Option<Step> {
-    [Room::UnderMax, Room::Beyond].into_iter().find_map(|room| {
-        landing(d, members, holders, moving, room).or_else(|| bridge(d, members, holders, moving, room))
-    })
-}
-
-/// Where an ordinal in flight that no slice it borders can take lands anyway: in a usable
-/// placement member whose slice reaches it across ordinals of the range that every other
-/// cluster is confirmed not to hold or run, taking those too, or in an empty slice. A fence
-/// can leave such a move bordering only the fenced cluster's released ordinals (the empty
-/// slice of its new target's neighbour having grown elsewhere meanwhile). The ordinals taken
-/// outside the member's target are parked there and move on like any misplaced ordinal; those
-/// bridged ran nowhere, so no pod goes down for them. The fewest bridged first, then the
-/// member closest to the ordinal's target in placement order.
-fn bridge(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals, room: Room) -> Option<Step> {
-    if d.backend != Backend::StatefulSet {
-        return None;
-    }
-    let range = d.ordinals();
-    let held: Ordinals = members.iter().filter(|m| counts(&m.obs)).flat_map(|m| m.written.ranges()).collect();
-    for k in (moving - &held).iter() {
-        let Some(t) = target_index(members, k) else { continue };
-        let mut best: Option<(u64, usize, usize, Ordinals)> = None;
-        for (i, c) in d.clusters.iter().enumerate() {
-            let (m, w) = (&members[i], &members[i].written);
-            if !(m.observed && m.obs.reachable && !m.obs.fenced && m.obs.compatible) {
-                continue;
-            }
-            let span = match (w.first(), w.last()) {
-                (None, _) | (_, None) => Ordinals::from([k]),
-                (Some(lo), _) if k < lo => Ordinals::from_iter([k..=lo - 1]),
-                (_, Some(hi)) if k > hi => Ordinals::from_iter([hi + 1..=k]),
-                _ => continue,
-            };
-            let bridged = &span - &Ordinals::from([k]);
-            let max = u64::from(c.max_replicas.unwrap_or(u32::MAX));
-            let fits = room == Room::Beyond || w.len() + span.len() <= max;
-            if !fits || !bridged.is_subset(&range) || holders.free_for(&span, i) != span {
-                continue;
-            }
-            let key = (bridged.len(), i.abs_diff(t), i);
-            if best.as_ref().is_none_or(|b| key < (b.0, b.1, b.2)) {
-                best = Some((key.0, key.1, key.2, span));
-            }
-        }
-        if let Some((_, _, i, span)) = best {
-            let to = Slice::from_ordinals(&(&members[i].written | &span));
-            return Some(Step::Grow { cluster: members[i].name.to_string(), to, acquires: span });
-        }
-    }
-    None
+    landing(d, members, holders, moving, Room::UnderMax).or_else(|| landing(d, members, holders, moving, Room::Beyond))
 }
 
 /// The placement index of the cluster whose target holds `k`, if any.

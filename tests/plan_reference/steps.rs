@@ -144,64 +144,7 @@ fn land(
     targets: &BTreeMap<String, BTreeSet<Ordinal>>,
     moving: &BTreeSet<Ordinal>,
 ) -> Option<Step> {
-    [false, true].into_iter().find_map(|beyond_max| {
-        landing(d, obs, targets, moving, beyond_max).or_else(|| bridge(d, obs, targets, moving, beyond_max))
-    })
-}
-
-/// Kept in step with the range planner: an ordinal in flight that no bordering slice can take
-/// lands in the placement member whose slice reaches it across free ordinals of the range
-/// (taking them too), or in an empty slice; the fewest bridged, then the closest to its target.
-fn bridge(
-    d: &Desired,
-    obs: &Observed,
-    targets: &BTreeMap<String, BTreeSet<Ordinal>>,
-    moving: &BTreeSet<Ordinal>,
-    beyond_max: bool,
-) -> Option<Step> {
-    if d.backend != Backend::StatefulSet {
-        return None;
-    }
-    let names = member_names(d, obs);
-    let holders = Holders::new(obs).with_unobserved(d.clusters.iter().map(|c| c.name.as_str()), obs);
-    let in_range = |k: Ordinal| k >= d.start && u64::from(k) < u64::from(d.start) + u64::from(d.replicas);
-    for &k in moving {
-        if holders.written_by_other(k, "") {
-            continue;
-        }
-        let Some(t) = target_index(&names, targets, k) else { continue };
-        let mut best: Option<(usize, usize, usize, Vec<Ordinal>)> = None;
-        for (i, c) in d.clusters.iter().enumerate() {
-            let Some(o) = obs.get(&c.name) else { continue };
-            if !o.reachable || o.fenced || !o.compatible {
-                continue;
-            }
-            let w = o.written.ordinals();
-            let span: Vec<Ordinal> = match (w.first(), w.last()) {
-                (Some(&lo), _) if k < lo => (k..lo).collect(),
-                (_, Some(&hi)) if k > hi => (hi + 1..=k).collect(),
-                (Some(_), _) => continue,
-                _ => vec![k],
-            };
-            let max = c.max_replicas.unwrap_or(u32::MAX) as usize;
-            let fits = beyond_max || w.len() + span.len() <= max;
-            let ok = span.iter().all(|&x| (x == k || in_range(x)) && holders.free_for(x, &c.name));
-            if !fits || !ok {
-                continue;
-            }
-            let key = (span.len() - 1, i.abs_diff(t), i);
-            if best.as_ref().is_none_or(|b| key < (b.0, b.1, b.2)) {
-                best = Some((key.0, key.1, key.2, span));
-            }
-        }
-        if let Some((_, _, i, span)) = best {
-            let c = &d.clusters[i];
-            let mut to = obs[&c.name].written.ordinals();
-            to.extend(span.iter().copied());
-            return Some(Step::Grow { cluster: c.name.clone(), to: Slice::from_ordinals(&to), acquires: span });
-        }
-    }
-    None
+    landing(d, obs, targets, moving, false).or_else(|| landing(d, obs, targets, moving, true))
 }
 
 /// The placement clusters in order, then the observed ones the placement no longer lists.
