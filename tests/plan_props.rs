@@ -1081,7 +1081,7 @@ fn an_ordinal_in_flight_bordered_by_no_usable_slice_after_a_fence_lands_within_t
     interleave(d, &[37, 29], events, true).unwrap();
 }
 
-/// An open liveness gap, older than the landings beyond a maximum or across free ordinals
+/// An open liveness gap, older than the landing beyond a maximum (its cycle uses none)
 /// (found by `EXPLORE_STALLS=1 PROPTEST_CASES=30000` after 17,465 cases; the interleaving
 /// property fails on it too, stall or not): no stall, but a cycle. c1 holds 8-10 (its maximum
 /// of 3) and c2 holds 4, slices that cross (c1's target is 4-5, c2's 6-10). With nothing else
