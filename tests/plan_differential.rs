@@ -300,7 +300,7 @@ fn disturbed(mut obs: Observed, how: &[u8], start: Ordinal, span: u32) -> Observ
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(plan_gen::config(256))]
 
     #[test]
     fn small_states_plan_as_the_reference_planner_did(
@@ -317,7 +317,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(plan_gen::config(32))]
 
     #[test]
     fn large_states_plan_as_the_reference_planner_did(

@@ -96,7 +96,12 @@ fn apply(obs: &mut Observed, step: &Step) -> Result<(), TestCaseError> {
 /// Every member answers and cooperates from here: the plan must reach its target within 200
 /// rounds, safely at every step (or find no target only when fences or bounds leave too little
 /// room).
-fn converge(d: &Desired, mut obs: Observed, mut moving: Ordinals) -> Result<(), TestCaseError> {
+fn converge(d: &Desired, obs: Observed, moving: Ordinals) -> Result<(), TestCaseError> {
+    converge_within(d, obs, moving, !explore_stalls())
+}
+
+/// [`converge`]; a stalled plan fails unless `raise` lets the operator raise the limit by one.
+fn converge_within(d: &Desired, mut obs: Observed, mut moving: Ordinals, raise: bool) -> Result<(), TestCaseError> {
     for o in obs.values_mut() {
         o.reachable = true;
     }
@@ -124,6 +129,7 @@ fn converge(d: &Desired, mut obs: Observed, mut moving: Ordinals) -> Result<(), 
         }
         prop_assert!(round < 199, "no convergence: {:?}", p);
         if p.stalled {
+            prop_assert!(raise, "stalled with the limit at {}: {:?}", d.max_concurrent_moves, p);
             // The limit is kept; the condition says to raise it by one, as an operator does.
             prop_assert!(p.steps.is_empty() && p.in_flight.len() >= u64::from(d.max_concurrent_moves));
             d.max_concurrent_moves += 1;
@@ -167,8 +173,84 @@ fn run_plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Option<Pla
     }
 }
 
+/// Whether a stall fails a property rather than being lifted the way an operator would (by
+/// raising the limit): `EXPLORE_STALLS=1` looks for states the planner cannot leave within
+/// `maxConcurrentMoves`, e.g. `EXPLORE_STALLS=1 PROPTEST_CASES=30000 cargo test --release
+/// --test plan_props`.
+fn explore_stalls() -> bool {
+    std::env::var_os("EXPLORE_STALLS").is_some()
+}
+
+/// The body of the interleaving property: events from a starting state, every plan checked for
+/// safety and the limit, then [`converge_within`] (`strict`: no stall allowed).
+fn interleave(d: Desired, seed: &[u32], events: Vec<Event>, strict: bool) -> Result<(), TestCaseError> {
+    let mut d = d;
+    let n = d.clusters.len();
+    let mut obs = state(&d, seed);
+    check_invariants(&d, &obs)?;
+    let mut moving = Ordinals::new();
+    for ev in events {
+        match ev {
+            Event::Settle(c) => {
+                if let Some(o) = obs.get_mut(&format!("c{}", c % n))
+                    && o.reachable
+                {
+                    settle(o);
+                }
+            }
+            Event::Partition(c) => {
+                obs.get_mut(&format!("c{}", c % n)).unwrap().reachable = false;
+            }
+            Event::Heal(c) => {
+                obs.get_mut(&format!("c{}", c % n)).unwrap().reachable = true;
+            }
+            Event::Fence(c) => {
+                // An operator fences only a cluster that is cut off; its pods are dead.
+                let o = obs.get_mut(&format!("c{}", c % n)).unwrap();
+                if !o.reachable {
+                    o.fenced = true;
+                    o.pods.clear();
+                    o.ready.clear();
+                }
+            }
+            Event::Reweigh(c, w) => {
+                let mut edited = d.clone();
+                edited.clusters[c % n].weight = w;
+                if spanset::plan::validate(&edited).is_empty() {
+                    d = edited;
+                }
+            }
+            Event::Steps => {
+                let Some(p) = run_plan(&d, &obs, &moving)? else { continue };
+                let named: BTreeSet<&str> = p.steps.iter().map(|s| s.cluster()).collect();
+                prop_assert_eq!(named.len(), p.steps.len(), "one step per cluster per plan: {:?}", p.steps);
+                let before = p.in_flight.len();
+                for s in &p.steps {
+                    apply(&mut obs, s)?;
+                }
+                check_invariants(&d, &obs)?;
+                moving = started_moves(&d, &obs, &p);
+                // New moves fit in what the limit leaves, at every instant: a move starts
+                // only while fewer than maxConcurrentMoves are in flight.
+                let started = moving.len().saturating_sub(before);
+                let room = u64::from(d.max_concurrent_moves).saturating_sub(before);
+                prop_assert!(
+                    started <= room,
+                    "{} moves started with {} in flight and a limit of {}",
+                    started,
+                    before,
+                    d.max_concurrent_moves
+                );
+            }
+        }
+    }
+    // Now everyone cooperates (fenced clusters come back and are shrunk first).
+    // Now everyone cooperates (fenced clusters come back and are shrunk first).
+    converge_within(&d, obs, moving, !strict)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(plan_gen::config(256))]
 
     #[test]
     fn plans_stay_safe_under_any_interleaving_and_converge_when_members_cooperate(
@@ -176,44 +258,7 @@ proptest! {
         seed in prop::collection::vec(0u32..100, 1..14),
         events in prop::collection::vec(event(), 0..40),
     ) {
-        let mut d = d;
-        let n = d.clusters.len();
-        let mut obs = state(&d, &seed);
-        check_invariants(&d, &obs)?;
-        let mut moving = Ordinals::new();
-        for ev in events {
-            match ev {
-                Event::Settle(c) => { if let Some(o) = obs.get_mut(&format!("c{}", c % n)) && o.reachable { settle(o); } }
-                Event::Partition(c) => { obs.get_mut(&format!("c{}", c % n)).unwrap().reachable = false; }
-                Event::Heal(c) => { obs.get_mut(&format!("c{}", c % n)).unwrap().reachable = true; }
-                Event::Fence(c) => {
-                    // An operator fences only a cluster that is cut off; its pods are dead.
-                    let o = obs.get_mut(&format!("c{}", c % n)).unwrap();
-                    if !o.reachable { o.fenced = true; o.pods.clear(); o.ready.clear(); }
-                }
-                Event::Reweigh(c, w) => {
-                    let mut edited = d.clone();
-                    edited.clusters[c % n].weight = w;
-                    if spanset::plan::validate(&edited).is_empty() { d = edited; }
-                }
-                Event::Steps => {
-                    let Some(p) = run_plan(&d, &obs, &moving)? else { continue };
-                    let named: BTreeSet<&str> = p.steps.iter().map(|s| s.cluster()).collect();
-                    prop_assert_eq!(named.len(), p.steps.len(), "one step per cluster per plan: {:?}", p.steps);
-                    let before = p.in_flight.len();
-                    for s in &p.steps { apply(&mut obs, s)?; }
-                    check_invariants(&d, &obs)?;
-                    moving = started_moves(&d, &obs, &p);
-                    // New moves fit in what the limit leaves, at every instant: a move starts
-                    // only while fewer than maxConcurrentMoves are in flight.
-                    let started = moving.len().saturating_sub(before);
-                    let room = u64::from(d.max_concurrent_moves).saturating_sub(before);
-                    prop_assert!(started <= room, "{} moves started with {} in flight and a limit of {}", started, before, d.max_concurrent_moves);
-                }
-            }
-        }
-        // Now everyone cooperates (fenced clusters come back and are shrunk first).
-        converge(&d, obs, moving)?;
+        interleave(d, &seed, events, explore_stalls())?;
     }
 
     #[test]
@@ -292,7 +337,7 @@ fn oracle(start: &[Option<usize>], target: &[Option<usize>], clusters: usize) ->
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(plan_gen::config(128))]
 
     #[test]
     fn contiguous_plans_move_as_few_ordinals_as_the_oracle(
@@ -352,7 +397,7 @@ fn any_set_oracle(start: &[Option<usize>], counts: &[u32]) -> usize {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(plan_gen::config(128))]
 
     #[test]
     fn any_set_plans_move_as_few_ordinals_as_the_oracle(
@@ -553,7 +598,7 @@ fn cut() -> impl Strategy<Value = Cut> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(plan_gen::config(256))]
 
     /// Members cut off in the middle of moves, their in-flight writes accepted or not: the
     /// relaxed rule (an unreachable member blocks only what it was last seen to hold, unless a
@@ -776,6 +821,7 @@ fn scale_to(
                 Step::Shrink { .. } => None,
             })
             .min();
+        let mut applied = Vec::new();
         for s in &p.steps {
             let step = match s {
                 _ if !one => s.clone(),
@@ -798,9 +844,17 @@ fn scale_to(
                 }
             };
             apply(obs, &step)?;
+            applied.push(step);
         }
         check_invariants(d, obs)?;
-        moving = started_moves(d, obs, &p);
+        let before = p.in_flight.len();
+        moving = started_moves(d, obs, &Plan { steps: applied, ..p });
+        let room = u64::from(d.max_concurrent_moves).saturating_sub(before);
+        prop_assert!(
+            moving.len().saturating_sub(before) <= room,
+            "moves beyond the limit of {}",
+            d.max_concurrent_moves
+        );
     }
     if kept {
         let after = owners(d, obs);
@@ -814,7 +868,7 @@ fn scale_to(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(plan_gen::config(256))]
 
     /// With `onScale: Keep` and an unchanged placement, changes of replicas alone (one after
     /// another, members taking steps whole or one pod at a time) never move a surviving
@@ -826,7 +880,7 @@ proptest! {
         scales in prop::collection::vec(0u32..16, 1..4),
         partial in prop::collection::vec(prop::bool::ANY, 1..6),
     ) {
-        let mut d = d;
+    let mut d = d;
         let mut obs = state(&d, &seed);
         let mut balanced = Some(lay_out(&d, &mut obs)?);
         for r in scales {
@@ -845,7 +899,7 @@ proptest! {
         scales in prop::collection::vec(0u32..16, 1..4),
         partial in prop::collection::vec(prop::bool::ANY, 1..6),
     ) {
-        let mut d = d;
+    let mut d = d;
         let mut obs = state(&d, &seed);
         let mut balanced = Some(lay_out(&d, &mut obs)?);
         for r in scales {
@@ -871,7 +925,7 @@ proptest! {
         moving in prop::collection::btree_set(0u32..14, 0..3),
         r in 0u32..14,
     ) {
-        let mut d = d;
+    let mut d = d;
         let obs = state(&d, &seed);
         let fp = spanset::plan::keep::placement(&d, &spanset::plan::keep::keepers(&d, &obs));
         d.replicas = r;
@@ -933,4 +987,114 @@ fn a_scale_up_of_apps_v1_slices_grows_the_top_slice_but_advanced_ones_follow_the
         assert_eq!(target, want, "{backend:?}");
         assert!(steps.iter().all(|s| matches!(s, Step::Grow { .. })), "{backend:?}: {steps:?}");
     }
+}
+
+// === liveness ===
+
+/// The spec of the stall the property tests found (liveness brief): `onScale: Keep`, one move
+/// at a time, c1 held at its minimum and c2 at its maximum of 1.
+fn bounded_three(replicas: u32) -> Desired {
+    let mut d = desired(Backend::StatefulSet, replicas, &[1, 0, 2], 1);
+    d.clusters[1].min_replicas = 1;
+    d.clusters[2].max_replicas = Some(1);
+    d
+}
+
+/// Regression (liveness brief; found by `keep_falls_back_to_the_weights_only_for_bounds`, seed
+/// lost): c1 released ordinal 0 (in flight, held by nobody, bound for c0), c0 grew into 2
+/// meanwhile, and 0 can land only next to c2's 1 — c2 at its maximum of 1 — while c2 cannot
+/// release 1 with the one move 0 fills. The plan stalled and asked for a higher limit; now 0
+/// parks in c2 beyond its maximum and every move after stays within the limit.
+#[test]
+fn an_ordinal_in_flight_whose_only_landing_is_a_cluster_at_its_maximum_parks_there() {
+    let d = bounded_three(5);
+    let obs: Observed = [
+        ("c0".to_string(), healthy(Ordinals::from([2]))),
+        ("c1".to_string(), healthy(Ordinals::from([3]))),
+        ("c2".to_string(), healthy(Ordinals::from([1]))),
+    ]
+    .into();
+    let moving = Ordinals::from([0]);
+    let p = plan(&d, &obs, &moving).unwrap();
+    let target: Vec<Ordinals> = p.target.iter().map(|(_, s)| s.ordinals()).collect();
+    assert_eq!(target, [Ordinals::from_iter([0..=2]), Ordinals::from([3]), Ordinals::from([4])]);
+    assert!(!p.stalled, "the plan goes on within the limit: {p:?}");
+    assert_eq!(
+        p.steps,
+        [Step::Grow {
+            cluster: "c2".into(),
+            to: Slice::from_ordinals(&Ordinals::from_iter([0..=1])),
+            acquires: Ordinals::from([0])
+        }],
+        "0 lands next to 1, c2 beyond its maximum for now"
+    );
+    assert_eq!(spanset::plan::parked_by(&p, &p.steps[0]), Ordinals::from([0]), "as a parked move");
+    converge_within(&d, obs, moving, false).unwrap();
+}
+
+/// The same stall reached from its start: laid out at 2 replicas (c1 holds 0, c2 holds 1), then
+/// scaled to 5, which `Keep` cannot place (c2 is at its maximum) and the weights place at c0
+/// 0-2, c1 3, c2 4. Members take steps whole, one pod at a time, or mixed; each way converges
+/// without the limit ever being raised, and `spanset plan` plans it to the end.
+#[test]
+fn a_keep_scale_past_a_cluster_at_its_maximum_converges_within_one_move() {
+    for partial in [vec![false], vec![true], vec![true, false], vec![false, true]] {
+        let mut d = bounded_three(2);
+        let mut obs: Observed = d.clusters.iter().map(|c| (c.name.clone(), healthy(Ordinals::new()))).collect();
+        let mut balanced = Some(lay_out(&d, &mut obs).unwrap());
+        assert_eq!(owners(&d, &obs), [(0, "c1".to_string()), (1, "c2".to_string())].into());
+        d.replicas = 5;
+        let (p, _) = spanset::plan::plan_to_completion_balanced(&d, &obs, balanced.as_deref())
+            .unwrap_or_else(|e| panic!("spanset plan reaches the end: {e}"));
+        assert_eq!(p.target[0].1.ordinals(), Ordinals::from_iter([0..=2]));
+        let kept = scale_to(&d, &mut obs, &mut balanced, &partial)
+            .unwrap_or_else(|e| panic!("{partial:?}: the scale converges: {e}"));
+        assert!(!kept, "c2's maximum makes the scale unkeepable");
+        let held: Vec<Ordinals> = ["c0", "c1", "c2"].iter().map(|c| obs[*c].written.ordinals()).collect();
+        assert_eq!(held, [Ordinals::from_iter([0..=2]), Ordinals::from([3]), Ordinals::from([4])], "{partial:?}");
+    }
+}
+
+/// A stall still open (found by `EXPLORE_STALLS=1`, the minimal input kept here rather than
+/// as a seed, which would fail every exploration first): c2's release of ordinal 0 is in
+/// flight to c0 when c0 is cut off and fenced. That retargets 0 to c1 (holding 5, bound for
+/// c2); the empty c2 grows into 6-7 (1-4 are still in the fenced c0's spec), and then no
+/// usable slice borders 0 while c1 cannot give up 5 within the one move 0 fills. The plan says
+/// so (`stalled`, naming `maxConcurrentMoves`) and goes on once it is raised by one, which the
+/// interleaving property checks; going on within the limit needs a rule not written yet (c2
+/// growing down from 1 rather than into 6-7 while a move in flight borders nothing).
+#[test]
+#[ignore = "open liveness gap: run with --ignored; see the doc comment"]
+fn an_ordinal_in_flight_bordered_by_no_usable_slice_after_a_fence_lands_within_the_limit() {
+    let mut d = desired(Backend::StatefulSet, 8, &[3, 0, 1], 1);
+    d.clusters[1].min_replicas = 1;
+    d.on_scale = OnScale::Rebalance;
+    let events = vec![Event::Steps, Event::Partition(0), Event::Fence(0)];
+    interleave(d.clone(), &[37, 29], events.clone(), false).expect("the plan goes on once the limit is raised");
+    // The same gap from another start (second exploration): c0 fenced while 0 moves to it.
+    let mut d2 = desired(Backend::StatefulSet, 5, &[1, 0, 0], 1);
+    d2.clusters[1].min_replicas = 2;
+    d2.on_scale = OnScale::Rebalance;
+    let events2 = vec![Event::Steps, Event::Partition(0), Event::Fence(3), Event::Reweigh(2, 1)];
+    interleave(d2.clone(), &[73, 68], events2.clone(), false).expect("the plan goes on once the limit is raised");
+    interleave(d2, &[73, 68], events2, true).unwrap();
+    interleave(d, &[37, 29], events, true).unwrap();
+}
+
+/// An open liveness gap, older than the landing beyond a maximum (its cycle uses none)
+/// (found by `EXPLORE_STALLS=1 PROPTEST_CASES=30000` after 17,465 cases; the interleaving
+/// property fails on it too, stall or not): no stall, but a cycle. c1 holds 8-10 (its maximum
+/// of 3) and c2 holds 4, slices that cross (c1's target is 4-5, c2's 6-10). With nothing else
+/// to do the stuck rule releases 10 from c1, 10 can land only back beside c1's 8-9, and the
+/// next round releases it again. Ignored until fixed: a stuck release must not be one whose
+/// only landing is where it came from.
+#[test]
+#[ignore = "open liveness gap: run with --ignored; see the doc comment"]
+fn a_move_parked_and_released_again_converges() {
+    let mut d = desired(Backend::StatefulSet, 11, &[1, 1, 4], 1);
+    d.clusters[1].min_replicas = 2;
+    d.clusters[1].max_replicas = Some(3);
+    d.on_scale = OnScale::Rebalance;
+    let events = vec![Event::Partition(2), Event::Reweigh(0, 3), Event::Steps];
+    interleave(d, &[65, 8], events, true).unwrap();
 }

@@ -279,7 +279,8 @@ pub struct PlacementCluster {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub min_replicas: Option<i32>,
-    /// Most replicas this cluster holds.
+    /// Most replicas this cluster holds (a move that can land nowhere else may park here beyond
+    /// it until the moves in its way have run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub max_replicas: Option<i32>,

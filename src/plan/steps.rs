@@ -210,7 +210,11 @@ fn release_ends(written: &Ordinals, keep: &Ordinals, free: &Ordinals, next: &Ord
 /// moves in flight fill the limit and none can land (a spec edit retargeted them), one of them
 /// lands in a neighbour that can take it next instead — it is *parked* there, its pod running
 /// again — so that the limit frees up for the moves in its way; it moves on later like any
-/// misplaced ordinal. Only when no neighbour can take one is the plan stalled.
+/// misplaced ordinal. When no neighbour has room under its `maxReplicas` either, the move
+/// parks in one beyond its maximum (see [`Room`]): a promise must give way for the plan to go
+/// on, and a cluster over its maximum for a while costs no availability, whereas a release
+/// beyond the limit takes one more pod down. Only when no usable neighbour borders it is the
+/// plan stalled.
 pub fn next_steps(
     d: &Desired,
     members: &[Member<'_>],
@@ -220,7 +224,7 @@ pub fn next_steps(
 ) -> (Vec<Step>, bool) {
     // A parked ordinal that no cluster holds yet (its landing was not written, or failed)
     // lands first.
-    if let Some(step) = landing(d, members, holders, parked) {
+    if let Some(step) = land(d, members, holders, parked) {
         return (vec![step], false);
     }
     let (steps, waiting_helps) = next_steps_with(d, members, holders, moving, parked, false);
@@ -236,10 +240,29 @@ pub fn next_steps(
     if !steps.is_empty() || moving.is_empty() {
         return (steps, false);
     }
-    match landing(d, members, holders, moving) {
+    match land(d, members, holders, moving) {
         Some(step) => (vec![step], false),
         None => (steps, !room),
     }
+}
+
+/// Whether a landing may take a neighbour to more than its `maxReplicas`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// Only neighbours below their maximum: every landing that can be one.
+    UnderMax,
+    /// Any neighbour, as a last resort: the move in flight can land nowhere else, and the
+    /// moves that would make room are held by `maxConcurrentMoves`, which this move fills
+    /// (the state the liveness regression tests in `tests/plan_props.rs` start from). The
+    /// ordinal runs there, beyond that cluster's maximum, until it moves on like any
+    /// misplaced ordinal: the target is within every maximum.
+    Beyond,
+}
+
+/// Where an ordinal in flight lands ([`landing`]): under every maximum if it can, else beyond
+/// one ([`Room::Beyond`]).
+fn land(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> Option<Step> {
+    landing(d, members, holders, moving, Room::UnderMax).or_else(|| landing(d, members, holders, moving, Room::Beyond))
 }
 
 /// The placement index of the cluster whose target holds `k`, if any.
@@ -248,8 +271,9 @@ fn target_index(members: &[Member<'_>], k: Ordinal) -> Option<usize> {
 }
 
 /// Placement members that could take `k` next as a neighbour: observed, reachable, unfenced,
-/// compatible, with an apps/v1 slice that `k` extends at one end and room under `maxReplicas`.
-fn neighbours<'m>(d: &Desired, members: &'m [Member<'m>], k: Ordinal) -> impl Iterator<Item = usize> + 'm {
+/// compatible, with an apps/v1 slice that `k` extends at one end and, unless `room` is
+/// [`Room::Beyond`], room under `maxReplicas`.
+fn neighbours<'m>(d: &Desired, members: &'m [Member<'m>], k: Ordinal, room: Room) -> impl Iterator<Item = usize> + 'm {
     let max = d.clusters.iter().map(|c| u64::from(c.max_replicas.unwrap_or(u32::MAX))).collect::<Vec<_>>();
     (0..members.len().min(d.clusters.len())).filter(move |&i| {
         let (m, w) = (&members[i], &members[i].written);
@@ -258,7 +282,7 @@ fn neighbours<'m>(d: &Desired, members: &'m [Member<'m>], k: Ordinal) -> impl It
             (Some(lo), Some(hi)) => lo.checked_sub(1) == Some(k) || hi.checked_add(1) == Some(k),
             _ => false,
         };
-        usable && adjacent && w.len() < max[i]
+        usable && adjacent && (room == Room::Beyond || w.len() < max[i])
     })
 }
 
@@ -283,7 +307,7 @@ fn detour(d: &Desired, members: &[Member<'_>]) -> Option<Step> {
             let Some(t) = target_index(members, k) else { continue };
             let closer = |x: usize| x != h && x.abs_diff(t) < h.abs_diff(t);
             // The neighbour must extend its slice over k once h has let k go.
-            if neighbours(d, members, k).any(closer) {
+            if neighbours(d, members, k, Room::UnderMax).any(closer) {
                 let releases: Ordinals = std::iter::once(k).collect();
                 let to = Slice::from_ordinals(&(w - &releases));
                 return Some(Step::Shrink { cluster: m.name.to_string(), to, releases });
@@ -295,8 +319,9 @@ fn detour(d: &Desired, members: &[Member<'_>]) -> Option<Step> {
 
 /// Where an ordinal in flight that no cluster holds can land now, if anywhere: the neighbour
 /// ([`neighbours`]) closest to its target in placement order (the first of equals), if the
-/// ordinal is free for it (the at-most-one rule's condition).
-fn landing(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> Option<Step> {
+/// ordinal is free for it (the at-most-one rule's condition); `room` says whether it may be
+/// beyond its maximum.
+fn landing(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals, room: Room) -> Option<Step> {
     if d.backend != Backend::StatefulSet {
         return None;
     }
@@ -304,7 +329,7 @@ fn landing(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &
     for k in (moving - &held).iter() {
         let Some(t) = target_index(members, k) else { continue };
         let one: Ordinals = std::iter::once(k).collect();
-        let best = neighbours(d, members, k)
+        let best = neighbours(d, members, k, room)
             .filter(|&i| holders.free_for(&one, i).contains(k))
             .min_by_key(|&i| (i.abs_diff(t), i));
         if let Some(i) = best {

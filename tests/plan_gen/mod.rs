@@ -4,8 +4,34 @@
 
 use std::ops::Range;
 
-use proptest::prelude::*;
+use proptest::{prelude::*, test_runner::FileFailurePersistence};
 use spanset::plan::{Backend, ClusterObservation, ClusterTarget, Desired, Observed, OnScale, Ordinals, Slice};
+
+/// The config of a planner property: `cases` cases unless `PROPTEST_CASES` is set (a literal
+/// `ProptestConfig { cases, .. }` overrides the variable, so `PROPTEST_CASES=5000` used to
+/// run the default), with room for as many rejected inputs as cases (the default 1024 ends a
+/// 5000-case run); shrinking bounded to a minute unless `PROPTEST_MAX_SHRINK_TIME` is set,
+/// because proptest persists a failing seed and prints the minimal input only once shrinking
+/// ends, and a run stopped while shrinking a slow case (a stall plays hundreds of rounds per
+/// input) kept nothing. Seeds go to `tests/NAME.proptest-regressions`, named outright (the
+/// default looks for a `lib.rs` beside the test, warns that it found none, and falls back to
+/// the same file), to be committed with the fix.
+pub fn config(cases: u32) -> ProptestConfig {
+    let default = ProptestConfig::default();
+    let set = |var: &str| std::env::var_os(var).is_some();
+    let cases = if set("PROPTEST_CASES") { default.cases } else { cases };
+    ProptestConfig {
+        cases,
+        max_global_rejects: if set("PROPTEST_MAX_GLOBAL_REJECTS") {
+            default.max_global_rejects
+        } else {
+            default.max_global_rejects.max(cases)
+        },
+        max_shrink_time: if set("PROPTEST_MAX_SHRINK_TIME") { default.max_shrink_time } else { 60_000 },
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..default
+    }
+}
 
 /// A member that has caught up with `written`.
 pub fn healthy(written: Ordinals) -> ClusterObservation {

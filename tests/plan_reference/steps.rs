@@ -115,7 +115,7 @@ pub fn next_steps(
     moving: &BTreeSet<Ordinal>,
     parked: &BTreeSet<Ordinal>,
 ) -> (Vec<Step>, bool) {
-    if let Some(step) = landing(d, obs, targets, parked) {
+    if let Some(step) = land(d, obs, targets, parked) {
         return (vec![step], false);
     }
     let (steps, waiting_helps) = next_steps_with(d, obs, targets, moving, parked, false);
@@ -130,10 +130,21 @@ pub fn next_steps(
     if !steps.is_empty() || moving.is_empty() {
         return (steps, false);
     }
-    match landing(d, obs, targets, moving) {
+    match land(d, obs, targets, moving) {
         Some(step) => (vec![step], false),
         None => (steps, !room),
     }
+}
+
+/// Kept in step with the range planner: a landing under every maximum if there is one, else
+/// one beyond a neighbour's maximum.
+fn land(
+    d: &Desired,
+    obs: &Observed,
+    targets: &BTreeMap<String, BTreeSet<Ordinal>>,
+    moving: &BTreeSet<Ordinal>,
+) -> Option<Step> {
+    landing(d, obs, targets, moving, false).or_else(|| landing(d, obs, targets, moving, true))
 }
 
 /// The placement clusters in order, then the observed ones the placement no longer lists.
@@ -147,8 +158,9 @@ fn target_index(names: &[String], targets: &BTreeMap<String, BTreeSet<Ordinal>>,
     names.iter().position(|n| targets.get(n).is_some_and(|t| t.contains(&k)))
 }
 
-/// Placement members whose slice `k` extends at one end, usable and with room.
-fn neighbours(d: &Desired, obs: &Observed, k: Ordinal) -> Vec<usize> {
+/// Placement members whose slice `k` extends at one end, usable and with room (any room when
+/// `beyond_max`).
+fn neighbours(d: &Desired, obs: &Observed, k: Ordinal, beyond_max: bool) -> Vec<usize> {
     (0..d.clusters.len())
         .filter(|&i| {
             let c = &d.clusters[i];
@@ -162,7 +174,7 @@ fn neighbours(d: &Desired, obs: &Observed, k: Ordinal) -> Vec<usize> {
                 && !o.fenced
                 && o.compatible
                 && adjacent
-                && (w.len() as u64) < u64::from(c.max_replicas.unwrap_or(u32::MAX))
+                && (beyond_max || (w.len() as u64) < u64::from(c.max_replicas.unwrap_or(u32::MAX)))
         })
         .collect()
 }
@@ -186,7 +198,7 @@ fn detour(d: &Desired, obs: &Observed, targets: &BTreeMap<String, BTreeSet<Ordin
                 continue;
             }
             let Some(t) = target_index(&names, targets, k) else { continue };
-            if neighbours(d, obs, k).into_iter().any(|x| x != h && x.abs_diff(t) < h.abs_diff(t)) {
+            if neighbours(d, obs, k, false).into_iter().any(|x| x != h && x.abs_diff(t) < h.abs_diff(t)) {
                 let mut to = w.clone();
                 to.remove(&k);
                 return Some(Step::Shrink { cluster: name.clone(), to: Slice::from_ordinals(&to), releases: vec![k] });
@@ -197,12 +209,14 @@ fn detour(d: &Desired, obs: &Observed, targets: &BTreeMap<String, BTreeSet<Ordin
 }
 
 /// Kept in step with the range planner: an ordinal in flight that no cluster holds lands in the
-/// first placement member whose slice it extends at one end, with room, and for which it is free.
+/// first placement member whose slice it extends at one end, with room (any room when
+/// `beyond_max`), and for which it is free.
 fn landing(
     d: &Desired,
     obs: &Observed,
     targets: &BTreeMap<String, BTreeSet<Ordinal>>,
     moving: &BTreeSet<Ordinal>,
+    beyond_max: bool,
 ) -> Option<Step> {
     if d.backend != Backend::StatefulSet {
         return None;
@@ -214,7 +228,7 @@ fn landing(
             continue;
         }
         let Some(t) = target_index(&names, targets, k) else { continue };
-        let best = neighbours(d, obs, k)
+        let best = neighbours(d, obs, k, beyond_max)
             .into_iter()
             .filter(|&i| holders.free_for(k, &d.clusters[i].name))
             .min_by_key(|&i| (i.abs_diff(t), i));
