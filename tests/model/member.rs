@@ -28,6 +28,7 @@ impl Member {
             fenced: false,
             shrunk_since_fence: false,
             claims: Default::default(),
+            kubelet_stalled: false,
         }
     }
 
@@ -162,7 +163,7 @@ impl Member {
     /// claim's volume), stop and remove the deleted ones. Answers the ordinals started with
     /// their volumes; `None` when it has nothing to do.
     pub fn kubelet_round(&mut self) -> Option<Vec<(u32, u32)>> {
-        if self.node != Node::Up {
+        if self.node != Node::Up || self.kubelet_stalled {
             return None;
         }
         let mut changed = false;

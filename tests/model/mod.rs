@@ -36,6 +36,14 @@ pub enum Action {
     ReadHost(u8),
     /// Controller `c`'s watcher lists member `m` (or finds it unreachable).
     Observe(u8, u8),
+    /// Fault: controller `c`'s watch of member `m` stalls.
+    StallWatch(u8, u8),
+    /// Controller `c`'s watch of member `m` resumes (the stream is cut and watched again).
+    ResumeWatch(u8, u8),
+    /// Fault: member `m`'s kubelet falls behind.
+    StallKubelet(u8),
+    /// Member `m`'s kubelet catches up.
+    ResumeKubelet(u8),
     /// Controller `c` decides (the real `decide`).
     Decide(u8),
     /// Controller `c` carries out its next effect and gets the answer.
@@ -100,10 +108,22 @@ pub enum Fault {
     Partition,
     /// A member's node loses its network or power.
     NodeLoss,
+    /// A controller's watch of a member stalls (its events stop arriving; its writes go on).
+    WatchStall,
+    /// A member's kubelet is slow (it starts and stops nothing until it catches up).
+    SlowKubelet,
 }
 
 /// Every kind of fault.
-pub const ALL_FAULTS: &[Fault] = &[Fault::Crash, Fault::LostAnswer, Fault::Pause, Fault::Partition, Fault::NodeLoss];
+pub const ALL_FAULTS: &[Fault] = &[
+    Fault::Crash,
+    Fault::LostAnswer,
+    Fault::Pause,
+    Fault::Partition,
+    Fault::NodeLoss,
+    Fault::WatchStall,
+    Fault::SlowKubelet,
+];
 
 /// Fair steps after the last fault within which the federation must have converged.
 pub const CONVERGE_WITHIN: u32 = 600;
@@ -163,6 +183,7 @@ impl Spanset {
                 views: Default::default(),
                 pending: vec![],
                 failed: false,
+                stalled: [false; MEMBERS.len()],
             }),
             in_flight: vec![],
             faults_left: 0,
@@ -231,7 +252,11 @@ impl Spanset {
             }
             out.push(Action::ReadHost(c));
             for m in 0..MEMBERS.len() as u8 {
-                out.push(Action::Observe(c, m));
+                if ctl.stalled[m as usize] {
+                    out.push(Action::ResumeWatch(c, m));
+                } else {
+                    out.push(Action::Observe(c, m));
+                }
             }
             if ctl.term.is_some() && ctl.pending.is_empty() && ctl.host.is_some() {
                 out.push(Action::Decide(c));
@@ -253,7 +278,11 @@ impl Spanset {
         for m in 0..MEMBERS.len() as u8 {
             let mem = &w.members[m as usize];
             out.push(Action::StatefulSet(m));
-            out.push(Action::Kubelet(m));
+            if mem.kubelet_stalled {
+                out.push(Action::ResumeKubelet(m));
+            } else {
+                out.push(Action::Kubelet(m));
+            }
             if mem.node != Node::Up {
                 out.push(Action::Evict(m));
             }
@@ -315,10 +344,40 @@ impl Spanset {
                 }
                 ctl.host = Some(copy);
             }
+            Action::StallWatch(c, m) => {
+                let ctl = &mut w.controllers[c as usize];
+                if w.faults_left == 0 || !ctl.up || ctl.stalled[m as usize] {
+                    return None;
+                }
+                ctl.stalled[m as usize] = true;
+                w.faults_left -= 1;
+            }
+            Action::StallKubelet(m) => {
+                let mem = &mut w.members[m as usize];
+                if w.faults_left == 0 || mem.kubelet_stalled {
+                    return None;
+                }
+                mem.kubelet_stalled = true;
+                w.faults_left -= 1;
+            }
+            Action::ResumeKubelet(m) => {
+                let mem = &mut w.members[m as usize];
+                if !mem.kubelet_stalled {
+                    return None;
+                }
+                mem.kubelet_stalled = false;
+            }
+            Action::ResumeWatch(c, m) => {
+                let ctl = &mut w.controllers[c as usize];
+                if !ctl.stalled[m as usize] {
+                    return None;
+                }
+                ctl.stalled[m as usize] = false;
+            }
             Action::Observe(c, m) => {
                 let member = &w.members[m as usize];
                 let ctl = &mut w.controllers[c as usize];
-                if !ctl.up {
+                if !ctl.up || ctl.stalled[m as usize] {
                     return None;
                 }
                 let before = ctl.views[m as usize].clone();
@@ -406,6 +465,7 @@ impl Spanset {
                     views: Default::default(),
                     pending: vec![],
                     failed: false,
+                    stalled: [false; MEMBERS.len()],
                 };
             }
             Action::Restart(c) => {
@@ -753,6 +813,11 @@ impl Model for Spanset {
                 if !w.controllers[c as usize].pending.is_empty() && on(Fault::LostAnswer) {
                     out.push(Action::PerformLost(c));
                 }
+                if on(Fault::WatchStall) {
+                    for m in 0..MEMBERS.len() as u8 {
+                        out.push(Action::StallWatch(c, m));
+                    }
+                }
             }
             if on(Fault::Pause)
                 && w.host
@@ -768,6 +833,9 @@ impl Model for Spanset {
                 if on(Fault::NodeLoss) {
                     out.push(Action::LoseNode(m, false));
                     out.push(Action::LoseNode(m, true));
+                }
+                if on(Fault::SlowKubelet) {
+                    out.push(Action::StallKubelet(m));
                 }
             }
         }

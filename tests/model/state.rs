@@ -104,6 +104,8 @@ pub struct Member {
     pub shrunk_since_fence: bool,
     /// The federation's claims by ordinal: the volume each is bound to.
     pub claims: BTreeMap<u32, u32>,
+    /// Its kubelet is slow: it does nothing until it catches up.
+    pub kubelet_stalled: bool,
 }
 
 /// What a StatefulSet list confirmed absences for.
@@ -232,6 +234,8 @@ pub struct Controller {
     pub pending: Vec<Effect>,
     /// A member write of the current decision failed: what follows the writes is skipped.
     pub failed: bool,
+    /// Its watch of each member is stalled (no events reach it), though its requests go through.
+    pub stalled: [bool; MEMBERS.len()],
 }
 
 /// The host cluster.

@@ -5,7 +5,7 @@
 //! this very round. Nothing is written from the plan in a round that stamps.
 
 use super::{
-    StsWrite,
+    StsWrite, move_storage,
     moves::{Moves, Targets, enter, phase_of},
     planning::Planning,
     scope::Scope,
@@ -44,6 +44,7 @@ pub(super) fn write(cx: &Scope<'_>, planning: &Planning, moves: &mut Moves, curs
             {
                 continue;
             }
+            Step::Grow { acquires, .. } if record_orphans(cx, moves, cluster, acquires) => continue,
             Step::Grow { acquires, .. } => out.grows.extend(record_grows(moves, cluster, acquires)),
         }
         out.writes.push(StsWrite {
@@ -76,6 +77,47 @@ fn record_releases(moves: &mut Moves, cluster: &str, releases: &Ordinals, target
             moves.persist_first = true;
         }
     }
+}
+
+/// A grow of ordinals that no recorded move covers, though their volumes are in another
+/// unfenced member (a move cancelled after its source gave the ordinal up, then retargeted; a
+/// scale-down and up): each gets its move recorded as `Released` (the plan grows only an
+/// ordinal confirmed held and run nowhere), and the grow waits, so that the storage gate holds
+/// it until those volumes are handed over (or retired). Without this the ordinal started on a
+/// fresh volume beside its own (found by the model checker). Answers whether any was recorded.
+fn record_orphans(cx: &Scope<'_>, moves: &mut Moves, cluster: &str, acquires: &Ordinals) -> bool {
+    if !cx.inp.rules.handover_gate {
+        return false;
+    }
+    let mut recorded = false;
+    let unrecorded: Vec<Ordinal> = acquires.iter().filter(|k| !moves.moves.contains_key(k)).collect();
+    for k in unrecorded {
+        let Some((from, _)) = cx
+            .inp
+            .members
+            .iter()
+            .filter(|(name, m)| name.as_str() != cluster && !m.fenced)
+            .find(|(name, _)| move_storage::due(cx.inp, k, name, cluster).is_some())
+        else {
+            continue;
+        };
+        moves
+            .notes
+            .push(Note::normal("MoveStarted", format!("ordinal {k}: {from} → {cluster} (its volumes are in {from})")));
+        moves.moves.insert(
+            k,
+            MoveStatus {
+                ordinal: k as i32,
+                from: from.clone(),
+                to: cluster.to_string(),
+                phase: MovePhase::Released.as_str().into(),
+                since: moves.now.clone(),
+            },
+        );
+        moves.persist_first = true;
+        recorded = true;
+    }
+    recorded
 }
 
 /// A grow's acquired ordinals with a recorded move are `Starting` (a parked one whose target
