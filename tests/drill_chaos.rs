@@ -57,16 +57,16 @@ async fn plan(f: &Federation, seed: &str) -> Vec<String> {
 async fn a_seeded_soak_with_two_controllers_injects_many_faults_moves_keeps_every_marker_and_converges() {
     let _one = one_at_a_time();
     let f = Federation::start(&["east", "west", "central"]).await;
-    let planned = plan(&f, "7").await;
-    assert_eq!(plan(&f, "7").await, planned, "the same seed plans the same schedule");
-    assert_ne!(plan(&f, "8").await, planned, "another seed another");
-    let out = run(&f, &chaos_args(&f, "7", "60s", "2")).await;
+    let planned = plan(&f, "4").await;
+    assert_eq!(plan(&f, "4").await, planned, "the same seed plans the same schedule");
+    assert_ne!(plan(&f, "5").await, planned, "another seed another");
+    let out = run(&f, &chaos_args(&f, "4", "60s", "2")).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("a JSON report ({e}): {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
-    println!("{}", serde_json::to_string_pretty(&report).unwrap());
+    println!("{}\n{stderr}", serde_json::to_string_pretty(&report).unwrap());
     assert!(out.status.success(), "exit {:?}: {report}\n{stderr}", out.status.code());
-    assert!(stderr.contains("seed 7"), "the seed is printed: {stderr}");
+    assert!(stderr.contains("seed 4"), "the seed is printed: {stderr}");
     let performed: Vec<String> =
         report["schedule"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
     assert_eq!(performed, planned, "the run performed the planned schedule");

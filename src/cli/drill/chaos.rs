@@ -19,6 +19,7 @@
 
 mod controllers;
 mod markers;
+mod moves;
 pub mod schedule;
 
 use std::{
@@ -136,10 +137,9 @@ pub struct ChaosReport {
     pub spec_changes: BTreeMap<String, u64>,
     /// Steps that could not be performed (the soak goes on without them).
     pub injection_errors: Vec<String>,
-    /// Moves seen finished with the ordinal in its destination.
+    /// Ordinals that started running in another member than their previous run during the
+    /// soak and its convergence (moves, and returns after a scale-down), from the ledger.
     pub moves_completed: u64,
-    /// Moves that left the status with the ordinal elsewhere (abandoned or superseded).
-    pub moves_abandoned: u64,
     /// Whether the federation settled after the heal (Ready, nothing moving).
     pub converged: bool,
     /// Seconds from the heal to settled.
@@ -264,8 +264,10 @@ struct Soak {
     nodes_down: BTreeSet<(String, String)>,
     /// Moves in the status at the last look: ordinal → destination.
     moving: BTreeMap<i32, String>,
-    moves_completed: u64,
-    moves_abandoned: u64,
+    /// From when the ledger's arrivals count (the soak's start).
+    since: Option<jiff::Timestamp>,
+    /// Arrivals counted: ordinal and start of its run.
+    arrived: BTreeSet<(i32, jiff::Timestamp)>,
     replicas: i32,
     last_line: String,
 }
@@ -371,26 +373,13 @@ impl Soak {
         let generation = f.metadata.generation;
         let replicas = f.spec.replicas;
         let status = f.status.unwrap_or_default();
-        let now: BTreeMap<i32, String> = status.moves.iter().map(|m| (m.ordinal, m.to.clone())).collect();
-        for (k, to) in &self.moving {
-            if now.get(k) == Some(to) {
-                continue;
-            }
-            let arrived = status.slices.iter().any(|s| s.cluster == *to && (s.start..s.start + s.replicas).contains(k));
-            if arrived {
-                self.moves_completed += 1;
-                self.markers.moved(*k, to);
-            } else {
-                self.moves_abandoned += 1;
-            }
-        }
-        self.moving = now;
+        self.moving = status.moves.iter().map(|m| (m.ordinal, m.to.clone())).collect();
         let ready = status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
         let line = format!(
             "status: {} moving, ready {}, {} moves completed",
             status.moves.len(),
             status.ready.as_deref().unwrap_or("-"),
-            self.moves_completed
+            self.arrived.len()
         );
         if line != self.last_line {
             eprintln!("{line}");
@@ -402,7 +391,22 @@ impl Soak {
             && status.ready.as_deref() == Some(format!("{replicas}/{replicas}").as_str())
     }
 
+    /// Reads the ledger's arrivals since the soak began: each is a completed move, whose
+    /// marker is then checked.
+    async fn arrivals(&mut self) {
+        let Some(since) = self.since else { return };
+        let Ok(doc) = admin(&self.admin, "GET", "/ledger".into()).await else { return };
+        let Ok(ledger) = serde_json::from_str::<serde_json::Value>(&doc) else { return };
+        for a in moves::arrivals(&ledger, self.api.namespace().unwrap_or("default"), &self.name, since) {
+            if self.arrived.insert((a.ordinal, a.at)) {
+                eprintln!("moved: ordinal {} from {} to {}", a.ordinal, a.from, a.to);
+                self.markers.moved(a.ordinal, &a.to);
+            }
+        }
+    }
+
     async fn markers_round(&mut self) {
+        self.arrivals().await;
         let moving: BTreeSet<i32> = self.moving.keys().copied().collect();
         self.markers.round(&self.members, &self.api_faulted, self.replicas, &moving).await;
     }
@@ -511,8 +515,8 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
         api_faulted: BTreeSet::new(),
         nodes_down: BTreeSet::new(),
         moving: BTreeMap::new(),
-        moves_completed: 0,
-        moves_abandoned: 0,
+        since: None,
+        arrived: BTreeSet::new(),
         replicas: f.spec.replicas,
         last_line: String::new(),
     };
@@ -523,6 +527,7 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
     eprintln!("markers: written on {} ordinals", soak.markers.marked());
     eprintln!("soak: {} steps over {}s", steps.len(), args.duration.as_secs());
     let start = Instant::now();
+    soak.since = Some(jiff::Timestamp::now());
     let mut next = 0;
     let mut last_round = Instant::now();
     while next < steps.len() || start.elapsed() < args.duration {
@@ -563,8 +568,7 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
         faults: soak.faults.clone(),
         spec_changes: soak.spec.clone(),
         injection_errors: soak.errors.clone(),
-        moves_completed: soak.moves_completed,
-        moves_abandoned: soak.moves_abandoned,
+        moves_completed: soak.arrived.len() as u64,
         converged: converge.is_some(),
         converge_seconds: converge,
         markers_written: soak.markers.marked(),
@@ -611,7 +615,6 @@ fn table(r: &ChaosReport) -> String {
     let converge = r.converge_seconds.map_or("never".to_string(), |s| format!("{s:.1}s"));
     for (what, value) in [
         ("moves completed", r.moves_completed.to_string()),
-        ("moves abandoned", r.moves_abandoned.to_string()),
         ("converged after the heal", converge),
         ("markers written", r.markers_written.to_string()),
         ("markers checked", r.markers_checked.to_string()),

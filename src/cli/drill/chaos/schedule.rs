@@ -323,8 +323,23 @@ pub fn schedule(shape: &Shape) -> Vec<Step> {
 fn spec_change(rng: &mut Rng, shape: &Shape, image: &mut String) -> Action {
     match rng.range(0, 2) {
         0 if !shape.members.is_empty() => {
-            let mut weights: Vec<(String, i32)> =
-                shape.members.keys().map(|m| (m.clone(), rng.range(0, 3) as i32)).collect();
+            // Half the time one member is drained (weight 0, the others 1 to 3), which moves
+            // whatever it holds; otherwise any weights from 0 to 3.
+            let drained = (shape.members.len() > 1 && rng.range(0, 1) == 0)
+                .then(|| rng.range(0, shape.members.len() as u64 - 1) as usize);
+            let mut weights: Vec<(String, i32)> = shape
+                .members
+                .keys()
+                .enumerate()
+                .map(|(i, m)| {
+                    let w = match drained {
+                        Some(d) if d == i => 0,
+                        Some(_) => rng.range(1, 3),
+                        None => rng.range(0, 3),
+                    };
+                    (m.clone(), w as i32)
+                })
+                .collect();
             if weights.iter().all(|w| w.1 == 0) {
                 let i = rng.range(0, weights.len() as u64 - 1) as usize;
                 weights[i].1 = 1;
