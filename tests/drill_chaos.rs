@@ -8,7 +8,6 @@ mod support;
 
 use std::{
     process::Command,
-    sync::{Mutex, MutexGuard},
     time::{Duration, Instant},
 };
 
@@ -17,11 +16,7 @@ use kube::Api;
 use support::{Background, federation::Federation};
 
 /// The soaks run one at a time: each loads both cores for a minute.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The drill's flags against `f`, running two controllers of its own as the shipped identity.
 fn chaos_args(f: &Federation, seed: &str, duration: &str, controllers: &str) -> Vec<String> {
@@ -55,7 +50,7 @@ async fn plan(f: &Federation, seed: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seeded_soak_with_two_controllers_injects_many_faults_moves_keeps_every_marker_and_converges() {
-    let _one = one_at_a_time();
+    let _one = ONE_AT_A_TIME.lock().await;
     let f = Federation::start(&["east", "west", "central"]).await;
     let planned = plan(&f, "4").await;
     assert_eq!(plan(&f, "4").await, planned, "the same seed plans the same schedule");
@@ -104,7 +99,7 @@ async fn volume_of(f: &Federation, k: u32) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_marker_written_mid_soak_fails_the_drill_naming_the_ordinal() {
-    let _one = one_at_a_time();
+    let _one = ONE_AT_A_TIME.lock().await;
     let f = Federation::start(&["east", "west", "central"]).await;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_spanset"));
     cmd.args(chaos_args(&f, "3", "20s", "1"))
