@@ -140,7 +140,8 @@ pub struct ChaosReport {
     /// Ordinals that started running in another member than their previous run during the
     /// soak and its convergence (moves, and returns after a scale-down), from the ledger.
     pub moves_completed: u64,
-    /// Whether the federation settled after the heal (Ready, nothing moving).
+    /// Whether the federation settled after the heal: its status current, Ready, nothing
+    /// moving, and the members running each ordinal exactly once, Ready.
     pub converged: bool,
     /// Seconds from the heal to settled.
     pub converge_seconds: Option<f64>,
@@ -432,7 +433,8 @@ impl Soak {
         }
     }
 
-    /// Waits until settled with every marker check done, observing; answers the seconds taken.
+    /// Waits until settled (the status says so, and the members run each ordinal once, Ready)
+    /// with every marker check done, observing; answers the seconds taken.
     async fn settle(&mut self, timeout: Duration) -> Option<f64> {
         let start = Instant::now();
         let mut last_round = Instant::now() - Duration::from_secs(10);
@@ -442,7 +444,8 @@ impl Soak {
                 self.markers_round().await;
                 last_round = Instant::now();
             }
-            if settled && !self.markers.has_pending() && self.markers.marked() >= self.replicas.max(0) as usize {
+            let marked = !self.markers.has_pending() && self.markers.marked() >= self.replicas.max(0) as usize;
+            if settled && marked && self.markers.census(&self.members, self.replicas).await == Ok(true) {
                 return Some(start.elapsed().as_secs_f64());
             }
             if start.elapsed() > timeout {

@@ -145,6 +145,35 @@ impl Markers {
         }
     }
 
+    /// Whether the members run exactly ordinals `0..replicas`, each once, Running and Ready and
+    /// not being deleted: the ground truth behind a status that says Ready (which a paused
+    /// leader leaves stale).
+    pub async fn census(&self, members: &BTreeMap<String, Client>, replicas: i32) -> Result<bool, String> {
+        let lp = kube::api::ListParams::default().labels(&format!("spanset.dev/federation={}", self.name));
+        let mut seen: BTreeMap<i32, usize> = BTreeMap::new();
+        for client in members.values() {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &self.namespace);
+            for p in timed(pods.list(&lp)).await?.items {
+                let Some(k) = p.metadata.name.as_deref().and_then(|n| n.strip_prefix(&format!("{}-", self.name)))
+                else {
+                    continue;
+                };
+                let Ok(k) = k.parse::<i32>() else { continue };
+                let status = p.status.unwrap_or_default();
+                let ready =
+                    status.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
+                let running = status.phase.as_deref() == Some("Running") && p.metadata.deletion_timestamp.is_none();
+                if running && ready {
+                    *seen.entry(k).or_default() += 1;
+                } else {
+                    // A pod starting, stopping or stuck: not settled yet.
+                    return Ok(false);
+                }
+            }
+        }
+        Ok((0..replicas).all(|k| seen.get(&k) == Some(&1)) && seen.keys().all(|k| *k < replicas))
+    }
+
     /// Where ordinal `k` runs now (a Running pod not being deleted, and its claim's PV), in
     /// every readable member; `Err` when a member could not be read.
     async fn locate(

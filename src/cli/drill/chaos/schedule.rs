@@ -4,7 +4,8 @@
 //! run with the same seed will do, and the schedule is unit-tested without a sandbox.
 //!
 //! Every lasting fault is paired with its end (heal, node up, restart, resume) at a random
-//! while after it, no later than the end of the run; a member carries at most one API fault at
+//! while after it; one whose end would fall after the end of the run is left to the drill's
+//! final heal, so that the time to converge after it measures a real recovery. A member carries at most one API fault at
 //! a time (the sandbox's `heal` clears partition, latency and errors together), and at most one
 //! of its nodes is down at a time, so that its pods can always be rescheduled.
 
@@ -253,8 +254,8 @@ pub fn schedule(shape: &Shape) -> Vec<Step> {
     let mut image = shape.image.clone();
     let mut t = rng.range(pace / 2, pace * 3 / 2);
     while t < end {
-        // A lasting fault holds 1 to 6 paces, and ends by the end of the run.
-        let hold = |rng: &mut Rng| (t + rng.range(pace, pace * 6)).min(end);
+        // A lasting fault holds 1 to 6 paces.
+        let hold = |rng: &mut Rng| t + rng.range(pace, pace * 6);
         let roll = rng.range(0, 99);
         if roll < 25 || members.is_empty() {
             steps.push(Step { at_ms: t, action: spec_change(&mut rng, shape, &mut image) });
@@ -296,7 +297,7 @@ pub fn schedule(shape: &Shape) -> Vec<Step> {
             let i = rng.range(0, shape.controllers as u64 - 1) as usize;
             if ctl_busy[i] <= t {
                 if rng.range(0, 1) == 0 {
-                    let until = (t + rng.range(pace / 4, pace)).min(end);
+                    let until = t + rng.range(pace / 4, pace);
                     steps.push(Step { at_ms: t, action: Action::Kill { controller: i } });
                     steps.push(Step { at_ms: until, action: Action::Restart { controller: i } });
                     ctl_busy[i] = until;
@@ -304,7 +305,7 @@ pub fn schedule(shape: &Shape) -> Vec<Step> {
                     // Past the lease, so that another replica takes over and this one wakes up
                     // believing it still leads.
                     let lease = shape.lease.as_millis() as u64;
-                    let until = (t + lease + rng.range(pace / 4, pace)).min(end);
+                    let until = t + lease + rng.range(pace / 4, pace);
                     steps.push(Step { at_ms: t, action: Action::Pause { controller: i } });
                     steps.push(Step { at_ms: until, action: Action::Resume { controller: i } });
                     ctl_busy[i] = until;
@@ -315,7 +316,9 @@ pub fn schedule(shape: &Shape) -> Vec<Step> {
         }
         t += rng.range(pace / 2, pace * 3 / 2);
     }
-    // Stable: a fault and its end at the same instant keep their order.
+    // Ends past the end of the run are the final heal's. Stable: a fault and its end at the
+    // same instant keep their order.
+    steps.retain(|s| s.at_ms < end);
     steps.sort_by_key(|s| s.at_ms);
     steps
 }
@@ -410,7 +413,8 @@ mod tests {
     }
 
     #[test]
-    fn every_lasting_fault_ends_by_the_end_and_never_overlaps_another_on_the_same_target() {
+    fn no_lasting_fault_overlaps_another_on_the_same_target_and_some_are_left_to_the_final_heal() {
+        let mut left = 0;
         for seed in 0..20 {
             let s = shape(seed);
             let steps = schedule(&s);
@@ -436,8 +440,9 @@ mod tests {
                 let was = open.insert(target.clone(), opens).unwrap_or(false);
                 assert_ne!(was, opens, "seed {seed}: {target} at {}: {}", st.at_ms, st.action);
             }
-            assert!(open.values().all(|o| !o), "seed {seed}: something left faulted: {open:?}");
+            left += open.values().filter(|o| **o).count();
         }
+        assert!(left > 0, "some faults last past the end, for the final heal");
     }
 
     #[test]
@@ -446,11 +451,11 @@ mod tests {
         let steps = schedule(&s);
         for (i, st) in steps.iter().enumerate() {
             if let Action::Pause { controller } = st.action {
-                let resume = steps[i..]
-                    .iter()
-                    .find(|r| r.action == Action::Resume { controller })
-                    .expect("every pause is resumed");
-                assert!(resume.at_ms - st.at_ms > 3000 || resume.at_ms == s.duration.as_millis() as u64);
+                // A pause not resumed within the run is resumed by the final heal.
+                let Some(resume) = steps[i..].iter().find(|r| r.action == Action::Resume { controller }) else {
+                    continue;
+                };
+                assert!(resume.at_ms - st.at_ms > 3000);
             }
             if let Action::Weights { weights } = &st.action {
                 assert!(weights.iter().any(|w| w.1 > 0), "{weights:?}");
