@@ -655,7 +655,8 @@ pub(super) async fn run(client: &Client, a: &ChaosArgs) -> i32 {
     match chaos(client, a).await {
         Ok(report) => {
             let key = report.federation.clone();
-            let stages = [("total", report.duration_seconds), ("converge", report.converge_seconds.unwrap_or(-1.0))];
+            let mut stages = vec![("total", report.duration_seconds)];
+            stages.extend(report.converge_seconds.map(|s| ("converge", s)));
             record(client, &key, "chaos", "", &stages).await;
             print(a.output, &report, table);
             i32::from(report.failed())
