@@ -81,6 +81,28 @@ async fn a_seeded_soak_with_two_controllers_injects_many_faults_moves_keeps_ever
     f.assert_ledger_clean();
 }
 
+/// Sends SIGTERM to the drill a failing test leaves running, so that it stops the controllers it
+/// started (the SIGKILL of [`Background`]'s drop would leave them behind), and waits for it.
+struct StopOnDrop(u32);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let _ = Command::new("kill").args(["-TERM", &self.0.to_string()]).status();
+        // Gone, or a zombie waiting to be reaped.
+        let gone = || {
+            std::fs::read_to_string(format!("/proc/{}/stat", self.0))
+                .map_or(true, |s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+        };
+        let start = Instant::now();
+        while !gone() && start.elapsed() < support::DEADLINE {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 /// The member and PersistentVolume of ordinal `k` of `chaos`, once its claim is bound.
 async fn volume_of(f: &Federation, k: u32) -> (String, String) {
     let start = Instant::now();
@@ -107,23 +129,21 @@ async fn a_wrong_marker_written_mid_soak_fails_the_drill_naming_the_ordinal() {
         .arg(&f.sandbox.kubeconfig)
         .args(["--context", "host"]);
     let mut drill = Background::spawn(cmd);
+    let _stop = StopOnDrop(drill.pid());
     support::wait_until("the drill wrote its markers", Duration::from_secs(240), || {
         drill.err_lines().iter().any(|l| l.starts_with("markers: written on"))
     });
     // Ordinal 0 stays whatever the replicas: the drill never forgets its marker.
     let (cluster, pv) = volume_of(&f, 0).await;
     f.sandbox.ctl_ok(&["volume", &cluster, &pv, "--write", "tampered"]);
-    let status = tokio::task::spawn_blocking(move || {
-        let start = Instant::now();
-        loop {
-            if let Some(code) = drill.try_exit() {
-                return (code, drill);
-            }
-            assert!(start.elapsed() < Duration::from_secs(400), "the drill did not end");
-            std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    let code = loop {
+        if let Some(code) = drill.try_exit() {
+            break code;
         }
-    });
-    let (code, drill) = status.await.unwrap();
+        assert!(start.elapsed() < Duration::from_secs(400), "the drill did not end");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     // The reader thread may still be collecting the last lines.
     let parsed = || serde_json::from_str::<serde_json::Value>(&drill.lines().join("\n")).ok();
     support::wait_until("the whole JSON report read", support::DEADLINE, || parsed().is_some());

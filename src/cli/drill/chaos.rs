@@ -14,8 +14,9 @@
 //! read through the kubeconfig's context named after each member (`spanset sandbox` and
 //! `spanset sim` write one per cluster).
 //!
-//! Exit codes: 0 clean, 1 a violation (ledger or marker), no convergence, or a failure to set up;
-//! 2 bad flags.
+//! Exit codes: 0 clean, 1 a violation (ledger or marker), no convergence, a failure to set up, or
+//! an interruption (SIGINT or SIGTERM, which stops the controllers the drill started); 2 bad
+//! flags.
 
 mod controllers;
 mod markers;
@@ -652,7 +653,12 @@ pub(super) async fn run(client: &Client, a: &ChaosArgs) -> i32 {
             }
         };
     }
-    match chaos(client, a).await {
+    // On SIGINT or SIGTERM the soak is dropped, and with it the controllers it started.
+    let outcome = tokio::select! {
+        r = chaos(client, a) => r,
+        _ = crate::cli::wait_for_signal() => Err("interrupted: the controllers it started are stopped, faults in force stay".into()),
+    };
+    match outcome {
         Ok(report) => {
             let key = report.federation.clone();
             let mut stages = vec![("total", report.duration_seconds)];
