@@ -1,0 +1,228 @@
+//! Stage 5b: the recorded moves (`status.moves`) advanced by what the members report. A move
+//! ends when its ordinal is Ready where the plan targets it, or when a spec change overtakes
+//! it; it parks where the plan lands it for now; its source's release is recorded once
+//! confirmed; its storage is handed over (or left behind in a fenced source) before any grow;
+//! and without identity gates its grow waits until the destination's records no longer name
+//! it. Every grow these hold waits, and so does a grow whose release is recorded now (the
+//! release is stored before the grow that takes the ordinal).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Handover, phases, planning::Planning, scope::Scope};
+use crate::{
+    api::MoveStatus,
+    controller::{
+        events::Note,
+        member::objects::gated,
+        move_storage::{self, Gate},
+        network,
+    },
+    plan::{Observed, Ordinal, Ordinals, Plan, Step},
+};
+
+/// Where the plan targets each ordinal: each cluster's target set once, so that an ordinal's
+/// destination is found among the clusters, never through a map of every ordinal.
+pub(super) struct Targets<'p> {
+    targets: Vec<(&'p str, Ordinals)>,
+}
+
+impl<'p> Targets<'p> {
+    /// The targets of `plan`.
+    pub fn new(plan: &'p Plan) -> Self {
+        Targets { targets: plan.target.iter().map(|(c, s)| (c.as_str(), s.ordinals())).collect() }
+    }
+
+    /// The member the plan targets `k` to.
+    pub fn of(&self, k: Ordinal) -> Option<&'p str> {
+        self.targets.iter().find(|(_, set)| set.contains(k)).map(|(c, _)| *c)
+    }
+}
+
+/// The recorded moves as this round leaves them, and what advancing them found.
+pub(super) struct Moves {
+    /// The moves to store, by ordinal.
+    pub moves: BTreeMap<Ordinal, MoveStatus>,
+    /// A move was recorded or advanced: the status is stored before the writes.
+    pub persist_first: bool,
+    /// Moves finished in this round, with their durations in seconds.
+    pub finished: Vec<(Ordinal, f64)>,
+    /// Events of the moves.
+    pub notes: Vec<Note>,
+    /// Ordinals whose release is recorded in this round (`Draining` → `Released`).
+    pub released: BTreeSet<Ordinal>,
+    /// Ordinals whose grow waits (storage, or the destination's records).
+    pub held: BTreeSet<Ordinal>,
+    /// Why storage can never follow, for the condition.
+    pub refused: Vec<String>,
+    /// Why storage cannot follow yet, for the condition.
+    pub storage_waits: Vec<String>,
+    /// Moves whose fenced source keeps their volumes, with the condition's words.
+    pub left_behind: BTreeMap<Ordinal, String>,
+    /// Storage handovers to carry out before the writes.
+    pub handovers: Vec<Handover>,
+    /// Wall-clock now, as `since` is written.
+    pub now: String,
+}
+
+/// Advances the recorded moves by this round's plan and observation.
+pub(super) fn advance(cx: &Scope<'_>, obs: &Observed, planning: &Planning, stamping: bool) -> Moves {
+    let mut m = Moves {
+        moves: planning.recorded.clone(),
+        persist_first: false,
+        finished: Vec::new(),
+        notes: Vec::new(),
+        released: BTreeSet::new(),
+        held: BTreeSet::new(),
+        refused: Vec::new(),
+        storage_waits: Vec::new(),
+        left_behind: BTreeMap::new(),
+        handovers: Vec::new(),
+        now: cx.inp.wall.to_string(),
+    };
+    let Some(plan) = &planning.plan else { return m };
+    let targets = Targets::new(plan);
+    m.retire_ended(cx, obs, &targets);
+    if !stamping {
+        m.park_landings(planning.steps(), &targets);
+    }
+    m.cancel_returns(&targets);
+    let mut moves = std::mem::take(&mut m.moves);
+    for (k, mv) in moves.iter_mut() {
+        m.advance_one(cx, obs, &targets, *k, mv);
+    }
+    m.moves = moves;
+    m
+}
+
+/// Whether the move's ordinal runs in a neighbour for now.
+fn parked_now(m: &MoveStatus) -> bool {
+    m.phase == phases::PARKED
+}
+
+impl Moves {
+    /// Moves that ended (Ready in the target, or back where parked) or were overtaken by a
+    /// spec change (no target, out of range).
+    fn retire_ended(&mut self, cx: &Scope<'_>, obs: &Observed, targets: &Targets<'_>) {
+        let range = cx.range();
+        let wall = cx.inp.wall;
+        let ready_in = |c: &str, k: Ordinal| obs.get(c).is_some_and(|o| o.written.contains(k) && o.ready.contains(k));
+        self.moves.retain(|k, m| {
+            let Some(to) = targets.of(*k) else { return false };
+            let secs =
+                || m.since.parse::<jiff::Timestamp>().map(|s| wall.duration_since(s).as_secs_f64()).unwrap_or(0.0);
+            if ready_in(to, *k) {
+                self.finished.push((*k, secs()));
+                self.notes
+                    .push(Note::normal("MoveFinished", format!("ordinal {k} is Ready in {to} ({:.0} s)", secs())));
+                return false;
+            }
+            if parked_now(m) && ready_in(&m.to, *k) {
+                self.notes.push(Note::normal(
+                    "MoveParked",
+                    format!("ordinal {k} runs in {} again until the moves in its way to {to} have run", m.to),
+                ));
+                return false;
+            }
+            range.contains(k)
+        });
+    }
+
+    /// A landing the plan chose (a grow outside the grower's target): the move goes there
+    /// for now, so that its storage follows it there.
+    fn park_landings(&mut self, steps: &[Step], targets: &Targets<'_>) {
+        for step in steps {
+            let Step::Grow { cluster, acquires, .. } = step else { continue };
+            for k in acquires.iter().filter(|k| targets.of(*k) != Some(cluster.as_str())) {
+                if let Some(m) = self.moves.get_mut(&k)
+                    && (m.phase != phases::PARKED || m.to != *cluster)
+                {
+                    self.notes.push(Note::normal(
+                        "MoveParked",
+                        format!(
+                            "ordinal {k} lands in {cluster} for now: {} cannot take it next and \
+                             maxConcurrentMoves leaves no room for the moves in its way",
+                            m.to
+                        ),
+                    ));
+                    m.phase = phases::PARKED.into();
+                    m.to = cluster.clone();
+                    m.since = self.now.clone();
+                    self.persist_first = true;
+                }
+            }
+        }
+    }
+
+    /// A spec edit that sends an ordinal back to the cluster it was leaving ends its move: a
+    /// move from a cluster to itself is never recorded.
+    fn cancel_returns(&mut self, targets: &Targets<'_>) {
+        self.moves.retain(|k, m| {
+            let back = !parked_now(m) && targets.of(*k) == Some(m.from.as_str());
+            if back {
+                self.notes.push(Note::normal(
+                    "MoveCancelled",
+                    format!("ordinal {k} stays in {}: the spec puts it back there", m.from),
+                ));
+            }
+            !back
+        });
+    }
+
+    /// One move: retargeted, released once confirmed, or held by its storage or by the
+    /// destination's records.
+    fn advance_one(&mut self, cx: &Scope<'_>, obs: &Observed, targets: &Targets<'_>, k: Ordinal, m: &mut MoveStatus) {
+        if let Some(to) = targets.of(k)
+            && m.to != to
+            && !parked_now(m)
+        {
+            m.to = to.to_string();
+        }
+        if m.phase == phases::DRAINING && released(obs, k, &m.to) {
+            m.phase = phases::RELEASED.into();
+            m.since = self.now.clone();
+            self.released.insert(k);
+            self.persist_first = true;
+            return;
+        }
+        // Every grow of the ordinal waits for its storage, whatever the phase.
+        match move_storage::gate(cx.inp, obs, m, k) {
+            Gate::Open => {}
+            Gate::LeftBehind(why) => {
+                self.left_behind.insert(k, why);
+            }
+            Gate::Held { handover, waiting, refused } => {
+                self.held.insert(k);
+                self.refused.extend(refused);
+                self.storage_waits.extend(waiting);
+                if let Some(h) = handover {
+                    if m.phase != phases::HANDOVER {
+                        m.phase = phases::HANDOVER.into();
+                        m.since = self.now.clone();
+                        self.persist_first = true;
+                    }
+                    self.handovers.push(h);
+                }
+            }
+        }
+        // Without identity gates a pod starts as soon as its slice holds it: the grow then
+        // waits until spanset's records in the destination no longer name the ordinal.
+        if !gated(cx.fsts)
+            && m.phase != phases::STARTING
+            && cx.view_of(&m.to).is_none_or(|v| network::names_ordinal(cx.fsts, &v, k))
+        {
+            self.held.insert(k);
+        }
+    }
+}
+
+/// Whether every member other than `to` that counts (unfenced, or fenced but answering again:
+/// [`crate::plan::steps::counts`]) is confirmed not to hold or run `k`: the planner's
+/// confirmation rule ([`crate::plan`]'s grows), under which a member that is unreachable now
+/// but was observed since its last write confirms what that observation showed. A stricter
+/// rule here would let the planner's grow overtake a move still recorded as `Draining`, past
+/// its storage step.
+fn released(obs: &Observed, k: Ordinal, to: &str) -> bool {
+    obs.iter()
+        .filter(|(n, o)| n.as_str() != to && crate::plan::steps::counts(o))
+        .all(|(_, o)| !o.written.contains(k) && !o.pods.contains(k) && o.observed_since_write)
+}

@@ -1,0 +1,105 @@
+//! Stage 6: the gated plan steps become member writes. A shrink that releases an ordinal
+//! bound elsewhere records its move (`Draining`); a grow into a recorded move records it as
+//! `Starting` (or moves a parked ordinal on to its target). Both are stored before the writes
+//! (`persist_first`). A grow waits while any ordinal it acquires is held or was released in
+//! this very round. Nothing is written from the plan in a round that stamps.
+
+use super::{
+    StsWrite,
+    moves::{Moves, Targets},
+    phases,
+    planning::Planning,
+    scope::Scope,
+};
+use crate::{
+    api::MoveStatus,
+    controller::events::Note,
+    plan::{Ordinal, Ordinals, Step},
+};
+
+/// The writes of the plan's steps.
+#[derive(Default)]
+pub(super) struct Steps {
+    /// One write per step, with the step's slice.
+    pub writes: Vec<StsWrite>,
+    /// Ordinals of recorded moves that these writes grow into their destination.
+    pub grows: Vec<Ordinal>,
+}
+
+/// The writes of this round's gated steps, recording the moves they start or grow into.
+pub(super) fn write(cx: &Scope<'_>, planning: &Planning, moves: &mut Moves, cursor: Ordinal, stamping: bool) -> Steps {
+    let mut out = Steps::default();
+    let Some(plan) = planning.plan.as_ref().filter(|_| !stamping) else { return out };
+    let targets = Targets::new(plan);
+    for step in planning.steps() {
+        let cluster = step.cluster();
+        let view = cx.view_of(cluster).expect("steps name observed members");
+        let Some(s) = &view.federation.sts else { continue };
+        match step {
+            Step::Shrink { releases, .. } => record_releases(moves, cluster, releases, &targets),
+            Step::Grow { acquires, .. }
+                if acquires.iter().any(|k| moves.released.contains(&k) || moves.held.contains(&k)) =>
+            {
+                continue;
+            }
+            Step::Grow { acquires, .. } => out.grows.extend(record_grows(moves, cluster, acquires)),
+        }
+        out.writes.push(StsWrite {
+            cluster: cluster.to_string(),
+            object: cx.statefulset(step.slice(), cursor),
+            expected_rv: Some(s.rv),
+            new_template: false,
+        });
+    }
+    out
+}
+
+/// A shrink's released ordinals that the plan targets elsewhere start moving (`Draining`).
+fn record_releases(moves: &mut Moves, cluster: &str, releases: &Ordinals, targets: &Targets<'_>) {
+    for k in releases.iter() {
+        if let Some(to) = targets.of(k).filter(|to| *to != cluster)
+            && !moves.moves.contains_key(&k)
+        {
+            moves.notes.push(Note::normal("MoveStarted", format!("ordinal {k}: {cluster} → {to}")));
+            moves.moves.insert(
+                k,
+                MoveStatus {
+                    ordinal: k as i32,
+                    from: cluster.to_string(),
+                    to: to.to_string(),
+                    phase: phases::DRAINING.into(),
+                    since: moves.now.clone(),
+                },
+            );
+            moves.persist_first = true;
+        }
+    }
+}
+
+/// A grow's acquired ordinals with a recorded move are `Starting` (a parked one whose target
+/// takes it after all moves on). Answers the ordinals grown into.
+fn record_grows(moves: &mut Moves, cluster: &str, acquires: &Ordinals) -> Vec<Ordinal> {
+    let mut grows = Vec::new();
+    for k in acquires.iter() {
+        let Some(m) = moves.moves.get_mut(&k) else { continue };
+        grows.push(k);
+        if m.phase == phases::PARKED {
+            if m.to == cluster {
+                continue;
+            }
+            // Its target takes it after all: the move goes on.
+            m.to = cluster.to_string();
+        }
+        if m.phase != phases::STARTING
+            && let Some(why) = moves.left_behind.get(&k)
+        {
+            moves.notes.push(Note::warning("VolumesLeftBehind", why.clone()));
+        }
+        if m.phase != phases::STARTING {
+            m.phase = phases::STARTING.into();
+            m.since = moves.now.clone();
+            moves.persist_first = true;
+        }
+    }
+    grows
+}

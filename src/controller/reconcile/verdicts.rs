@@ -1,0 +1,240 @@
+//! Stage 7a: the conditions of the round, each a verdict with its reason: `Blocked` (no
+//! placement), `Ready` and `Progressing` (with the first of the reasons the federation is not
+//! done), `Degraded`, `ClusterUnreachable`, `Updating`, `IdentityConflict`, `ReplicasHeld`;
+//! and the events they announce.
+
+use kube::ResourceExt;
+
+use super::{
+    Conflict,
+    observation::incompatibility,
+    scope::Scope,
+    status::{Round, Standing},
+};
+use crate::{
+    api::FederatedStatefulSet,
+    controller::{
+        events::Note,
+        member::objects::on_delete,
+        rollout::Rollout,
+        status::{Verdict, types},
+    },
+    plan::{self, Exclusion, Ordinals},
+};
+
+/// The conditions of the round.
+pub(super) fn verdicts(cx: &Scope<'_>, round: &Round<'_>, standing: &Standing<'_>, done: bool) -> Vec<Verdict> {
+    let mut verdicts = Vec::new();
+    match &round.planning.error {
+        Some(e) => verdicts.push(Verdict::yes(types::BLOCKED, "NoPlacement", e.clone())),
+        None => verdicts.push(Verdict::no(types::BLOCKED, "Planned", "")),
+    }
+    if done {
+        let ready = format!("{}/{} ready", standing.ready_total, cx.desired.replicas);
+        verdicts.push(Verdict::yes(types::READY, "AllReady", ready));
+        verdicts.push(Verdict::no(types::PROGRESSING, "Complete", "every slice is as targeted"));
+    } else {
+        let (reason, why) = not_done(cx, round, standing);
+        verdicts.push(Verdict::no(types::READY, reason, why.clone()));
+        verdicts.push(Verdict::yes(types::PROGRESSING, reason, why));
+    }
+    verdicts.push(degraded(cx, round));
+    verdicts.push(if standing.unreachable.is_empty() {
+        Verdict::no(types::CLUSTER_UNREACHABLE, "AllReachable", "")
+    } else {
+        let msg = format!("not answering: {}", standing.unreachable.join(", "));
+        Verdict::yes(types::CLUSTER_UNREACHABLE, "Unreachable", msg)
+    });
+    verdicts.push(updating(&round.avail.roll, on_delete(cx.fsts)));
+    verdicts.push(identity_conflict(&cx.name(), &round.avail.conflicts));
+    verdicts.push(match cx.replicas_held {
+        Some((reason, message)) => Verdict::yes(types::REPLICAS_HELD, reason, message.clone()),
+        None => Verdict::no(types::REPLICAS_HELD, "WithinBounds", ""),
+    });
+    verdicts
+}
+
+/// Why the federation is not done: the reason and message of `Ready` (False) and
+/// `Progressing` (True), the first that applies of: storage refused or waiting, members not
+/// reported, members unconfirmed, stamping, a gate's hold, the disruption budget, the move
+/// limit, moves running, members unreachable.
+fn not_done(cx: &Scope<'_>, round: &Round<'_>, standing: &Standing<'_>) -> (&'static str, String) {
+    let (moves, planning) = (round.moves, round.planning);
+    let budget = &planning.budget;
+    let plan = planning.plan.as_ref();
+    if !moves.refused.is_empty() {
+        ("HandoverRefused", format!("storage cannot follow: {}", moves.refused.join("; ")))
+    } else if !moves.storage_waits.is_empty() {
+        ("HandoverWaiting", format!("storage cannot follow yet: {}", moves.storage_waits.join("; ")))
+    } else if !standing.missing.is_empty() {
+        ("WaitingForMembers", format!("no report yet from {}", standing.missing.join(", ")))
+    } else if !round.unstamped.is_empty() {
+        (
+            "MembersUnconfirmed",
+            format!(
+                "{} cannot be reached and does not carry term {} yet: a write of an earlier leader may still \
+                 land there, so no ordinal starts anywhere until it answers or is fenced",
+                round.unstamped.join(", "),
+                cx.inp.term
+            ),
+        )
+    } else if round.stamping {
+        ("Writing", "writing member StatefulSets in this term".to_string())
+    } else if let Some((reason, why)) = planning.gated.as_ref().and_then(|g| g.held.first()) {
+        (*reason, why.clone())
+    } else if budget.down_otherwise > 0 && plan.is_some_and(|p| !p.done) {
+        let down: Vec<String> = (&round.avail.unavailable - &budget.recorded_moving)
+            .iter()
+            .take(5)
+            .map(|k| format!("{}-{k}", cx.name()))
+            .collect();
+        (
+            "DisruptionBudget",
+            format!(
+                "{} pod(s) unavailable ({}) count against {} {}: at most {} move(s) at once",
+                budget.down_otherwise,
+                down.join(", "),
+                budget.source,
+                budget.limit,
+                budget.planned.max_concurrent_moves.min(budget.limit.saturating_sub(budget.down_otherwise))
+            ),
+        )
+    } else if let Some(p) = plan.filter(|p| p.stalled) {
+        ("MoveLimit", plan::stall_message(cx.desired, &p.in_flight))
+    } else if !moves.moves.is_empty() {
+        ("Migrating", format!("{} ordinal(s) moving", moves.moves.len()))
+    } else if !standing.holding_unreachable.is_empty() {
+        (
+            "MembersUnreachable",
+            format!(
+                "{} cannot be reached: what it runs there is unknown and cannot be written",
+                standing.holding_unreachable.join(", ")
+            ),
+        )
+    } else {
+        ("Reconciling", format!("{}/{} ready", standing.ready_total, cx.desired.replicas))
+    }
+}
+
+/// The `Degraded` condition: members the plan excludes (and duplicates), and volumes left
+/// behind in fenced members.
+fn degraded(cx: &Scope<'_>, round: &Round<'_>) -> Verdict {
+    let excluded: Vec<String> = round
+        .planning
+        .plan
+        .as_ref()
+        .map(|p| p.excluded.iter().map(|(c, e)| exclusion(cx, c, e)).collect())
+        .unwrap_or_default();
+    let excluded: Vec<String> = excluded.into_iter().chain(cx.duplicates.iter().cloned()).collect();
+    let left: Vec<&str> = round.moves.left_behind.values().map(String::as_str).collect();
+    match (excluded.is_empty(), left.is_empty()) {
+        (true, true) => Verdict::no(types::DEGRADED, "AllMembersEligible", ""),
+        (true, false) => Verdict::yes(types::DEGRADED, "VolumesLeftBehind", left.join("; ")),
+        (false, true) => {
+            Verdict::yes(types::DEGRADED, "MembersExcluded", format!("no slice for {}", excluded.join(", ")))
+        }
+        (false, false) => Verdict::yes(
+            types::DEGRADED,
+            "MembersExcluded",
+            format!("no slice for {}; {}", excluded.join(", "), left.join("; ")),
+        ),
+    }
+}
+
+/// One excluded member, with why, as `Degraded` names it.
+fn exclusion(cx: &Scope<'_>, c: &str, e: &Exclusion) -> String {
+    let why = cx.view_of(c).and_then(|v| incompatibility(&v, cx.backend));
+    let left: Ordinals = cx.view_of(c).map(|v| v.federation.pods.keys().copied().collect()).unwrap_or_default();
+    match (e, why) {
+        (Exclusion::Incompatible, Some(why)) => format!("{c} (Incompatible: {why})"),
+        (Exclusion::Fenced, _) if !left.is_empty() => {
+            format!(
+                "{c} (Fenced; it still reports pods of ordinals {}, counted nowhere)",
+                plan::ordinal_runs(&left).join(",")
+            )
+        }
+        _ => format!("{c} ({e:?})"),
+    }
+}
+
+/// The `Updating` condition: True while pods from the partition up run an older template.
+fn updating(roll: &Rollout, on_delete: bool) -> Verdict {
+    if roll.complete {
+        return Verdict::no(types::UPDATING, "Updated", format!("every pod runs revision {}", roll.update_revision));
+    }
+    if on_delete {
+        return Verdict::yes(
+            types::UPDATING,
+            "OnDelete",
+            format!(
+                "{} pod(s) run an older template and are replaced when deleted (updateStrategy OnDelete)",
+                roll.current
+            ),
+        );
+    }
+    let (reason, why) = match &roll.waiting {
+        Some(w) if w.stuck => ("RolloutStuck", w.message.clone()),
+        Some(w) => ("RollingUpdate", w.message.clone()),
+        None => ("RollingUpdate", "replacing pods".to_string()),
+    };
+    Verdict::yes(
+        types::UPDATING,
+        reason,
+        format!("{} pod(s) updated to revision {}; {why}", roll.updated, roll.update_revision),
+    )
+}
+
+/// The `IdentityConflict` condition: True, naming every ordinal seen running in two members and
+/// where, while it lasts.
+fn identity_conflict(name: &str, conflicts: &[Conflict]) -> Verdict {
+    if conflicts.is_empty() {
+        return Verdict::no(types::IDENTITY_CONFLICT, "NoConflict", "");
+    }
+    let each: Vec<String> =
+        conflicts.iter().map(|c| format!("{name}-{} runs in {}", c.ordinal, c.members.join(" and "))).collect();
+    Verdict::yes(types::IDENTITY_CONFLICT, "RunningTwice", each.join("; "))
+}
+
+/// Events of the conditions: a new hold of replicas; each pod the rollout's cursor lets
+/// through; a stuck rollout once per stuck pod state.
+pub(super) fn notes(cx: &Scope<'_>, roll: &Rollout) -> Vec<Note> {
+    let mut notes = Vec::new();
+    if let Some((reason, message)) = cx.replicas_held
+        && !cx
+            .previous
+            .conditions
+            .iter()
+            .any(|c| c.type_ == types::REPLICAS_HELD && c.status == "True" && c.reason == *reason)
+    {
+        notes.push(Note::warning(reason, message.clone()));
+    }
+    rollout_notes(roll, cx.previous, cx.fsts, &mut notes);
+    notes
+}
+
+/// Events of the rollout: each pod the cursor lets through, and a stuck rollout once per
+/// stuck pod state.
+fn rollout_notes(
+    roll: &Rollout,
+    previous: &crate::api::FederatedStatefulSetStatus,
+    fsts: &FederatedStatefulSet,
+    notes: &mut Vec<Note>,
+) {
+    for k in &roll.lowered {
+        notes.push(Note::normal(
+            "RollingUpdate",
+            format!("{}-{k} may now be replaced with revision {}", fsts.name_any(), roll.update_revision),
+        ));
+    }
+    if let Some(w) = roll.waiting.as_ref().filter(|w| w.stuck) {
+        // Once per stuck pod: its state's wording changes (ErrImagePull, then ImagePullBackOff).
+        let pod = format!("{}-{} in ", fsts.name_any(), w.ordinal);
+        let already = previous
+            .conditions
+            .iter()
+            .any(|c| c.type_ == types::UPDATING && c.reason == "RolloutStuck" && c.message.contains(&pod));
+        if !already {
+            notes.push(Note::warning("RolloutStuck", w.message.clone()));
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! A controller replica in the model: its watchers' lists become the `MemberView`s that
+//! `spanset run` builds, the real `reconcile::decide` decides, and the decision becomes the
+//! ordered effects the coordinator carries out (`controller::effects`).
+
+use std::{
+    collections::BTreeMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use spanset::{
+    api::{FederatedStatefulSet, FederatedStatefulSetStatus},
+    controller::{
+        labels::IDENTITY_GATE,
+        member::{
+            cache::{FederationCache, PodPhase, PodRecord, StsRecord, StsState},
+            health::Failure,
+        },
+        messages::MemberView,
+        reconcile::{self, Decision, Inputs, MemberInput},
+    },
+    plan::{Backend, Slice},
+};
+
+use super::state::{Confirmed, Controller, Effect, HostCopy, MEMBERS, View};
+
+/// What stays fixed while the model runs: the specs a schedule may switch between, and the
+/// clocks (reachability comes from the model's views, not from time).
+pub struct Fixed {
+    /// The federation under each spec, without status.
+    pub specs: Vec<FederatedStatefulSet>,
+    /// Monotonic now.
+    pub now: Instant,
+    /// Wall-clock now (constant: condition times do not make states differ).
+    pub wall: jiff::Timestamp,
+}
+
+impl Fixed {
+    /// The federation as a controller read it.
+    pub fn federation(&self, host: &HostCopy) -> FederatedStatefulSet {
+        let mut f = self.specs[host.spec as usize].clone();
+        f.metadata.generation = Some(host.generation);
+        f.metadata.resource_version = Some(host.rv.to_string());
+        f.status = if host.status.is_empty() {
+            None
+        } else {
+            Some(serde_json::from_str::<FederatedStatefulSetStatus>(&host.status).expect("a stored status parses"))
+        };
+        f
+    }
+}
+
+/// The `MemberView` a watcher reports, from what the model's watcher listed.
+fn member_view(view: &View, now: Instant) -> MemberView {
+    let sts = view.sts.as_ref().map(|s| StsRecord {
+        kind: Backend::StatefulSet,
+        uid: format!("u{}", s.uid),
+        rv: s.rv,
+        generation: s.generation,
+        observed_generation: s.observed,
+        slice: Slice { start: s.start, replicas: s.replicas, ..Slice::empty() },
+        has_ordinals: true,
+        term: Some(s.term),
+        template_hash: Some(s.hash.clone()),
+        federation_uid: Some("uid-1".into()),
+        deleting: false,
+        partition: s.partition,
+        update_revision: (s.observed >= s.generation).then(|| s.revision()),
+    });
+    let pods = view
+        .pods
+        .iter()
+        .map(|(k, p)| {
+            let record = PodRecord {
+                uid: format!("p{}", p.uid),
+                node: Some("node-1".into()),
+                phase: if p.phase_running { PodPhase::Running } else { PodPhase::Pending },
+                ready: p.ready,
+                deleting: p.deleting,
+                rv: p.rv,
+                gates: if p.gated { vec![IDENTITY_GATE.to_string()] } else { vec![] },
+                revision: Some(p.revision.clone()),
+                ready_since: p.ready.then_some(jiff::Timestamp::UNIX_EPOCH),
+                trouble: None,
+                ip: None,
+            };
+            (*k, record)
+        })
+        .collect();
+    let federation = FederationCache {
+        sts,
+        pods,
+        confirmed_for: view.confirmed.as_ref().map(|c| match c {
+            Confirmed::Absent => StsState::Absent,
+            Confirmed::Present(uid, generation) => {
+                StsState::Present { uid: format!("u{uid}"), generation: *generation }
+            }
+        }),
+        written_generation: view.written.map(|(uid, g)| (format!("u{uid}"), g)),
+        uncertain_write: view.uncertain.then_some(Backend::StatefulSet),
+        ..Default::default()
+    };
+    MemberView {
+        synced: view.synced,
+        federation,
+        last_contact: Some(if view.reachable { now } else { now - Duration::from_secs(3600) }),
+        watching_since: Some(now - Duration::from_secs(7200)),
+        failure: (!view.reachable).then(|| (Failure::Refused, "connection refused".to_string())),
+        keeps_ordinals: Some(true),
+        serves_advanced: Some(false),
+        budgets_known: true,
+        slices_known: true,
+        ..Default::default()
+    }
+}
+
+/// Runs the real decision of controller `c` on what it knows.
+pub fn decide(fixed: &Fixed, c: &Controller) -> Option<(FederatedStatefulSet, Decision)> {
+    let host = c.host.as_ref()?;
+    let term = c.term?;
+    let fsts = fixed.federation(host);
+    let members: BTreeMap<String, MemberInput> = MEMBERS
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let input = MemberInput {
+                exists: true,
+                unusable: None,
+                fenced: host.fenced[i],
+                view: Some(Arc::new(member_view(&c.views[i], fixed.now))),
+                duplicate: None,
+            };
+            (name.to_string(), input)
+        })
+        .collect();
+    let decision = reconcile::decide(&Inputs {
+        fsts: &fsts,
+        members: &members,
+        term,
+        template_refusal: None,
+        bounds: Default::default(),
+        access_refusal: None,
+        handover_refusals: BTreeMap::new(),
+        now: fixed.now,
+        leading_since: fixed.now - Duration::from_secs(7200),
+        wall: fixed.wall,
+    });
+    Some((fsts, decision))
+}
+
+fn member_index(name: &str) -> u8 {
+    MEMBERS.iter().position(|m| *m == name).expect("a model member") as u8
+}
+
+/// The effects of a decision, in the coordinator's order: the status first when the decision
+/// says so, the member writes and pod releases, the deletes in a fenced member that answers
+/// again, and the status after when nothing was written.
+pub fn effects(fsts: &FederatedStatefulSet, decision: &Decision, term: u64, fenced: &[bool]) -> Vec<Effect> {
+    let status = || serde_json::to_string(&decision.status).expect("a status serializes");
+    let changed = fsts.status.as_ref() != Some(&decision.status);
+    if decision.blocked {
+        return if changed { vec![Effect::Store { status: status() }] } else { vec![] };
+    }
+    let mut out = Vec::new();
+    if decision.persist_first && changed {
+        out.push(Effect::Store { status: status() });
+    }
+    for w in &decision.writes {
+        let (_, record) =
+            StsRecord::of(&w.object, Backend::StatefulSet).expect("a member StatefulSet of the federation");
+        let member = member_index(&w.cluster);
+        out.push(Effect::Write {
+            member,
+            start: record.slice.start,
+            replicas: record.slice.replicas,
+            partition: record.partition,
+            hash: record.template_hash.unwrap_or_default(),
+            expected_rv: w.expected_rv,
+            term,
+            to_fenced: fenced[member as usize],
+        });
+    }
+    for r in &decision.releases {
+        let member = member_index(&r.cluster);
+        out.push(Effect::Release {
+            member,
+            ordinal: r.ordinal,
+            uid: r.uid.trim_start_matches('p').parse().expect("a model pod uid"),
+            rv: r.rv,
+            term,
+            to_fenced: fenced[member as usize],
+        });
+    }
+    for d in &decision.pod_deletes {
+        let ordinal = d.name.rsplit('-').next().and_then(|k| k.parse().ok()).expect("a pod name with its ordinal");
+        out.push(Effect::DeletePod {
+            member: member_index(&d.cluster),
+            ordinal,
+            uid: d.uid.trim_start_matches('p').parse().expect("a model pod uid"),
+        });
+    }
+    if decision.writes.is_empty() && !decision.persist_first && changed {
+        out.push(Effect::Store { status: status() });
+    }
+    out
+}

@@ -1,0 +1,270 @@
+//! The model's world, as plain hashable data: the host (the federation's spec and stored status,
+//! the leader Lease, the fences), the member clusters (API server objects and what really runs
+//! on their nodes), the controller replicas (what each one's watchers have seen, the effects it
+//! is carrying out) and the requests still in flight.
+
+use std::collections::BTreeMap;
+
+/// The member clusters, by index.
+pub const MEMBERS: [&str; 2] = ["a", "b"];
+/// How many `spanset run` replicas contend for the Lease.
+pub const CONTROLLERS: usize = 2;
+/// The federation's replicas: ordinals `0..REPLICAS`.
+pub const REPLICAS: u32 = 2;
+
+/// A member's StatefulSet of the federation, as its API server stores it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Sts {
+    /// Incarnation (the object's uid).
+    pub uid: u32,
+    /// resourceVersion.
+    pub rv: u64,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `status.observedGeneration`: the member's StatefulSet controller saw the spec.
+    pub observed: i64,
+    /// `.spec.ordinals.start`.
+    pub start: u32,
+    /// `.spec.replicas`.
+    pub replicas: u32,
+    /// The leader term stamped on it (the fencing token).
+    pub term: u64,
+    /// The template hash written.
+    pub hash: String,
+    /// `rollingUpdate.partition`.
+    pub partition: i32,
+}
+
+impl Sts {
+    /// Whether the slice holds ordinal `k`.
+    pub fn holds(&self, k: u32) -> bool {
+        k >= self.start && k < self.start + self.replicas
+    }
+
+    /// The member's update revision for the written template.
+    pub fn revision(&self) -> String {
+        format!("rev-{}", &self.hash[..self.hash.len().min(8)])
+    }
+}
+
+/// A pod: its API object and whether its containers really run (what the ledger records).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Pod {
+    /// Incarnation.
+    pub uid: u32,
+    /// resourceVersion.
+    pub rv: u64,
+    /// spanset's identity gate is still on it.
+    pub gated: bool,
+    /// The API says Running (the kubelet reported it).
+    pub phase_running: bool,
+    /// The API says Ready.
+    pub ready: bool,
+    /// Being deleted (Terminating).
+    pub deleting: bool,
+    /// The leader term stamped on it.
+    pub term: u64,
+    /// Its `controller-revision-hash`.
+    pub revision: String,
+    /// Its containers run: the truth the at-most-one property counts.
+    pub running: bool,
+}
+
+/// A member's node (one per member in the model).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Node {
+    /// Heartbeating.
+    Up,
+    /// Lost its network or kubelet: its containers keep running until it returns.
+    NetLost,
+    /// Powered off: its containers stopped.
+    PoweredOff,
+}
+
+/// One member cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Member {
+    /// The federation's StatefulSet.
+    pub sts: Option<Sts>,
+    /// The federation's pods by ordinal.
+    pub pods: BTreeMap<u32, Pod>,
+    /// The API server's resourceVersion counter.
+    pub rv: u64,
+    /// The next uid.
+    pub next_uid: u32,
+    /// Its API server answers the controllers.
+    pub api_up: bool,
+    /// Its node.
+    pub node: Node,
+    /// `MemberCluster.spec.fenced` in the host.
+    pub fenced: bool,
+    /// Since it was fenced, a write shrinking its StatefulSet to nothing landed.
+    pub shrunk_since_fence: bool,
+}
+
+/// What a StatefulSet list confirmed absences for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Confirmed {
+    /// No StatefulSet.
+    Absent,
+    /// This incarnation at this generation.
+    Present(u32, i64),
+}
+
+/// What one controller replica's watcher of one member knows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct View {
+    /// Listed at least once.
+    pub synced: bool,
+    /// The latest call succeeded.
+    pub reachable: bool,
+    /// The StatefulSet as last seen.
+    pub sts: Option<Sts>,
+    /// The pods as last listed.
+    pub pods: BTreeMap<u32, Pod>,
+    /// The state the latest list confirmed absences for.
+    pub confirmed: Option<Confirmed>,
+    /// A StatefulSet write got no answer since the last read.
+    pub uncertain: bool,
+    /// `(uid, generation)` this process last wrote.
+    pub written: Option<(u32, i64)>,
+    /// The newest term seen on the member's objects.
+    pub newest_term: u64,
+}
+
+/// What a controller read of the host.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HostCopy {
+    /// Which spec (index into the model's specs).
+    pub spec: u8,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// The stored status (JSON).
+    pub status: String,
+    /// The federation's resourceVersion.
+    pub rv: u64,
+    /// The fenced members.
+    pub fenced: [bool; MEMBERS.len()],
+}
+
+/// One effect a controller carries out, as the model sends it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Effect {
+    /// Store the federation's status (conditional on the resourceVersion read).
+    Store {
+        /// The status, JSON.
+        status: String,
+    },
+    /// Write a member StatefulSet.
+    Write {
+        /// Member index.
+        member: u8,
+        /// Slice start.
+        start: u32,
+        /// Slice replicas.
+        replicas: u32,
+        /// Partition.
+        partition: i32,
+        /// Template hash.
+        hash: String,
+        /// Precondition (`None`: create).
+        expected_rv: Option<u64>,
+        /// The writer's term.
+        term: u64,
+        /// Planned by a controller that knew the member fenced.
+        to_fenced: bool,
+    },
+    /// Remove the identity gate of one pod incarnation.
+    Release {
+        /// Member index.
+        member: u8,
+        /// Ordinal.
+        ordinal: u32,
+        /// Pod uid.
+        uid: u32,
+        /// Pod resourceVersion.
+        rv: u64,
+        /// The writer's term.
+        term: u64,
+        /// Planned by a controller that knew the member fenced.
+        to_fenced: bool,
+    },
+    /// Delete one pod incarnation (in a fenced member that answers again).
+    DeletePod {
+        /// Member index.
+        member: u8,
+        /// Ordinal.
+        ordinal: u32,
+        /// Pod uid.
+        uid: u32,
+    },
+}
+
+/// One `spanset run` replica.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Controller {
+    /// The process runs.
+    pub up: bool,
+    /// The term it believes it leads in.
+    pub term: Option<u64>,
+    /// The federation and fences as it last read them.
+    pub host: Option<HostCopy>,
+    /// Its watchers' knowledge, by member.
+    pub views: [View; MEMBERS.len()],
+    /// The effects of its current decision still to carry out, in order.
+    pub pending: Vec<Effect>,
+    /// A member write of the current decision failed: what follows the writes is skipped.
+    pub failed: bool,
+}
+
+/// The host cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Host {
+    /// Which spec.
+    pub spec: u8,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// The stored status (JSON).
+    pub status: String,
+    /// The federation's resourceVersion.
+    pub rv: u64,
+    /// The Lease's holder.
+    pub holder: Option<u8>,
+    /// The Lease's term (`leaseTransitions`).
+    pub term: u64,
+}
+
+/// The whole world.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct World {
+    /// The host.
+    pub host: Host,
+    /// The members.
+    pub members: [Member; MEMBERS.len()],
+    /// The controllers.
+    pub controllers: [Controller; CONTROLLERS],
+    /// Requests whose answer was lost: each may still land, once.
+    pub in_flight: Vec<(u8, Effect)>,
+    /// Faults the schedule may still inject.
+    pub faults_left: u8,
+    /// Spec edits the schedule may still make.
+    pub edits_left: u8,
+    /// A broken rule seen at the moment it broke (a property reads it).
+    pub broken: Option<String>,
+}
+
+impl World {
+    /// Ordinals whose containers run in two members at once, with where.
+    pub fn doubled(&self) -> Option<(u32, Vec<&'static str>)> {
+        (0..8).find_map(|k| {
+            let at: Vec<&'static str> = self
+                .members
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.pods.get(&k).is_some_and(|p| p.running))
+                .map(|(i, _)| MEMBERS[i])
+                .collect();
+            (at.len() > 1).then_some((k, at))
+        })
+    }
+}
