@@ -438,7 +438,7 @@ impl Soak {
     /// with every marker check done, observing; answers the seconds taken.
     async fn settle(&mut self, timeout: Duration) -> Option<f64> {
         let start = Instant::now();
-        let mut last_round = Instant::now() - Duration::from_secs(10);
+        let mut last_round = Instant::now().checked_sub(Duration::from_secs(10)).unwrap_or_else(Instant::now);
         loop {
             let settled = self.observe().await;
             if settled || last_round.elapsed() > Duration::from_secs(1) {
