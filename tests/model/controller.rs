@@ -11,13 +11,15 @@ use std::{
 use spanset::{
     api::{FederatedStatefulSet, FederatedStatefulSetStatus},
     controller::{
+        effects::{self, Stage},
         labels::IDENTITY_GATE,
         member::{
-            cache::{FederationCache, PodPhase, PodRecord, StsRecord, StsState},
+            cache::{ClaimRecord, FederationCache, PodPhase, PodRecord, StsRecord, StsState, UncertainWrite},
             health::Failure,
         },
         messages::MemberView,
         reconcile::{self, Decision, Inputs, MemberInput},
+        safety::Rules,
     },
     plan::{Backend, Slice},
 };
@@ -33,6 +35,8 @@ pub struct Fixed {
     pub now: Instant,
     /// Wall-clock now (constant: condition times do not make states differ).
     pub wall: jiff::Timestamp,
+    /// The safety rules the controllers run with (all but in planted-bug tests).
+    pub rules: Rules,
 }
 
 impl Fixed {
@@ -97,12 +101,28 @@ fn member_view(view: &View, now: Instant) -> MemberView {
             }
         }),
         written_generation: view.written.map(|(uid, g)| (format!("u{uid}"), g)),
-        uncertain_write: view.uncertain.then_some(Backend::StatefulSet),
+        uncertain_write: view.uncertain.map(|expected_rv| UncertainWrite { kind: Backend::StatefulSet, expected_rv }),
         ..Default::default()
     };
+    let claims = view
+        .claims
+        .iter()
+        .map(|(k, volume)| {
+            let record = ClaimRecord {
+                name: format!("data-redis-{k}"),
+                uid: format!("c{k}-{volume}"),
+                phase: "Bound".into(),
+                volume: Some(format!("pv-{volume}")),
+                deleting: false,
+                rv: 1,
+            };
+            (*k, vec![record])
+        })
+        .collect();
     MemberView {
         synced: view.synced,
         federation,
+        claims,
         last_contact: Some(if view.reachable { now } else { now - Duration::from_secs(3600) }),
         watching_since: Some(now - Duration::from_secs(7200)),
         failure: (!view.reachable).then(|| (Failure::Refused, "connection refused".to_string())),
@@ -141,6 +161,7 @@ pub fn decide(fixed: &Fixed, c: &Controller) -> Option<(FederatedStatefulSet, De
         bounds: Default::default(),
         access_refusal: None,
         handover_refusals: BTreeMap::new(),
+        rules: fixed.rules,
         now: fixed.now,
         leading_since: fixed.now - Duration::from_secs(7200),
         wall: fixed.wall,
@@ -152,55 +173,76 @@ fn member_index(name: &str) -> u8 {
     MEMBERS.iter().position(|m| *m == name).expect("a model member") as u8
 }
 
-/// The effects of a decision, in the coordinator's order: the status first when the decision
-/// says so, the member writes and pod releases, the deletes in a fenced member that answers
-/// again, and the status after when nothing was written.
-pub fn effects(fsts: &FederatedStatefulSet, decision: &Decision, term: u64, fenced: &[bool]) -> Vec<Effect> {
-    let status = || serde_json::to_string(&decision.status).expect("a status serializes");
-    let changed = fsts.status.as_ref() != Some(&decision.status);
-    if decision.blocked {
-        return if changed { vec![Effect::Store { status: status() }] } else { vec![] };
-    }
+/// The effects of a decision, in the coordinator's order ([`effects::stages`]): the model's
+/// part of each stage (the status; the member StatefulSet writes and pod releases; the deletes
+/// in a fenced member that answers again). A status equal to the stored one is not written.
+pub fn effects(
+    fsts: &FederatedStatefulSet,
+    decision: &Decision,
+    term: u64,
+    fenced: &[bool],
+    rules: &Rules,
+) -> Vec<Effect> {
     let mut out = Vec::new();
-    if decision.persist_first && changed {
-        out.push(Effect::Store { status: status() });
-    }
-    for w in &decision.writes {
-        let (_, record) =
-            StsRecord::of(&w.object, Backend::StatefulSet).expect("a member StatefulSet of the federation");
-        let member = member_index(&w.cluster);
-        out.push(Effect::Write {
-            member,
-            start: record.slice.start,
-            replicas: record.slice.replicas,
-            partition: record.partition,
-            hash: record.template_hash.unwrap_or_default(),
-            expected_rv: w.expected_rv,
-            term,
-            to_fenced: fenced[member as usize],
-        });
-    }
-    for r in &decision.releases {
-        let member = member_index(&r.cluster);
-        out.push(Effect::Release {
-            member,
-            ordinal: r.ordinal,
-            uid: r.uid.trim_start_matches('p').parse().expect("a model pod uid"),
-            rv: r.rv,
-            term,
-            to_fenced: fenced[member as usize],
-        });
-    }
-    for d in &decision.pod_deletes {
-        let ordinal = d.name.rsplit('-').next().and_then(|k| k.parse().ok()).expect("a pod name with its ordinal");
-        out.push(Effect::DeletePod {
-            member: member_index(&d.cluster),
-            ordinal,
-            uid: d.uid.trim_start_matches('p').parse().expect("a model pod uid"),
-        });
-    }
-    if decision.writes.is_empty() && !decision.persist_first && changed {
-        out.push(Effect::Store { status: status() });
+    for stage in effects::stages(decision, rules) {
+        match stage {
+            Stage::StoreStatus if fsts.status.as_ref() != Some(&decision.status) => {
+                out.push(Effect::Store {
+                    status: serde_json::to_string(&decision.status).expect("a status serializes"),
+                });
+            }
+            Stage::MemberWrites => {
+                for w in &decision.writes {
+                    let (_, record) =
+                        StsRecord::of(&w.object, Backend::StatefulSet).expect("a member StatefulSet of the federation");
+                    let member = member_index(&w.cluster);
+                    out.push(Effect::Write {
+                        member,
+                        start: record.slice.start,
+                        replicas: record.slice.replicas,
+                        partition: record.partition,
+                        hash: record.template_hash.unwrap_or_default(),
+                        expected_rv: w.expected_rv,
+                        term,
+                        to_fenced: fenced[member as usize],
+                    });
+                }
+                for r in &decision.releases {
+                    let member = member_index(&r.cluster);
+                    out.push(Effect::Release {
+                        member,
+                        ordinal: r.ordinal,
+                        uid: r.uid.trim_start_matches('p').parse().expect("a model pod uid"),
+                        rv: r.rv,
+                        term,
+                        to_fenced: fenced[member as usize],
+                    });
+                }
+            }
+            Stage::Handovers => {
+                for h in &decision.handovers {
+                    out.push(Effect::Handover {
+                        from: member_index(&h.from),
+                        to: member_index(&h.to),
+                        ordinal: h.ordinal,
+                    });
+                }
+            }
+            Stage::PodDeletes => {
+                for d in &decision.pod_deletes {
+                    let ordinal =
+                        d.name.rsplit('-').next().and_then(|k| k.parse().ok()).expect("a pod name with its ordinal");
+                    out.push(Effect::DeletePod {
+                        member: member_index(&d.cluster),
+                        ordinal,
+                        uid: d.uid.trim_start_matches('p').parse().expect("a model pod uid"),
+                    });
+                }
+            }
+            // Fences are the operator's in the model (policy Manual); supporting objects,
+            // storage, budgets and EndpointSlices are not modelled.
+            _ => {}
+        }
     }
     out
 }

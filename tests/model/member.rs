@@ -27,6 +27,7 @@ impl Member {
             node: Node::Up,
             fenced: false,
             shrunk_since_fence: false,
+            claims: Default::default(),
         }
     }
 
@@ -90,6 +91,7 @@ impl Member {
                 pod.rv = rv;
                 Ok(())
             }
+            Effect::Handover { .. } => unreachable!("a handover is carried out by the model across two members"),
             Effect::DeletePod { ordinal, uid, .. } => {
                 if self.pods.get(ordinal).is_none_or(|p| p.uid != *uid) {
                     return Err(Refused::NotFound);
@@ -108,7 +110,7 @@ impl Member {
     /// The StatefulSet controller's next round: observe the spec, create the missing pods of
     /// the slice (gated when the template gates them), delete the pods outside it. `None`
     /// when it has nothing to do.
-    pub fn statefulset_round(&mut self, gated: bool) -> Option<()> {
+    pub fn statefulset_round(&mut self, gated: bool, next_volume: &mut u32) -> Option<()> {
         let sts = self.sts.clone()?;
         let mut changed = false;
         if sts.observed < sts.generation {
@@ -120,6 +122,12 @@ impl Member {
         }
         for k in sts.start..sts.start + sts.replicas {
             if !self.pods.contains_key(&k) {
+                // A new pod's claim comes from the volumeClaimTemplates when there is none.
+                if let std::collections::btree_map::Entry::Vacant(e) = self.claims.entry(k) {
+                    *next_volume += 1;
+                    e.insert(*next_volume);
+                    self.bump();
+                }
                 let uid = self.uid();
                 let rv = self.bump();
                 let pod = Pod {
@@ -132,6 +140,7 @@ impl Member {
                     term: sts.term,
                     revision: sts.revision(),
                     running: false,
+                    volume: None,
                 };
                 self.pods.insert(k, pod);
                 changed = true;
@@ -149,13 +158,15 @@ impl Member {
         changed.then_some(())
     }
 
-    /// The kubelet's next round, on a node that is up: start the released pods, stop and
-    /// remove the deleted ones. `None` when it has nothing to do.
-    pub fn kubelet_round(&mut self) -> Option<()> {
+    /// The kubelet's next round, on a node that is up: start the released pods (on their
+    /// claim's volume), stop and remove the deleted ones. Answers the ordinals started with
+    /// their volumes; `None` when it has nothing to do.
+    pub fn kubelet_round(&mut self) -> Option<Vec<(u32, u32)>> {
         if self.node != Node::Up {
             return None;
         }
         let mut changed = false;
+        let mut started = Vec::new();
         let keys: Vec<u32> = self.pods.keys().copied().collect();
         for k in keys {
             let p = self.pods[&k].clone();
@@ -163,9 +174,14 @@ impl Member {
                 self.bump();
                 self.pods.remove(&k);
                 changed = true;
-            } else if !p.gated && !(p.running && p.phase_running && p.ready) {
+            } else if !(p.gated || p.running && p.phase_running && p.ready) {
                 let rv = self.bump();
+                let volume = self.claims.get(&k).copied();
                 let p = self.pods.get_mut(&k).expect("listed");
+                if !p.running {
+                    p.volume = volume;
+                    started.extend(volume.map(|v| (k, v)));
+                }
                 p.running = true;
                 p.phase_running = true;
                 p.ready = true;
@@ -173,7 +189,7 @@ impl Member {
                 changed = true;
             }
         }
-        changed.then_some(())
+        changed.then_some(started)
     }
 
     /// The node is lost: it powered off (its containers stop now) or lost its network (they

@@ -7,10 +7,17 @@
 pub mod controller;
 pub mod member;
 pub mod state;
+pub mod trace;
 
 use std::time::{Duration, Instant};
 
-use spanset::{api::FederatedStatefulSet, controller::member::objects::gated};
+use spanset::{
+    api::FederatedStatefulSet,
+    controller::{
+        member::{cache::UncertainWrite, objects::gated},
+        safety::{Rules, TermRefusal, term_allows},
+    },
+};
 use stateright::{Model, Property};
 
 use self::{
@@ -65,18 +72,61 @@ pub enum Action {
     Unfence(u8),
     /// The user edits the federation to spec `s`.
     Edit(u8),
+    /// The fair scheduler's next step (fault-placement search).
+    Fair,
 }
+
+/// How the checker explores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Search {
+    /// Every interleaving of every action, to a bounded depth.
+    Interleavings,
+    /// Every placement of the faults along fair schedules: between faults, only the fair
+    /// scheduler's next step happens. Deep, and it checks that every schedule converges once
+    /// the faults stop.
+    FaultPlacements,
+}
+
+/// The kinds of fault a schedule may inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// A controller crashes.
+    Crash,
+    /// A request's answer is lost (the request may land later).
+    LostAnswer,
+    /// The Lease holder is paused past its Lease.
+    Pause,
+    /// A member's API server stops answering.
+    Partition,
+    /// A member's node loses its network or power.
+    NodeLoss,
+}
+
+/// Every kind of fault.
+pub const ALL_FAULTS: &[Fault] = &[Fault::Crash, Fault::LostAnswer, Fault::Pause, Fault::Partition, Fault::NodeLoss];
+
+/// Fair steps after the last fault within which the federation must have converged.
+pub const CONVERGE_WITHIN: u32 = 600;
 
 /// The model: its fixed specs and clocks, and the budgets of a schedule.
 pub struct Spanset {
     /// Specs and clocks.
     pub fixed: Fixed,
-    /// The state every schedule starts from.
-    pub start: World,
+    /// The states schedules start from: the settled start, and every state of a fault-free
+    /// move to each other spec (so that a bounded search injects its faults at every point of
+    /// a move, not only near the start).
+    pub starts: Vec<World>,
+    /// How the checker explores.
+    pub search: Search,
+    /// The kinds of fault schedules inject.
+    pub kinds: &'static [Fault],
+    /// Decisions already made, by what they were made on.
+    decisions: dashmap::DashMap<(u64, HostCopy, [View; MEMBERS.len()]), Vec<Effect>>,
 }
 
-/// A federation of `REPLICAS` over the model's members with these weights.
-pub fn spec(weights: [i32; 2]) -> FederatedStatefulSet {
+/// A federation of `REPLICAS` over the model's members with these weights; `gated`: its pods
+/// carry spanset's identity gate (`spec.identityGate`, `Disabled` otherwise).
+pub fn spec(weights: [i32; 2], gated: bool) -> FederatedStatefulSet {
     let names: Vec<String> = MEMBERS.iter().map(|m| m.to_string()).collect();
     let mut f = spanset::api::example(&names);
     f.spec.replicas = REPLICAS as i32;
@@ -84,6 +134,10 @@ pub fn spec(weights: [i32; 2]) -> FederatedStatefulSet {
         p.weight = Some(w);
     }
     f.spec.template.pod_management_policy = Some("Parallel".into());
+    f.spec.migration.storage = Some(spanset::api::StorageMode::Move);
+    if !gated {
+        f.spec.identity_gate = Some(spanset::api::IdentityGate::Disabled);
+    }
     f.spec.network = Some(serde_json::from_value(serde_json::json!({"mode": "None"})).expect("a network spec"));
     f.metadata.uid = Some("uid-1".into());
     f.metadata.finalizers = Some(vec![spanset::controller::labels::FINALIZER.into()]);
@@ -92,11 +146,12 @@ pub fn spec(weights: [i32; 2]) -> FederatedStatefulSet {
 
 impl Spanset {
     /// The model over these specs (the first is the one the world starts settled on).
-    pub fn new(specs: Vec<FederatedStatefulSet>, faults: u8, edits: u8) -> Spanset {
+    pub fn new(specs: Vec<FederatedStatefulSet>, faults: u8, edits: u8, rules: Rules, search: Search) -> Spanset {
         let fixed = Fixed {
             specs,
             now: Instant::now() + Duration::from_secs(3 * 3600),
             wall: jiff::Timestamp::from_second(1_800_000_000).expect("a time"),
+            rules,
         };
         let empty = World {
             host: Host { spec: 0, generation: 1, status: String::new(), rv: 1, holder: None, term: 0 },
@@ -113,12 +168,47 @@ impl Spanset {
             faults_left: 0,
             edits_left: 0,
             broken: None,
+            lost_data: None,
+            data: Default::default(),
+            next_volume: 0,
+            turn: 0,
+            since_fault: 0,
         };
-        let mut model = Spanset { fixed, start: empty.clone() };
+        let mut model = Spanset { fixed, starts: vec![], search, kinds: ALL_FAULTS, decisions: Default::default() };
         let settled =
-            model.settle(empty, 5_000).unwrap_or_else(|(w, why)| panic!("the start does not settle: {why}\n{w:#?}"));
-        model.start = World { faults_left: faults, edits_left: edits, ..settled };
+            model.settle(empty, 5_000).unwrap_or_else(|e| panic!("the start does not settle: {}\n{:#?}", e.1, e.0));
+        let mut starts = match search {
+            Search::Interleavings => vec![World { faults_left: faults, edits_left: edits, ..settled.clone() }],
+            Search::FaultPlacements => vec![],
+        };
+        for s in 1..model.fixed.specs.len() as u8 {
+            let edited = model.step(&World { edits_left: 1, ..settled.clone() }, &Action::Edit(s)).expect("an edit");
+            if search == Search::FaultPlacements {
+                // The faults (and a second edit) are placed along the fair schedule from here.
+                starts.push(World { faults_left: faults, edits_left: edits, ..edited });
+                continue;
+            }
+            let path = model
+                .fair_run(edited, 5_000)
+                .unwrap_or_else(|e| panic!("spec {s} does not settle: {}\n{:#?}", e.1, e.0));
+            starts.extend(path.into_iter().map(|w| World { faults_left: faults, edits_left: edits, ..w }));
+        }
+        model.starts = starts;
         model
+    }
+
+    /// The effects controller `ctl` decides on what it knows. `decide` is pure, so its answer
+    /// is remembered by what it was given: many states differ only in what no controller saw.
+    fn decided(&self, ctl: &Controller) -> Option<Vec<Effect>> {
+        let key = (ctl.term?, ctl.host.clone()?, ctl.views.clone());
+        if let Some(hit) = self.decisions.get(&key) {
+            return Some(hit.clone());
+        }
+        let (fsts, decision) = controller::decide(&self.fixed, ctl)?;
+        let fenced = key.1.fenced;
+        let effects = controller::effects(&fsts, &decision, key.0, &fenced, &self.fixed.rules);
+        self.decisions.insert(key, effects.clone());
+        Some(effects)
     }
 
     fn gated(&self, w: &World) -> bool {
@@ -150,8 +240,9 @@ impl Spanset {
                 out.push(Action::Perform(c));
             }
         }
+        // A holder that crashed, or restarted without knowing it held the Lease, does not renew it.
         if let Some(h) = w.host.holder
-            && !w.controllers[h as usize].up
+            && (!w.controllers[h as usize].up || w.controllers[h as usize].term.is_none())
         {
             out.push(Action::Expire);
         }
@@ -241,9 +332,7 @@ impl Spanset {
                 if !ctl.up || !ctl.pending.is_empty() {
                     return None;
                 }
-                let (fsts, decision) = controller::decide(&self.fixed, ctl)?;
-                let fenced = ctl.host.as_ref().expect("decided on it").fenced;
-                let effects = controller::effects(&fsts, &decision, ctl.term.expect("leads"), &fenced);
+                let effects = self.decided(ctl)?;
                 if effects.is_empty() {
                     return None;
                 }
@@ -260,13 +349,13 @@ impl Spanset {
                     return None;
                 }
                 let effect = w.controllers[c as usize].pending.remove(0);
-                if lost && matches!(effect, Effect::Store { .. }) {
+                if lost && matches!(effect, Effect::Store { .. } | Effect::Handover { .. }) {
                     return None;
                 }
                 if lost {
                     w.faults_left -= 1;
                 }
-                perform(&mut w, c, effect, lost);
+                perform(&mut w, c, effect, lost, &self.fixed.rules);
             }
             Action::Land(i) => {
                 let (c, effect) = w.in_flight.get(i)?.clone();
@@ -285,9 +374,24 @@ impl Spanset {
             }
             Action::StatefulSet(m) => {
                 let gated = self.gated(&w);
-                w.members[m as usize].statefulset_round(gated)?;
+                w.members[m as usize].statefulset_round(gated, &mut w.next_volume)?;
             }
-            Action::Kubelet(m) => w.members[m as usize].kubelet_round()?,
+            Action::Kubelet(m) => {
+                for (k, volume) in w.members[m as usize].kubelet_round()? {
+                    if let Some((own, at)) = w.data.get(&k).copied()
+                        && own != volume
+                        && !w.members[at as usize].fenced
+                    {
+                        w.lost_data.get_or_insert_with(|| {
+                            format!(
+                                "ordinal {k} started in {} on volume {volume}; its data is on volume {own} in {}",
+                                MEMBERS[m as usize], MEMBERS[at as usize]
+                            )
+                        });
+                    }
+                    w.data.insert(k, (volume, m));
+                }
+            }
             Action::Evict(m) => w.members[m as usize].evict()?,
             Action::Crash(c) => {
                 if w.faults_left == 0 || !w.controllers[c as usize].up {
@@ -313,7 +417,7 @@ impl Spanset {
             }
             Action::Expire => {
                 let h = w.host.holder?;
-                if w.controllers[h as usize].up {
+                if w.controllers[h as usize].up && w.controllers[h as usize].term.is_some() {
                     if w.faults_left == 0 {
                         return None;
                     }
@@ -365,6 +469,14 @@ impl Spanset {
                 }
                 mem.fenced = false;
             }
+            Action::Fair => {
+                return self.fair_step(&w).or_else(|| {
+                    // Nothing can change and it has not converged: stuck.
+                    (!self.settled(&w))
+                        .then(|| World { since_fault: CONVERGE_WITHIN, ..w.clone() })
+                        .filter(|_| w.since_fault < CONVERGE_WITHIN)
+                });
+            }
             Action::Edit(s) => {
                 if w.edits_left == 0 || w.host.spec == s {
                     return None;
@@ -398,36 +510,80 @@ impl Spanset {
     /// Heals every fault and runs the fair scheduler (each enabled action in turn) until the
     /// federation converges, for at most `steps`: the liveness check. Answers the settled
     /// world, or the world where it gave up and why.
-    pub fn settle(&self, mut w: World, steps: usize) -> Result<World, (World, String)> {
+    pub fn settle(&self, w: World, steps: usize) -> Result<World, Box<(World, String)>> {
+        self.fair_run(w, steps).map(|mut path| path.pop().expect("a run has a state"))
+    }
+
+    /// [`Self::settle`], answering every state of the run.
+    pub fn fair_run(&self, mut w: World, steps: usize) -> Result<Vec<World>, Box<(World, String)>> {
         w.faults_left = 0;
         w.edits_left = 0;
-        let mut turn = 0usize;
+        let mut path = vec![w.clone()];
         for _ in 0..steps {
-            if self.converged(&w) && w.controllers.iter().all(|c| c.pending.is_empty()) && w.in_flight.is_empty() {
-                return Ok(w);
+            if self.settled(&w) {
+                return Ok(path);
             }
-            let mut actions = Vec::new();
-            self.progress(&w, &mut actions);
-            let n = actions.len();
-            let next = (0..n).find_map(|i| {
-                let a = &actions[(turn + i) % n];
-                self.step(&w, a).map(|next| (i, next))
-            });
-            match next {
-                Some((i, next)) => {
-                    turn = turn + i + 1;
+            match self.fair_step(&w) {
+                Some(next) => {
                     w = next;
+                    path.push(w.clone());
                 }
-                None => return Err((w, "nothing left to do, and not converged".into())),
+                None => return Err(Box::new((w, "nothing left to do, and not converged".into()))),
             }
         }
-        Err((w, format!("not converged after {steps} fair steps")))
+        Err(Box::new((w, format!("not converged after {steps} fair steps"))))
+    }
+
+    /// Converged, with nothing left in progress.
+    pub fn settled(&self, w: &World) -> bool {
+        self.converged(w) && w.controllers.iter().all(|c| c.pending.is_empty()) && w.in_flight.is_empty()
+    }
+
+    /// One step of the fair scheduler: the first action, from its turn on, that changes
+    /// something; the turn moves past it. `None` when nothing can change.
+    pub fn fair_step(&self, w: &World) -> Option<World> {
+        self.fair_choice(w).map(|(_, next)| next)
+    }
+
+    /// [`Self::fair_step`], with the action it took.
+    pub fn fair_choice(&self, w: &World) -> Option<(Action, World)> {
+        let mut actions = Vec::new();
+        self.progress(w, &mut actions);
+        let n = actions.len();
+        let turn = w.turn as usize;
+        (0..n).find_map(|i| {
+            let action = actions[(turn + i) % n].clone();
+            let mut next = self.step(w, &action)?;
+            next.turn = ((turn + i + 1) % n.max(1)) as u32;
+            next.since_fault = w.since_fault.saturating_add(1);
+            Some((action, next))
+        })
+    }
+
+    /// One line of a counterexample: what the action did, and the world after it.
+    pub fn describe(&self, before: &World, action: &Action, after: &World) -> String {
+        let what = match action {
+            Action::Fair => match self.fair_choice(before) {
+                Some((inner, _)) => return self.describe(before, &inner, after),
+                None => "fair: nothing can change".to_string(),
+            },
+            Action::Perform(c) | Action::PerformLost(c) => {
+                let effect = before.controllers[*c as usize].pending.first().map(trace::effect).unwrap_or_default();
+                format!("{action:?}: {effect}")
+            }
+            Action::Decide(c) => {
+                let effects = self.decided(&before.controllers[*c as usize]).unwrap_or_default();
+                format!("{action:?}: {}", effects.iter().map(trace::effect).collect::<Vec<_>>().join("; "))
+            }
+            _ => format!("{action:?}"),
+        };
+        format!("{what}\n      => {}", trace::world(after))
     }
 }
 
 fn effect_member(e: &Effect) -> Option<usize> {
     match e {
-        Effect::Store { .. } => None,
+        Effect::Store { .. } | Effect::Handover { .. } => None,
         Effect::Write { member, .. } | Effect::Release { member, .. } | Effect::DeletePod { member, .. } => {
             Some(*member as usize)
         }
@@ -444,9 +600,16 @@ fn observe(view: &mut View, member: &Member) {
     }
     view.synced = true;
     view.reachable = true;
-    view.uncertain = false;
+    // The watcher's settling read: only a read past the write's precondition voids it.
+    if let Some(expected_rv) = view.uncertain {
+        let uncertain = UncertainWrite { kind: spanset::plan::Backend::StatefulSet, expected_rv };
+        if uncertain.settled_by(member.sts.as_ref().map(|s| s.rv)) {
+            view.uncertain = None;
+        }
+    }
     view.sts = member.sts.clone();
     view.pods = member.pods.clone();
+    view.claims = member.claims.clone();
     match &member.sts {
         None => view.confirmed = Some(state::Confirmed::Absent),
         Some(s) if s.observed >= s.generation => view.confirmed = Some(state::Confirmed::Present(s.uid, s.generation)),
@@ -475,7 +638,7 @@ fn land(w: &mut World, m: usize, effect: &Effect) -> Result<(), member::Refused>
 }
 
 /// Controller `c` carries out one effect.
-fn perform(w: &mut World, c: u8, effect: Effect, lost: bool) {
+fn perform(w: &mut World, c: u8, effect: Effect, lost: bool, rules: &Rules) {
     let ci = c as usize;
     match &effect {
         Effect::Store { status } => {
@@ -500,18 +663,25 @@ fn perform(w: &mut World, c: u8, effect: Effect, lost: bool) {
             // The watcher's term check: this process leads in the write's term, and the member
             // carries no newer one.
             let ctl = &mut w.controllers[ci];
-            if ctl.term != Some(*term) || ctl.views[m].newest_term > *term {
-                ctl.term = if ctl.views[m].newest_term > *term { None } else { ctl.term };
-                ctl.pending.clear();
-                return;
+            match term_allows(rules, ctl.term, ctl.views[m].newest_term, *term) {
+                Ok(()) => {}
+                Err(TermRefusal::NotLeading) => {
+                    ctl.pending.clear();
+                    return;
+                }
+                Err(TermRefusal::Superseded { .. }) => {
+                    ctl.term = None;
+                    ctl.pending.clear();
+                    return;
+                }
             }
             if !w.members[m].api_up {
                 ctl.failed = true;
                 return;
             }
             if lost {
-                if matches!(effect, Effect::Write { .. }) {
-                    ctl.views[m].uncertain = true;
+                if let Effect::Write { expected_rv, .. } = &effect {
+                    ctl.views[m].uncertain = Some(*expected_rv);
                 }
                 ctl.failed = true;
                 w.in_flight.push((c, effect));
@@ -523,12 +693,25 @@ fn perform(w: &mut World, c: u8, effect: Effect, lost: bool) {
                         let sts = w.members[m].sts.clone().expect("written");
                         let view = &mut w.controllers[ci].views[m];
                         view.written = Some((sts.uid, sts.generation));
+                        view.uncertain = None;
                         view.newest_term = view.newest_term.max(sts.term);
                         view.sts = Some(sts);
                     }
                 }
                 Err(_) => w.controllers[ci].failed = true,
             }
+        }
+        Effect::Handover { from, to, ordinal } => {
+            let (from, to) = (*from as usize, *to as usize);
+            let ctl = &mut w.controllers[ci];
+            let Some(term) = ctl.term else { return };
+            let allowed = |m: usize| term_allows(rules, ctl.term, ctl.views[m].newest_term, term).is_ok();
+            if !allowed(from) || !allowed(to) || !w.members[from].api_up || !w.members[to].api_up {
+                return;
+            }
+            let Some(volume) = w.members[from].claims.get(ordinal).copied() else { return };
+            w.members[to].claims.insert(*ordinal, volume);
+            w.members[to].rv += 1;
         }
         Effect::DeletePod { member, .. } => {
             let m = *member as usize;
@@ -549,30 +732,43 @@ impl Model for Spanset {
     type Action = Action;
 
     fn init_states(&self) -> Vec<World> {
-        vec![self.start.clone()]
+        self.starts.clone()
     }
 
     fn actions(&self, w: &World, out: &mut Vec<Action>) {
-        if w.broken.is_some() || w.doubled().is_some() {
+        if w.broken.is_some() || w.lost_data.is_some() || w.doubled().is_some() {
             return;
         }
-        self.progress(w, out);
+        match self.search {
+            Search::Interleavings => self.progress(w, out),
+            Search::FaultPlacements if self.settled(w) || w.since_fault >= CONVERGE_WITHIN => {}
+            Search::FaultPlacements => out.push(Action::Fair),
+        }
         if w.faults_left > 0 {
+            let on = |f: Fault| self.kinds.contains(&f);
             for c in 0..CONTROLLERS as u8 {
-                if w.controllers[c as usize].up {
+                if w.controllers[c as usize].up && on(Fault::Crash) {
                     out.push(Action::Crash(c));
                 }
-                if !w.controllers[c as usize].pending.is_empty() {
+                if !w.controllers[c as usize].pending.is_empty() && on(Fault::LostAnswer) {
                     out.push(Action::PerformLost(c));
                 }
             }
-            if w.host.holder.is_some_and(|h| w.controllers[h as usize].up) {
+            if on(Fault::Pause)
+                && w.host
+                    .holder
+                    .is_some_and(|h| w.controllers[h as usize].up && w.controllers[h as usize].term.is_some())
+            {
                 out.push(Action::Expire);
             }
             for m in 0..MEMBERS.len() as u8 {
-                out.push(Action::Partition(m));
-                out.push(Action::LoseNode(m, false));
-                out.push(Action::LoseNode(m, true));
+                if on(Fault::Partition) {
+                    out.push(Action::Partition(m));
+                }
+                if on(Fault::NodeLoss) {
+                    out.push(Action::LoseNode(m, false));
+                    out.push(Action::LoseNode(m, true));
+                }
             }
         }
         if w.edits_left > 0 {
@@ -583,13 +779,23 @@ impl Model for Spanset {
     }
 
     fn next_state(&self, w: &World, action: Action) -> Option<World> {
-        self.step(w, &action)
+        let mut next = self.step(w, &action)?;
+        if next.faults_left < w.faults_left || next.edits_left < w.edits_left {
+            next.since_fault = 0;
+        }
+        Some(next)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
             Property::always("at most one running pod per ordinal", |_, w: &World| w.doubled().is_none()),
             Property::always("a fenced member gets its shrink before anything else", |_, w: &World| w.broken.is_none()),
+            Property::always("a moved ordinal starts on its own volume", |_, w: &World| w.lost_data.is_none()),
+            // Liveness under fairness (fault-placement search): once the faults stop, the fair
+            // scheduler converges.
+            Property::always("every schedule converges once the faults stop", |_, w: &World| {
+                w.since_fault < CONVERGE_WITHIN
+            }),
             // The start runs everything in `a`: an ordinal Ready in `b` has moved.
             Property::sometimes("an ordinal moves and the federation settles", |m: &Spanset, w: &World| {
                 m.converged(w) && w.members[1].pods.values().any(|p| p.running)

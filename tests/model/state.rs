@@ -68,6 +68,8 @@ pub struct Pod {
     pub revision: String,
     /// Its containers run: the truth the at-most-one property counts.
     pub running: bool,
+    /// The volume its containers run on (its claim's, when they started).
+    pub volume: Option<u32>,
 }
 
 /// A member's node (one per member in the model).
@@ -100,6 +102,8 @@ pub struct Member {
     pub fenced: bool,
     /// Since it was fenced, a write shrinking its StatefulSet to nothing landed.
     pub shrunk_since_fence: bool,
+    /// The federation's claims by ordinal: the volume each is bound to.
+    pub claims: BTreeMap<u32, u32>,
 }
 
 /// What a StatefulSet list confirmed absences for.
@@ -122,10 +126,13 @@ pub struct View {
     pub sts: Option<Sts>,
     /// The pods as last listed.
     pub pods: BTreeMap<u32, Pod>,
+    /// The claims as last listed.
+    pub claims: BTreeMap<u32, u32>,
     /// The state the latest list confirmed absences for.
     pub confirmed: Option<Confirmed>,
-    /// A StatefulSet write got no answer since the last read.
-    pub uncertain: bool,
+    /// A StatefulSet write got no answer and was not voided since: its precondition
+    /// (`None`: a create).
+    pub uncertain: Option<Option<u64>>,
     /// `(uid, generation)` this process last wrote.
     pub written: Option<(u32, i64)>,
     /// The newest term seen on the member's objects.
@@ -189,6 +196,16 @@ pub enum Effect {
         /// Planned by a controller that knew the member fenced.
         to_fenced: bool,
     },
+    /// Hand an ordinal's volume over: the destination gets a claim bound to the source's
+    /// volume (`storage: Move`).
+    Handover {
+        /// Source member.
+        from: u8,
+        /// Destination member.
+        to: u8,
+        /// Ordinal.
+        ordinal: u32,
+    },
     /// Delete one pod incarnation (in a fenced member that answers again).
     DeletePod {
         /// Member index.
@@ -251,6 +268,17 @@ pub struct World {
     pub edits_left: u8,
     /// A broken rule seen at the moment it broke (a property reads it).
     pub broken: Option<String>,
+    /// An ordinal started on a volume other than its own, where its own was not in a fenced
+    /// member (seen as it started).
+    pub lost_data: Option<String>,
+    /// Each ordinal's data: the volume its containers last ran on, and where.
+    pub data: BTreeMap<u32, (u32, u8)>,
+    /// The next volume's id.
+    pub next_volume: u32,
+    /// The fair scheduler's turn (fault-placement search only).
+    pub turn: u32,
+    /// Fair steps since the last fault (fault-placement search only).
+    pub since_fault: u32,
 }
 
 impl World {

@@ -20,6 +20,7 @@ use kube::{
 };
 
 use super::{
+    effects::{self, Stage},
     events::Recorder,
     fencing,
     labels::{FIELD_MANAGER, FINALIZER, LAST_DRILL},
@@ -36,6 +37,7 @@ use super::{
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput, Refusal, StsWrite},
+    safety::Rules,
     spans,
     watcher::ClusterWatcher,
 };
@@ -417,6 +419,7 @@ impl Coordinator {
             // Shown once; the reconcile after it tries the writes again.
             access_refusal: self.access_refusal.take(),
             handover_refusals: self.handover_refusals.clone(),
+            rules: Rules::ALL,
             now,
             leading_since: self.leadership.leading_since().unwrap_or(now),
             // Whole seconds, truncated: rounded to the nearest, the clock ran up to half a second
@@ -489,7 +492,8 @@ fn newly_conflicting<'a>(
     now.iter().filter(move |c| !before.contains(&c.ordinal))
 }
 
-/// Carries a decision out, in order; records what it did in `out`.
+/// Carries a decision out, stage by stage in [`effects::stages`] order; records what it did in
+/// `out`.
 #[allow(clippy::too_many_arguments)]
 async fn carry_out(
     host: &Client,
@@ -504,214 +508,267 @@ async fn carry_out(
     if fsts.metadata.deletion_timestamp.is_some() {
         return delete(host, fsts, watchers, term).await;
     }
-    let mut fsts = fsts.clone();
-    // The automatic policy's fences come first: what follows is planned on them.
-    if !decision.fence.is_empty() {
-        let by = format!("spanset automatic failover ({key})");
-        let mut events = Recorder::new(host.clone(), by.clone());
-        for (member, why) in &decision.fence {
+    let mut round = Round {
+        host,
+        fsts: fsts.clone(),
+        decision,
+        watchers,
+        key,
+        term,
+        kind: objects::backend(fsts),
+        skipped: BTreeMap::new(),
+    };
+    for stage in effects::stages(decision, &Rules::ALL) {
+        match stage {
+            Stage::Fence => return round.fence(out).await,
+            Stage::Finalizer => {
+                if !round.fsts.finalizers().iter().any(|f| f == FINALIZER) {
+                    round.fsts = add_finalizer(host, &round.fsts).await?;
+                    out.stored = Some(round.fsts.clone());
+                }
+            }
+            Stage::Supporting => {
+                if !round.supporting(ensure_due, out).await? {
+                    return Ok(());
+                }
+            }
+            Stage::StoreStatus => round.store_status(out).await?,
+            Stage::Handovers => round.handovers(out).await,
+            Stage::MemberWrites => round.member_writes(out).await?,
+            Stage::PodDeletes => round.pod_deletes(out).await?,
+            Stage::Budgets => write_budgets(decision, watchers, key, term, out).await,
+            Stage::Slices => publish::write_slices(decision, watchers, key, term, out).await,
+        }
+    }
+    if !decision.writes.is_empty() {
+        crash_points("written", decision);
+    }
+    Ok(())
+}
+
+/// One decision being carried out: what its stages share.
+struct Round<'a> {
+    host: &'a Client,
+    /// The federation as last stored in this round.
+    fsts: FederatedStatefulSet,
+    decision: &'a Decision,
+    watchers: &'a BTreeMap<String, Addr<ClusterWatcher>>,
+    key: &'a FederationKey,
+    term: u64,
+    kind: Backend,
+    /// Members that get no write this round (their dry run or ensure failed), with why.
+    skipped: BTreeMap<String, String>,
+}
+
+impl Round<'_> {
+    /// The automatic policy's fences: what follows is planned on them, in the next reconcile.
+    async fn fence(&self, out: &mut Outcome) -> Result<(), String> {
+        let by = format!("spanset automatic failover ({})", self.key);
+        let mut events = Recorder::new(self.host.clone(), by.clone());
+        for (member, why) in &self.decision.fence {
             tracing::warn!(
-                federation = %key, cluster = %member, reason = %why,
-                "fencing an unreachable member automatically: a partitioned member may still run its pods,                  and their ordinals now start elsewhere"
+                federation = %self.key, cluster = %member, reason = %why,
+                "fencing an unreachable member automatically: a partitioned member may still run its pods, \
+                 and their ordinals now start elsewhere"
             );
-            fencing::fence(host, member, why, &by, true, &mut events).await.map_err(|e| format!("{member}: {e}"))?;
+            fencing::fence(self.host, member, why, &by, true, &mut events)
+                .await
+                .map_err(|e| format!("{member}: {e}"))?;
             out.fenced.push(member.clone());
         }
         // The supervisor reports the fenced MemberClusters, which plans again.
-        return Ok(());
+        Ok(())
     }
-    if decision.blocked {
-        out.stored = write_status(host, &fsts, decision).await?;
-        if out.stored.is_some() {
-            out.notes = decision.notes.clone();
+
+    /// Stores the decision's status if it changed.
+    async fn store_status(&mut self, out: &mut Outcome) -> Result<(), String> {
+        if let Some(stored) = write_status(self.host, &self.fsts, self.decision).await? {
+            self.fsts = stored.clone();
+            out.stored = Some(stored);
+            out.finished = self.decision.finished_moves.clone();
+            out.notes = self.decision.notes.clone();
+            if !self.decision.blocked {
+                crash_points("persisted", self.decision);
+            }
         }
-        return Ok(());
+        Ok(())
     }
-    if !fsts.finalizers().iter().any(|f| f == FINALIZER) {
-        fsts = add_finalizer(host, &fsts).await?;
-        out.stored = Some(fsts.clone());
-    }
-    // Namespace, Service and carried objects where they may be missing; every member at once,
-    // so that one that does not answer delays the others by one request deadline at most.
-    let carried = carried(host, &fsts).await?;
-    // The network mode decides the ServiceExport: a new mode makes every member due again.
-    out.supporting_digest =
-        Some(format!("{}/{:?}", digest_of(&carried), crate::api::Network::mode(fsts.spec.network.as_ref())));
-    let supporting = |dry_run| EnsureSupporting {
-        namespace: namespace(&fsts),
-        service: headless_service(&fsts),
-        carried: carried.clone(),
-        export: super::network::service_export(&fsts, term),
-        term,
-        dry_run,
-    };
-    let kind = objects::backend(&fsts);
-    let due: std::collections::BTreeSet<&String> = ensure_due.iter().chain(decision.supporting.iter()).collect();
-    // Nothing is written in any member before every member accepted, as a dry run, all that this
-    // round writes there because something changed: the supporting objects, and the StatefulSet
-    // of a new template. A member that does not answer gets no write this round; a member that
-    // refuses holds every write everywhere. Only a change is checked: an idle round asks nothing.
-    let checks = check_members(&due, decision, watchers, key, kind, term, &supporting).await;
-    let mut skipped: BTreeMap<String, String> = BTreeMap::new();
-    let mut to_ensure = Vec::new();
-    for (cluster, what, res) in checks {
-        match res {
-            Ok(Ok(writes)) => {
-                if what == Checked::Supporting {
-                    if writes {
-                        to_ensure.push(cluster);
-                    } else {
-                        out.ensured.push(cluster);
+
+    /// Namespace, Service and carried objects where they may be missing; every member at once,
+    /// so that one that does not answer delays the others by one request deadline at most.
+    /// Nothing is written in any member before every member accepted, as a dry run, all that
+    /// this round writes there because something changed: the supporting objects, and the
+    /// StatefulSet of a new template. A member that does not answer gets no write this round; a
+    /// member that refuses holds every write everywhere (answers false: the round ends). Only a
+    /// change is checked: an idle round asks nothing.
+    async fn supporting(&mut self, ensure_due: &[String], out: &mut Outcome) -> Result<bool, String> {
+        let fsts = &self.fsts;
+        let carried = carried(self.host, fsts).await?;
+        // The network mode decides the ServiceExport: a new mode makes every member due again.
+        out.supporting_digest =
+            Some(format!("{}/{:?}", digest_of(&carried), crate::api::Network::mode(fsts.spec.network.as_ref())));
+        let term = self.term;
+        let supporting = |dry_run| EnsureSupporting {
+            namespace: namespace(fsts),
+            service: headless_service(fsts),
+            carried: carried.clone(),
+            export: super::network::service_export(fsts, term),
+            term,
+            dry_run,
+        };
+        let due: std::collections::BTreeSet<&String> =
+            ensure_due.iter().chain(self.decision.supporting.iter()).collect();
+        let checks = check_members(&due, self.decision, self.watchers, self.key, self.kind, term, &supporting).await;
+        let mut to_ensure = Vec::new();
+        for (cluster, what, res) in checks {
+            match res {
+                Ok(Ok(writes)) => {
+                    if what == Checked::Supporting {
+                        if writes {
+                            to_ensure.push(cluster);
+                        } else {
+                            out.ensured.push(cluster);
+                        }
                     }
                 }
-            }
-            Ok(Err(e @ WriteError::Refused { code: 401 | 403, .. })) => {
-                note_access_refusal(out, &e);
-                return Err(format!("{cluster}: {what}: {e}"));
-            }
-            Ok(Err(WriteError::Refused { cluster, code, message })) => {
-                out.refusal = Some((template_hash(&fsts), refusal(what, &cluster, code, &message)));
-                return Ok(());
-            }
-            Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{cluster}: {what}: {e}")),
-            Ok(Err(e)) => {
-                skipped.insert(cluster.clone(), format!("{cluster}: {what}: {e}"));
-            }
-            Err(e) => {
-                skipped.insert(cluster.clone(), format!("{cluster}: {what}: {}", call_failed(e)));
-            }
-        }
-    }
-    let ensures = to_ensure.into_iter().filter(|c| !skipped.contains_key(c)).filter_map(|c| {
-        let w = watchers.get(&c)?.clone();
-        let msg = supporting(false);
-        Some(async move {
-            let res = w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await;
-            (c, res)
-        })
-    });
-    for (c, res) in futures::future::join_all(ensures).await {
-        match res {
-            Ok(Ok(_)) => out.ensured.push(c),
-            Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{c}: supporting objects: {e}")),
-            Ok(Err(e)) => {
-                note_access_refusal(out, &e);
-                skipped.insert(c.clone(), format!("{c}: supporting objects: {e}"));
-            }
-            Err(e) => {
-                skipped.insert(c.clone(), format!("{c}: supporting objects: {}", call_failed(e)));
+                Ok(Err(e @ WriteError::Refused { code: 401 | 403, .. })) => {
+                    note_access_refusal(out, &e);
+                    return Err(format!("{cluster}: {what}: {e}"));
+                }
+                Ok(Err(WriteError::Refused { cluster, code, message })) => {
+                    out.refusal = Some((template_hash(fsts), refusal(what, &cluster, code, &message)));
+                    return Ok(false);
+                }
+                Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{cluster}: {what}: {e}")),
+                Ok(Err(e)) => {
+                    self.skipped.insert(cluster.clone(), format!("{cluster}: {what}: {e}"));
+                }
+                Err(e) => {
+                    self.skipped.insert(cluster.clone(), format!("{cluster}: {what}: {}", call_failed(e)));
+                }
             }
         }
+        let ensures = to_ensure.into_iter().filter(|c| !self.skipped.contains_key(c)).filter_map(|c| {
+            let w = self.watchers.get(&c)?.clone();
+            let msg = supporting(false);
+            Some(async move {
+                let res = w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await;
+                (c, res)
+            })
+        });
+        for (c, res) in futures::future::join_all(ensures).await {
+            match res {
+                Ok(Ok(_)) => out.ensured.push(c),
+                Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{c}: supporting objects: {e}")),
+                Ok(Err(e)) => {
+                    note_access_refusal(out, &e);
+                    self.skipped.insert(c.clone(), format!("{c}: supporting objects: {e}"));
+                }
+                Err(e) => {
+                    self.skipped.insert(c.clone(), format!("{c}: supporting objects: {}", call_failed(e)));
+                }
+            }
+        }
+        Ok(true)
     }
-    if decision.persist_first
-        && let Some(stored) = write_status(host, &fsts, decision).await?
-    {
-        fsts = stored.clone();
-        out.stored = Some(stored);
-        out.finished = decision.finished_moves.clone();
-        out.notes = decision.notes.clone();
-        crash_points("persisted", decision);
-    }
-    // A storage step that fails (its member stopped answering) holds only its own ordinal,
-    // whose grow is not among this round's writes: the others go ahead.
-    let mut stuck = Vec::new();
-    for h in &decision.handovers {
-        if let Err(e) = handover(h, &fsts, watchers, term, out).await {
-            tracing::warn!(federation = %key, ordinal = h.ordinal, error = %e, "storage step failed; its move waits");
-            stuck.push(e);
+
+    /// A storage step that fails (its member stopped answering) holds only its own ordinal,
+    /// whose grow is not among this round's writes: the others go ahead.
+    async fn handovers(&self, out: &mut Outcome) {
+        let mut stuck = Vec::new();
+        for h in &self.decision.handovers {
+            if let Err(e) = handover(h, &self.fsts, self.watchers, self.term, out).await {
+                tracing::warn!(federation = %self.key, ordinal = h.ordinal, error = %e, "storage step failed; its move waits");
+                stuck.push(e);
+            }
+        }
+        if !stuck.is_empty() {
+            // Tried again after the pause that follows a failure.
+            out.again = true;
+            out.error = Some(stuck.join("; "));
         }
     }
-    if !stuck.is_empty() {
-        // Tried again after the pause that follows a failure.
-        out.again = true;
-        out.error = Some(stuck.join("; "));
-    }
-    if !decision.writes.is_empty() {
-        hold_points(decision).await;
-    }
-    let sends = decision.writes.iter().filter(|w| !skipped.contains_key(&w.cluster)).filter_map(|w| {
-        let watcher = watchers.get(&w.cluster)?.clone();
-        let msg = write_message(w, key, kind, term, false);
-        Some(async move {
-            let res = watcher.send(msg).timeout(MEMBER_CALL_TIMEOUT).await;
-            (w.cluster.clone(), res, Instant::now())
-        })
-    });
-    let releases = decision.releases.iter().filter_map(|r| {
-        let watcher = watchers.get(&r.cluster)?.clone();
-        let msg = ReleasePod {
-            key: key.clone(),
-            ordinal: r.ordinal,
-            uid: r.uid.clone(),
-            rv: r.rv,
-            remaining: r.remaining.clone(),
-            term,
-        };
-        Some(async move { (r, watcher.send(msg).await) })
-    });
-    let (results, released) =
-        futures::future::join(futures::future::join_all(sends), futures::future::join_all(releases)).await;
-    let mut failed: Vec<String> = skipped.into_values().collect();
-    for (r, res) in released {
-        match res {
-            Ok(Ok(())) => {}
-            // The pod changed or went since it was judged: its watch event plans again.
-            Ok(Err(WriteError::Conflict | WriteError::Refused { code: 404, .. })) => {}
-            Ok(Err(e)) => {
-                note_access_refusal(out, &e);
-                failed.push(format!("{}: releasing pod of ordinal {}: {e}", r.cluster, r.ordinal));
-            }
-            Err(e) => failed.push(format!("{}: watcher gone: {e}", r.cluster)),
+
+    /// The member StatefulSet writes and the pod releases, all sent at once; a member skipped
+    /// this round gets no write. Any failure ends the round with an error.
+    async fn member_writes(&mut self, out: &mut Outcome) -> Result<(), String> {
+        let decision = self.decision;
+        if !decision.writes.is_empty() {
+            hold_points(decision).await;
         }
-    }
-    for (cluster, res, at) in results {
-        match res {
-            Ok(Ok(record)) => {
-                out.written.push((cluster.clone(), record.rv));
-                let to = |k: &u32| decision.status.moves.iter().find(|m| m.ordinal as i64 == i64::from(*k));
-                let grown = decision.grows.iter().filter(|k| to(k).is_some_and(|m| m.to == cluster));
-                out.grown.extend(grown.map(|k| (*k, at)));
+        let sends = decision.writes.iter().filter(|w| !self.skipped.contains_key(&w.cluster)).filter_map(|w| {
+            let watcher = self.watchers.get(&w.cluster)?.clone();
+            let msg = write_message(w, self.key, self.kind, self.term, false);
+            Some(async move {
+                let res = watcher.send(msg).timeout(MEMBER_CALL_TIMEOUT).await;
+                (w.cluster.clone(), res, Instant::now())
+            })
+        });
+        let releases = decision.releases.iter().filter_map(|r| {
+            let watcher = self.watchers.get(&r.cluster)?.clone();
+            let msg = ReleasePod {
+                key: self.key.clone(),
+                ordinal: r.ordinal,
+                uid: r.uid.clone(),
+                rv: r.rv,
+                remaining: r.remaining.clone(),
+                term: self.term,
+            };
+            Some(async move { (r, watcher.send(msg).await) })
+        });
+        let (results, released) =
+            futures::future::join(futures::future::join_all(sends), futures::future::join_all(releases)).await;
+        let mut failed: Vec<String> = std::mem::take(&mut self.skipped).into_values().collect();
+        for (r, res) in released {
+            match res {
+                Ok(Ok(())) => {}
+                // The pod changed or went since it was judged: its watch event plans again.
+                Ok(Err(WriteError::Conflict | WriteError::Refused { code: 404, .. })) => {}
+                Ok(Err(e)) => {
+                    note_access_refusal(out, &e);
+                    failed.push(format!("{}: releasing pod of ordinal {}: {e}", r.cluster, r.ordinal));
+                }
+                Err(e) => failed.push(format!("{}: watcher gone: {e}", r.cluster)),
             }
-            Ok(Err(e)) => {
-                note_access_refusal(out, &e);
-                failed.push(format!("{cluster}: {e}"));
-            }
-            Err(e) => failed.push(format!("{cluster}: {}", call_failed(e))),
         }
-    }
-    if !failed.is_empty() {
-        return Err(failed.join("; "));
-    }
-    let mut by_cluster: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
-    for d in &decision.pod_deletes {
-        by_cluster.entry(d.cluster.as_str()).or_default().push((d.name.clone(), d.uid.clone()));
-    }
-    for (cluster, pods) in by_cluster {
-        let Some(w) = watchers.get(cluster) else { continue };
-        let msg = DeletePods { namespace: key.namespace.clone(), pods, term };
-        match w.send(msg).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                note_access_refusal(out, &e);
-                return Err(format!("{cluster}: deleting the pods left in a fenced member: {e}"));
+        for (cluster, res, at) in results {
+            match res {
+                Ok(Ok(record)) => {
+                    out.written.push((cluster.clone(), record.rv));
+                    let to = |k: &u32| decision.status.moves.iter().find(|m| m.ordinal as i64 == i64::from(*k));
+                    let grown = decision.grows.iter().filter(|k| to(k).is_some_and(|m| m.to == cluster));
+                    out.grown.extend(grown.map(|k| (*k, at)));
+                }
+                Ok(Err(e)) => {
+                    note_access_refusal(out, &e);
+                    failed.push(format!("{cluster}: {e}"));
+                }
+                Err(e) => failed.push(format!("{cluster}: {}", call_failed(e))),
             }
-            Err(e) => return Err(format!("{cluster}: watcher gone: {e}")),
         }
+        if failed.is_empty() { Ok(()) } else { Err(failed.join("; ")) }
     }
-    write_budgets(decision, watchers, key, term, out).await;
-    publish::write_slices(decision, watchers, key, term, out).await;
-    if !decision.writes.is_empty() {
-        crash_points("written", decision);
-        // The watchers report what the writes did, which triggers the next reconcile.
-        return Ok(());
+
+    /// Deletes, by uid, the pods left in fenced members that answer again.
+    async fn pod_deletes(&self, out: &mut Outcome) -> Result<(), String> {
+        let mut by_cluster: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
+        for d in &self.decision.pod_deletes {
+            by_cluster.entry(d.cluster.as_str()).or_default().push((d.name.clone(), d.uid.clone()));
+        }
+        for (cluster, pods) in by_cluster {
+            let Some(w) = self.watchers.get(cluster) else { continue };
+            let msg = DeletePods { namespace: self.key.namespace.clone(), pods, term: self.term };
+            match w.send(msg).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    note_access_refusal(out, &e);
+                    return Err(format!("{cluster}: deleting the pods left in a fenced member: {e}"));
+                }
+                Err(e) => return Err(format!("{cluster}: watcher gone: {e}")),
+            }
+        }
+        Ok(())
     }
-    if let Some(stored) = write_status(host, &fsts, decision).await? {
-        out.stored = Some(stored);
-        out.finished = decision.finished_moves.clone();
-        out.notes = decision.notes.clone();
-        crash_points("persisted", decision);
-    }
-    Ok(())
 }
 
 /// How long a refusal holds the federation before the dry runs are made again: long enough

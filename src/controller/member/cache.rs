@@ -292,6 +292,31 @@ pub enum StsState {
     },
 }
 
+/// A StatefulSet write that got no definite answer. A request the client gave up on may still
+/// be applied by the member later (held in a slow admission webhook or storage), so reading the
+/// object once is not enough: while the object is still at the write's precondition, the write
+/// may land after the read. Found by the model checker (`tests/model_check.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UncertainWrite {
+    /// The API of the write (the object to read again).
+    pub kind: Backend,
+    /// Its resourceVersion precondition; `None`: a create.
+    pub expected_rv: Option<u64>,
+}
+
+impl UncertainWrite {
+    /// Whether the object as read now (its resourceVersion, `None` when absent) voids the
+    /// write for good: a replace can no longer land once the object moved past its
+    /// precondition or is gone; a create, once the object exists.
+    pub fn settled_by(&self, read_rv: Option<u64>) -> bool {
+        match (self.expected_rv, read_rv) {
+            (Some(precondition), Some(now)) => now != precondition,
+            (Some(_), None) => true,
+            (None, found) => found.is_some(),
+        }
+    }
+}
+
 /// One federation in one member cluster.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FederationCache {
@@ -315,9 +340,9 @@ pub struct FederationCache {
     /// generation means someone else changed its spec (drift, to be reverted).
     pub written_generation: Option<(String, i64)>,
     /// A write of its StatefulSet got no answer (timeout, cut connection): it may or may not
-    /// have been applied, so nothing here is a confirmation until the StatefulSet is read again.
-    /// Set to the API of the write (the object to read again).
-    pub uncertain_write: Option<Backend>,
+    /// have been applied, and may still be, late, while the object stays at its precondition;
+    /// nothing here is a confirmation until the object is read past it (see [`UncertainWrite`]).
+    pub uncertain_write: Option<UncertainWrite>,
     /// spanset's PodDisruptionBudget there (`spec.disruption`), if any.
     pub budget: Option<BudgetRecord>,
     /// spanset's EndpointSlices there (`spec.network`), by name.
@@ -588,6 +613,11 @@ impl MemberCache {
         let key = self.sts_applied(stored, kind)?;
         let f = self.federations.entry(key.clone()).or_default();
         f.written_generation = f.sts.as_ref().filter(|s| s.kind == kind).map(|s| (s.uid.clone(), s.generation));
+        // A conditional write that landed moved the object past any earlier write's
+        // precondition: an unanswered one can no longer land.
+        if f.uncertain_write.is_some_and(|u| u.kind == kind) {
+            f.uncertain_write = None;
+        }
         Some(key)
     }
 
@@ -722,9 +752,20 @@ mod tests {
     fn a_write_without_a_definite_answer_voids_the_confirmation_until_read_again() {
         let mut f = FederationCache { confirmed_for: Some(StsState::Absent), ..Default::default() };
         assert!(f.confirmed());
-        f.uncertain_write = Some(Backend::StatefulSet);
+        f.uncertain_write = Some(UncertainWrite { kind: Backend::StatefulSet, expected_rv: Some(7) });
         assert!(!f.confirmed(), "the write may have created pods nobody has seen");
         assert_eq!(f.confirmation_due(), None, "a list alone does not settle it: the StatefulSet is read first");
+    }
+
+    #[test]
+    fn an_unanswered_write_is_settled_only_by_a_read_past_its_precondition() {
+        let replace = UncertainWrite { kind: Backend::StatefulSet, expected_rv: Some(7) };
+        assert!(!replace.settled_by(Some(7)), "still at its precondition: the write may land after this read");
+        assert!(replace.settled_by(Some(9)), "moved on: the write can never land");
+        assert!(replace.settled_by(None), "gone: a replace cannot land");
+        let create = UncertainWrite { kind: Backend::StatefulSet, expected_rv: None };
+        assert!(!create.settled_by(None), "a create may still land");
+        assert!(create.settled_by(Some(3)));
     }
 
     fn pod(ordinal: u32, uid: &str, rv: u64, ready: bool) -> Pod {

@@ -129,9 +129,13 @@ pub struct Inputs<'a> {
     pub leading_since: Instant,
     /// Wall-clock now, for `since` and transition times.
     pub wall: jiff::Timestamp,
+    /// The safety rules in force: always [`Rules::ALL`] but in the model checker's planted-bug
+    /// tests.
+    pub rules: Rules,
 }
 
 pub use super::move_storage::{Handover, HandoverKind};
+pub use super::safety::Rules;
 
 /// A pod that spanset deletes itself: one left running in a fenced member that answers again,
 /// after its StatefulSet was shrunk to nothing. Its ordinal was re-homed while the member was

@@ -185,7 +185,8 @@ impl Moves {
             return;
         }
         // Every grow of the ordinal waits for its storage, whatever the phase.
-        match move_storage::gate(cx.inp, obs, m, k) {
+        let gate = if cx.inp.rules.handover_gate { move_storage::gate(cx.inp, obs, m, k) } else { Gate::Open };
+        match gate {
             Gate::Open => {}
             Gate::LeftBehind(why) => {
                 self.left_behind.insert(k, why);

@@ -29,7 +29,16 @@ pub(super) fn observed(cx: &Scope<'_>) -> Observed {
             Some(view) if view.synced => {
                 let holds = view.federation.sts.is_some() || !view.federation.pods.is_empty();
                 if cx.placement.contains(name.as_str()) || holds || listed_before.contains(name.as_str()) {
-                    obs.insert(name.clone(), observe(view, cx.backend, m.fenced, cx.inp.now, cx.grace));
+                    let mut o = observe(view, cx.backend, m.fenced, cx.inp.now, cx.grace);
+                    let f = &view.federation;
+                    if !cx.inp.rules.confirmation {
+                        // Planted bug: any list confirms absences.
+                        o.observed_since_write = true;
+                    } else if !cx.inp.rules.uncertain_writes && f.uncertain_write.is_some() {
+                        // Planted bug: a write without an answer is taken as not applied.
+                        o.observed_since_write = f.state().is_some() && f.state() == f.confirmed_for;
+                    }
+                    obs.insert(name.clone(), o);
                 }
             }
             // Not reported yet, or not synced yet (a new process or a new watcher, or a member
@@ -113,7 +122,7 @@ pub(super) fn unstamped_unreachable(obs: &mut Observed, inp: &Inputs<'_>) -> Vec
     let mut out = Vec::new();
     for (name, o) in obs.iter_mut().filter(|(_, o)| !o.reachable && !o.fenced) {
         let term = inp.members.get(name).and_then(|m| m.view.as_ref()).and_then(|v| v.federation.sts.as_ref()?.term);
-        if term != Some(inp.term) {
+        if term != Some(inp.term) && inp.rules.term_check {
             o.observed_since_write = false;
             out.push(name.clone());
         }

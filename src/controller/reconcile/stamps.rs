@@ -60,11 +60,19 @@ fn stamp(cx: &Scope<'_>, name: &str, o: &ClusterObservation, cursor: Ordinal, ma
         Some(s) if s.deleting => None,
         // A fenced member that answers again: the first write there gives up every
         // ordinal, which were re-homed while it was declared dead.
-        Some(s) if o.fenced && s.slice.replicas > 0 => Some(write(&Slice::empty(), Some(s.rv), false)),
+        Some(s) if o.fenced && s.slice.replicas > 0 && cx.inp.rules.shrink_first => {
+            Some(write(&Slice::empty(), Some(s.rv), false))
+        }
+        // A write that got no answer may still land while the object is at its precondition:
+        // a stamp conditional on the version read voids it (whichever lands first, the other
+        // fails), and until then nothing there confirms anything.
+        Some(s) if view.federation.uncertain_write.is_some() && cx.inp.rules.uncertain_writes => {
+            Some(write(&s.slice, Some(s.rv), false))
+        }
         // Stamped in another term, another template, someone's edit, or the rollout's
         // cursor moved (the member's partition is its share of it).
         Some(s)
-            if s.term != Some(cx.inp.term)
+            if (s.term != Some(cx.inp.term) && cx.inp.rules.term_check)
                 || s.template_hash.as_deref() != Some(cx.hash.as_str())
                 || !view.federation.spec_is_ours()
                 || member_partition(cx.fsts, &s.slice, cursor).is_some_and(|p| p != s.partition) =>

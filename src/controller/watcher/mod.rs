@@ -33,7 +33,7 @@ use super::{
     labels::{FEDERATION, FIELD_MANAGER, MANAGED_BY, MANAGED_SELECTOR, MANAGER, TERM},
     leader::Leadership,
     member::{
-        cache::{MemberCache, StsRecord, rv_of},
+        cache::{MemberCache, StsRecord, UncertainWrite, rv_of},
         endpoints::{SLICE_MANAGED_BY, SLICE_MANAGER},
         health::{Failure, Health},
         objects::FederationKey,
@@ -294,7 +294,7 @@ impl ClusterWatcher {
     /// cache holds what the member really stored before anything there counts as confirmed.
     fn settle_uncertain_writes(&mut self, ctx: &mut Context<Self>) {
         let uncertain: Vec<(FederationKey, Backend)> =
-            self.cache.federations.iter().filter_map(|(k, f)| Some((k.clone(), f.uncertain_write?))).collect();
+            self.cache.federations.iter().filter_map(|(k, f)| Some((k.clone(), f.uncertain_write?.kind))).collect();
         for (key, kind) in uncertain {
             if !self.confirming.insert(key.clone()) {
                 continue;
@@ -309,10 +309,17 @@ impl ClusterWatcher {
                 match res {
                     Ok(Ok(found)) => {
                         act.contact_ok();
+                        let read_rv = found.as_ref().map(|s| rv_of(s.metadata.resource_version.as_deref()));
                         if let Some(sts) = found {
                             act.cache.sts_applied(&sts, kind);
                         }
-                        act.cache.federations.entry(key.clone()).or_default().uncertain_write = None;
+                        let f = act.cache.federations.entry(key.clone()).or_default();
+                        // Still at the write's precondition: it may land after this read. It stays
+                        // uncertain; the coordinator's next stamp (conditional on the same version)
+                        // voids it, whichever of the two lands first.
+                        if f.uncertain_write.is_some_and(|u| u.settled_by(read_rv)) {
+                            f.uncertain_write = None;
+                        }
                         act.touched([key], ctx);
                     }
                     Ok(Err(e)) => act.contact_failed(&e),
@@ -477,10 +484,6 @@ impl ClusterWatcher {
             None => self.admission = Ok(()),
         }
         self.report_status(ctx);
-    }
-
-    fn stale_term(&self, term: u64) -> bool {
-        self.cache.newest_term > term
     }
 
     /// Records, before a write is sent, that this process writes `key`'s object here in `term`.
@@ -1029,21 +1032,26 @@ impl ClusterWatcher {
         if let Err(why) = &self.admission {
             return Err(WriteError::Unavailable { cluster: self.cluster.clone(), message: format!("not used: {why}") });
         }
-        if self.leadership.term() != Some(term) {
-            return Err(WriteError::NotLeader(term));
-        }
-        if self.stale_term(term) {
-            let newest = self.cache.newest_term;
-            tracing::warn!(
-                cluster = %self.cluster, term, member_term = newest,
-                "write refused as stale: the member carries a newer term than this leader's; stepping down"
-            );
-            self.metrics.stale_write_refused(&self.cluster);
-            self.leadership.step_down(&format!(
-                "{}: a write in term {term} was refused, the member carries term {newest}",
-                self.cluster
-            ));
-            return Err(WriteError::NotLeader(term));
+        match super::safety::term_allows(
+            &super::safety::Rules::ALL,
+            self.leadership.term(),
+            self.cache.newest_term,
+            term,
+        ) {
+            Ok(()) => {}
+            Err(super::safety::TermRefusal::NotLeading) => return Err(WriteError::NotLeader(term)),
+            Err(super::safety::TermRefusal::Superseded { newest }) => {
+                tracing::warn!(
+                    cluster = %self.cluster, term, member_term = newest,
+                    "write refused as stale: the member carries a newer term than this leader's; stepping down"
+                );
+                self.metrics.stale_write_refused(&self.cluster);
+                self.leadership.step_down(&format!(
+                    "{}: a write in term {term} was refused, the member carries term {newest}",
+                    self.cluster
+                ));
+                return Err(WriteError::NotLeader(term));
+            }
         }
         Ok(())
     }
@@ -1108,6 +1116,7 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
         };
         let work = tracing::Instrument::instrument(work, span);
         let dry_run = msg.dry_run;
+        let expected_rv = msg.expected_rv;
         let term = msg.term;
         let name_for_log = msg.key.to_string();
         let key = msg.key.clone();
@@ -1121,7 +1130,8 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
                 }
                 // No answer, or a server error: the write may have been applied or not.
                 if !dry_run && !matches!(&e, kube::Error::Api(s) if s.code < 500) {
-                    act.cache.federations.entry(key.clone()).or_default().uncertain_write = Some(kind);
+                    act.cache.federations.entry(key.clone()).or_default().uncertain_write =
+                        Some(UncertainWrite { kind, expected_rv });
                     tracing::warn!(cluster = %cluster, federation = %key, error = %e,
                         "a StatefulSet write got no definite answer; nothing there counts as confirmed until it is read again");
                 }
