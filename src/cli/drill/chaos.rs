@@ -21,7 +21,9 @@
 mod controllers;
 mod markers;
 mod moves;
+mod report;
 pub mod schedule;
+mod soak;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -29,17 +31,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kube::{
-    Api, Client, ResourceExt,
-    api::{Patch, PatchParams, PostParams},
-};
-use serde::Serialize;
+use kube::{Api, Client, ResourceExt, api::PostParams};
 use serde_json::json;
 
+pub use self::report::ChaosReport;
 use self::{
     controllers::{Controllers, Launch},
     markers::Markers,
-    schedule::{Action, Category, Shape, Step},
+    report::{table, verdict},
+    schedule::{Shape, Step},
+    soak::Soak,
 };
 use super::{Format, admin, parse_key, print, record};
 use crate::api::{FederatedStatefulSet, MemberCluster, StorageMode};
@@ -116,57 +117,6 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("{s:?}: must be above 0 and below 31 days"));
     }
     Ok(Duration::from_secs_f64(secs))
-}
-
-/// The chaos drill's report.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ChaosReport {
-    /// The seed of the schedule.
-    pub seed: u64,
-    /// The federation soaked.
-    pub federation: String,
-    /// Seconds of injection.
-    pub duration_seconds: f64,
-    /// Controllers the drill started.
-    pub controllers: usize,
-    /// Faults injected, by kind.
-    pub faults: BTreeMap<String, u64>,
-    /// Faults injected per minute of the soak.
-    pub faults_per_minute: f64,
-    /// Spec changes made, by kind.
-    pub spec_changes: BTreeMap<String, u64>,
-    /// Steps that could not be performed (the soak goes on without them).
-    pub injection_errors: Vec<String>,
-    /// Ordinals that started running in another member than their previous run during the
-    /// soak and its convergence (moves, and returns after a scale-down), from the ledger.
-    pub moves_completed: u64,
-    /// Whether the federation settled after the heal: its status current, Ready, nothing
-    /// moving, and the members running each ordinal exactly once, Ready.
-    pub converged: bool,
-    /// Seconds from the heal to settled.
-    pub converge_seconds: Option<f64>,
-    /// Ordinals carrying their marker at the end.
-    pub markers_written: usize,
-    /// Marker checks done.
-    pub markers_checked: u64,
-    /// Ordinals found on a volume without their own marker.
-    pub marker_violations: Vec<String>,
-    /// The ledger's at-most-one violations over the whole run.
-    pub ledger_violations: Vec<String>,
-    /// `clean`, or what went wrong.
-    pub verdict: String,
-    /// The schedule performed.
-    pub schedule: Vec<String>,
-    /// Where the drill's controllers logged.
-    pub log_dir: Option<String>,
-}
-
-impl ChaosReport {
-    /// Whether the drill fails: a violation, or no convergence.
-    pub fn failed(&self) -> bool {
-        !self.marker_violations.is_empty() || !self.ledger_violations.is_empty() || !self.converged
-    }
 }
 
 /// The member names of a federation's placement, with their sandbox nodes.
@@ -247,214 +197,6 @@ async fn federation(client: &Client, args: &ChaosArgs, create: bool) -> Result<F
     }
     eprintln!("creating {ns}/{name}: {} replicas over {}, storage Move", f.spec.replicas, members.join(", "));
     api.create(&PostParams::default(), &f).await.map_err(|e| format!("cannot create {ns}/{name}: {e}"))
-}
-
-/// What the drill has seen and done so far.
-struct Soak {
-    api: Api<FederatedStatefulSet>,
-    name: String,
-    admin: String,
-    members: BTreeMap<String, Client>,
-    markers: Markers,
-    controllers: Option<Controllers>,
-    faults: BTreeMap<String, u64>,
-    spec: BTreeMap<String, u64>,
-    errors: Vec<String>,
-    /// Members whose API is under a fault now (not read for markers).
-    api_faulted: BTreeSet<String>,
-    /// Nodes down now.
-    nodes_down: BTreeSet<(String, String)>,
-    /// Moves in the status at the last look: ordinal → destination.
-    moving: BTreeMap<i32, String>,
-    /// From when the ledger's arrivals count (the soak's start).
-    since: Option<jiff::Timestamp>,
-    /// Arrivals counted: ordinal and start of its run.
-    arrived: BTreeSet<(i32, jiff::Timestamp)>,
-    replicas: i32,
-    last_line: String,
-}
-
-impl Soak {
-    /// Performs one step; a failure is recorded, not fatal.
-    async fn perform(&mut self, step: &Step) {
-        eprintln!("{step}");
-        if let Some((cat, kind)) = step.action.kind() {
-            let counts = if cat == Category::Fault { &mut self.faults } else { &mut self.spec };
-            *counts.entry(kind.to_string()).or_default() += 1;
-        }
-        if let Err(e) = self.act(&step.action).await {
-            eprintln!("  failed: {e}");
-            self.errors.push(format!("{step}: {e}"));
-        }
-    }
-
-    async fn act(&mut self, action: &Action) -> Result<(), String> {
-        let post = |path: String| admin(&self.admin, "POST", path);
-        match action {
-            Action::Weights { weights } => {
-                let f = self.api.get(&self.name).await.map_err(|e| e.to_string())?;
-                let mut clusters = f.spec.placement.clusters.clone();
-                for c in &mut clusters {
-                    if let Some((_, w)) = weights.iter().find(|(n, _)| *n == c.name) {
-                        c.weight = Some(*w);
-                    }
-                }
-                self.patch(json!({"spec": {"placement": {"clusters": clusters}}})).await?;
-            }
-            Action::Replicas { replicas } => {
-                self.patch(json!({"spec": {"replicas": replicas}})).await?;
-                self.replicas = *replicas;
-                self.markers.scaled_to(*replicas);
-            }
-            Action::Image { image } => {
-                let f = self.api.get(&self.name).await.map_err(|e| e.to_string())?;
-                let v = serde_json::to_value(&f).map_err(|e| e.to_string())?;
-                let mut containers = v
-                    .pointer("/spec/template/template/spec/containers")
-                    .cloned()
-                    .ok_or("the template has no containers")?;
-                containers[0]["image"] = image.as_str().into();
-                self.patch(json!({"spec": {"template": {"template": {"spec": {"containers": containers}}}}})).await?;
-            }
-            Action::Partition { cluster, hang } => {
-                self.api_faulted.insert(cluster.clone());
-                let mode = if *hang { "hang" } else { "refuse" };
-                post(format!("/clusters/{cluster}/partition?mode={mode}")).await?;
-            }
-            Action::Latency { cluster, ms } => {
-                self.api_faulted.insert(cluster.clone());
-                post(format!("/clusters/{cluster}/latency?ms={ms}")).await?;
-            }
-            Action::Errors { cluster, percent } => {
-                self.api_faulted.insert(cluster.clone());
-                let rate = *percent as f64 / 100.0;
-                post(format!("/clusters/{cluster}/errors?rate={rate}&code=500")).await?;
-            }
-            Action::Heal { cluster } => {
-                post(format!("/clusters/{cluster}/heal")).await?;
-                self.api_faulted.remove(cluster);
-            }
-            Action::CutWatches { cluster } => {
-                post(format!("/clusters/{cluster}/cut-watches")).await?;
-            }
-            Action::ExpireWatches { cluster } => {
-                post(format!("/clusters/{cluster}/expire-watches")).await?;
-            }
-            Action::NodeDown { cluster, node, power_off } => {
-                post(format!("/clusters/{cluster}/node-down?node={node}&power-off={power_off}")).await?;
-                self.nodes_down.insert((cluster.clone(), node.clone()));
-            }
-            Action::NodeUp { cluster, node } => {
-                post(format!("/clusters/{cluster}/node-up?node={node}")).await?;
-                self.nodes_down.remove(&(cluster.clone(), node.clone()));
-            }
-            Action::Kill { controller } => self.controllers()?.kill(*controller),
-            Action::Restart { controller } => self.controllers()?.restart(*controller)?,
-            Action::Pause { controller } => self.controllers()?.pause(*controller),
-            Action::Resume { controller } => self.controllers()?.resume(*controller),
-        }
-        Ok(())
-    }
-
-    fn controllers(&mut self) -> Result<&mut Controllers, String> {
-        self.controllers.as_mut().ok_or_else(|| "the drill started no controllers".to_string())
-    }
-
-    async fn patch(&self, body: serde_json::Value) -> Result<(), String> {
-        self.api
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }
-
-    /// Reads the federation: counts the moves finished since the last look, and answers
-    /// whether it is settled (current, Ready, nothing moving, every replica ready).
-    async fn observe(&mut self) -> bool {
-        let Ok(f) = self.api.get(&self.name).await else { return false };
-        let generation = f.metadata.generation;
-        let replicas = f.spec.replicas;
-        let status = f.status.unwrap_or_default();
-        self.moving = status.moves.iter().map(|m| (m.ordinal, m.to.clone())).collect();
-        let ready = status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
-        let line = format!(
-            "status: {} moving, ready {}, {} moves completed",
-            status.moves.len(),
-            status.ready.as_deref().unwrap_or("-"),
-            self.arrived.len()
-        );
-        if line != self.last_line {
-            eprintln!("{line}");
-            self.last_line = line;
-        }
-        status.observed_generation == generation
-            && ready
-            && status.moves.is_empty()
-            && status.ready.as_deref() == Some(format!("{replicas}/{replicas}").as_str())
-    }
-
-    /// Reads the ledger's arrivals since the soak began: each is a completed move, whose
-    /// marker is then checked.
-    async fn arrivals(&mut self) {
-        let Some(since) = self.since else { return };
-        let Ok(doc) = admin(&self.admin, "GET", "/ledger".into()).await else { return };
-        let Ok(ledger) = serde_json::from_str::<serde_json::Value>(&doc) else { return };
-        for a in moves::arrivals(&ledger, self.api.namespace().unwrap_or("default"), &self.name, since) {
-            if self.arrived.insert((a.ordinal, a.at)) {
-                eprintln!("moved: ordinal {} from {} to {}", a.ordinal, a.from, a.to);
-                self.markers.moved(a.ordinal, &a.to);
-            }
-        }
-    }
-
-    async fn markers_round(&mut self) {
-        self.arrivals().await;
-        let moving: BTreeSet<i32> = self.moving.keys().copied().collect();
-        self.markers.round(&self.members, &self.api_faulted, self.replicas, &moving).await;
-    }
-
-    /// Heals every member, returns every node, resumes and restarts every controller.
-    async fn heal_all(&mut self) {
-        let clusters: Vec<String> = self.members.keys().cloned().collect();
-        for c in clusters {
-            let step = Step { at_ms: 0, action: Action::Heal { cluster: c } };
-            if let Err(e) = self.act(&step.action).await {
-                self.errors.push(format!("final {}: {e}", step.action));
-            }
-        }
-        for (cluster, node) in self.nodes_down.clone() {
-            if let Err(e) = self.act(&Action::NodeUp { cluster, node }).await {
-                self.errors.push(format!("final node-up: {e}"));
-            }
-        }
-        if let Some(c) = self.controllers.as_mut()
-            && let Err(e) = c.heal()
-        {
-            self.errors.push(format!("final restart of the controllers: {e}"));
-        }
-    }
-
-    /// Waits until settled (the status says so, and the members run each ordinal once, Ready)
-    /// with every marker check done, observing; answers the seconds taken.
-    async fn settle(&mut self, timeout: Duration) -> Option<f64> {
-        let start = Instant::now();
-        let mut last_round = Instant::now().checked_sub(Duration::from_secs(10)).unwrap_or_else(Instant::now);
-        loop {
-            let settled = self.observe().await;
-            if settled || last_round.elapsed() > Duration::from_secs(1) {
-                self.markers_round().await;
-                last_round = Instant::now();
-            }
-            let marked = !self.markers.has_pending() && self.markers.marked() >= self.replicas.max(0) as usize;
-            if settled && marked && self.markers.census(&self.members, self.replicas).await == Ok(true) {
-                return Some(start.elapsed().as_secs_f64());
-            }
-            if start.elapsed() > timeout {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    }
 }
 
 /// The schedule a run with these flags would perform, without touching anything.
@@ -585,58 +327,6 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
     };
     report.verdict = verdict(&report);
     Ok(report)
-}
-
-fn verdict(r: &ChaosReport) -> String {
-    let mut wrong = Vec::new();
-    if !r.ledger_violations.is_empty() {
-        wrong.push(format!("{} ledger violation(s)", r.ledger_violations.len()));
-    }
-    if !r.marker_violations.is_empty() {
-        wrong.push(format!("{} marker violation(s)", r.marker_violations.len()));
-    }
-    if !r.converged {
-        wrong.push("not converged".to_string());
-    }
-    if wrong.is_empty() { "clean".into() } else { wrong.join(", ") }
-}
-
-fn table(r: &ChaosReport) -> String {
-    let mut out = format!(
-        "DRILL chaos on {} (seed {}, {:.0}s, {} controllers of its own)\n\n",
-        r.federation, r.seed, r.duration_seconds, r.controllers
-    );
-    out.push_str("FAULT                 COUNT\n");
-    for (k, n) in &r.faults {
-        out.push_str(&format!("{k:<21} {n:>5}\n"));
-    }
-    out.push_str(&format!("{:<21} {:>5.1}\n\n", "per minute", r.faults_per_minute));
-    out.push_str("SPEC CHANGE           COUNT\n");
-    for (k, n) in &r.spec_changes {
-        out.push_str(&format!("{k:<21} {n:>5}\n"));
-    }
-    out.push('\n');
-    let converge = r.converge_seconds.map_or("never".to_string(), |s| format!("{s:.1}s"));
-    for (what, value) in [
-        ("moves completed", r.moves_completed.to_string()),
-        ("converged after the heal", converge),
-        ("markers written", r.markers_written.to_string()),
-        ("markers checked", r.markers_checked.to_string()),
-        ("steps that failed", r.injection_errors.len().to_string()),
-    ] {
-        out.push_str(&format!("{what:<26} {value}\n"));
-    }
-    if r.ledger_violations.is_empty() {
-        out.push_str("ledger: at most one incarnation of every identity at any time\n");
-    }
-    for v in &r.ledger_violations {
-        out.push_str(&format!("LEDGER VIOLATION: {v}\n"));
-    }
-    for v in &r.marker_violations {
-        out.push_str(&format!("MARKER VIOLATION: {v}\n"));
-    }
-    out.push_str(&format!("verdict: {}\n", r.verdict));
-    out
 }
 
 /// Runs `spanset drill chaos` and prints its report: exit 1 on a violation or no convergence.
