@@ -199,3 +199,28 @@ fn a_sandbox_whose_metrics_port_is_taken_exits_naming_it_and_writes_no_kubeconfi
     }
     drop(taken);
 }
+
+#[test]
+fn a_sandbox_without_its_controller_leaves_the_federation_to_a_spanset_run_started_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("sandbox.kubeconfig");
+    let (child, lines) = start_sandbox(&kubeconfig, &["--no-controller"]);
+    let has = |pred: &dyn Fn(&str) -> bool| lines.lock().unwrap().iter().any(|l| pred(l));
+    wait_until("ready", DEADLINE, || has(&|l| l == "ready"));
+    assert!(!has(&|l| l.starts_with("metrics: ")), "no controller, no metrics line: {:?}", lines.lock().unwrap());
+    // The controller a user (or `spanset drill chaos --controllers N`) starts drives it.
+    let mut run = Command::new(env!("CARGO_BIN_EXE_spanset"))
+        .args(["run", "--context", "host", "--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spanset run starts");
+    for (cluster, ordinals) in [("east", "0-1"), ("west", "2-3"), ("central", "4-5")] {
+        wait_row(&lines, cluster, ordinals, "2/2");
+    }
+    let _ = run.kill();
+    let _ = run.wait();
+    stop(child);
+}

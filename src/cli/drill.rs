@@ -25,9 +25,22 @@ use serde_json::json;
 use crate::api::{FederatedStatefulSet, PlacementCluster};
 
 #[cfg(feature = "sim")]
+pub mod chaos;
+#[cfg(feature = "sim")]
 mod loss;
 #[cfg(feature = "sim")]
+pub use chaos::{ChaosArgs, ChaosReport};
+#[cfg(feature = "sim")]
 pub use loss::{LossArgs, LossReport, cluster_loss};
+
+/// One call of a sandbox's admin API (the sandbox drills'), off the async threads.
+#[cfg(feature = "sim")]
+async fn admin(url: &str, method: &'static str, path: String) -> Result<String, String> {
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || crate::cli::sim_ctl::request(&url, method, &path))
+        .await
+        .map_err(|e| format!("admin request: {e}"))?
+}
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -55,6 +68,10 @@ pub enum Drill {
     /// wait for the automatic fence, re-home, heal, check the shrink on return, unfence.
     #[cfg(feature = "sim")]
     ClusterLoss(LossArgs),
+    /// Sandbox only: a seeded chaos soak (spec changes, member faults, controller kills and
+    /// pauses), then heal, convergence, data markers and the ledger's verdict.
+    #[cfg(feature = "sim")]
+    Chaos(ChaosArgs),
 }
 
 /// Flags of `spanset drill evacuate`.
@@ -278,12 +295,14 @@ fn print<T: Serialize>(format: Format, report: &T, table: impl FnOnce(&T) -> Str
 
 /// Runs `spanset drill`; a cluster-loss drill whose ledger shows a violation exits 1.
 pub async fn run(args: DrillArgs) -> i32 {
-    let on = match &args.drill {
-        Drill::Evacuate(a) => &a.on,
+    let (kubeconfig, context) = match &args.drill {
+        Drill::Evacuate(a) => (&a.on.kubeconfig, &a.on.context),
         #[cfg(feature = "sim")]
-        Drill::ClusterLoss(a) => &a.on,
+        Drill::ClusterLoss(a) => (&a.on.kubeconfig, &a.on.context),
+        #[cfg(feature = "sim")]
+        Drill::Chaos(a) => (&a.kubeconfig, &a.context),
     };
-    let client = match crate::controller::app::host_client(on.kubeconfig.as_deref(), on.context.as_deref()).await {
+    let client = match crate::controller::app::host_client(kubeconfig.as_deref(), context.as_deref()).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("spanset: drill: cannot reach the host cluster: {e}");
@@ -310,5 +329,7 @@ pub async fn run(args: DrillArgs) -> i32 {
         },
         #[cfg(feature = "sim")]
         Drill::ClusterLoss(a) => loss::run(&client, a).await,
+        #[cfg(feature = "sim")]
+        Drill::Chaos(a) => chaos::run(&client, a).await,
     }
 }

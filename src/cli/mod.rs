@@ -1,6 +1,6 @@
 //! The `spanset` command line: one subcommand per job, each in its own module. The sandbox's
-//! commands (`sim`, `sim-ctl`, `sandbox`, `drill cluster-loss`) exist only with the cargo
-//! feature `sim`, which the production image leaves out.
+//! commands (`sim`, `sim-ctl`, `sandbox`, `drill cluster-loss`, `drill chaos`) exist only with
+//! the cargo feature `sim`, which the production image leaves out.
 
 use clap::{Parser, Subcommand};
 
@@ -139,6 +139,7 @@ mod tests {
         let drill = cli.find_subcommand("drill").expect("drill");
         let drills: Vec<&str> = drill.get_subcommands().map(|c| c.get_name()).collect();
         assert_eq!(drills.contains(&"cluster-loss"), cfg!(feature = "sim"), "{drills:?}");
+        assert_eq!(drills.contains(&"chaos"), cfg!(feature = "sim"), "{drills:?}");
         assert!(drills.contains(&"evacuate"), "{drills:?}");
     }
 }

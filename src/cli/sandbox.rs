@@ -38,6 +38,10 @@ pub struct SandboxArgs {
     /// Do not create the example federation `redis`.
     #[arg(long)]
     pub no_example: bool,
+    /// Run no controller in the sandbox: for `spanset drill chaos --controllers N`, which starts
+    /// (and kills and pauses) its own, or for controllers started by hand with `spanset run`.
+    #[arg(long)]
+    pub no_controller: bool,
     /// Enforce authentication and RBAC in every cluster, and run the controller with exactly
     /// the shipped permissions: its host identity from `deploy/rbac.yaml`, and each member
     /// joined with `spanset join` (`deploy/member/rbac.yaml`).
@@ -216,7 +220,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         lease: Some(LeaseSettings::new(lease_namespace, LEASE_NAME, super::run::default_identity())),
         bounds: Default::default(),
     };
-    let running = app::start_on(opts, metrics).await?;
+    let running = if args.no_controller { None } else { Some(app::start_on(opts, metrics).await?) };
     {
         let mut out = std::io::stdout().lock();
         for (name, url) in fleet.endpoints() {
@@ -226,7 +230,9 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         for (name, addr) in fleet.dns_endpoints() {
             writeln!(out, "dns {name}: {addr}")?;
         }
-        writeln!(out, "metrics: http://{}/metrics", running.metrics_addr)?;
+        if let Some(running) = &running {
+            writeln!(out, "metrics: http://{}/metrics", running.metrics_addr)?;
+        }
         let path = std::fs::canonicalize(&args.kubeconfig).unwrap_or(args.kubeconfig.clone());
         writeln!(out, "kubeconfig: {}", path.display())?;
         if args.auth {
@@ -241,7 +247,9 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         _ = table => {}
     }
     tracing::info!("signal received, stopping");
-    running.stop().await;
+    if let Some(running) = running {
+        running.stop().await;
+    }
     drop(fleet);
     Ok(())
 }

@@ -379,6 +379,16 @@ impl Background {
         wait_until(what, DEADLINE, || self.lines().iter().any(|l| pred(l)));
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its exit code if it has exited (`Some(None)`: killed by a signal), without waiting.
+    pub fn try_exit(&mut self) -> Option<Option<i32>> {
+        self.child.try_wait().ok().flatten().map(|s| s.code())
+    }
+
     /// Waits for the process to exit by itself and returns its status.
     pub fn wait_exit(&mut self) -> std::process::ExitStatus {
         let start = Instant::now();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kube::{Api, Client};
 use serde::Serialize;
 
-use super::{DrillOn, parse_key, print, record, settle};
+use super::{DrillOn, admin, parse_key, print, record, settle};
 use crate::api::FederatedStatefulSet;
 
 /// Flags of `spanset drill cluster-loss`.
@@ -49,14 +49,6 @@ pub struct LossReport {
     pub total_seconds: f64,
     /// At-most-one violations the sandbox's ledger recorded over the whole run (must be none).
     pub ledger_violations: Vec<String>,
-}
-
-/// One admin API call, off the async threads.
-async fn admin(url: &str, method: &'static str, path: String) -> Result<String, String> {
-    let url = url.to_string();
-    tokio::task::spawn_blocking(move || crate::cli::sim_ctl::request(&url, method, &path))
-        .await
-        .map_err(|e| format!("admin request: {e}"))?
 }
 
 async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut cond: F) -> Result<f64, String>
