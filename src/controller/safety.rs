@@ -20,6 +20,10 @@ pub struct Rules {
     /// A moved ordinal grows in its destination only once its storage was dealt with
     /// ([`super::reconcile::move_storage::gate`]): it never starts on a fresh volume beside its own.
     pub handover_gate: bool,
+    /// An ordinal whose volumes are in another member is grown only through a recorded move,
+    /// so that the handover gate holds it (a move cancelled after its source gave the ordinal
+    /// up, or forgotten in a crash, is recorded again). Found by the model checker.
+    pub orphan_moves: bool,
     /// A fenced member that answers again gets its StatefulSet shrunk to nothing before any
     /// other write, then its pods deleted.
     pub shrink_first: bool,
@@ -35,6 +39,7 @@ impl Rules {
         term_check: true,
         confirmation: true,
         handover_gate: true,
+        orphan_moves: true,
         shrink_first: true,
         uncertain_writes: true,
     };

@@ -86,7 +86,7 @@ fn record_releases(moves: &mut Moves, cluster: &str, releases: &Ordinals, target
 /// it until those volumes are handed over (or retired). Without this the ordinal started on a
 /// fresh volume beside its own (found by the model checker). Answers whether any was recorded.
 fn record_orphans(cx: &Scope<'_>, moves: &mut Moves, cluster: &str, acquires: &Ordinals) -> bool {
-    if !cx.inp.rules.handover_gate {
+    if !cx.inp.rules.handover_gate || !cx.inp.rules.orphan_moves {
         return false;
     }
     let mut recorded = false;
