@@ -97,6 +97,10 @@ fn record_orphans(cx: &Scope<'_>, moves: &mut Moves, cluster: &str, acquires: &O
             .members
             .iter()
             .filter(|(name, m)| name.as_str() != cluster && !m.fenced)
+            // Its volumes are there (a live claim of the ordinal), and they need dealing with.
+            .filter(|(_, m)| {
+                m.view.as_ref().and_then(|v| v.claims.get(&k)).is_some_and(|c| c.iter().any(|c| !c.deleting))
+            })
             .find(|(name, _)| move_storage::due(cx.inp, k, name, cluster).is_some())
         else {
             continue;
