@@ -176,15 +176,7 @@ impl Spanset {
         let empty = World {
             host: Host { spec: 0, generation: 1, status: String::new(), rv: 1, holder: None, term: 0 },
             members: std::array::from_fn(|_| Member::empty()),
-            controllers: std::array::from_fn(|_| Controller {
-                up: true,
-                term: None,
-                host: None,
-                views: Default::default(),
-                pending: vec![],
-                failed: false,
-                stalled: [false; MEMBERS.len()],
-            }),
+            controllers: std::array::from_fn(|_| Controller::fresh(true)),
             in_flight: vec![],
             faults_left: 0,
             edits_left: 0,
@@ -457,16 +449,7 @@ impl Spanset {
                     return None;
                 }
                 w.faults_left -= 1;
-                let ctl = &mut w.controllers[c as usize];
-                *ctl = Controller {
-                    up: false,
-                    term: None,
-                    host: None,
-                    views: Default::default(),
-                    pending: vec![],
-                    failed: false,
-                    stalled: [false; MEMBERS.len()],
-                };
+                w.controllers[c as usize] = Controller::fresh(false);
             }
             Action::Restart(c) => {
                 let ctl = &mut w.controllers[c as usize];

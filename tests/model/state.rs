@@ -238,6 +238,21 @@ pub struct Controller {
     pub stalled: [bool; MEMBERS.len()],
 }
 
+impl Controller {
+    /// A process that knows nothing yet (just started, or crashed: `up` false).
+    pub fn fresh(up: bool) -> Controller {
+        Controller {
+            up,
+            term: None,
+            host: None,
+            views: Default::default(),
+            pending: vec![],
+            failed: false,
+            stalled: [false; MEMBERS.len()],
+        }
+    }
+}
+
 /// The host cluster.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Host {
