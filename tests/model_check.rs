@@ -1,9 +1,12 @@
-//! The move protocol, model-checked: stateright explores every interleaving of two controller
-//! replicas (the real `reconcile::decide`), two members, their kubelets and nodes, lost answers
-//! and partitions, and checks the at-most-one rule at every state.
+//! The move protocol, model-checked: stateright explores the interleavings of two controller
+//! replicas (deciding with the real `reconcile::decide`, carrying out `effects::stages`), two
+//! members with their StatefulSet controllers, kubelets, nodes and volumes, lost answers,
+//! partitions and stalled watches, and checks the safety properties at every state and
+//! convergence once the faults stop (see README, "Safety, model-checked").
 //!
-//! The bounded check runs in the suite; a deeper one:
-//! `SPANSET_MODEL_SECONDS=900 SPANSET_MODEL_FAULTS=3 cargo test --release --test model_check -- --ignored --nocapture`.
+//! The bounded check runs in the suite; a deeper one (`SPANSET_MODEL_SECONDS` in all, faults per
+//! schedule in each search):
+//! `SPANSET_MODEL_SECONDS=3600 SPANSET_MODEL_FAULTS=2 SPANSET_MODEL_PLACED_FAULTS=3 cargo test --release --test model_check -- --ignored --nocapture deep`.
 
 mod model;
 
@@ -74,12 +77,12 @@ fn summarize(checker: &impl Checker<Spanset>, started: Instant) -> Report {
 /// schedule), fault placements depth first (each schedule to its convergence).
 fn check(m: Spanset, seconds: u64, first: bool) -> Report {
     let started = Instant::now();
-    let m_is_deep = m.search == Search::FaultPlacements;
+    let depth_first = m.search == Search::FaultPlacements;
     let mut builder = m.checker().threads(2).timeout(Duration::from_secs(seconds));
     if first {
         builder = builder.finish_when(stateright::HasDiscoveries::AnyFailures);
     }
-    if m_is_deep {
+    if depth_first {
         summarize(&builder.spawn_dfs().join(), started)
     } else {
         summarize(&builder.spawn_bfs().join(), started)
