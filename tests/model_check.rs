@@ -6,7 +6,7 @@
 //!
 //! The bounded check runs in the suite; a deeper one (`SPANSET_MODEL_SECONDS` in all, faults per
 //! schedule in each search):
-//! `SPANSET_MODEL_SECONDS=3600 SPANSET_MODEL_FAULTS=2 SPANSET_MODEL_PLACED_FAULTS=3 cargo test --release --test model_check -- --ignored --nocapture deep`.
+//! `SPANSET_MODEL_SECONDS=3600 SPANSET_MODEL_DEPTH=14 SPANSET_MODEL_FAULTS=2 SPANSET_MODEL_PLACED_FAULTS=3 cargo test --release --test model_check -- --ignored --nocapture deep`.
 
 mod model;
 
@@ -77,8 +77,15 @@ fn summarize(checker: &impl Checker<Spanset>, started: Instant) -> Report {
 /// schedule), fault placements depth first (each schedule to its convergence).
 fn check(m: Spanset, seconds: u64, first: bool) -> Report {
     let started = Instant::now();
-    let depth_first = m.search == Search::FaultPlacements;
+    // Breadth first keeps the whole frontier in memory (a long run is killed for it): the deep
+    // check searches the interleavings depth first instead, to `SPANSET_MODEL_DEPTH`.
+    let bound = std::env::var("SPANSET_MODEL_DEPTH").ok().and_then(|d| d.parse::<usize>().ok());
+    let interleavings = m.search == Search::Interleavings;
+    let depth_first = !interleavings || bound.is_some();
     let mut builder = m.checker().threads(2).timeout(Duration::from_secs(seconds));
+    if let Some(depth) = bound.filter(|_| interleavings) {
+        builder = builder.target_max_depth(depth);
+    }
     if first {
         builder = builder.finish_when(stateright::HasDiscoveries::AnyFailures);
     }
