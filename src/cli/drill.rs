@@ -35,8 +35,9 @@ pub use loss::{LossArgs, LossReport, cluster_loss};
 
 /// One call of a sandbox's admin API (the sandbox drills'), off the async threads.
 #[cfg(feature = "sim")]
-async fn admin(url: &str, method: &'static str, path: String) -> Result<String, String> {
+async fn admin(url: &str, action: crate::cli::sim_ctl::Action) -> Result<String, String> {
     let url = url.to_string();
+    let (method, path) = crate::cli::sim_ctl::route(&action);
     tokio::task::spawn_blocking(move || crate::cli::sim_ctl::request(&url, method, &path))
         .await
         .map_err(|e| format!("admin request: {e}"))?

@@ -213,9 +213,10 @@ fn check_ledger(body: &str) -> i32 {
     }
 }
 
-/// Runs one admin command; returns the exit code.
-pub fn run(args: SimCtlArgs) -> i32 {
-    let (method, path) = match &args.action {
+/// The admin API's method and path for one command: the one place that knows its routes
+/// (`sim-ctl` and the sandbox drills send their commands through it).
+pub fn route(action: &Action) -> (&'static str, String) {
+    match action {
         Action::Clusters => ("GET", "/clusters".to_string()),
         Action::Partition { cluster, hang } => {
             ("POST", format!("/clusters/{cluster}/partition?mode={}", if *hang { "hang" } else { "refuse" }))
@@ -250,7 +251,12 @@ pub fn run(args: SimCtlArgs) -> i32 {
         Action::Volume { cluster, pv, write: Some(data) } => {
             ("POST", format!("/clusters/{cluster}/volumes/{}?data={}", enc(pv), enc(data)))
         }
-    };
+    }
+}
+
+/// Runs one admin command; returns the exit code.
+pub fn run(args: SimCtlArgs) -> i32 {
+    let (method, path) = route(&args.action);
     if let Action::Ledger { check: true } = args.action {
         return match request(&args.admin, method, &path) {
             Ok(body) => check_ledger(&body),

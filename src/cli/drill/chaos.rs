@@ -25,6 +25,7 @@ mod report;
 pub mod schedule;
 mod soak;
 
+use crate::cli::sim_ctl::Action as Admin;
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::PathBuf,
@@ -121,7 +122,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// The member names of a federation's placement, with their sandbox nodes.
 async fn shape_of(args: &ChaosArgs, f: &FederatedStatefulSet, seed: u64) -> Result<Shape, String> {
-    let clusters: serde_json::Value = serde_json::from_str(&admin(&args.admin, "GET", "/clusters".into()).await?)
+    let clusters: serde_json::Value = serde_json::from_str(&admin(&args.admin, Admin::Clusters).await?)
         .map_err(|e| format!("the admin API's cluster list: {e}"))?;
     let mut members = BTreeMap::new();
     for c in &f.spec.placement.clusters {
@@ -298,7 +299,7 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
         soak.markers.check_all(soak.replicas);
         soak.settle(args.converge_timeout).await;
     }
-    let ledger: serde_json::Value = serde_json::from_str(&admin(&args.admin, "GET", "/ledger".into()).await?)
+    let ledger: serde_json::Value = serde_json::from_str(&admin(&args.admin, Admin::Ledger { check: false }).await?)
         .map_err(|e| format!("ledger: {e}"))?;
     let ledger_violations: Vec<String> = ledger["violations"]
         .as_array()

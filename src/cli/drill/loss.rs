@@ -4,6 +4,7 @@
 //! fence, waits for the re-homing, heals it, checks the shrink on return, unfences it, and
 //! reports each stage's time and the ledger's verdict.
 
+use crate::cli::sim_ctl::Action as Admin;
 use std::time::{Duration, Instant};
 
 use kube::{Api, Client};
@@ -98,7 +99,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
 
     // Loss: its nodes die with their pods, then its API goes. The sandbox names the machines
     // (spanset's member identity may not list Nodes, and needs not).
-    let clusters: serde_json::Value = serde_json::from_str(&admin(&args.admin, "GET", "/clusters".into()).await?)
+    let clusters: serde_json::Value = serde_json::from_str(&admin(&args.admin, Admin::Clusters).await?)
         .map_err(|e| format!("the admin API's cluster list: {e}"))?;
     let nodes: Vec<String> = clusters["clusters"]
         .as_array()
@@ -113,16 +114,17 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
     // A cluster loss: its machines power off (their containers stop at once). A node that only
     // lost its network would keep its containers running, and a fence would then be a lie.
     for n in &nodes {
-        admin(&args.admin, "POST", format!("/clusters/{cluster}/node-down?node={n}&power-off=true")).await?;
+        admin(&args.admin, Admin::NodeDown { cluster: cluster.to_string(), node: n.clone(), power_off: true }).await?;
     }
     wait_for(&format!("{cluster}'s pods dead with their nodes"), timeout, || async {
-        let ledger: serde_json::Value = serde_json::from_str(&admin(&args.admin, "GET", "/ledger".into()).await?)
-            .map_err(|e| format!("ledger: {e}"))?;
+        let ledger: serde_json::Value =
+            serde_json::from_str(&admin(&args.admin, Admin::Ledger { check: false }).await?)
+                .map_err(|e| format!("ledger: {e}"))?;
         let mine = ledger["incarnations"].as_array().cloned().unwrap_or_default();
         Ok(mine.iter().filter(|e| e["cluster"] == cluster).all(|e| !e["runningUntil"].is_null()))
     })
     .await?;
-    admin(&args.admin, "POST", format!("/clusters/{cluster}/partition?mode=refuse")).await?;
+    admin(&args.admin, Admin::Partition { cluster: cluster.to_string(), hang: false }).await?;
     let lost = Instant::now();
     wait_for(&format!("{cluster} detected unreachable"), timeout, || async {
         let f = api.get(&name).await.map_err(|e| e.to_string())?;
@@ -160,7 +162,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
     .await?;
 
     // Return: the API first, so that spanset shrinks the member before its nodes restart.
-    admin(&args.admin, "POST", format!("/clusters/{cluster}/heal")).await?;
+    admin(&args.admin, Admin::Heal { cluster: cluster.to_string() }).await?;
     // The member StatefulSet of the federation's backend (apps/v1 or Advanced StatefulSet).
     let backend = crate::controller::member::objects::backend(&f);
     let sts: Api<DynamicObject> = Api::namespaced_with(member.clone(), &ns, &workload::api_resource(backend));
@@ -180,7 +182,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
         })
         .await?;
     for n in &nodes {
-        admin(&args.admin, "POST", format!("/clusters/{cluster}/node-up?node={n}")).await?;
+        admin(&args.admin, Admin::NodeUp { cluster: cluster.to_string(), node: n.clone() }).await?;
     }
     let mut events = Recorder::for_component(client.clone(), "spanset.dev/drill", "drill".into());
     // Unfencing waits for the federation's status to show the member holding nothing too
@@ -194,7 +196,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
     let back = Instant::now();
     settle(&api, &name, "back", cluster, false, timeout).await?;
     let back = back.elapsed().as_secs_f64();
-    let ledger: serde_json::Value = serde_json::from_str(&admin(&args.admin, "GET", "/ledger".into()).await?)
+    let ledger: serde_json::Value = serde_json::from_str(&admin(&args.admin, Admin::Ledger { check: false }).await?)
         .map_err(|e| format!("ledger: {e}"))?;
     let violations = ledger["violations"]
         .as_array()

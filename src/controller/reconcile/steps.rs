@@ -63,20 +63,20 @@ fn record_releases(moves: &mut Moves, cluster: &str, releases: &Ordinals, target
         if let Some(to) = targets.of(k).filter(|to| *to != cluster)
             && let Some(phase) = move_phase::started(moves.moves.get(&k).map(phase_of))
         {
-            moves.notes.push(Note::normal("MoveStarted", format!("ordinal {k}: {cluster} → {to}")));
-            moves.moves.insert(
-                k,
-                MoveStatus {
-                    ordinal: k as i32,
-                    from: cluster.to_string(),
-                    to: to.to_string(),
-                    phase: phase.as_str().into(),
-                    since: moves.now.clone(),
-                },
-            );
-            moves.persist_first = true;
+            record_move(moves, k, cluster, to, phase, format!("ordinal {k}: {cluster} → {to}"));
         }
     }
+}
+
+/// Records the move of `k` from `from` to `to` in `phase` (stored before the writes), with its
+/// `MoveStarted` Event.
+fn record_move(moves: &mut Moves, k: Ordinal, from: &str, to: &str, phase: MovePhase, why: String) {
+    moves.notes.push(Note::normal("MoveStarted", why));
+    let since = moves.now.clone();
+    let status =
+        MoveStatus { ordinal: k as i32, from: from.into(), to: to.into(), phase: phase.as_str().into(), since };
+    moves.moves.insert(k, status);
+    moves.persist_first = true;
 }
 
 /// A grow of ordinals that no recorded move covers, though their volumes are in another
@@ -105,20 +105,8 @@ fn record_orphans(cx: &Scope<'_>, moves: &mut Moves, cluster: &str, acquires: &O
         else {
             continue;
         };
-        moves
-            .notes
-            .push(Note::normal("MoveStarted", format!("ordinal {k}: {from} → {cluster} (its volumes are in {from})")));
-        moves.moves.insert(
-            k,
-            MoveStatus {
-                ordinal: k as i32,
-                from: from.clone(),
-                to: cluster.to_string(),
-                phase: MovePhase::Released.as_str().into(),
-                since: moves.now.clone(),
-            },
-        );
-        moves.persist_first = true;
+        let why = format!("ordinal {k}: {from} → {cluster} (its volumes are in {from})");
+        record_move(moves, k, from, cluster, MovePhase::Released, why);
         recorded = true;
     }
     recorded

@@ -8,6 +8,7 @@
 //! forgotten (its next life may rightly start on a fresh volume) and marked anew when it returns.
 //! Members under an API fault are not read; their checks wait until they answer.
 
+use crate::cli::sim_ctl::Action as Admin;
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::Duration,
@@ -212,14 +213,15 @@ impl Markers {
     }
 
     async fn read(&self, p: &Place) -> Result<String, String> {
-        let doc = admin(&self.admin, "GET", format!("/clusters/{}/volumes/{}", p.cluster, p.pv)).await?;
+        let doc =
+            admin(&self.admin, Admin::Volume { cluster: p.cluster.clone(), pv: p.pv.clone(), write: None }).await?;
         let v: serde_json::Value = serde_json::from_str(&doc).map_err(|e| format!("volume answer: {e}"))?;
         Ok(v["volume"]["data"].as_str().unwrap_or_default().to_string())
     }
 
     async fn write(&self, p: &Place, k: i32) -> Result<(), String> {
-        let data: String = url::form_urlencoded::byte_serialize(self.marker(k).as_bytes()).collect();
-        admin(&self.admin, "POST", format!("/clusters/{}/volumes/{}?data={data}", p.cluster, p.pv)).await.map(drop)
+        let write = Some(self.marker(k));
+        admin(&self.admin, Admin::Volume { cluster: p.cluster.clone(), pv: p.pv.clone(), write }).await.map(drop)
     }
 }
 

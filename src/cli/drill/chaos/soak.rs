@@ -3,6 +3,7 @@
 //! ledger's arrivals, runs the marker rounds, heals everything at the end and waits for the
 //! federation to settle. Owned by the drill's one task.
 
+use crate::cli::sim_ctl::Action as Admin;
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::{Duration, Instant},
@@ -73,7 +74,7 @@ impl Soak {
     }
 
     async fn act(&mut self, action: &Action) -> Result<(), String> {
-        let post = |path: String| admin(&self.admin, "POST", path);
+        let post = |action: Admin| admin(&self.admin, action);
         match action {
             Action::Weights { weights } => {
                 let f = self.api.get(&self.name).await.map_err(|e| e.to_string())?;
@@ -102,34 +103,33 @@ impl Soak {
             }
             Action::Partition { cluster, hang } => {
                 self.api_faulted.insert(cluster.clone());
-                let mode = if *hang { "hang" } else { "refuse" };
-                post(format!("/clusters/{cluster}/partition?mode={mode}")).await?;
+                post(Admin::Partition { cluster: cluster.clone(), hang: *hang }).await?;
             }
             Action::Latency { cluster, ms } => {
                 self.api_faulted.insert(cluster.clone());
-                post(format!("/clusters/{cluster}/latency?ms={ms}")).await?;
+                post(Admin::Latency { cluster: cluster.clone(), ms: *ms }).await?;
             }
             Action::Errors { cluster, percent } => {
                 self.api_faulted.insert(cluster.clone());
                 let rate = *percent as f64 / 100.0;
-                post(format!("/clusters/{cluster}/errors?rate={rate}&code=500")).await?;
+                post(Admin::Errors { cluster: cluster.clone(), rate, code: 500 }).await?;
             }
             Action::Heal { cluster } => {
-                post(format!("/clusters/{cluster}/heal")).await?;
+                post(Admin::Heal { cluster: cluster.clone() }).await?;
                 self.api_faulted.remove(cluster);
             }
             Action::CutWatches { cluster } => {
-                post(format!("/clusters/{cluster}/cut-watches")).await?;
+                post(Admin::CutWatches { cluster: cluster.clone() }).await?;
             }
             Action::ExpireWatches { cluster } => {
-                post(format!("/clusters/{cluster}/expire-watches")).await?;
+                post(Admin::ExpireWatches { cluster: cluster.clone() }).await?;
             }
             Action::NodeDown { cluster, node, power_off } => {
-                post(format!("/clusters/{cluster}/node-down?node={node}&power-off={power_off}")).await?;
+                post(Admin::NodeDown { cluster: cluster.clone(), node: node.clone(), power_off: *power_off }).await?;
                 self.nodes_down.insert((cluster.clone(), node.clone()));
             }
             Action::NodeUp { cluster, node } => {
-                post(format!("/clusters/{cluster}/node-up?node={node}")).await?;
+                post(Admin::NodeUp { cluster: cluster.clone(), node: node.clone() }).await?;
                 self.nodes_down.remove(&(cluster.clone(), node.clone()));
             }
             Action::Kill { controller } => self.controllers()?.kill(*controller),
@@ -181,7 +181,7 @@ impl Soak {
     /// marker is then checked.
     async fn arrivals(&mut self) {
         let Some(since) = self.since else { return };
-        let Ok(doc) = admin(&self.admin, "GET", "/ledger".into()).await else { return };
+        let Ok(doc) = admin(&self.admin, Admin::Ledger { check: false }).await else { return };
         let Ok(ledger) = serde_json::from_str::<serde_json::Value>(&doc) else { return };
         for a in moves::arrivals(&ledger, self.api.namespace().unwrap_or("default"), &self.name, since) {
             if self.arrived.insert((a.ordinal, a.at)) {
