@@ -130,6 +130,16 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_client_error_is_read_as_the_member_s_status_or_as_no_answer() {
+        let api = kube::Error::Api(kube::core::Status::failure("too old", "Gone").with_code(410).boxed());
+        let f = CallFailure::of(&api);
+        assert_eq!((f.code, f.message.as_str()), (Some(410), "too old"));
+        let silent = CallFailure::of(&kube::Error::LinesCodecMaxLineLengthExceeded);
+        assert_eq!(silent.code, None);
+        assert!(!silent.is_definite());
+    }
+
+    #[test]
     fn a_missing_resource_is_told_from_a_missing_object() {
         assert!(answered(404, "the server could not find the requested resource").resource_missing());
         assert!(!answered(404, "statefulsets \"db\" not found").resource_missing());

@@ -212,6 +212,7 @@ mod tests {
     use super::*;
     use crate::controller::{
         labels::FEDERATION,
+        member::endpoints::{SLICE_MANAGED_BY, SLICE_MANAGER},
         watcher::decide::{answer::tests::answered, gate::tests::standing},
     };
 
@@ -308,6 +309,25 @@ mod tests {
             panic!("a replace")
         };
         assert_eq!(s.metadata.resource_version.as_deref(), Some("31"));
+    }
+
+    #[test]
+    fn a_slice_written_is_cached_at_once_and_a_deleted_one_forgotten() {
+        let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "redis-east", "namespace": "db", "uid": "e-1", "resourceVersion": "40",
+                "labels": {FEDERATION: "redis", SLICE_MANAGED_BY: SLICE_MANAGER}},
+            "addressType": "IPv4", "endpoints": []
+        }))
+        .expect("a slice");
+        let mut cache = MemberCache::default();
+        assert_eq!(settle_slice_write(&mut cache, "east", &key(), "redis-east", Ok(Some(&slice))), Ok(40));
+        assert!(cache.federations[&key()].published.contains_key("redis-east"));
+        assert_eq!(settle_slice_write(&mut cache, "east", &key(), "redis-east", Ok(None)), Ok(0));
+        assert!(cache.federations[&key()].published.is_empty());
+        assert_eq!(
+            settle_slice_write(&mut cache, "east", &key(), "redis-east", Err(&answered(409, ""))),
+            Err(WriteError::Conflict)
+        );
     }
 
     #[test]

@@ -149,7 +149,6 @@ pub fn sts_resource(kind: Backend) -> &'static str {
 
 /// Applies one watch event to the cache (and the relist buffers) and says what else it asks.
 pub fn on_watched(cache: &mut MemberCache, relists: &mut Relists, item: Watched) -> Seen {
-    let keys = |k: Option<FederationKey>| Touched::Keys(k.into_iter().collect());
     match item {
         Watched::Sts(kind, res) => match *res {
             Ok(ev) => sts_event(cache, relists, kind, ev),
@@ -158,19 +157,30 @@ pub fn on_watched(cache: &mut MemberCache, relists: &mut Relists, item: Watched)
             }
             Err(e) => failed(sts_resource(kind), e),
         },
-        Watched::Pod(res) => match *res {
-            Ok(ev) => {
-                let heard = heard("pods", &ev);
-                let touched = match relist_step(&mut relists.pods, ev) {
-                    Step::Applied(p) => keys(cache.pod_applied(&p)),
-                    Step::Deleted(p) => keys(cache.pod_deleted(&p)),
-                    Step::Relisted(listed) => Touched::Keys(cache.pods_relisted(&listed)),
-                    Step::Buffered => Touched::None,
-                };
-                Seen { heard, touched, ..Seen::default() }
-            }
-            Err(e) => failed("pods", e),
-        },
+        Watched::Pod(res) => {
+            let calls = Keyed {
+                applied: MemberCache::pod_applied,
+                deleted: MemberCache::pod_deleted,
+                relisted: MemberCache::pods_relisted,
+            };
+            keyed(cache, &mut relists.pods, "pods", *res, calls)
+        }
+        Watched::Budget(res) => {
+            let calls = Keyed {
+                applied: MemberCache::budget_applied,
+                deleted: MemberCache::budget_deleted,
+                relisted: MemberCache::budgets_relisted,
+            };
+            keyed(cache, &mut relists.budgets, "poddisruptionbudgets", *res, calls)
+        }
+        Watched::Slice(res) => {
+            let calls = Keyed {
+                applied: MemberCache::slice_applied,
+                deleted: MemberCache::slice_deleted,
+                relisted: MemberCache::slices_relisted,
+            };
+            keyed(cache, &mut relists.slices, "endpointslices", *res, calls)
+        }
         Watched::Claim(res) => match *res {
             Ok(ev) => {
                 let heard = heard("persistentvolumeclaims", &ev);
@@ -187,19 +197,6 @@ pub fn on_watched(cache: &mut MemberCache, relists: &mut Relists, item: Watched)
             }
             Err(e) => failed("persistentvolumeclaims", e),
         },
-        Watched::Budget(res) => match *res {
-            Ok(ev) => {
-                let heard = heard("poddisruptionbudgets", &ev);
-                let touched = match relist_step(&mut relists.budgets, ev) {
-                    Step::Applied(b) => keys(cache.budget_applied(&b)),
-                    Step::Deleted(b) => keys(cache.budget_deleted(&b)),
-                    Step::Relisted(listed) => Touched::Keys(cache.budgets_relisted(&listed)),
-                    Step::Buffered => Touched::None,
-                };
-                Seen { heard, touched, ..Seen::default() }
-            }
-            Err(e) => failed("poddisruptionbudgets", e),
-        },
         Watched::Node(res) => match *res {
             Ok(ev) => {
                 let heard = heard("nodes", &ev);
@@ -214,20 +211,36 @@ pub fn on_watched(cache: &mut MemberCache, relists: &mut Relists, item: Watched)
             }
             Err(e) => failed("nodes", e),
         },
-        Watched::Slice(res) => match *res {
-            Ok(ev) => {
-                let heard = heard("endpointslices", &ev);
-                let touched = match relist_step(&mut relists.slices, ev) {
-                    Step::Applied(x) => keys(cache.slice_applied(&x)),
-                    Step::Deleted(x) => keys(cache.slice_deleted(&x)),
-                    Step::Relisted(listed) => Touched::Keys(cache.slices_relisted(&listed)),
-                    Step::Buffered => Touched::None,
-                };
-                Seen { heard, touched, ..Seen::default() }
-            }
-            Err(e) => failed("endpointslices", e),
-        },
     }
+}
+
+/// How the cache takes one object of a kind filed under its federation.
+struct Keyed<K> {
+    applied: fn(&mut MemberCache, &K) -> Option<FederationKey>,
+    deleted: fn(&mut MemberCache, &K) -> Option<FederationKey>,
+    relisted: fn(&mut MemberCache, &[K]) -> Vec<FederationKey>,
+}
+
+/// An event of a watch whose objects are filed under their federation (pods, budgets, slices).
+fn keyed<K>(
+    cache: &mut MemberCache,
+    buffer: &mut Option<Vec<K>>,
+    resource: &'static str,
+    res: Result<watcher::Event<K>, watcher::Error>,
+    calls: Keyed<K>,
+) -> Seen {
+    let ev = match res {
+        Ok(ev) => ev,
+        Err(e) => return failed(resource, e),
+    };
+    let heard = heard(resource, &ev);
+    let touched = match relist_step(buffer, ev) {
+        Step::Applied(k) => Touched::Keys((calls.applied)(cache, &k).into_iter().collect()),
+        Step::Deleted(k) => Touched::Keys((calls.deleted)(cache, &k).into_iter().collect()),
+        Step::Relisted(listed) => Touched::Keys((calls.relisted)(cache, &listed)),
+        Step::Buffered => Touched::None,
+    };
+    Seen { heard, touched, ..Seen::default() }
 }
 
 /// The resource the member was heard on, unless the event is `Init`.
