@@ -6,8 +6,20 @@
 //!
 //! What to do is decided by the plain functions of [`decide`] (which calls, in which order, what
 //! each outcome changes in the cache and answers); the handlers in the other files only perform
-//! those calls and feed their outcomes back. The watcher owns its cache: only its handlers
-//! mutate it.
+//! those calls and feed their outcomes back. The cache is owned by the watcher actor and
+//! mutated only from its handlers, through those functions.
+//!
+//! | file | one reason to change |
+//! |---|---|
+//! | `mod.rs` | the actor: its state, reports to subscribers, subscriptions, admission |
+//! | `watch.rs` | the member's watches and what their events ask |
+//! | `confirm.rs` | quorum reads: pods listed again, uncertain writes read again |
+//! | `probe.rs`, `report.rs` | the probe, and the MemberCluster's status |
+//! | `contact.rs` | contact and failures noted, refused writes |
+//! | `sts_write.rs`, `pods.rs`, `budget.rs`, `slices.rs` | one kind of member write each |
+//! | `claims.rs`, `teardown.rs` | storage handovers; a federation's supporting objects and teardown |
+//! | `calls.rs` | member calls shared by several writes |
+//! | `decide/` | every decision above, as plain functions |
 
 mod backoff;
 mod budget;
