@@ -227,6 +227,49 @@ async fn a_second_copy_of_a_pod_started_by_hand_mid_soak_fails_the_drill_naming_
     assert!(report["verdict"].as_str().unwrap().contains("ledger violation"), "{report}");
 }
 
+/// The processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return vec![] };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            // `pid (comm) state ppid ...`: the fields after the command's closing parenthesis.
+            stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok()) == Some(pid)
+        })
+        .collect()
+}
+
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| !r.trim_start().starts_with('Z')))
+}
+
+/// A drill killed with SIGKILL (no chance to stop anything) leaves none of its controllers
+/// running: each stops once its parent is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drill_killed_with_sigkill_leaves_no_controller_behind() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let f = Federation::start(&["east", "west"]).await;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spanset"));
+    cmd.args(chaos_args(&f, "5", "10m", "2"))
+        .arg("--kubeconfig")
+        .arg(&f.sandbox.kubeconfig)
+        .args(["--context", "host"]);
+    let mut drill = Background::spawn(cmd);
+    let drill_pid = drill.pid();
+    let mut controllers = Vec::new();
+    support::wait_until("the drill started its two controllers", Duration::from_secs(120), || {
+        controllers = children_of(drill_pid);
+        controllers.len() == 2
+    });
+    let killed = Command::new("kill").args(["-KILL", &drill_pid.to_string()]).status().expect("kill runs");
+    assert!(killed.success());
+    support::wait_until("the drill died", support::DEADLINE, || drill.try_exit().is_some());
+    support::wait_until("every controller of the drill stopped", Duration::from_secs(60), || {
+        controllers.iter().all(|c| !running(*c))
+    });
+}
+
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
     let out = Command::new(env!("CARGO_BIN_EXE_spanset"))
