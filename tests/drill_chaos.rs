@@ -103,6 +103,37 @@ impl Drop for StopOnDrop {
     }
 }
 
+/// A 20-second drill (seed 3, one controller of its own) against `f`, once it has written its
+/// markers; a failing test stops it on the way out.
+fn short_soak_with_markers(f: &Federation) -> (Background, StopOnDrop) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spanset"));
+    cmd.args(chaos_args(f, "3", "20s", "1")).arg("--kubeconfig").arg(&f.sandbox.kubeconfig).args(["--context", "host"]);
+    let drill = Background::spawn(cmd);
+    let stop = StopOnDrop(drill.pid());
+    support::wait_until("the drill wrote its markers", Duration::from_secs(240), || {
+        drill.err_lines().iter().any(|l| l.starts_with("markers: written on"))
+    });
+    (drill, stop)
+}
+
+/// The drill's exit code and its JSON report, once it ends.
+async fn exit_and_report(drill: &mut Background) -> (Option<i32>, serde_json::Value) {
+    let start = Instant::now();
+    let code = loop {
+        if let Some(code) = drill.try_exit() {
+            break code;
+        }
+        assert!(start.elapsed() < Duration::from_secs(400), "the drill did not end");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // The reader thread may still be collecting the last lines.
+    let parsed = || serde_json::from_str::<serde_json::Value>(&drill.lines().join("\n")).ok();
+    support::wait_until("the whole JSON report read", support::DEADLINE, || parsed().is_some());
+    let report = parsed().expect("a JSON report");
+    println!("{report}");
+    (code, report)
+}
+
 /// The member and PersistentVolume of ordinal `k` of `chaos`, once its claim is bound.
 async fn volume_of(f: &Federation, k: u32) -> (String, String) {
     let start = Instant::now();
@@ -123,32 +154,11 @@ async fn volume_of(f: &Federation, k: u32) -> (String, String) {
 async fn a_wrong_marker_written_mid_soak_fails_the_drill_naming_the_ordinal() {
     let _one = ONE_AT_A_TIME.lock().await;
     let f = Federation::start(&["east", "west", "central"]).await;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spanset"));
-    cmd.args(chaos_args(&f, "3", "20s", "1"))
-        .arg("--kubeconfig")
-        .arg(&f.sandbox.kubeconfig)
-        .args(["--context", "host"]);
-    let mut drill = Background::spawn(cmd);
-    let _stop = StopOnDrop(drill.pid());
-    support::wait_until("the drill wrote its markers", Duration::from_secs(240), || {
-        drill.err_lines().iter().any(|l| l.starts_with("markers: written on"))
-    });
+    let (mut drill, _stop) = short_soak_with_markers(&f);
     // Ordinal 0 stays whatever the replicas: the drill never forgets its marker.
     let (cluster, pv) = volume_of(&f, 0).await;
     f.sandbox.ctl_ok(&["volume", &cluster, &pv, "--write", "tampered"]);
-    let start = Instant::now();
-    let code = loop {
-        if let Some(code) = drill.try_exit() {
-            break code;
-        }
-        assert!(start.elapsed() < Duration::from_secs(400), "the drill did not end");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    // The reader thread may still be collecting the last lines.
-    let parsed = || serde_json::from_str::<serde_json::Value>(&drill.lines().join("\n")).ok();
-    support::wait_until("the whole JSON report read", support::DEADLINE, || parsed().is_some());
-    let report = parsed().expect("a JSON report");
-    println!("{report}");
+    let (code, report) = exit_and_report(&mut drill).await;
     assert_eq!(code, Some(1), "a marker violation exits 1: {report}");
     let wrong = report["markerViolations"].as_array().unwrap();
     assert_eq!(wrong.len(), 1, "{report}");
@@ -167,16 +177,7 @@ async fn a_second_copy_of_a_pod_started_by_hand_mid_soak_fails_the_drill_naming_
     use kube::api::PostParams;
     let _one = ONE_AT_A_TIME.lock().await;
     let f = Federation::start(&["east", "west", "central"]).await;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spanset"));
-    cmd.args(chaos_args(&f, "3", "20s", "1"))
-        .arg("--kubeconfig")
-        .arg(&f.sandbox.kubeconfig)
-        .args(["--context", "host"]);
-    let mut drill = Background::spawn(cmd);
-    let _stop = StopOnDrop(drill.pid());
-    support::wait_until("the drill wrote its markers", Duration::from_secs(240), || {
-        drill.err_lines().iter().any(|l| l.starts_with("markers: written on"))
-    });
+    let (mut drill, _stop) = short_soak_with_markers(&f);
     // Ordinal 0 runs where its claim is; the copy goes to the next member, with the
     // StatefulSet's template and a StatefulSet `chaos` as its controller owner — not the one
     // there (whose controller would delete a pod outside its slice at once), a copy's own.
@@ -206,18 +207,7 @@ async fn a_second_copy_of_a_pod_started_by_hand_mid_soak_fails_the_drill_naming_
     })
     .await;
     println!("started a copy of chaos-0 in {other} (it runs in {home})");
-    let start = Instant::now();
-    let code = loop {
-        if let Some(code) = drill.try_exit() {
-            break code;
-        }
-        assert!(start.elapsed() < Duration::from_secs(400), "the drill did not end");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    let parsed = || serde_json::from_str::<serde_json::Value>(&drill.lines().join("\n")).ok();
-    support::wait_until("the whole JSON report read", support::DEADLINE, || parsed().is_some());
-    let report = parsed().expect("a JSON report");
-    println!("{report}");
+    let (code, report) = exit_and_report(&mut drill).await;
     assert_eq!(code, Some(1), "a ledger violation exits 1: {report}");
     let twice = report["ledgerViolations"].as_array().expect("a list");
     assert!(
