@@ -2,7 +2,10 @@
 //! replicas (deciding with the real `reconcile::decide`, carrying out `effects::stages`), two
 //! members with their StatefulSet controllers, kubelets, nodes and volumes, lost answers,
 //! partitions and stalled watches, and checks the safety properties at every state and
-//! convergence once the faults stop (see README, "Safety, model-checked").
+//! convergence once the faults stop (see README, "Safety, model-checked"). Each safety rule is
+//! switched off in one test that requires a counterexample; some are found only in worlds the
+//! default searches leave out (late StatefulSet syncs, partitions that last), which are also
+//! checked with every rule on.
 //!
 //! The bounded check runs in the suite; a deeper one (`SPANSET_MODEL_SECONDS` in all, faults per
 //! schedule in each search):
@@ -130,24 +133,21 @@ fn every_fault_placement_keeps_each_identity_single_and_converges() {
 }
 
 /// The worlds the planted confirmation and term-check bugs are found in, with every rule on:
-/// StatefulSet controllers that finish a sync late on an old copy; partitions that last until
-/// nothing else can happen, with the Lease lost under its holder; a holder frozen with its
-/// effects in hand, thawing anywhere, in members without the admission policy.
-#[test]
-fn late_syncs_long_partitions_and_frozen_leaders_keep_each_identity_single() {
-    // Within the suite's budget: the late syncs' search is exhaustive in about 30 s per gate
-    // setting and the long partitions' in about 35 s; the deep check gives each its full time.
-    let seconds = env("SPANSET_MODEL_SECONDS", 30) / 4;
+/// StatefulSet controllers that finish a sync late on an old copy (identity gates off and on);
+/// partitions that last until nothing else can happen, with the Lease lost under its holder; a
+/// holder frozen with its effects in hand, thawing anywhere, in members without the admission
+/// policy. `faults` placed in each, `seconds` for each.
+fn late_worlds(faults: u8, seconds: u64) {
     for gated in [false, true] {
-        let mut m = fault_placements(2, Rules::ALL, gated);
+        let mut m = fault_placements(faults, Rules::ALL, gated);
         m.kinds = &[Fault::PausedSync];
         assert_safe(&check(m, seconds, true));
     }
-    let mut m = placements_with_edits(2, 0, Rules::ALL, false);
+    let mut m = placements_with_edits(faults, 0, Rules::ALL, false);
     m.kinds = &[Fault::Pause, Fault::Partition];
     m.long_partitions = true;
     assert_safe(&check(m, seconds, true));
-    let mut m = placements_with_edits(2, 0, Rules::ALL, false).without_admission();
+    let mut m = placements_with_edits(faults, 0, Rules::ALL, false).without_admission();
     m.kinds = &[Fault::Freeze, Fault::Partition];
     m.long_partitions = true;
     m.place_resumptions = true;
@@ -155,14 +155,46 @@ fn late_syncs_long_partitions_and_frozen_leaders_keep_each_identity_single() {
 }
 
 #[test]
+fn late_syncs_long_partitions_and_frozen_leaders_keep_each_identity_single() {
+    // Bounded in the suite: with two faults, the late syncs' searches end in about 30 s each
+    // and the long partitions' in about 35 s on this machine; the deep check gives them time.
+    late_worlds(2, env("SPANSET_MODEL_SECONDS", 24) / 4);
+}
+
+/// A member cluster that loses power whole (its control plane too, so nothing evicts its
+/// pods), is fenced and has its ordinals re-homed, then returns all at once: its API, and its
+/// node wherever the search places the return.
+fn returns_all_at_once(gated: bool) -> Spanset {
+    let mut m = placements_with_edits(2, 0, Rules::ALL, gated);
+    m.kinds = &[Fault::Partition, Fault::NodeLoss];
+    m.long_partitions = true;
+    m.unevicted_returns = true;
+    m
+}
+
+/// Open, found by this placement with every rule on (see README, "Safety, model-checked"): the
+/// fence promises that a member's workloads stay dead until its shrink, and a cluster whose
+/// pods were never evicted breaks that promise when its node returns first (the pods restart,
+/// gates or not). If the member then falls silent again before the shrink lands, the fence
+/// stands in for it once more and its ordinals grow elsewhere beside the pods last seen running.
+#[test]
+#[ignore = "open: a fenced member seen running pods again is trusted to its fence once it falls silent again"]
+fn a_cluster_that_returns_all_at_once_after_its_fence_keeps_each_identity_single() {
+    for gated in [true, false] {
+        assert_safe(&check(returns_all_at_once(gated), env("SPANSET_MODEL_SECONDS", 40) / 4, true));
+    }
+}
+
+#[test]
 #[ignore = "deep check: minutes to hours; see the module doc"]
 fn deep() {
     let seconds = env("SPANSET_MODEL_SECONDS", 900);
-    assert_safe(&check(model(env("SPANSET_MODEL_FAULTS", 2) as u8, Rules::ALL), seconds / 2, false));
+    let placed = env("SPANSET_MODEL_PLACED_FAULTS", 3) as u8;
+    assert_safe(&check(model(env("SPANSET_MODEL_FAULTS", 2) as u8, Rules::ALL), seconds * 2 / 5, false));
     for gated in [true, false] {
-        let faults = env("SPANSET_MODEL_PLACED_FAULTS", 3) as u8;
-        assert_safe(&check(fault_placements(faults, Rules::ALL, gated), seconds / 4, false));
+        assert_safe(&check(fault_placements(placed, Rules::ALL, gated), seconds / 5, false));
     }
+    late_worlds(placed, seconds / 20);
 }
 
 /// A planted bug: the model with one rule off must find a counterexample to `property`; the

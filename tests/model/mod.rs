@@ -3,6 +3,14 @@
 //! controllers, kubelets whose node can lose its network or power), and a network that loses
 //! answers (the request may still land, late, once) and partitions. The controllers decide
 //! with the real `reconcile::decide`; everything else is the world around it.
+//!
+//! Worlds a search asks for (each a parameter, off in the default searches so that they keep
+//! their size): StatefulSet controllers that stop mid-sync and finish late on an old copy
+//! ([`Fault::PausedSync`]), Lease holders frozen past their Lease ([`Fault::Freeze`]), ends of
+//! pauses placed anywhere ([`Spanset::place_resumptions`]), partitions that last
+//! ([`Spanset::long_partitions`]), clusters that return all at once with their pods never
+//! evicted ([`Spanset::unevicted_returns`]), members without the admission policy
+//! ([`Spanset::without_admission`]).
 
 pub mod controller;
 pub mod member;
@@ -164,6 +172,10 @@ pub struct Spanset {
     /// A partition lasts until nothing else can happen, instead of healing at the fair
     /// scheduler's next turn.
     pub long_partitions: bool,
+    /// A lost node's pods are never evicted (its cluster's control plane went down with it),
+    /// and the node returns wherever the search places it (or once nothing else can happen):
+    /// a powered-off cluster that returns all at once, after its ordinals were re-homed.
+    pub unevicted_returns: bool,
     /// Decisions already made, by what they were made on.
     decisions: dashmap::DashMap<(u64, HostCopy, [View; MEMBERS.len()]), Vec<Effect>>,
 }
@@ -218,6 +230,7 @@ impl Spanset {
             kinds: DEFAULT_FAULTS,
             place_resumptions: false,
             long_partitions: false,
+            unevicted_returns: false,
             decisions: Default::default(),
         };
         let settled =
@@ -322,13 +335,13 @@ impl Spanset {
             } else {
                 out.push(Action::Kubelet(m));
             }
-            if mem.node != Node::Up {
+            if mem.node != Node::Up && !self.unevicted_returns {
                 out.push(Action::Evict(m));
             }
             if !mem.api_up && !self.long_partitions {
                 out.push(Action::Heal(m));
             }
-            if mem.node != Node::Up {
+            if mem.node != Node::Up && !self.unevicted_returns {
                 out.push(Action::ReturnNode(m));
             }
             if !mem.fenced && mem.node == Node::PoweredOff {
@@ -345,31 +358,38 @@ impl Spanset {
         }
     }
 
-    /// The ends of pauses that the search places anywhere (with [`Self::place_resumptions`]):
-    /// a frozen controller thaws, a paused StatefulSet controller finishes its sync.
-    fn resumptions(&self, w: &World, out: &mut Vec<Action>) {
+    /// The ends of pauses that the search places anywhere: a frozen controller thaws, a paused
+    /// StatefulSet controller finishes its sync (with [`Self::place_resumptions`]), a lost node
+    /// returns (with [`Self::unevicted_returns`]). `all`: every end, whatever the parameters.
+    fn resumptions(&self, w: &World, out: &mut Vec<Action>, all: bool) {
+        let pauses = all || self.place_resumptions;
         for m in 0..MEMBERS.len() as u8 {
-            if w.members[m as usize].paused_sync.is_some() {
+            if pauses && w.members[m as usize].paused_sync.is_some() {
                 out.push(Action::FinishSync(m));
             }
         }
         for c in 0..CONTROLLERS as u8 {
-            if w.controllers[c as usize].frozen {
+            if pauses && w.controllers[c as usize].frozen {
                 out.push(Action::Thaw(c));
+            }
+        }
+        for m in 0..MEMBERS.len() as u8 {
+            if self.unevicted_returns && w.members[m as usize].node != Node::Up {
+                out.push(Action::ReturnNode(m));
             }
         }
     }
 
     /// What ends when nothing else can happen, in this order: a long partition heals, a paused
-    /// StatefulSet controller finishes its sync, a frozen controller thaws (the longest pause is
-    /// the one that hurts).
+    /// StatefulSet controller finishes its sync, a frozen controller thaws, an unevicted node
+    /// returns (the longest pause is the one that hurts).
     fn last_resorts(&self, w: &World, out: &mut Vec<Action>) {
         for m in 0..MEMBERS.len() as u8 {
             if self.long_partitions && !w.members[m as usize].api_up {
                 out.push(Action::Heal(m));
             }
         }
-        self.resumptions(w, out);
+        self.resumptions(w, out, true);
     }
 
     /// Applies one action; `None` when it changes nothing (or cannot happen).
@@ -925,9 +945,7 @@ impl Model for Spanset {
             Search::FaultPlacements if self.settled(w) || w.since_fault >= CONVERGE_WITHIN => {}
             Search::FaultPlacements => {
                 out.push(Action::Fair);
-                if self.place_resumptions {
-                    self.resumptions(w, out);
-                }
+                self.resumptions(w, out, false);
             }
         }
         if w.faults_left > 0 {
