@@ -368,3 +368,18 @@ fn without_the_uncertain_write_rule_an_identity_runs_twice() {
         "at most one running pod per ordinal",
     );
 }
+
+/// Regression: a member fenced while it ran an ordinal; the ordinal re-homed on fresh claims
+/// but not yet let run there; the member back and unfenced — then the fresh, never-used claim
+/// was taken for the ordinal's data (its pod released on it, or the claim handed back to the
+/// member), and the ordinal started on an empty volume beside its own (found by the deep run
+/// of this model). Where each ordinal last ran is now recorded (`status.homes`), and its
+/// claims there are fetched before it is let run elsewhere. Every placement of a power loss and
+/// two partitions, gate on.
+#[test]
+fn an_ordinal_re_homed_during_a_fence_keeps_its_data_once_the_member_is_back() {
+    let mut m = fault_placements(3, Rules::ALL, true);
+    m.kinds = &[Fault::NodeLoss, Fault::Partition];
+    let report = check(m, env("SPANSET_MODEL_SECONDS", 30), true);
+    assert_safe(&report);
+}

@@ -436,6 +436,24 @@ pub struct FederatedStatefulSetStatus {
     /// from what was accepted, across restarts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_replicas: Option<i32>,
+    /// Where each ordinal was last let run — its pod released from the identity gate there, or
+    /// with the gate disabled its slice grown there —, so the member whose claims hold its
+    /// newest data. A claim elsewhere is older (or never used), so a move keeps or hands over
+    /// the claims of this member, never the other way round. Stored before the release or the
+    /// write that lets the ordinal run; an ordinal seen running where none is recorded is
+    /// recorded there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub homes: Vec<HomeStatus>,
+}
+
+/// The ordinals last let run in one member (see `status.homes`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HomeStatus {
+    /// Member cluster.
+    pub cluster: String,
+    /// The ordinals, as ranges (`0-3,7`).
+    pub ordinals: String,
 }
 
 /// A label selector in the string form of `kubectl get -l` and of the `/scale` subresource's

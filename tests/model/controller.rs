@@ -205,6 +205,7 @@ pub fn effects(
                         expected_rv: w.expected_rv,
                         term,
                         to_fenced: fenced[member as usize],
+                        rehomed: vec![],
                     });
                 }
                 for r in &decision.releases {
@@ -216,6 +217,7 @@ pub fn effects(
                         rv: r.rv,
                         term,
                         to_fenced: fenced[member as usize],
+                        rehomed: false,
                     });
                 }
             }

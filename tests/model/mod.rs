@@ -30,7 +30,7 @@ use stateright::{Model, Property};
 
 use self::{
     controller::Fixed,
-    state::{CONTROLLERS, Controller, Effect, Host, HostCopy, MEMBERS, Member, Node, REPLICAS, View, World},
+    state::{CONTROLLERS, Controller, Effect, Host, HostCopy, MEMBERS, Member, Node, REPLICAS, Rehomed, View, World},
 };
 
 /// One step of the world.
@@ -219,6 +219,7 @@ impl Spanset {
             broken: None,
             lost_data: None,
             data: Default::default(),
+            rehomed: Default::default(),
             next_volume: 0,
             turn: 0,
             since_fault: 0,
@@ -510,10 +511,11 @@ impl Spanset {
                 if !ctl.up || !ctl.pending.is_empty() {
                     return None;
                 }
-                let effects = self.decided(ctl)?;
+                let mut effects = self.decided(ctl)?;
                 if effects.is_empty() {
                     return None;
                 }
+                note_rehomed(&w, ctl, self.gated(&w), &mut effects);
                 let ctl = &mut w.controllers[c as usize];
                 ctl.pending = effects;
                 ctl.failed = false;
@@ -553,12 +555,18 @@ impl Spanset {
             Action::StatefulSet(m) => {
                 let gated = self.gated(&w);
                 w.members[m as usize].statefulset_round(gated, &mut w.next_volume)?;
+                rehomed_claims(&mut w, m);
             }
             Action::Kubelet(m) => {
                 for (k, volume) in w.members[m as usize].kubelet_round()? {
+                    let rehomed = matches!(
+                        w.rehomed.remove(&k),
+                        Some(Rehomed::On(v)) if v == volume
+                    );
                     if let Some((own, at)) = w.data.get(&k).copied()
                         && own != volume
                         && !w.members[at as usize].fenced
+                        && !rehomed
                     {
                         w.lost_data.get_or_insert_with(|| {
                             format!(
@@ -616,7 +624,16 @@ impl Spanset {
                 w.members[m as usize].lose_node(power_off);
             }
             Action::ReturnNode(m) => {
-                if w.members[m as usize].node == Node::Up {
+                let mem = &w.members[m as usize];
+                if mem.node == Node::Up {
+                    return None;
+                }
+                // With the identity gate off, the operator brings a fenced member's nodes back
+                // only once spanset has shrunk it (README, "Failover"): its StatefulSet
+                // controller would otherwise restart the re-homed ordinals there at once. A
+                // slice that held nothing when the fence came needs no shrink.
+                let holds = mem.sts.as_ref().is_some_and(|s| s.replicas > 0);
+                if !self.gated(&w) && mem.fenced && !mem.shrunk_since_fence && holds {
                     return None;
                 }
                 w.members[m as usize].return_node();
@@ -818,11 +835,51 @@ fn observe(view: &mut View, member: &Member) {
     }
 }
 
+/// The oracle's note on a decision (see [`World::rehomed`]): which of its writes and releases
+/// let an ordinal run away from its data, in a member the deciding controller knew fenced (a
+/// write does only with the identity gate off: with it on, the release does).
+fn note_rehomed(w: &World, ctl: &Controller, gated: bool, effects: &mut [Effect]) {
+    let Some(host) = ctl.host.as_ref() else { return };
+    let written_off = |k: u32, here: u8| w.data.get(&k).is_some_and(|&(_, at)| at != here && host.fenced[at as usize]);
+    for effect in effects {
+        match effect {
+            Effect::Write { member, start, replicas, rehomed, .. } if !gated => {
+                *rehomed = (*start..*start + *replicas).filter(|&k| written_off(k, *member)).collect();
+            }
+            Effect::Release { member, ordinal, rehomed, .. } => *rehomed = written_off(*ordinal, *member),
+            _ => {}
+        }
+    }
+}
+
+/// A re-homed ordinal's fresh claim, once member `m` has made it.
+fn rehomed_claims(w: &mut World, m: u8) {
+    for (k, r) in w.rehomed.iter_mut() {
+        if *r == Rehomed::In(m)
+            && let Some(&v) = w.members[m as usize].claims.get(k)
+        {
+            *r = Rehomed::On(v);
+        }
+    }
+}
+
 /// A request reaches member `m` and is applied there (or refused); the rule that a fenced
 /// member gets its shrink before anything else is checked as it lands.
 fn land(w: &mut World, m: usize, effect: &Effect) -> Result<(), member::Refused> {
     let fenced_before_shrink = w.members[m].fenced && !w.members[m].shrunk_since_fence;
     w.members[m].apply(effect)?;
+    match effect {
+        Effect::Write { rehomed, .. } => {
+            for &k in rehomed {
+                w.rehomed.insert(k, Rehomed::In(m as u8));
+            }
+        }
+        Effect::Release { ordinal, rehomed: true, .. } => {
+            w.rehomed.insert(*ordinal, Rehomed::In(m as u8));
+        }
+        _ => {}
+    }
+    rehomed_claims(w, m as u8);
     if fenced_before_shrink {
         match effect {
             Effect::Write { replicas: 0, .. } => w.members[m].shrunk_since_fence = true,

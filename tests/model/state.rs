@@ -189,6 +189,10 @@ pub enum Effect {
         term: u64,
         /// Planned by a controller that knew the member fenced.
         to_fenced: bool,
+        /// Ordinals of this slice whose data is in another member that the deciding controller
+        /// knew fenced (the oracle's note, not the product's): with the identity gate off, the
+        /// write lets them start here on fresh claims by the rules of failover.
+        rehomed: Vec<u32>,
     },
     /// Remove the identity gate of one pod incarnation.
     Release {
@@ -204,6 +208,9 @@ pub enum Effect {
         term: u64,
         /// Planned by a controller that knew the member fenced.
         to_fenced: bool,
+        /// The ordinal's data is in another member that the deciding controller knew fenced
+        /// (the oracle's note): the release lets it start here on a fresh claim.
+        rehomed: bool,
     },
     /// Hand an ordinal's volume over: the destination gets a claim bound to the source's
     /// volume (`storage: Move`).
@@ -303,6 +310,11 @@ pub struct World {
     pub lost_data: Option<String>,
     /// Each ordinal's data: the volume its containers last ran on, and where.
     pub data: BTreeMap<u32, (u32, u8)>,
+    /// Ordinals let run on fresh claims by the rules of failover (a release, or with the
+    /// identity gate off a write, planned knowing the member with their data fenced): the
+    /// fence wrote their data off, so their next start may be on that fresh claim (wherever it
+    /// is handed since), even if the member was unfenced meanwhile.
+    pub rehomed: BTreeMap<u32, Rehomed>,
     /// The next volume's id.
     pub next_volume: u32,
     /// The fair scheduler's turn (fault-placement search only).
@@ -325,4 +337,13 @@ impl World {
             (at.len() > 1).then_some((k, at))
         })
     }
+}
+
+/// Where a re-homed ordinal may start on a fresh claim (see [`World::rehomed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rehomed {
+    /// On the claim its StatefulSet controller makes in this member (none yet).
+    In(u8),
+    /// On this volume.
+    On(u32),
 }

@@ -11,9 +11,10 @@ pub fn effect(e: &Effect) -> String {
                 .unwrap_or_default();
             format!("store status (moves [{}])", moves.join(", "))
         }
-        Effect::Write { member, start, replicas, expected_rv, term, .. } => {
+        Effect::Write { member, start, replicas, expected_rv, term, rehomed, .. } => {
             let rv = expected_rv.map_or("create".to_string(), |rv| format!("if rv {rv}"));
-            format!("write {} [{start},{}) term {term} {rv}", MEMBERS[*member as usize], start + replicas)
+            let fresh = if rehomed.is_empty() { String::new() } else { format!(" (re-homes {rehomed:?} fresh)") };
+            format!("write {} [{start},{}) term {term} {rv}{fresh}", MEMBERS[*member as usize], start + replicas)
         }
         Effect::Release { member, ordinal, uid, term, .. } => {
             format!("release {}/redis-{ordinal} (uid {uid}) term {term}", MEMBERS[*member as usize])

@@ -4,7 +4,12 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use super::{Inputs, PodRelease, scope::Scope};
+use super::{
+    Inputs, PodRelease,
+    homes::{self, Claims, Homes},
+    move_storage::Handover,
+    scope::Scope,
+};
 use crate::{
     controller::{
         disruption::{self, BudgetWrite},
@@ -19,6 +24,8 @@ use crate::{
 pub(super) struct MemberWrites {
     /// Gated pods that may run now.
     pub releases: Vec<PodRelease>,
+    /// Claims to fetch from an ordinal's home before its pod is released (see [`homes`]).
+    pub fetches: Vec<Handover>,
     /// PodDisruptionBudgets to write or delete.
     pub budgets: Vec<BudgetWrite>,
     /// Placement members that may be written now: reachable, unfenced and keeping ordinals.
@@ -27,8 +34,9 @@ pub(super) struct MemberWrites {
     pub slices: Vec<SliceWrite>,
 }
 
-/// The round's writes besides the StatefulSets (`ok`: the ordinals available).
-pub(super) fn member_writes(cx: &Scope<'_>, obs: &Observed, ok: &Ordinals) -> MemberWrites {
+/// The round's writes besides the StatefulSets (`ok`: the ordinals available; `homes`: where
+/// each was last let run).
+pub(super) fn member_writes(cx: &Scope<'_>, obs: &Observed, ok: &Ordinals, homes: &Homes) -> MemberWrites {
     let fsts = cx.fsts;
     let views: BTreeMap<String, Arc<MemberView>> =
         cx.inp.members.iter().filter_map(|(n, m)| Some((n.clone(), m.view.clone()?))).collect();
@@ -40,7 +48,8 @@ pub(super) fn member_writes(cx: &Scope<'_>, obs: &Observed, ok: &Ordinals) -> Me
         .map(|(n, _)| n.clone())
         .collect();
     let slices = network::slice_writes(fsts, &views, obs, &writable, cx.inp.term);
-    MemberWrites { releases: releases(cx.inp, obs, cx.range()), budgets, writable, slices }
+    let (releases, fetches) = releases(cx.inp, obs, cx.range(), homes);
+    MemberWrites { releases, fetches, budgets, writable, slices }
 }
 
 /// The gated pods that may run now. A pod of ordinal k in member m is released when:
@@ -54,9 +63,17 @@ pub(super) fn member_writes(cx: &Scope<'_>, obs: &Observed, ok: &Ordinals) -> Me
 /// with what it was last seen to hold or run), and a member that has not reported blocks
 /// every release. So a pod that a member's own StatefulSet controller made on its own (a hand
 /// scale, a member back from an outage with its stale slice, a stale leader's late write)
-/// waits, unscheduled, until spanset has undone it.
-fn releases(inp: &Inputs<'_>, obs: &Observed, range: std::ops::Range<Ordinal>) -> Vec<PodRelease> {
+/// waits, unscheduled, until spanset has undone it. Last, the ordinal's claims there must be its
+/// own ([`homes::claims_for`]): a release that needs its home's claims first waits for them,
+/// and their handover is answered beside the releases.
+fn releases(
+    inp: &Inputs<'_>,
+    obs: &Observed,
+    range: std::ops::Range<Ordinal>,
+    homes: &Homes,
+) -> (Vec<PodRelease>, Vec<Handover>) {
     let mut out = Vec::new();
+    let mut fetches = Vec::new();
     for (name, o) in obs {
         if o.fenced || !o.reachable {
             continue;
@@ -84,6 +101,14 @@ fn releases(inp: &Inputs<'_>, obs: &Observed, range: std::ops::Range<Ordinal>) -
             if elsewhere {
                 continue;
             }
+            match homes::claims_for(inp, obs, homes, *k, name) {
+                Claims::Ready => {}
+                Claims::Fetch(h) => {
+                    fetches.push(h);
+                    continue;
+                }
+                Claims::Wait(_) => continue,
+            }
             out.push(PodRelease {
                 cluster: name.clone(),
                 ordinal: *k,
@@ -93,5 +118,5 @@ fn releases(inp: &Inputs<'_>, obs: &Observed, range: std::ops::Range<Ordinal>) -
             });
         }
     }
-    out
+    (out, fetches)
 }

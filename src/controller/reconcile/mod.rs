@@ -19,9 +19,12 @@
 //! 6. `steps`: record new moves (`Draining`, `Starting`) in `status.moves` *before* the
 //!    writes that act on them, then write the steps;
 //! 7. `verdicts` and `status`: the conditions and the status to store;
-//!    `member_writes`: the pod releases, budgets and EndpointSlices of the round.
+//!    `member_writes`: the pod releases, budgets and EndpointSlices of the round;
+//!    `homes`: where each ordinal is let run (`status.homes`, stored before the releases and
+//!    grows that change it), and the claims to fetch before a release.
 
 mod availability;
+mod homes;
 mod member_writes;
 pub mod move_storage;
 mod moves;
@@ -43,7 +46,7 @@ use std::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{ResourceExt, api::DynamicObject};
 
-use super::{disruption::BudgetWrite, events::Note, messages::MemberView};
+use super::{disruption::BudgetWrite, events::Note, member::objects::gated, messages::MemberView};
 use crate::{
     api::{FailoverPolicy, FederatedStatefulSet, FederatedStatefulSetStatus},
     plan::Ordinal,
@@ -302,17 +305,41 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             moves: &moves,
         },
     );
-    let others = member_writes::member_writes(&cx, &obs, &avail.ok);
+    let homes = homes::seen(inp, &obs, homes::read(Some(&previous)));
+    let others = member_writes::member_writes(&cx, &obs, &avail.ok, &homes);
     let mut notes = moves.notes;
     notes.extend(report.notes);
+    let mut status = report.status;
+    let mut persist_first = report.persist_first;
+    let mut handovers = moves.handovers;
+    for fetch in others.fetches {
+        if !handovers.iter().any(|h| h.ordinal == fetch.ordinal) {
+            handovers.push(fetch);
+        }
+    }
+    let mut next = homes;
+    for r in &others.releases {
+        next.insert(r.ordinal, r.cluster.clone());
+    }
+    if !gated(inp.fsts) {
+        for (cluster, ks) in &steps.acquired {
+            next.extend(ks.iter().map(|k| (k, cluster.clone())));
+        }
+    }
+    let stored = homes::write(&next);
+    if stored != previous.homes {
+        // Stored before the release or the write that lets an ordinal run there.
+        status.homes = stored;
+        persist_first = true;
+    }
     Decision {
-        status: report.status,
-        persist_first: report.persist_first,
+        status,
+        persist_first,
         writes,
         supporting: stamps.supporting,
         writable: others.writable,
         fence: observation::automatic_fences(cx.fsts, inp, &obs, cx.grace),
-        handovers: moves.handovers,
+        handovers,
         pod_deletes: stamps.pod_deletes,
         blocked: false,
         done: report.done,

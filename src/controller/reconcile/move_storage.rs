@@ -15,7 +15,7 @@
 //! volumes stay behind by the rules of failover (the ordinal starts on fresh claims, and a
 //! condition says so).
 
-use super::Inputs;
+use super::{Inputs, homes};
 use crate::{
     api::{MoveStatus, StaleClaims, StorageMode},
     controller::{
@@ -93,10 +93,17 @@ fn claims_of(view: Option<&MemberView>, k: Ordinal) -> Vec<ClaimRecord> {
 /// same volume. `Detached`: the source's claims not being deleted, then the destination's (an
 /// ordinal moving in ran elsewhere since any claim there was made); none when the ordinal goes
 /// back to where it came from, whose claims are then still its newest.
+///
+/// Where the ordinal last ran (`status.homes`) overrides both: if that is the destination, its
+/// claims there are its newest (the source's were never used since, e.g. it was re-homed there
+/// while the destination was fenced and never ran), so nothing is handed over and nothing of
+/// the destination's is retired.
 pub fn due(inp: &Inputs<'_>, k: Ordinal, from: &str, to: &str) -> Option<(HandoverKind, Vec<String>)> {
     let view = |c: &str| inp.members.get(c).and_then(|m| m.view.as_deref());
     let source = claims_of(view(from), k);
+    let home_is_destination = inp.rules.handover_gate && homes::of(inp, k).as_deref() == Some(to);
     match inp.fsts.spec.migration.storage.unwrap_or(StorageMode::Detached) {
+        StorageMode::Move if home_is_destination => None,
         StorageMode::Move => {
             let there = claims_of(view(to), k);
             let arrived =
@@ -112,6 +119,9 @@ pub fn due(inp: &Inputs<'_>, k: Ordinal, from: &str, to: &str) -> Option<(Handov
             let leaving = live(source);
             if !leaving.is_empty() {
                 return Some((HandoverKind::Retire { keep_volume, arrival: false }, leaving));
+            }
+            if home_is_destination {
+                return None;
             }
             let older = live(claims_of(view(to), k));
             (!older.is_empty()).then_some((HandoverKind::Retire { keep_volume, arrival: true }, older))

@@ -89,6 +89,8 @@ pub(super) fn report(cx: &Scope<'_>, obs: &Observed, round: &Round<'_>) -> Repor
         label_selector: Some(crate::api::selector_text(&cx.fsts.spec.template.selector)),
         slices,
         moves,
+        // The homes of the round are set once its releases and grows are known.
+        homes: previous.homes.clone(),
         current_revision: Some(roll.current_revision.clone()),
         update_revision: Some(roll.update_revision.clone()),
         current_replicas: Some(roll.current as i32),

@@ -5,7 +5,7 @@
 //! this very round. Nothing is written from the plan in a round that stamps.
 
 use super::{
-    StsWrite, move_storage,
+    StsWrite, homes, move_storage,
     moves::{Moves, Targets, enter, phase_of},
     planning::Planning,
     scope::Scope,
@@ -26,6 +26,8 @@ pub(super) struct Steps {
     pub writes: Vec<StsWrite>,
     /// Ordinals of recorded moves that these writes grow into their destination.
     pub grows: Vec<Ordinal>,
+    /// Every grow's member and the ordinals it takes.
+    pub acquired: Vec<(String, Ordinals)>,
 }
 
 /// The writes of this round's gated steps, recording the moves they start or grow into.
@@ -45,7 +47,10 @@ pub(super) fn write(cx: &Scope<'_>, planning: &Planning, moves: &mut Moves, curs
                 continue;
             }
             Step::Grow { acquires, .. } if record_orphans(cx, moves, cluster, acquires) => continue,
-            Step::Grow { acquires, .. } => out.grows.extend(record_grows(moves, cluster, acquires)),
+            Step::Grow { acquires, .. } => {
+                out.grows.extend(record_grows(moves, cluster, acquires));
+                out.acquired.push((cluster.to_string(), acquires.clone()));
+            }
         }
         out.writes.push(StsWrite {
             cluster: cluster.to_string(),
@@ -92,11 +97,18 @@ fn record_orphans(cx: &Scope<'_>, moves: &mut Moves, cluster: &str, acquires: &O
     let mut recorded = false;
     let unrecorded: Vec<Ordinal> = acquires.iter().filter(|k| !moves.moves.contains_key(k)).collect();
     for k in unrecorded {
+        // Where it last ran is where its data is: its claims there, if it is elsewhere (none to
+        // fetch if it ran here last: claims left elsewhere are older).
+        let home = homes::of(cx.inp, k);
+        if home.as_deref() == Some(cluster) {
+            continue;
+        }
         let Some((from, _)) = cx
             .inp
             .members
             .iter()
             .filter(|(name, m)| name.as_str() != cluster && !m.fenced)
+            .filter(|(name, _)| home.as_ref().is_none_or(|h| h == *name))
             // Its volumes are there (a live claim of the ordinal), and they need dealing with.
             .filter(|(_, m)| {
                 m.view.as_ref().and_then(|v| v.claims.get(&k)).is_some_and(|c| c.iter().any(|c| !c.deleting))

@@ -1125,3 +1125,74 @@ fn an_unknown_stored_move_phase_is_handled_as_released_and_kept_until_a_transiti
     assert_eq!(phases_of(&decide_with("Teleporting", true)), ["Teleporting", "Teleporting"], "kept while held");
     assert_eq!(phases_of(&decide_with("Teleporting", false)), [phases::HANDOVER, phases::HANDOVER], "rewritten");
 }
+
+fn homes(entries: &[(&str, &str)]) -> Vec<crate::api::HomeStatus> {
+    entries.iter().map(|(c, o)| crate::api::HomeStatus { cluster: c.to_string(), ordinals: o.to_string() }).collect()
+}
+
+/// b holds ordinals 0-1 (ordinal 1 re-homed there while a, its home, was fenced: gated, on a
+/// fresh claim); a is back, unfenced, holds nothing and keeps ordinal 1's claim.
+fn re_homed_while_fenced(b_claim: &str) -> (FederatedStatefulSet, BTreeMap<String, MemberInput>) {
+    let mut f = fsts(&[("a", 0), ("b", 1)]);
+    f.spec.replicas = 2;
+    f.spec.migration.storage = Some(StorageMode::Move);
+    f.status = Some(FederatedStatefulSetStatus { homes: homes(&[("a", "1"), ("b", "0")]), ..Default::default() });
+    let a = with_claims(settled(&f, 0, 0, 7), &[1], "a");
+    let b = with_claims(gated_pod(settled(&f, 0, 2, 7), 1, &[]), &[0, 1], "b");
+    let b = reporting(b, |v| v.claims.get_mut(&1).unwrap()[0].volume = Some(b_claim.into()));
+    (f, BTreeMap::from([("a".into(), a), ("b".into(), b)]))
+}
+
+#[test]
+fn a_pod_re_homed_while_its_home_was_fenced_waits_for_its_home_s_claims() {
+    // Found by the model checker: the pod was released on its fresh claim, and ordinal 1
+    // started on an empty volume while its data sat in a.
+    let (f, members) = re_homed_while_fenced("vol-b-1");
+    let d = decide_now(&f, &members, 7);
+    assert!(released(&d).is_empty(), "{:?}", released(&d));
+    let fetched: Vec<_> = d.handovers.iter().map(|h| (h.ordinal, h.from.as_str(), h.to.as_str(), h.kind)).collect();
+    assert_eq!(fetched, [(1, "a", "b", HandoverKind::Move)]);
+    assert_eq!(d.status.homes, homes(&[("a", "1"), ("b", "0")]), "nothing let run yet");
+    // Once a's volume is bound in b, the pod runs there, recorded first.
+    let (f, members) = re_homed_while_fenced("vol-a-1");
+    let d = decide_now(&f, &members, 7);
+    assert_eq!(released(&d), [("b".to_string(), 1)]);
+    assert!(d.handovers.is_empty(), "{:?}", d.handovers);
+    assert_eq!(d.status.homes, homes(&[("b", "0-1")]));
+    assert!(d.persist_first, "the home is stored before the release");
+}
+
+#[test]
+fn a_pod_re_homed_while_its_home_is_fenced_runs_on_fresh_claims() {
+    let (f, mut members) = re_homed_while_fenced("vol-b-1");
+    members.get_mut("a").unwrap().fenced = true;
+    let d = decide_now(&f, &members, 7);
+    assert_eq!(released(&d), [("b".to_string(), 1)], "failover: its volumes stay behind");
+    assert_eq!(d.status.homes, homes(&[("b", "0-1")]));
+}
+
+#[test]
+fn a_move_to_where_the_ordinal_last_ran_hands_nothing_over() {
+    // a's claims for 0-1 were made for a re-homing that never ran (b was fenced): b's are the
+    // ordinals' data, and b keeps them.
+    let mut f = four_over_abc(StorageMode::Move, phases::RELEASED);
+    f.status.as_mut().unwrap().homes = homes(&[("b", "0-1"), ("c", "2-3")]);
+    let a = with_claims(settled(&f, 0, 0, 7), &[0, 1], "a");
+    let b = with_claims(settled(&f, 0, 0, 7), &[0, 1], "b");
+    let members = BTreeMap::from([("a".into(), a), ("b".into(), b), ("c".into(), settled(&f, 2, 2, 7))]);
+    let d = decide_now(&f, &members, 7);
+    assert!(d.handovers.is_empty(), "{:?}", d.handovers);
+    assert!(grows_b(&d), "{:?}", written_slices(&d));
+    // Without the record, a's claims are handed over (and b's retired).
+    f.status.as_mut().unwrap().homes.clear();
+    let d = decide_now(&f, &members, 7);
+    assert_eq!(d.handovers.iter().map(|h| (h.ordinal, h.from.as_str())).collect::<Vec<_>>(), [(0, "a"), (1, "a")]);
+}
+
+#[test]
+fn an_ordinal_seen_running_where_no_home_is_recorded_is_recorded_there() {
+    let f = fsts(&[("east", 1), ("west", 1)]);
+    let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), settled(&f, 3, 3, 7))]);
+    let d = decide_now(&f, &members, 7);
+    assert_eq!(d.status.homes, homes(&[("east", "0-2"), ("west", "3-5")]));
+}

@@ -1,69 +1,57 @@
 //! The watcher's writes of spanset's EndpointSlices (`spec.network`): created, replaced on the
 //! version its watch saw last, deleted on their uid; the cache takes the stored object at once,
-//! so the next reconcile decides from it even before the watch event arrives.
+//! so the next reconcile decides from it even before the watch event arrives. Planned and
+//! settled by [`decide::objects`].
 
 use actix::prelude::*;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::{Api, api::PostParams};
 
-use super::{ClusterWatcher, delete_on_uid, write_error};
+use super::{
+    ClusterWatcher, calls,
+    decide::{self, answer::reading, objects::SliceCall},
+};
 use crate::controller::{
     labels::FIELD_MANAGER,
-    member::cache::rv_of,
     messages::{WriteEndpointSlice, WriteError},
-    network::SliceChange,
 };
 
 impl Handler<WriteEndpointSlice> for ClusterWatcher {
     type Result = ResponseActFuture<Self, Result<u64, WriteError>>;
 
     fn handle(&mut self, msg: WriteEndpointSlice, _: &mut Self::Context) -> Self::Result {
-        if let Err(e) = self.check_term(msg.term) {
-            return Box::pin(fut::ready(Err(e)));
-        }
-        let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &msg.key.namespace);
-        let name = msg.name.clone();
-        let verb = match &msg.change {
-            SliceChange::Create(_) => "create",
-            SliceChange::Replace { .. } => "update",
-            SliceChange::Delete { .. } => "delete",
+        let (key, name, term) = (msg.key.clone(), msg.name.clone(), msg.term);
+        let call = match decide::objects::plan_slice_write(&self.standing(), msg) {
+            Ok(call) => call,
+            Err(refusal) => return self.refused(refusal, term),
         };
-        self.metrics.api_request(&self.cluster, verb);
+        self.metrics.api_request(&self.cluster, call.verb());
+        let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &key.namespace);
+        let target = name.clone();
         let work = async move {
             let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
-            match msg.change {
-                SliceChange::Create(slice) => api.create(&pp, &slice).await.map(Some),
-                SliceChange::Replace { mut slice, rv } => {
-                    slice.metadata.resource_version = Some(rv.to_string());
-                    api.replace(&name, &pp, &slice).await.map(Some)
-                }
-                SliceChange::Delete { uid } => delete_on_uid(&api, &name, uid).await.map(|()| None),
+            match call {
+                SliceCall::Create(slice) => api.create(&pp, &slice).await.map(Some),
+                SliceCall::Replace(slice) => api.replace(&target, &pp, &slice).await.map(Some),
+                SliceCall::Delete { uid } => calls::delete_on_uid(&api, &target, uid).await.map(|()| None),
             }
         };
-        let cluster = self.cluster.clone();
-        let key = msg.key;
-        let name = msg.name;
-        Box::pin(work.into_actor(self).map(move |res, act, ctx| match res {
-            Ok(stored) => {
-                act.contact_ok();
-                act.metrics.member_write(&cluster, "endpointslice");
-                let rv = stored.as_ref().map_or(0, |s| rv_of(s.metadata.resource_version.as_deref()));
-                match &stored {
-                    Some(s) => {
-                        act.cache.slice_applied(s);
-                    }
-                    None => {
-                        act.cache.federations.entry(key.clone()).or_default().published.remove(&name);
-                    }
+        Box::pin(work.into_actor(self).map(move |res, act, ctx| {
+            let reply = reading(&res, |end| {
+                decide::objects::settle_slice_write(&mut act.cache, &act.cluster, &key, &name, end.map(Option::as_ref))
+            });
+            match (&res, &reply) {
+                (Err(e), _) => act.refused_or_failed(e),
+                (Ok(_), Ok(rv)) => {
+                    act.contact_ok();
+                    act.metrics.member_write(&act.cluster, "endpointslice");
+                    tracing::debug!(cluster = %act.cluster, federation = %key, slice = %name, rv,
+                        "wrote a published EndpointSlice");
+                    act.touched([key], ctx);
                 }
-                tracing::debug!(cluster = %cluster, federation = %key, slice = %name, rv, "wrote a published EndpointSlice");
-                act.touched([key], ctx);
-                Ok(rv)
+                (Ok(_), Err(_)) => {}
             }
-            Err(e) => {
-                act.refused_or_failed(&e);
-                Err(write_error(&cluster, e))
-            }
+            reply
         }))
     }
 }

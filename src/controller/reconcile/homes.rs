@@ -1,0 +1,169 @@
+//! Where each ordinal was last let run (`status.homes`): the member whose claims hold its
+//! newest data. The model checker found why it is needed: a member fenced while it ran an
+//! ordinal, the ordinal re-homed on fresh claims but not yet run there, the member unfenced —
+//! then the fresh, never-used claim was taken for the ordinal's data (released there, or handed
+//! back), and the ordinal started on an empty volume beside its own. Claims alone cannot tell a
+//! never-used claim from one with newer data; this record can.
+//!
+//! - An ordinal is let run in a member when its pod is released from the identity gate there
+//!   (or, with the gate disabled, when its slice is grown there). Before that, its home's claims
+//!   must be dealt with ([`move_storage::due`]: handed over with `storage: Move`, retired with
+//!   `Detached`) — unless its home is fenced (failover: the ordinal starts on fresh claims) or
+//!   gone. The record is stored before the release or the write.
+//! - An ordinal seen running (ungated) where none is recorded is recorded there, so that a
+//!   federation made before this record has one.
+
+use std::collections::BTreeMap;
+
+use super::{
+    Inputs,
+    move_storage::{self, Handover},
+};
+use crate::{
+    api::{FederatedStatefulSetStatus, HomeStatus},
+    plan::{Observed, Ordinal},
+};
+
+/// Each ordinal's home member, by ordinal.
+pub type Homes = BTreeMap<Ordinal, String>;
+
+/// The homes stored in `status` (a range that does not parse is skipped: its ordinals are
+/// unknown, as before the record existed).
+pub fn read(status: Option<&FederatedStatefulSetStatus>) -> Homes {
+    let mut homes = Homes::new();
+    for h in status.map(|s| s.homes.as_slice()).unwrap_or_default() {
+        for k in parse_ranges(&h.ordinals).unwrap_or_default() {
+            homes.insert(k, h.cluster.clone());
+        }
+    }
+    homes
+}
+
+/// The home of `k` stored in the federation's status.
+pub fn of(inp: &Inputs<'_>, k: Ordinal) -> Option<String> {
+    read(inp.fsts.status.as_ref()).remove(&k)
+}
+
+/// `homes` as stored: one entry per member, in name order.
+pub fn write(homes: &Homes) -> Vec<HomeStatus> {
+    let mut by_member: BTreeMap<&str, Vec<Ordinal>> = BTreeMap::new();
+    for (k, m) in homes {
+        by_member.entry(m).or_default().push(*k);
+    }
+    by_member
+        .into_iter()
+        .map(|(cluster, ks)| HomeStatus { cluster: cluster.to_string(), ordinals: format_ranges(&ks) })
+        .collect()
+}
+
+/// What stands between ordinal `k` and its run in member `to`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claims {
+    /// Its claims in `to` are its own: it may run there.
+    Ready,
+    /// Its home's claims need dealing with first, and can be now.
+    Fetch(Handover),
+    /// Its home's claims need dealing with first, but not now (why, for a condition).
+    Wait(String),
+}
+
+/// Whether `k` may be let run in `to`, by its recorded home (see the module doc).
+pub fn claims_for(inp: &Inputs<'_>, obs: &Observed, homes: &Homes, k: Ordinal, to: &str) -> Claims {
+    if !inp.rules.handover_gate {
+        return Claims::Ready;
+    }
+    let Some(home) = homes.get(&k).filter(|h| h.as_str() != to) else { return Claims::Ready };
+    // A fenced home's volumes stay behind by the rules of failover; a member gone took them.
+    if inp.members.get(home).is_none_or(|m| m.fenced) {
+        return Claims::Ready;
+    }
+    let Some((kind, claims)) = move_storage::due(inp, k, home, to) else { return Claims::Ready };
+    if let Some(why) = inp.handover_refusals.get(&k) {
+        return Claims::Wait(format!("ordinal {k}: {why}"));
+    }
+    let Some(o) = obs.get(home).filter(|o| o.reachable) else {
+        return Claims::Wait(format!("ordinal {k}: {home} is unreachable ({} wait there)", claims.join(", ")));
+    };
+    if !o.observed_since_write || o.written.contains(k) || o.pods.contains(k) {
+        return Claims::Wait(format!("ordinal {k}: {home} still holds it ({} wait there)", claims.join(", ")));
+    }
+    Claims::Fetch(Handover { ordinal: k, from: home.clone(), to: to.to_string(), claims, kind })
+}
+
+/// `homes` with the ordinals seen running ungated where none is recorded.
+pub fn seen(inp: &Inputs<'_>, obs: &Observed, mut homes: Homes) -> Homes {
+    for (name, _) in obs.iter().filter(|(_, o)| o.reachable && !o.fenced) {
+        let Some(view) = inp.members.get(name).and_then(|m| m.view.as_ref()).filter(|v| v.synced) else {
+            continue;
+        };
+        for (k, pod) in &view.federation.pods {
+            if !pod.gated() && !pod.deleting {
+                homes.entry(*k).or_insert_with(|| name.clone());
+            }
+        }
+    }
+    homes
+}
+
+fn format_ranges(ks: &[Ordinal]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < ks.len() {
+        let mut j = i;
+        while j + 1 < ks.len() && ks[j + 1] == ks[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { ks[i].to_string() } else { format!("{}-{}", ks[i], ks[j]) });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+fn parse_ranges(text: &str) -> Option<Vec<Ordinal>> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (Ordinal, Ordinal) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        if b < a || b - a > 1_000_000 {
+            return None;
+        }
+        out.extend(a..=b);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn homes_are_stored_as_ranges_per_member_and_read_back() {
+        let homes: Homes =
+            [(0, "a"), (1, "a"), (2, "a"), (3, "b"), (4, "a"), (7, "b")].map(|(k, m)| (k, m.to_string())).into();
+        let stored = write(&homes);
+        assert_eq!(
+            stored,
+            vec![
+                HomeStatus { cluster: "a".into(), ordinals: "0-2,4".into() },
+                HomeStatus { cluster: "b".into(), ordinals: "3,7".into() },
+            ]
+        );
+        let status = FederatedStatefulSetStatus { homes: stored, ..Default::default() };
+        assert_eq!(read(Some(&status)), homes);
+    }
+
+    #[test]
+    fn a_range_that_does_not_parse_leaves_its_ordinals_unknown() {
+        let status = FederatedStatefulSetStatus {
+            homes: vec![
+                HomeStatus { cluster: "a".into(), ordinals: "0-x".into() },
+                HomeStatus { cluster: "b".into(), ordinals: "5-3".into() },
+                HomeStatus { cluster: "c".into(), ordinals: " 2 , 4-5 ".into() },
+            ],
+            ..Default::default()
+        };
+        let homes = read(Some(&status));
+        assert_eq!(homes.keys().copied().collect::<Vec<_>>(), vec![2, 4, 5]);
+        assert!(homes.values().all(|m| m == "c"));
+    }
+}

@@ -1,0 +1,195 @@
+//! The member's probe, every [`PROBE_PERIOD`]: its version, and once each its identity, whether
+//! it keeps `.spec.ordinals` and whether it serves Advanced StatefulSets. What a probe asks and
+//! what its answers mean are [`super::decide::health`]'s; this sends it and notes the result.
+
+use std::time::Instant;
+
+use actix::prelude::*;
+use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Namespace};
+use kube::{Api, Client, api::PostParams};
+
+#[cfg(doc)]
+use super::PROBE_PERIOD;
+use super::{
+    ClusterWatcher, MEMBER_UNREACHABLE_AFTER, PROBE_TIMEOUT,
+    decide::{
+        CallFailure,
+        health::{
+            Reachability, advanced_failure_answers, advanced_served, identity_of, identity_unshown, ordinals_kept,
+            ordinals_probe_settled, probe_asks, reachability_change,
+        },
+    },
+};
+use crate::controller::{
+    labels::{FEDERATION, FIELD_MANAGER, MANAGED_BY, MANAGER},
+    member::{
+        health::Failure,
+        workload::{KRUISE_GROUP, KRUISE_VERSION},
+    },
+    messages::Identified,
+};
+
+/// What one probe learnt besides the version: each `None` when not asked.
+type Learnt = (String, Option<Result<String, String>>, Option<bool>, Option<bool>);
+
+impl ClusterWatcher {
+    /// Every [`PROBE_PERIOD`]: judges the member's health (so that detection lands within one
+    /// period of the threshold even while a probe hangs), reports it, and starts a probe unless
+    /// one is still waiting for its answer.
+    pub(super) fn tick(&mut self, ctx: &mut Context<Self>) {
+        let up = self.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
+        self.metrics.set_reachable(&self.cluster, up);
+        self.report_status(ctx);
+        // Coordinators judge reachability with their own thresholds on every report.
+        self.touched_all(ctx);
+        if !self.probing {
+            self.probe(ctx);
+        }
+        self.settle_uncertain_writes(ctx);
+    }
+
+    /// Sends one probe, asking what [`probe_asks`] says.
+    pub(super) fn probe(&mut self, ctx: &mut Context<Self>) {
+        let client = self.client.clone();
+        let asks = probe_asks(self.identity.is_some(), self.keeps_ordinals, self.cache.serves_advanced, self.probes);
+        self.probes += 1;
+        self.metrics.api_request(&self.cluster, "get");
+        self.probing = true;
+        let call = async move {
+            let version = client.apiserver_version().await?;
+            // Which cluster this is, read once per watcher, before anything else is asked.
+            let identity = if asks.identity { Some(read_identity(&client).await?) } else { None };
+            // Whether the member keeps `.spec.ordinals`, asked once with a dry run that
+            // stores nothing: a member that drops it never gets a slice.
+            let keeps = if asks.ordinals { Some(probe_ordinals(&client).await?) } else { None };
+            let advanced = if asks.advanced { Some(serves_advanced(&client).await?) } else { None };
+            Ok::<Learnt, kube::Error>((version.git_version, identity, keeps, advanced))
+        };
+        ctx.spawn(async move { tokio::time::timeout(PROBE_TIMEOUT, call).await }.into_actor(self).map(
+            |res, act, ctx| {
+                act.probing = false;
+                match res {
+                    Ok(Ok(learnt)) => act.learnt(learnt, ctx),
+                    Ok(Err(e)) => act.contact_failed(&e),
+                    Err(_) => act
+                        .health
+                        .failed(Failure::Timeout, format!("no answer to a probe within {}s", PROBE_TIMEOUT.as_secs())),
+                }
+                act.probed(ctx);
+            },
+        ));
+    }
+
+    /// A probe answered.
+    fn learnt(&mut self, (version, identity, keeps, advanced): Learnt, ctx: &mut Context<Self>) {
+        self.contact_ok();
+        self.server_version = Some(version);
+        if let Some(identity) = identity {
+            self.identified(identity, ctx);
+        }
+        if keeps.is_some() {
+            self.keeps_ordinals = keeps;
+        }
+        if let Some(served) = advanced {
+            self.advanced_discovered(served, ctx);
+        }
+    }
+
+    /// After each probe: the first one without an answer is told (members ranked after this one
+    /// stop waiting for it), and a change of reachability is said once, counted and reported.
+    fn probed(&mut self, ctx: &mut Context<Self>) {
+        if self.identity.is_none() && !self.told_silent {
+            self.told_silent = true;
+            if let Some(to) = &self.identities {
+                to.do_send(Identified { cluster: self.cluster.clone(), id: None, answered: false });
+            }
+        }
+        let is_up = self.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
+        let Some(change) = reachability_change(self.last_up.replace(is_up), is_up) else { return };
+        let (_, reason, message) = self.health.condition(Instant::now(), MEMBER_UNREACHABLE_AFTER);
+        match change {
+            Reachability::First => {}
+            Reachability::Answers => tracing::info!(cluster = %self.cluster, "member answers again"),
+            Reachability::Unreachable => {
+                tracing::warn!(cluster = %self.cluster, reason, message = %message, "member unreachable")
+            }
+        }
+        self.metrics.set_reachable(&self.cluster, is_up);
+        self.report_status(ctx);
+        self.touched_all(ctx);
+    }
+
+    /// Notes the member's identity and tells it to the supervisor (or admits itself without
+    /// one). An unreadable identity is said once, as a warning: the member is used without it.
+    fn identified(&mut self, identity: Result<String, String>, ctx: &mut Context<Self>) {
+        let id = match identity {
+            Ok(uid) => Some(uid),
+            Err(why) => {
+                tracing::warn!(
+                    cluster = %self.cluster, reason = %why,
+                    "cannot read the member's cluster identity (the uid of its kube-system Namespace); \
+                     it is used without one, so a second MemberCluster reaching the same cluster cannot be told"
+                );
+                None
+            }
+        };
+        self.identity = Some(id.clone());
+        match &self.identities {
+            Some(to) => to.do_send(Identified { cluster: self.cluster.clone(), id, answered: true }),
+            None => self.admission = Ok(()),
+        }
+        self.report_status(ctx);
+    }
+}
+
+/// Asks a member's discovery whether it serves OpenKruise's `statefulsets` in
+/// `apps.kruise.io/v1beta1` (see [`advanced_failure_answers`]).
+async fn serves_advanced(client: &Client) -> Result<bool, kube::Error> {
+    match client.list_api_group_resources(&format!("{KRUISE_GROUP}/{KRUISE_VERSION}")).await {
+        Ok(list) => Ok(advanced_served(&list.resources.into_iter().map(|r| r.name).collect::<Vec<_>>())),
+        Err(e) => {
+            let f = CallFailure::of(&e);
+            if f.code.is_some_and(|c| c != 404 && c != 403) {
+                tracing::debug!(code = f.code, message = %f.message, "discovery of Advanced StatefulSets failed");
+            }
+            if advanced_failure_answers(&f) { Ok(false) } else { Err(e) }
+        }
+    }
+}
+
+/// The member's cluster id (see [`identity_of`]): `Err(why)` when the member does not show it,
+/// which is an answer; other failures fail the probe.
+async fn read_identity(client: &Client) -> Result<Result<String, String>, kube::Error> {
+    match Api::<Namespace>::all(client.clone()).get("kube-system").await {
+        Ok(ns) => Ok(identity_of(&ns)),
+        Err(e) => identity_unshown(&CallFailure::of(&e)).map(Err).ok_or(e),
+    }
+}
+
+/// Asks a member, with a dry-run create, whether it keeps `.spec.ordinals` (see
+/// [`ordinals_kept`]). The probe carries spanset's label like every object it writes (the
+/// member's guard, `spanset-member-scope`, admits nothing else from spanset's identity, dry
+/// runs included).
+async fn probe_ordinals(client: &Client) -> Result<bool, kube::Error> {
+    let api: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
+    let probe: StatefulSet = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "spanset-ordinals-probe",
+            "labels": {MANAGED_BY: MANAGER, FEDERATION: "spanset-ordinals-probe"}},
+        "spec": {"replicas": 0, "ordinals": {"start": 1}, "serviceName": "spanset-ordinals-probe",
+            "selector": {"matchLabels": {"spanset.dev/probe": "ordinals"}},
+            "template": {"metadata": {"labels": {"spanset.dev/probe": "ordinals"}},
+                "spec": {"containers": [{"name": "probe", "image": "probe"}]}}}
+    }))
+    .expect("a literal object");
+    let pp = PostParams { dry_run: true, field_manager: Some(FIELD_MANAGER.into()) };
+    match api.create(&pp, &probe).await {
+        Ok(stored) => Ok(ordinals_kept(&stored)),
+        Err(e) => {
+            if ordinals_probe_settled(&CallFailure::of(&e)) {
+                Ok(true)
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
