@@ -158,6 +158,118 @@ async fn a_wrong_marker_written_mid_soak_fails_the_drill_naming_the_ordinal() {
     assert_eq!(report["ledgerViolations"], serde_json::json!([]), "{report}");
 }
 
+/// A second copy of ordinal 0 started by hand in another member, mid-soak (a pod with the
+/// StatefulSet's identity that spanset never planned): the drill's ledger check must see the
+/// identity run twice and fail, naming it — the verdict is not clean by construction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_copy_of_a_pod_started_by_hand_mid_soak_fails_the_drill_naming_the_identity() {
+    use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod};
+    use kube::api::PostParams;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let f = Federation::start(&["east", "west", "central"]).await;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spanset"));
+    cmd.args(chaos_args(&f, "3", "20s", "1"))
+        .arg("--kubeconfig")
+        .arg(&f.sandbox.kubeconfig)
+        .args(["--context", "host"]);
+    let mut drill = Background::spawn(cmd);
+    let _stop = StopOnDrop(drill.pid());
+    support::wait_until("the drill wrote its markers", Duration::from_secs(240), || {
+        drill.err_lines().iter().any(|l| l.starts_with("markers: written on"))
+    });
+    // Ordinal 0 runs where its claim is; the copy goes to the next member, with the
+    // StatefulSet's template and a StatefulSet `chaos` as its controller owner — not the one
+    // there (whose controller would delete a pod outside its slice at once), a copy's own.
+    let (home, _) = volume_of(&f, 0).await;
+    let other = f.members.iter().find(|m| **m != home).expect("another member").clone();
+    let client = f.member(&other).await;
+    let sts = Api::<StatefulSet>::namespaced(client.clone(), "default").get("chaos").await.expect("chaos there");
+    let template = sts.spec.as_ref().expect("a spec").template.clone();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "chaos-0",
+            "namespace": "default",
+            "labels": template.metadata.as_ref().and_then(|m| m.labels.clone()),
+            "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "StatefulSet", "name": "chaos",
+                "uid": "started-by-hand", "controller": true,
+            }],
+        },
+        "spec": {"containers": template.spec.as_ref().expect("a pod spec").containers},
+    }))
+    .expect("a pod");
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    pods.create(&PostParams::default(), &pod).await.expect("the copy is created");
+    support::eventually("the copy runs", || async {
+        let phase = pods.get("chaos-0").await.ok().and_then(|p| p.status?.phase);
+        phase.as_deref() == Some("Running")
+    })
+    .await;
+    println!("started a copy of chaos-0 in {other} (it runs in {home})");
+    let start = Instant::now();
+    let code = loop {
+        if let Some(code) = drill.try_exit() {
+            break code;
+        }
+        assert!(start.elapsed() < Duration::from_secs(400), "the drill did not end");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let parsed = || serde_json::from_str::<serde_json::Value>(&drill.lines().join("\n")).ok();
+    support::wait_until("the whole JSON report read", support::DEADLINE, || parsed().is_some());
+    let report = parsed().expect("a JSON report");
+    println!("{report}");
+    assert_eq!(code, Some(1), "a ledger violation exits 1: {report}");
+    let twice = report["ledgerViolations"].as_array().expect("a list");
+    assert!(
+        twice.iter().any(|v| v.as_str().is_some_and(|v| v.starts_with("default/chaos ordinal 0 ran in two places"))),
+        "{report}"
+    );
+    assert!(report["verdict"].as_str().unwrap().contains("ledger violation"), "{report}");
+}
+
+/// The processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return vec![] };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            // `pid (comm) state ppid ...`: the fields after the command's closing parenthesis.
+            stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok()) == Some(pid)
+        })
+        .collect()
+}
+
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| !r.trim_start().starts_with('Z')))
+}
+
+/// A drill killed with SIGKILL (no chance to stop anything) leaves none of its controllers
+/// running: each stops once its parent is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drill_killed_with_sigkill_leaves_no_controller_behind() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let f = Federation::start(&["east", "west"]).await;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spanset"));
+    cmd.args(chaos_args(&f, "5", "10m", "2"))
+        .arg("--kubeconfig")
+        .arg(&f.sandbox.kubeconfig)
+        .args(["--context", "host"]);
+    let mut drill = Background::spawn(cmd);
+    let drill_pid = drill.pid();
+    let mut controllers = Vec::new();
+    support::wait_until("the drill started its two controllers", Duration::from_secs(120), || {
+        controllers = children_of(drill_pid);
+        controllers.len() == 2
+    });
+    let killed = Command::new("kill").args(["-KILL", &drill_pid.to_string()]).status().expect("kill runs");
+    assert!(killed.success());
+    support::wait_until("the drill died", support::DEADLINE, || drill.try_exit().is_some());
+    support::wait_until("every controller of the drill stopped", Duration::from_secs(60), || {
+        controllers.iter().all(|c| !running(*c))
+    });
+}
+
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
     let out = Command::new(env!("CARGO_BIN_EXE_spanset"))

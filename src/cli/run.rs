@@ -84,6 +84,11 @@ pub struct RunArgs {
     /// 0: no limit.
     #[arg(long, default_value_t = ReplicaBounds::default().step)]
     pub max_replica_step: u32,
+    /// Stop when the process with this id is no longer the parent (for a drill's own
+    /// controllers, so that a drill killed with SIGKILL leaves none behind; the id is given, not
+    /// read, since the parent may die before this process reads it).
+    #[arg(long, hide = true, value_name = "PID")]
+    pub exit_with_parent: Option<u32>,
 }
 
 /// How logs are written.
@@ -123,9 +128,28 @@ pub fn run(args: RunArgs) -> i32 {
                 return 1;
             }
         };
-        super::wait_for_signal().await;
-        tracing::info!("signal received, stopping");
+        if let Some(parent) = args.exit_with_parent {
+            tokio::select! {
+                _ = super::wait_for_signal() => tracing::info!("signal received, stopping"),
+                _ = parent_exit(parent) => {
+                    tracing::warn!("parent process gone, stopping");
+                    // Nobody waits for this process: a stop that hangs must not keep it.
+                    let stopped = tokio::time::timeout(std::time::Duration::from_secs(5), running.stop()).await;
+                    return i32::from(stopped.is_err());
+                }
+            }
+        } else {
+            super::wait_for_signal().await;
+            tracing::info!("signal received, stopping");
+        }
         running.stop().await;
         0
     })
+}
+
+/// Resolves once `parent` is not (or no longer) this process's parent.
+async fn parent_exit(parent: u32) {
+    while std::os::unix::process::parent_id() == parent {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }

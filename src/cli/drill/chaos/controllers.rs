@@ -67,7 +67,8 @@ impl Controllers {
         let l = &self.launch;
         let secs = |d: Duration| format!("{:.3}", d.as_secs_f64());
         let mut cmd = Command::new(&l.exe);
-        cmd.args(["run", "--metrics-addr", "127.0.0.1:0", "--identity", &format!("chaos-controller-{i}")])
+        cmd.args(["run", "--exit-with-parent", &std::process::id().to_string(), "--metrics-addr", "127.0.0.1:0"])
+            .args(["--identity", &format!("chaos-controller-{i}")])
             .args(["--lease-namespace", &l.lease_namespace])
             .args(["--lease-duration", &secs(l.lease)])
             .args(["--renew-deadline", &secs(l.lease * 2 / 3)])
