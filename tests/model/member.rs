@@ -29,6 +29,8 @@ impl Member {
             shrunk_since_fence: false,
             claims: Default::default(),
             kubelet_stalled: false,
+            paused_sync: None,
+            admission: true,
         }
     }
 
@@ -51,7 +53,7 @@ impl Member {
                     (Some(_), None) => return Err(Refused::Conflict),
                     (None, Some(_)) => return Err(Refused::NotFound),
                     (Some(s), Some(rv)) if s.rv != *rv => return Err(Refused::Conflict),
-                    (Some(s), Some(_)) if s.term > *term => return Err(Refused::StaleTerm),
+                    (Some(s), Some(_)) if self.admission && s.term > *term => return Err(Refused::StaleTerm),
                     (Some(s), Some(_)) => {
                         let same = s.start == *start
                             && s.replicas == *replicas
@@ -82,7 +84,7 @@ impl Member {
                 if pod.rv != *rv {
                     return Err(Refused::Conflict);
                 }
-                if pod.term > *term {
+                if self.admission && pod.term > *term {
                     return Err(Refused::StaleTerm);
                 }
                 let rv = self.bump();
@@ -112,12 +114,43 @@ impl Member {
     /// the slice (gated when the template gates them), delete the pods outside it. `None`
     /// when it has nothing to do.
     pub fn statefulset_round(&mut self, gated: bool, next_volume: &mut u32) -> Option<()> {
+        if self.paused_sync.is_some() {
+            return None;
+        }
         let sts = self.sts.clone()?;
+        self.sync(&sts, gated, next_volume)
+    }
+
+    /// The StatefulSet controller stops in the middle of a sync, after it read the StatefulSet
+    /// (`None` when there is none, or it is stopped already).
+    pub fn pause_sync(&mut self) -> Option<()> {
+        if self.paused_sync.is_some() {
+            return None;
+        }
+        self.paused_sync = Some(self.sts.clone()?);
+        Some(())
+    }
+
+    /// The paused StatefulSet controller resumes and finishes its sync on the copy it read,
+    /// however old: it creates and deletes pods for that copy's slice and reports that copy's
+    /// generation as observed (never a lower one than the object shows). A copy of an
+    /// incarnation since deleted is dropped.
+    pub fn finish_sync(&mut self, gated: bool, next_volume: &mut u32) -> Option<()> {
+        let copy = self.paused_sync.take()?;
+        if self.sts.as_ref().is_some_and(|s| s.uid == copy.uid) {
+            self.sync(&copy, gated, next_volume);
+        }
+        Some(())
+    }
+
+    /// One sync of the StatefulSet controller on `sts`, its copy of the object: observe that
+    /// generation, create the missing pods of its slice, delete the pods outside it.
+    fn sync(&mut self, sts: &Sts, gated: bool, next_volume: &mut u32) -> Option<()> {
         let mut changed = false;
-        if sts.observed < sts.generation {
+        if self.sts.as_ref().is_some_and(|s| s.uid == sts.uid && s.observed < sts.generation) {
             let rv = self.bump();
             let s = self.sts.as_mut().expect("present");
-            s.observed = s.generation;
+            s.observed = sts.generation;
             s.rv = rv;
             changed = true;
         }

@@ -3,6 +3,14 @@
 //! controllers, kubelets whose node can lose its network or power), and a network that loses
 //! answers (the request may still land, late, once) and partitions. The controllers decide
 //! with the real `reconcile::decide`; everything else is the world around it.
+//!
+//! Worlds a search asks for (each a parameter, off in the default searches so that they keep
+//! their size): StatefulSet controllers that stop mid-sync and finish late on an old copy
+//! ([`Fault::PausedSync`]), Lease holders frozen past their Lease ([`Fault::Freeze`]), ends of
+//! pauses placed anywhere ([`Spanset::place_resumptions`]), partitions that last
+//! ([`Spanset::long_partitions`]), clusters that return all at once with their pods never
+//! evicted ([`Spanset::unevicted_returns`]), members without the admission policy
+//! ([`Spanset::without_admission`]).
 
 pub mod controller;
 pub mod member;
@@ -80,6 +88,14 @@ pub enum Action {
     Unfence(u8),
     /// The user edits the federation to spec `s`.
     Edit(u8),
+    /// Fault: the Lease holder `c` freezes past its Lease (which expires).
+    Freeze(u8),
+    /// Frozen controller `c` resumes where it stopped, with what it knew then.
+    Thaw(u8),
+    /// Fault: member `m`'s StatefulSet controller stops in the middle of a sync.
+    PauseSync(u8),
+    /// Member `m`'s paused StatefulSet controller finishes its sync on the copy it read.
+    FinishSync(u8),
     /// The fair scheduler's next step (fault-placement search).
     Fair,
 }
@@ -112,10 +128,20 @@ pub enum Fault {
     WatchStall,
     /// A member's kubelet is slow (it starts and stops nothing until it catches up).
     SlowKubelet,
+    /// The Lease holder's process is frozen past its Lease (SIGSTOP, a VM stall): it does
+    /// nothing, and learns nothing, until it resumes where it stopped, which may be at any
+    /// later point (the fair scheduler resumes it only once nothing else can happen). Unlike
+    /// `Pause`, which only lets the Lease expire under a holder that goes on working.
+    Freeze,
+    /// A member's StatefulSet controller stops in the middle of a sync, holding the copy of the
+    /// StatefulSet it read, and finishes that sync on that copy at any later point (the fair
+    /// scheduler only once nothing else can happen): a stale view acting late.
+    PausedSync,
 }
 
-/// Every kind of fault.
-pub const ALL_FAULTS: &[Fault] = &[
+/// The kinds of fault the searches inject unless told otherwise (`Freeze` and `PausedSync`
+/// are asked for by the tests that need them, so that these searches keep their size).
+pub const DEFAULT_FAULTS: &[Fault] = &[
     Fault::Crash,
     Fault::LostAnswer,
     Fault::Pause,
@@ -140,6 +166,16 @@ pub struct Spanset {
     pub search: Search,
     /// The kinds of fault schedules inject.
     pub kinds: &'static [Fault],
+    /// The fault-placement search also places the ends of pauses (a thaw, a finished sync)
+    /// at every point, not only where nothing else can happen.
+    pub place_resumptions: bool,
+    /// A partition lasts until nothing else can happen, instead of healing at the fair
+    /// scheduler's next turn.
+    pub long_partitions: bool,
+    /// A lost node's pods are never evicted (its cluster's control plane went down with it),
+    /// and the node returns wherever the search places it (or once nothing else can happen):
+    /// a powered-off cluster that returns all at once, after its ordinals were re-homed.
+    pub unevicted_returns: bool,
     /// Decisions already made, by what they were made on.
     decisions: dashmap::DashMap<(u64, HostCopy, [View; MEMBERS.len()]), Vec<Effect>>,
 }
@@ -188,7 +224,16 @@ impl Spanset {
             turn: 0,
             since_fault: 0,
         };
-        let mut model = Spanset { fixed, starts: vec![], search, kinds: ALL_FAULTS, decisions: Default::default() };
+        let mut model = Spanset {
+            fixed,
+            starts: vec![],
+            search,
+            kinds: DEFAULT_FAULTS,
+            place_resumptions: false,
+            long_partitions: false,
+            unevicted_returns: false,
+            decisions: Default::default(),
+        };
         let settled =
             model.settle(empty, 5_000).unwrap_or_else(|e| panic!("the start does not settle: {}\n{:#?}", e.1, e.0));
         let mut starts = match search {
@@ -209,6 +254,18 @@ impl Spanset {
         }
         model.starts = starts;
         model
+    }
+
+    /// The same model whose members' API servers lack spanset's admission policy: nothing there
+    /// refuses a write of a lower term, and only the controllers' own term checks and the
+    /// resourceVersion preconditions stand between a stale leader and the members.
+    pub fn without_admission(mut self) -> Spanset {
+        for w in &mut self.starts {
+            for m in &mut w.members {
+                m.admission = false;
+            }
+        }
+        self
     }
 
     /// The effects controller `ctl` decides on what it knows. `decide` is pure, so its answer
@@ -235,6 +292,9 @@ impl Spanset {
             let ctl = &w.controllers[c as usize];
             if !ctl.up {
                 out.push(Action::Restart(c));
+                continue;
+            }
+            if ctl.frozen {
                 continue;
             }
             if w.host.holder.is_none() && ctl.term.is_none() {
@@ -276,13 +336,13 @@ impl Spanset {
             } else {
                 out.push(Action::Kubelet(m));
             }
-            if mem.node != Node::Up {
+            if mem.node != Node::Up && !self.unevicted_returns {
                 out.push(Action::Evict(m));
             }
-            if !mem.api_up {
+            if !mem.api_up && !self.long_partitions {
                 out.push(Action::Heal(m));
             }
-            if mem.node != Node::Up {
+            if mem.node != Node::Up && !self.unevicted_returns {
                 out.push(Action::ReturnNode(m));
             }
             if !mem.fenced && mem.node == Node::PoweredOff {
@@ -299,10 +359,77 @@ impl Spanset {
         }
     }
 
+    /// The ends of pauses that the search places anywhere: a frozen controller thaws, a paused
+    /// StatefulSet controller finishes its sync (with [`Self::place_resumptions`]), a lost node
+    /// returns (with [`Self::unevicted_returns`]). `all`: every end, whatever the parameters.
+    fn resumptions(&self, w: &World, out: &mut Vec<Action>, all: bool) {
+        let pauses = all || self.place_resumptions;
+        for m in 0..MEMBERS.len() as u8 {
+            if pauses && w.members[m as usize].paused_sync.is_some() {
+                out.push(Action::FinishSync(m));
+            }
+        }
+        for c in 0..CONTROLLERS as u8 {
+            if pauses && w.controllers[c as usize].frozen {
+                out.push(Action::Thaw(c));
+            }
+        }
+        for m in 0..MEMBERS.len() as u8 {
+            if self.unevicted_returns && w.members[m as usize].node != Node::Up {
+                out.push(Action::ReturnNode(m));
+            }
+        }
+    }
+
+    /// What ends when nothing else can happen, in this order: a long partition heals, a paused
+    /// StatefulSet controller finishes its sync, a frozen controller thaws, an unevicted node
+    /// returns (the longest pause is the one that hurts).
+    fn last_resorts(&self, w: &World, out: &mut Vec<Action>) {
+        for m in 0..MEMBERS.len() as u8 {
+            if self.long_partitions && !w.members[m as usize].api_up {
+                out.push(Action::Heal(m));
+            }
+        }
+        self.resumptions(w, out, true);
+    }
+
     /// Applies one action; `None` when it changes nothing (or cannot happen).
     pub fn step(&self, w: &World, action: &Action) -> Option<World> {
         let mut w = w.clone();
+        // A frozen process does nothing until it thaws (it may still crash).
+        if let Some(c) = acting_controller(action)
+            && w.controllers[c as usize].frozen
+        {
+            return None;
+        }
         match *action {
+            Action::Freeze(c) => {
+                let ctl = &mut w.controllers[c as usize];
+                if w.faults_left == 0 || !ctl.up || ctl.term.is_none() || w.host.holder != Some(c) {
+                    return None;
+                }
+                ctl.frozen = true;
+                w.host.holder = None;
+                w.faults_left -= 1;
+            }
+            Action::Thaw(c) => {
+                let ctl = &mut w.controllers[c as usize];
+                if !ctl.frozen {
+                    return None;
+                }
+                ctl.frozen = false;
+            }
+            Action::PauseSync(m) => {
+                if w.faults_left == 0 {
+                    return None;
+                }
+                w.members[m as usize].pause_sync()?;
+                w.faults_left -= 1;
+            }
+            Action::FinishSync(m) => {
+                let gated = self.gated(&w);
+                w.members[m as usize].finish_sync(gated, &mut w.next_volume)?;
+            }
             Action::Acquire(c) => {
                 let ctl = &mut w.controllers[c as usize];
                 if !ctl.up || w.host.holder.is_some() {
@@ -503,8 +630,10 @@ impl Spanset {
                 }
                 // With the identity gate off, the operator brings a fenced member's nodes back
                 // only once spanset has shrunk it (README, "Failover"): its StatefulSet
-                // controller would otherwise restart the re-homed ordinals there at once.
-                if !self.gated(&w) && mem.fenced && !mem.shrunk_since_fence {
+                // controller would otherwise restart the re-homed ordinals there at once. A
+                // slice that held nothing when the fence came needs no shrink.
+                let holds = mem.sts.as_ref().is_some_and(|s| s.replicas > 0);
+                if !self.gated(&w) && mem.fenced && !mem.shrunk_since_fence && holds {
                     return None;
                 }
                 w.members[m as usize].return_node();
@@ -592,9 +721,12 @@ impl Spanset {
         Err(Box::new((w, format!("not converged after {steps} fair steps"))))
     }
 
-    /// Converged, with nothing left in progress.
+    /// Converged, with nothing left in progress (nor paused).
     pub fn settled(&self, w: &World) -> bool {
-        self.converged(w) && w.controllers.iter().all(|c| c.pending.is_empty()) && w.in_flight.is_empty()
+        self.converged(w)
+            && w.controllers.iter().all(|c| c.pending.is_empty() && !c.frozen)
+            && w.in_flight.is_empty()
+            && w.members.iter().all(|m| m.paused_sync.is_none())
     }
 
     /// One step of the fair scheduler: the first action, from its turn on, that changes
@@ -609,12 +741,21 @@ impl Spanset {
         self.progress(w, &mut actions);
         let n = actions.len();
         let turn = w.turn as usize;
-        (0..n).find_map(|i| {
+        let fair = (0..n).find_map(|i| {
             let action = actions[(turn + i) % n].clone();
             let mut next = self.step(w, &action)?;
             next.turn = ((turn + i + 1) % n.max(1)) as u32;
             next.since_fault = w.since_fault.saturating_add(1);
             Some((action, next))
+        });
+        fair.or_else(|| {
+            let mut last = Vec::new();
+            self.last_resorts(w, &mut last);
+            last.into_iter().find_map(|action| {
+                let mut next = self.step(w, &action)?;
+                next.since_fault = w.since_fault.saturating_add(1);
+                Some((action, next))
+            })
         })
     }
 
@@ -636,6 +777,22 @@ impl Spanset {
             _ => format!("{action:?}"),
         };
         format!("{what}\n      => {}", trace::world(after))
+    }
+}
+
+/// The controller whose process takes `action`, for the actions a frozen process cannot take.
+fn acting_controller(action: &Action) -> Option<u8> {
+    match *action {
+        Action::Acquire(c)
+        | Action::StepDown(c)
+        | Action::ReadHost(c)
+        | Action::Observe(c, _)
+        | Action::ResumeWatch(c, _)
+        | Action::Decide(c)
+        | Action::Perform(c)
+        | Action::PerformLost(c)
+        | Action::Freeze(c) => Some(c),
+        _ => None,
     }
 }
 
@@ -838,15 +995,24 @@ impl Model for Spanset {
             return;
         }
         match self.search {
-            Search::Interleavings => self.progress(w, out),
+            Search::Interleavings => {
+                self.progress(w, out);
+                self.last_resorts(w, out);
+            }
             Search::FaultPlacements if self.settled(w) || w.since_fault >= CONVERGE_WITHIN => {}
-            Search::FaultPlacements => out.push(Action::Fair),
+            Search::FaultPlacements => {
+                out.push(Action::Fair);
+                self.resumptions(w, out, false);
+            }
         }
         if w.faults_left > 0 {
             let on = |f: Fault| self.kinds.contains(&f);
             for c in 0..CONTROLLERS as u8 {
                 if w.controllers[c as usize].up && on(Fault::Crash) {
                     out.push(Action::Crash(c));
+                }
+                if w.host.holder == Some(c) && on(Fault::Freeze) {
+                    out.push(Action::Freeze(c));
                 }
                 if !w.controllers[c as usize].pending.is_empty() && on(Fault::LostAnswer) {
                     out.push(Action::PerformLost(c));
@@ -874,6 +1040,9 @@ impl Model for Spanset {
                 }
                 if on(Fault::SlowKubelet) {
                     out.push(Action::StallKubelet(m));
+                }
+                if on(Fault::PausedSync) {
+                    out.push(Action::PauseSync(m));
                 }
             }
         }

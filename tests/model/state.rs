@@ -106,6 +106,13 @@ pub struct Member {
     pub claims: BTreeMap<u32, u32>,
     /// Its kubelet is slow: it does nothing until it catches up.
     pub kubelet_stalled: bool,
+    /// Its StatefulSet controller stopped in the middle of a sync, holding the copy of the
+    /// StatefulSet it read then: when it resumes it finishes that sync on that copy.
+    pub paused_sync: Option<Sts>,
+    /// Its API server has spanset's admission policy (`deploy/member/admission.yaml`), which
+    /// refuses a write of a lower term than the object carries. A member may lack it (not
+    /// installed, or a Kubernetes without ValidatingAdmissionPolicy).
+    pub admission: bool,
 }
 
 /// What a StatefulSet list confirmed absences for.
@@ -243,6 +250,9 @@ pub struct Controller {
     pub failed: bool,
     /// Its watch of each member is stalled (no events reach it), though its requests go through.
     pub stalled: [bool; MEMBERS.len()],
+    /// The process is frozen (SIGSTOP, a VM stall, a long pause): it does nothing, not even
+    /// notice that its Lease expired, until it resumes where it stopped.
+    pub frozen: bool,
 }
 
 impl Controller {
@@ -256,6 +266,7 @@ impl Controller {
             pending: vec![],
             failed: false,
             stalled: [false; MEMBERS.len()],
+            frozen: false,
         }
     }
 }

@@ -57,12 +57,18 @@ pub fn world(w: &World) -> String {
                 format!("{k}:{state}{}", p.volume.map(|v| format!("@v{v}")).unwrap_or_default())
             })
             .collect();
-        let flags = [(!m.api_up, "partitioned"), (m.fenced, "fenced"), (m.node != super::state::Node::Up, "node-lost")]
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, f)| *f)
-            .collect::<Vec<_>>()
-            .join(",");
+        let paused = m.paused_sync.as_ref().map(|s| format!("sync paused on [{},{})", s.start, s.start + s.replicas));
+        let flags = [
+            (!m.api_up, "partitioned".to_string()),
+            (m.fenced, "fenced".to_string()),
+            (m.node != super::state::Node::Up, "node-lost".to_string()),
+            (paused.is_some(), paused.unwrap_or_default()),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, f)| f.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
         parts.push(format!(
             "{} {sts} {{{}}}{}",
             MEMBERS[i],
@@ -76,6 +82,7 @@ pub fn world(w: &World) -> String {
         .enumerate()
         .map(|(i, c)| match (c.up, c.term) {
             (false, _) => format!("c{i} down"),
+            (true, Some(t)) if c.frozen => format!("c{i} frozen t{t} pending {}", c.pending.len()),
             (true, Some(t)) => format!("c{i} t{t} pending {}", c.pending.len()),
             (true, None) => format!("c{i} standby"),
         })
