@@ -225,9 +225,20 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
             .any(|e| e.0 == "Warning" && e.1 == "Fenced" && e.2.contains("flooded")),
         "a Warning Event records the fence"
     );
-    // Fencing again changes nothing.
+    // Fencing again changes nothing; with --force it fences anew (a new fenced-at, the new
+    // reason): a member heard from since its fence is declared dead again.
     let again = f.spanset(&["fence", "central", "--reason", "other"]).await;
     assert!(again.status.success() && String::from_utf8_lossy(&again.stdout).contains("already fenced"));
+    let at = |mc: &MemberCluster| mc.annotations().get("spanset.dev/fenced-at").cloned();
+    let first = at(&member_cluster(&f, "central").await);
+    // (fenced-at has whole seconds: the new one must fall in another.)
+    let second = || jiff::Timestamp::now().round(jiff::Unit::Second).map(|t| t.to_string()).ok();
+    support::eventually("the next second", || async { second() != first }).await;
+    let anew = f.spanset(&["fence", "central", "--reason", "still flooded", "--force"]).await;
+    assert!(anew.status.success(), "{anew:?}");
+    let mc = member_cluster(&f, "central").await;
+    assert!(mc.spec.fenced && at(&mc) != first, "{:?} then {:?}", first, at(&mc));
+    assert_eq!(mc.annotations().get("spanset.dev/fence-reason").map(String::as_str), Some("still flooded"));
 
     // Re-homed among the healthy members (weights 1:1 of the rest).
     wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals re-homed").await;

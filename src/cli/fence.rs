@@ -28,7 +28,9 @@ pub struct FenceArgs {
     /// Why (recorded in the annotation `spanset.dev/fence-reason` and the Event).
     #[arg(long)]
     pub reason: String,
-    /// Fence even though the controller still reaches the member (its pods may be running).
+    /// Fence even though the controller still reaches the member (its pods may be running);
+    /// on a fenced member, fence it anew (a new fenced-at: one heard from since its fence, which
+    /// holds what it was last seen to run, is declared dead again).
     #[arg(long)]
     pub force: bool,
     /// Kubeconfig of the host cluster (default: $KUBECONFIG, then ~/.kube/config).

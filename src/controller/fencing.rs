@@ -42,7 +42,9 @@ pub async fn fence(
     let api: Api<MemberCluster> = Api::all(client.clone());
     let mc = api.get_opt(name).await.map_err(|e| format!("cannot read MemberCluster {name}: {e}"))?;
     let Some(mc) = mc else { return Err(format!("no MemberCluster named {name:?}")) };
-    if mc.spec.fenced {
+    // `--force` on a fenced member fences it anew (a new `fenced-at`): one heard from since its
+    // fence holds what it was last seen to run until then (`fence_clock`).
+    if mc.spec.fenced && !force {
         let who = mc.annotations().get(FENCED_BY).cloned().unwrap_or_else(|| "someone".into());
         return Ok(format!("membercluster/{name} is already fenced (by {who})"));
     }

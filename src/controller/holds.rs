@@ -132,7 +132,14 @@ mod tests {
         };
         let contact = if answers { Instant::now() } else { Instant::now() - Duration::from_secs(120) };
         let view = MemberView { synced: true, federation, last_contact: Some(contact), ..Default::default() };
-        MemberInput { exists: true, unusable: None, fenced, view: Some(Arc::new(view)), duplicate: None }
+        MemberInput {
+            exists: true,
+            unusable: None,
+            fenced,
+            answered_since_fence: false,
+            view: Some(Arc::new(view)),
+            duplicate: None,
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod coordinator;
 pub mod disruption;
 pub mod effects;
 pub mod events;
+pub mod fence_clock;
 pub mod fencing;
 pub mod gates;
 pub mod holds;

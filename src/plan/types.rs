@@ -239,6 +239,10 @@ pub struct ClusterObservation {
     pub reachable: bool,
     /// An operator (or automatic failover) declared its workloads dead.
     pub fenced: bool,
+    /// Fenced, but heard from since the fence: the fence no longer stands in for it, silent or
+    /// not (its last observation counts, as an unfenced member's does).
+    #[serde(default)]
+    pub answered_since_fence: bool,
     /// The member keeps `.spec.ordinals` (false: it silently dropped them).
     pub compatible: bool,
 }
@@ -255,6 +259,7 @@ impl ClusterObservation {
             observed_since_write: true,
             reachable: true,
             fenced: false,
+            answered_since_fence: false,
             compatible: true,
         }
     }

@@ -147,6 +147,7 @@ pub fn decide(fixed: &Fixed, c: &Controller) -> Option<(FederatedStatefulSet, De
                 exists: true,
                 unusable: None,
                 fenced: host.fenced[i],
+                answered_since_fence: host.fenced[i] && c.views[i].answered_since_fence,
                 view: Some(Arc::new(member_view(&c.views[i], fixed.now))),
                 duplicate: None,
             };

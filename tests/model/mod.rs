@@ -462,6 +462,12 @@ impl Spanset {
                 if !ctl.up || ctl.host.as_ref() == Some(&copy) {
                     return None;
                 }
+                // A fence read for the first time (or lifted) starts the fence clock again.
+                for (m, view) in ctl.views.iter_mut().enumerate() {
+                    if ctl.host.as_ref().is_none_or(|h| h.fenced[m] != copy.fenced[m]) {
+                        view.answered_since_fence = false;
+                    }
+                }
                 ctl.host = Some(copy);
             }
             Action::StallWatch(c, m) => {
@@ -502,6 +508,9 @@ impl Spanset {
                 }
                 let before = ctl.views[m as usize].clone();
                 observe(&mut ctl.views[m as usize], member);
+                if member.api_up && ctl.host.as_ref().is_some_and(|h| h.fenced[m as usize]) {
+                    ctl.views[m as usize].answered_since_fence = true;
+                }
                 if ctl.views[m as usize] == before {
                     return None;
                 }
@@ -628,12 +637,14 @@ impl Spanset {
                 if mem.node == Node::Up {
                     return None;
                 }
-                // With the identity gate off, the operator brings a fenced member's nodes back
-                // only once spanset has shrunk it (README, "Failover"): its StatefulSet
-                // controller would otherwise restart the re-homed ordinals there at once. A
-                // slice that held nothing when the fence came needs no shrink.
-                let holds = mem.sts.as_ref().is_some_and(|s| s.replicas > 0);
-                if !self.gated(&w) && mem.fenced && !mem.shrunk_since_fence && holds {
+                // The fence's promise (README, "Failover"): the operator brings a fenced member's
+                // machines back only once spanset has shrunk it, or once nothing there would run
+                // on its own — every pod evicted (Terminating: its kubelet stops it), and with
+                // identity gates off a slice holding nothing (its StatefulSet controller would
+                // start the ordinals at once; with gates on, new pods wait to be released).
+                let restarts = mem.pods.values().any(|p| !p.deleting)
+                    || (!self.gated(&w) && mem.sts.as_ref().is_some_and(|s| s.replicas > 0));
+                if mem.fenced && !mem.shrunk_since_fence && restarts {
                     return None;
                 }
                 w.members[m as usize].return_node();

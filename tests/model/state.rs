@@ -146,6 +146,8 @@ pub struct View {
     pub written: Option<(u32, i64)>,
     /// The newest term seen on the member's objects.
     pub newest_term: u64,
+    /// Listed since this process read the member's fence (`fence_clock`).
+    pub answered_since_fence: bool,
 }
 
 /// What a controller read of the host.

@@ -95,6 +95,9 @@ pub struct Coordinator {
     members: Arc<BTreeMap<String, MemberHandle>>,
     members_listed: bool,
     views: BTreeMap<String, Arc<super::messages::MemberView>>,
+    /// When this process saw each member's fence (a member heard from since then keeps
+    /// counting).
+    fence_clock: super::fence_clock::FenceClock,
     subscribed: BTreeMap<String, Addr<ClusterWatcher>>,
     /// A member's refusal (dry run) of this template or of what it writes with it, and when it
     /// was seen: `(template hash, refusal, at)`. It holds every write until the template changes
@@ -161,7 +164,10 @@ impl Coordinator {
     ) -> Self {
         let recorder =
             Arc::new(tokio::sync::Mutex::new(crate::controller::events::Recorder::new(host.clone(), "spanset".into())));
+        let mut fence_clock = super::fence_clock::FenceClock::default();
+        fence_clock.note(&members.members, Instant::now());
         Self {
+            fence_clock,
             key: FederationKey::of(&fsts),
             fsts,
             host,
@@ -217,6 +223,9 @@ impl Coordinator {
                         exists: true,
                         unusable: m.watcher.as_ref().err().filter(|_| !m.connecting && m.duplicate.is_none()).cloned(),
                         fenced: m.member.spec.fenced,
+                        answered_since_fence: self
+                            .fence_clock
+                            .answered_since(name, self.views.get(name).and_then(|v| v.last_contact)),
                         // A duplicate's view (one reported before it was refused) is another
                         // member's pods: never used.
                         view: self.views.get(name).cloned().filter(|_| m.duplicate.is_none()),
@@ -1219,6 +1228,7 @@ impl Handler<MembersChanged> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, msg: MembersChanged, ctx: &mut Self::Context) {
+        self.fence_clock.note(&msg.members, Instant::now());
         self.members = msg.members;
         self.members_listed = msg.listed;
         self.subscribe_all(ctx);

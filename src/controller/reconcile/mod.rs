@@ -89,6 +89,9 @@ pub struct MemberInput {
     pub unusable: Option<String>,
     /// `spec.fenced`.
     pub fenced: bool,
+    /// Fenced, and heard from since this process saw the fence ([`super::fence_clock`]): what
+    /// it was last seen to hold keeps counting, silent or not.
+    pub answered_since_fence: bool,
     /// The latest report of its watcher.
     pub view: Option<Arc<MemberView>>,
     /// It reaches the same cluster as another MemberCluster, which is used instead (why,

@@ -30,6 +30,7 @@ pub(super) fn observed(cx: &Scope<'_>) -> Observed {
                 let holds = view.federation.sts.is_some() || !view.federation.pods.is_empty();
                 if cx.placement.contains(name.as_str()) || holds || listed_before.contains(name.as_str()) {
                     let mut o = observe(view, cx.backend, m.fenced, cx.inp.now, cx.grace);
+                    o.answered_since_fence = m.fenced && m.answered_since_fence;
                     let f = &view.federation;
                     if !cx.inp.rules.confirmation {
                         // Planted bug: any list confirms absences.
@@ -64,6 +65,7 @@ pub fn observe(view: &MemberView, backend: Backend, fenced: bool, now: Instant, 
         observed_since_write: view.synced && f.confirmed(),
         reachable: view.synced && view.last_contact.is_some_and(|t| now.saturating_duration_since(t) < grace),
         fenced,
+        answered_since_fence: false,
         compatible: incompatibility(view, backend).is_none(),
     }
 }
@@ -89,6 +91,7 @@ fn unreported(previous: &FederatedStatefulSetStatus, name: &str, fenced: bool) -
         ready: Default::default(),
         reachable: false,
         fenced,
+        answered_since_fence: false,
         compatible: true,
     }
 }

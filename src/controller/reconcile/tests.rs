@@ -81,7 +81,14 @@ fn settled(f: &FederatedStatefulSet, start: u32, replicas: u32, term: u64) -> Me
         keeps_ordinals: Some(true),
         ..Default::default()
     };
-    MemberInput { exists: true, unusable: None, fenced: false, view: Some(Arc::new(view)), duplicate: None }
+    MemberInput {
+        exists: true,
+        unusable: None,
+        fenced: false,
+        answered_since_fence: false,
+        view: Some(Arc::new(view)),
+        duplicate: None,
+    }
 }
 
 fn decide_now(f: &FederatedStatefulSet, members: &BTreeMap<String, MemberInput>, term: u64) -> Decision {
@@ -1195,4 +1202,26 @@ fn an_ordinal_seen_running_where_no_home_is_recorded_is_recorded_there() {
     let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), settled(&f, 3, 3, 7))]);
     let d = decide_now(&f, &members, 7);
     assert_eq!(d.status.homes, homes(&[("east", "0-2"), ("west", "3-5")]));
+}
+
+#[test]
+fn a_fenced_member_heard_from_since_its_fence_holds_what_it_ran_once_silent_again() {
+    // West was fenced, then answered with its pods 3-5 running (its machines came back before
+    // the shrink), then fell silent again. Found by the model checker: the fence stood in for
+    // it once more and 3-5 grew in east beside them.
+    let f = fsts(&[("east", 1), ("west", 0)]);
+    let silent_west = |answered| {
+        let mut west = unreachable(settled(&f, 3, 3, 8));
+        west.fenced = true;
+        west.answered_since_fence = answered;
+        west
+    };
+    let grows_east = |d: &Decision| written_slices(d).iter().any(|(c, _, r)| c == "east" && r.unwrap_or(0) > 3);
+    let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), silent_west(true))]);
+    let d = decide_now(&f, &members, 8);
+    assert!(!grows_east(&d), "{:?}", written_slices(&d));
+    // Silent since its fence: the fence stands in, and 3-5 are re-homed.
+    let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), silent_west(false))]);
+    let d = decide_now(&f, &members, 8);
+    assert!(grows_east(&d), "{:?}", written_slices(&d));
 }
