@@ -44,12 +44,14 @@ async fn sim() -> Sim {
     }
 }
 
-/// Waits until the StatefulSet controller and kubelets have each swept `n` more times: long
-/// enough for anything that was going to happen to have happened.
+/// Waits until the StatefulSet controller and kubelets have each swept `n` more times (woken
+/// by resyncs, as idle components sleep): long enough for anything that was going to happen
+/// to have happened.
 async fn settle(cluster: &Cluster, n: u64) {
     let sts = cluster.counters.statefulset_sweeps.load(Ordering::SeqCst);
     let kubelet = cluster.counters.kubelet_sweeps.load(Ordering::SeqCst);
     eventually("controllers to sweep", || async {
+        cluster.faults.resync();
         cluster.counters.statefulset_sweeps.load(Ordering::SeqCst) >= sts + n
             && cluster.counters.kubelet_sweeps.load(Ordering::SeqCst) >= kubelet + n
     })

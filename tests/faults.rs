@@ -60,8 +60,11 @@ async fn a_hung_partition_accepts_and_never_answers_until_healed() {
     // The request is accepted but not answered while hung: the controllers keep sweeping and
     // it stays pending.
     let sweeps = cluster.counters.statefulset_sweeps.load(Ordering::SeqCst);
-    eventually("some sweeps", || async { cluster.counters.statefulset_sweeps.load(Ordering::SeqCst) > sweeps + 20 })
-        .await;
+    eventually("some sweeps", || async {
+        cluster.faults.resync();
+        cluster.counters.statefulset_sweeps.load(Ordering::SeqCst) > sweeps + 20
+    })
+    .await;
     assert!(!pending.is_finished(), "a hung cluster answers nothing");
     cluster.faults.set_partition(Partition::None);
     assert_eq!(tokio::time::timeout(DEADLINE, pending).await.unwrap().unwrap().unwrap(), 0, "answered after the heal");

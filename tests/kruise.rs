@@ -139,7 +139,10 @@ fn max_unavailable_as_documented(minor: u32) {
     k.ok(&["scale", "asts", "limited", "--replicas", "4"]);
     wait_until("limited-1 and limited-2 created", DEADLINE, || names(&k).len() >= 3);
     let from = sweeps(&sandbox);
-    wait_until("twenty more sweeps", DEADLINE, || sweeps(&sandbox) >= from + 20);
+    wait_until("twenty more sweeps", DEADLINE, || {
+        sandbox.ctl_ok(&["resync", "solo"]);
+        sweeps(&sandbox) >= from + 20
+    });
     assert_eq!(names(&k), ["limited-0", "limited-1", "limited-2"], "kubectl 1.{minor}: the budget of 2 is spent");
     for pod in ["limited-1", "limited-2"] {
         sandbox.ctl_ok(&["pod-ready", "solo", pod, "auto"]);
@@ -310,7 +313,11 @@ mod scale_strategy {
     async fn sweeps(fleet: &Fleet, n: u64) {
         let counter = &fleet.servers[0].cluster.counters.statefulset_sweeps;
         let from = counter.load(std::sync::atomic::Ordering::Relaxed);
-        eventually("more sweeps", || async { counter.load(std::sync::atomic::Ordering::Relaxed) >= from + n }).await;
+        eventually("more sweeps", || async {
+            fleet.servers[0].cluster.faults.resync();
+            counter.load(std::sync::atomic::Ordering::Relaxed) >= from + n
+        })
+        .await;
     }
 
     #[tokio::test]

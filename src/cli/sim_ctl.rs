@@ -36,6 +36,12 @@ pub enum Action {
         /// Cluster name.
         cluster: String,
     },
+    /// Wake a cluster's simulated controllers for one sweep though nothing changed (they sleep
+    /// while idle; tests count sweeps to see that nothing happened).
+    Resync {
+        /// Cluster name.
+        cluster: String,
+    },
     /// Delay every request to a cluster.
     Latency {
         /// Cluster name.
@@ -222,6 +228,7 @@ pub fn route(action: &Action) -> (&'static str, String) {
             ("POST", format!("/clusters/{cluster}/partition?mode={}", if *hang { "hang" } else { "refuse" }))
         }
         Action::Heal { cluster } => ("POST", format!("/clusters/{cluster}/heal")),
+        Action::Resync { cluster } => ("POST", format!("/clusters/{cluster}/resync")),
         Action::Latency { cluster, ms } => ("POST", format!("/clusters/{cluster}/latency?ms={ms}")),
         Action::Errors { cluster, rate, code } => {
             ("POST", format!("/clusters/{cluster}/errors?rate={rate}&code={code}"))

@@ -1,22 +1,83 @@
 //! The loop every simulated controller runs: a level-triggered sweep over the cluster, woken by
-//! any change (coalesced) or by a short tick, until the cluster is dropped. A watch dropped by
-//! the storage (as too slow, or by a fault) is simply re-registered: sweeps read the whole
-//! state, so nothing is lost.
+//! any change to its objects (coalesced), by a change of its injected faults, or by a deadline
+//! the sweep itself asked for ([`Wake`]: a pod start finishing, a grace period ending, a node
+//! timeout, `minReadySeconds`…) — and otherwise asleep, so that an idle cluster costs nothing
+//! (issue 24: a sandbox of 100 members beside the controller). A long [`SAFETY_TICK`] only
+//! bounds the harm of a deadline some component forgot to ask for. A watch dropped by the
+//! storage (as too slow, or by a fault) is simply re-registered: sweeps read the whole state,
+//! so nothing is lost.
 
-use std::{sync::Weak, time::Duration};
+use std::{
+    cell::Cell,
+    sync::Weak,
+    time::{Duration, Instant},
+};
 
 use crate::sim::{cluster::Cluster, store::storage::WatchStart};
 
-/// Runs `sweep` on every change and at least every `tick`, until the cluster is gone.
-pub async fn run(cluster: Weak<Cluster>, tick: Duration, mut sweep: impl FnMut(&Cluster)) {
+/// Longest sleep of an idle component: a safety net, not a clock anything relies on.
+pub const SAFETY_TICK: Duration = Duration::from_secs(300);
+
+/// Shortest pause between two sweeps woken by deadlines, so that a deadline asked for "now"
+/// again and again (a time factor of 0) cannot spin the loop.
+const MIN_GAP: Duration = Duration::from_millis(2);
+
+/// When a sweep wants to run again even if nothing changes: the earliest of the deadlines its
+/// time-driven rules asked for. A `Cell`, so that helpers deep in a sweep can ask through a
+/// shared reference.
+#[derive(Debug, Default)]
+pub struct Wake {
+    at: Cell<Option<Instant>>,
+}
+
+impl Wake {
+    /// Asks for a sweep at `at` (or earlier, if another rule asked for earlier).
+    pub fn at(&self, at: Instant) {
+        self.at.set(Some(self.at.get().map_or(at, |a| a.min(at))));
+    }
+
+    /// Asks for a sweep once `after` has passed from now.
+    pub fn after(&self, after: Duration) {
+        self.at(Instant::now() + after);
+    }
+
+    /// Whether `after` has passed since `since` at `now`; if not, asks for a sweep when it has.
+    /// The one-liner time-driven rules use in place of `now - since >= after`.
+    pub fn due(&self, since: Instant, after: Duration, now: Instant) -> bool {
+        let at = since + after;
+        if now >= at {
+            return true;
+        }
+        self.at(at);
+        false
+    }
+
+    /// The earliest deadline asked for, if any.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.at.get()
+    }
+}
+
+/// Runs `sweep` on every change and at each deadline it asks for through its [`Wake`], until
+/// the cluster is gone.
+pub async fn run(cluster: Weak<Cluster>, mut sweep: impl FnMut(&Cluster, &Wake)) {
     let mut events = None;
+    let Some(mut pokes) = cluster.upgrade().map(|c| c.faults.pokes()) else { return };
     loop {
         let Some(c) = cluster.upgrade() else { return };
         if events.is_none() {
             events = c.storage.watch(None, WatchStart::After(c.storage.current_rv())).ok().map(|s| s.live);
         }
-        sweep(&c);
+        pokes.mark_unchanged();
+        let wake = Wake::default();
+        sweep(&c, &wake);
         drop(c);
+        let now = Instant::now();
+        let deadline = match wake.deadline() {
+            Some(at) => at.max(now + MIN_GAP).min(now + SAFETY_TICK),
+            None => now + SAFETY_TICK,
+        };
+        let sleep = tokio::time::sleep_until(deadline.into());
         match events.as_mut() {
             Some(rx) => {
                 tokio::select! {
@@ -27,10 +88,12 @@ pub async fn run(cluster: Weak<Cluster>, tick: Duration, mut sweep: impl FnMut(&
                         // Coalesce a burst of changes into one sweep.
                         while matches!(events.as_mut().map(|r| r.try_recv()), Some(Ok(_))) {}
                     }
-                    _ = tokio::time::sleep(tick) => {}
+                    _ = pokes.changed() => {}
+                    _ = sleep => {}
                 }
             }
-            None => tokio::time::sleep(tick).await,
+            // No watch (the storage refused one): poll, as before, until it takes one again.
+            None => tokio::time::sleep(MIN_GAP.max(Duration::from_millis(20))).await,
         }
     }
 }

@@ -8,7 +8,7 @@
 //! spends that allowance; this controller recomputes it.
 //!
 //! Runs in the cluster's controller loop: woken by any change (pods, budgets, StatefulSets),
-//! with a slow tick only to forget evictions whose pods were never deleted. Every write is
+//! and at the deadline of an eviction whose pod was never deleted, to forget it. Every write is
 //! conditional on the resourceVersion it computed from, so an eviction's decrement is never
 //! overwritten by a stale recomputation.
 
@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 use crate::sim::{
     cluster::{
         Cluster,
+        controller_loop::Wake,
         events::{EventType, Occurrence, Recorder, Style},
         kubelet,
     },
@@ -33,9 +34,6 @@ use crate::sim::{
         selector::LabelSelector,
     },
 };
-
-/// Real time between sweeps when nothing changes.
-const TICK: Duration = Duration::from_millis(250);
 
 /// Simulated time after which an eviction whose pod was never deleted is forgotten
 /// (`DeletionTimeout`).
@@ -55,10 +53,11 @@ const SYNC_FAILED: &str = "SyncFailed";
 pub async fn run(cluster: Weak<Cluster>) {
     // kube-controller-manager's disruption controller records as `controllermanager`.
     let mut events = Recorder::new(Style::Legacy { component: "controllermanager", host: None });
-    crate::sim::cluster::controller_loop::run(cluster, TICK, |c| sweep(c, &mut events)).await;
+    crate::sim::cluster::controller_loop::run(cluster, |c, wake| sweep(c, &mut events, wake)).await;
 }
 
-fn sweep(cluster: &Cluster, events: &mut Recorder) {
+fn sweep(cluster: &Cluster, events: &mut Recorder, wake: &Wake) {
+    cluster.counters.disruption_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let Some(pdb_rt) = cluster.resources.by_plural("policy", "poddisruptionbudgets") else { return };
     let (pdbs, _) = cluster.storage.list(&pdb_rt.storage_key(), None);
     if pdbs.is_empty() {
@@ -68,6 +67,20 @@ fn sweep(cluster: &Cluster, events: &mut Recorder) {
     for pdb in &pdbs {
         if let Some(event) = sync(cluster, &pdb_rt, pdb, &pods) {
             events.record(cluster, event.occurrence(pdb));
+        }
+    }
+    // Evictions whose pods were never deleted are forgotten after the deletion timeout: sweep
+    // again then (the budgets read now; a newer write wakes the loop anyway).
+    let timeout = cluster.config.real(DELETION_TIMEOUT).max(MIN_DELETION_TIMEOUT);
+    let now = jiff::Timestamp::now();
+    // A second more than the timeout: the recorded times are truncated to seconds.
+    let forget_after = timeout + Duration::from_secs(1);
+    for pdb in &pdbs {
+        for at in disrupted_pods(pdb).values().filter_map(parse_time) {
+            let passed = if now >= at { now.duration_since(at).unsigned_abs() } else { Duration::ZERO };
+            if let Some(left) = forget_after.checked_sub(passed).filter(|d| !d.is_zero()) {
+                wake.after(left);
+            }
         }
     }
 }

@@ -22,7 +22,7 @@ use std::{
 
 use serde_json::{Value, json};
 
-use super::Cluster;
+use super::{Cluster, controller_loop::Wake};
 use crate::sim::store::{
     object,
     registry::{Subresource, WriteOptions},
@@ -315,6 +315,14 @@ impl Recorder {
                     last_observed_at: micro_time(at),
                 },
             );
+        }
+    }
+
+    /// Asks `wake` for the next heartbeat, when a series has grown since it was last written
+    /// (a component's loop sleeps otherwise, and the count would wait for the next change).
+    pub fn next_due(&self, cluster: &Cluster, wake: &Wake) {
+        if self.series.values().any(|s| s.count > s.written && s.count >= 2) {
+            wake.at(self.last_heartbeat + cluster.config.real(SERIES_HEARTBEAT));
         }
     }
 

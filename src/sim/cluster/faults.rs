@@ -70,6 +70,10 @@ pub struct Faults {
     rng: Mutex<StdRng>,
     /// Bumped whenever the partition changes, so connections and watches can react.
     changed: watch::Sender<Partition>,
+    /// Bumped on every fault change the simulated components act on (outages, forced
+    /// readiness, image pulls, partitions), so that their loops, asleep while nothing changes,
+    /// wake for it (see [`crate::sim::cluster::controller_loop`]).
+    pokes: watch::Sender<u64>,
     /// Nodes that are out, with how and since when.
     nodes_down: Mutex<BTreeMap<String, Outage>>,
     /// Outages that ended and that the kubelet task has not handled yet (its returning
@@ -109,6 +113,7 @@ impl Faults {
             kruise_drops_ordinals: AtomicBool::new(false),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             changed: watch::channel(Partition::None).0,
+            pokes: watch::channel(0).0,
             nodes_down: Mutex::new(BTreeMap::new()),
             returned: Mutex::new(Vec::new()),
             pod_ready: Mutex::new(BTreeMap::new()),
@@ -136,6 +141,24 @@ impl Faults {
         };
         self.partition.store(code, Ordering::SeqCst);
         self.changed.send_replace(p);
+        self.poke();
+    }
+
+    /// Wakes every simulated component of the cluster for one sweep, though nothing changed
+    /// (`spanset sim-ctl resync`): tests count sweeps to make "nothing happened" a fact, and
+    /// idle components sleep (see [`crate::sim::cluster::controller_loop`]).
+    pub fn resync(&self) {
+        self.poke();
+    }
+
+    /// Wakes the cluster's components: a fault they act on changed.
+    fn poke(&self) {
+        self.pokes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Follows the fault changes the components act on (see `pokes`).
+    pub fn pokes(&self) -> watch::Receiver<u64> {
+        self.pokes.subscribe()
     }
 
     /// Follows partition changes.
@@ -223,6 +246,7 @@ impl Faults {
     pub fn node_out(&self, node: &str, kind: NodeOutage) {
         let outage = Outage { kind, since: Instant::now(), at: jiff::Timestamp::now() };
         self.nodes_down.lock().entry(node.to_string()).or_insert(outage);
+        self.poke();
     }
 
     /// Brings a node back (its kubelet returns, or its machine powers on); the kubelet task
@@ -231,6 +255,7 @@ impl Faults {
         if let Some(outage) = self.nodes_down.lock().remove(node) {
             self.returned.lock().push((node.to_string(), outage));
         }
+        self.poke();
     }
 
     /// When a node went out, if it is out.
@@ -255,6 +280,7 @@ impl Faults {
             Some(r) => self.pod_ready.lock().insert(key, r),
             None => self.pod_ready.lock().remove(&key),
         };
+        self.poke();
     }
 
     /// The forced readiness of a pod, if any.
@@ -267,6 +293,7 @@ impl Faults {
     /// image).
     pub fn set_image_pullable(&self, image: &str, pullable: bool) {
         self.images.lock().insert(super::images::qualified(image), pullable);
+        self.poke();
     }
 
     /// Whether an image was marked pullable (`Some(true)`) or unpullable, if it was marked.

@@ -3,8 +3,8 @@
 //! `foregroundDeletion` owners once their blocking dependents are gone, and empties
 //! terminating namespaces before removing them (k8s-api.md A.8).
 //!
-//! It works by sweeps over a snapshot of the cluster, woken after deletions and on a slow
-//! tick, so a missed wake-up only delays collection and never loses it.
+//! It works by sweeps over a snapshot of the cluster, woken after deletions and (a little
+//! later) after other changes; asleep while nothing changes.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -15,22 +15,51 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::sim::{
-    cluster::Cluster,
+    cluster::{Cluster, controller_loop::SAFETY_TICK},
     store::{
         object,
         registry::{DeleteOptions, Propagation, Subresource, WriteOptions},
         resources::ResourceType,
+        storage::WatchStart,
     },
 };
 
-/// Runs the collector until the cluster is dropped.
+/// How long after a change other than a deletion the collector sweeps (a dependent created
+/// with an owner already gone): changes come in bursts, and a full sweep per change would cost
+/// as much as all the other components together.
+const CHANGE_DELAY: Duration = Duration::from_secs(1);
+
+/// Runs the collector until the cluster is dropped: a sweep at once after a deletion (the
+/// registry's and kubelet's [`Cluster::gc_wake`]), [`CHANGE_DELAY`] after any other change,
+/// and otherwise asleep (see [`crate::sim::cluster::controller_loop`]).
 pub async fn run(cluster: std::sync::Weak<Cluster>) {
+    let mut changes = None;
     loop {
         let Some(c) = cluster.upgrade() else { return };
+        if changes.is_none() {
+            changes = c.storage.watch(None, WatchStart::After(c.storage.current_rv())).ok().map(|s| s.live);
+        }
+        c.counters.gc_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         sweep(&c);
-        let woken = async { c.gc_wake.notified().await };
-        let _ = tokio::time::timeout(Duration::from_secs(2), woken).await;
+        let deleted = c.gc_wake.clone();
         drop(c);
+        let Some(rx) = changes.as_mut() else {
+            // No watch (the storage refused one): the old slow tick until it takes one again.
+            let _ = tokio::time::timeout(CHANGE_DELAY, deleted.notified()).await;
+            continue;
+        };
+        tokio::select! {
+            _ = deleted.notified() => {}
+            ev = rx.recv() => {
+                if ev.is_some() {
+                    let _ = tokio::time::timeout(CHANGE_DELAY, deleted.notified()).await;
+                    while matches!(rx.try_recv(), Ok(_)) {}
+                } else {
+                    changes = None;
+                }
+            }
+            _ = tokio::time::sleep(SAFETY_TICK) => {}
+        }
     }
 }
 

@@ -186,6 +186,12 @@ impl Pulls {
         Pull::Failed
     }
 
+    /// When the earliest failed pull is due to be synced again (its back-off reported, or
+    /// retried), so the kubelet's loop can sleep until then.
+    pub fn next_sync(&self) -> Option<Instant> {
+        self.failing.values().map(|f| f.next_sync).min()
+    }
+
     /// The waiting state of a container whose pull failed, if it did.
     pub fn waiting(&self, uid: &str, container: &str) -> Option<Waiting> {
         let f = self.failing.get(&(uid.to_string(), container.to_string()))?;

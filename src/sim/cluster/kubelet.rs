@@ -16,9 +16,9 @@
 //! image stops the old container and leaves the pod Running, that container waiting and the pod
 //! unready, until a retry pulls the image.
 //!
-//! Runs as one task per cluster, in level-triggered sweeps woken by changes and a short tick.
-//! Its timers live in the task (not in objects), measured in real time scaled by the cluster's
-//! time factor.
+//! Runs as one task per cluster, in level-triggered sweeps woken by changes and by its own
+//! timers' deadlines (see [`crate::sim::cluster::controller_loop`]). Its timers live in the task
+//! (not in objects), measured in real time scaled by the cluster's time factor.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::sim::{
     cluster::{
+        controller_loop::Wake,
         faults::NodeOutage,
         images::{self, Pull, Pulls},
         ledger::{self, Incarnation},
@@ -43,9 +44,6 @@ use crate::sim::{
         resources::ResourceType,
     },
 };
-
-/// Real time between sweeps when nothing changes.
-const TICK: Duration = Duration::from_millis(20);
 
 /// Taint put on nodes whose kubelet stopped posting status.
 pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
@@ -102,7 +100,7 @@ pub async fn run(cluster: Weak<Cluster>) {
         pulls: Pulls::default(),
     };
     drop(c);
-    crate::sim::cluster::controller_loop::run(cluster, TICK, |c| sweep(c, &mut timers)).await;
+    crate::sim::cluster::controller_loop::run(cluster, |c, wake| sweep(c, &mut timers, wake)).await;
 }
 
 fn rt(cluster: &Cluster, plural: &str) -> Arc<ResourceType> {
@@ -163,14 +161,14 @@ fn has_unreachable_taint(node: &Value) -> bool {
 }
 
 /// One pass over nodes and pods.
-fn sweep(cluster: &Cluster, timers: &mut Timers) {
+fn sweep(cluster: &Cluster, timers: &mut Timers, wake: &Wake) {
     cluster.counters.kubelet_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nodes_rt = rt(cluster, "nodes");
     let pods_rt = rt(cluster, "pods");
     let (nodes, _) = cluster.storage.list(&(String::new(), "nodes".into()), None);
     let (pods, _) = cluster.storage.list(&(String::new(), "pods".into()), None);
     timers.ips.refresh(&pods);
-    node_lifecycle(cluster, &nodes_rt, &pods_rt, &nodes, &pods, timers);
+    node_lifecycle(cluster, &nodes_rt, &pods_rt, &nodes, &pods, timers, wake);
     machines(cluster, &pods_rt, &pods, timers);
     let kubelets = node_names(cluster);
     let schedulable: Vec<&str> = nodes
@@ -206,12 +204,15 @@ fn sweep(cluster: &Cluster, timers: &mut Timers) {
         if cluster.faults.node_down_since(node).is_some() || !kubelets.iter().any(|k| k == node) {
             continue;
         }
-        kubelet(cluster, &pods_rt, pod, node, timers);
+        kubelet(cluster, &pods_rt, pod, node, timers, wake);
     }
     let live: std::collections::HashSet<&str> = pods.iter().map(|p| object::uid(p)).collect();
     timers.since.retain(|uid, _| live.contains(uid.as_str()));
     timers.pulls.retain(&live);
-    timers.events.tick(cluster, &live);
+    timers.events.tick(cluster, &live, wake);
+    if let Some(at) = timers.pulls.next_sync() {
+        wake.at(at);
+    }
     cluster.logs.retain_pods(&live);
 }
 
@@ -577,7 +578,7 @@ pub fn is_ready(pod: &Value) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
 }
 
-fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, timers: &mut Timers) {
+fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, timers: &mut Timers, wake: &Wake) {
     let uid = object::uid(pod).to_string();
     let cfg = &cluster.config;
     let now = Instant::now();
@@ -606,7 +607,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map(Duration::from_secs_f64)
             .unwrap_or(cfg.container_shutdown);
-        if now.duration_since(since) >= cfg.real(shutdown.min(Duration::from_secs(grace))) {
+        if wake.due(since, cfg.real(shutdown.min(Duration::from_secs(grace))), now) {
             let res = (String::new(), "pods".to_string());
             let removed = cluster.storage.remove(pods_rt, &res, object::namespace(pod), object::name(pod), |cur| {
                 if object::uid(cur) == uid {
@@ -630,7 +631,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
     match phase {
         "Pending" => {
             let (_, since) = *timers.since.entry(uid.clone()).or_insert((Stage::Scheduled, now));
-            if now.duration_since(since) >= cfg.real(cfg.pod_start_delay) {
+            if wake.due(since, cfg.real(cfg.pod_start_delay), now) {
                 // Every image first; a pod starts none of its containers until it has them all.
                 let names: Vec<String> = containers(pod).into_iter().map(|(name, _)| name).collect();
                 let found = sync_pulls(cluster, pod, &names, &mut timers.pulls, now);
@@ -734,7 +735,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             let forced = cluster.faults.pod_ready(object::namespace(pod), object::name(pod));
             // A container waiting for its image is not ready, whatever its probe would say.
             let containers_want =
-                stuck.is_empty() && forced.unwrap_or(now.duration_since(since) >= cfg.real(cfg.pod_ready_delay));
+                stuck.is_empty() && forced.unwrap_or_else(|| wake.due(since, cfg.real(cfg.pod_ready_delay), now));
             // Ready needs every readiness gate's condition too, and follows it both ways.
             let gates = gates_pass(pod);
             let want = containers_want && gates;
@@ -841,6 +842,7 @@ fn node_lifecycle(
     nodes: &[Arc<Value>],
     pods: &[Arc<Value>],
     timers: &mut Timers,
+    wake: &Wake,
 ) {
     let cfg = &cluster.config;
     let now = Instant::now();
@@ -849,8 +851,7 @@ fn node_lifecycle(
         let on_node = || pods.iter().filter(move |p| p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(name));
         match cluster.faults.node_down_since(name) {
             Some(since) => {
-                if node_ready(node) != Some("Unknown") && now.duration_since(since) >= cfg.real(cfg.node_monitor_grace)
-                {
+                if node_ready(node) != Some("Unknown") && wake.due(since, cfg.real(cfg.node_monitor_grace), now) {
                     let marked = cluster.update_with(nodes_rt, "", name, Subresource::Main, &WriteOptions::default(), |cur| {
                         let mut next = cur.clone();
                         next["spec"]["taints"] = json!([{"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": object::now_rfc3339()}]);
@@ -881,7 +882,7 @@ fn node_lifecycle(
                 if let Some(tainted) = timers.tainted.get(name) {
                     let due = |p: &&Arc<Value>| {
                         unreachable_toleration(p, cfg.unreachable_toleration)
-                            .is_some_and(|t| now.duration_since(*tainted) >= cfg.real(t))
+                            .is_some_and(|t| wake.due(*tainted, cfg.real(t), now))
                     };
                     for p in on_node().filter(|p| !object::is_deleting(p)).filter(due) {
                         // Taint-based eviction: a graceful delete nobody on the node can finish.

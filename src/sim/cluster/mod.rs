@@ -136,8 +136,9 @@ pub struct Cluster {
     pub resources: ResourceTable,
     /// Objects and their history.
     pub storage: Storage,
-    /// Wakes the garbage collector after deletions.
-    pub gc_wake: Notify,
+    /// Wakes the garbage collector after deletions (shared with its loop, which waits on it
+    /// without keeping the cluster alive).
+    pub gc_wake: Arc<Notify>,
     /// Injected faults.
     pub faults: Faults,
     /// The identity ledger, shared with the other clusters of the sandbox.
@@ -172,6 +173,12 @@ pub struct Counters {
     pub kubelet_sweeps: std::sync::atomic::AtomicU64,
     /// Sweeps of the EndpointSlice controller.
     pub endpointslice_sweeps: std::sync::atomic::AtomicU64,
+    /// Sweeps of the PersistentVolume controller.
+    pub volume_sweeps: std::sync::atomic::AtomicU64,
+    /// Sweeps of the disruption controller.
+    pub disruption_sweeps: std::sync::atomic::AtomicU64,
+    /// Sweeps of the garbage collector.
+    pub gc_sweeps: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
@@ -194,7 +201,7 @@ impl Cluster {
                 config.name.bytes().fold(config.seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)),
             ),
             config,
-            gc_wake: Notify::new(),
+            gc_wake: Arc::new(Notify::new()),
         }
     }
 }

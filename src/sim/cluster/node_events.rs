@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::{
     Cluster,
+    controller_loop::Wake,
     events::{EventType, Occurrence, Recorder, Style},
     images,
 };
@@ -139,10 +140,25 @@ impl NodeEvents {
             .or_insert_with(|| Recorder::new(Style::Legacy { component: "kubelet", host: Some(node.to_string()) }))
     }
 
-    /// Writes the scheduler's series heartbeat; called once per sweep.
-    pub fn tick(&mut self, cluster: &Cluster, live_pods: &HashSet<&str>) {
+    /// Writes the scheduler's series heartbeat; called once per sweep. Asks `wake` for the
+    /// next heartbeat due and the next FailedScheduling retry of a pod still unschedulable.
+    pub fn tick(&mut self, cluster: &Cluster, live_pods: &HashSet<&str>, wake: &Wake) {
         self.scheduler.heartbeat(cluster);
         self.unschedulable.retain(|uid, _| live_pods.contains(uid.as_str()));
+        let now = Instant::now();
+        let retry = cluster.config.real(SCHEDULING_RETRY);
+        for last in self.unschedulable.values() {
+            // Past retries are not asked for again: a pod still pending records anew (and
+            // asks again) on the sweep that finds it so.
+            if *last + retry > now {
+                wake.at(*last + retry);
+            }
+        }
+        for r in
+            [&self.scheduler, &self.node_controller, &self.taint_eviction].into_iter().chain(self.kubelets.values())
+        {
+            r.next_due(cluster, wake);
+        }
     }
 
     /// The scheduler bound a pod.

@@ -7,7 +7,8 @@
 //! RollingUpdate (partition) and OnDelete, PVC retention through owner references, and status
 //! written through `/status`.
 //!
-//! Runs as one task per cluster in level-triggered sweeps, woken by changes and a short tick.
+//! Runs as one task per cluster in level-triggered sweeps, woken by changes and by the moment
+//! a Ready pod of a set with `minReadySeconds` becomes available.
 //! It writes only through the cluster's registry, as the real controller writes through the API.
 
 use std::{
@@ -21,6 +22,7 @@ use serde_json::{Value, json};
 use crate::sim::{
     cluster::{
         Cluster,
+        controller_loop::Wake,
         events::{EventType, Occurrence, Recorder, Style},
         inplace::{self, Policy},
         kubelet::is_ready,
@@ -33,9 +35,6 @@ use crate::sim::{
     },
 };
 
-/// Real time between sweeps when nothing changes.
-const TICK: Duration = Duration::from_millis(25);
-
 /// Label carrying the pod name.
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
 /// Label carrying the ordinal (PodIndexLabel, on from 1.28).
@@ -46,7 +45,12 @@ pub const REVISION_LABEL: &str = "controller-revision-hash";
 /// Runs the controller until the cluster is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
     let mut events = Recorder::new(Style::Legacy { component: "statefulset-controller", host: None });
-    crate::sim::cluster::controller_loop::run(cluster, TICK, move |c| sweep(c, &mut events)).await;
+    crate::sim::cluster::controller_loop::run(cluster, move |c, wake| {
+        sweep(c, &mut events);
+        available_deadlines(c, wake);
+        events.next_due(c, wake);
+    })
+    .await;
 }
 
 struct Kinds {
@@ -318,16 +322,53 @@ fn is_available(cluster: &Cluster, pod: &Value, min_ready: i64) -> bool {
     if min_ready <= 0 {
         return true;
     }
-    let since = pod
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-        .and_then(|c| c["lastTransitionTime"].as_str())
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
-    let Some(since) = since else { return false };
+    let Some(since) = ready_since(pod) else { return false };
     let needed = cluster.config.real(Duration::from_secs(min_ready as u64));
     let elapsed = jiff::Timestamp::now().duration_since(since);
     elapsed.as_secs_f64() >= needed.as_secs_f64()
+}
+
+/// Asks `wake` for the moments Ready pods of sets with `minReadySeconds` become available:
+/// nothing else changes then, and the set's status (and an OrderedReady step) waits on it.
+fn available_deadlines(cluster: &Cluster, wake: &Wake) {
+    let k = kinds(cluster);
+    let kruise = cluster.resources.by_plural(KRUISE_GROUP, "statefulsets");
+    let sets = std::iter::once(k.sets).chain(kruise).flat_map(|rt| cluster.storage.list(&rt.storage_key(), None).0);
+    let min_ready: HashMap<String, i64> = sets
+        .map(|set| (object::uid(&set).to_string(), i64_at(&set, "/spec/minReadySeconds", 0)))
+        .filter(|(_, m)| *m > 0)
+        .collect();
+    if min_ready.is_empty() {
+        return;
+    }
+    for pod in cluster.storage.list(&(String::new(), "pods".into()), None).0 {
+        let owner = object::owner_refs(&pod).iter().find(|r| r["controller"] == true).and_then(|r| r["uid"].as_str());
+        if let Some(m) = owner.and_then(|uid| min_ready.get(uid))
+            && let Some(left) = available_in(cluster, &pod, *m)
+        {
+            wake.after(left);
+        }
+    }
+}
+
+/// How long until a Running+Ready pod is available, if it is not yet.
+fn available_in(cluster: &Cluster, pod: &Value, min_ready: i64) -> Option<Duration> {
+    if !is_running_ready(pod) || min_ready <= 0 {
+        return None;
+    }
+    let since = ready_since(pod)?;
+    let needed = cluster.config.real(Duration::from_secs(min_ready as u64));
+    let elapsed = jiff::Timestamp::now().duration_since(since).unsigned_abs();
+    needed.checked_sub(elapsed).filter(|d| !d.is_zero())
+}
+
+/// When the pod's Ready condition last turned.
+fn ready_since(pod: &Value) -> Option<jiff::Timestamp> {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
 }
 
 /// Sets the PVC owner references the retention policy asks for (k8s-api.md B.5).

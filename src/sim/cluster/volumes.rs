@@ -3,10 +3,7 @@
 //! a Released volume, Delete removes it). A PV object copied into another cluster — the
 //! migration blog's step 6 — names the same volume there, so the data arrives with it.
 
-use std::{
-    sync::{Arc, Weak},
-    time::Duration,
-};
+use std::sync::{Arc, Weak};
 
 use serde_json::{Value, json};
 
@@ -28,8 +25,6 @@ pub const DRIVER: &str = "volumes.sim.spanset.dev";
 pub const DEFAULT_CLASS: &str = "standard";
 /// A StorageClass whose volumes live on one node (a pod using one can only run there).
 pub const LOCAL_CLASS: &str = "local";
-
-const TICK: Duration = Duration::from_millis(25);
 
 /// The volume identity a PV names, if it is a sandbox volume.
 pub fn volume_of(pv: &Value) -> Option<&str> {
@@ -53,7 +48,7 @@ pub async fn run(cluster: Weak<Cluster>) {
         component: "volumes.sim.spanset.dev_csi-controller-0_7d3e1f52-0c1a-4b7e-9a51-2f4e8b6c9d10",
         host: None,
     });
-    crate::sim::cluster::controller_loop::run(cluster, TICK, move |c| sweep(c, &mut events)).await;
+    crate::sim::cluster::controller_loop::run(cluster, move |c, _| sweep(c, &mut events)).await;
 }
 
 fn install_classes(cluster: &Cluster) {
@@ -82,6 +77,7 @@ fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
 
 /// One pass: provision, bind, release and reclaim.
 pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
+    cluster.counters.volume_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let k = Kinds {
         pvs: cluster.resources.by_plural("", "persistentvolumes").expect("built in"),
         pvcs: cluster.resources.by_plural("", "persistentvolumeclaims").expect("built in"),

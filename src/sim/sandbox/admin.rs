@@ -156,6 +156,7 @@ fn fault_action(cluster: &Cluster, action: &str, query: &BTreeMap<String, String
             faults.set_partition(mode);
         }
         "heal" => faults.heal(),
+        "resync" => faults.resync(),
         "latency" => {
             let ms = param(query, "ms")?;
             faults.set_latency_ms(

@@ -20,7 +20,6 @@ pub mod layout;
 use std::{
     collections::{BTreeMap, HashMap},
     sync::{Arc, Weak},
-    time::Duration,
 };
 
 use serde_json::{Value, json};
@@ -38,15 +37,12 @@ use crate::sim::{
     },
 };
 
-/// Real time between sweeps when nothing changes (changes wake it at once).
-const TICK: Duration = Duration::from_secs(1);
-
 /// Longest `generateName` prefix the apiserver keeps (63 minus the 5 random characters).
 const MAX_PREFIX: usize = 58;
 
 /// Runs the controller until the cluster is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
-    crate::sim::cluster::controller_loop::run(cluster, TICK, sweep).await;
+    crate::sim::cluster::controller_loop::run(cluster, |c, _| sweep(c)).await;
 }
 
 fn list(cluster: &Cluster, group: &str, plural: &str) -> Vec<Arc<Value>> {
