@@ -33,6 +33,8 @@ pub struct Cli {
 pub enum Command {
     /// Run simulated Kubernetes API servers on loopback (the sandbox), each with its cluster DNS
     /// (printed as `dns NAME: 127.0.0.1:PORT`; `dig @127.0.0.1 -p PORT SVC.NS.svc.cluster.local`).
+    /// Idle clusters cost almost nothing (their components sleep until a change or a deadline),
+    /// so a hundred fit on a small machine; `--tls` serves HTTPS with HTTP/2.
     #[cfg(feature = "sim")]
     Sim(sim::SimArgs),
     /// Inject faults into a running sandbox through its admin API.

@@ -147,6 +147,7 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
         nodes: 3,
         seed: 1,
         auth: false,
+        tls: false,
         kruise: args.kruise.clone(),
         mcs: args.mcs.clone(),
     })

@@ -1,5 +1,9 @@
 //! `spanset sim`: starts simulated clusters, writes their kubeconfig, prints `cluster NAME: URL`,
 //! `admin: URL`, `dns NAME: 127.0.0.1:PORT` and `ready`, and runs until SIGINT or SIGTERM.
+//!
+//! The simulated components of an idle cluster sleep (they wake on a change, a fault, or a
+//! deadline of their own), so `--nodes 1` and a hundred clusters cost little while nothing
+//! happens; `--tls` (or `--auth`) serves HTTPS with HTTP/2 offered by ALPN.
 
 use std::{io::Write, path::PathBuf};
 
@@ -36,6 +40,10 @@ pub struct SimArgs {
     /// the Roles and ClusterRoles bound to their user.
     #[arg(long)]
     pub auth: bool,
+    /// Serve HTTPS without enforcing authentication (`--auth` implies it): HTTP/2 or HTTP/1.1
+    /// as the client offers by ALPN, like kube-apiserver; the kubeconfig carries the CA.
+    #[arg(long)]
+    pub tls: bool,
     /// Install a simulated OpenKruise: Advanced StatefulSets (`statefulsets.apps.kruise.io`,
     /// `asts`) with `reserveOrdinals`, `scaleStrategy.maxUnavailable`, specified deletion and
     /// in-place update. Alone, in every cluster; with names (`--kruise east,west`), in those.
@@ -96,6 +104,7 @@ pub async fn run(args: SimArgs) -> i32 {
             nodes: args.nodes,
             seed: args.seed.wrapping_add(i as u64),
             auth: args.auth,
+            tls: args.tls,
             kruise: named_in(&args.kruise, n),
             mcs: named_in(&args.mcs, n),
             ..ClusterConfig::named(n)
@@ -142,6 +151,7 @@ mod tests {
             nodes: 3,
             seed: 1,
             auth: false,
+            tls: false,
             kruise: None,
             mcs: None,
         }

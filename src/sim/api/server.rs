@@ -1,10 +1,13 @@
-//! Loopback listeners: one HTTP/1.1 server per simulated cluster, plain HTTP with keep-alive
-//! and chunked streaming, as kube-rs and kubectl need (k8s-api.md A.1).
+//! Loopback listeners: one server per simulated cluster, plain HTTP/1.1 with keep-alive and
+//! chunked streaming, as kube-rs and kubectl need (k8s-api.md A.1); over TLS, HTTP/2 too when
+//! the client offers it by ALPN (`h2` before `http/1.1`, as kube-apiserver), so that many
+//! watches share one connection (issue 24). Accepted connections are counted in
+//! [`crate::sim::cluster::Counters`].
 
 use std::{net::SocketAddr, sync::Arc};
 
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
 use crate::sim::cluster::{Cluster, faults::Partition};
@@ -112,6 +115,7 @@ async fn accept_loop(
             }
         };
         let _ = stream.set_nodelay(true);
+        cluster.counters.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cluster = cluster.clone();
         let server_address = server_address.clone();
         let stopped = stopped.clone();
@@ -120,19 +124,26 @@ async fn accept_loop(
         tokio::spawn(async move {
             match tls {
                 Some(cfg) => match tokio_rustls::TlsAcceptor::from(cfg).accept(stream).await {
-                    Ok(s) => serve_connection(s, cluster, server_address, stopped, cut).await,
+                    Ok(s) => {
+                        let h2 = s.get_ref().1.alpn_protocol() == Some(b"h2");
+                        if h2 {
+                            cluster.counters.h2_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        serve_connection(s, h2, cluster, server_address, stopped, cut).await
+                    }
                     Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
                 },
-                None => serve_connection(stream, cluster, server_address, stopped, cut).await,
+                None => serve_connection(stream, false, cluster, server_address, stopped, cut).await,
             }
         });
     }
 }
 
-/// Serves one connection (plain or TLS) until it ends, the server stops, or a refused
-/// partition cuts it.
+/// Serves one connection (plain or TLS; HTTP/2 when `h2` was negotiated) until it ends, the
+/// server stops, or a refused partition cuts it.
 async fn serve_connection<IO>(
     io: IO,
+    h2: bool,
     cluster: Arc<Cluster>,
     server_address: String,
     mut stopped: watch::Receiver<bool>,
@@ -147,11 +158,15 @@ async fn serve_connection<IO>(
             Ok::<_, std::convert::Infallible>(crate::sim::api::handlers::handle(cluster, server_address, req).await)
         }
     });
-    let conn = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), svc);
-    tokio::pin!(conn);
+    let io = TokioIo::new(io);
+    let conn: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), hyper::Error>> + Send>> = if h2 {
+        Box::pin(hyper::server::conn::http2::Builder::new(TokioExecutor::new()).serve_connection(io, svc))
+    } else {
+        Box::pin(hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(io, svc))
+    };
     // The connection ends with the server, or abruptly when a refused partition starts.
     tokio::select! {
-        res = conn.as_mut() => {
+        res = conn => {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "connection ended with an error");
             }

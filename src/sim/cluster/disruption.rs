@@ -435,7 +435,7 @@ mod tests {
         let rt = c.resources.by_plural("policy", "poddisruptionbudgets").unwrap();
         let budget = json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
         c.create(&rt, Some("default"), budget, &WriteOptions::default()).unwrap();
-        sweep(&c, &mut Recorder::new(Style::Legacy { component: "controllermanager", host: None }));
+        sweep(&c, &mut Recorder::new(Style::Legacy { component: "controllermanager", host: None }), &Wake::default());
         assert_eq!(c.get(&rt, "default", "web").unwrap()["status"]["disruptionsAllowed"], 2);
         // web-2 goes unready; the controller reads the budget (still allowing 2)...
         set_ready(&c, "web-2", false);

@@ -73,8 +73,11 @@ pub struct ClusterConfig {
     /// always caps it.
     pub container_shutdown: Duration,
     /// Whether requests must carry a valid bearer token and pass RBAC (`spanset sim --auth`);
-    /// otherwise every caller may do everything, as before.
+    /// otherwise every caller may do everything, as before. Implies [`ClusterConfig::tls`].
     pub auth: bool,
+    /// Whether the API server serves HTTPS (HTTP/2 or HTTP/1.1 by ALPN) with the sandbox's CA
+    /// (`spanset sim --tls`), without enforcing authentication.
+    pub tls: bool,
     /// Whether OpenKruise is installed: its Advanced StatefulSet CRD
     /// (`statefulsets.apps.kruise.io`, short name `asts`), run by the StatefulSet controller
     /// with Kruise's ordinal rules (`reserveOrdinals`).
@@ -111,10 +114,17 @@ impl ClusterConfig {
             unreachable_toleration: Duration::from_secs(300),
             container_shutdown: Duration::from_secs(1),
             auth: false,
+            tls: false,
             kruise: false,
             mcs: false,
             pod_network: None,
         }
+    }
+
+    /// Whether the API server serves HTTPS: asked for, or implied by authentication (kubectl
+    /// sends tokens only over TLS).
+    pub fn serves_tls(&self) -> bool {
+        self.tls || self.auth
     }
 
     /// The `/16` the nodes' pod CIDRs are carved from.
@@ -173,6 +183,10 @@ pub struct Counters {
     pub kubelet_sweeps: std::sync::atomic::AtomicU64,
     /// Sweeps of the EndpointSlice controller.
     pub endpointslice_sweeps: std::sync::atomic::AtomicU64,
+    /// Connections the API server accepted (TCP, plain or TLS).
+    pub connections: std::sync::atomic::AtomicU64,
+    /// Of those, the ones that negotiated HTTP/2 (ALPN `h2`).
+    pub h2_connections: std::sync::atomic::AtomicU64,
     /// Sweeps of the PersistentVolume controller.
     pub volume_sweeps: std::sync::atomic::AtomicU64,
     /// Sweeps of the disruption controller.

@@ -63,10 +63,12 @@ fn handle(sandbox: &Sandbox, req: http::Request<Incoming>) -> Response<Body> {
             let list: Vec<_> = clusters
                 .iter()
                 .map(|(name, (c, url))| {
-                    let sweeps = c.counters.statefulset_sweeps.load(std::sync::atomic::Ordering::Relaxed);
+                    let load = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
+                    let sweeps = load(&c.counters.statefulset_sweeps);
                     let dns = sandbox.dns.get(name).map(|a| a.to_string());
                     json!({"name": name, "server": url, "dns": dns, "resourceVersion": c.storage.current_rv(), "faults": c.faults.describe(),
-                           "nodes": crate::sim::cluster::kubelet::node_names(c), "statefulsetSweeps": sweeps})
+                           "nodes": crate::sim::cluster::kubelet::node_names(c), "statefulsetSweeps": sweeps,
+                           "connections": load(&c.counters.connections), "h2Connections": load(&c.counters.h2_connections)})
                 })
                 .collect();
             response::json(200, &json!({"clusters": list}))

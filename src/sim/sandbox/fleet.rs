@@ -39,6 +39,10 @@ pub enum FleetError {
     Tls(#[from] TlsError),
 }
 
+/// The token the kubeconfig gives the user of a `--tls` cluster that enforces no
+/// authentication: some credential keeps kubectl from prompting for a username over HTTPS.
+pub const NO_AUTH_TOKEN: &str = "sandbox-tls-no-auth";
+
 /// Running simulated clusters, by name, and the admin listener.
 pub struct Fleet {
     /// API servers by cluster name, in the order given.
@@ -48,7 +52,7 @@ pub struct Fleet {
     admin: tokio::task::JoinHandle<()>,
     /// The identity ledger shared by all clusters.
     pub ledger: Arc<Ledger>,
-    /// The CA of the clusters served over TLS, PEM.
+    /// The CA of the clusters served over TLS (`auth` or `tls`), PEM.
     pub ca_pem: Option<String>,
     /// Each cluster's DNS server, in the order of `servers`.
     pub dns: Vec<DnsServer>,
@@ -70,8 +74,9 @@ impl Fleet {
         let mut servers = Vec::new();
         let ledger = Arc::new(Ledger::default());
         let volumes = Arc::new(VolumeStore::default());
-        // Clusters that enforce authentication serve HTTPS: kubectl sends tokens only over TLS.
-        let tls = match configs.iter().any(|c| c.auth) {
+        // Clusters that enforce authentication serve HTTPS (kubectl sends tokens only over TLS),
+        // as do those that ask for it.
+        let tls = match configs.iter().any(ClusterConfig::serves_tls) {
             true => Some(SandboxTls::generate()?),
             false => None,
         };
@@ -79,7 +84,7 @@ impl Fleet {
             // Disjoint pod networks: a flat network across the clusters needs unique pod IPs.
             config.pod_network.get_or_insert(network::sandbox_pod_network(i));
             let listener = bind(&config.name, port_at(i)).await?;
-            let server_tls = tls.as_ref().filter(|_| config.auth).map(|t| t.server.clone());
+            let server_tls = tls.as_ref().filter(|_| config.serves_tls()).map(|t| t.server.clone());
             let cluster = Cluster::in_sandbox(config, ledger.clone(), volumes.clone());
             servers.push(
                 {
@@ -142,8 +147,14 @@ impl Fleet {
             .map(|s| kubeconfig::Access {
                 name: s.cluster.config.name.clone(),
                 url: s.url(),
-                token: s.cluster.admin_token.clone(),
-                ca_pem: self.ca_pem.clone().filter(|_| s.cluster.config.auth),
+                // Without credentials kubectl asks for a username over HTTPS; a cluster that
+                // enforces nothing ignores this placeholder token.
+                token: s
+                    .cluster
+                    .admin_token
+                    .clone()
+                    .or_else(|| s.cluster.config.tls.then(|| NO_AUTH_TOKEN.to_string())),
+                ca_pem: self.ca_pem.clone().filter(|_| s.cluster.config.serves_tls()),
             })
             .collect()
     }

@@ -1,5 +1,5 @@
-//! TLS for clusters that enforce authentication: kubectl (client-go) sends a bearer token
-//! only over TLS, so `--auth` serves HTTPS. One throwaway CA per sandbox signs one server
+//! TLS for clusters that enforce authentication (kubectl (client-go) sends a bearer token
+//! only over TLS, so `--auth` serves HTTPS) or ask for it (`--tls`). One throwaway CA per sandbox signs one server
 //! certificate for `127.0.0.1` and `localhost`; the kubeconfig carries the CA so clients
 //! verify the server as they would a real one.
 
@@ -51,7 +51,9 @@ impl SandboxTls {
                 .with_safe_default_protocol_versions()?
                 .with_no_client_auth()
                 .with_single_cert(chain, private)?;
-        server.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // HTTP/2 first, as kube-apiserver offers it: clients that speak it multiplex their
+        // watches over one connection; the others (and upgrades) stay on HTTP/1.1.
+        server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Self { ca_pem: ca_cert.pem(), server: Arc::new(server) })
     }
 }
