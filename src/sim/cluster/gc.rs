@@ -53,7 +53,7 @@ pub async fn run(cluster: std::sync::Weak<Cluster>) {
             ev = rx.recv() => {
                 if ev.is_some() {
                     let _ = tokio::time::timeout(CHANGE_DELAY, deleted.notified()).await;
-                    while matches!(rx.try_recv(), Ok(_)) {}
+                    while rx.try_recv().is_ok() {}
                 } else {
                     changes = None;
                 }
