@@ -83,3 +83,47 @@ async fn a_settled_federation_is_not_planned_again_while_its_members_are_only_pr
     drop(c);
     f.assert_ledger_clean();
 }
+
+/// `spanset_member_http_requests_total` of `member` for `verb`, all codes.
+fn requests(c: &Controller, member: &str, verb: &str) -> f64 {
+    c.metrics_text()
+        .lines()
+        .filter(|l| l.starts_with("spanset_member_http_requests_total{"))
+        .filter(|l| l.contains(&format!("cluster=\"{member}\"")) && l.contains(&format!("verb=\"{verb}\"")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_taking_over_many_federations_confirms_them_with_a_few_lists_per_member() {
+    const N: usize = 24;
+    let f = Federation::start(&["east", "west"]).await;
+    for i in 0..N {
+        let mut fsts = f.placing(&format!("many-{i:02}"), &["east", "west"]);
+        fsts.spec.replicas = 2;
+        fsts.spec.template.volume_claim_templates.clear();
+        f.create(&fsts).await;
+    }
+    let mut first = Controller::start(&f.sandbox, "many-1");
+    for i in 0..N {
+        f.wait_settled(&format!("many-{i:02}"), &[("east", 0, 1), ("west", 1, 1)], "settled").await;
+    }
+    first.kill();
+    // A successor starts with every federation settled: each one's absence or presence in
+    // each member must be confirmed by a quorum list before it is planned from. One list per
+    // federation and member (as before issue 24) would be 24 per member at least.
+    let second = Controller::start(&f.sandbox, "many-2");
+    support::eventually("the successor planned every federation", || async {
+        second.log_text().contains("metrics_addr")
+            && (0..N).all(|i| reconciles(&second, &format!("many-{i:02}\"")) >= 1.0)
+    })
+    .await;
+    tokio::task::block_in_place(|| second.wait_reconciles("many-00", 1000));
+    // Its watches' own lists (a handful of resources) and the confirmations, per member.
+    for member in ["east", "west"] {
+        let lists = requests(&second, member, "list");
+        assert!(lists < N as f64 / 2.0, "{lists} lists of {member} to take over {N} federations");
+    }
+    drop(second);
+    f.assert_ledger_clean();
+}

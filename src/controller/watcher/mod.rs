@@ -258,10 +258,10 @@ impl ClusterWatcher {
     fn flush(&mut self, ctx: &mut Context<Self>) {
         self.flush_scheduled = false;
         let dirty: Vec<FederationKey> = self.dirty.drain().collect();
+        if self.cache.synced() {
+            self.confirm_due(&dirty, ctx);
+        }
         for key in dirty {
-            if self.cache.synced() {
-                self.confirm_if_due(&key, ctx);
-            }
             // Reported before the first sync too (`synced: false`): the coordinator then knows
             // how long the member has been silent, which the automatic failover counts.
             if let Some(sub) = self.subscribers.get(&key) {
