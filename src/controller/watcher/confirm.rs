@@ -16,31 +16,58 @@ use crate::controller::{
     member::{cache::rv_of, health::Failure, objects::FederationKey, workload::api_resource},
 };
 
+/// The pause before a failed confirming list is tried again.
+const CONFIRM_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl ClusterWatcher {
-    /// Lists a federation's pods with a quorum read when its StatefulSet changed since the last
-    /// confirmation (see [`crate::controller::member::cache`]).
-    pub(super) fn confirm_if_due(&mut self, key: &FederationKey, ctx: &mut Context<Self>) {
-        // A federation never seen here is due too: its absence must be confirmed by a list.
-        let Some(state) = self.cache.federations.entry(key.clone()).or_default().confirmation_due() else { return };
-        if !self.confirming.insert(key.clone()) {
-            return;
+    /// Lists the pods of the federations among `keys` whose StatefulSet changed since their
+    /// last confirmation, with one quorum read (see [`crate::controller::member::cache`]): the
+    /// federation's own pods when one is due, every managed pod of the member when several are
+    /// (a controller starting with a thousand federations lists each member once, not a
+    /// thousand times).
+    pub(super) fn confirm_due(&mut self, keys: &[FederationKey], ctx: &mut Context<Self>) {
+        let mut due = Vec::new();
+        for key in keys {
+            // A federation never seen here is due too: its absence must be confirmed by a list.
+            let state = self.cache.federations.entry(key.clone()).or_default().confirmation_due();
+            if let Some(state) = state
+                && self.confirming.insert(key.clone())
+            {
+                due.push((key.clone(), state));
+            }
         }
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
-        let lp = ListParams::default().labels(&format!("{FEDERATION}={}", key.name));
-        let key = key.clone();
+        let (api, lp): (Api<Pod>, ListParams) = match due.as_slice() {
+            [] => return,
+            [(key, _)] => (
+                Api::namespaced(self.client.clone(), &key.namespace),
+                ListParams::default().labels(&format!("{FEDERATION}={}", key.name)),
+            ),
+            _ => (Api::all(self.client.clone()), ListParams::default().labels(FEDERATION)),
+        };
         self.metrics.api_request(&self.cluster, "list");
         ctx.spawn(async move { api.list(&lp).await }.into_actor(self).map(move |res, act, ctx| {
-            act.confirming.remove(&key);
+            for (key, _) in &due {
+                act.confirming.remove(key);
+            }
             match res {
                 Ok(list) => {
                     let rv = rv_of(list.metadata.resource_version.as_deref());
                     act.contact_ok();
-                    act.cache.pods_confirmed(&key, &list.items, rv, state);
+                    // Each federation takes its own pods from the list (by label and namespace).
+                    for (key, state) in &due {
+                        act.cache.pods_confirmed(key, &list.items, rv, state.clone());
+                    }
                 }
-                Err(e) => act.contact_failed(&e),
+                Err(e) => {
+                    act.contact_failed(&e);
+                    // Tried again after a pause: a failing member is not asked in a loop.
+                    let keys: Vec<FederationKey> = due.into_iter().map(|(key, _)| key).collect();
+                    ctx.run_later(CONFIRM_RETRY, move |act, ctx| act.touched(keys, ctx));
+                    return;
+                }
             }
-            // Due again if the StatefulSet changed meanwhile, or the list failed.
-            act.touched([key], ctx);
+            // Due again if the StatefulSet changed meanwhile.
+            act.touched(due.into_iter().map(|(key, _)| key), ctx);
         }));
     }
 
