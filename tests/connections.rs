@@ -3,7 +3,8 @@
 //! bounded pool of idle connections after a burst of concurrent requests, closes them once
 //! idle, and, over TLS, speaks HTTP/2 where the server offers it, so that many concurrent
 //! requests share one connection. Connections are counted from this process's own sockets
-//! (`/proc/self/fd` and `/proc/self/net/tcp`), the way the benchmark counts descriptors.
+//! (`/proc/self/fd` and `/proc/self/net/tcp`), the way the benchmark counts descriptors, and
+//! over TLS by the sandbox's own count of HTTP/2 connections (`spanset sim --tls`).
 
 mod support;
 
@@ -74,4 +75,27 @@ async fn a_burst_leaves_a_bounded_pool_that_closes_when_idle() {
         assert!(std::time::Instant::now() < deadline, "idle connections closed after {POOL_IDLE_TIMEOUT:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_the_client_speaks_http2_and_a_burst_shares_one_connection() {
+    let sandbox = Sandbox::start_with("host", &["--tls"]);
+    let port = api_port(&sandbox, "host");
+    let client = spanset::controller::app::host_client(Some(&sandbox.kubeconfig), Some("host")).await.expect("client");
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    // A watch held open, as a watcher's are, and fifty reads at once beside it.
+    let watching = Api::<ConfigMap>::namespaced(client, "default");
+    let _watch = watching.watch(&kube::api::WatchParams::default().timeout(30), "0").await.expect("a watch opens");
+    burst(&api).await;
+    assert_eq!(connections_to(port), 1, "one connection carries the watch and every read");
+    let doc: serde_json::Value = serde_json::from_slice(
+        &std::process::Command::new("curl")
+            .args(["-sf", &format!("{}/clusters", sandbox.admin)])
+            .output()
+            .expect("curl")
+            .stdout,
+    )
+    .expect("the admin API answers JSON");
+    let host = doc["clusters"].as_array().and_then(|c| c.iter().find(|c| c["name"] == "host")).expect("host").clone();
+    assert_eq!(host["h2Connections"], 1, "the server saw one HTTP/2 connection: {host}");
 }
