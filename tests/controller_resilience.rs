@@ -122,12 +122,22 @@ async fn a_partitioned_member_logs_its_state_changes_not_every_failed_call() {
     let lines_about_central = || c.log_text().lines().filter(|l| shown(l)).count();
     let before = lines_about_central();
     f.sandbox.ctl_ok(&["partition", "central"]);
-    // Unreachable, then ten more reconciles of the federation (some 20 s of retries).
+    // Unreachable, then ten more failed calls to central (some 20 s of probes and retries;
+    // an idle federation is no longer planned on every probe, so calls are what is counted).
     support::eventually("central unreachable in the status", || async {
         f.status("redis").await.conditions.iter().any(|c| c.type_ == "ClusterUnreachable" && c.status == "True")
     })
     .await;
-    c.wait_reconciles("redis", 10);
+    let failed_calls = || {
+        c.metrics_text()
+            .lines()
+            .filter(|l| l.starts_with("spanset_member_http_requests_total{") && l.contains("cluster=\"central\""))
+            .filter(|l| l.contains("code=\"error\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let then = failed_calls();
+    support::wait_until("ten more failed calls to central", support::DEADLINE, || failed_calls() >= then + 10.0);
     let during = lines_about_central() - before;
     assert!(
         c.log_text().lines().any(|l| l.contains("WARN") && l.contains("member unreachable") && l.contains("central")),

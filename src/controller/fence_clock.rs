@@ -52,7 +52,13 @@ mod tests {
             MemberClusterSpec { kubeconfig_secret: None, context: Some("a".into()), region: None, fenced },
         );
         mc.annotations_mut().insert(FENCED_AT.into(), at.into());
-        MemberHandle { member: Arc::new(mc), watcher: Err("test".into()), connecting: false, duplicate: None }
+        MemberHandle {
+            member: Arc::new(mc),
+            watcher: Err("test".into()),
+            connecting: false,
+            duplicate: None,
+            contact: Default::default(),
+        }
     }
 
     #[test]

@@ -209,7 +209,7 @@ async fn from_source(source: Source, context: Option<&str>, tune: fn(&mut Config
             let mut config =
                 Config::incluster().map_err(|e| HostClientError::NoInCluster { looked, reason: e.to_string() })?;
             tune(&mut config);
-            Client::try_from(config).map_err(|e| HostClientError::Client {
+            super::connection::client(config).map_err(|e| HostClientError::Client {
                 source_name: "the in-cluster service account".into(),
                 reason: e.to_string(),
             })
@@ -355,7 +355,7 @@ async fn build(
         other => bad(format!("cannot be loaded ({})", variant_name(&other))),
     })?;
     tune(&mut loaded);
-    Client::try_from(loaded).map_err(|e| HostClientError::Client {
+    super::connection::client(loaded).map_err(|e| HostClientError::Client {
         source_name: format!("{source_name}, context {context:?}"),
         reason: e.to_string(),
     })

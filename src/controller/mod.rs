@@ -13,6 +13,7 @@
 
 pub mod app;
 pub mod bounds;
+pub mod connection;
 pub mod coordinator;
 pub mod disruption;
 pub mod effects;

@@ -28,6 +28,7 @@ use super::{
     fencing, host_client,
     labels::MEMBER_FINALIZER,
     leader::Leadership,
+    member::contact_clock::ContactClock,
     member::identity::{self, Admission, Claimant},
     member::objects::FederationKey,
     member_http,
@@ -250,6 +251,7 @@ impl Supervisor {
                 watcher: Err("connecting".into()),
                 connecting: true,
                 duplicate: None,
+                contact: Default::default(),
             });
         }
         MembersChanged { members: Arc::new(members), listed: self.members_listed }
@@ -280,7 +282,13 @@ impl Supervisor {
         let mc = Arc::new(mc);
         if same_connection {
             if let Some((_, h)) = self.members.get_mut(&name) {
+                let unchanged = planned_from(&h.member) == planned_from(&mc);
                 h.member = mc;
+                // Its status (refreshed by its watcher every half minute) is not read by
+                // coordinators: telling them would wake every federation for nothing.
+                if unchanged {
+                    return;
+                }
             }
             self.broadcast();
             return;
@@ -321,6 +329,7 @@ impl Supervisor {
             {
                 w.do_send(Stop);
             }
+            let contact = ContactClock::default();
             let watcher = client.map(|client| {
                 let client = member_http::instrumented(client, &name, act.metrics.clone());
                 let w = ClusterWatcher::new(
@@ -332,7 +341,8 @@ impl Supervisor {
                     act.metrics.clone(),
                     act.synced.clone(),
                 )
-                .admitted_by(ctx.address().recipient());
+                .admitted_by(ctx.address().recipient())
+                .noting_contact_on(contact.clone());
                 w.start()
             });
             if let Err(e) = &watcher {
@@ -342,8 +352,10 @@ impl Supervisor {
                 act.report_refusal(&name, reason, e, None);
             }
             let spec = mc.spec.clone();
-            act.members
-                .insert(name.clone(), (spec, MemberHandle { member: mc, watcher, connecting: false, duplicate: None }));
+            act.members.insert(
+                name.clone(),
+                (spec, MemberHandle { member: mc, watcher, connecting: false, duplicate: None, contact }),
+            );
             act.broadcast();
             // A member without a watcher holds no one back from being used.
             act.settle_identities();
@@ -750,6 +762,13 @@ impl Actor for Supervisor {
             }
         }
     }
+}
+
+/// What coordinators read of a MemberCluster (its spec, e.g. `fenced`; its annotations, e.g.
+/// when it was fenced; whether it is being deleted): only a change of these is broadcast.
+fn planned_from(mc: &MemberCluster) -> (&MemberClusterSpec, &BTreeMap<String, String>, bool) {
+    static NONE: BTreeMap<String, String> = BTreeMap::new();
+    (&mc.spec, mc.metadata.annotations.as_ref().unwrap_or(&NONE), mc.metadata.deletion_timestamp.is_some())
 }
 
 impl StreamHandler<HostEvent> for Supervisor {

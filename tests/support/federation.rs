@@ -111,8 +111,11 @@ impl Controller {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Waits until the controller has reconciled `federation` `n` more times (all outcomes), so
-    /// that a test gives it every chance to act wrongly before it judges.
+    /// Waits until the controller has reconciled `federation` `n` more times (all outcomes), or
+    /// has stayed quiet about it while its members were probed three more times (it plans
+    /// only when something changed, so a federation it has nothing more to do for is not
+    /// planned again): either way the test has given it every chance to act wrongly before it
+    /// judges.
     pub fn wait_reconciles(&self, federation: &str, n: u32) {
         let count = || {
             self.metrics_text()
@@ -121,9 +124,26 @@ impl Controller {
                 .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
                 .sum::<f64>()
         };
+        // The latest answer of any member (Unix seconds): it advances with every probe round.
+        let contact = || {
+            self.metrics_text()
+                .lines()
+                .filter(|l| l.starts_with("spanset_member_last_contact_timestamp_seconds{"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .fold(0.0, f64::max)
+        };
         let then = count();
-        super::wait_until(&format!("{n} more reconciles of {federation}"), super::DEADLINE, || {
-            count() >= then + f64::from(n)
+        let mut quiet_since = (then, contact());
+        super::wait_until(&format!("{n} more reconciles of {federation}, or a quiet spell"), super::DEADLINE, || {
+            let now = count();
+            if now >= then + f64::from(n) {
+                return true;
+            }
+            if now != quiet_since.0 {
+                quiet_since = (now, contact());
+                return false;
+            }
+            contact() >= quiet_since.1 + 6.0
         });
     }
 

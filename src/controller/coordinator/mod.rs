@@ -27,6 +27,7 @@ use super::{
     leader::Leadership,
     member::{
         cache::rv_of,
+        contact_clock::ContactClock,
         objects::{self, FederationKey, headless_service, namespace, ownership_labels, template_hash},
         storage,
     },
@@ -42,10 +43,6 @@ use super::{
     watcher::{ClusterWatcher, MemberHandle, MembersChanged},
 };
 use crate::{api::FederatedStatefulSet, plan::Backend};
-
-/// How often a coordinator reconciles when nothing happens (reachability deadlines pass
-/// without events; a no-op reconcile writes nothing).
-pub const RESYNC: Duration = Duration::from_secs(2);
 
 /// What a reconcile did, for the actor to remember.
 #[derive(Default)]
@@ -116,6 +113,8 @@ pub struct Coordinator {
     handover_refusals: BTreeMap<u32, String>,
     /// When a reconcile is scheduled for the next silence threshold, if one is.
     deadline_at: Option<Instant>,
+    /// The `now` the last reconcile planned with: a silence threshold crossed after it is news.
+    planned_at: Option<Instant>,
     /// When a wake-up asked for by a decision is set.
     wake_at: Option<Instant>,
     /// Ordinals the last reconcile saw running in two members.
@@ -183,6 +182,7 @@ impl Coordinator {
             access_refusal: None,
             handover_refusals: BTreeMap::new(),
             deadline_at: None,
+            planned_at: None,
             wake_at: None,
             conflicting: Default::default(),
             queued: false,
@@ -223,12 +223,17 @@ impl Coordinator {
                         exists: true,
                         unusable: m.watcher.as_ref().err().filter(|_| !m.connecting && m.duplicate.is_none()).cloned(),
                         fenced: m.member.spec.fenced,
-                        answered_since_fence: self
-                            .fence_clock
-                            .answered_since(name, self.views.get(name).and_then(|v| v.last_contact)),
+                        answered_since_fence: self.fence_clock.answered_since(
+                            name,
+                            m.contact.freshest(self.views.get(name).and_then(|v| v.last_contact)),
+                        ),
                         // A duplicate's view (one reported before it was refused) is another
                         // member's pods: never used.
-                        view: self.views.get(name).cloned().filter(|_| m.duplicate.is_none()),
+                        view: self
+                            .views
+                            .get(name)
+                            .map(|v| with_contact(v, &m.contact))
+                            .filter(|_| m.duplicate.is_none()),
                         duplicate: m.duplicate.clone(),
                     },
                 )
@@ -261,12 +266,18 @@ impl Coordinator {
             return self.set_queued(false);
         }
         if self.report_pending() {
-            // The watcher's report of the last write triggers the next reconcile.
+            // The watcher's report of the last write triggers the next reconcile, or the wait
+            // ends after `AWAIT_REPORT`.
+            if let Some(first) = self.awaiting.values().map(|(_, since)| *since).min() {
+                let left = AWAIT_REPORT.saturating_sub(first.elapsed()) + Duration::from_millis(5);
+                self.wake_after(left, ctx);
+            }
             return self.set_queued(true);
         }
         self.set_queued(false);
         self.busy = true;
         self.again = false;
+        self.refresh_contacts();
         let started = Instant::now();
         let span = spans::reconcile(&self.key, term);
         let fut = tracing::Instrument::instrument(span.in_scope(|| self.reconcile(term)), span);
@@ -381,28 +392,58 @@ impl Coordinator {
         self.metrics.drill(&self.key.to_string(), drill, &stages);
     }
 
-    /// Plans again the moment a member's silence crosses a threshold (Unreachable, or the
-    /// automatic fence), rather than at its watcher's next report up to a probe period later.
-    fn wake_at_next_deadline(&mut self, ctx: &mut Context<Self>) {
-        let now = Instant::now();
+    /// Brings each member's view up to its last answer (probes note it on the member's
+    /// contact clock without reporting).
+    fn refresh_contacts(&mut self) {
+        for (name, view) in self.views.iter_mut() {
+            if let Some(m) = self.members.get(name) {
+                let fresh = m.contact.freshest(view.last_contact);
+                if fresh != view.last_contact {
+                    Arc::make_mut(view).last_contact = fresh;
+                }
+            }
+        }
+    }
+
+    /// The instants at which a member's silence crosses a threshold (Unreachable, or the
+    /// automatic fence), as of the members' last answers.
+    fn silence_thresholds(&self, now: Instant) -> Vec<Instant> {
         let deadlines = reconcile::silence_deadlines(&self.fsts);
         // Silence counts for the automatic fence only from this process's leadership.
         let leading = self.leadership.leading_since().unwrap_or(now);
-        let next = self
-            .views
-            .values()
-            .filter_map(|v| v.last_contact.or(v.watching_since))
+        self.views
+            .iter()
+            .filter_map(|(name, v)| {
+                let contact = self.members.get(name).map_or(v.last_contact, |m| m.contact.freshest(v.last_contact));
+                contact.or(v.watching_since)
+            })
             .map(|since| since.max(leading))
             .flat_map(|since| deadlines.iter().map(move |d| since + *d + Duration::from_millis(5)))
-            .filter(|t| *t > now)
-            .min();
+            .collect()
+    }
+
+    /// Plans again the moment a member's silence crosses a threshold, rather than at its
+    /// watcher's next report (which a silent member never causes). A member that answered
+    /// meanwhile moved its threshold: the timer is then set again without planning, so that
+    /// an idle federation is not planned once per threshold.
+    fn wake_at_next_deadline(&mut self, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        let next = self.silence_thresholds(now).into_iter().filter(|t| *t > now).min();
         if let Some(at) = next
             && self.deadline_at.is_none_or(|scheduled| scheduled <= now || at < scheduled)
         {
             self.deadline_at = Some(at);
             ctx.run_later(at - now, |act, ctx| {
                 act.deadline_at = None;
-                act.schedule(ctx);
+                let now = Instant::now();
+                let planned = act.planned_at;
+                let crossed =
+                    act.silence_thresholds(now).into_iter().any(|t| t <= now && planned.is_none_or(|p| t > p));
+                if crossed {
+                    act.schedule(ctx);
+                } else {
+                    act.wake_at_next_deadline(ctx);
+                }
             });
         }
     }
@@ -419,6 +460,7 @@ impl Coordinator {
             .filter(|(h, _, at)| *h == hash && at.elapsed() < REFUSAL_RECHECK)
             .map(|(_, r, _)| r.clone());
         let now = Instant::now();
+        self.planned_at = Some(now);
         let decision = reconcile::decide(&Inputs {
             fsts: &fsts,
             members: &members,
@@ -1162,7 +1204,6 @@ impl Actor for Coordinator {
         tracing::info!(federation = %self.key, "coordinating");
         self.expose_last_drill();
         self.subscribe_all(ctx);
-        ctx.run_interval(RESYNC, |act, ctx| act.schedule(ctx));
         ctx.add_stream(tokio_stream::wrappers::WatchStream::new(self.leadership.subscribe()));
     }
 
@@ -1255,6 +1296,17 @@ impl Handler<MemberObserved> for Coordinator {
             self.schedule(ctx);
         }
     }
+}
+
+/// `view` with its last answer brought up to `contact` (a copy only if it is older).
+fn with_contact(view: &Arc<super::messages::MemberView>, contact: &ContactClock) -> Arc<super::messages::MemberView> {
+    let fresh = contact.freshest(view.last_contact);
+    if fresh == view.last_contact {
+        return view.clone();
+    }
+    let mut v = (**view).clone();
+    v.last_contact = fresh;
+    Arc::new(v)
 }
 
 /// Whether `candidate` is a later version of the federation than `current` (its

@@ -3,6 +3,7 @@
 
 pub mod budget;
 pub mod cache;
+pub mod contact_clock;
 pub mod endpoints;
 pub mod health;
 pub mod identity;

@@ -39,9 +39,20 @@ pub fn read(status: Option<&FederatedStatefulSetStatus>) -> Homes {
     homes
 }
 
-/// The home of `k` stored in the federation's status.
+/// The home of `k` stored in the federation's status (as [`read`] would answer it, without
+/// building the whole map: a reconcile asks this once per moving ordinal).
 pub fn of(inp: &Inputs<'_>, k: Ordinal) -> Option<String> {
-    read(inp.fsts.status.as_ref()).remove(&k)
+    stored_home(inp.fsts.status.as_ref(), k)
+}
+
+fn stored_home(status: Option<&FederatedStatefulSetStatus>, k: Ordinal) -> Option<String> {
+    let homes = status.map(|s| s.homes.as_slice()).unwrap_or_default();
+    // The last entry naming `k` wins, as in `read`.
+    homes
+        .iter()
+        .rev()
+        .find(|h| spans_of(&h.ordinals).is_some_and(|spans| spans.iter().any(|(a, b)| (*a..=*b).contains(&k))))
+        .map(|h| h.cluster.clone())
 }
 
 /// `homes` as stored: one entry per member, in name order.
@@ -120,6 +131,11 @@ fn format_ranges(ks: &[Ordinal]) -> String {
 }
 
 fn parse_ranges(text: &str) -> Option<Vec<Ordinal>> {
+    Some(spans_of(text)?.into_iter().flat_map(|(a, b)| a..=b).collect())
+}
+
+/// The inclusive spans of `0-3,7`; `None` if any part does not parse.
+fn spans_of(text: &str) -> Option<Vec<(Ordinal, Ordinal)>> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
@@ -127,7 +143,7 @@ fn parse_ranges(text: &str) -> Option<Vec<Ordinal>> {
         if b < a || b - a > 1_000_000 {
             return None;
         }
-        out.extend(a..=b);
+        out.push((a, b));
     }
     Some(out)
 }
@@ -165,5 +181,23 @@ mod tests {
         let homes = read(Some(&status));
         assert_eq!(homes.keys().copied().collect::<Vec<_>>(), vec![2, 4, 5]);
         assert!(homes.values().all(|m| m == "c"));
+    }
+
+    #[test]
+    fn one_ordinal_s_home_is_what_the_whole_record_says() {
+        let status = FederatedStatefulSetStatus {
+            homes: vec![
+                HomeStatus { cluster: "a".into(), ordinals: "0-3,9".into() },
+                HomeStatus { cluster: "b".into(), ordinals: "3-5,x".into() },
+                HomeStatus { cluster: "c".into(), ordinals: "5-6".into() },
+                HomeStatus { cluster: "d".into(), ordinals: "1".into() },
+            ],
+            ..Default::default()
+        };
+        let homes = read(Some(&status));
+        for k in 0..12 {
+            assert_eq!(stored_home(Some(&status), k), homes.get(&k).cloned(), "ordinal {k}");
+        }
+        assert_eq!(stored_home(None, 0), None);
     }
 }

@@ -14,7 +14,9 @@ use crate::controller::{member::health::Failure, messages::WriteError};
 impl ClusterWatcher {
     /// The member answered.
     pub(super) fn contact_ok(&mut self) {
-        self.health.answered(Instant::now());
+        let now = Instant::now();
+        self.health.answered(now);
+        self.contact.note(now);
     }
 
     /// A member call as an actor future that notes the member's answer when it succeeds.

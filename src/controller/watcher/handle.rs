@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, sync::Arc};
 use actix::prelude::*;
 
 use super::ClusterWatcher;
-use crate::api::MemberCluster;
+use crate::{api::MemberCluster, controller::member::contact_clock::ContactClock};
 
 /// A member as the supervisor knows it: its MemberCluster and its watcher, or why there is none.
 #[derive(Clone)]
@@ -22,6 +22,9 @@ pub struct MemberHandle {
     /// watcher is then `Err` with the same words). Such a member gets no slice and is not
     /// observed: the pods it would see are the other member's.
     pub duplicate: Option<String>,
+    /// When the member last answered its watcher (fresher than the watcher's last report:
+    /// probes note it here without reporting to every federation).
+    pub contact: ContactClock,
 }
 
 /// The supervisor tells coordinators the current members (with their watchers' handles).

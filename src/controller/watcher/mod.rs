@@ -50,7 +50,7 @@ use crate::api::MemberCluster;
 
 use super::{
     leader::Leadership,
-    member::{cache::MemberCache, health::Health, objects::FederationKey},
+    member::{cache::MemberCache, contact_clock::ContactClock, health::Health, objects::FederationKey},
     messages::{Admitted, Identified, MemberObserved, MemberView, Subscribe, Unsubscribe},
     metrics::Metrics,
 };
@@ -88,6 +88,8 @@ pub struct ClusterWatcher {
     flush_scheduled: bool,
     confirming: HashSet<FederationKey>,
     health: Health,
+    /// The instant of the member's last answer, shared with the coordinators.
+    contact: ContactClock,
     started: Instant,
     probing: bool,
     probes: u64,
@@ -113,6 +115,24 @@ pub struct ClusterWatcher {
     admission: Result<(), String>,
     /// The supervisor was told that the first probe found the member silent.
     told_silent: bool,
+    /// The member-wide part of the views last reported to every federation.
+    told_all: Option<MemberFacts>,
+}
+
+/// What every federation's view of a member shares besides the instant of its last answer
+/// (which coordinators read from the [`ContactClock`]): a change of any of it is reported to
+/// every federation; a probe that changes none of it wakes no coordinator.
+#[derive(Debug, Clone, PartialEq)]
+struct MemberFacts {
+    synced: bool,
+    failure: Option<(super::member::health::Failure, String)>,
+    keeps_ordinals: Option<bool>,
+    advanced_keeps_ordinals: Option<bool>,
+    serves_advanced: Option<bool>,
+    server_version: Option<String>,
+    cordoned: std::collections::BTreeSet<String>,
+    budgets_known: bool,
+    slices_known: bool,
 }
 
 impl ClusterWatcher {
@@ -139,6 +159,7 @@ impl ClusterWatcher {
             flush_scheduled: false,
             confirming: HashSet::new(),
             health: Health::default(),
+            contact: ContactClock::default(),
             started: Instant::now(),
             probing: false,
             probes: 0,
@@ -157,6 +178,7 @@ impl ClusterWatcher {
             identities: None,
             admission: Ok(()),
             told_silent: false,
+            told_all: None,
         }
     }
 
@@ -168,7 +190,14 @@ impl ClusterWatcher {
         self
     }
 
+    /// Notes the member's answers on `clock` (the one its handle gives coordinators).
+    pub fn noting_contact_on(mut self, clock: ContactClock) -> Self {
+        self.contact = clock;
+        self
+    }
+
     fn view(&self, key: &FederationKey) -> MemberView {
+        // Every field but the federation's own records and the instant is in `facts`.
         MemberView {
             // A member not admitted yet is not observed: it may reach another member's cluster.
             synced: self.cache.synced() && self.admission.is_ok(),
@@ -185,6 +214,30 @@ impl ClusterWatcher {
             cordoned: self.cache.cordoned.clone(),
             budgets_known: self.cache.budgets_known(),
             slices_known: self.cache.slices_synced,
+        }
+    }
+
+    fn facts(&self) -> MemberFacts {
+        MemberFacts {
+            synced: self.cache.synced() && self.admission.is_ok(),
+            failure: self.health.failure.clone(),
+            keeps_ordinals: self.keeps_ordinals,
+            advanced_keeps_ordinals: self.advanced_keeps_ordinals,
+            serves_advanced: self.cache.serves_advanced,
+            server_version: self.server_version.clone(),
+            cordoned: self.cache.cordoned.clone(),
+            budgets_known: self.cache.budgets_known(),
+            slices_known: self.cache.slices_synced,
+        }
+    }
+
+    /// Reports to every federation if the member-wide facts changed since they were last
+    /// reported to all (see [`MemberFacts`]).
+    fn touched_all_if_changed(&mut self, ctx: &mut Context<Self>) {
+        let facts = self.facts();
+        if self.told_all.as_ref() != Some(&facts) {
+            self.told_all = Some(facts);
+            self.touched_all(ctx);
         }
     }
 

@@ -40,8 +40,10 @@ impl ClusterWatcher {
         let up = self.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
         self.metrics.set_reachable(&self.cluster, up);
         self.report_status(ctx);
-        // Coordinators judge reachability with their own thresholds on every report.
-        self.touched_all(ctx);
+        // Coordinators judge reachability with their own thresholds, reading the member's last
+        // answer from its contact clock when they plan: only a change of what every
+        // federation's view shares is reported to all of them.
+        self.touched_all_if_changed(ctx);
         if !self.probing {
             self.probe(ctx);
         }
