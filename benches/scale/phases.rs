@@ -25,7 +25,7 @@ use crate::{
     processes::{ControllerProcess, SimProcess, scrape, series_sum},
     procfs,
     support::settled,
-    watches::{MemberWatches, REV},
+    watches::{MemberWatches, REV, Seen},
 };
 
 /// Replicas of every federation.
@@ -34,8 +34,10 @@ pub const REPLICAS: i32 = 10;
 const CREATE_CONCURRENCY: usize = 8;
 /// How long converging may go without one more federation settling.
 const STALL: Duration = Duration::from_secs(300);
-/// How long one spec change, one detection or the fence's writes may take.
+/// How long one spec change or one detection may take.
 const PHASE_DEADLINE: Duration = Duration::from_secs(120);
+/// How long the fence's re-homing writes may take.
+const FENCE_DEADLINE: Duration = Duration::from_secs(300);
 
 /// The federation `i` of a cell: 10 replicas placed over every member, weight 1 each, the
 /// placement order rotated by `i` so that the 10 members given a replica (ties go to the
@@ -264,6 +266,15 @@ pub async fn detection(sim: &SimProcess, host: &Client, member: &str) -> Result<
     Ok((lost, back))
 }
 
+/// When the other members' StatefulSets of `fed` came to hold all of `ordinals` (those
+/// `index` held), if they do.
+fn covered_since(seen: &Seen, fed: &str, index: usize, ordinals: &std::ops::Range<i32>) -> Option<Instant> {
+    ordinals.clone().try_fold(None::<Instant>, |last, o| {
+        let (_, v) = seen.iter().find(|((f, m), v)| f == fed && *m != index && v.ordinals().contains(&o))?;
+        Some(Some(last.map_or(v.slice_since, |l| l.max(v.slice_since))))
+    })?
+}
+
 /// What the fence figure found.
 pub struct Fenced {
     /// From the fence until every re-homing slice was seen written.
@@ -302,16 +313,17 @@ pub async fn fence(
     let mut events = Recorder::for_component(host.clone(), "spanset.dev/cli", "bench".into());
     let t0 = Instant::now();
     fencing::fence(host, member, "scale benchmark", "bench", false, &mut events).await?;
+    let mut printed = Instant::now();
     let covered = watches
-        .wait_for(PHASE_DEADLINE, |seen| {
-            let mut last = t0;
-            for (fed, ordinals) in &held {
-                for o in ordinals.clone() {
-                    let cover = seen.iter().find(|((f, m), v)| f == fed && *m != index && v.ordinals().contains(&o))?;
-                    last = last.max(cover.1.slice_since);
-                }
+        .wait_for(FENCE_DEADLINE, |seen| {
+            let times: Vec<Option<Instant>> =
+                held.iter().map(|(fed, ordinals)| covered_since(seen, fed, index, ordinals)).collect();
+            if printed.elapsed() > Duration::from_secs(10) {
+                let done = times.iter().flatten().count();
+                eprintln!("    {done}/{} federations re-homed after {:.0} s", held.len(), t0.elapsed().as_secs_f64());
+                printed = Instant::now();
             }
-            Some(last)
+            times.into_iter().try_fold(t0, |last, t| Some(last.max(t?)))
         })
         .await
         .ok_or_else(|| format!("the ordinals {member} held in {} federations written elsewhere", held.len()))?;

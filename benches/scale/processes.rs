@@ -29,8 +29,8 @@ pub struct SimProcess {
     pub host: Client,
     /// The admin API's address.
     pub admin: SocketAddr,
-    /// Each member's API server port, by member name (how the controller's sockets are told
-    /// apart by member).
+    /// Each cluster's API server port (`host` and the members), by name: how the controller's
+    /// sockets are told apart by cluster.
     pub ports: BTreeMap<u16, String>,
 }
 
@@ -66,7 +66,6 @@ impl SimProcess {
             if let Some(url) = line.strip_prefix("admin: ") {
                 admin = port_of(url).map(|p| SocketAddr::from(([127, 0, 0, 1], p)));
             } else if let Some((name, url)) = line.strip_prefix("cluster ").and_then(|l| l.split_once(": "))
-                && name != "host"
                 && let Some(p) = port_of(url)
             {
                 ports.insert(p, name.to_string());
