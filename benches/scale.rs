@@ -1,8 +1,8 @@
 //! Scale figures: one controller over M members × F federations of 10 replicas. Run with
 //! `cargo bench --bench scale`; `SCALE_MEMBERS=10,30` and `SCALE_FEDERATIONS=100,300` pick
 //! cells of the grid (default: members 10, 30, 100 × federations 100, 300, 1000),
-//! `SCALE_IDLE_SECS` sets the idle window (default 20) and `SCALE_CHANGES` the spec changes
-//! timed (default 30).
+//! `SCALE_IDLE_SECS` sets the idle window (default 20), `SCALE_CHANGES` the spec changes
+//! timed (default 30) and `SCALE_KEEP_LOGS` keeps every cell's logs (a failed cell's always).
 //!
 //! Each cell runs the sandbox as a `spanset sim` process (`--time-factor 0.01 --nodes 1`) and
 //! the controller as a `spanset run` process, so that their CPU, memory and descriptors are
@@ -100,27 +100,39 @@ async fn run_cell(cell: Cell) -> Figures {
     fig
 }
 
-/// The phases of a cell, filling `fig` as they finish.
+/// Starts the cell's sandbox and measures; keeps its logs when a phase fails or
+/// `SCALE_KEEP_LOGS` is set.
 async fn measure(cell: Cell, fig: &mut Figures) -> Result<(), String> {
     let members: Vec<String> = (0..cell.members).map(|i| format!("m{i}")).collect();
-    let sim = SimProcess::start(&members).await?;
+    let mut sim = SimProcess::start(&members).await?;
     eprintln!("    sandbox up (pid {}, logs in {})", sim.pid(), sim.dir().display());
-    let controllers = start_controllers(&sim, 1)?;
+    let result = phases_of(cell, &sim, &members, fig).await;
+    if result.is_err() || std::env::var_os("SCALE_KEEP_LOGS").is_some() {
+        let dir = sim.keep_logs();
+        eprintln!("    logs kept in {}", dir.display());
+        return result.map_err(|what| format!("{what} (logs in {})", dir.display()));
+    }
+    result
+}
+
+/// The phases of a cell, filling `fig` as they finish.
+async fn phases_of(cell: Cell, sim: &SimProcess, members: &[String], fig: &mut Figures) -> Result<(), String> {
+    let controllers = start_controllers(sim, 1)?;
     let ctrl = wait_leader(&controllers, DEADLINE).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     fig.rss_empty = Some(procfs::rss_bytes(ctrl.pid()));
     let mut clients = Vec::with_capacity(members.len());
-    for m in &members {
+    for m in members {
         clients.push(client(&sim.kubeconfig, m).await);
     }
     let watches = MemberWatches::start(clients);
 
-    let took = phases::converge(&sim.host, &members, cell.federations).await?;
+    let took = phases::converge(&sim.host, members, cell.federations).await?;
     println!("{cell}: converge {:.1} s", took.as_secs_f64());
     fig.converge = Some(took);
 
     let window = Duration::from_secs(env_number("SCALE_IDLE_SECS", 20).max(20));
-    let idle = phases::idle(ctrl, &sim, window).await;
+    let idle = phases::idle(ctrl, sim, window).await;
     println!(
         "{cell}: idle {:.1}% of one core, {:.1} reconciles/s, {:.0} member writes over {:.0} s (sandbox {:.1}% of one core)",
         idle.cpu,
@@ -131,7 +143,7 @@ async fn measure(cell: Cell, fig: &mut Figures) -> Result<(), String> {
     );
     fig.idle = Some(idle);
 
-    let res = phases::resources(ctrl, &sim, &members);
+    let res = phases::resources(ctrl, sim, members);
     println!(
         "{cell}: RSS {:.1} MiB (no federation: {:.1} MiB), {} open fds; TCP sockets per member {:.1} mean, {} max; to the host {}; other sockets {}",
         res.rss as f64 / MIB,
@@ -156,7 +168,7 @@ async fn measure(cell: Cell, fig: &mut Figures) -> Result<(), String> {
     fig.spec = Some(spec);
 
     let lost = members.last().expect("members");
-    let (detected, back) = phases::detection(&sim, &sim.host, lost).await?;
+    let (detected, back) = phases::detection(sim, &sim.host, lost).await?;
     println!(
         "{cell}: {lost} hung → Reachable=False in {:.1} s; healed → True in {:.1} s",
         detected.as_secs_f64(),
@@ -164,7 +176,7 @@ async fn measure(cell: Cell, fig: &mut Figures) -> Result<(), String> {
     );
     fig.detection = Some((detected, back));
 
-    let fenced = phases::fence(&sim, &sim.host, &watches, &members, 0).await?;
+    let fenced = phases::fence(sim, &sim.host, &watches, members, 0).await?;
     println!(
         "{cell}: m0 powered off and refused → Reachable=False in {:.1} s; fence → every re-homing write seen in {} ({} federations)",
         fenced.detected.as_secs_f64(),

@@ -84,6 +84,13 @@ impl SimProcess {
         self.child.id().unwrap_or(0)
     }
 
+    /// Keeps the sandbox's directory (the kubeconfig and the logs of the sandbox and the
+    /// controllers) after the sandbox ends, for a cell that failed; answers its path.
+    pub fn keep_logs(&mut self) -> PathBuf {
+        self.dir.disable_cleanup(true);
+        self.dir.path().to_path_buf()
+    }
+
     /// A scratch directory living as long as the sandbox (the logs).
     pub fn dir(&self) -> &Path {
         self.dir.path()
