@@ -44,6 +44,20 @@ use super::{
 };
 use crate::{api::FederatedStatefulSet, plan::Backend};
 
+/// How often a federation is planned when nothing at all happened: a safety net for a missed
+/// wake-up, not how the controller keeps up (it plans on every relevant change and on its own
+/// timers). Spread per federation (see [`resync_offset`]), so a thousand federations cost a
+/// few no-op reconciles a second.
+pub const SAFETY_RESYNC: Duration = Duration::from_secs(300);
+
+/// Where in [`SAFETY_RESYNC`] a federation's first resync falls, from its key: federations
+/// started together do not resync together.
+fn resync_offset(key: &FederationKey) -> Duration {
+    let h =
+        key.to_string().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    Duration::from_millis(h % SAFETY_RESYNC.as_millis() as u64)
+}
+
 /// What a reconcile did, for the actor to remember.
 #[derive(Default)]
 struct Outcome {
@@ -1204,6 +1218,10 @@ impl Actor for Coordinator {
         tracing::info!(federation = %self.key, "coordinating");
         self.expose_last_drill();
         self.subscribe_all(ctx);
+        ctx.run_later(resync_offset(&self.key), |act, ctx| {
+            act.schedule(ctx);
+            ctx.run_interval(SAFETY_RESYNC, |act, ctx| act.schedule(ctx));
+        });
         ctx.add_stream(tokio_stream::wrappers::WatchStream::new(self.leadership.subscribe()));
     }
 

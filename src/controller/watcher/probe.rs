@@ -48,6 +48,12 @@ impl ClusterWatcher {
             self.probe(ctx);
         }
         self.settle_uncertain_writes(ctx);
+        // Confirmations still due (one whose list failed, or whose federation was touched
+        // before the member synced) are tried again here too, without reporting to anyone.
+        if self.cache.synced() {
+            let due: Vec<_> = self.subscribers.keys().cloned().collect();
+            self.confirm_due(&due, ctx);
+        }
     }
 
     /// Sends one probe, asking what [`probe_asks`] says.

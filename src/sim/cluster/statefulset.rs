@@ -82,10 +82,12 @@ pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
         pvcs: k.pvcs.clone(),
         revisions: k.revisions.clone(),
     });
+    // Read once per sweep, not once per set: a sweep costs O(objects), not O(sets × objects).
+    let snapshot = Snapshot::read(cluster);
     for k in std::iter::once(&k).chain(kruise.as_ref()) {
         let (sets, _) = cluster.storage.list(&k.sets.storage_key(), None);
         for set in sets {
-            if let Err(e) = sync(cluster, k, &set, events) {
+            if let Err(e) = sync(cluster, k, &set, &snapshot, events) {
                 tracing::debug!(cluster = %cluster.config.name, set = object::name(&set), error = %e, "statefulset sync");
             }
         }
@@ -139,8 +141,48 @@ fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
 }
 
-fn owned_by(obj: &Value, uid: &str) -> bool {
-    object::owner_refs(obj).iter().any(|r| r["uid"] == uid && r["controller"] == true)
+/// The uid of the object's controller (the owner reference with `controller: true`).
+fn controller_uid(obj: &Value) -> Option<&str> {
+    object::owner_refs(obj).iter().find(|r| r["controller"] == true).and_then(|r| r["uid"].as_str())
+}
+
+/// What a sweep reads besides the sets, listed once at its start: pods and ControllerRevisions
+/// by their controller's uid, claims by namespace and name. Each set's sync writes only its own
+/// pods, revisions and claims, so a snapshot taken before the others' syncs is as good as one
+/// taken before its own.
+struct Snapshot {
+    pods: HashMap<String, Vec<Arc<Value>>>,
+    revisions: HashMap<String, Vec<Arc<Value>>>,
+    pvcs: HashMap<String, HashMap<String, Arc<Value>>>,
+    none: HashMap<String, Arc<Value>>,
+}
+
+impl Snapshot {
+    fn read(cluster: &Cluster) -> Self {
+        let by_controller = |res: (String, String)| {
+            let mut out: HashMap<String, Vec<Arc<Value>>> = HashMap::new();
+            for obj in cluster.storage.list(&res, None).0 {
+                if let Some(uid) = controller_uid(&obj) {
+                    out.entry(uid.to_string()).or_default().push(obj.clone());
+                }
+            }
+            out
+        };
+        let mut pvcs: HashMap<String, HashMap<String, Arc<Value>>> = HashMap::new();
+        for pvc in cluster.storage.list(&(String::new(), "persistentvolumeclaims".into()), None).0 {
+            pvcs.entry(object::namespace(&pvc).to_string()).or_default().insert(object::name(&pvc).to_string(), pvc);
+        }
+        Snapshot {
+            pods: by_controller((String::new(), "pods".into())),
+            revisions: by_controller(("apps".into(), "controllerrevisions".into())),
+            pvcs,
+            none: HashMap::new(),
+        }
+    }
+
+    fn owned(map: &HashMap<String, Vec<Arc<Value>>>, uid: &str) -> impl Iterator<Item = Arc<Value>> {
+        map.get(uid).into_iter().flatten().cloned()
+    }
 }
 
 /// The ordinal of a pod of `set`, parsed from its name as the real controller does.
@@ -168,13 +210,19 @@ fn set_owner_ref(set: &Value) -> Value {
 
 /// Finds or creates the ControllerRevision for the set's current template; returns its name and
 /// the template of every known revision.
-fn ensure_revision(cluster: &Cluster, k: &Kinds, set: &Value) -> ApiResult<(String, BTreeMap<String, Value>)> {
+fn ensure_revision(
+    cluster: &Cluster,
+    k: &Kinds,
+    set: &Value,
+    snapshot: &Snapshot,
+) -> ApiResult<(String, BTreeMap<String, Value>)> {
     let ns = object::namespace(set);
     let set_uid = object::uid(set);
     let template = set.pointer("/spec/template").cloned().unwrap_or(json!({}));
     let data = json!({"spec": {"template": template, "$patch": "replace"}});
-    let (revs, _) = cluster.storage.list(&("apps".into(), "controllerrevisions".into()), Some(ns));
-    let mine: Vec<&Arc<Value>> = revs.iter().filter(|r| owned_by(r, set_uid)).collect();
+    let revs: Vec<Arc<Value>> =
+        Snapshot::owned(&snapshot.revisions, set_uid).filter(|r| object::namespace(r) == ns).collect();
+    let mine: Vec<&Arc<Value>> = revs.iter().collect();
     let templates: BTreeMap<String, Value> = mine
         .iter()
         .map(|r| (object::name(r).to_string(), r.pointer("/data/spec/template").cloned().unwrap_or(json!({}))))
@@ -454,11 +502,11 @@ fn delete_pod(cluster: &Cluster, k: &Kinds, set: &Value, pod: &Value, events: &m
 }
 
 /// One sync of one StatefulSet (`updateStatefulSet`, k8s-api.md B.2).
-fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> ApiResult<()> {
+fn sync(cluster: &Cluster, k: &Kinds, set: &Value, snapshot: &Snapshot, events: &mut Recorder) -> ApiResult<()> {
     let ns = object::namespace(set);
     let set_name = object::name(set);
     let set_uid = object::uid(set);
-    let (update_revision, templates) = ensure_revision(cluster, k, set)?;
+    let (update_revision, templates) = ensure_revision(cluster, k, set, snapshot)?;
     let current_revision = set
         .pointer("/status/currentRevision")
         .and_then(Value::as_str)
@@ -466,14 +514,11 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
         .map(str::to_string)
         .unwrap_or_else(|| update_revision.clone());
 
-    let (all_pods, _) = cluster.storage.list(&(String::new(), "pods".into()), Some(ns));
-    let pods: BTreeMap<i64, Arc<Value>> = all_pods
-        .into_iter()
-        .filter(|p| owned_by(p, set_uid))
+    let pods: BTreeMap<i64, Arc<Value>> = Snapshot::owned(&snapshot.pods, set_uid)
+        .filter(|p| object::namespace(p) == ns)
         .filter_map(|p| ordinal_of(set_name, object::name(&p)).map(|o| (o, p)))
         .collect();
-    let (all_pvcs, _) = cluster.storage.list(&(String::new(), "persistentvolumeclaims".into()), Some(ns));
-    let pvcs: HashMap<String, Arc<Value>> = all_pvcs.into_iter().map(|p| (object::name(&p).to_string(), p)).collect();
+    let pvcs: &HashMap<String, Arc<Value>> = snapshot.pvcs.get(ns).unwrap_or(&snapshot.none);
 
     let desired = desired_ordinals(set, k.sets.group == KRUISE_GROUP);
     let wanted: std::collections::BTreeSet<i64> = desired.iter().copied().collect();
@@ -522,7 +567,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
                         if !monotonic && !room(busy) {
                             continue;
                         }
-                        if !ensure_claims(cluster, k, set, ordinal, &pvcs, events)? {
+                        if !ensure_claims(cluster, k, set, ordinal, pvcs, events)? {
                             if monotonic {
                                 break 'work;
                             }
@@ -576,7 +621,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
                             continue;
                         }
                         if phase(pod) == "Pending" {
-                            ensure_claims(cluster, k, set, ordinal, &pvcs, events)?;
+                            ensure_claims(cluster, k, set, ordinal, pvcs, events)?;
                         }
                         if monotonic && (object::is_deleting(pod) || !is_available(cluster, pod, min_ready)) {
                             break 'work;
@@ -585,7 +630,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, events: &mut Recorder) -> Api
                 }
             }
             for (ordinal, pod) in &pods {
-                retention_refs(cluster, k, set, *ordinal, Some(pod), in_range(*ordinal), &pvcs);
+                retention_refs(cluster, k, set, *ordinal, Some(pod), in_range(*ordinal), pvcs);
             }
             // Condemned, highest ordinal first.
             let condemned: Vec<&Arc<Value>> =
