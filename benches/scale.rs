@@ -104,7 +104,12 @@ async fn run_cell(cell: Cell) -> Figures {
 /// `SCALE_KEEP_LOGS` is set.
 async fn measure(cell: Cell, fig: &mut Figures) -> Result<(), String> {
     let members: Vec<String> = (0..cell.members).map(|i| format!("m{i}")).collect();
-    let mut sim = SimProcess::start(&members).await?;
+    // Enough nodes per member for its pods (a simulated node has a /24 of pod addresses: with
+    // one node, 300 federations over 10 members stalled at 253 running pods a member), with
+    // room to spare for a fenced member's ordinals.
+    let pods_per_member = cell.federations * 10 / cell.members;
+    let nodes = (pods_per_member * 2).div_ceil(100).max(1);
+    let mut sim = SimProcess::start(&members, nodes).await?;
     eprintln!("    sandbox up (pid {}, logs in {})", sim.pid(), sim.dir().display());
     let result = phases_of(cell, &sim, &members, fig).await;
     if result.is_err() || std::env::var_os("SCALE_KEEP_LOGS").is_some() {

@@ -35,16 +35,16 @@ pub struct SimProcess {
 }
 
 impl SimProcess {
-    /// Starts `spanset sim` for `host` plus `members`, waits for `ready`, installs the CRDs and
+    /// Starts `spanset sim` for `host` plus `members` (`nodes` nodes each), waits for `ready`, installs the CRDs and
     /// joins the members.
-    pub async fn start(members: &[String]) -> Result<Self, String> {
+    pub async fn start(members: &[String], nodes: usize) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
         let kubeconfig = dir.path().join("kubeconfig");
         let clusters = std::iter::once("host".to_string()).chain(members.iter().cloned()).collect::<Vec<_>>();
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
             // HTTPS, so that the controller speaks HTTP/2 to every cluster as it would to real
             // API servers (`SCALE_HTTP1=1`: plain HTTP/1.1, for comparison).
-            .args(["sim", "--time-factor", &TIME_FACTOR.to_string(), "--nodes", "1", "--clusters"])
+            .args(["sim", "--time-factor", &TIME_FACTOR.to_string(), "--nodes", &nodes.to_string(), "--clusters"])
             .arg(clusters.join(","))
             .args(if std::env::var("SCALE_HTTP1").as_deref() == Ok("1") { &[][..] } else { &["--tls"][..] })
             .arg("--kubeconfig")
