@@ -44,7 +44,7 @@ use spanset::{
     },
     plan::Backend,
 };
-use support::{DEADLINE, Sandbox, client, settled, wait_settled};
+use support::{DEADLINE, Sandbox, client, light_template, settled, wait_settled};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tracing_subscriber::{Layer, layer::SubscriberExt, util::SubscriberInitExt};
 
@@ -236,18 +236,6 @@ fn federation(name: &str, members: &[String], replicas: i32, template: Value) ->
     f.spec.replicas = replicas;
     f.spec.template = serde_json::from_value(template).expect("a valid template");
     f
-}
-
-/// A small template of its own labels (no volumes), for the federations of the 10-member figures.
-fn light_template(app: &str) -> Value {
-    json!({
-        "selector": {"matchLabels": {"app": app}},
-        "serviceName": app,
-        "template": {
-            "metadata": {"labels": {"app": app}},
-            "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0"}]}
-        }
-    })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
     runtime::{WatchStreamExt, watcher},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use spanset::{
     api::{FederatedStatefulSet, MemberCluster},
     cli::sandbox::example,
@@ -24,7 +24,7 @@ use spanset::{
 use crate::{
     processes::{ControllerProcess, SimProcess, scrape, series_sum},
     procfs,
-    support::settled,
+    support::{light_template, settled},
     watches::{MemberWatches, REV, Seen},
 };
 
@@ -57,18 +57,6 @@ pub fn federation(i: usize, members: &[String]) -> FederatedStatefulSet {
 /// The name of federation `i`.
 pub fn federation_name(i: usize) -> String {
     format!("fed-{i:04}")
-}
-
-/// A small template of its own labels (no volumes).
-fn light_template(app: &str) -> Value {
-    json!({
-        "selector": {"matchLabels": {"app": app}},
-        "serviceName": app,
-        "template": {
-            "metadata": {"labels": {"app": app}},
-            "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0"}]}
-        }
-    })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -94,6 +94,19 @@ pub async fn client(kubeconfig: &Path, context: &str) -> Client {
     app::host_client(Some(kubeconfig), Some(context)).await.expect("a client for the context")
 }
 
+/// A small pod template of its own labels (no volumes): the federations the controller and
+/// scale figures create by the hundred.
+pub fn light_template(app: &str) -> serde_json::Value {
+    serde_json::json!({
+        "selector": {"matchLabels": {"app": app}},
+        "serviceName": app,
+        "template": {
+            "metadata": {"labels": {"app": app}},
+            "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0"}]}
+        }
+    })
+}
+
 /// How long a benchmark waits for any one condition before it gives up.
 pub const DEADLINE: Duration = Duration::from_secs(120);
 
