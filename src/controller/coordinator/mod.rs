@@ -420,17 +420,14 @@ impl Coordinator {
     }
 
     /// The instants at which a member's silence crosses a threshold (Unreachable, or the
-    /// automatic fence), as of the members' last answers.
+    /// automatic fence), as of the views' last answers (see [`Self::refresh_contacts`]).
     fn silence_thresholds(&self, now: Instant) -> Vec<Instant> {
         let deadlines = reconcile::silence_deadlines(&self.fsts);
         // Silence counts for the automatic fence only from this process's leadership.
         let leading = self.leadership.leading_since().unwrap_or(now);
         self.views
-            .iter()
-            .filter_map(|(name, v)| {
-                let contact = self.members.get(name).map_or(v.last_contact, |m| m.contact.freshest(v.last_contact));
-                contact.or(v.watching_since)
-            })
+            .values()
+            .filter_map(|v| v.last_contact.or(v.watching_since))
             .map(|since| since.max(leading))
             .flat_map(|since| deadlines.iter().map(move |d| since + *d + Duration::from_millis(5)))
             .collect()
@@ -441,6 +438,7 @@ impl Coordinator {
     /// meanwhile moved its threshold: the timer is then set again without planning, so that
     /// an idle federation is not planned once per threshold.
     fn wake_at_next_deadline(&mut self, ctx: &mut Context<Self>) {
+        self.refresh_contacts();
         let now = Instant::now();
         let next = self.silence_thresholds(now).into_iter().filter(|t| *t > now).min();
         if let Some(at) = next
@@ -449,6 +447,7 @@ impl Coordinator {
             self.deadline_at = Some(at);
             ctx.run_later(at - now, |act, ctx| {
                 act.deadline_at = None;
+                act.refresh_contacts();
                 let now = Instant::now();
                 let planned = act.planned_at;
                 let crossed =
