@@ -110,6 +110,26 @@ async fn a_member_partitioned_during_a_migration_holds_its_ordinals_until_healed
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_goes_on_after_its_release_though_the_host_s_watch_lags() {
+    // A release is stored before the grow that takes the ordinal, which the next reconcile
+    // writes. That reconcile used to be woken only by the host's watch event of the status
+    // write, and only when the event arrived while the writing reconcile still ran (later, it
+    // is not newer than the object the write answered): on a loaded machine the move stayed
+    // `Released` until the 5-minute safety resync. Here every event of the federation reaches
+    // its coordinator 1.5 s late, so none arrives in time; the deadline is far below 5 minutes.
+    let f = Federation::start(&["east", "west"]).await;
+    let _c = Controller::start_with(&f.sandbox, "controller", &[("FAILPOINTS", "spec-event-lag=return(1500)")]);
+    let mut fsts = example(&f.members);
+    fsts.spec.replicas = 2;
+    fsts.spec.placement.clusters[1].weight = Some(0);
+    f.create(&fsts).await;
+    f.wait_settled("redis", &[("east", 0, 2)], "both in east").await;
+    patch(&f, placement(&[("east", 0), ("west", 1)])).await;
+    f.wait_settled("redis", &[("west", 0, 2)], "both moved to west, released and grown").await;
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_member_logs_its_state_changes_not_every_failed_call() {
     let f = Federation::start(&["east", "west", "central"]).await;
     // The default filter of `spanset run` (RUST_LOG unset), for every crate.
