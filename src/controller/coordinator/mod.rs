@@ -5,6 +5,7 @@
 //! another when it ends.
 
 mod publish;
+mod wakes;
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -129,8 +130,8 @@ pub struct Coordinator {
     deadline_at: Option<Instant>,
     /// The `now` the last reconcile planned with: a silence threshold crossed after it is news.
     planned_at: Option<Instant>,
-    /// When a wake-up asked for by a decision is set.
-    wake_at: Option<Instant>,
+    /// The wake-ups asked for (a decision's, a report wait's end, a refusal's recheck).
+    wakes: wakes::Wakes,
     /// Ordinals the last reconcile saw running in two members.
     conflicting: std::collections::BTreeSet<u32>,
     /// Counted in `workqueue_depth`.
@@ -197,7 +198,7 @@ impl Coordinator {
             handover_refusals: BTreeMap::new(),
             deadline_at: None,
             planned_at: None,
-            wake_at: None,
+            wakes: wakes::Wakes::default(),
             conflicting: Default::default(),
             queued: false,
             ensured: HashSet::new(),
@@ -384,18 +385,25 @@ impl Coordinator {
         }));
     }
 
-    /// Plans again after `after` (unless an earlier wake-up is already set): a pod becomes
+    /// Plans again after `after`, whatever else is asked (see [`wakes::Wakes`]): a pod becomes
     /// available once Ready for `minReadySeconds`, which no watch event announces.
     fn wake_after(&mut self, after: Duration, ctx: &mut Context<Self>) {
-        let now = Instant::now();
-        let at = now + after;
-        if self.wake_at.is_none_or(|scheduled| scheduled <= now || at < scheduled) {
-            self.wake_at = Some(at);
-            ctx.run_later(after, |act, ctx| {
-                act.wake_at = None;
-                act.schedule(ctx);
-            });
+        if let Some(at) = self.wakes.ask(Instant::now() + after) {
+            self.arm_wake(at, ctx);
         }
+    }
+
+    /// Arms the timer of the wake-up at `at` (see [`wakes::Wakes`]).
+    fn arm_wake(&mut self, at: Instant, ctx: &mut Context<Self>) {
+        ctx.run_later(at.saturating_duration_since(Instant::now()), move |act, ctx| {
+            let (due, next) = act.wakes.fired(at, Instant::now());
+            if let Some(next) = next {
+                act.arm_wake(next, ctx);
+            }
+            if due {
+                act.schedule(ctx);
+            }
+        });
     }
 
     /// Exposes the figures of the federation's last drill, which `spanset drill` stores in the
