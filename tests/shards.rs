@@ -234,9 +234,27 @@ async fn replicas_killed_and_added_while_ordinals_move_hand_shards_over_with_one
     eventually("every federation's owner is its shard's holder, after the handovers", || owners_follow_the_leases(&f))
         .await;
 
+    assert_tokens_kept(&violations, "moved west");
+
+    // A replica paused mid-move (SIGSTOP: a long GC pause, a frozen VM) loses its shards to
+    // the other; resumed past its deadline, it writes nothing in its old terms, and gets its
+    // share back in new ones.
+    place(&f, 1, 0).await;
+    eventually("ordinals are moving a third time", || moving(&f)).await;
+    c.signal("-STOP");
+    eventually("d leads every shard while c is paused", || async {
+        shares(&f).await == Some(BTreeMap::from([("d".to_string(), SHARDS as usize)]))
+    })
+    .await;
+    c.signal("-CONT");
+    wait_all(&f, &[("east", 0, 4)], "all east again").await;
+    wait_fair(&f, &["c", "d"]).await;
+    eventually("every federation's owner is its shard's holder, after the pause", || owners_follow_the_leases(&f))
+        .await;
+
     stop.store(true, Ordering::SeqCst);
     tokens.await.expect("the token watch ran");
-    assert_tokens_kept(&violations, "moved west");
+    assert_tokens_kept(&violations, "paused and resumed");
     f.assert_ledger_clean();
     drop((c, d));
 }

@@ -222,6 +222,34 @@ pub async fn spec_changes(
     Ok(latencies)
 }
 
+/// Changes every federation's template at once and answers how long until every member
+/// StatefulSet of every one carries the change: the controllers' throughput.
+pub async fn burst(host: &Client, watches: &MemberWatches, n: usize) -> Result<Duration, String> {
+    let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), "default");
+    let rev = "burst";
+    let t0 = Instant::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            let patch = json!({"spec": {"template": {"template": {"metadata": {"annotations": {REV: rev}}}}}});
+            async move { api.patch(&federation_name(i), &PatchParams::default(), &Patch::Merge(&patch)).await }
+        })
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await
+        .map_err(|e| format!("changing {n} federations: {e}"))?;
+    watches
+        .wait_for(PHASE_DEADLINE, |seen| {
+            let changed: BTreeSet<&String> =
+                seen.iter().filter(|(_, v)| v.rev.as_deref() == Some(rev)).map(|((f, _), _)| f).collect();
+            let all = seen.iter().all(|(_, v)| v.rev.as_deref() == Some(rev));
+            (all && changed.len() == n).then_some(())
+        })
+        .await
+        .ok_or_else(|| format!("every member StatefulSet of all {n} federations carrying {REV}={rev}"))?;
+    Ok(t0.elapsed())
+}
+
 // ---------------------------------------------------------------------------------------------
 // A lost member: detection, restoration, fence.
 
