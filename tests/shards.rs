@@ -124,7 +124,8 @@ async fn moving(f: &Federation) -> bool {
 /// Polls, until stopped, what the fencing token promises over the whole run: a federation's
 /// token never goes down, and no member StatefulSet of it ever carries a term above its token
 /// (the stamps are read before the token, so a raise followed by a write between the two
-/// reads cannot look like a violation). Answers every violation seen.
+/// reads cannot look like a violation). Also that no move stays in one phase past the
+/// harness's deadline. Records every violation seen.
 fn watch_tokens(
     host: Client,
     members: Vec<(String, Client)>,
@@ -134,6 +135,9 @@ fn watch_tokens(
     tokio::spawn(async move {
         let api: Api<FederatedStatefulSet> = Api::namespaced(host, "default");
         let mut last: BTreeMap<String, u64> = BTreeMap::new();
+        // When each (federation, ordinal, phase) of a move was first seen.
+        let mut phases: BTreeMap<(String, i32, String), std::time::Instant> = BTreeMap::new();
+        let mut said = std::collections::BTreeSet::new();
         while !stop.load(Ordering::SeqCst) {
             for name in NAMES {
                 let mut stamps = Vec::new();
@@ -153,6 +157,24 @@ fn watch_tokens(
                     violations.lock().unwrap().push(format!("{name}: token went down from {before} to {token}"));
                 }
                 last.insert(name.to_string(), token);
+                // Liveness: a move phase lasting past the harness's deadline is waiting for the
+                // controller's 5-minute safety resync, i.e. a wake-up was missed.
+                let moves = fsts.status.as_ref().map(|s| s.moves.clone()).unwrap_or_default();
+                let now = std::time::Instant::now();
+                let current: Vec<(String, i32, String)> =
+                    moves.iter().map(|m| (name.to_string(), m.ordinal, m.phase.clone())).collect();
+                phases.retain(|k, _| k.0 != name || current.contains(k));
+                for k in current {
+                    let since = *phases.entry(k.clone()).or_insert(now);
+                    if now.duration_since(since) > support::DEADLINE && said.insert(k.clone()) {
+                        violations.lock().unwrap().push(format!(
+                            "{name}: ordinal {} stayed {} for over {:?} (a missed wake-up)",
+                            k.1,
+                            k.2,
+                            support::DEADLINE
+                        ));
+                    }
+                }
                 for (member, term) in stamps {
                     if term > token {
                         violations.lock().unwrap().push(format!(
@@ -171,7 +193,7 @@ type Violations = Arc<std::sync::Mutex<Vec<String>>>;
 
 fn assert_tokens_kept(violations: &Violations, when: &str) {
     let seen = violations.lock().unwrap().clone();
-    assert!(seen.is_empty(), "{when}: the fencing token was not kept:\n{}", seen.join("\n"));
+    assert!(seen.is_empty(), "{when}: the fencing token or a move's progress was not kept:\n{}", seen.join("\n"));
 }
 
 /// Every federation's owner record names the replica that holds its shard now.
