@@ -19,7 +19,7 @@ use kube::{
 };
 use serde_json::json;
 
-use crate::api::FederatedStatefulSet;
+use crate::{api::FederatedStatefulSet, controller::labels::FINALIZER};
 
 /// Annotation on a FederatedStatefulSet: the term of the process that acts for it.
 pub const OWNER_TERM: &str = "spanset.dev/owner-term";
@@ -70,14 +70,28 @@ pub enum Raised {
     Failed(String),
 }
 
-/// Raises the token to `term`, naming `owner`, conditional on the resourceVersion `fsts` was
-/// read at.
-pub async fn raise(host: &Client, fsts: &FederatedStatefulSet, term: u64, owner: &str) -> Raised {
-    let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), &fsts.namespace().unwrap_or_default());
-    let patch = json!({"metadata": {
+/// The patch that raises the token to `term`, naming `owner`, conditional on the
+/// resourceVersion `fsts` was read at. A federation not being deleted that lacks spanset's
+/// finalizer gets it in the same write (the first reconcile would add it next: one write
+/// instead of two for each new federation).
+pub fn raise_patch(fsts: &FederatedStatefulSet, term: u64, owner: &str) -> serde_json::Value {
+    let mut patch = json!({"metadata": {
         "resourceVersion": fsts.resource_version(),
         "annotations": {OWNER_TERM: term.to_string(), OWNER: owner},
     }});
+    let has = fsts.finalizers().iter().any(|f| f == FINALIZER);
+    if fsts.metadata.deletion_timestamp.is_none() && !has {
+        let mut finalizers = fsts.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_string());
+        patch["metadata"]["finalizers"] = json!(finalizers);
+    }
+    patch
+}
+
+/// Raises the token (see [`raise_patch`]).
+pub async fn raise(host: &Client, fsts: &FederatedStatefulSet, term: u64, owner: &str) -> Raised {
+    let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), &fsts.namespace().unwrap_or_default());
+    let patch = raise_patch(fsts, term, owner);
     match api.patch(&fsts.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
         Ok(stored) => Raised::Stored(Box::new(stored)),
         Err(kube::Error::Api(s)) if s.code == 409 => Raised::Conflict,
@@ -121,5 +135,20 @@ mod tests {
         // The same number under another owner (another shard layout's Lease): not this one's.
         let same = fsts(&[(OWNER_TERM, "3"), (OWNER, "other")]);
         assert_eq!(standing(&same, 3, "me"), Standing::Superseded { token: 3, owner: "other".into() });
+    }
+
+    #[test]
+    fn a_new_federation_gets_its_finalizer_in_the_raise_and_a_deleted_one_does_not() {
+        let new = fsts(&[]);
+        let p = raise_patch(&new, 4, "me");
+        assert_eq!(p["metadata"]["annotations"][OWNER_TERM], "4");
+        assert_eq!(p["metadata"]["finalizers"], json!([FINALIZER]));
+        let mut deleting = fsts(&[]);
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
+        assert!(raise_patch(&deleting, 4, "me")["metadata"].get("finalizers").is_none());
+        let mut kept = fsts(&[]);
+        kept.metadata.finalizers = Some(vec!["other".into(), FINALIZER.into()]);
+        assert!(raise_patch(&kept, 4, "me")["metadata"].get("finalizers").is_none(), "already there");
     }
 }
