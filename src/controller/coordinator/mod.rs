@@ -693,12 +693,7 @@ impl Round<'_> {
 
     /// Stores the decision's status if it changed.
     async fn store_status(&mut self, out: &mut Outcome) -> Result<(), String> {
-        let moved = moves_changed(self.fsts.status.as_ref(), &self.decision.status);
         if let Some(stored) = write_status(self.host, &self.fsts, self.decision).await? {
-            // A move phase is stored before it is acted on, and acted on by the next round:
-            // plan it now, since no event may come (the watch event of this very write is
-            // older than what it answered, and the members may have nothing more to say).
-            out.again |= moved;
             self.fsts = stored.clone();
             out.stored = Some(stored);
             out.finished = self.decision.finished_moves.clone();
@@ -1213,18 +1208,6 @@ async fn add_finalizer(host: &Client, fsts: &FederatedStatefulSet) -> Result<Fed
     api.patch(&fsts.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| e.to_string())
 }
 
-/// Whether `next` records other moves, or other phases of them, than `previous`: a round that
-/// stores that has more to do in the next one.
-fn moves_changed(
-    previous: Option<&crate::api::FederatedStatefulSetStatus>,
-    next: &crate::api::FederatedStatefulSetStatus,
-) -> bool {
-    let phases = |moves: &[crate::api::MoveStatus]| -> Vec<(i32, String, String, String)> {
-        moves.iter().map(|m| (m.ordinal, m.from.clone(), m.to.clone(), m.phase.clone())).collect()
-    };
-    previous.map_or_else(|| !next.moves.is_empty(), |p| phases(&p.moves) != phases(&next.moves))
-}
-
 /// Stores the decided status if it differs; answers the stored object.
 async fn write_status(
     host: &Client,
@@ -1451,29 +1434,5 @@ mod tests {
         assert!(newer(&at("12"), &at("11")));
         assert!(!newer(&at("11"), &at("12")), "a watch event older than the stored status is ignored");
         assert!(!newer(&at("12"), &at("12")));
-    }
-
-    #[test]
-    fn a_stored_move_phase_is_planned_again_without_waiting_for_an_event() {
-        use crate::api::{FederatedStatefulSetStatus, MoveStatus};
-        let mv = |phase: &str, since: &str| MoveStatus {
-            ordinal: 2,
-            from: "west".into(),
-            to: "east".into(),
-            phase: phase.into(),
-            since: since.into(),
-        };
-        let with = |moves: Vec<MoveStatus>| FederatedStatefulSetStatus { moves, ..Default::default() };
-        let draining = with(vec![mv("Draining", "t1")]);
-        let released = with(vec![mv("Released", "t2")]);
-        assert!(moves_changed(Some(&draining), &released), "Draining → Released: the next round acts on it");
-        assert!(moves_changed(Some(&with(vec![])), &draining), "a move recorded");
-        assert!(moves_changed(Some(&released), &with(vec![])), "a move finished: the next may start");
-        assert!(moves_changed(None, &draining));
-        // Only a phase change plans again: a status that differs in counts alone does not.
-        let mut counted = released.clone();
-        counted.ready = Some("3/4".into());
-        assert!(!moves_changed(Some(&released), &counted));
-        assert!(!moves_changed(None, &with(vec![])));
     }
 }
