@@ -891,6 +891,7 @@ async fn memory_figures(report: &mut Report) {
         metrics_addr: "127.0.0.1:0".parse().expect("address"),
         lease: Some(LeaseSettings::new("default", "spanset-leader", "bench")),
         bounds: Default::default(),
+        shards: 1,
     };
     let running = app::start(opts).await.expect("controller starts");
     wait_leading(running.metrics_addr).await;

@@ -13,6 +13,11 @@
 //! figure as it comes (progress on stderr), then a markdown table and the targets at
 //! 100 × 1000. A phase that times out ends its cell, which says what it waited for; the grid
 //! goes on.
+//!
+//! `SCALE_REPLICAS=1,2,4` measures sharding instead: for each count, that many `spanset run
+//! --shards 4` replicas over the first cell of the grid (set `SCALE_MEMBERS` and
+//! `SCALE_FEDERATIONS` to one value each), with converge from nothing and a burst of every
+//! federation's template changed at once → every member written, as throughput.
 
 mod support;
 
@@ -28,7 +33,7 @@ mod watches;
 use std::time::{Duration, Instant};
 
 use phases::{Fenced, Idle, Resources};
-use processes::{SimProcess, TIME_FACTOR, start_controllers, wait_leader};
+use processes::{SimProcess, TIME_FACTOR, start_controllers, start_sharded, wait_leader, wait_shards_led};
 use support::{DEADLINE, client};
 use watches::MemberWatches;
 
@@ -262,12 +267,79 @@ fn print_targets(results: &[(Cell, Figures)]) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Sharding: throughput with 1, 2, 4 replicas.
+
+/// Shards the replicas divide federations into, whatever their number.
+const SHARDS: u32 = 4;
+
+/// Converge and burst with `replicas` sharded controllers over `cell`.
+async fn replicas_cell(cell: Cell, replicas: usize) -> Result<(Duration, Duration), String> {
+    let members: Vec<String> = (0..cell.members).map(|i| format!("m{i}")).collect();
+    let nodes = (cell.federations * 10 / cell.members * 2).div_ceil(100).max(1);
+    let sim = SimProcess::start(&members, nodes).await?;
+    let controllers = start_sharded(&sim, replicas, SHARDS)?;
+    wait_shards_led(&controllers, SHARDS, DEADLINE * 3).await?;
+    let mut clients = Vec::with_capacity(members.len());
+    for m in &members {
+        clients.push(client(&sim.kubeconfig, m).await);
+    }
+    let watches = MemberWatches::start(clients);
+    let converged = phases::converge(&sim.host, &members, cell.federations).await?;
+    println!("{cell}, {replicas} replicas: converge {:.1} s", converged.as_secs_f64());
+    let burst = phases::burst(&sim.host, &watches, cell.federations).await?;
+    println!(
+        "{cell}, {replicas} replicas: {} template changes → every member written in {:.1} s",
+        cell.federations,
+        burst.as_secs_f64()
+    );
+    drop(watches);
+    drop(controllers);
+    Ok((converged, burst))
+}
+
+async fn run_replicas(counts: &[usize]) {
+    let cell = grid()[0];
+    let mut rows = Vec::new();
+    for &r in counts {
+        eprintln!("== {cell} with {r} replicas over {SHARDS} shards");
+        let res = replicas_cell(cell, r).await;
+        if let Err(e) = &res {
+            println!("{cell}, {r} replicas: TIMED OUT or failed waiting for: {e}");
+        }
+        rows.push((r, res));
+    }
+    println!();
+    println!(
+        "| replicas ({SHARDS} shards) | converge {cell} | federations/s | {} changes → all written | changes/s |",
+        cell.federations
+    );
+    println!("|---|---|---|---|---|");
+    for (r, res) in rows {
+        match res {
+            Ok((c, b)) => println!(
+                "| {r} | {:.1} s | {:.1} | {:.1} s | {:.1} |",
+                c.as_secs_f64(),
+                cell.federations as f64 / c.as_secs_f64(),
+                b.as_secs_f64(),
+                cell.federations as f64 / b.as_secs_f64()
+            ),
+            Err(e) => println!("| {r} | - | - | - | - ({e}) |"),
+        }
+    }
+}
+
 fn main() {
     let started = Instant::now();
     actix::System::with_tokio_rt(|| {
         tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime")
     })
     .block_on(async move {
+        if std::env::var_os("SCALE_REPLICAS").is_some() {
+            run_replicas(&env_list("SCALE_REPLICAS", &[1, 2, 4])).await;
+            println!("\n(benchmark ran {:.0} s; time_factor {TIME_FACTOR})", started.elapsed().as_secs_f64());
+            return;
+        }
         let mut results = Vec::new();
         for cell in grid() {
             let figures = run_cell(cell).await;

@@ -39,14 +39,21 @@ const PHASE_DEADLINE: Duration = Duration::from_secs(120);
 /// How long the fence's re-homing writes may take.
 const FENCE_DEADLINE: Duration = Duration::from_secs(300);
 
-/// The federation `i` of a cell: 10 replicas placed over every member, weight 1 each, the
-/// placement order rotated by `i` so that the 10 members given a replica (ties go to the
-/// earlier cluster in placement order) are members `i`…`i+9` (mod M): every member holds
-/// about F×10/M pods, and with M = 100 a federation has no replica on 90 of its members.
+/// How many members a federation's placement lists: its 10 replicas' members and two more to
+/// re-home to. A placement member is written the federation's published EndpointSlices (the
+/// network identity), so a placement of every member would cost every pod change one write
+/// per member of the cell: 100 at 100 members, whatever holds replicas.
+pub const PLACED: usize = 12;
+
+/// The federation `i` of a cell: 10 replicas placed over [`PLACED`] consecutive members from
+/// member `i` (mod M; all M when fewer), weight 1 each: ties go to the earlier cluster in
+/// placement order, so members `i`…`i+9` hold one replica each and the two after them none,
+/// until a fence re-homes there. Every member holds about F×10/M pods.
 pub fn federation(i: usize, members: &[String]) -> FederatedStatefulSet {
     let name = federation_name(i);
     let k = i % members.len();
-    let rotated: Vec<String> = members[k..].iter().chain(&members[..k]).cloned().collect();
+    let rotated: Vec<String> =
+        members[k..].iter().chain(&members[..k]).take(PLACED.min(members.len())).cloned().collect();
     let mut f = example(&rotated);
     f.metadata.name = Some(name.clone());
     f.spec.replicas = REPLICAS;
@@ -220,6 +227,34 @@ pub async fn spec_changes(
     }
     latencies.sort();
     Ok(latencies)
+}
+
+/// Changes every federation's template at once and answers how long until every member
+/// StatefulSet of every one carries the change: the controllers' throughput.
+pub async fn burst(host: &Client, watches: &MemberWatches, n: usize) -> Result<Duration, String> {
+    let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), "default");
+    let rev = "burst";
+    let t0 = Instant::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            let patch = json!({"spec": {"template": {"template": {"metadata": {"annotations": {REV: rev}}}}}});
+            async move { api.patch(&federation_name(i), &PatchParams::default(), &Patch::Merge(&patch)).await }
+        })
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await
+        .map_err(|e| format!("changing {n} federations: {e}"))?;
+    watches
+        .wait_for(PHASE_DEADLINE, |seen| {
+            let changed: BTreeSet<&String> =
+                seen.iter().filter(|(_, v)| v.rev.as_deref() == Some(rev)).map(|((f, _), _)| f).collect();
+            let all = seen.iter().all(|(_, v)| v.rev.as_deref() == Some(rev));
+            (all && changed.len() == n).then_some(())
+        })
+        .await
+        .ok_or_else(|| format!("every member StatefulSet of all {n} federations carrying {REV}={rev}"))?;
+    Ok(t0.elapsed())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -149,10 +149,16 @@ impl ControllerProcess {
 /// restarts the controller's work; logs in the sandbox's directory). One today; the hook for the sharding figure
 /// (throughput with 1, 2 and 4 replicas) once federations are sharded over replicas.
 pub fn start_controllers(sim: &SimProcess, k: usize) -> Result<Vec<ControllerProcess>, String> {
-    (0..k).map(|i| start_controller(sim, &format!("bench-{i}"))).collect()
+    (0..k).map(|i| start_controller(sim, &format!("bench-{i}"), &[])).collect()
 }
 
-fn start_controller(sim: &SimProcess, identity: &str) -> Result<ControllerProcess, String> {
+/// `k` controllers sharing the federations over `shards` shards (`--shards`).
+pub fn start_sharded(sim: &SimProcess, k: usize, shards: u32) -> Result<Vec<ControllerProcess>, String> {
+    let shards = shards.to_string();
+    (0..k).map(|i| start_controller(sim, &format!("bench-{i}"), &["--shards", &shards])).collect()
+}
+
+fn start_controller(sim: &SimProcess, identity: &str, flags: &[&str]) -> Result<ControllerProcess, String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("a free port: {e}"))?
@@ -163,6 +169,7 @@ fn start_controller(sim: &SimProcess, identity: &str) -> Result<ControllerProces
         .args(["run", "--context", "host", "--metrics-addr", &metrics.to_string(), "--identity", identity])
         .args(["--exit-with-parent", &std::process::id().to_string(), "--kubeconfig"])
         .arg(&sim.kubeconfig)
+        .args(flags)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(log)
@@ -170,6 +177,26 @@ fn start_controller(sim: &SimProcess, identity: &str) -> Result<ControllerProces
         .spawn()
         .map_err(|e| format!("spanset run did not start: {e}"))?;
     Ok(ControllerProcess { child, metrics })
+}
+
+/// Waits until every controller is ready and, between them, they lead all `shards` shards.
+pub async fn wait_shards_led(controllers: &[ControllerProcess], shards: u32, deadline: Duration) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        let mut led = 0.0;
+        let mut ready = true;
+        for c in controllers {
+            ready &= matches!(http(c.metrics, "GET", "/readyz").await, Some((200, _)));
+            led += series_sum(&scrape(c.metrics).await, "spanset_leader");
+        }
+        if ready && led == f64::from(shards) {
+            return Ok(());
+        }
+        if start.elapsed() > deadline {
+            return Err(format!("{shards} shards led by the controllers within {deadline:?} ({led} were)"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Waits until one of the controllers is ready (every member listed) and leads; answers it.

@@ -74,6 +74,7 @@ impl Sandbox {
             metrics_addr: "127.0.0.1:0".parse().expect("address"),
             lease: Some(LeaseSettings::new("default", "spanset-leader", "bench")),
             bounds: Default::default(),
+            shards: 1,
         };
         app::start(opts).await.expect("controller starts")
     }

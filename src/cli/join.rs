@@ -50,6 +50,9 @@ pub const MEMBER_RBAC: &str = include_str!("../../deploy/member/rbac.yaml");
 pub const MEMBER_ADMISSION: &str = include_str!("../../deploy/member/admission.yaml");
 /// The controller's identity and permissions in the host, as shipped in `deploy/`.
 pub const HOST_RBAC: &str = include_str!("../../deploy/rbac.yaml");
+/// What replicas sharing federations (`spanset run --shards N`) need beyond [`HOST_RBAC`]: the
+/// shard and presence Leases, as shipped in `deploy/rbac-shards.yaml`.
+pub const SHARDS_RBAC: &str = include_str!("../../deploy/rbac-shards.yaml");
 /// Namespace of the member-side identity (and, by default, of the host-side Secrets).
 pub const SYSTEM_NAMESPACE: &str = "spanset-system";
 /// The member-side ServiceAccount.

@@ -57,9 +57,15 @@ pub struct RunArgs {
     /// Namespace of the leader Lease in the host (default: $POD_NAMESPACE, else `default`).
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     pub lease_namespace: String,
-    /// Name of the leader Lease.
+    /// Name of the leader Lease (with --shards above 1: the prefix of each shard's Lease,
+    /// NAME-shard-S-of-N, and of each replica's presence Lease, NAME-replica-HASH).
     #[arg(long, default_value = "spanset-leader")]
     pub lease_name: String,
+    /// Divide federations into this many shards, each led through its own Lease, so that
+    /// several replicas share the work: each replica leads at most its fair share of the shards
+    /// (shards / live replicas, rounded up). Every replica must run with the same number.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=crate::controller::shards::MAX_SHARDS as i64))]
+    pub shards: u32,
     /// This process's identity in the Lease (default: host name, process id and a random suffix).
     #[arg(long)]
     pub identity: Option<String>,
@@ -120,6 +126,7 @@ pub fn run(args: RunArgs) -> i32 {
             metrics_addr: args.metrics_addr,
             lease: Some(lease),
             bounds: ReplicaBounds { ceiling: args.max_federation_replicas, step: args.max_replica_step },
+            shards: args.shards,
         };
         let running = match app::start(opts).await {
             Ok(r) => r,

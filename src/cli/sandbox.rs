@@ -220,6 +220,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         metrics_addr: args.metrics_addr,
         lease: Some(LeaseSettings::new(lease_namespace, LEASE_NAME, super::run::default_identity())),
         bounds: Default::default(),
+        shards: 1,
     };
     let running = if args.no_controller { None } else { Some(app::start_on(opts, metrics).await?) };
     {

@@ -10,9 +10,11 @@ use kube::Api;
 use super::{
     host_client,
     http::{self, HttpState},
-    leader::{self, Leadership, LeaseSettings},
+    leader::{self, Leadership, LeaseSettings, Quota},
     messages::Stop,
     metrics::Metrics,
+    shards::{MAX_SHARDS, Shards, lease_name},
+    share::{FairShare, run_presence},
     supervisor::{Supervisor, SupervisorConfig},
     watcher::Synced,
 };
@@ -31,17 +33,23 @@ pub struct RunOptions {
     pub lease: Option<LeaseSettings>,
     /// Bounds on each federation's replicas.
     pub bounds: super::bounds::ReplicaBounds,
+    /// How many shards federations are divided into, each with its own Lease (`--shards`; 1:
+    /// one leader for all, on the Lease named in `lease`).
+    pub shards: u32,
 }
 
 /// A running controller: where its endpoints listen, and how to stop it.
 pub struct Running {
     /// The bound metrics address.
     pub metrics_addr: SocketAddr,
-    /// Whether and in which term this process leads.
+    /// Whether and in which term this process leads shard 0 (with one shard: leads at all).
     pub leadership: Leadership,
+    /// Whether and in which term this process leads each shard.
+    pub shards: Shards,
     supervisor: Addr<Supervisor>,
     server: actix_web::dev::ServerHandle,
-    elector: Option<(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
+    /// Stops the electors (and the presence keeper), and their tasks.
+    elector: Option<(tokio::sync::watch::Sender<bool>, Vec<tokio::task::JoinHandle<()>>)>,
 }
 
 impl Running {
@@ -49,9 +57,11 @@ impl Running {
     /// stops the endpoints.
     pub async fn stop(self) {
         let _ = self.supervisor.send(Stop).await;
-        if let Some((stop, task)) = self.elector {
-            let _ = stop.send(());
-            let _ = task.await;
+        if let Some((stop, tasks)) = self.elector {
+            let _ = stop.send(true);
+            for task in tasks {
+                let _ = task.await;
+            }
         }
         self.server.stop(true).await;
     }
@@ -74,34 +84,61 @@ pub async fn start(opts: RunOptions) -> anyhow::Result<Running> {
 pub async fn start_on(opts: RunOptions, metrics_listener: std::net::TcpListener) -> anyhow::Result<Running> {
     let host = host_client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
     let metrics = Arc::new(Metrics::new());
-    let (leadership, elector) = match opts.lease.clone() {
-        None => (Leadership::fixed(1), None),
+    let count = opts.shards.max(1);
+    if count > MAX_SHARDS {
+        anyhow::bail!("--shards {count}: at most {MAX_SHARDS}");
+    }
+    let (shards, elector) = match opts.lease.clone() {
+        None => (Shards::from(Leadership::fixed(1)), None),
         Some(settings) => {
             settings.validate().map_err(|e| anyhow::anyhow!("leader election: {e}"))?;
-            let leadership = Leadership::new();
+            let shards = Shards::new(count);
             // No term before the members' stamps are known: the supervisor says when.
-            leadership.set_stamps_known(false);
+            shards.set_stamps_known(false);
             let api: Api<Lease> = Api::namespaced(host.clone(), &settings.namespace);
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let task = tokio::spawn(leader::run_elector(api, settings, leadership.clone(), async move {
-                let _ = stopped.await;
-            }));
-            (leadership, Some((stop, task)))
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let until_stopped = move || {
+                let mut stopped = stopped.clone();
+                async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                }
+            };
+            let share = (count > 1).then(|| Arc::new(FairShare::new(shards.clone(), &settings.name)));
+            let mut tasks = Vec::new();
+            for (index, leadership) in shards.iter().enumerate() {
+                let mut lease = settings.clone();
+                lease.name = lease_name(&settings.name, index as u32, count);
+                leadership.describe_owner(if count > 1 {
+                    format!("{}, shard {index} of {count}", settings.identity)
+                } else {
+                    settings.identity.clone()
+                });
+                let quota = share.clone().map(|s| s as Arc<dyn Quota>);
+                let task = leader::run_shard_elector(api.clone(), lease, leadership.clone(), quota, until_stopped());
+                tasks.push(tokio::spawn(task));
+            }
+            if let Some(share) = share {
+                tasks.push(tokio::spawn(run_presence(api.clone(), settings.clone(), share, until_stopped())));
+            }
+            (shards, Some((stop, tasks)))
         }
     };
-    let mut changes = leadership.subscribe();
-    let gauge = metrics.clone();
-    gauge.set_leader(leadership.term());
-    tokio::spawn(async move {
-        while changes.changed().await.is_ok() {
-            let term = *changes.borrow();
-            gauge.set_leader(term);
-            match term {
-                Some(term) => tracing::info!(term, "leading"),
-                None => tracing::info!("not leading"),
+    metrics.set_shards(count);
+    report_leadership(&shards, &metrics);
+    for leadership in shards.iter() {
+        let mut changes = leadership.subscribe();
+        let (shards, gauge) = (shards.clone(), metrics.clone());
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                let term = *changes.borrow();
+                report_leadership(&shards, &gauge);
+                match term {
+                    Some(term) => tracing::info!(term, shards = shards.held(), "leading"),
+                    None => tracing::info!(shards = shards.held(), "not leading"),
+                }
             }
-        }
-    });
+        });
+    }
     let synced = Synced::default();
     let (server, metrics_addr) =
         http::serve_on(metrics_listener, HttpState { metrics: metrics.clone(), synced: synced.clone() })
@@ -109,7 +146,14 @@ pub async fn start_on(opts: RunOptions, metrics_listener: std::net::TcpListener)
     let handle = server.handle();
     actix::spawn(server);
     let config = SupervisorConfig { kubeconfig: opts.kubeconfig.clone(), bounds: opts.bounds };
-    let supervisor = Supervisor::new(host, config, leadership.clone(), metrics, synced).start();
-    tracing::info!(%metrics_addr, "controller running");
-    Ok(Running { metrics_addr, leadership, supervisor, server: handle, elector })
+    let supervisor = Supervisor::new(host, config, shards.clone(), metrics, synced).start();
+    tracing::info!(%metrics_addr, shards = count, "controller running");
+    let leadership = shards.cluster_duties().clone();
+    Ok(Running { metrics_addr, leadership, shards, supervisor, server: handle, elector })
+}
+
+/// `spanset_leader` counts the shards this process leads; `spanset_leader_term` is shard 0's
+/// term (with one shard: the term).
+fn report_leadership(shards: &Shards, metrics: &Metrics) {
+    metrics.set_leader(shards.held(), shards.cluster_duties().term());
 }

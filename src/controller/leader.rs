@@ -144,8 +144,12 @@ pub struct Leadership {
 struct Inner {
     state: Mutex<State>,
     tx: watch::Sender<Option<u64>>,
-    /// The highest term seen stamped on a member object (see [`Leadership::observe_stamp`]).
-    floor: AtomicU64,
+    /// The highest term seen stamped on a member object (see [`Leadership::observe_stamp`]);
+    /// shared by the leaderships of one process's shards (see [`Leadership::sharing_floor`]).
+    floor: Arc<AtomicU64>,
+    /// Who leads, for the owner record a coordinator writes on its federation (see
+    /// [`Leadership::owner`]).
+    owner: Mutex<String>,
     /// Whether every member's stamps have been seen (see [`Leadership::set_stamps_known`]).
     stamps_known: watch::Sender<bool>,
 }
@@ -184,9 +188,32 @@ impl Leadership {
     }
 
     fn with_state(state: State, term: Option<u64>) -> Self {
+        let floor = Arc::new(AtomicU64::new(0));
+        Self::with_floor(state, term, floor)
+    }
+
+    fn with_floor(state: State, term: Option<u64>, floor: Arc<AtomicU64>) -> Self {
         let (tx, _) = watch::channel(term);
         let (stamps_known, _) = watch::channel(true);
-        Self { inner: Arc::new(Inner { state: Mutex::new(state), tx, floor: AtomicU64::new(0), stamps_known }) }
+        let owner = Mutex::new(String::from("spanset"));
+        Self { inner: Arc::new(Inner { state: Mutex::new(state), tx, floor, stamps_known, owner }) }
+    }
+
+    /// Another leadership (not leading) of this process, for another shard's Lease: it shares
+    /// this one's floor, so that a term any shard takes is above every stamp this process saw.
+    pub fn sharing_floor(&self) -> Self {
+        Self::with_floor(State::default(), None, self.inner.floor.clone())
+    }
+
+    /// Names who leads through this leadership (`identity, shard 2 of 4`), for the owner record
+    /// on each federation it acts for.
+    pub fn describe_owner(&self, owner: impl Into<String>) {
+        *self.inner.owner.lock() = owner.into();
+    }
+
+    /// See [`Leadership::describe_owner`].
+    pub fn owner(&self) -> String {
+        self.inner.owner.lock().clone()
     }
 
     /// Always leading in `term` (until [`Leadership::step_down`]): for tests and for
@@ -302,6 +329,12 @@ impl Leadership {
         }
         let weak = Arc::downgrade(&self.inner);
         tokio::spawn(watchdog(weak, term));
+    }
+
+    /// Leads in `term` for an hour, as if elected: for unit tests of what reads leadership.
+    #[cfg(test)]
+    pub(crate) fn lead_for_tests(&self, term: u64) {
+        self.begin(term, Instant::now() + Duration::from_secs(3600));
     }
 
     /// Moves the deadline of `term` later; false if this process no longer leads in `term`
@@ -498,6 +531,29 @@ pub async fn run_elector(
     leadership: Leadership,
     shutdown: impl Future<Output = ()>,
 ) {
+    run_shard_elector(api, settings, leadership, None, shutdown).await;
+}
+
+/// How many Leases one process may hold when federations are sharded over several processes
+/// (see `super::share`): asked before taking a Lease and after each renewal.
+pub trait Quota: Send + Sync {
+    /// Whether this process may take one more Lease now.
+    fn may_take(&self) -> bool;
+    /// Whether this process should give the Lease `name` up now (it holds more than its share,
+    /// and that is the one to give).
+    fn should_yield(&self, name: &str) -> bool;
+}
+
+/// [`run_elector`] for one shard's Lease, taking and keeping it only as `quota` allows: a
+/// Lease held beyond the quota is released (leadership ends locally first, as on shutdown),
+/// and one not held is taken only while the quota has room.
+pub async fn run_shard_elector(
+    api: Api<Lease>,
+    settings: LeaseSettings,
+    leadership: Leadership,
+    quota: Option<Arc<dyn Quota>>,
+    shutdown: impl Future<Output = ()>,
+) {
     if let Err(problem) = settings.validate() {
         error!(lease = %settings.name, %problem, "invalid leader election settings; not campaigning");
         return;
@@ -510,6 +566,7 @@ pub async fn run_elector(
         highest_term: 0,
         duration_seconds: settings.duration_seconds(),
         s: settings,
+        quota,
     };
     tokio::pin!(shutdown);
     tokio::select! {
@@ -558,6 +615,8 @@ struct Elector {
     /// See [`Candidate::highest_term`].
     highest_term: u64,
     duration_seconds: i32,
+    /// How many Leases this process may hold, when sharded.
+    quota: Option<Arc<dyn Quota>>,
 }
 
 /// Most immediate re-reads after conflicts in one round.
@@ -632,6 +691,18 @@ impl Elector {
             let transitions = record.as_ref().map_or(0, |r| r.transitions);
             info!(lease = %self.s.name, term, %holder, transitions, "lost leadership: the lease changed hands");
             self.resumable = None;
+        }
+        if let Some(quota) = &self.quota {
+            let taking = matches!(decision, Decision::Create { .. } | Decision::Acquire { .. });
+            if taking && !quota.may_take() {
+                return Attempt::Done(self.candidate_pause());
+            }
+            if matches!(decision, Decision::Renew { .. }) && quota.should_yield(&self.s.name) {
+                info!(lease = %self.s.name, "holding more than this process's share of the shards; giving this one up");
+                self.release().await;
+                self.resumable = None;
+                return Attempt::Done(self.s.retry_period);
+            }
         }
         let (term, lease) = match decision {
             Decision::Wait { until } => {

@@ -166,6 +166,8 @@ pub struct EnsureSupporting {
     /// The headless Service's ServiceExport (`spec.network.mode: MultiClusterServices`);
     /// `None`: one spanset wrote earlier is deleted.
     pub export: Option<kube::api::DynamicObject>,
+    /// The federation written for (its shard's leadership judges the term).
+    pub key: FederationKey,
     /// The term the write was planned in.
     pub term: u64,
     /// `dryRun=All`: run every check of the member, store nothing.
@@ -246,6 +248,8 @@ pub struct ReleaseClaims {
     pub namespace: String,
     /// The claims of the ordinal, by name.
     pub claims: Vec<String>,
+    /// The federation written for (its shard's leadership judges the term).
+    pub key: FederationKey,
     /// The writer's term.
     pub term: u64,
 }
@@ -261,6 +265,8 @@ pub struct AdoptClaims {
     pub namespace: String,
     /// The objects from [`ReleaseClaims`].
     pub objects: Vec<(PersistentVolume, PersistentVolumeClaim)>,
+    /// The federation written for (its shard's leadership judges the term).
+    pub key: FederationKey,
     /// The writer's term.
     pub term: u64,
 }
@@ -278,6 +284,8 @@ pub struct RetireClaims {
     pub claims: Vec<String>,
     /// Keep each claim's volume (reclaim policy Retain) rather than let it go by its policy.
     pub keep_volume: bool,
+    /// The federation written for (its shard's leadership judges the term).
+    pub key: FederationKey,
     /// The writer's term.
     pub term: u64,
 }
@@ -292,6 +300,8 @@ pub struct DeletePods {
     pub namespace: String,
     /// The pods, as (name, uid).
     pub pods: Vec<(String, String)>,
+    /// The federation written for (its shard's leadership judges the term).
+    pub key: FederationKey,
     /// The writer's term.
     pub term: u64,
 }

@@ -43,6 +43,7 @@ pub struct Metrics {
     stale_writes: IntCounterVec,
     leader: IntGauge,
     leader_term: IntGauge,
+    shards: IntGauge,
     last_contact: GaugeVec,
     fenced: IntGaugeVec,
     failovers: IntCounterVec,
@@ -100,9 +101,17 @@ impl Metrics {
         )
         .expect("valid metric");
         registry.register(Box::new(move_handoff.clone())).expect("registered once");
-        let leader = IntGauge::with_opts(Opts::new("leader", "1 while this process leads").namespace("spanset"))
-            .expect("valid metric");
+        let leader = IntGauge::with_opts(
+            Opts::new("leader", "How many shards this process leads (unsharded: 1 while it leads)")
+                .namespace("spanset"),
+        )
+        .expect("valid metric");
         registry.register(Box::new(leader.clone())).expect("registered once");
+        let shards = IntGauge::with_opts(
+            Opts::new("shards", "How many shards federations are divided into (--shards)").namespace("spanset"),
+        )
+        .expect("valid metric");
+        registry.register(Box::new(shards.clone())).expect("registered once");
         let leader_term = IntGauge::with_opts(
             Opts::new("leader_term", "The term this process leads in (0 while it does not lead)").namespace("spanset"),
         )
@@ -220,6 +229,7 @@ impl Metrics {
             move_handoff,
             leader,
             leader_term,
+            shards,
             registry,
             slice_clusters: Default::default(),
         }
@@ -365,10 +375,16 @@ impl Metrics {
         self.identity_conflicts.with_label_values(&[federation]).inc();
     }
 
-    /// Whether this process leads, and in which term.
-    pub fn set_leader(&self, term: Option<u64>) {
-        self.leader.set(i64::from(term.is_some()));
+    /// How many shards this process leads (with one shard: 1 while it leads), and the term
+    /// of shard 0's leadership.
+    pub fn set_leader(&self, shards_led: usize, term: Option<u64>) {
+        self.leader.set(i64::try_from(shards_led).unwrap_or(i64::MAX));
         self.leader_term.set(term.and_then(|t| i64::try_from(t).ok()).unwrap_or(0));
+    }
+
+    /// How many shards federations are divided into (`--shards`).
+    pub fn set_shards(&self, count: u32) {
+        self.shards.set(i64::from(count));
     }
 
     /// A write to member `cluster` was refused before it was sent: the member carries a term

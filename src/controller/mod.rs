@@ -36,6 +36,8 @@ pub mod reconcile;
 pub mod rollout;
 pub mod runtime_metrics;
 pub mod safety;
+pub mod shards;
+pub mod share;
 pub mod spans;
 pub mod status;
 pub mod supervisor;

@@ -27,13 +27,13 @@ use super::{
     events::{Note, Recorder},
     fencing, host_client,
     labels::MEMBER_FINALIZER,
-    leader::Leadership,
     member::contact_clock::ContactClock,
     member::identity::{self, Admission, Claimant},
     member::objects::FederationKey,
     member_http,
     messages::{Admitted, Holds, Identified, SpecChanged, SpecUndecodable, Stop},
     metrics::Metrics,
+    shards::Shards,
     undecodable,
     watcher::{ClusterWatcher, MemberHandle, MembersChanged, Synced},
 };
@@ -55,7 +55,8 @@ pub struct SupervisorConfig {
 pub struct Supervisor {
     host: Client,
     config: SupervisorConfig,
-    leadership: Leadership,
+    /// The leadership of each shard; shard 0's also does what belongs to no federation.
+    leadership: Shards,
     metrics: Arc<Metrics>,
     members: BTreeMap<String, (MemberClusterSpec, MemberHandle)>,
     coordinators: BTreeMap<FederationKey, Addr<Coordinator>>,
@@ -121,10 +122,11 @@ impl Supervisor {
     pub fn new(
         host: Client,
         config: SupervisorConfig,
-        leadership: Leadership,
+        leadership: impl Into<Shards>,
         metrics: Arc<Metrics>,
         synced: Synced,
     ) -> Self {
+        let leadership = leadership.into();
         Self {
             host,
             config,
@@ -155,7 +157,7 @@ impl Supervisor {
     /// While leading: puts the finalizer on every MemberCluster that lacks it, and lets a
     /// deleted one go once no federation holds anything there (each coordinator is asked).
     fn tend_finalizers(&mut self, ctx: &mut Context<Self>) {
-        if self.leadership.term().is_none() || !self.members_listed {
+        if self.leadership.cluster_duties().term().is_none() || !self.members_listed {
             return;
         }
         let due: Vec<Arc<MemberCluster>> = self
@@ -261,7 +263,10 @@ impl Supervisor {
     /// listed, no member is still connecting, and every watcher has listed once (a member
     /// whose client cannot be built has no stamps to read).
     fn tell_stamps_known(&self) {
-        let known = self.members_listed && self.connecting.is_empty() && self.synced.iter().all(|e| *e.value());
+        let known = self.members_listed
+            && self.federations_listed
+            && self.connecting.is_empty()
+            && self.synced.iter().all(|e| *e.value());
         self.leadership.set_stamps_known(known);
     }
 
@@ -366,7 +371,7 @@ impl Supervisor {
     /// MemberCluster does not say so yet. The report at connect time is skipped by a process
     /// that does not lead yet (it campaigns only once members have listed), so it comes here.
     fn report_unusable(&self) {
-        if self.leadership.term().is_none() {
+        if self.leadership.cluster_duties().term().is_none() {
             return;
         }
         for (name, (_, handle)) in &self.members {
@@ -391,7 +396,7 @@ impl Supervisor {
     /// with it), its spec is invalid (`InvalidSpec`), or it reaches the same cluster as
     /// another member (`DuplicateCluster`, with the `clusterID` read).
     fn report_refusal(&self, name: &str, reason: &str, message: &str, cluster_id: Option<&str>) {
-        if self.leadership.term().is_none() {
+        if self.leadership.cluster_duties().term().is_none() {
             return;
         }
         let api: Api<MemberCluster> = Api::all(self.host.clone());
@@ -583,7 +588,7 @@ impl Supervisor {
 
     /// Stores the report of a federation without a coordinator (only while leading).
     fn report_undecodable(&self, u: Arc<Undecodable>, ctx: &mut Context<Self>) {
-        if self.leadership.term().is_none() {
+        if self.leadership.cluster_duties().term().is_none() {
             return;
         }
         let host = self.host.clone();
@@ -599,6 +604,10 @@ impl Supervisor {
 
     fn federation_applied(&mut self, fsts: FederatedStatefulSet) {
         let key = FederationKey::of(&fsts);
+        // An owner's token is a term some shard's Lease held: every term taken is above it.
+        if let Some(token) = super::coordinator::ownership::token(&fsts) {
+            self.leadership.observe_stamp(token);
+        }
         let fsts = Arc::new(fsts);
         match self.coordinators.get(&key) {
             Some(c) => c.do_send(SpecChanged(fsts)),
@@ -606,7 +615,7 @@ impl Supervisor {
                 let c = Coordinator::new(
                     fsts,
                     self.host.clone(),
-                    self.leadership.clone(),
+                    self.leadership.of(&key).clone(),
                     self.metrics.clone(),
                     self.handles(),
                     self.config.bounds,

@@ -4,6 +4,7 @@
 //! member writes, status. One reconcile runs at a time; whatever arrives meanwhile triggers
 //! another when it ends.
 
+pub mod ownership;
 mod publish;
 mod wakes;
 
@@ -280,6 +281,19 @@ impl Coordinator {
             // A placement naming a member not listed yet is not "unknown": wait for the list.
             return self.set_queued(false);
         }
+        // Nothing is written in a term before the federation's token is raised to it.
+        match ownership::standing(&self.fsts, term, &self.leadership.owner()) {
+            ownership::Standing::Owned => {}
+            ownership::Standing::Raise => return self.raise_token(term, ctx),
+            ownership::Standing::Superseded { token, owner } => {
+                self.leadership.observe_stamp(token);
+                self.leadership.step_down(&format!(
+                    "{}: the federation's owner token is {token} ({owner}), at or above this process's term {term}",
+                    self.key
+                ));
+                return self.set_queued(false);
+            }
+        }
         if self.report_pending() {
             // The watcher's report of the last write triggers the next reconcile, or the wait
             // ends after `AWAIT_REPORT`.
@@ -381,6 +395,39 @@ impl Coordinator {
             act.wake_at_next_deadline(ctx);
             if let Some(after) = outcome.wake_after {
                 act.wake_after(after, ctx);
+            }
+        }));
+    }
+
+    /// Raises the federation's token to `term` before anything is written in it (see
+    /// [`ownership`]); plans once it is raised. A conflict waits for the newer federation
+    /// (its watch event plans again), with a wake-up in case that event was already handled.
+    fn raise_token(&mut self, term: u64, ctx: &mut Context<Self>) {
+        self.busy = true;
+        self.again = false;
+        let (host, fsts, owner) = (self.host.clone(), self.fsts.clone(), self.leadership.owner());
+        let work = async move { ownership::raise(&host, &fsts, term, &owner).await };
+        ctx.spawn(work.into_actor(self).map(move |raised, act, ctx| {
+            act.busy = false;
+            match raised {
+                ownership::Raised::Stored(stored) => {
+                    tracing::info!(federation = %act.key, term, owner = %act.leadership.owner(), "raised the federation's owner token");
+                    if newer(&stored, &act.fsts) {
+                        act.fsts = Arc::new(*stored);
+                    }
+                    act.schedule(ctx);
+                }
+                ownership::Raised::Conflict => {
+                    tracing::debug!(federation = %act.key, term, "the federation changed before its token was raised; reading it again");
+                    act.wake_after(Duration::from_secs(1), ctx);
+                    if act.again {
+                        act.schedule(ctx);
+                    }
+                }
+                ownership::Raised::Failed(e) => {
+                    tracing::warn!(federation = %act.key, term, error = %e, "cannot raise the federation's owner token; retrying");
+                    act.wake_after(Duration::from_secs(2), ctx);
+                }
             }
         }));
     }
@@ -690,6 +737,7 @@ impl Round<'_> {
             service: headless_service(fsts),
             carried: carried.clone(),
             export: super::network::service_export(fsts, term),
+            key: self.key.clone(),
             term,
             dry_run,
         };
@@ -834,7 +882,8 @@ impl Round<'_> {
         }
         for (cluster, pods) in by_cluster {
             let Some(w) = self.watchers.get(cluster) else { continue };
-            let msg = DeletePods { namespace: self.key.namespace.clone(), pods, term: self.term };
+            let msg =
+                DeletePods { namespace: self.key.namespace.clone(), pods, key: self.key.clone(), term: self.term };
             match w.send(msg).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
@@ -997,7 +1046,7 @@ async fn handover(
     let namespace = fsts.namespace().unwrap_or_default();
     if let reconcile::HandoverKind::Retire { keep_volume, arrival } = h.kind {
         let (at, watcher) = if arrival { (&h.to, to) } else { (&h.from, from) };
-        let msg = RetireClaims { namespace, claims: h.claims.clone(), keep_volume, term };
+        let msg = RetireClaims { namespace, claims: h.claims.clone(), keep_volume, key: FederationKey::of(fsts), term };
         return match watcher.send(msg).await {
             Ok(Ok(retired)) => {
                 for (claim, volume) in retired {
@@ -1025,7 +1074,8 @@ async fn handover(
             Err(e) => Err(format!("{at}: watcher gone: {e}")),
         };
     }
-    let msg = ReleaseClaims { namespace: namespace.clone(), claims: h.claims.clone(), term };
+    let msg =
+        ReleaseClaims { namespace: namespace.clone(), claims: h.claims.clone(), key: FederationKey::of(fsts), term };
     let objects = match from.send(msg).timeout(MEMBER_CALL_TIMEOUT).await {
         Ok(Ok(objects)) => objects,
         Ok(Err(WriteError::Refused { code: 422, message, .. })) => {
@@ -1049,7 +1099,11 @@ async fn handover(
         tracing::error!(failpoint = "move-handover-released", "failpoint: exiting as a crash would");
         std::process::exit(86)
     });
-    match to.send(AdoptClaims { namespace, objects, term }).timeout(MEMBER_CALL_TIMEOUT).await {
+    match to
+        .send(AdoptClaims { namespace, objects, key: FederationKey::of(fsts), term })
+        .timeout(MEMBER_CALL_TIMEOUT)
+        .await
+    {
         Ok(Ok(retired)) => {
             for (claim, volume) in retired {
                 let volume = volume.map(|v| format!("; its volume {v} is kept (Retain, Released)")).unwrap_or_default();

@@ -398,8 +398,14 @@ pub struct MemberCache {
     pub advanced_synced: bool,
     /// The newest resourceVersion seen on any watch.
     pub newest_rv: u64,
-    /// The newest leader term seen stamped on a managed object.
+    /// The newest leader term seen stamped on a managed object (of any shard).
     pub newest_term: u64,
+    /// How many shards federations are divided into (0 or 1: not sharded), for
+    /// [`MemberCache::newest_term_of`].
+    pub shards: u32,
+    /// The newest term seen stamped on a managed object, by shard (when sharded: the terms of
+    /// different shards' Leases do not compare).
+    pub newest_in_shard: HashMap<u32, u64>,
     /// Every claim of the member, by `(namespace, name)`: claims carry the StatefulSet's
     /// selector labels, not spanset's, so they are filed by name when asked.
     pub claims: HashMap<(String, String), ClaimRecord>,
@@ -416,6 +422,16 @@ pub struct MemberCache {
 }
 
 impl MemberCache {
+    /// The newest term stamped on the member's objects of `key`'s shard: a write for `key` in
+    /// an older term comes from a stale leader of that shard.
+    pub fn newest_term_of(&self, key: &FederationKey) -> u64 {
+        if self.shards <= 1 {
+            return self.newest_term;
+        }
+        let shard = crate::controller::shards::shard_of(&key.namespace, &key.name, self.shards);
+        self.newest_in_shard.get(&shard).copied().unwrap_or(0)
+    }
+
     /// Every watch has listed, and whether the member serves Advanced StatefulSets is known
     /// (with their watch listed too where it does): the cache may be reported.
     pub fn synced(&self) -> bool {
@@ -586,6 +602,11 @@ impl MemberCache {
         let (key, record) = StsRecord::of(sts, kind)?;
         self.newest_rv = self.newest_rv.max(record.rv);
         self.newest_term = self.newest_term.max(record.term.unwrap_or(0));
+        if self.shards > 1 {
+            let shard = crate::controller::shards::shard_of(&key.namespace, &key.name, self.shards);
+            let newest = self.newest_in_shard.entry(shard).or_default();
+            *newest = (*newest).max(record.term.unwrap_or(0));
+        }
         let f = self.federations.entry(key.clone()).or_default();
         if f.gone.get(&record.uid).is_some_and(|rv| *rv >= record.rv) {
             return Some(key);

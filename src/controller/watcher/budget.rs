@@ -19,9 +19,9 @@ impl Handler<WriteBudget> for ClusterWatcher {
 
     fn handle(&mut self, msg: WriteBudget, _: &mut Self::Context) -> Self::Result {
         let (key, term) = (msg.key.clone(), msg.term);
-        let call = match decide::objects::plan_budget_write(&self.standing(), &self.cache, msg) {
+        let call = match decide::objects::plan_budget_write(&self.standing(&key), &self.cache, msg) {
             Ok(call) => call,
-            Err(refusal) => return self.refused(refusal, term),
+            Err(refusal) => return self.refused(refusal, &key, term),
         };
         self.metrics.api_request(&self.cluster, call.verb());
         let creating_in = match &call {

@@ -32,8 +32,8 @@ impl Handler<ReleaseClaims> for ClusterWatcher {
     type Result = ResponseActFuture<Self, Result<Vec<(PersistentVolume, PersistentVolumeClaim)>, WriteError>>;
 
     fn handle(&mut self, msg: ReleaseClaims, _: &mut Self::Context) -> Self::Result {
-        if let Err(refusal) = decide::claims::plan_claims(&self.standing(), msg.term) {
-            return self.refused(refusal, msg.term);
+        if let Err(refusal) = decide::claims::plan_claims(&self.standing(&msg.key), msg.term) {
+            return self.refused(refusal, &msg.key, msg.term);
         }
         let client = self.client.clone();
         let cluster = self.cluster.clone();
@@ -64,8 +64,8 @@ impl Handler<AdoptClaims> for ClusterWatcher {
     type Result = ResponseActFuture<Self, Result<Vec<(String, Option<String>)>, WriteError>>;
 
     fn handle(&mut self, msg: AdoptClaims, _: &mut Self::Context) -> Self::Result {
-        if let Err(refusal) = decide::claims::plan_claims(&self.standing(), msg.term) {
-            return self.refused(refusal, msg.term);
+        if let Err(refusal) = decide::claims::plan_claims(&self.standing(&msg.key), msg.term) {
+            return self.refused(refusal, &msg.key, msg.term);
         }
         let client = self.client.clone();
         let cluster = self.cluster.clone();
@@ -119,8 +119,8 @@ impl Handler<RetireClaims> for ClusterWatcher {
     type Result = ResponseActFuture<Self, Result<Vec<(String, Option<String>)>, WriteError>>;
 
     fn handle(&mut self, msg: RetireClaims, _: &mut Self::Context) -> Self::Result {
-        if let Err(refusal) = decide::claims::plan_claims(&self.standing(), msg.term) {
-            return self.refused(refusal, msg.term);
+        if let Err(refusal) = decide::claims::plan_claims(&self.standing(&msg.key), msg.term) {
+            return self.refused(refusal, &msg.key, msg.term);
         }
         let client = self.client.clone();
         let cluster = self.cluster.clone();

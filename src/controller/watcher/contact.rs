@@ -9,7 +9,10 @@ use super::{
     ClusterWatcher,
     decide::{self, CallFailure, Refusal},
 };
-use crate::controller::{member::health::Failure, messages::WriteError};
+use crate::controller::{
+    member::{health::Failure, objects::FederationKey},
+    messages::WriteError,
+};
 
 impl ClusterWatcher {
     /// The member answered.
@@ -52,15 +55,15 @@ impl ClusterWatcher {
     /// means this process is a stale leader: that is said loudly (a warning and
     /// `spanset_stale_writes_refused_total`) and it steps down, so that the elector takes a
     /// term above the member's.
-    pub(super) fn refuse(&self, refusal: Refusal, term: u64) -> WriteError {
+    pub(super) fn refuse(&self, refusal: Refusal, key: &FederationKey, term: u64) -> WriteError {
         if let Refusal::Superseded { newest } = refusal {
             tracing::warn!(
                 cluster = %self.cluster, term, member_term = newest,
                 "write refused as stale: the member carries a newer term than this leader's; stepping down"
             );
             self.metrics.stale_write_refused(&self.cluster);
-            self.leadership.step_down(&format!(
-                "{}: a write in term {term} was refused, the member carries term {newest}",
+            self.leadership.of(key).step_down(&format!(
+                "{}: a write in term {term} for {key} was refused, the member carries term {newest}",
                 self.cluster
             ));
         }
@@ -69,16 +72,17 @@ impl ClusterWatcher {
 
     /// Refuses a write unless this process leads in `term`, the member is admitted and it
     /// carries no newer term (see [`Self::refuse`]).
-    pub(super) fn check_term(&self, term: u64) -> Result<(), WriteError> {
-        decide::gate::gate(&self.standing(), term).map_err(|r| self.refuse(r, term))
+    pub(super) fn check_term(&self, key: &FederationKey, term: u64) -> Result<(), WriteError> {
+        decide::gate::gate(&self.standing(key), term).map_err(|r| self.refuse(r, key, term))
     }
 
     /// A refused write as the handler's answer.
     pub(super) fn refused<T: 'static>(
         &self,
         refusal: Refusal,
+        key: &FederationKey,
         term: u64,
     ) -> ResponseActFuture<Self, Result<T, WriteError>> {
-        Box::pin(fut::ready(Err(self.refuse(refusal, term))))
+        Box::pin(fut::ready(Err(self.refuse(refusal, key, term))))
     }
 }

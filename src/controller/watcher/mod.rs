@@ -49,10 +49,10 @@ use kube::{Api, Client};
 use crate::api::MemberCluster;
 
 use super::{
-    leader::Leadership,
     member::{cache::MemberCache, contact_clock::ContactClock, health::Health, objects::FederationKey},
     messages::{Admitted, Identified, MemberObserved, MemberView, Subscribe, Unsubscribe},
     metrics::Metrics,
+    shards::Shards,
 };
 pub use backoff::{RETRY_CAP, RetryBackoff};
 pub use decide::{objects::release_patch, watch::Watched};
@@ -80,7 +80,8 @@ pub struct ClusterWatcher {
     /// messages; never the credentials themselves.
     credentials: String,
     client: Client,
-    leadership: Leadership,
+    /// The leadership of each shard (one, unless federations are sharded).
+    leadership: Shards,
     metrics: Arc<Metrics>,
     cache: MemberCache,
     subscribers: HashMap<FederationKey, Recipient<MemberObserved>>,
@@ -142,18 +143,20 @@ impl ClusterWatcher {
         credentials: String,
         client: Client,
         host: Client,
-        leadership: Leadership,
+        leadership: impl Into<Shards>,
         metrics: Arc<Metrics>,
         synced: Synced,
     ) -> Self {
         synced.insert(cluster.clone(), false);
+        let leadership = leadership.into();
+        let cache = MemberCache { shards: leadership.count(), ..MemberCache::default() };
         Self {
             cluster,
             credentials,
             client,
             leadership,
             metrics,
-            cache: MemberCache::default(),
+            cache,
             subscribers: HashMap::new(),
             dirty: HashSet::new(),
             flush_scheduled: false,
@@ -271,18 +274,19 @@ impl ClusterWatcher {
         }
     }
 
-    /// What the gate of every write reads.
-    fn standing(&self) -> decide::Standing<'_> {
+    /// What the gate of a write for federation `key` reads: the leadership of its shard, and
+    /// the newest term stamped on the member's objects of that shard.
+    fn standing(&self, key: &FederationKey) -> decide::Standing<'_> {
         decide::Standing {
             admission: &self.admission,
-            leading: self.leadership.term(),
-            member_newest: self.cache.newest_term,
+            leading: self.leadership.of(key).term(),
+            member_newest: self.cache.newest_term_of(key),
         }
     }
 
     /// Records, before a write is sent, that this process writes `key`'s object here in `term`.
     fn note_write(&self, term: u64, key: &FederationKey) {
-        self.leadership.note_write(term, &self.cluster, &key.namespace, &key.name);
+        self.leadership.of(key).note_write(term, &self.cluster, &key.namespace, &key.name);
     }
 }
 
@@ -338,7 +342,43 @@ impl Handler<Unsubscribe> for ClusterWatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::messages::WriteError;
+    use crate::controller::{leader::Leadership, messages::WriteError};
+
+    fn key() -> FederationKey {
+        FederationKey { namespace: "db".into(), name: "redis".into() }
+    }
+
+    /// A federation of each of two shards.
+    fn one_in_each_shard() -> (FederationKey, FederationKey) {
+        let of = |i: u32| FederationKey { namespace: "db".into(), name: format!("f{i}") };
+        let first = (0..).map(of).find(|k| crate::controller::shards::shard_of(&k.namespace, &k.name, 2) == 0);
+        let second = (0..).map(of).find(|k| crate::controller::shards::shard_of(&k.namespace, &k.name, 2) == 1);
+        (first.expect("shard 0"), second.expect("shard 1"))
+    }
+
+    #[tokio::test]
+    async fn a_newer_term_of_one_shard_refuses_only_that_shard_s_writes() {
+        let shards = Shards::new(2);
+        shards.get(0).unwrap().lead_for_tests(3);
+        shards.get(1).unwrap().lead_for_tests(8);
+        let metrics = Arc::new(Metrics::new());
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+        let client = Client::try_from(config).expect("a client");
+        let mut w =
+            ClusterWatcher::new("east".into(), "ctx".into(), client.clone(), client, shards.clone(), metrics, {
+                Synced::default()
+            });
+        let (a, b) = one_in_each_shard();
+        // Shard 1's objects carry its term 8; shard 0 leads in term 3 and is not stale for that.
+        w.cache.newest_in_shard.insert(1, 8);
+        assert_eq!(w.check_term(&a, 3), Ok(()), "another shard's newer term is not this shard's");
+        assert_eq!(w.check_term(&b, 8), Ok(()));
+        // A newer stamp in shard 0 makes shard 0 step down, and only shard 0.
+        w.cache.newest_in_shard.insert(0, 5);
+        assert_eq!(w.check_term(&a, 3), Err(WriteError::NotLeader(3)));
+        assert_eq!(shards.get(0).unwrap().term(), None);
+        assert_eq!(shards.get(1).unwrap().term(), Some(8));
+    }
 
     fn watcher(leadership: Leadership, metrics: Arc<Metrics>) -> ClusterWatcher {
         // Nothing is sent: the client only has to exist.
@@ -357,7 +397,7 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let mut w = watcher(leadership.clone(), metrics.clone());
         w.cache.newest_term = 5;
-        assert_eq!(w.check_term(1), Err(WriteError::NotLeader(1)));
+        assert_eq!(w.check_term(&key(), 1), Err(WriteError::NotLeader(1)));
         assert_eq!(leadership.term(), None, "it stepped down, so that the elector takes a term above 5");
         let text = metrics.render();
         assert!(
@@ -372,8 +412,8 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let mut w = watcher(leadership.clone(), metrics);
         w.cache.newest_term = 5;
-        assert_eq!(w.check_term(5), Ok(()));
-        assert_eq!(w.check_term(4), Err(WriteError::NotLeader(4)), "not this process's term");
+        assert_eq!(w.check_term(&key(), 5), Ok(()));
+        assert_eq!(w.check_term(&key(), 4), Err(WriteError::NotLeader(4)), "not this process's term");
         assert_eq!(leadership.term(), Some(5));
     }
 }

@@ -22,9 +22,9 @@ impl Handler<ReleasePod> for ClusterWatcher {
     type Result = ResponseActFuture<Self, Result<(), WriteError>>;
 
     fn handle(&mut self, msg: ReleasePod, _: &mut Self::Context) -> Self::Result {
-        let release = match decide::objects::plan_release(&self.standing(), &msg) {
+        let release = match decide::objects::plan_release(&self.standing(&msg.key), &msg) {
             Ok(release) => release,
-            Err(refusal) => return self.refused(refusal, msg.term),
+            Err(refusal) => return self.refused(refusal, &msg.key, msg.term),
         };
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &msg.key.namespace);
         let pp = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
@@ -50,9 +50,9 @@ impl Handler<DeletePods> for ClusterWatcher {
     type Result = ResponseActFuture<Self, Result<(), WriteError>>;
 
     fn handle(&mut self, msg: DeletePods, _: &mut Self::Context) -> Self::Result {
-        let pods = match decide::objects::plan_pod_deletes(&self.standing(), &msg) {
+        let pods = match decide::objects::plan_pod_deletes(&self.standing(&msg.key), &msg) {
             Ok(pods) => pods,
-            Err(refusal) => return self.refused(refusal, msg.term),
+            Err(refusal) => return self.refused(refusal, &msg.key, msg.term),
         };
         let api = Api::<Pod>::namespaced(self.client.clone(), &msg.namespace);
         let cluster = self.cluster.clone();

@@ -2,16 +2,14 @@
 //! it keeps `.spec.ordinals` and whether it serves Advanced StatefulSets. What a probe asks and
 //! what its answers mean are [`super::decide::health`]'s; this sends it and notes the result.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Namespace};
 use kube::{Api, Client, api::PostParams};
 
-#[cfg(doc)]
-use super::PROBE_PERIOD;
 use super::{
-    ClusterWatcher, MEMBER_UNREACHABLE_AFTER, PROBE_TIMEOUT,
+    ClusterWatcher, MEMBER_UNREACHABLE_AFTER, PROBE_PERIOD, PROBE_TIMEOUT,
     decide::{
         CallFailure,
         health::{
@@ -37,13 +35,14 @@ impl ClusterWatcher {
     /// period of the threshold even while a probe hangs), reports it, and starts a probe unless
     /// one is still waiting for its answer.
     pub(super) fn tick(&mut self, ctx: &mut Context<Self>) {
-        let up = self.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
-        self.metrics.set_reachable(&self.cluster, up);
-        self.report_status(ctx);
-        // Coordinators judge reachability with their own thresholds, reading the member's last
-        // answer from its contact clock when they plan: only a change of what every
-        // federation's view shares is reported to all of them.
-        self.touched_all_if_changed(ctx);
+        self.judge_reachability(ctx);
+        // A silence crosses the threshold between two ticks: it is judged at that instant, not
+        // up to a probe period later.
+        if let Some(left) =
+            until_crossing(self.health.last_contact, Instant::now(), MEMBER_UNREACHABLE_AFTER, PROBE_PERIOD)
+        {
+            ctx.run_later(left, |act, ctx| act.judge_reachability(ctx));
+        }
         if !self.probing {
             self.probe(ctx);
         }
@@ -54,6 +53,18 @@ impl ClusterWatcher {
             let due: Vec<_> = self.subscribers.keys().cloned().collect();
             self.confirm_due(&due, ctx);
         }
+    }
+
+    /// Whether the member answered within the threshold, said in the metric, the MemberCluster's
+    /// status and, when it changed, to every federation.
+    fn judge_reachability(&mut self, ctx: &mut Context<Self>) {
+        let up = self.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
+        self.metrics.set_reachable(&self.cluster, up);
+        self.report_status(ctx);
+        // Coordinators judge reachability with their own thresholds, reading the member's last
+        // answer from its contact clock when they plan: only a change of what every
+        // federation's view shares is reported to all of them.
+        self.touched_all_if_changed(ctx);
     }
 
     /// Sends one probe, asking what [`probe_asks`] says.
@@ -199,5 +210,32 @@ async fn probe_ordinals(client: &Client) -> Result<bool, kube::Error> {
                 Err(e)
             }
         }
+    }
+}
+
+/// How long from `now` until a member last heard from at `last` has been silent for `after`,
+/// when that comes before the next tick (`period`); a little past it, so that the judgement
+/// falls after the crossing.
+fn until_crossing(last: Option<Instant>, now: Instant, after: Duration, period: Duration) -> Option<Duration> {
+    let left = (last? + after).checked_duration_since(now)?;
+    (left < period).then(|| left + Duration::from_millis(5))
+}
+
+#[cfg(test)]
+mod crossing_tests {
+    use super::*;
+
+    #[test]
+    fn a_silence_crossing_the_threshold_between_ticks_is_judged_at_the_crossing() {
+        let now = Instant::now();
+        let (after, period) = (Duration::from_secs(15), Duration::from_secs(2));
+        // Silent for 14.5 s: the threshold comes in 0.5 s, before the next tick.
+        let left = until_crossing(Some(now - Duration::from_millis(14_500)), now, after, period);
+        assert_eq!(left, Some(Duration::from_millis(505)));
+        // Heard from 1 s ago: the next tick comes first.
+        assert_eq!(until_crossing(Some(now - Duration::from_secs(1)), now, after, period), None);
+        // Already past it (the tick judges now), or never heard from (nothing to cross).
+        assert_eq!(until_crossing(Some(now - Duration::from_secs(16)), now, after, period), None);
+        assert_eq!(until_crossing(None, now, after, period), None);
     }
 }

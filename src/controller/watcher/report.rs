@@ -15,7 +15,7 @@ use super::{
 impl ClusterWatcher {
     /// Writes the MemberCluster's status when it is due.
     pub(super) fn report_status(&mut self, ctx: &mut Context<Self>) {
-        if self.leadership.term().is_none() {
+        if self.leadership.cluster_duties().term().is_none() {
             return;
         }
         let facts = member_facts(&MemberFacts {

@@ -21,9 +21,9 @@ impl Handler<WriteEndpointSlice> for ClusterWatcher {
 
     fn handle(&mut self, msg: WriteEndpointSlice, _: &mut Self::Context) -> Self::Result {
         let (key, name, term) = (msg.key.clone(), msg.name.clone(), msg.term);
-        let call = match decide::objects::plan_slice_write(&self.standing(), msg) {
+        let call = match decide::objects::plan_slice_write(&self.standing(&key), msg) {
             Ok(call) => call,
-            Err(refusal) => return self.refused(refusal, term),
+            Err(refusal) => return self.refused(refusal, &key, term),
         };
         self.metrics.api_request(&self.cluster, call.verb());
         let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &key.namespace);

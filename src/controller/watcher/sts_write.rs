@@ -33,9 +33,9 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
     type Result = ResponseActFuture<Self, Result<StsRecord, WriteError>>;
 
     fn handle(&mut self, msg: WriteStatefulSet, _: &mut Self::Context) -> Self::Result {
-        let plan = match decide::sts::plan_sts_write(&self.standing(), &msg) {
+        let plan = match decide::sts::plan_sts_write(&self.standing(&msg.key), &msg) {
             Ok(plan) => plan,
-            Err(refusal) => return self.refused(refusal, msg.term),
+            Err(refusal) => return self.refused(refusal, &msg.key, msg.term),
         };
         if plan.note_write {
             self.note_write(msg.term, &msg.key);

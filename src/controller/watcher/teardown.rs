@@ -33,7 +33,7 @@ impl Handler<EnsureSupporting> for ClusterWatcher {
     type Result = ResponseActFuture<Self, Result<bool, WriteError>>;
 
     fn handle(&mut self, msg: EnsureSupporting, _: &mut Self::Context) -> Self::Result {
-        if let Err(e) = self.check_term(msg.term) {
+        if let Err(e) = self.check_term(&msg.key, msg.term) {
             return Box::pin(fut::ready(Err(e)));
         }
         let client = self.client.clone();
@@ -69,9 +69,9 @@ impl Handler<DeleteFederation> for ClusterWatcher {
     type Result = ResponseActFuture<Self, Result<bool, WriteError>>;
 
     fn handle(&mut self, msg: DeleteFederation, _: &mut Self::Context) -> Self::Result {
-        let steps = match decide::teardown::plan_teardown(&self.standing(), &msg, self.cache.serves_advanced) {
+        let steps = match decide::teardown::plan_teardown(&self.standing(&msg.key), &msg, self.cache.serves_advanced) {
             Ok(steps) => steps,
-            Err(refusal) => return self.refused(refusal, msg.term),
+            Err(refusal) => return self.refused(refusal, &msg.key, msg.term),
         };
         let client = self.client.clone();
         let key = msg.key;

@@ -112,9 +112,10 @@ impl ClusterWatcher {
             }
             Stamp::Term { term, namespace, name } => {
                 self.leadership.observe_stamp(term);
-                if let Some(mine) = self.leadership.stamp_is_foreign(term, &self.cluster, &namespace, &name) {
+                let shard = self.leadership.of_object(&namespace, &name);
+                if let Some(mine) = shard.stamp_is_foreign(term, &self.cluster, &namespace, &name) {
                     let whose = if term > mine { "newer than" } else { "not written by this process in" };
-                    self.leadership.step_down(&format!(
+                    shard.step_down(&format!(
                         "{}: {namespace}/{name} is stamped with term {term}, {whose} this process's term {mine}",
                         self.cluster
                     ));

@@ -259,7 +259,12 @@ mod tests {
 
     #[test]
     fn pods_in_a_fenced_member_are_deleted_only_in_the_writer_s_term() {
-        let msg = DeletePods { namespace: "db".into(), pods: vec![("redis-0".into(), "u-0".into())], term: 2 };
+        let msg = DeletePods {
+            namespace: "db".into(),
+            pods: vec![("redis-0".into(), "u-0".into())],
+            key: FederationKey { namespace: "db".into(), name: "redis".into() },
+            term: 2,
+        };
         assert_eq!(plan_pod_deletes(&standing(Some(2), 2), &msg), Ok(vec![("redis-0".into(), "u-0".into())]));
         assert_eq!(plan_pod_deletes(&standing(Some(2), 3), &msg), Err(Refusal::Superseded { newest: 3 }));
     }
