@@ -36,6 +36,7 @@ pub mod reconcile;
 pub mod rollout;
 pub mod runtime_metrics;
 pub mod safety;
+pub mod shard_hash;
 pub mod shards;
 pub mod share;
 pub mod spans;

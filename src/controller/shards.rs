@@ -13,19 +13,7 @@ use super::{leader::Leadership, member::objects::FederationKey};
 /// Most shards `--shards` accepts.
 pub const MAX_SHARDS: u32 = 256;
 
-/// The shard of a federation among `count`: stable across processes and releases (FNV-1a of
-/// `namespace/name`), so that every replica agrees without talking.
-pub fn shard_of(namespace: &str, name: &str, count: u32) -> u32 {
-    if count <= 1 {
-        return 0;
-    }
-    let h = namespace
-        .bytes()
-        .chain(std::iter::once(b'/'))
-        .chain(name.bytes())
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-    (h % u64::from(count)) as u32
-}
+pub use super::shard_hash::shard_of;
 
 /// The Lease of shard `shard` of `count`: `base` itself when there is one shard (the Lease of
 /// an unsharded controller), else `base-shard-S-of-N`, so that a change of `--shards` uses new

@@ -428,7 +428,7 @@ impl MemberCache {
         if self.shards <= 1 {
             return self.newest_term;
         }
-        let shard = crate::controller::shards::shard_of(&key.namespace, &key.name, self.shards);
+        let shard = crate::controller::shard_hash::shard_of(&key.namespace, &key.name, self.shards);
         self.newest_in_shard.get(&shard).copied().unwrap_or(0)
     }
 
@@ -603,7 +603,7 @@ impl MemberCache {
         self.newest_rv = self.newest_rv.max(record.rv);
         self.newest_term = self.newest_term.max(record.term.unwrap_or(0));
         if self.shards > 1 {
-            let shard = crate::controller::shards::shard_of(&key.namespace, &key.name, self.shards);
+            let shard = crate::controller::shard_hash::shard_of(&key.namespace, &key.name, self.shards);
             let newest = self.newest_in_shard.entry(shard).or_default();
             *newest = (*newest).max(record.term.unwrap_or(0));
         }

@@ -1,0 +1,16 @@
+//! Which shard a federation falls in: apart from [`super::shards`] so that the member cache
+//! (which files stamps by shard) can ask without depending on leadership.
+
+/// The shard of a federation among `count`: stable across processes and releases (FNV-1a of
+/// `namespace/name`), so that every replica agrees without talking.
+pub fn shard_of(namespace: &str, name: &str, count: u32) -> u32 {
+    if count <= 1 {
+        return 0;
+    }
+    let h = namespace
+        .bytes()
+        .chain(std::iter::once(b'/'))
+        .chain(name.bytes())
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    (h % u64::from(count)) as u32
+}
