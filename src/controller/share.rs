@@ -43,7 +43,7 @@ pub const PRESENCE_LABEL: &str = "spanset.dev/presence-of";
 const FORGET_AFTER_DURATIONS: u32 = 4;
 
 fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    super::shard_hash::fnv1a(s.bytes())
 }
 
 /// The label value naming `base`: itself when it fits a label value, else a hash of it.

@@ -55,8 +55,7 @@ pub const SAFETY_RESYNC: Duration = Duration::from_secs(300);
 /// Where in [`SAFETY_RESYNC`] a federation's first resync falls, from its key: federations
 /// started together do not resync together.
 fn resync_offset(key: &FederationKey) -> Duration {
-    let h =
-        key.to_string().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let h = super::shard_hash::fnv1a(key.to_string().bytes());
     Duration::from_millis(h % SAFETY_RESYNC.as_millis() as u64)
 }
 

@@ -57,12 +57,7 @@ pub fn ownership_labels(fsts: &FederatedStatefulSet) -> BTreeMap<String, String>
 /// FNV-1a over the bytes: a hash that stays the same across builds and Rust versions (the
 /// standard hasher does not promise that), for the template-hash annotation.
 fn stable_hash(bytes: &[u8]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    format!("{:016x}", crate::controller::shard_hash::fnv1a(bytes.iter().copied()))
 }
 
 /// The StatefulSet spec of a federation without its slice (replicas 0, no ordinals), with the
