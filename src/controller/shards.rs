@@ -49,11 +49,6 @@ impl Shards {
         self.leaderships.len() as u32
     }
 
-    /// The shard of federation `key`.
-    pub fn index_of(&self, key: &FederationKey) -> u32 {
-        shard_of(&key.namespace, &key.name, self.count())
-    }
-
     /// The leadership of federation `key`'s shard.
     pub fn of(&self, key: &FederationKey) -> &Leadership {
         self.of_object(&key.namespace, &key.name)
