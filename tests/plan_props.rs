@@ -1055,16 +1055,14 @@ fn a_keep_scale_past_a_cluster_at_its_maximum_converges_within_one_move() {
     }
 }
 
-/// A stall still open (found by `EXPLORE_STALLS=1`, the minimal input kept here rather than
-/// as a seed, which would fail every exploration first): c2's release of ordinal 0 is in
-/// flight to c0 when c0 is cut off and fenced. That retargets 0 to c1 (holding 5, bound for
-/// c2); the empty c2 grows into 6-7 (1-4 are still in the fenced c0's spec), and then no
-/// usable slice borders 0 while c1 cannot give up 5 within the one move 0 fills. The plan says
-/// so (`stalled`, naming `maxConcurrentMoves`) and goes on once it is raised by one, which the
-/// interleaving property checks; going on within the limit needs a rule not written yet (c2
-/// growing down from 1 rather than into 6-7 while a move in flight borders nothing).
+/// A stall once open (found by `EXPLORE_STALLS=1`): c2's release of ordinal 0 is in flight to
+/// c0 when c0 is cut off and fenced. That retargets 0 to c1 (holding 5, bound for c2); the
+/// empty c2 grows into 6-7 (1-4 are still in the fenced c0's spec), and then no usable slice
+/// borders 0 while c1 cannot give up 5 within the one move 0 fills. The plan used to say so
+/// (`stalled`, naming `maxConcurrentMoves`) and go on only once the limit was raised; now the
+/// slice closest to 0's target grows over the unused ordinals up to it (a bridge), 0 lands
+/// there, and the plan goes on within the limit.
 #[test]
-#[ignore = "open liveness gap: run with --ignored; see the doc comment"]
 fn an_ordinal_in_flight_bordered_by_no_usable_slice_after_a_fence_lands_within_the_limit() {
     let mut d = desired(Backend::StatefulSet, 8, &[3, 0, 1], 1);
     d.clusters[1].min_replicas = 1;
@@ -1081,15 +1079,13 @@ fn an_ordinal_in_flight_bordered_by_no_usable_slice_after_a_fence_lands_within_t
     interleave(d, &[37, 29], events, true).unwrap();
 }
 
-/// An open liveness gap, older than the landing beyond a maximum (its cycle uses none)
-/// (found by `EXPLORE_STALLS=1 PROPTEST_CASES=30000` after 17,465 cases; the interleaving
-/// property fails on it too, stall or not): no stall, but a cycle. c1 holds 8-10 (its maximum
-/// of 3) and c2 holds 4, slices that cross (c1's target is 4-5, c2's 6-10). With nothing else
-/// to do the stuck rule releases 10 from c1, 10 can land only back beside c1's 8-9, and the
-/// next round releases it again. Ignored until fixed: a stuck release must not be one whose
-/// only landing is where it came from.
+/// A liveness gap once open (found by `EXPLORE_STALLS=1 PROPTEST_CASES=30000` after 17,465
+/// cases): no stall, but a cycle. c1 holds 8-10 (its maximum of 3) and c2 holds 4, slices that
+/// cross (c1's target is 4-5, c2's 6-10). With nothing else to do the stuck rule released 10
+/// from c1, 10 could land only back beside c1's 8-9, and the next round released it again. Now
+/// c2 first grows over the unused 5-7 up to c1's misplaced 8 (a bridge), and the crossing
+/// slices trade ordinals across their shared border one move at a time.
 #[test]
-#[ignore = "open liveness gap: run with --ignored; see the doc comment"]
 fn a_move_parked_and_released_again_converges() {
     let mut d = desired(Backend::StatefulSet, 11, &[1, 1, 4], 1);
     d.clusters[1].min_replicas = 2;

@@ -237,6 +237,9 @@ pub fn next_steps(
     if room && let Some(step) = detour(d, members) {
         return (vec![step], false);
     }
+    if let Some(step) = bridge(d, members, holders, &(moving | parked)) {
+        return (vec![step], false);
+    }
     let steps = next_steps_with(d, members, holders, moving, parked, true).0;
     if !steps.is_empty() || moving.is_empty() {
         return (steps, false);
@@ -316,6 +319,58 @@ fn detour(d: &Desired, members: &[Member<'_>]) -> Option<Step> {
         }
     }
     None
+}
+
+/// Stuck, and no detour either because what must move is not adjacent to where it could go:
+/// a grow over the gap of unused ordinals between a slice and either the facing end of a slice
+/// that holds it misplaced, or an ordinal in flight that no usable slice borders (it could land
+/// nowhere). The grower is the cluster closest to that ordinal's target in placement order
+/// (for a misplaced end, strictly closer than its holder), so that the next plan finds a
+/// [`detour`] or a landing for it. The gap's ordinals are free for the grower by the
+/// at-most-one rule, within the range and no move (nobody holds, runs or is landing them), so
+/// the grow costs no disruption: new pods start, and the ones the grower's target does not
+/// hold move on later like any misplaced ordinal. Without it a move released anyway had
+/// nowhere to land but back where it came from, again and again, and a move in flight beside
+/// no slice held `maxConcurrentMoves` for good (both found by `plan_props`).
+fn bridge(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> Option<Step> {
+    if d.backend != Backend::StatefulSet {
+        return None;
+    }
+    let usable = |m: &Member<'_>| m.observed && m.obs.reachable && !m.obs.fenced && m.obs.compatible;
+    let max = |i: usize| u64::from(d.clusters[i].max_replicas.unwrap_or(u32::MAX));
+    let unused = &d.ordinals() - moving;
+    let held: Ordinals = members.iter().filter(|m| counts(&m.obs)).flat_map(|m| m.written.ranges()).collect();
+    let mut best: Option<(usize, usize, Ordinals)> = None;
+    for (i, m) in members.iter().enumerate().take(d.clusters.len()) {
+        let (Some(lo), Some(hi)) = (m.written.first(), m.written.last()) else { continue };
+        if !usable(m) {
+            continue;
+        }
+        let free = holders.free_for(&unused, i);
+        let up = hi.checked_add(1).and_then(|k| free.range_at(k).map(|r| (k..=*r.end(), r.end().checked_add(1))));
+        let down = lo.checked_sub(1).and_then(|k| free.range_at(k).map(|r| (*r.start()..=k, r.start().checked_sub(1))));
+        for (gap, beyond) in [up, down].into_iter().flatten() {
+            let Some(k) = beyond else { continue };
+            let Some(t) = target_index(members, k) else { continue };
+            let worth = match members.iter().position(|o| o.written.contains(k)) {
+                Some(h) => {
+                    let misplaced = !members[h].target.as_ref().is_some_and(|w| w.contains(k));
+                    misplaced && usable(&members[h]) && i.abs_diff(t) < h.abs_diff(t)
+                }
+                None => {
+                    moving.contains(k) && !held.contains(k) && neighbours(d, members, k, Room::Beyond).next().is_none()
+                }
+            };
+            let gap: Ordinals = std::iter::once(gap).collect();
+            let fits = m.written.len() + gap.len() <= max(i);
+            if worth && fits && best.as_ref().is_none_or(|(dist, _, _)| i.abs_diff(t) < *dist) {
+                best = Some((i.abs_diff(t), i, gap));
+            }
+        }
+    }
+    let (_, i, gap) = best?;
+    let to = Slice::from_ordinals(&(&members[i].written | &gap));
+    Some(Step::Grow { cluster: members[i].name.to_string(), to, acquires: gap })
 }
 
 /// Where an ordinal in flight that no cluster holds can land now, if anywhere: the neighbour
