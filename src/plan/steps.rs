@@ -237,17 +237,38 @@ pub fn next_steps(
     if room && let Some(step) = detour(d, members) {
         return (vec![step], false);
     }
-    if let Some(step) = bridge(d, members, holders, &(moving | parked)) {
-        return (vec![step], false);
-    }
     let steps = next_steps_with(d, members, holders, moving, parked, true).0;
-    if !steps.is_empty() || moving.is_empty() {
+    let unused = moving | parked;
+    if !steps.is_empty() {
+        // A release anyway whose ordinals could only land back where they came from would
+        // be undone next round, for ever: bridge the gap in the way instead, if there is one.
+        if futile(d, members, &steps)
+            && let Some(step) = bridge(d, members, holders, &unused)
+        {
+            return (vec![step], false);
+        }
         return (steps, false);
     }
-    match land(d, members, holders, moving) {
-        Some(step) => (vec![step], false),
-        None => (steps, !room),
+    if moving.is_empty() {
+        return (steps, false);
     }
+    if let Some(step) = land(d, members, holders, moving).or_else(|| bridge(d, members, holders, &unused)) {
+        return (vec![step], false);
+    }
+    (steps, !room)
+}
+
+/// Whether stuck `steps` are releases only, each of ordinals that no other slice borders
+/// and whose target cluster holds a slice already (an empty one could start from anywhere):
+/// what they let go can land nowhere but back in the slice it left.
+fn futile(d: &Desired, members: &[Member<'_>], steps: &[Step]) -> bool {
+    steps.iter().all(|s| match s {
+        Step::Grow { .. } => false,
+        Step::Shrink { releases, .. } => releases.iter().all(|k| {
+            let target_holds = target_index(members, k).is_some_and(|t| !members[t].written.is_empty());
+            target_holds && neighbours(d, members, k, Room::Beyond).next().is_none()
+        }),
+    })
 }
 
 /// Whether a landing may take a neighbour to more than its `maxReplicas`.

@@ -127,13 +127,105 @@ pub fn next_steps(
         return (vec![step], false);
     }
     let steps = next_steps_with(d, obs, targets, moving, parked, true).0;
-    if !steps.is_empty() || moving.is_empty() {
+    let unused: BTreeSet<Ordinal> = moving.union(parked).copied().collect();
+    if !steps.is_empty() {
+        if futile(d, obs, targets, &steps)
+            && let Some(step) = bridge(d, obs, targets, &unused)
+        {
+            return (vec![step], false);
+        }
         return (steps, false);
     }
-    match land(d, obs, targets, moving) {
+    if moving.is_empty() {
+        return (steps, false);
+    }
+    match land(d, obs, targets, moving).or_else(|| bridge(d, obs, targets, &unused)) {
         Some(step) => (vec![step], false),
         None => (steps, !room),
     }
+}
+
+/// Kept in step with the range planner: stuck releases only, each of ordinals no slice borders
+/// and whose target cluster holds a slice.
+fn futile(d: &Desired, obs: &Observed, targets: &BTreeMap<String, BTreeSet<Ordinal>>, steps: &[Step]) -> bool {
+    let names = member_names(d, obs);
+    steps.iter().all(|s| match s {
+        Step::Grow { .. } => false,
+        Step::Shrink { releases, .. } => releases.iter().all(|&k| {
+            let target_holds =
+                target_index(&names, targets, k).is_some_and(|t| observation(obs, &names[t]).written.replicas > 0);
+            target_holds && neighbours(d, obs, k, true).is_empty()
+        }),
+    })
+}
+
+/// Kept in step with the range planner: a grow over the unused ordinals between a slice and
+/// the misplaced end of another (by a cluster strictly closer to that end's target), or an
+/// ordinal in flight no slice borders; the closest such cluster to the target, first of equals.
+fn bridge(
+    d: &Desired,
+    obs: &Observed,
+    targets: &BTreeMap<String, BTreeSet<Ordinal>>,
+    unused: &BTreeSet<Ordinal>,
+) -> Option<Step> {
+    if d.backend != Backend::StatefulSet {
+        return None;
+    }
+    let names = member_names(d, obs);
+    let holders = Holders::new(obs).with_unobserved(d.clusters.iter().map(|c| c.name.as_str()), obs);
+    let usable = |o: &ClusterObservation| o.reachable && !o.fenced && o.compatible;
+    let in_range = |k: Ordinal| k >= d.start && u64::from(k) < u64::from(d.start) + u64::from(d.replicas);
+    let mut best: Option<(usize, usize, BTreeSet<Ordinal>)> = None;
+    for (i, c) in d.clusters.iter().enumerate() {
+        let Some(o) = obs.get(&c.name) else { continue };
+        let w = o.written.ordinals();
+        let (Some(&lo), Some(&hi)) = (w.first(), w.last()) else { continue };
+        if !usable(o) {
+            continue;
+        }
+        let open = |k: Ordinal| in_range(k) && !unused.contains(&k) && holders.free_for(k, &c.name);
+        let mut up = BTreeSet::new();
+        let mut k = u64::from(hi) + 1;
+        while let Ok(o32) = Ordinal::try_from(k)
+            && open(o32)
+        {
+            up.insert(o32);
+            k += 1;
+        }
+        let up_beyond = Ordinal::try_from(k).ok();
+        let mut down = BTreeSet::new();
+        let mut k = i64::from(lo) - 1;
+        while k >= 0 && open(k as Ordinal) {
+            down.insert(k as Ordinal);
+            k -= 1;
+        }
+        let down_beyond = (k >= 0).then_some(k as Ordinal);
+        for (gap, beyond) in [(up, up_beyond), (down, down_beyond)] {
+            let Some(k) = beyond else { continue };
+            if gap.is_empty() {
+                continue;
+            }
+            let Some(t) = target_index(&names, targets, k) else { continue };
+            let holder = names.iter().position(|n| obs.get(n).is_some_and(|o| o.written.ordinals().contains(&k)));
+            let worth = match holder {
+                Some(h) => {
+                    let misplaced = !targets.get(&names[h]).is_some_and(|t| t.contains(&k));
+                    misplaced && usable(&obs[&names[h]]) && i.abs_diff(t) < h.abs_diff(t)
+                }
+                None => {
+                    unused.contains(&k) && !holders.written_by_other(k, "") && neighbours(d, obs, k, true).is_empty()
+                }
+            };
+            let fits = (w.len() + gap.len()) as u64 <= u64::from(c.max_replicas.unwrap_or(u32::MAX));
+            if worth && fits && best.as_ref().is_none_or(|(dist, _, _)| i.abs_diff(t) < *dist) {
+                best = Some((i.abs_diff(t), i, gap));
+            }
+        }
+    }
+    let (_, i, gap) = best?;
+    let c = &d.clusters[i];
+    let to: BTreeSet<Ordinal> = obs[&c.name].written.ordinals().union(&gap).copied().collect();
+    Some(Step::Grow { cluster: c.name.clone(), to: Slice::from_ordinals(&to), acquires: gap.into_iter().collect() })
 }
 
 /// Kept in step with the range planner: a landing under every maximum if there is one, else
