@@ -241,9 +241,10 @@ pub fn next_steps(
     let unused = moving | parked;
     if !steps.is_empty() {
         // A release anyway whose ordinals could only land back where they came from would
-        // be undone next round, for ever: bridge the gap in the way instead, if there is one.
+        // be undone next round, for ever: land a move in flight instead, or bridge the gap in
+        // the way, if either can be done.
         if futile(d, members, &steps)
-            && let Some(step) = bridge(d, members, holders, &unused)
+            && let Some(step) = land(d, members, holders, moving).or_else(|| bridge(d, members, holders, &unused))
         {
             return (vec![step], false);
         }
@@ -258,16 +259,22 @@ pub fn next_steps(
     (steps, !room)
 }
 
-/// Whether stuck `steps` are releases only, each of ordinals that no other slice borders
-/// and whose target cluster holds a slice already (an empty one could start from anywhere):
-/// what they let go can land nowhere but back in the slice it left.
+/// Whether stuck `steps` are releases only, each of ordinals that would land back in the
+/// slice they left: their target cluster holds a slice already (an empty one could start from
+/// anywhere), and of the slices that would border them the one [`landing`] picks (closest to
+/// the target, first of equals) is the releaser's.
 fn futile(d: &Desired, members: &[Member<'_>], steps: &[Step]) -> bool {
     steps.iter().all(|s| match s {
         Step::Grow { .. } => false,
-        Step::Shrink { releases, .. } => releases.iter().all(|k| {
-            let target_holds = target_index(members, k).is_some_and(|t| !members[t].written.is_empty());
-            target_holds && neighbours(d, members, k, Room::Beyond).next().is_none()
-        }),
+        Step::Shrink { cluster, releases, .. } => {
+            let Some(h) = members.iter().position(|m| m.name == cluster) else { return false };
+            releases.iter().all(|k| {
+                let Some(t) = target_index(members, k).filter(|&t| !members[t].written.is_empty()) else {
+                    return false;
+                };
+                neighbours(d, members, k, Room::Beyond).chain([h]).min_by_key(|&i| (i.abs_diff(t), i)) == Some(h)
+            })
+        }
     })
 }
 

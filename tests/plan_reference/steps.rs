@@ -130,7 +130,7 @@ pub fn next_steps(
     let unused: BTreeSet<Ordinal> = moving.union(parked).copied().collect();
     if !steps.is_empty() {
         if futile(d, obs, targets, &steps)
-            && let Some(step) = bridge(d, obs, targets, &unused)
+            && let Some(step) = land(d, obs, targets, moving).or_else(|| bridge(d, obs, targets, &unused))
         {
             return (vec![step], false);
         }
@@ -145,17 +145,24 @@ pub fn next_steps(
     }
 }
 
-/// Kept in step with the range planner: stuck releases only, each of ordinals no slice borders
-/// and whose target cluster holds a slice.
+/// Kept in step with the range planner: stuck releases only, each of ordinals whose target
+/// cluster holds a slice and that the landing rule would put back in the releaser.
 fn futile(d: &Desired, obs: &Observed, targets: &BTreeMap<String, BTreeSet<Ordinal>>, steps: &[Step]) -> bool {
     let names = member_names(d, obs);
     steps.iter().all(|s| match s {
         Step::Grow { .. } => false,
-        Step::Shrink { releases, .. } => releases.iter().all(|&k| {
-            let target_holds =
-                target_index(&names, targets, k).is_some_and(|t| observation(obs, &names[t]).written.replicas > 0);
-            target_holds && neighbours(d, obs, k, true).is_empty()
-        }),
+        Step::Shrink { cluster, releases, .. } => {
+            let Some(h) = names.iter().position(|n| n == cluster) else { return false };
+            releases.iter().all(|&k| {
+                let Some(t) = target_index(&names, targets, k) else { return false };
+                if observation(obs, &names[t]).written.replicas == 0 {
+                    return false;
+                }
+                let mut candidates = neighbours(d, obs, k, true);
+                candidates.push(h);
+                candidates.into_iter().min_by_key(|&i| (i.abs_diff(t), i)) == Some(h)
+            })
+        }
     })
 }
 
