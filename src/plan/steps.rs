@@ -361,6 +361,14 @@ fn detour(d: &Desired, members: &[Member<'_>]) -> Option<Step> {
 /// nowhere to land but back where it came from, again and again, and a move in flight beside
 /// no slice held `maxConcurrentMoves` for good (both found by `plan_props`).
 fn bridge(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> Option<Step> {
+    bridging(d, members, holders, moving, Room::UnderMax)
+        .or_else(|| bridging(d, members, holders, moving, Room::Beyond))
+}
+
+/// [`bridge`], by a grower that stays within its `maxReplicas` unless `room` is
+/// [`Room::Beyond`] (the last resort, as for a landing: the target is within every maximum, so
+/// the ordinals beyond it move on later).
+fn bridging(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals, room: Room) -> Option<Step> {
     if d.backend != Backend::StatefulSet {
         return None;
     }
@@ -390,7 +398,7 @@ fn bridge(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &O
                 }
             };
             let gap: Ordinals = std::iter::once(gap).collect();
-            let fits = m.written.len() + gap.len() <= max(i);
+            let fits = room == Room::Beyond || m.written.len() + gap.len() <= max(i);
             if worth && fits && best.as_ref().is_none_or(|(dist, _, _)| i.abs_diff(t) < *dist) {
                 best = Some((i.abs_diff(t), i, gap));
             }

@@ -175,6 +175,17 @@ fn bridge(
     targets: &BTreeMap<String, BTreeSet<Ordinal>>,
     unused: &BTreeSet<Ordinal>,
 ) -> Option<Step> {
+    bridging(d, obs, targets, unused, false).or_else(|| bridging(d, obs, targets, unused, true))
+}
+
+/// One pass of [`bridge`]: growers within their maximum, or any (`beyond_max`).
+fn bridging(
+    d: &Desired,
+    obs: &Observed,
+    targets: &BTreeMap<String, BTreeSet<Ordinal>>,
+    unused: &BTreeSet<Ordinal>,
+    beyond_max: bool,
+) -> Option<Step> {
     if d.backend != Backend::StatefulSet {
         return None;
     }
@@ -223,7 +234,7 @@ fn bridge(
                     unused.contains(&k) && !holders.written_by_other(k, "") && neighbours(d, obs, k, true).is_empty()
                 }
             };
-            let fits = (w.len() + gap.len()) as u64 <= u64::from(c.max_replicas.unwrap_or(u32::MAX));
+            let fits = beyond_max || (w.len() + gap.len()) as u64 <= u64::from(c.max_replicas.unwrap_or(u32::MAX));
             if worth && fits && best.as_ref().is_none_or(|(dist, _, _)| i.abs_diff(t) < *dist) {
                 best = Some((i.abs_diff(t), i, gap));
             }
