@@ -211,11 +211,13 @@ fn release_ends(written: &Ordinals, keep: &Ordinals, free: &Ordinals, next: &Ord
 /// moves in flight fill the limit and none can land (a spec edit retargeted them), one of them
 /// lands in a neighbour that can take it next instead — it is *parked* there, its pod running
 /// again — so that the limit frees up for the moves in its way; it moves on later like any
-/// misplaced ordinal. When no neighbour has room under its `maxReplicas` either, the move
-/// parks in one beyond its maximum (see [`Room`]): a promise must give way for the plan to go
-/// on, and a cluster over its maximum for a while costs no availability, whereas a release
-/// beyond the limit takes one more pod down. Only when no usable neighbour borders it is the
-/// plan stalled.
+/// misplaced ordinal. The move parks in the neighbour closest to its target even beyond that
+/// one's `maxReplicas` (see [`Room`]): a promise must give way for the plan to go on, and a
+/// cluster over its maximum for a while costs no availability, whereas a release beyond the
+/// limit takes one more pod down. A release made anyway that would land back where it left
+/// is not made ([`futile`]): a landing, a [`bridge`] over unused ordinals or a detour through a
+/// neighbour beyond its maximum goes first. Only when none of these exists is the plan
+/// stalled.
 pub fn next_steps(
     d: &Desired,
     members: &[Member<'_>],
@@ -234,17 +236,19 @@ pub fn next_steps(
     }
     let in_flight = moving.len() + parked.len();
     let room = in_flight < u64::from(d.max_concurrent_moves);
-    if room && let Some(step) = detour(d, members) {
+    if room && let Some(step) = detour(d, members, Room::UnderMax) {
         return (vec![step], false);
     }
     let steps = next_steps_with(d, members, holders, moving, parked, true).0;
     let unused = moving | parked;
     if !steps.is_empty() {
         // A release anyway whose ordinals could only land back where they came from would
-        // be undone next round, for ever: land a move in flight instead, or bridge the gap in
-        // the way, if either can be done.
+        // be undone next round, for ever: land a move in flight instead, bridge the gap in
+        // the way, or as the last resort detour through a neighbour beyond its maximum.
         if futile(d, members, &steps)
-            && let Some(step) = land(d, members, holders, moving).or_else(|| bridge(d, members, holders, &unused))
+            && let Some(step) = land(d, members, holders, moving)
+                .or_else(|| bridge(d, members, holders, &unused))
+                .or_else(|| room.then(|| detour(d, members, Room::Beyond)).flatten())
         {
             return (vec![step], false);
         }
@@ -281,20 +285,21 @@ fn futile(d: &Desired, members: &[Member<'_>], steps: &[Step]) -> bool {
 /// Whether a landing may take a neighbour to more than its `maxReplicas`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Room {
-    /// Only neighbours below their maximum: every landing that can be one.
+    /// Only neighbours below their maximum: detours and bridges that can be so.
     UnderMax,
-    /// Any neighbour, as a last resort: the move in flight can land nowhere else, and the
-    /// moves that would make room are held by `maxConcurrentMoves`, which this move fills
-    /// (the state the liveness regression tests in `tests/plan_props.rs` start from). The
-    /// ordinal runs there, beyond that cluster's maximum, until it moves on like any
-    /// misplaced ordinal: the target is within every maximum.
+    /// Any neighbour: every landing (closest to the target first, one under its maximum first
+    /// among equals), and detours and bridges as the last resort. The moves that would make
+    /// room are held by `maxConcurrentMoves` (the state the liveness regression tests in
+    /// `tests/plan_props.rs` start from); the ordinal runs there, beyond that cluster's
+    /// maximum, until it moves on like any misplaced ordinal: the target is within every
+    /// maximum.
     Beyond,
 }
 
-/// Where an ordinal in flight lands ([`landing`]): under every maximum if it can, else beyond
-/// one ([`Room::Beyond`]).
+/// Where an ordinal in flight lands ([`landing`]): in the neighbour closest to its target,
+/// one under its maximum first among equals, else beyond it ([`Room::Beyond`]).
 fn land(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> Option<Step> {
-    landing(d, members, holders, moving, Room::UnderMax).or_else(|| landing(d, members, holders, moving, Room::Beyond))
+    landing(d, members, holders, moving, Room::Beyond)
 }
 
 /// The placement index of the cluster whose target holds `k`, if any.
@@ -322,7 +327,7 @@ fn neighbours<'m>(d: &Desired, members: &'m [Member<'m>], k: Ordinal, room: Room
 /// neighbour strictly closer to the ordinal's target (in placement order) can take next. The
 /// sum over ordinals of the distance from holder to target falls with every such detour, so
 /// detours end; [`landing`] then puts the ordinal in the closest such neighbour.
-fn detour(d: &Desired, members: &[Member<'_>]) -> Option<Step> {
+fn detour(d: &Desired, members: &[Member<'_>], room: Room) -> Option<Step> {
     if d.backend != Backend::StatefulSet {
         return None;
     }
@@ -339,7 +344,7 @@ fn detour(d: &Desired, members: &[Member<'_>]) -> Option<Step> {
             let Some(t) = target_index(members, k) else { continue };
             let closer = |x: usize| x != h && x.abs_diff(t) < h.abs_diff(t);
             // The neighbour must extend its slice over k once h has let k go.
-            if neighbours(d, members, k, Room::UnderMax).any(closer) {
+            if neighbours(d, members, k, room).any(closer) {
                 let releases: Ordinals = std::iter::once(k).collect();
                 let to = Slice::from_ordinals(&(w - &releases));
                 return Some(Step::Shrink { cluster: m.name.to_string(), to, releases });
@@ -421,9 +426,12 @@ fn landing(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &
     for k in (moving - &held).iter() {
         let Some(t) = target_index(members, k) else { continue };
         let one: Ordinals = std::iter::once(k).collect();
+        // Closest to the target first: a neighbour under its maximum but farther away would
+        // be where a detour beyond a maximum came from, and the ordinal would go back there.
+        let over = |i: usize| members[i].written.len() >= u64::from(d.clusters[i].max_replicas.unwrap_or(u32::MAX));
         let best = neighbours(d, members, k, room)
             .filter(|&i| holders.free_for(&one, i).contains(k))
-            .min_by_key(|&i| (i.abs_diff(t), i));
+            .min_by_key(|&i| (i.abs_diff(t), over(i), i));
         if let Some(i) = best {
             let to = Slice::from_ordinals(&(&members[i].written | &one));
             return Some(Step::Grow { cluster: members[i].name.to_string(), to, acquires: one });

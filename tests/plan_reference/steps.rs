@@ -123,14 +123,16 @@ pub fn next_steps(
         return (steps, false);
     }
     let room = moving.len() + parked.len() < d.max_concurrent_moves as usize;
-    if room && let Some(step) = detour(d, obs, targets) {
+    if room && let Some(step) = detour(d, obs, targets, false) {
         return (vec![step], false);
     }
     let steps = next_steps_with(d, obs, targets, moving, parked, true).0;
     let unused: BTreeSet<Ordinal> = moving.union(parked).copied().collect();
     if !steps.is_empty() {
         if futile(d, obs, targets, &steps)
-            && let Some(step) = land(d, obs, targets, moving).or_else(|| bridge(d, obs, targets, &unused))
+            && let Some(step) = land(d, obs, targets, moving)
+                .or_else(|| bridge(d, obs, targets, &unused))
+                .or_else(|| room.then(|| detour(d, obs, targets, true)).flatten())
         {
             return (vec![step], false);
         }
@@ -246,15 +248,15 @@ fn bridging(
     Some(Step::Grow { cluster: c.name.clone(), to: Slice::from_ordinals(&to), acquires: gap.into_iter().collect() })
 }
 
-/// Kept in step with the range planner: a landing under every maximum if there is one, else
-/// one beyond a neighbour's maximum.
+/// Kept in step with the range planner: a landing in the neighbour closest to the target,
+/// one under its maximum first among equals.
 fn land(
     d: &Desired,
     obs: &Observed,
     targets: &BTreeMap<String, BTreeSet<Ordinal>>,
     moving: &BTreeSet<Ordinal>,
 ) -> Option<Step> {
-    landing(d, obs, targets, moving, false).or_else(|| landing(d, obs, targets, moving, true))
+    landing(d, obs, targets, moving, true)
 }
 
 /// The placement clusters in order, then the observed ones the placement no longer lists.
@@ -291,7 +293,12 @@ fn neighbours(d: &Desired, obs: &Observed, k: Ordinal, beyond_max: bool) -> Vec<
 
 /// Kept in step with the range planner: stuck, a release from a slice's end that a neighbour
 /// strictly closer to the ordinal's target can take next.
-fn detour(d: &Desired, obs: &Observed, targets: &BTreeMap<String, BTreeSet<Ordinal>>) -> Option<Step> {
+fn detour(
+    d: &Desired,
+    obs: &Observed,
+    targets: &BTreeMap<String, BTreeSet<Ordinal>>,
+    beyond_max: bool,
+) -> Option<Step> {
     if d.backend != Backend::StatefulSet {
         return None;
     }
@@ -308,7 +315,7 @@ fn detour(d: &Desired, obs: &Observed, targets: &BTreeMap<String, BTreeSet<Ordin
                 continue;
             }
             let Some(t) = target_index(&names, targets, k) else { continue };
-            if neighbours(d, obs, k, false).into_iter().any(|x| x != h && x.abs_diff(t) < h.abs_diff(t)) {
+            if neighbours(d, obs, k, beyond_max).into_iter().any(|x| x != h && x.abs_diff(t) < h.abs_diff(t)) {
                 let mut to = w.clone();
                 to.remove(&k);
                 return Some(Step::Shrink { cluster: name.clone(), to: Slice::from_ordinals(&to), releases: vec![k] });
@@ -341,7 +348,12 @@ fn landing(
         let best = neighbours(d, obs, k, beyond_max)
             .into_iter()
             .filter(|&i| holders.free_for(k, &d.clusters[i].name))
-            .min_by_key(|&i| (i.abs_diff(t), i));
+            .min_by_key(|&i| {
+                let c = &d.clusters[i];
+                let over =
+                    obs[&c.name].written.ordinals().len() as u64 >= u64::from(c.max_replicas.unwrap_or(u32::MAX));
+                (i.abs_diff(t), over, i)
+            });
         if let Some(i) = best {
             let c = &d.clusters[i];
             let mut to = obs[&c.name].written.ordinals();
