@@ -2,7 +2,8 @@
 //! `cargo bench --bench scale`; `SCALE_MEMBERS=10,30` and `SCALE_FEDERATIONS=100,300` pick
 //! cells of the grid (default: members 10, 30, 100 × federations 100, 300, 1000),
 //! `SCALE_IDLE_SECS` sets the idle window (default 20), `SCALE_CHANGES` the spec changes
-//! timed (default 30) and `SCALE_KEEP_LOGS` keeps every cell's logs (a failed cell's always).
+//! timed (default 30), `SCALE_KEEP_LOGS` keeps every cell's logs (a failed cell's always) and
+//! `SCALE_RUST_LOG` sets the controllers' `RUST_LOG` (default `warn`).
 //!
 //! Each cell runs the sandbox as a `spanset sim` process (`--time-factor 0.01 --nodes 1`) and
 //! the controller as a `spanset run` process, so that their CPU, memory and descriptors are

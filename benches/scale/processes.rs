@@ -170,7 +170,7 @@ fn start_controller(sim: &SimProcess, identity: &str, flags: &[&str]) -> Result<
         .args(["--exit-with-parent", &std::process::id().to_string(), "--kubeconfig"])
         .arg(&sim.kubeconfig)
         .args(flags)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", std::env::var("SCALE_RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .stdout(Stdio::null())
         .stderr(log)
         .kill_on_drop(true)

@@ -95,7 +95,13 @@ pub async fn start_on(opts: RunOptions, metrics_listener: std::net::TcpListener)
             let shards = Shards::new(count);
             // No term before the members' stamps are known: the supervisor says when.
             shards.set_stamps_known(false);
-            let api: Api<Lease> = Api::namespaced(host.clone(), &settings.namespace);
+            // The Leases get a connection of their own: on the shared one a renewal queues
+            // behind every coordinator's host requests (the client's buffer and the server's
+            // stream limit), and a thousand federations converging delayed it past the renew
+            // deadline, term after term. The API server's Priority and Fairness gives leader
+            // election its own priority level for the same reason.
+            let elections = host_client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
+            let api: Api<Lease> = Api::namespaced(elections, &settings.namespace);
             let (stop, stopped) = tokio::sync::watch::channel(false);
             let until_stopped = move || {
                 let mut stopped = stopped.clone();
