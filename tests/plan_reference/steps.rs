@@ -326,8 +326,8 @@ fn detour(
 }
 
 /// Kept in step with the range planner: an ordinal in flight that no cluster holds lands in the
-/// first placement member whose slice it extends at one end, with room (any room when
-/// `beyond_max`), and for which it is free.
+/// placement member closest to its target whose slice it extends at one end (under its maximum
+/// first among equals; only under it unless `beyond_max`), and for which it is free.
 fn landing(
     d: &Desired,
     obs: &Observed,
