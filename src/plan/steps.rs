@@ -265,7 +265,7 @@ pub fn next_steps(
 
 /// Whether stuck `steps` are releases only, each of ordinals that would land back in the
 /// slice they left: their target cluster holds a slice already (an empty one could start from
-/// anywhere), and of the slices that would border them the one [`landing`] picks (closest to
+/// anywhere), and of the slices that would border them the one [`land`] picks (closest to
 /// the target, first of equals) is the releaser's.
 fn futile(d: &Desired, members: &[Member<'_>], steps: &[Step]) -> bool {
     steps.iter().all(|s| match s {
@@ -296,12 +296,6 @@ enum Room {
     Beyond,
 }
 
-/// Where an ordinal in flight lands ([`landing`]): in the neighbour closest to its target,
-/// one under its maximum first among equals, else beyond it ([`Room::Beyond`]).
-fn land(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> Option<Step> {
-    landing(d, members, holders, moving, Room::Beyond)
-}
-
 /// The placement index of the cluster whose target holds `k`, if any.
 fn target_index(members: &[Member<'_>], k: Ordinal) -> Option<usize> {
     members.iter().position(|m| m.target.as_ref().is_some_and(|t| t.contains(k)))
@@ -310,23 +304,41 @@ fn target_index(members: &[Member<'_>], k: Ordinal) -> Option<usize> {
 /// Placement members that could take `k` next as a neighbour: observed, reachable, unfenced,
 /// compatible, with an apps/v1 slice that `k` extends at one end and, unless `room` is
 /// [`Room::Beyond`], room under `maxReplicas`.
-fn neighbours<'m>(d: &Desired, members: &'m [Member<'m>], k: Ordinal, room: Room) -> impl Iterator<Item = usize> + 'm {
-    let max = d.clusters.iter().map(|c| u64::from(c.max_replicas.unwrap_or(u32::MAX))).collect::<Vec<_>>();
+fn neighbours<'m>(
+    d: &'m Desired,
+    members: &'m [Member<'m>],
+    k: Ordinal,
+    room: Room,
+) -> impl Iterator<Item = usize> + 'm {
     (0..members.len().min(d.clusters.len())).filter(move |&i| {
-        let (m, w) = (&members[i], &members[i].written);
-        let usable = m.observed && m.obs.reachable && !m.obs.fenced && m.obs.compatible;
+        let w = &members[i].written;
         let adjacent = match (w.first(), w.last()) {
             (Some(lo), Some(hi)) => lo.checked_sub(1) == Some(k) || hi.checked_add(1) == Some(k),
             _ => false,
         };
-        usable && adjacent && (room == Room::Beyond || w.len() < max[i])
+        usable(&members[i]) && adjacent && (room == Room::Beyond || w.len() < max_replicas(d, i))
     })
+}
+
+/// Whether a member can be written a grow: observed, reachable, unfenced and compatible.
+fn usable(m: &Member<'_>) -> bool {
+    m.observed && m.obs.reachable && !m.obs.fenced && m.obs.compatible
+}
+
+/// Placement cluster `i`'s `maxReplicas` (no bound: the largest).
+fn max_replicas(d: &Desired, i: usize) -> u64 {
+    u64::from(d.clusters[i].max_replicas.unwrap_or(u32::MAX))
+}
+
+/// The ordinals in a counted cluster's spec (see [`counts`]).
+fn held(members: &[Member<'_>]) -> Ordinals {
+    members.iter().filter(|m| counts(&m.obs)).flat_map(|m| m.written.ranges()).collect()
 }
 
 /// Stuck (no ordinal can go straight to its target): a release from the end of a slice that a
 /// neighbour strictly closer to the ordinal's target (in placement order) can take next. The
 /// sum over ordinals of the distance from holder to target falls with every such detour, so
-/// detours end; [`landing`] then puts the ordinal in the closest such neighbour.
+/// detours end; [`land`] then puts the ordinal in the closest such neighbour.
 fn detour(d: &Desired, members: &[Member<'_>], room: Room) -> Option<Step> {
     if d.backend != Backend::StatefulSet {
         return None;
@@ -377,10 +389,8 @@ fn bridging(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: 
     if d.backend != Backend::StatefulSet {
         return None;
     }
-    let usable = |m: &Member<'_>| m.observed && m.obs.reachable && !m.obs.fenced && m.obs.compatible;
-    let max = |i: usize| u64::from(d.clusters[i].max_replicas.unwrap_or(u32::MAX));
     let unused = &d.ordinals() - moving;
-    let held: Ordinals = members.iter().filter(|m| counts(&m.obs)).flat_map(|m| m.written.ranges()).collect();
+    let held = held(members);
     let mut best: Option<(usize, usize, Ordinals)> = None;
     for (i, m) in members.iter().enumerate().take(d.clusters.len()) {
         let (Some(lo), Some(hi)) = (m.written.first(), m.written.last()) else { continue };
@@ -403,7 +413,7 @@ fn bridging(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: 
                 }
             };
             let gap: Ordinals = std::iter::once(gap).collect();
-            let fits = room == Room::Beyond || m.written.len() + gap.len() <= max(i);
+            let fits = room == Room::Beyond || m.written.len() + gap.len() <= max_replicas(d, i);
             if worth && fits && best.as_ref().is_none_or(|(dist, _, _)| i.abs_diff(t) < *dist) {
                 best = Some((i.abs_diff(t), i, gap));
             }
@@ -415,21 +425,20 @@ fn bridging(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: 
 }
 
 /// Where an ordinal in flight that no cluster holds can land now, if anywhere: the neighbour
-/// ([`neighbours`]) closest to its target in placement order (the first of equals), if the
-/// ordinal is free for it (the at-most-one rule's condition); `room` says whether it may be
-/// beyond its maximum.
-fn landing(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals, room: Room) -> Option<Step> {
+/// ([`neighbours`]) closest to its target in placement order, one under its maximum first
+/// among equals, else beyond it ([`Room::Beyond`]), then the first of equals; if the ordinal is
+/// free for it (the at-most-one rule's condition).
+fn land(d: &Desired, members: &[Member<'_>], holders: &Holders<'_>, moving: &Ordinals) -> Option<Step> {
     if d.backend != Backend::StatefulSet {
         return None;
     }
-    let held: Ordinals = members.iter().filter(|m| counts(&m.obs)).flat_map(|m| m.written.ranges()).collect();
-    for k in (moving - &held).iter() {
+    for k in (moving - &held(members)).iter() {
         let Some(t) = target_index(members, k) else { continue };
         let one: Ordinals = std::iter::once(k).collect();
         // Closest to the target first: a neighbour under its maximum but farther away would
         // be where a detour beyond a maximum came from, and the ordinal would go back there.
-        let over = |i: usize| members[i].written.len() >= u64::from(d.clusters[i].max_replicas.unwrap_or(u32::MAX));
-        let best = neighbours(d, members, k, room)
+        let over = |i: usize| members[i].written.len() >= max_replicas(d, i);
+        let best = neighbours(d, members, k, Room::Beyond)
             .filter(|&i| holders.free_for(&one, i).contains(k))
             .min_by_key(|&i| (i.abs_diff(t), over(i), i));
         if let Some(i) = best {
