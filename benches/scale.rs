@@ -3,7 +3,8 @@
 //! cells of the grid (default: members 10, 30, 100 × federations 100, 300, 1000),
 //! `SCALE_IDLE_SECS` sets the idle window (default 20), `SCALE_CHANGES` the spec changes
 //! timed (default 30), `SCALE_KEEP_LOGS` keeps every cell's logs (a failed cell's always) and
-//! `SCALE_RUST_LOG` sets the controllers' `RUST_LOG` (default `warn`).
+//! `SCALE_RUST_LOG` sets the controllers' `RUST_LOG` (default `warn`), `SCALE_CTL_WRAP` a command to run
+//! them under (`heaptrack -o FILE`: a heap profile; the process figures are then the wrapper's).
 //!
 //! Each cell runs the sandbox as a `spanset sim` process (`--time-factor 0.01 --nodes 1`) and
 //! the controller as a `spanset run` process, so that their CPU, memory and descriptors are

@@ -165,9 +165,25 @@ fn start_controller(sim: &SimProcess, identity: &str, flags: &[&str]) -> Result<
         .port();
     let metrics = SocketAddr::from(([127, 0, 0, 1], port));
     let log = std::fs::File::create(sim.dir().join(format!("{identity}.log"))).map_err(|e| format!("log: {e}"))?;
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
-        .args(["run", "--context", "host", "--metrics-addr", &metrics.to_string(), "--identity", identity])
-        .args(["--exit-with-parent", &std::process::id().to_string(), "--kubeconfig"])
+    // `SCALE_CTL_WRAP` runs the controller under a profiler (`heaptrack -o FILE`); the
+    // figures taken of its process are then the wrapper's.
+    let wrap = std::env::var("SCALE_CTL_WRAP").unwrap_or_default();
+    let mut wrap = wrap.split_whitespace();
+    let mut command = match wrap.next() {
+        Some(program) => {
+            let mut c = tokio::process::Command::new(program);
+            c.args(wrap).arg(env!("CARGO_BIN_EXE_spanset"));
+            c
+        }
+        None => tokio::process::Command::new(env!("CARGO_BIN_EXE_spanset")),
+    };
+    command.args(["run", "--context", "host", "--metrics-addr", &metrics.to_string(), "--identity", identity]);
+    if std::env::var_os("SCALE_CTL_WRAP").is_none() {
+        // Under a wrapper the controller's parent is the wrapper: it is killed on drop only.
+        command.args(["--exit-with-parent", &std::process::id().to_string()]);
+    }
+    let child = command
+        .arg("--kubeconfig")
         .arg(&sim.kubeconfig)
         .args(flags)
         .env("RUST_LOG", std::env::var("SCALE_RUST_LOG").unwrap_or_else(|_| "warn".into()))

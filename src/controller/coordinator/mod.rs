@@ -641,7 +641,9 @@ async fn carry_out(
         kind: objects::backend(fsts),
         skipped: BTreeMap::new(),
     };
+    let mut timing = StageTiming::new(key);
     for stage in effects::stages(decision, &Rules::ALL) {
+        timing.begin(stage);
         match stage {
             Stage::Fence => return round.fence(out).await,
             Stage::Finalizer => {
@@ -667,6 +669,43 @@ async fn carry_out(
         crash_points("written", decision);
     }
     Ok(())
+}
+
+/// How long each stage of one round took, logged at debug level when the round ends (however
+/// it ends): where a slow round spends its time.
+struct StageTiming<'a> {
+    key: &'a FederationKey,
+    /// The stage running and when it began.
+    current: Option<(Stage, Instant)>,
+    /// The stages done, with their milliseconds.
+    took: Vec<(Stage, u128)>,
+}
+
+impl<'a> StageTiming<'a> {
+    fn new(key: &'a FederationKey) -> Self {
+        StageTiming { key, current: None, took: Vec::new() }
+    }
+
+    /// Ends the stage running, if any, and starts `stage`.
+    fn begin(&mut self, stage: Stage) {
+        self.end();
+        self.current = Some((stage, Instant::now()));
+    }
+
+    fn end(&mut self) {
+        if let Some((stage, began)) = self.current.take() {
+            self.took.push((stage, began.elapsed().as_millis()));
+        }
+    }
+}
+
+impl Drop for StageTiming<'_> {
+    fn drop(&mut self) {
+        self.end();
+        if !self.took.is_empty() {
+            tracing::debug!(federation = %self.key, stages_ms = ?self.took, "carried out");
+        }
+    }
 }
 
 /// One decision being carried out: what its stages share.
