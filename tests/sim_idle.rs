@@ -112,3 +112,65 @@ async fn a_converged_statefulset_leaves_its_cluster_idle_and_min_ready_seconds_s
     .await;
     goes_quiet(&cluster).await;
 }
+
+/// The sweeps of the components that never read EndpointSlices or Events.
+fn workload_sweeps(c: &Cluster) -> [u64; 4] {
+    let n = &c.counters;
+    [
+        n.statefulset_sweeps.load(Ordering::SeqCst),
+        n.kubelet_sweeps.load(Ordering::SeqCst),
+        n.volume_sweeps.load(Ordering::SeqCst),
+        n.disruption_sweeps.load(Ordering::SeqCst),
+    ]
+}
+
+/// spanset publishes the pods of the other members as EndpointSlices in every member, hundreds
+/// of writes a second while 100 members converge: they wake the EndpointSlice controller,
+/// which reads them, and leave the StatefulSet controller, the kubelet and the volume and
+/// disruption controllers asleep; so do Events, which every component writes and none reads.
+#[tokio::test]
+async fn published_endpoint_slices_and_events_wake_only_the_components_that_read_them() {
+    let (_fleet, cluster, client) = one_cluster().await;
+    goes_quiet(&cluster).await;
+    let before = workload_sweeps(&cluster);
+    let eps_before = cluster.counters.endpointslice_sweeps.load(Ordering::SeqCst);
+    let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> = Api::default_namespaced(client.clone());
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(client.clone());
+    for i in 0..10 {
+        let slice = json!({
+            "metadata": {"name": format!("published-{i}"), "labels": {
+                "kubernetes.io/service-name": "web", "endpointslice.kubernetes.io/managed-by": "spanset.dev"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [format!("10.9.0.{i}")], "hostname": format!("web-{i}")}],
+        });
+        slices.create(&PostParams::default(), &serde_json::from_value(slice).unwrap()).await.unwrap();
+        let event = json!({
+            "metadata": {"name": format!("web.{i}")},
+            "involvedObject": {"kind": "Pod", "name": format!("web-{i}"), "namespace": "default"},
+            "reason": "Published", "message": "an event nobody acts on", "type": "Normal",
+        });
+        events.create(&PostParams::default(), &serde_json::from_value(event).unwrap()).await.unwrap();
+    }
+    eventually("the EndpointSlice controller saw the slices", || async {
+        cluster.counters.endpointslice_sweeps.load(Ordering::SeqCst) > eps_before
+    })
+    .await;
+    goes_quiet(&cluster).await;
+    assert_eq!(
+        workload_sweeps(&cluster),
+        before,
+        "[statefulset, kubelet, volume, disruption] sweeps: none of them reads EndpointSlices or Events"
+    );
+    // Still awake to what they read: a StatefulSet wakes its controller.
+    let sets: Api<StatefulSet> = Api::default_namespaced(client.clone());
+    let set = json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "serviceName": "web", "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}}},
+    });
+    sets.create(&PostParams::default(), &serde_json::from_value(set).unwrap()).await.unwrap();
+    eventually("the StatefulSet controller sweeps for a StatefulSet", || async {
+        cluster.counters.statefulset_sweeps.load(Ordering::SeqCst) > before[0]
+    })
+    .await;
+}

@@ -134,6 +134,17 @@ pub struct ControllerProcess {
     child: tokio::process::Child,
     /// Its metrics and health endpoints.
     pub metrics: SocketAddr,
+    /// Run under `SCALE_CTL_WRAP`, in a process group of its own: killing the wrapper alone
+    /// would leave the controller running, so the whole group is killed.
+    wrapped: bool,
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        if let (true, Some(pid)) = (self.wrapped, self.child.id()) {
+            let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+        }
+    }
 }
 
 impl ControllerProcess {
@@ -178,8 +189,11 @@ fn start_controller(sim: &SimProcess, identity: &str, flags: &[&str]) -> Result<
         None => tokio::process::Command::new(env!("CARGO_BIN_EXE_spanset")),
     };
     command.args(["run", "--context", "host", "--metrics-addr", &metrics.to_string(), "--identity", identity]);
-    if std::env::var_os("SCALE_CTL_WRAP").is_none() {
-        // Under a wrapper the controller's parent is the wrapper: it is killed on drop only.
+    let wrapped = std::env::var_os("SCALE_CTL_WRAP").is_some();
+    if wrapped {
+        // The controller's parent is the wrapper: the group is killed on drop.
+        command.process_group(0);
+    } else {
         command.args(["--exit-with-parent", &std::process::id().to_string()]);
     }
     let child = command
@@ -192,7 +206,7 @@ fn start_controller(sim: &SimProcess, identity: &str, flags: &[&str]) -> Result<
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("spanset run did not start: {e}"))?;
-    Ok(ControllerProcess { child, metrics })
+    Ok(ControllerProcess { child, metrics, wrapped })
 }
 
 /// Waits until every controller is ready and, between them, they lead all `shards` shards.

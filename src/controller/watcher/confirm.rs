@@ -49,6 +49,8 @@ impl ClusterWatcher {
             for (key, _) in &due {
                 act.confirming.remove(key);
             }
+            // A federation that changed while this list ran is due again.
+            act.confirm_scan = true;
             match res {
                 Ok(list) => {
                     let rv = rv_of(list.metadata.resource_version.as_deref());
@@ -84,6 +86,7 @@ impl ClusterWatcher {
             let read = async move { tokio::time::timeout(PROBE_TIMEOUT, api.get_opt(&name)).await };
             ctx.spawn(read.into_actor(self).map(move |res, act, ctx| {
                 act.confirming.remove(&key);
+                act.confirm_scan = true;
                 match res {
                     Ok(Ok(found)) => {
                         act.contact_ok();

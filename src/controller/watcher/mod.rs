@@ -88,6 +88,10 @@ pub struct ClusterWatcher {
     dirty: HashSet<FederationKey>,
     flush_scheduled: bool,
     confirming: HashSet<FederationKey>,
+    /// Whether a confirmation may still be due for some federation (something was touched, a
+    /// watch delivered, or a confirming list ended since the probe tick last found none due):
+    /// only then does the tick look through every federation served. Idle, it never does.
+    confirm_scan: bool,
     health: Health,
     /// The instant of the member's last answer, shared with the coordinators.
     contact: ContactClock,
@@ -161,6 +165,7 @@ impl ClusterWatcher {
             dirty: HashSet::new(),
             flush_scheduled: false,
             confirming: HashSet::new(),
+            confirm_scan: true,
             health: Health::default(),
             contact: ContactClock::default(),
             started: Instant::now(),
@@ -246,6 +251,7 @@ impl ClusterWatcher {
 
     fn touched(&mut self, keys: impl IntoIterator<Item = FederationKey>, ctx: &mut Context<Self>) {
         self.dirty.extend(keys);
+        self.confirm_scan = true;
         if !self.flush_scheduled {
             self.flush_scheduled = true;
             ctx.run_later(COALESCE, |act, ctx| act.flush(ctx));

@@ -50,7 +50,7 @@ impl ClusterWatcher {
         self.settle_uncertain_writes(ctx);
         // Confirmations still due (one whose list failed, or whose federation was touched
         // before the member synced) are tried again here too, without reporting to anyone.
-        if self.cache.synced() {
+        if self.cache.synced() && self.confirm_scan {
             // Only the due ones are copied: a member serving a thousand federations has none
             // due at almost every tick. One never seen here is due (its absence is confirmed
             // by a list).
@@ -60,6 +60,9 @@ impl ClusterWatcher {
                 .filter(|key| self.cache.federations.get(*key).is_none_or(FederationCache::is_confirmation_due))
                 .cloned()
                 .collect();
+            // Looked through again only after something changes (see `confirm_scan`); a list
+            // in flight sets it again when it ends.
+            self.confirm_scan = !due.is_empty() || !self.confirming.is_empty();
             if !due.is_empty() {
                 self.confirm_due(&due, ctx);
             }

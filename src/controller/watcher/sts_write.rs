@@ -106,6 +106,7 @@ impl ClusterWatcher {
             }
         };
         let known = *self.keeps_ordinals_of(msg.kind);
+        self.confirm_scan = true;
         let settled = decide::sts::settle_sts_write(&mut self.cache, &self.cluster, &msg, known, end);
         match (&res, settled.contact) {
             (Err(e), false) => self.contact_failed(e),

@@ -166,6 +166,7 @@ impl ClusterWatcher {
 impl StreamHandler<Watched> for ClusterWatcher {
     fn handle(&mut self, item: Watched, ctx: &mut Self::Context) {
         let was_synced = self.cache.synced();
+        self.confirm_scan = true;
         let seen = decide::watch::on_watched(&mut self.cache, &mut self.relists, item);
         // `Init` is not news from the member: kube's watcher yields it before each list
         // attempt, also when the member then refuses the list, so it proves no contact.

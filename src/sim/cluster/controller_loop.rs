@@ -58,9 +58,23 @@ impl Wake {
     }
 }
 
-/// Runs `sweep` on every change and at each deadline it asks for through its [`Wake`], until
-/// the cluster is gone.
-pub async fn run(cluster: Weak<Cluster>, mut sweep: impl FnMut(&Cluster, &Wake)) {
+/// Stored kinds a component never reads, so that their changes do not wake it: Events (every
+/// component writes them, none acts on them) and EndpointSlices (spanset publishes the pods of
+/// the other members there, hundreds of writes a second while 100 members converge; only the
+/// EndpointSlice controller reads them). Each stored kind is `(group, plural)`.
+pub const UNREAD_BY_WORKLOADS: &[(&str, &str)] = &[("", "events"), ("discovery.k8s.io", "endpointslices")];
+
+/// Only Events: what the EndpointSlice controller does not read.
+pub const UNREAD_BUT_EVENTS: &[(&str, &str)] = &[("", "events")];
+
+/// Whether a change of the stored kind `resource` wakes a component that never reads `unread`.
+pub fn wakes(resource: &(String, String), unread: &[(&str, &str)]) -> bool {
+    !unread.iter().any(|(group, plural)| resource.0 == *group && resource.1 == *plural)
+}
+
+/// Runs `sweep` on every change of a kind not in `unread` and at each deadline it asks for
+/// through its [`Wake`], until the cluster is gone.
+pub async fn run(cluster: Weak<Cluster>, unread: &[(&str, &str)], mut sweep: impl FnMut(&Cluster, &Wake)) {
     let mut events = None;
     let Some(mut pokes) = cluster.upgrade().map(|c| c.faults.pokes()) else { return };
     loop {
@@ -80,16 +94,27 @@ pub async fn run(cluster: Weak<Cluster>, mut sweep: impl FnMut(&Cluster, &Wake))
         let sleep = tokio::time::sleep_until(deadline.into());
         match events.as_mut() {
             Some(rx) => {
-                tokio::select! {
-                    ev = rx.recv() => {
-                        if ev.is_none() {
-                            events = None;
+                tokio::pin!(sleep);
+                // Changes of kinds it never reads are drained without a sweep.
+                let closed = loop {
+                    tokio::select! {
+                        ev = rx.recv() => {
+                            let Some(ev) = ev else { break true };
+                            let mut woken = wakes(&ev.resource, unread);
+                            // Coalesce a burst of changes into one sweep.
+                            while let Ok(ev) = rx.try_recv() {
+                                woken |= wakes(&ev.resource, unread);
+                            }
+                            if woken {
+                                break false;
+                            }
                         }
-                        // Coalesce a burst of changes into one sweep.
-                        while matches!(events.as_mut().map(|r| r.try_recv()), Some(Ok(_))) {}
+                        _ = pokes.changed() => break false,
+                        _ = &mut sleep => break false,
                     }
-                    _ = pokes.changed() => {}
-                    _ = sleep => {}
+                };
+                if closed {
+                    events = None;
                 }
             }
             // No watch (the storage refused one): poll, as before, until it takes one again.

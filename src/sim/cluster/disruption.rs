@@ -53,7 +53,12 @@ const SYNC_FAILED: &str = "SyncFailed";
 pub async fn run(cluster: Weak<Cluster>) {
     // kube-controller-manager's disruption controller records as `controllermanager`.
     let mut events = Recorder::new(Style::Legacy { component: "controllermanager", host: None });
-    crate::sim::cluster::controller_loop::run(cluster, |c, wake| sweep(c, &mut events, wake)).await;
+    crate::sim::cluster::controller_loop::run(
+        cluster,
+        crate::sim::cluster::controller_loop::UNREAD_BY_WORKLOADS,
+        |c, wake| sweep(c, &mut events, wake),
+    )
+    .await;
 }
 
 fn sweep(cluster: &Cluster, events: &mut Recorder, wake: &Wake) {

@@ -15,7 +15,10 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::sim::{
-    cluster::{Cluster, controller_loop::SAFETY_TICK},
+    cluster::{
+        Cluster,
+        controller_loop::{self, SAFETY_TICK},
+    },
     store::{
         object,
         registry::{DeleteOptions, Propagation, Subresource, WriteOptions},
@@ -48,17 +51,27 @@ pub async fn run(cluster: std::sync::Weak<Cluster>) {
             let _ = tokio::time::timeout(CHANGE_DELAY, deleted.notified()).await;
             continue;
         };
-        tokio::select! {
-            _ = deleted.notified() => {}
-            ev = rx.recv() => {
-                if ev.is_some() {
-                    let _ = tokio::time::timeout(CHANGE_DELAY, deleted.notified()).await;
-                    while rx.try_recv().is_ok() {}
-                } else {
-                    changes = None;
-                }
+        let sleep = tokio::time::sleep(SAFETY_TICK);
+        tokio::pin!(sleep);
+        let closed = loop {
+            tokio::select! {
+                _ = deleted.notified() => break false,
+                ev = rx.recv() => match ev {
+                    // Events own nothing and nothing is owned by one: their changes leave the
+                    // collector asleep.
+                    Some(ev) if !controller_loop::wakes(&ev.resource, controller_loop::UNREAD_BUT_EVENTS) => {}
+                    Some(_) => {
+                        let _ = tokio::time::timeout(CHANGE_DELAY, deleted.notified()).await;
+                        while rx.try_recv().is_ok() {}
+                        break false;
+                    }
+                    None => break true,
+                },
+                _ = &mut sleep => break false,
             }
-            _ = tokio::time::sleep(SAFETY_TICK) => {}
+        };
+        if closed {
+            changes = None;
         }
     }
 }

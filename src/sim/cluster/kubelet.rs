@@ -100,7 +100,12 @@ pub async fn run(cluster: Weak<Cluster>) {
         pulls: Pulls::default(),
     };
     drop(c);
-    crate::sim::cluster::controller_loop::run(cluster, |c, wake| sweep(c, &mut timers, wake)).await;
+    crate::sim::cluster::controller_loop::run(
+        cluster,
+        crate::sim::cluster::controller_loop::UNREAD_BY_WORKLOADS,
+        |c, wake| sweep(c, &mut timers, wake),
+    )
+    .await;
 }
 
 fn rt(cluster: &Cluster, plural: &str) -> Arc<ResourceType> {

@@ -45,11 +45,15 @@ pub const REVISION_LABEL: &str = "controller-revision-hash";
 /// Runs the controller until the cluster is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
     let mut events = Recorder::new(Style::Legacy { component: "statefulset-controller", host: None });
-    crate::sim::cluster::controller_loop::run(cluster, move |c, wake| {
-        sweep(c, &mut events);
-        available_deadlines(c, wake);
-        events.next_due(c, wake);
-    })
+    crate::sim::cluster::controller_loop::run(
+        cluster,
+        crate::sim::cluster::controller_loop::UNREAD_BY_WORKLOADS,
+        move |c, wake| {
+            sweep(c, &mut events);
+            available_deadlines(c, wake);
+            events.next_due(c, wake);
+        },
+    )
     .await;
 }
 

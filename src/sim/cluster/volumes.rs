@@ -48,7 +48,12 @@ pub async fn run(cluster: Weak<Cluster>) {
         component: "volumes.sim.spanset.dev_csi-controller-0_7d3e1f52-0c1a-4b7e-9a51-2f4e8b6c9d10",
         host: None,
     });
-    crate::sim::cluster::controller_loop::run(cluster, move |c, _| sweep(c, &mut events)).await;
+    crate::sim::cluster::controller_loop::run(
+        cluster,
+        crate::sim::cluster::controller_loop::UNREAD_BY_WORKLOADS,
+        move |c, _| sweep(c, &mut events),
+    )
+    .await;
 }
 
 fn install_classes(cluster: &Cluster) {

@@ -42,7 +42,12 @@ const MAX_PREFIX: usize = 58;
 
 /// Runs the controller until the cluster is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
-    crate::sim::cluster::controller_loop::run(cluster, |c, _| sweep(c)).await;
+    crate::sim::cluster::controller_loop::run(
+        cluster,
+        crate::sim::cluster::controller_loop::UNREAD_BUT_EVENTS,
+        |c, _| sweep(c),
+    )
+    .await;
 }
 
 fn list(cluster: &Cluster, group: &str, plural: &str) -> Vec<Arc<Value>> {
