@@ -244,6 +244,7 @@ impl ClusterWatcher {
     fn touched_all_if_changed(&mut self, ctx: &mut Context<Self>) {
         let facts = self.facts();
         if self.told_all.as_ref() != Some(&facts) {
+            tracing::debug!(cluster = %self.cluster, subscribers = self.subscribers.len(), "member-wide facts changed; reporting to every federation");
             self.told_all = Some(facts);
             self.touched_all(ctx);
         }

@@ -63,7 +63,11 @@ impl ClusterWatcher {
             // Looked through again only after something changes (see `confirm_scan`); a list
             // in flight sets it again when it ends.
             self.confirm_scan = !due.is_empty() || !self.confirming.is_empty();
-            if !due.is_empty() {
+            if let Some(first) = due.first() {
+                tracing::debug!(
+                    cluster = %self.cluster, due = due.len(), confirming = self.confirming.len(), first = %first,
+                    "confirmations due at the probe tick"
+                );
                 self.confirm_due(&due, ctx);
             }
         }
