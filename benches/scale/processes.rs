@@ -180,16 +180,15 @@ fn start_controller(sim: &SimProcess, identity: &str, flags: &[&str]) -> Result<
     // figures taken of its process are then the wrapper's.
     let wrap = std::env::var("SCALE_CTL_WRAP").unwrap_or_default();
     let mut wrap = wrap.split_whitespace();
-    let mut command = match wrap.next() {
+    let (mut command, wrapped) = match wrap.next() {
         Some(program) => {
             let mut c = tokio::process::Command::new(program);
             c.args(wrap).arg(env!("CARGO_BIN_EXE_spanset"));
-            c
+            (c, true)
         }
-        None => tokio::process::Command::new(env!("CARGO_BIN_EXE_spanset")),
+        None => (tokio::process::Command::new(env!("CARGO_BIN_EXE_spanset")), false),
     };
     command.args(["run", "--context", "host", "--metrics-addr", &metrics.to_string(), "--identity", identity]);
-    let wrapped = std::env::var_os("SCALE_CTL_WRAP").is_some();
     if wrapped {
         // The controller's parent is the wrapper: the group is killed on drop.
         command.process_group(0);
