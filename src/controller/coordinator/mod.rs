@@ -675,6 +675,8 @@ async fn carry_out(
 /// it ends): where a slow round spends its time.
 struct StageTiming<'a> {
     key: &'a FederationKey,
+    /// Debug logging is on for this module: otherwise nothing is timed (a round is a hot path).
+    enabled: bool,
     /// The stage running and when it began.
     current: Option<(Stage, Instant)>,
     /// The stages done, with their milliseconds.
@@ -683,11 +685,14 @@ struct StageTiming<'a> {
 
 impl<'a> StageTiming<'a> {
     fn new(key: &'a FederationKey) -> Self {
-        StageTiming { key, current: None, took: Vec::new() }
+        StageTiming { key, enabled: tracing::enabled!(tracing::Level::DEBUG), current: None, took: Vec::new() }
     }
 
     /// Ends the stage running, if any, and starts `stage`.
     fn begin(&mut self, stage: Stage) {
+        if !self.enabled {
+            return;
+        }
         self.end();
         self.current = Some((stage, Instant::now()));
     }
