@@ -926,8 +926,10 @@ async fn memory_figures(report: &mut Report) {
         caches.push(cache);
     }
     let cache_bytes = live() - cache_before;
-    // What the coordinators hold besides: one copy of each federation's record per member.
-    let copies: Vec<Vec<FederationCache>> = caches.iter().map(|c| c.federations.values().cloned().collect()).collect();
+    // What the coordinators hold besides: each federation's record per member, shared with the
+    // watcher (a copy is made only when the watcher changes a record a report still holds).
+    let copies: Vec<Vec<std::sync::Arc<FederationCache>>> =
+        caches.iter().map(|c| c.federations.values().cloned().collect()).collect();
     let copy_bytes = live() - cache_before - cache_bytes;
     drop(copies);
     drop(caches);

@@ -131,7 +131,12 @@ mod tests {
             ..Default::default()
         };
         let contact = if answers { Instant::now() } else { Instant::now() - Duration::from_secs(120) };
-        let view = MemberView { synced: true, federation, last_contact: Some(contact), ..Default::default() };
+        let view = MemberView {
+            synced: true,
+            federation: federation.into(),
+            last_contact: Some(contact),
+            ..Default::default()
+        };
         MemberInput {
             exists: true,
             unusable: None,

@@ -39,8 +39,10 @@ use crate::{api::FederatedStatefulSet, plan::Backend};
 pub struct MemberView {
     /// Both watches have listed: absent records mean absent objects.
     pub synced: bool,
-    /// The federation's StatefulSet and pods there.
-    pub federation: FederationCache,
+    /// The federation's StatefulSet and pods there: the watcher's own records, shared (a
+    /// thousand federations reported by a hundred members are not copied a hundred thousand
+    /// times).
+    pub federation: Arc<FederationCache>,
     /// The federation's claims there, by ordinal.
     pub claims: BTreeMap<u32, Vec<ClaimRecord>>,
     /// The last successful call to the member.

@@ -310,7 +310,7 @@ mod tests {
             let mut obs = Observed::new();
             for (name, start, n) in slices {
                 let mut v = MemberView { synced: true, slices_known: true, ..Default::default() };
-                v.federation.pods = (*start..start + n).map(|k| (k, pod(k, true))).collect();
+                Arc::make_mut(&mut v.federation).pods = (*start..start + n).map(|k| (k, pod(k, true))).collect();
                 views.insert(name.to_string(), v);
                 obs.insert(
                     name.to_string(),
@@ -335,7 +335,7 @@ mod tests {
         /// Applies every write to the views, as the watchers would report them.
         fn apply(&mut self, writes: &[SliceWrite]) {
             for w in writes {
-                let published = &mut self.views.get_mut(&w.cluster).unwrap().federation.published;
+                let published = &mut Arc::make_mut(&mut self.views.get_mut(&w.cluster).unwrap().federation).published;
                 match &w.change {
                     SliceChange::Create(s) | SliceChange::Replace { slice: s, .. } => {
                         let (_, name, mut r) = SliceRecord::of(s).unwrap();
@@ -401,9 +401,9 @@ mod tests {
         let mut w = World::new(&[("east", 0, 2), ("west", 2, 2), ("south", 4, 2)]);
         w.apply(&w.writes());
         // redis-3 leaves west: terminating, then gone.
-        w.views.get_mut("west").unwrap().federation.pods.get_mut(&3).unwrap().deleting = true;
+        Arc::make_mut(&mut w.views.get_mut("west").unwrap().federation).pods.get_mut(&3).unwrap().deleting = true;
         w.apply(&w.writes());
-        w.views.get_mut("west").unwrap().federation.pods.remove(&3);
+        Arc::make_mut(&mut w.views.get_mut("west").unwrap().federation).pods.remove(&3);
         let writes = w.writes();
         assert_eq!(writes.iter().filter(|x| x.cluster == "east").count(), 1);
         w.apply(&writes);
@@ -411,7 +411,7 @@ mod tests {
         // It starts in east: east's records never name it (its own controller does).
         let mut p = pod(3, true);
         p.ip = Some("10.9.9.9".into());
-        w.views.get_mut("east").unwrap().federation.pods.insert(3, p);
+        Arc::make_mut(&mut w.views.get_mut("east").unwrap().federation).pods.insert(3, p);
         let writes = w.writes();
         assert!(writes.iter().all(|x| x.cluster != "east"), "{writes:?}");
         w.apply(&writes);
@@ -423,7 +423,7 @@ mod tests {
     #[test]
     fn an_ordinal_reported_by_two_members_is_published_only_from_the_one_holding_it() {
         let mut w = World::new(&[("east", 0, 2), ("west", 2, 2), ("south", 4, 2)]);
-        w.views.get_mut("east").unwrap().federation.pods.insert(3, pod(3, true));
+        Arc::make_mut(&mut w.views.get_mut("east").unwrap().federation).pods.insert(3, pod(3, true));
         w.apply(&w.writes());
         assert_eq!(w.listed("south")["redis-3"], "10.0.0.3");
         // Neither holds it in its written slice: none is named.
@@ -435,12 +435,12 @@ mod tests {
     #[test]
     fn a_terminating_or_unready_pod_is_listed_as_its_member_would_list_it() {
         let mut w = World::new(&[("east", 0, 1), ("west", 1, 1)]);
-        w.views.get_mut("west").unwrap().federation.pods.get_mut(&1).unwrap().deleting = true;
+        Arc::make_mut(&mut w.views.get_mut("west").unwrap().federation).pods.get_mut(&1).unwrap().deleting = true;
         w.apply(&w.writes());
         // spanset's headless Service publishes not-ready addresses, as StatefulSets' do.
         let e = &w.views["east"].federation.published["redis-spanset-0"].endpoints["redis-1"];
         assert!(e.ready && e.terminating, "{e:?}");
-        let gated = w.views.get_mut("west").unwrap().federation.pods.get_mut(&1).unwrap();
+        let gated = Arc::make_mut(&mut w.views.get_mut("west").unwrap().federation).pods.get_mut(&1).unwrap();
         gated.deleting = false;
         gated.gates = vec![crate::controller::labels::IDENTITY_GATE.into()];
         w.apply(&w.writes());

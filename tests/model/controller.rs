@@ -92,7 +92,7 @@ fn member_view(view: &View, now: Instant) -> MemberView {
         })
         .collect();
     let federation = FederationCache {
-        sts,
+        sts: sts.map(Box::new),
         pods,
         confirmed_for: view.confirmed.as_ref().map(|c| match c {
             Confirmed::Absent => StsState::Absent,
@@ -121,7 +121,7 @@ fn member_view(view: &View, now: Instant) -> MemberView {
         .collect();
     MemberView {
         synced: view.synced,
-        federation,
+        federation: federation.into(),
         claims,
         last_contact: Some(if view.reachable { now } else { now - Duration::from_secs(3600) }),
         watching_since: Some(now - Duration::from_secs(7200)),

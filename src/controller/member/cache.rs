@@ -10,7 +10,10 @@
 //! only then reports the federation `confirmed`. Watch events after the list keep it current.
 //! Pure state, no I/O: the watcher actor feeds it and the tests below drive it directly.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::Arc,
+};
 
 use k8s_openapi::api::{
     core::v1::{Node, PersistentVolumeClaim, Pod},
@@ -320,12 +323,13 @@ impl UncertainWrite {
 /// One federation in one member cluster.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FederationCache {
-    /// Its StatefulSet, if any.
-    pub sts: Option<StsRecord>,
+    /// Its StatefulSet, if any (boxed, as the one below: most federations have none in most
+    /// members, and an absent one then costs a pointer, not the record's size).
+    pub sts: Option<Box<StsRecord>>,
     /// A second StatefulSet of the same name in the other API (apps/v1 beside an Advanced
     /// StatefulSet, after a backend change or someone's own object). While there is one,
     /// nothing here counts as confirmed and the coordinator writes nothing.
-    pub other_kind: Option<StsRecord>,
+    pub other_kind: Option<Box<StsRecord>>,
     /// Its pods by ordinal.
     pub pods: BTreeMap<u32, PodRecord>,
     /// The StatefulSet state the last confirming list was made after.
@@ -403,8 +407,10 @@ impl FederationCache {
 /// Everything one member's watcher knows, by federation.
 #[derive(Debug, Default)]
 pub struct MemberCache {
-    /// Federations by key.
-    pub federations: HashMap<FederationKey, FederationCache>,
+    /// Federations by key. Shared with the reports made of them ([`crate::controller::messages::MemberView`]):
+    /// a report costs no copy, and a change copies only what a coordinator still holds
+    /// ([`MemberCache::federation_mut`]).
+    pub federations: HashMap<FederationKey, Arc<FederationCache>>,
     /// The StatefulSet watch has listed once.
     pub sts_synced: bool,
     /// The pod watch has listed once.
@@ -439,6 +445,12 @@ pub struct MemberCache {
 }
 
 impl MemberCache {
+    /// The records of federation `key`, to be changed: created when absent, and copied first
+    /// while a report still shares them.
+    pub fn federation_mut(&mut self, key: &FederationKey) -> &mut FederationCache {
+        Arc::make_mut(self.federations.entry(key.clone()).or_default())
+    }
+
     /// The newest term stamped on the member's objects of `key`'s shard: a write for `key` in
     /// an older term comes from a stale leader of that shard.
     pub fn newest_term_of(&self, key: &FederationKey) -> u64 {
@@ -471,15 +483,18 @@ impl MemberCache {
     pub fn budget_applied(&mut self, pdb: &PodDisruptionBudget) -> Option<FederationKey> {
         let (key, record) = BudgetRecord::of(pdb)?;
         self.newest_rv = self.newest_rv.max(record.rv);
-        let f = self.federations.entry(key.clone()).or_default();
-        match &f.budget {
-            Some(old) if old.uid == record.uid && old.rv >= record.rv => None,
-            Some(old) if BudgetRecord { rv: record.rv, ..old.clone() } == record => {
-                f.budget = Some(record);
+        // (uid and rv not newer, same but for the rv) of what is kept: read before any copy.
+        let seen = self.federations.get(&key).and_then(|f| f.budget.as_ref()).map(|old| {
+            (old.uid == record.uid && old.rv >= record.rv, BudgetRecord { rv: record.rv, ..old.clone() } == record)
+        });
+        match seen {
+            Some((true, _)) => None,
+            Some((false, same)) if same => {
+                self.federation_mut(&key).budget = Some(record);
                 None
             }
             _ => {
-                f.budget = Some(record);
+                self.federation_mut(&key).budget = Some(record);
                 Some(key)
             }
         }
@@ -488,9 +503,8 @@ impl MemberCache {
     /// A budget is gone.
     pub fn budget_deleted(&mut self, pdb: &PodDisruptionBudget) -> Option<FederationKey> {
         let (key, record) = BudgetRecord::of(pdb)?;
-        let f = self.federations.entry(key.clone()).or_default();
-        if f.budget.as_ref().is_some_and(|b| b.uid == record.uid) {
-            f.budget = None;
+        if self.federations.get(&key).and_then(|f| f.budget.as_ref()).is_some_and(|b| b.uid == record.uid) {
+            self.federation_mut(&key).budget = None;
         }
         Some(key)
     }
@@ -500,15 +514,17 @@ impl MemberCache {
     pub fn slice_applied(&mut self, slice: &k8s_openapi::api::discovery::v1::EndpointSlice) -> Option<FederationKey> {
         let (key, name, record) = SliceRecord::of(slice)?;
         self.newest_rv = self.newest_rv.max(record.rv);
-        let f = self.federations.entry(key.clone()).or_default();
-        match f.published.get(&name) {
-            Some(old) if old.uid == record.uid && old.rv >= record.rv => None,
-            Some(old) if SliceRecord { rv: record.rv, ..old.clone() } == record => {
-                f.published.insert(name, record);
+        let seen = self.federations.get(&key).and_then(|f| f.published.get(&name)).map(|old| {
+            (old.uid == record.uid && old.rv >= record.rv, SliceRecord { rv: record.rv, ..old.clone() } == record)
+        });
+        match seen {
+            Some((true, _)) => None,
+            Some((false, same)) if same => {
+                self.federation_mut(&key).published.insert(name, record);
                 None
             }
             _ => {
-                f.published.insert(name, record);
+                self.federation_mut(&key).published.insert(name, record);
                 Some(key)
             }
         }
@@ -517,9 +533,8 @@ impl MemberCache {
     /// One of spanset's EndpointSlices is gone.
     pub fn slice_deleted(&mut self, slice: &k8s_openapi::api::discovery::v1::EndpointSlice) -> Option<FederationKey> {
         let (key, name, record) = SliceRecord::of(slice)?;
-        let f = self.federations.entry(key.clone()).or_default();
-        if f.published.get(&name).is_some_and(|s| s.uid == record.uid) {
-            f.published.remove(&name);
+        if self.federations.get(&key).and_then(|f| f.published.get(&name)).is_some_and(|s| s.uid == record.uid) {
+            self.federation_mut(&key).published.remove(&name);
         }
         Some(key)
     }
@@ -531,14 +546,14 @@ impl MemberCache {
             .iter_mut()
             .filter(|(_, f)| !f.published.is_empty())
             .map(|(k, f)| {
-                f.published.clear();
+                Arc::make_mut(f).published.clear();
                 k.clone()
             })
             .collect();
         for slice in listed {
             if let Some((key, name, record)) = SliceRecord::of(slice) {
                 self.newest_rv = self.newest_rv.max(record.rv);
-                self.federations.entry(key.clone()).or_default().published.insert(name, record);
+                self.federation_mut(&key).published.insert(name, record);
                 touched.push(key);
             }
         }
@@ -548,12 +563,19 @@ impl MemberCache {
 
     /// Replaces every budget after a relist.
     pub fn budgets_relisted(&mut self, listed: &[PodDisruptionBudget]) -> Vec<FederationKey> {
-        let mut touched: Vec<FederationKey> =
-            self.federations.iter_mut().filter_map(|(k, f)| f.budget.take().map(|_| k.clone())).collect();
+        let mut touched: Vec<FederationKey> = self
+            .federations
+            .iter_mut()
+            .filter(|(_, f)| f.budget.is_some())
+            .map(|(k, f)| {
+                Arc::make_mut(f).budget = None;
+                k.clone()
+            })
+            .collect();
         for pdb in listed {
             if let Some((key, record)) = BudgetRecord::of(pdb) {
                 self.newest_rv = self.newest_rv.max(record.rv);
-                self.federations.entry(key.clone()).or_default().budget = Some(record);
+                self.federation_mut(&key).budget = Some(record);
                 touched.push(key);
             }
         }
@@ -624,10 +646,20 @@ impl MemberCache {
             let newest = self.newest_in_shard.entry(shard).or_default();
             *newest = (*newest).max(record.term.unwrap_or(0));
         }
-        let f = self.federations.entry(key.clone()).or_default();
-        if f.gone.get(&record.uid).is_some_and(|rv| *rv >= record.rv) {
-            return Some(key);
+        // Nothing to keep (checked before any copy): a deleted object's late event, or a record
+        // not newer than the one kept.
+        if let Some(f) = self.federations.get(&key) {
+            let slot = match &f.sts {
+                Some(s) if s.kind != kind => &f.other_kind,
+                _ => &f.sts,
+            };
+            if f.gone.get(&record.uid).is_some_and(|rv| *rv >= record.rv)
+                || slot.as_ref().is_some_and(|s| s.uid == record.uid && s.rv > record.rv)
+            {
+                return Some(key);
+            }
         }
+        let f = self.federation_mut(&key);
         // Filed beside the record of the other API, never over it.
         let slot = match &f.sts {
             Some(s) if s.kind != kind => &mut f.other_kind,
@@ -641,7 +673,7 @@ impl MemberCache {
             {
                 record.update_revision = old.update_revision.clone();
             }
-            *slot = Some(record);
+            *slot = Some(Box::new(record));
         }
         Some(key)
     }
@@ -649,7 +681,7 @@ impl MemberCache {
     /// This process wrote a StatefulSet of API `kind` and got `stored` back.
     pub fn sts_written(&mut self, stored: &DynamicObject, kind: Backend) -> Option<FederationKey> {
         let key = self.sts_applied(stored, kind)?;
-        let f = self.federations.entry(key.clone()).or_default();
+        let f = self.federation_mut(&key);
         f.written_generation = f.sts.as_ref().filter(|s| s.kind == kind).map(|s| (s.uid.clone(), s.generation));
         // A conditional write that landed moved the object past any earlier write's
         // precondition: an unanswered one can no longer land.
@@ -663,7 +695,7 @@ impl MemberCache {
     pub fn sts_deleted(&mut self, sts: &DynamicObject, kind: Backend) -> Option<FederationKey> {
         let (key, record) = StsRecord::of(sts, kind)?;
         self.newest_rv = self.newest_rv.max(record.rv);
-        let f = self.federations.entry(key.clone()).or_default();
+        let f = self.federation_mut(&key);
         if f.other_kind.as_ref().is_some_and(|s| s.uid == record.uid) {
             f.other_kind = None;
         }
@@ -685,9 +717,11 @@ impl MemberCache {
         }
         let mut touched = seen.clone();
         for (k, f) in self.federations.iter_mut() {
-            if seen.contains(k) {
+            let of_kind = |s: &Option<Box<StsRecord>>| s.as_ref().is_some_and(|s| s.kind == kind);
+            if seen.contains(k) || !(of_kind(&f.other_kind) || of_kind(&f.sts)) {
                 continue;
             }
+            let f = Arc::make_mut(f);
             let mut dropped = false;
             if f.other_kind.as_ref().is_some_and(|s| s.kind == kind) {
                 f.other_kind = None;
@@ -712,17 +746,17 @@ impl MemberCache {
     pub fn pod_applied(&mut self, pod: &Pod) -> Option<FederationKey> {
         let (key, ordinal, record) = PodRecord::of(pod)?;
         self.newest_rv = self.newest_rv.max(record.rv);
-        let f = self.federations.entry(key.clone()).or_default();
-        if f.gone.get(&record.uid).is_some_and(|rv| *rv >= record.rv) {
-            return Some(key);
-        }
-        match f.pods.get(&ordinal) {
-            Some(old) if old.rv > record.rv => {}
-            // Older than the confirming list and absent from it: deleted since; a stale event.
-            None if record.rv <= f.floor_rv => {}
-            _ => {
-                f.pods.insert(ordinal, record);
-            }
+        // Checked before any copy of what a report shares.
+        let none = FederationCache::default();
+        let f = self.federations.get(&key).map_or(&none, |f| &**f);
+        let stale = f.gone.get(&record.uid).is_some_and(|rv| *rv >= record.rv)
+            || match f.pods.get(&ordinal) {
+                Some(old) => old.rv > record.rv,
+                // Older than the confirming list and absent from it: deleted since.
+                None => record.rv <= f.floor_rv,
+            };
+        if !stale {
+            self.federation_mut(&key).pods.insert(ordinal, record);
         }
         Some(key)
     }
@@ -731,7 +765,7 @@ impl MemberCache {
     pub fn pod_deleted(&mut self, pod: &Pod) -> Option<FederationKey> {
         let (key, ordinal, record) = PodRecord::of(pod)?;
         self.newest_rv = self.newest_rv.max(record.rv);
-        let f = self.federations.entry(key.clone()).or_default();
+        let f = self.federation_mut(&key);
         if f.pods.get(&ordinal).is_some_and(|p| p.uid == record.uid) {
             f.pods.remove(&ordinal);
         }
@@ -746,12 +780,13 @@ impl MemberCache {
         let records: Vec<(FederationKey, u32, PodRecord)> = listed.iter().filter_map(PodRecord::of).collect();
         let bound = records.iter().map(|r| r.2.rv).max().unwrap_or(0);
         for f in self.federations.values_mut() {
+            let f = Arc::make_mut(f);
             f.pods.retain(|_, p| p.rv > bound);
             f.confirmed_for = None;
         }
         for (key, ordinal, record) in records {
             self.newest_rv = self.newest_rv.max(record.rv);
-            self.federations.entry(key).or_default().pods.insert(ordinal, record);
+            self.federation_mut(&key).pods.insert(ordinal, record);
         }
         self.pods_synced = true;
         self.federations.keys().cloned().collect()
@@ -761,7 +796,7 @@ impl MemberCache {
     /// state `for_state`: exact as of `list_rv`, and a confirmation for that state.
     pub fn pods_confirmed(&mut self, key: &FederationKey, listed: &[Pod], list_rv: u64, for_state: StsState) {
         self.newest_rv = self.newest_rv.max(list_rv);
-        let f = self.federations.entry(key.clone()).or_default();
+        let f = self.federation_mut(&key);
         f.pods.retain(|_, p| p.rv > list_rv);
         for pod in listed {
             if let Some((k, ordinal, record)) = PodRecord::of(pod)
@@ -821,9 +856,9 @@ mod tests {
             for confirmed_for in &confirmed {
                 for other_kind in [None, Some(record("c", 1, 1))] {
                     let f = FederationCache {
-                        sts: sts.clone(),
+                        sts: sts.clone().map(Box::new),
                         confirmed_for: confirmed_for.clone(),
-                        other_kind,
+                        other_kind: other_kind.map(Box::new),
                         ..Default::default()
                     };
                     assert_eq!(f.is_confirmation_due(), f.confirmation_due().is_some(), "{sts:?} {confirmed_for:?}");
@@ -909,6 +944,28 @@ mod tests {
         // A new write: unconfirmed again until the next list.
         c.sts_applied(&sts(3, 3, 13, 0, 1), Backend::StatefulSet);
         assert!(!c.federations[&key()].confirmed());
+    }
+
+    #[test]
+    fn a_report_shares_the_records_and_keeps_what_it_saw_when_they_change() {
+        let mut c = MemberCache::default();
+        c.pods_confirmed(&key(), &[pod(0, "a", 9, true)], 10, StsState::Absent);
+        // What a report carries: the watcher's record itself, no copy.
+        let reported = c.federations[&key()].clone();
+        assert!(Arc::ptr_eq(&reported, &c.federations[&key()]));
+        // An event that changes nothing (older than the record) leaves it shared.
+        c.pod_applied(&pod(0, "a", 8, false));
+        assert!(Arc::ptr_eq(&reported, &c.federations[&key()]), "a stale event copies nothing");
+        // A change is made to a copy: the report still says what was seen when it was made.
+        c.pod_applied(&pod(0, "a", 11, false));
+        assert!(!Arc::ptr_eq(&reported, &c.federations[&key()]));
+        assert!(reported.pods[&0].ready, "the report is unchanged");
+        assert!(!c.federations[&key()].pods[&0].ready, "the cache has the change");
+        // Unshared, a record is changed in place.
+        drop(reported);
+        let before = Arc::as_ptr(&c.federations[&key()]);
+        c.pod_applied(&pod(0, "a", 12, true));
+        assert_eq!(Arc::as_ptr(&c.federations[&key()]), before);
     }
 
     #[test]

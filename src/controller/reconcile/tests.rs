@@ -64,7 +64,7 @@ fn settled(f: &FederatedStatefulSet, start: u32, replicas: u32, term: u64) -> Me
     let federation = FederationCache {
         confirmed_for: Some(StsState::Present { uid: sts.uid.clone(), generation: 2 }),
         written_generation: Some((sts.uid.clone(), 2)),
-        sts: Some(sts),
+        sts: Some(Box::new(sts)),
         pods,
         floor_rv: 11,
         gone: Default::default(),
@@ -76,7 +76,7 @@ fn settled(f: &FederatedStatefulSet, start: u32, replicas: u32, term: u64) -> Me
     let view = MemberView {
         synced: true,
         slices_known: true,
-        federation,
+        federation: federation.into(),
         last_contact: Some(Instant::now()),
         keeps_ordinals: Some(true),
         ..Default::default()
@@ -210,9 +210,9 @@ fn a_fenced_member_that_answers_again_is_shrunk_then_its_remaining_pods_are_dele
     assert_eq!(written_slices(&d), vec![("west".to_string(), Some(0), Some(0))], "the shrink first");
     assert!(d.pod_deletes.is_empty(), "no pod goes before the shrink is stored: {:?}", d.pod_deletes);
     let shrunk = reporting(settled(&f, 3, 3, 8), |v| {
-        let sts = v.federation.sts.as_mut().unwrap();
+        let sts = Arc::make_mut(&mut v.federation).sts.as_mut().unwrap();
         sts.slice = Slice::empty();
-        v.federation.pods.get_mut(&5).unwrap().deleting = true;
+        Arc::make_mut(&mut v.federation).pods.get_mut(&5).unwrap().deleting = true;
     });
     let mut west = shrunk;
     west.fenced = true;
@@ -353,11 +353,11 @@ fn pods_of_a_fenced_member_that_answers_again_block_their_grow_elsewhere() {
     let f = fsts(&[("east", 1), ("west", 1)]);
     let back = |pods: bool| {
         let mut m = reporting(settled(&f, 3, 3, 8), |v| {
-            if let Some(sts) = v.federation.sts.as_mut() {
+            if let Some(sts) = Arc::make_mut(&mut v.federation).sts.as_mut() {
                 sts.slice = Slice { start: 3, replicas: 0, ..Slice::empty() };
             }
             if !pods {
-                v.federation.pods.clear();
+                Arc::make_mut(&mut v.federation).pods.clear();
             }
         });
         m.fenced = true;
@@ -411,9 +411,9 @@ fn an_ordinal_running_in_two_members_is_named_with_both_in_a_condition() {
     let f = fsts(&[("east", 1), ("west", 1)]);
     // West runs redis-1 too (ungated): someone's own pod, or a member's stale slice.
     let west = reporting(settled(&f, 3, 3, 7), |v| {
-        let mut p = v.federation.pods[&3].clone();
+        let mut p = Arc::make_mut(&mut v.federation).pods[&3].clone();
         p.uid = "stray-1".into();
-        v.federation.pods.insert(1, p);
+        Arc::make_mut(&mut v.federation).pods.insert(1, p);
     });
     let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), west)]);
     let d = decide_now(&f, &members, 7);
@@ -464,7 +464,7 @@ fn an_advanced_federation_gives_no_slice_to_a_member_without_openkruise_and_says
     let east = reporting(settled(&f, 0, 2, 7), |v| v.serves_advanced = Some(true));
     let west = reporting(settled(&f, 0, 0, 7), |v| {
         v.serves_advanced = Some(false);
-        v.federation = FederationCache::default();
+        v.federation = Default::default();
     });
     let members = BTreeMap::from([("east".into(), east), ("west".into(), west)]);
     let d = decide_now(&f, &members, 7);
@@ -544,7 +544,7 @@ fn naming(m: MemberInput, k: Option<u32>) -> MemberInput {
     use crate::controller::member::endpoints::{EndpointRecord, SliceRecord};
     reporting(m, |v| {
         v.slices_known = true;
-        v.federation.published.clear();
+        Arc::make_mut(&mut v.federation).published.clear();
         if let Some(k) = k {
             let record = SliceRecord {
                 uid: "s1".into(),
@@ -557,7 +557,7 @@ fn naming(m: MemberInput, k: Option<u32>) -> MemberInput {
                 service: "redis".into(),
                 deleting: false,
             };
-            v.federation.published.insert("redis-spanset-0".into(), record);
+            Arc::make_mut(&mut v.federation).published.insert("redis-spanset-0".into(), record);
         }
     })
 }
@@ -663,7 +663,7 @@ fn gated_pod(m: MemberInput, k: u32, other_gates: &[&str]) -> MemberInput {
     reporting(m, |v| {
         let mut gates = vec![IDENTITY_GATE.to_string()];
         gates.extend(other_gates.iter().map(|g| g.to_string()));
-        v.federation.pods.insert(
+        Arc::make_mut(&mut v.federation).pods.insert(
             k,
             PodRecord {
                 uid: format!("gated-{k}"),
@@ -711,14 +711,17 @@ fn a_gated_pod_is_released_once_no_other_member_holds_or_runs_its_ordinal() {
     fenced.get_mut("east").unwrap().fenced = true;
     assert!(decide_now(&f, &fenced, 7).releases.is_empty());
     let deleting = reporting(members["east"].clone(), |v| {
-        v.federation.pods.get_mut(&2).unwrap().deleting = true;
+        Arc::make_mut(&mut v.federation).pods.get_mut(&2).unwrap().deleting = true;
     });
     let members_deleting = BTreeMap::from([("east".into(), deleting), ("west".into(), settled(&f, 3, 3, 7))]);
     assert!(decide_now(&f, &members_deleting, 7).releases.is_empty());
     // Beyond the federation's range (a drift stamped as spanset's own): waits for the shrink.
     assert_eq!(f.spec.replicas, 6);
-    let beyond =
-        gated_pod(reporting(settled(&f, 3, 3, 7), |v| v.federation.sts.as_mut().unwrap().slice.replicas = 4), 6, &[]);
+    let beyond = gated_pod(
+        reporting(settled(&f, 3, 3, 7), |v| Arc::make_mut(&mut v.federation).sts.as_mut().unwrap().slice.replicas = 4),
+        6,
+        &[],
+    );
     let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), beyond)]);
     assert!(decide_now(&f, &members, 7).releases.is_empty());
 }
@@ -794,7 +797,7 @@ fn a_hand_scaled_member_gets_no_release_and_its_extra_pod_holds_the_others_back(
     let mut f = fsts(&[("east", 1), ("west", 1), ("central", 1)]);
     f.spec.replicas = 9;
     let west = reporting(gated_pod(gated_pod(settled(&f, 3, 3, 7), 6, &[]), 7, &[]), |v| {
-        let sts = v.federation.sts.as_mut().unwrap();
+        let sts = Arc::make_mut(&mut v.federation).sts.as_mut().unwrap();
         sts.slice.replicas = 5;
         sts.generation = 3;
     });
@@ -809,7 +812,9 @@ fn a_hand_scaled_member_gets_no_release_and_its_extra_pod_holds_the_others_back(
     // The stamp writes what west stores, as spanset's own (the next plan shrinks it): pods 6
     // and 7 are still held back, by central's spec and pods.
     assert_eq!(written_slices(&d), vec![("west".to_string(), Some(3), Some(5))]);
-    let stamped = reporting(members["west"].clone(), |v| v.federation.written_generation = Some(("sts-3".into(), 3)));
+    let stamped = reporting(members["west"].clone(), |v| {
+        Arc::make_mut(&mut v.federation).written_generation = Some(("sts-3".into(), 3))
+    });
     let mut after = members.clone();
     after.insert("west".into(), stamped);
     assert!(decide_now(&f, &after, 7).releases.is_empty());
@@ -825,7 +830,7 @@ fn a_hand_scaled_member_gets_no_release_and_its_extra_pod_holds_the_others_back(
 #[test]
 fn a_member_not_confirmed_since_its_last_write_blocks_every_release() {
     let f = fsts(&[("east", 1), ("west", 1)]);
-    let unconfirmed = reporting(settled(&f, 3, 3, 7), |v| v.federation.confirmed_for = None);
+    let unconfirmed = reporting(settled(&f, 3, 3, 7), |v| Arc::make_mut(&mut v.federation).confirmed_for = None);
     let members =
         BTreeMap::from([("east".into(), gated_pod(settled(&f, 0, 3, 7), 1, &[])), ("west".into(), unconfirmed)]);
     assert!(decide_now(&f, &members, 7).releases.is_empty());

@@ -21,7 +21,6 @@ use super::{
 use crate::controller::{
     labels::{FEDERATION, FIELD_MANAGER, MANAGED_BY, MANAGER},
     member::{
-        cache::FederationCache,
         health::Failure,
         workload::{KRUISE_GROUP, KRUISE_VERSION},
     },
@@ -57,7 +56,7 @@ impl ClusterWatcher {
             let due: Vec<_> = self
                 .subscribers
                 .keys()
-                .filter(|key| self.cache.federations.get(*key).is_none_or(FederationCache::is_confirmation_due))
+                .filter(|key| self.cache.federations.get(*key).is_none_or(|f| f.is_confirmation_due()))
                 .cloned()
                 .collect();
             // Looked through again only after something changes (see `confirm_scan`); a list

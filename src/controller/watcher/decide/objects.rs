@@ -119,7 +119,7 @@ pub fn settle_budget_write(
             Ok(rv_of(stored.metadata.resource_version.as_deref()))
         }
         Ok(None) => {
-            cache.federations.entry(key.clone()).or_default().budget = None;
+            cache.federation_mut(key).budget = None;
             Ok(0)
         }
         // Not spanset's (its watch sees only labelled budgets): left alone, said.
@@ -189,7 +189,7 @@ pub fn settle_slice_write(
             Ok(rv_of(stored.metadata.resource_version.as_deref()))
         }
         Ok(None) => {
-            cache.federations.entry(key.clone()).or_default().published.remove(name);
+            cache.federation_mut(key).published.remove(name);
             Ok(0)
         }
         Err(f) => Err(f.reply(cluster)),

@@ -134,7 +134,7 @@ pub fn settle_sts_write(
             // No answer, or a server error: the write may have been applied or not.
             let uncertain = !msg.dry_run && !failure.is_definite();
             if uncertain {
-                cache.federations.entry(msg.key.clone()).or_default().uncertain_write =
+                cache.federation_mut(&msg.key).uncertain_write =
                     Some(UncertainWrite { kind: msg.kind, expected_rv: msg.expected_rv });
             }
             // The member stopped serving Advanced StatefulSets: not the template's fault; the
@@ -186,9 +186,8 @@ pub fn settle_uncertain(cache: &mut MemberCache, key: &FederationKey, kind: Back
     if let Some(sts) = found {
         cache.sts_applied(sts, kind);
     }
-    let f = cache.federations.entry(key.clone()).or_default();
-    if f.uncertain_write.is_some_and(|u| u.settled_by(read_rv)) {
-        f.uncertain_write = None;
+    if cache.federations.get(key).is_some_and(|f| f.uncertain_write.is_some_and(|u| u.settled_by(read_rv))) {
+        cache.federation_mut(key).uncertain_write = None;
     }
 }
 
@@ -298,7 +297,7 @@ mod tests {
     #[test]
     fn a_successful_conditional_write_settles_an_uncertain_one_and_is_cached() {
         let mut cache = MemberCache::default();
-        cache.federations.entry(key()).or_default().uncertain_write =
+        cache.federation_mut(&key()).uncertain_write =
             Some(UncertainWrite { kind: Backend::StatefulSet, expected_rv: Some(7) });
         let stored = object(9, Some(2));
         let s = settle_sts_write(
@@ -375,7 +374,7 @@ mod tests {
     #[test]
     fn a_settling_read_at_the_precondition_keeps_the_write_uncertain_and_one_past_it_settles_it() {
         let mut cache = MemberCache::default();
-        cache.federations.entry(key()).or_default().uncertain_write =
+        cache.federation_mut(&key()).uncertain_write =
             Some(UncertainWrite { kind: Backend::StatefulSet, expected_rv: Some(7) });
         assert_eq!(uncertain_reads(&cache), [(key(), Backend::StatefulSet)]);
         settle_uncertain(&mut cache, &key(), Backend::StatefulSet, Some(&object(7, Some(2))));
@@ -389,7 +388,7 @@ mod tests {
     #[test]
     fn an_uncertain_create_is_settled_only_once_the_object_exists() {
         let mut cache = MemberCache::default();
-        cache.federations.entry(key()).or_default().uncertain_write =
+        cache.federation_mut(&key()).uncertain_write =
             Some(UncertainWrite { kind: Backend::StatefulSet, expected_rv: None });
         settle_uncertain(&mut cache, &key(), Backend::StatefulSet, None);
         assert!(cache.federations[&key()].uncertain_write.is_some());
