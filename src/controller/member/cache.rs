@@ -796,7 +796,7 @@ impl MemberCache {
     /// state `for_state`: exact as of `list_rv`, and a confirmation for that state.
     pub fn pods_confirmed(&mut self, key: &FederationKey, listed: &[Pod], list_rv: u64, for_state: StsState) {
         self.newest_rv = self.newest_rv.max(list_rv);
-        let f = self.federation_mut(&key);
+        let f = self.federation_mut(key);
         f.pods.retain(|_, p| p.rv > list_rv);
         for pod in listed {
             if let Some((k, ordinal, record)) = PodRecord::of(pod)
