@@ -56,9 +56,7 @@ impl ClusterWatcher {
                     let rv = rv_of(list.metadata.resource_version.as_deref());
                     act.contact_ok();
                     // Each federation takes its own pods from the list (by label and namespace).
-                    for (key, state) in &due {
-                        act.cache.pods_confirmed(key, &list.items, rv, state.clone());
-                    }
+                    act.cache.pods_confirmed_all(&due, &list.items, rv);
                 }
                 Err(e) => {
                     act.contact_failed(&e);

@@ -225,6 +225,14 @@ impl ClusterWatcher {
         }
     }
 
+    /// Whether the report of `key` is the one every federation with nothing here gets: its
+    /// record is the shared empty one and it has no claims here.
+    fn has_nothing_of(&self, key: &FederationKey) -> bool {
+        let shared = self.cache.nothing_here.as_ref();
+        self.cache.federations.get(key).is_some_and(|f| shared.is_some_and(|s| Arc::ptr_eq(s, f)))
+            && !self.cache.has_claims(key)
+    }
+
     fn facts(&self) -> MemberFacts {
         MemberFacts {
             synced: self.cache.synced() && self.admission.is_ok(),
@@ -271,11 +279,17 @@ impl ClusterWatcher {
         if self.cache.synced() {
             self.confirm_due(&dirty, ctx);
         }
+        // The federations with nothing here share one report (see `MemberCache::nothing_here`).
+        let mut nothing_here: Option<Arc<MemberView>> = None;
         for key in dirty {
             // Reported before the first sync too (`synced: false`): the coordinator then knows
             // how long the member has been silent, which the automatic failover counts.
             if let Some(sub) = self.subscribers.get(&key) {
-                let view = Arc::new(self.view(&key));
+                let view = if self.has_nothing_of(&key) {
+                    nothing_here.get_or_insert_with(|| Arc::new(self.view(&key))).clone()
+                } else {
+                    Arc::new(self.view(&key))
+                };
                 sub.do_send(MemberObserved { cluster: self.cluster.clone(), key, view });
             }
         }
