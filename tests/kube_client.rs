@@ -280,6 +280,51 @@ async fn bookmarks_decode_and_streaming_lists_end_with_the_initial_events_bookma
 }
 
 #[tokio::test]
+async fn a_watch_gets_a_bookmark_just_before_its_deadline_even_between_the_minute_ones() {
+    // The default interval is kube-apiserver's minute: this 4-s watch's only bookmark is the
+    // one sent two seconds before its deadline, and the stream ends after it.
+    let (_f, client) = sandbox(quiet()).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    api.create(&PostParams::default(), &cm("c0")).await.unwrap();
+    let mut raw = api.watch(&WatchParams::default().timeout(4), &rv).await.unwrap().boxed();
+    let mut seen = Vec::new();
+    while let Some(event) = raw.try_next().await.unwrap() {
+        seen.push(match event {
+            WatchEvent::Added(c) => format!("ADDED {}", c.name_any()),
+            WatchEvent::Bookmark(b) => format!("BOOKMARK {}", b.metadata.resource_version),
+            other => format!("{other:?}"),
+        });
+    }
+    let created = api.get("c0").await.unwrap().resource_version().unwrap();
+    assert_eq!(seen, ["ADDED c0".to_string(), format!("BOOKMARK {created}")]);
+}
+
+#[tokio::test]
+async fn a_hung_cluster_sends_no_bookmark_until_it_heals() {
+    let config = ClusterConfig { bookmark_interval: Duration::from_millis(50), ..quiet() };
+    let (f, client) = sandbox(config).await;
+    let cluster = f.servers[0].cluster.clone();
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut raw = api.watch(&WatchParams::default().timeout(60), &rv).await.unwrap().boxed();
+    assert!(matches!(raw.try_next().await.unwrap(), Some(WatchEvent::Bookmark(_))), "bookmarks flow");
+    cluster.faults.set_partition(spanset::sim::cluster::faults::Partition::Hang);
+    // Those already on their way (a few at most) are read, then nothing comes for twenty
+    // intervals.
+    for _ in 0..10 {
+        if tokio::time::timeout(Duration::from_millis(300), raw.try_next()).await.is_err() {
+            break;
+        }
+    }
+    let silent = tokio::time::timeout(Duration::from_secs(1), raw.try_next()).await;
+    assert!(silent.is_err(), "a hung cluster sent {silent:?}");
+    cluster.faults.set_partition(spanset::sim::cluster::faults::Partition::None);
+    let healed = tokio::time::timeout(Duration::from_secs(30), raw.try_next()).await;
+    assert!(matches!(healed, Ok(Ok(Some(WatchEvent::Bookmark(_))))), "after healing: {healed:?}");
+}
+
+#[tokio::test]
 async fn a_watch_ends_at_its_timeout_and_the_watcher_rewatches_without_relisting() {
     let (f, client) = sandbox(quiet()).await;
     let cluster = f.servers[0].cluster.clone();

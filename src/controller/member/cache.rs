@@ -457,9 +457,27 @@ pub struct MemberCache {
     /// every federation that list left so shares it, since most federations have nothing in
     /// most members (a thousand federations over a hundred members: ninety thousand records).
     pub nothing_here: Option<Arc<FederationCache>>,
+    /// Every federation whose StatefulSet write may be in doubt ([`UncertainWrite`]), and maybe
+    /// some no longer: what [`Self::writes_in_doubt`] looks through at each probe tick instead
+    /// of every federation the member serves.
+    in_doubt: BTreeSet<FederationKey>,
 }
 
 impl MemberCache {
+    /// A StatefulSet write of `key` got no definite answer: it may still land (see
+    /// [`UncertainWrite`]).
+    pub fn write_in_doubt(&mut self, key: &FederationKey, write: UncertainWrite) {
+        self.federation_mut(key).uncertain_write = Some(write);
+        self.in_doubt.insert(key.clone());
+    }
+
+    /// The federations whose StatefulSet write is in doubt, with the API to read it again in.
+    pub fn writes_in_doubt(&mut self) -> Vec<(FederationKey, Backend)> {
+        let federations = &self.federations;
+        self.in_doubt.retain(|k| federations.get(k).is_some_and(|f| f.uncertain_write.is_some()));
+        self.in_doubt.iter().filter_map(|k| Some((k.clone(), federations.get(k)?.uncertain_write?.kind))).collect()
+    }
+
     /// The records of federation `key`, to be changed: created when absent, and copied first
     /// while a report still shares them.
     pub fn federation_mut(&mut self, key: &FederationKey) -> &mut FederationCache {

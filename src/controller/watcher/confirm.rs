@@ -73,7 +73,7 @@ impl ClusterWatcher {
 
     /// Reads again each StatefulSet whose last write got no definite answer.
     pub(super) fn settle_uncertain_writes(&mut self, ctx: &mut Context<Self>) {
-        for (key, kind) in decide::sts::uncertain_reads(&self.cache) {
+        for (key, kind) in decide::sts::uncertain_reads(&mut self.cache) {
             if !self.confirming.insert(key.clone()) {
                 continue;
             }

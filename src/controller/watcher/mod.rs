@@ -153,7 +153,8 @@ impl ClusterWatcher {
     ) -> Self {
         synced.insert(cluster.clone(), false);
         let leadership = leadership.into();
-        let cache = MemberCache { shards: leadership.count(), ..MemberCache::default() };
+        let mut cache = MemberCache::default();
+        cache.shards = leadership.count();
         Self {
             cluster,
             credentials,

@@ -27,6 +27,9 @@ const BODY_BUFFER: usize = 64;
 
 /// The annotation that marks the end of a streaming list's initial events.
 pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+/// How long before a watch's deadline its last bookmark is sent (kube-apiserver's watch cache
+/// sends one two seconds before).
+const BOOKMARK_BEFORE_DEADLINE: Duration = Duration::from_secs(2);
 
 struct Watch {
     cluster: Arc<Cluster>,
@@ -155,15 +158,24 @@ impl Watch {
         if streaming_list && !send(self.bookmark(last_rv, true)).await {
             return;
         }
-        let mut ticks = tokio::time::interval_at(
-            Instant::now() + self.cluster.config.bookmark_interval,
-            self.cluster.config.bookmark_interval,
-        );
+        // As kube-apiserver's watch cache does: a bookmark every `bookmark_interval` (a minute
+        // there), and one just before the deadline, so that the client resumes from a fresh
+        // version whatever the interval.
+        let every = self.cluster.config.bookmark_interval;
+        let mut next_bookmark = Instant::now() + every;
+        let mut last_call = deadline.checked_sub(BOOKMARK_BEFORE_DEADLINE).filter(|t| *t > Instant::now());
         loop {
+            let bookmark_at = last_call.map_or(next_bookmark, |t| t.min(next_bookmark));
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => return,
                 _ = tx.closed() => return,
-                _ = ticks.tick(), if self.q.allow_watch_bookmarks => {
+                _ = tokio::time::sleep_until(bookmark_at), if self.q.allow_watch_bookmarks => {
+                    if last_call.is_some_and(|t| t <= bookmark_at) {
+                        last_call = None;
+                    }
+                    // A hung network delivers nothing until it heals, bookmarks included.
+                    self.cluster.faults.wait_while_hung().await;
+                    next_bookmark = Instant::now() + every;
                     // Read the store's version before checking the channel: if the channel is
                     // empty afterwards, every event up to that version has been delivered.
                     let rv = self.cluster.storage.current_rv();

@@ -47,7 +47,9 @@ pub struct ClusterConfig {
     pub git_version: String,
     /// History and watcher buffer sizes.
     pub limits: StorageLimits,
-    /// How often a watch that asked for bookmarks gets one.
+    /// How often a watch that asked for bookmarks gets one (kube-apiserver: a minute,
+    /// `defaultBookmarkFrequency` of its watch cache; each watch also gets one just before its
+    /// deadline).
     pub bookmark_interval: Duration,
     /// Watch duration when the client sets no `timeoutSeconds` (a real server picks 30–60 min).
     pub default_watch_timeout: Duration,
@@ -102,7 +104,7 @@ impl ClusterConfig {
             name: name.to_string(),
             git_version: "v1.33.1".into(),
             limits: StorageLimits::default(),
-            bookmark_interval: Duration::from_secs(2),
+            bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
             max_body_bytes: 3 * 1024 * 1024,
             seed: 1,

@@ -134,8 +134,7 @@ pub fn settle_sts_write(
             // No answer, or a server error: the write may have been applied or not.
             let uncertain = !msg.dry_run && !failure.is_definite();
             if uncertain {
-                cache.federation_mut(&msg.key).uncertain_write =
-                    Some(UncertainWrite { kind: msg.kind, expected_rv: msg.expected_rv });
+                cache.write_in_doubt(&msg.key, UncertainWrite { kind: msg.kind, expected_rv: msg.expected_rv });
             }
             // The member stopped serving Advanced StatefulSets: not the template's fault; the
             // member is marked, and the next report excludes it.
@@ -169,11 +168,10 @@ pub fn settle_sts_write(
 
 /// The StatefulSets to read again: each whose last write got no definite answer, so that the
 /// cache holds what the member really stored before anything there counts as confirmed.
-pub fn uncertain_reads(cache: &MemberCache) -> Vec<(FederationKey, Backend)> {
-    // The key is copied only for a federation with an uncertain write: this runs at every probe
-    // tick over every federation the member serves, and copying each key first (then dropping
-    // it) was most of an idle tick at 1,000 federations.
-    cache.federations.iter().filter_map(|(k, f)| f.uncertain_write.map(|u| (k.clone(), u.kind))).collect()
+pub fn uncertain_reads(cache: &mut MemberCache) -> Vec<(FederationKey, Backend)> {
+    // Only the federations noted in doubt are looked at: this runs at every probe tick, and a
+    // look through every federation the member serves was most of an idle tick at 1,000.
+    cache.writes_in_doubt()
 }
 
 /// A settling read of `key`'s StatefulSet of API `kind` came back with `found`: the cache takes
@@ -297,8 +295,7 @@ mod tests {
     #[test]
     fn a_successful_conditional_write_settles_an_uncertain_one_and_is_cached() {
         let mut cache = MemberCache::default();
-        cache.federation_mut(&key()).uncertain_write =
-            Some(UncertainWrite { kind: Backend::StatefulSet, expected_rv: Some(7) });
+        cache.write_in_doubt(&key(), UncertainWrite { kind: Backend::StatefulSet, expected_rv: Some(7) });
         let stored = object(9, Some(2));
         let s = settle_sts_write(
             &mut cache,
@@ -374,22 +371,20 @@ mod tests {
     #[test]
     fn a_settling_read_at_the_precondition_keeps_the_write_uncertain_and_one_past_it_settles_it() {
         let mut cache = MemberCache::default();
-        cache.federation_mut(&key()).uncertain_write =
-            Some(UncertainWrite { kind: Backend::StatefulSet, expected_rv: Some(7) });
-        assert_eq!(uncertain_reads(&cache), [(key(), Backend::StatefulSet)]);
+        cache.write_in_doubt(&key(), UncertainWrite { kind: Backend::StatefulSet, expected_rv: Some(7) });
+        assert_eq!(uncertain_reads(&mut cache), [(key(), Backend::StatefulSet)]);
         settle_uncertain(&mut cache, &key(), Backend::StatefulSet, Some(&object(7, Some(2))));
         assert!(cache.federations[&key()].uncertain_write.is_some(), "it may still land");
         assert_eq!(cache.federations[&key()].sts.as_ref().map(|s| s.rv), Some(7), "what was read is cached");
         settle_uncertain(&mut cache, &key(), Backend::StatefulSet, Some(&object(8, Some(2))));
         assert_eq!(cache.federations[&key()].uncertain_write, None);
-        assert!(uncertain_reads(&cache).is_empty());
+        assert!(uncertain_reads(&mut cache).is_empty());
     }
 
     #[test]
     fn an_uncertain_create_is_settled_only_once_the_object_exists() {
         let mut cache = MemberCache::default();
-        cache.federation_mut(&key()).uncertain_write =
-            Some(UncertainWrite { kind: Backend::StatefulSet, expected_rv: None });
+        cache.write_in_doubt(&key(), UncertainWrite { kind: Backend::StatefulSet, expected_rv: None });
         settle_uncertain(&mut cache, &key(), Backend::StatefulSet, None);
         assert!(cache.federations[&key()].uncertain_write.is_some());
         settle_uncertain(&mut cache, &key(), Backend::StatefulSet, Some(&object(3, Some(2))));
