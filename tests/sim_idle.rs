@@ -125,25 +125,29 @@ fn workload_sweeps(c: &Cluster) -> [u64; 4] {
 }
 
 /// spanset publishes the pods of the other members as EndpointSlices in every member, hundreds
-/// of writes a second while 100 members converge: they wake the EndpointSlice controller,
-/// which reads them, and leave the StatefulSet controller, the kubelet and the volume and
-/// disruption controllers asleep; so do Events, which every component writes and none reads.
+/// of writes a second while 100 members converge: they wake no component. The StatefulSet
+/// controller, the kubelet and the volume and disruption controllers never read slices; the
+/// EndpointSlice controller reads only those it manages, as kube-controller-manager's does. So
+/// do Events, which every component writes and none acts on.
 #[tokio::test]
-async fn published_endpoint_slices_and_events_wake_only_the_components_that_read_them() {
+async fn published_endpoint_slices_and_events_wake_no_component() {
     let (_fleet, cluster, client) = one_cluster().await;
     goes_quiet(&cluster).await;
     let before = workload_sweeps(&cluster);
     let eps_before = cluster.counters.endpointslice_sweeps.load(Ordering::SeqCst);
     let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> = Api::default_namespaced(client.clone());
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(client.clone());
-    for i in 0..10 {
-        let slice = json!({
-            "metadata": {"name": format!("published-{i}"), "labels": {
-                "kubernetes.io/service-name": "web", "endpointslice.kubernetes.io/managed-by": "spanset.dev"}},
+    let slice = |name: &str, manager: &str| {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {
+                "kubernetes.io/service-name": "web", "endpointslice.kubernetes.io/managed-by": manager}},
             "addressType": "IPv4",
-            "endpoints": [{"addresses": [format!("10.9.0.{i}")], "hostname": format!("web-{i}")}],
-        });
-        slices.create(&PostParams::default(), &serde_json::from_value(slice).unwrap()).await.unwrap();
+            "endpoints": [{"addresses": ["10.9.0.1"], "hostname": name}],
+        }))
+        .unwrap()
+    };
+    for i in 0..10 {
+        slices.create(&PostParams::default(), &slice(&format!("published-{i}"), "spanset.dev")).await.unwrap();
         let event = json!({
             "metadata": {"name": format!("web.{i}")},
             "involvedObject": {"kind": "Pod", "name": format!("web-{i}"), "namespace": "default"},
@@ -151,17 +155,19 @@ async fn published_endpoint_slices_and_events_wake_only_the_components_that_read
         });
         events.create(&PostParams::default(), &serde_json::from_value(event).unwrap()).await.unwrap();
     }
-    eventually("the EndpointSlice controller saw the slices", || async {
+    goes_quiet(&cluster).await;
+    assert_eq!(
+        (workload_sweeps(&cluster), cluster.counters.endpointslice_sweeps.load(Ordering::SeqCst)),
+        (before, eps_before),
+        "([statefulset, kubelet, volume, disruption], endpointslice) sweeps: none acts on another's slices or on Events"
+    );
+    // Still awake to what they read: a slice the EndpointSlice controller manages wakes it, a
+    // StatefulSet wakes its controller.
+    slices.create(&PostParams::default(), &slice("managed", "endpointslice-controller.k8s.io")).await.unwrap();
+    eventually("the EndpointSlice controller sweeps for one of its slices", || async {
         cluster.counters.endpointslice_sweeps.load(Ordering::SeqCst) > eps_before
     })
     .await;
-    goes_quiet(&cluster).await;
-    assert_eq!(
-        workload_sweeps(&cluster),
-        before,
-        "[statefulset, kubelet, volume, disruption] sweeps: none of them reads EndpointSlices or Events"
-    );
-    // Still awake to what they read: a StatefulSet wakes its controller.
     let sets: Api<StatefulSet> = Api::default_namespaced(client.clone());
     let set = json!({
         "metadata": {"name": "web"},

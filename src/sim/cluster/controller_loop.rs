@@ -13,7 +13,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::sim::{cluster::Cluster, store::storage::WatchStart};
+use crate::sim::{
+    cluster::Cluster,
+    store::storage::{Event, WatchStart},
+};
 
 /// Longest sleep of an idle component: a safety net, not a clock anything relies on.
 pub const SAFETY_TICK: Duration = Duration::from_secs(300);
@@ -74,7 +77,17 @@ pub fn wakes(resource: &(String, String), unread: &[(&str, &str)]) -> bool {
 
 /// Runs `sweep` on every change of a kind not in `unread` and at each deadline it asks for
 /// through its [`Wake`], until the cluster is gone.
-pub async fn run(cluster: Weak<Cluster>, unread: &[(&str, &str)], mut sweep: impl FnMut(&Cluster, &Wake)) {
+pub async fn run(cluster: Weak<Cluster>, unread: &[(&str, &str)], sweep: impl FnMut(&Cluster, &Wake)) {
+    run_woken_by(cluster, |ev| wakes(&ev.resource, unread), sweep).await;
+}
+
+/// [`run`] for a component that tells the changes it acts on by more than their kind (the
+/// EndpointSlice controller: only the slices it manages).
+pub async fn run_woken_by(
+    cluster: Weak<Cluster>,
+    woken_by: impl Fn(&Event) -> bool,
+    mut sweep: impl FnMut(&Cluster, &Wake),
+) {
     let mut events = None;
     let Some(mut pokes) = cluster.upgrade().map(|c| c.faults.pokes()) else { return };
     loop {
@@ -100,10 +113,10 @@ pub async fn run(cluster: Weak<Cluster>, unread: &[(&str, &str)], mut sweep: imp
                     tokio::select! {
                         ev = rx.recv() => {
                             let Some(ev) = ev else { break true };
-                            let mut woken = wakes(&ev.resource, unread);
+                            let mut woken = woken_by(&ev);
                             // Coalesce a burst of changes into one sweep.
                             while let Ok(ev) = rx.try_recv() {
-                                woken |= wakes(&ev.resource, unread);
+                                woken |= woken_by(&ev);
                             }
                             if woken {
                                 break false;

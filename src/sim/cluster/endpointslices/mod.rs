@@ -34,6 +34,7 @@ use crate::sim::{
         object,
         registry::{DeleteOptions, Subresource},
         resources::ResourceType,
+        storage::Event,
     },
 };
 
@@ -42,12 +43,22 @@ const MAX_PREFIX: usize = 58;
 
 /// Runs the controller until the cluster is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
-    crate::sim::cluster::controller_loop::run(
-        cluster,
+    crate::sim::cluster::controller_loop::run_woken_by(cluster, wakes, |c, _| sweep(c)).await;
+}
+
+/// Whether a change is one this controller acts on: anything but Events and the EndpointSlices
+/// others manage (spanset publishes the pods of other members there). kube-controller-manager's
+/// slice handlers likewise queue a Service only for slices managed by the controller, or
+/// whose manager changed.
+fn wakes(ev: &Event) -> bool {
+    if !crate::sim::cluster::controller_loop::wakes(
+        &ev.resource,
         crate::sim::cluster::controller_loop::UNREAD_BUT_EVENTS,
-        |c, _| sweep(c),
-    )
-    .await;
+    ) {
+        return false;
+    }
+    let slice = ev.resource.0 == "discovery.k8s.io" && ev.resource.1 == "endpointslices";
+    !slice || ours(&ev.object) || ev.prev.as_deref().is_some_and(ours)
 }
 
 fn list(cluster: &Cluster, group: &str, plural: &str) -> Vec<Arc<Value>> {
