@@ -468,8 +468,12 @@ impl Coordinator {
     /// Brings each member's view up to its last answer (probes note it on the member's
     /// contact clock without reporting).
     fn refresh_contacts(&mut self) {
+        // Both maps are sorted by member name: walked side by side, not looked up (this runs at
+        // every silence deadline of every coordinator, a hundred views each at 100 members).
+        let mut members = self.members.iter().peekable();
         for (name, view) in self.views.iter_mut() {
-            if let Some(m) = self.members.get(name) {
+            while members.next_if(|(m, _)| m.as_str() < name.as_str()).is_some() {}
+            if let Some((_, m)) = members.next_if(|(m, _)| *m == name) {
                 let fresh = m.contact.freshest(view.last_contact);
                 if fresh != view.last_contact {
                     Arc::make_mut(view).last_contact = fresh;
@@ -480,16 +484,16 @@ impl Coordinator {
 
     /// The instants at which a member's silence crosses a threshold (Unreachable, or the
     /// automatic fence), as of the views' last answers (see [`Self::refresh_contacts`]).
-    fn silence_thresholds(&self, now: Instant) -> Vec<Instant> {
+    fn silence_thresholds(&self, now: Instant) -> impl Iterator<Item = Instant> + '_ {
         let deadlines = reconcile::silence_deadlines(&self.fsts);
         // Silence counts for the automatic fence only from this process's leadership.
         let leading = self.leadership.leading_since().unwrap_or(now);
-        self.views
-            .values()
-            .filter_map(|v| v.last_contact.or(v.watching_since))
-            .map(|since| since.max(leading))
-            .flat_map(|since| deadlines.iter().map(move |d| since + *d + Duration::from_millis(5)))
-            .collect()
+        deadlines.into_iter().flat_map(move |d| {
+            self.views
+                .values()
+                .filter_map(|v| v.last_contact.or(v.watching_since))
+                .map(move |since| since.max(leading) + d + Duration::from_millis(5))
+        })
     }
 
     /// Plans again the moment a member's silence crosses a threshold, rather than at its
@@ -498,8 +502,13 @@ impl Coordinator {
     /// an idle federation is not planned once per threshold.
     fn wake_at_next_deadline(&mut self, ctx: &mut Context<Self>) {
         self.refresh_contacts();
+        self.arm_deadline(ctx);
+    }
+
+    /// [`Self::wake_at_next_deadline`] with the views' contacts already refreshed.
+    fn arm_deadline(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
-        let next = self.silence_thresholds(now).into_iter().filter(|t| *t > now).min();
+        let next = self.silence_thresholds(now).filter(|t| *t > now).min();
         if let Some(at) = next
             && self.deadline_at.is_none_or(|scheduled| scheduled <= now || at < scheduled)
         {
@@ -509,12 +518,12 @@ impl Coordinator {
                 act.refresh_contacts();
                 let now = Instant::now();
                 let planned = act.planned_at;
-                let crossed =
-                    act.silence_thresholds(now).into_iter().any(|t| t <= now && planned.is_none_or(|p| t > p));
+                let crossed = act.silence_thresholds(now).any(|t| t <= now && planned.is_none_or(|p| t > p));
                 if crossed {
                     act.schedule(ctx);
                 } else {
-                    act.wake_at_next_deadline(ctx);
+                    // Refreshed just above: set again from there.
+                    act.arm_deadline(ctx);
                 }
             });
         }
