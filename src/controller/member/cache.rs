@@ -522,7 +522,7 @@ impl MemberCache {
         });
         match seen {
             Some((true, _)) => None,
-            Some((false, same)) if same => {
+            Some((false, true)) => {
                 self.federation_mut(&key).budget = Some(record);
                 None
             }
@@ -552,7 +552,7 @@ impl MemberCache {
         });
         match seen {
             Some((true, _)) => None,
-            Some((false, same)) if same => {
+            Some((false, true)) => {
                 self.federation_mut(&key).published.insert(name, record);
                 None
             }
@@ -653,20 +653,24 @@ impl MemberCache {
         self.claims_synced = true;
     }
 
+    /// A federation's claims here, with their ordinals, in no order.
+    fn claims_in<'a>(&'a self, key: &'a FederationKey) -> impl Iterator<Item = (u32, &'a ClaimRecord)> + 'a {
+        self.claims
+            .iter()
+            .filter(move |((ns, _), _)| ns == &key.namespace)
+            .filter_map(move |(_, c)| Some((c.ordinal_in(&key.name)?, c)))
+    }
+
     /// Whether a federation has any claim here ([`Self::claims_of`] without collecting them).
     pub fn has_claims(&self, key: &FederationKey) -> bool {
-        self.claims.iter().any(|((ns, _), c)| ns == &key.namespace && c.ordinal_in(&key.name).is_some())
+        self.claims_in(key).next().is_some()
     }
 
     /// A federation's claims by ordinal.
     pub fn claims_of(&self, key: &FederationKey) -> BTreeMap<u32, Vec<ClaimRecord>> {
         let mut out: BTreeMap<u32, Vec<ClaimRecord>> = BTreeMap::new();
-        for ((ns, _), c) in &self.claims {
-            if ns == &key.namespace
-                && let Some(k) = c.ordinal_in(&key.name)
-            {
-                out.entry(k).or_default().push(c.clone());
-            }
+        for (k, c) in self.claims_in(key) {
+            out.entry(k).or_default().push(c.clone());
         }
         for v in out.values_mut() {
             v.sort_by(|a, b| a.name.cmp(&b.name));
