@@ -166,14 +166,6 @@ pub fn settle_sts_write(
     StsSettled { keeps_ordinals, touched, reply: Ok(record), ..nothing }
 }
 
-/// The StatefulSets to read again: each whose last write got no definite answer, so that the
-/// cache holds what the member really stored before anything there counts as confirmed.
-pub fn uncertain_reads(cache: &mut MemberCache) -> Vec<(FederationKey, Backend)> {
-    // Only the federations noted in doubt are looked at: this runs at every probe tick, and a
-    // look through every federation the member serves was most of an idle tick at 1,000.
-    cache.writes_in_doubt()
-}
-
 /// A settling read of `key`'s StatefulSet of API `kind` came back with `found`: the cache takes
 /// it, and the uncertain write is void once the object moved past its precondition (or, for a
 /// create, exists). Still at the precondition, the write may land after this read: it stays
@@ -372,13 +364,13 @@ mod tests {
     fn a_settling_read_at_the_precondition_keeps_the_write_uncertain_and_one_past_it_settles_it() {
         let mut cache = MemberCache::default();
         cache.write_in_doubt(&key(), UncertainWrite { kind: Backend::StatefulSet, expected_rv: Some(7) });
-        assert_eq!(uncertain_reads(&mut cache), [(key(), Backend::StatefulSet)]);
+        assert_eq!(cache.writes_in_doubt(), [(key(), Backend::StatefulSet)]);
         settle_uncertain(&mut cache, &key(), Backend::StatefulSet, Some(&object(7, Some(2))));
         assert!(cache.federations[&key()].uncertain_write.is_some(), "it may still land");
         assert_eq!(cache.federations[&key()].sts.as_ref().map(|s| s.rv), Some(7), "what was read is cached");
         settle_uncertain(&mut cache, &key(), Backend::StatefulSet, Some(&object(8, Some(2))));
         assert_eq!(cache.federations[&key()].uncertain_write, None);
-        assert!(uncertain_reads(&mut cache).is_empty());
+        assert!(cache.writes_in_doubt().is_empty());
     }
 
     #[test]
