@@ -19,6 +19,8 @@ use std::{
 
 use serde_json::{Value, json};
 
+use crate::sim::store::object::str_at;
+
 use crate::sim::{
     cluster::{
         Cluster,
@@ -139,10 +141,6 @@ pub fn desired_ordinals(set: &Value, kruise: bool) -> Vec<i64> {
 
 fn i64_at(v: &Value, ptr: &str, default: i64) -> i64 {
     v.pointer(ptr).and_then(Value::as_i64).unwrap_or(default)
-}
-
-fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
 }
 
 /// The uid of the object's controller (the owner reference with `controller: true`).

@@ -3,9 +3,14 @@
 //! a Released volume, Delete removes it). A PV object copied into another cluster — the
 //! migration blog's step 6 — names the same volume there, so the data arrives with it.
 
-use std::sync::{Arc, Weak};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Weak},
+};
 
 use serde_json::{Value, json};
+
+use crate::sim::store::object::str_at;
 
 use crate::sim::{
     cluster::{
@@ -76,10 +81,6 @@ struct Kinds {
     pvcs: Arc<ResourceType>,
 }
 
-fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
-}
-
 /// One pass: provision, bind, release and reclaim.
 pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
     cluster.counters.volume_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -92,20 +93,32 @@ pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
     let (classes, _) = cluster.storage.list(&("storage.k8s.io".into(), "storageclasses".into()), None);
     let (pods, _) = cluster.storage.list(&(String::new(), "pods".into()), None);
 
+    // Indexes, so that a sweep costs O(volumes + claims), not O(volumes × claims): the PVs that
+    // reserve a claim by name (in storage order), PVs by name, and the claims that exist.
+    let mut reserving: HashMap<(&str, &str), Vec<&Arc<Value>>> = HashMap::new();
+    for pv in &pvs {
+        let claim = (str_at(pv, "/spec/claimRef/namespace"), str_at(pv, "/spec/claimRef/name"));
+        if !claim.1.is_empty() {
+            reserving.entry(claim).or_default().push(pv);
+        }
+    }
+    let pv_named: HashMap<&str, &Arc<Value>> = pvs.iter().map(|pv| (object::name(pv), pv)).collect();
+    let claims: HashSet<(&str, &str, &str)> =
+        pvcs.iter().map(|c| (object::namespace(c), object::name(c), object::uid(c))).collect();
+
     // Claims first: bind to a PV that names them, else provision.
     for pvc in pvcs.iter().filter(|c| str_at(c, "/status/phase") != "Bound" && !object::is_deleting(c)) {
         let ns = object::namespace(pvc);
         let name = object::name(pvc);
         // A PV reserved for this claim by name (a copied PV has its claimRef uid removed).
-        // A PV reserved for this claim by name (a copied PV has its claimRef uid removed).
-        let waiting_pv = pvs.iter().find(|pv| {
-            let uid = str_at(pv, "/spec/claimRef/uid");
-            str_at(pv, "/spec/claimRef/namespace") == ns
-                && str_at(pv, "/spec/claimRef/name") == name
-                && (uid.is_empty() || uid == object::uid(pvc))
+        let waiting_pv = reserving.get(&(ns, name)).and_then(|pvs| {
+            pvs.iter().copied().find(|pv| {
+                let uid = str_at(pv, "/spec/claimRef/uid");
+                uid.is_empty() || uid == object::uid(pvc)
+            })
         });
         let named_pv = str_at(pvc, "/spec/volumeName");
-        let pv = waiting_pv.or_else(|| pvs.iter().find(|pv| !named_pv.is_empty() && object::name(pv) == named_pv));
+        let pv = waiting_pv.or_else(|| pv_named.get(named_pv).copied().filter(|_| !named_pv.is_empty()));
         match pv {
             Some(pv) => bind(cluster, &k, pv, pvc),
             None => {
@@ -148,10 +161,7 @@ pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
         if claim_name.is_empty() || claim_uid.is_empty() {
             continue;
         }
-        let claim_alive = pvcs
-            .iter()
-            .any(|c| object::namespace(c) == claim_ns && object::name(c) == claim_name && object::uid(c) == claim_uid);
-        if claim_alive {
+        if claims.contains(&(claim_ns, claim_name, claim_uid)) {
             continue;
         }
         if str_at(pv, "/spec/persistentVolumeReclaimPolicy") == "Delete" {

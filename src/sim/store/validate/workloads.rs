@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 
 use super::{FieldError, FieldErrorKind, meta, syntax};
-use crate::sim::store::selector::LabelSelector;
+use crate::sim::store::{object::str_at, selector::LabelSelector};
 
 /// `ValidateNonnegativeField` for an optional integer at `ptr`, reported at `field`.
 fn non_negative(obj: &Value, ptr: &str, field: &str, errs: &mut Vec<FieldError>) {
@@ -96,10 +96,6 @@ fn validate_containers(spec: Option<&Value>, path: &str, errs: &mut Vec<FieldErr
             errs.push(FieldError::required(&format!("{at}.image"), ""));
         }
     }
-}
-
-fn str_at<'a>(obj: &'a Value, ptr: &str) -> &'a str {
-    obj.pointer(ptr).and_then(Value::as_str).unwrap_or("")
 }
 
 /// `ValidateStatefulSetSpec`, in its order: policies, counts, selector, template.
