@@ -345,7 +345,7 @@ pub struct Failover {
     /// `Manual` waits for an operator's fence; `Automatic` fences after `fenceAfterSeconds`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<FailoverPolicy>,
-    /// Seconds without a successful API call before a cluster is Unreachable (default 15).
+    /// Seconds without a successful API call before a cluster is Unreachable (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub unreachable_after_seconds: Option<i32>,

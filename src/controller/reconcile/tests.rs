@@ -303,7 +303,7 @@ fn a_new_leader_counts_silence_for_an_automatic_fence_only_from_its_own_leadersh
     };
     let d = at(now - Duration::from_secs(2));
     assert!(d.fence.is_empty(), "a standby's count of silence fences nothing: {:?}", d.fence);
-    // Past unreachableAfterSeconds (15) + fenceAfterSeconds (10) of its own leadership, it fences.
+    // Past unreachableAfterSeconds (10) + fenceAfterSeconds (10) of its own leadership, it fences.
     let d = at(now - Duration::from_secs(26));
     assert_eq!(d.fence.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), ["west"]);
 }
