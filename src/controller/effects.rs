@@ -1,6 +1,6 @@
 //! The order in which a coordinator carries out one decision: a pure function from the
 //! decision to its stages, which the coordinator's actor performs one after the other and the
-//! model checker (`tests/model_check.rs`) performs the same way. The order is a safety rule
+//! model checker (`tests/suite/model_check.rs`) performs the same way. The order is a safety rule
 //! ([`Rules::status_before_write`]): a move is stored before the writes that act on it.
 
 use super::{reconcile::Decision, safety::Rules};

@@ -1,5 +1,5 @@
 //! The rules that keep each pod identity single and each volume whole, named one by one so
-//! that the model checker (`tests/model_check.rs`) can switch one off and show the violation
+//! that the model checker (`tests/suite/model_check.rs`) can switch one off and show the violation
 //! it prevents. `spanset run` always runs with [`Rules::ALL`]: no flag, file or field builds
 //! another set; only the model's planted-bug tests do.
 

@@ -10,7 +10,7 @@
 //! A kept target holds every written ordinal of the range where it is written, so deriving it
 //! again at any point of its progress moves nothing. It is also a fixed point of its progress
 //! when steps are written whole or one ordinal at a time from the lowest (OrderedReady): a scale
-//! in several steps ends where one step would (tests/plan_props.rs checks both). Grows written
+//! in several steps ends where one step would (tests/suite/plan_props.rs checks both). Grows written
 //! in another order may shift where a not-yet-created ordinal goes, never a running one.
 
 use std::collections::BTreeMap;

@@ -290,7 +290,7 @@ enum Room {
     /// Any neighbour: every landing (closest to the target first, one under its maximum first
     /// among equals), and detours and bridges as the last resort. The moves that would make
     /// room are held by `maxConcurrentMoves` (the state the liveness regression tests in
-    /// `tests/plan_props.rs` start from); the ordinal runs there, beyond that cluster's
+    /// `tests/suite/plan_props.rs` start from); the ordinal runs there, beyond that cluster's
     /// maximum, until it moves on like any misplaced ordinal: the target is within every
     /// maximum.
     Beyond,

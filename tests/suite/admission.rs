@@ -5,7 +5,7 @@
 //! update by spanset's own identity carrying a lower `spanset.dev/term` is refused; spanset's
 //! identity cannot delete a Service in `kube-system` (RBAC would let it); and nothing changed.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::Api;

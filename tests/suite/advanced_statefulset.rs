@@ -6,7 +6,7 @@
 //! and a condition saying why; a backend changed under running members blocks. Every run ends
 //! with the sandbox's ledger: no ordinal ever ran in two clusters at once.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::{

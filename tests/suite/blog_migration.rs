@@ -2,12 +2,12 @@
 //! StatefulSet moves from `source` to `destination` one ordinal at a time with the blog's own
 //! commands, each ordinal's data arrives with it, and no identity ever runs in two places.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::{DEADLINE, Kubectl, Sandbox, wait_until};
 
-const STS: &str = include_str!("../examples/blog-statefulset.yaml");
+const STS: &str = include_str!("../../examples/blog-statefulset.yaml");
 
 fn sts(start: u32, replicas: u32) -> String {
     STS.replace("REPLICAS", &replicas.to_string()).replace("START", &start.to_string())

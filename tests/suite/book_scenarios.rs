@@ -3,7 +3,7 @@
 //! down and up, PVC retention, OrderedReady (and its deadlock), and a node failure that leaves
 //! the pod Terminating until an operator force-deletes it.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, atomic::Ordering};
 

@@ -6,7 +6,7 @@
 //! (`/proc/self/fd` and `/proc/self/net/tcp`), the way the benchmark counts descriptors, and
 //! over TLS by the sandbox's own count of HTTP/2 connections (`spanset sim --tls`).
 
-mod support;
+use crate::support;
 
 use std::{collections::HashSet, time::Duration};
 

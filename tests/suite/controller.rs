@@ -1,7 +1,7 @@
 //! End to end: the real `spanset run` against a simulated host and members. Each test ends
 //! with `ledger --check` over its whole run: no ordinal ever ran in two clusters at once.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
@@ -63,7 +63,7 @@ async fn a_federation_is_sliced_across_members_and_scales_up_and_down() {
     }
     patch(&f, "redis", serde_json::json!({"spec": {"replicas": 9}})).await;
     // onScale: Keep (the default): the new ordinals go to central, whose slice borders them,
-    // and the scale-down removes the highest where they run; nothing moves (tests/scaling.rs).
+    // and the scale-down removes the highest where they run; nothing moves (tests/suite/scaling.rs).
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 5)], "scaled to 9").await;
     patch(&f, "redis", serde_json::json!({"spec": {"replicas": 4}})).await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2)], "scaled to 4").await;

@@ -2,7 +2,7 @@
 //! changes in any member: an unknown cluster, a template a member refuses (422), a member that
 //! drops `.spec.ordinals`, a kubeconfig Secret missing or unparsable.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::{
     ByteString,

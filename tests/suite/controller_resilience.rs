@@ -2,7 +2,7 @@
 //! middle of a migration, members drained and added, and a member partitioned during a move.
 //! Each test ends with `ledger --check` over its whole run.
 
-mod support;
+use crate::support;
 
 use kube::api::{Patch, PatchParams};
 use spanset::cli::sandbox::example;

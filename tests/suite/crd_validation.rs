@@ -5,7 +5,7 @@
 //! updates, unknown fields under `--validate=strict|warn|false`, defaulting, a user's own CRD
 //! with a rule, a Kruise object of the wrong type and a bad status write.
 
-mod support;
+use crate::support;
 
 use kube::{
     Api, Client,

@@ -1,7 +1,7 @@
 //! spanset's CRDs: the committed files match the code, and the sandbox serves them with the
 //! printer columns (`kubectl get fsts`: READY, CLUSTERS, MOVING, AGE).
 
-mod support;
+use crate::support;
 
 use support::{Kubectl, Sandbox};
 

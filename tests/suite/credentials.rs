@@ -5,7 +5,7 @@
 //! cluster of the member east, and is refused as its duplicate); and no token,
 //! certificate or kubeconfig content appears in logs, Events, conditions or metrics.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::{
     ByteString,

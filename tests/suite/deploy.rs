@@ -5,7 +5,7 @@
 //! selects; no rule uses a wildcard; the CRDs are exactly the generated ones; and
 //! `kubectl apply -k` applies both bases to a sandbox that enforces RBAC.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::{Kubectl, Sandbox};

@@ -5,7 +5,7 @@
 //! once a pod is Ready again. Pods are watched over the whole of each test, and the identity
 //! ledger must stay clean.
 
-mod support;
+use crate::support;
 
 use std::{
     sync::{

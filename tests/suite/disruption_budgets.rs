@@ -5,7 +5,7 @@
 //! than the budget — judged on the sandbox ledger's Ready spans at every instant — and both
 //! finish. Removing `spec.disruption` removes the budgets; so does deleting the federation.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

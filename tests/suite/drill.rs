@@ -1,7 +1,7 @@
 //! `spanset drill evacuate` against the sandbox: every ordinal of a healthy member moves out
 //! and back, each timed, the placement is restored, and the ledger stays clean.
 
-mod support;
+use crate::support;
 
 use spanset::cli::sandbox::example;
 use support::federation::{Controller, Federation};

@@ -4,7 +4,7 @@
 //! same seed plans the same schedule; and a wrong marker written mid-soak fails it, naming the
 //! ordinal.
 
-mod support;
+use crate::support;
 
 use std::{
     process::Command,
@@ -293,8 +293,8 @@ fn bad_flags_exit_2_naming_the_flag() {
 }
 
 /// The long soak behind the README's figures, not part of the suite:
-/// `SPANSET_CHAOS_DURATION=1h SPANSET_CHAOS_SEED=1 cargo test --test drill_chaos
-/// long_soak -- --ignored --nocapture` (prints the report).
+/// `SPANSET_CHAOS_DURATION=1h SPANSET_CHAOS_SEED=1 cargo test --test suite
+/// drill_chaos::long_soak -- --ignored --nocapture` (prints the report).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a long soak (minutes to an hour): run by hand, see its doc comment"]
 async fn long_soak() {

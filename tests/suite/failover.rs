@@ -6,7 +6,7 @@
 //! start, its slice held from the status meanwhile); and fencing a member that is only partitioned, its pods still running, is the
 //! operator error the ledger exposes.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use kube::{
 use spanset::{
     api::{FederatedStatefulSet, MemberCluster},
     cli::sandbox::example,
+    controller::reconcile::DEFAULT_UNREACHABLE_AFTER,
 };
 use support::federation::{Controller, Federation};
 
@@ -154,7 +155,7 @@ async fn hung_and_refusing_members_are_detected_with_their_reasons_and_a_blip_fl
         c.0 == "False" && c.1 == "Timeout" && w.0 == "False" && w.1 == "Refused"
     })
     .await;
-    println!("MemberCluster detection at the default 15 s: {:?}", lost.elapsed());
+    println!("MemberCluster detection at the default {DEFAULT_UNREACHABLE_AFTER:?}: {:?}", lost.elapsed());
     // The lost members' ordinals stay where they are: east takes none of central's 6-8 (a
     // move from west may have started in the moment west still answered and central did not).
     let (start, replicas) = f.member_slice("east", "redis").await.unwrap();

@@ -3,7 +3,7 @@
 //! and a member that silently drops `.spec.ordinals`. Plus determinism: the same seed injects
 //! the same errors.
 
-mod support;
+use crate::support;
 
 use std::{
     sync::{Arc, atomic::Ordering},

@@ -1,9 +1,8 @@
 //! The cargo features that keep the sandbox and the failpoints out of the production image
 //! (README, "Cargo features"): the production build (`--no-default-features`, as the
 //! `Dockerfile` builds it) compiles, has neither, and every test or bench that needs the
-//! sandbox says so in `Cargo.toml`, so that cargo skips it in that build.
-//!
-//! This file itself needs no feature: it runs in every build.
+//! sandbox says so in `Cargo.toml`, so that cargo skips it in that build (the test suite is
+//! one binary, so its `[[test]]` entry requires what any of its modules needs).
 
 use std::{
     io::{BufRead, BufReader},
@@ -63,7 +62,8 @@ fn required_features(kind: &str) -> Vec<(String, Vec<String>)> {
 /// The features a target's source shows it needs: the sandbox (the test harness, the `sim`
 /// module, the sandbox's commands) and the failpoints (`FAILPOINTS`).
 fn needed(source: &str) -> Vec<&'static str> {
-    let sandbox = ["mod support;", "spanset::sim::", "cli::sandbox::", "sim_ctl::", "cluster_loss"];
+    let sandbox =
+        ["mod support;", "use crate::support;", "spanset::sim::", "cli::sandbox::", "sim_ctl::", "cluster_loss"];
     let mut out = Vec::new();
     if sandbox.iter().any(|s| source.contains(s)) {
         out.push("sim");
@@ -74,7 +74,9 @@ fn needed(source: &str) -> Vec<&'static str> {
     out
 }
 
-fn missing_requirements(dir: &str, kind: &str) -> Vec<String> {
+/// What the targets of `dir` lack of the features their sources need: each file is its own
+/// target (`[[bench]]`s), or all are modules of the one target `one` (the test suite).
+fn missing_requirements(dir: &str, kind: &str, one: Option<&str>) -> Vec<String> {
     let declared = required_features(kind);
     let mut missing = Vec::new();
     for entry in std::fs::read_dir(root().join(dir)).expect("target directory") {
@@ -87,11 +89,13 @@ fn missing_requirements(dir: &str, kind: &str) -> Vec<String> {
             continue; // this file names the markers without using them
         }
         let source = std::fs::read_to_string(&path).expect("source");
-        let has = declared.iter().find(|(n, _)| *n == name).map(|(_, f)| f.clone()).unwrap_or_default();
+        let target = one.unwrap_or(&name);
+        let has = declared.iter().find(|(n, _)| n == target).map(|(_, f)| f.clone()).unwrap_or_default();
         for feature in needed(&source) {
             if !has.iter().any(|f| f == feature) {
-                missing
-                    .push(format!("{dir}/{name}.rs needs `required-features = [.., \"{feature}\"]` in its [[{kind}]]"));
+                missing.push(format!(
+                    "{dir}/{name}.rs needs `required-features = [.., \"{feature}\"]` in [[{kind}]] {target}"
+                ));
             }
         }
     }
@@ -100,16 +104,16 @@ fn missing_requirements(dir: &str, kind: &str) -> Vec<String> {
 
 #[test]
 fn every_test_and_bench_on_the_sandbox_requires_its_features() {
-    let mut missing = missing_requirements("tests", "test");
-    missing.extend(missing_requirements("benches", "bench"));
+    let mut missing = missing_requirements("tests/suite", "test", Some("suite"));
+    missing.extend(missing_requirements("benches", "bench", None));
     assert!(missing.is_empty(), "add to Cargo.toml:\n{}", missing.join("\n"));
-    // The check sees what it must: a sandbox test is listed with `sim`, the crash tests with
-    // `failpoints`, and this file with nothing.
-    let tests = required_features("test");
-    let of = |name: &str| tests.iter().find(|(n, _)| n == name).map(|(_, f)| f.clone());
-    assert_eq!(of("drill"), Some(vec!["sim".to_string()]));
-    assert_eq!(of("storage"), Some(vec!["sim".to_string(), "failpoints".to_string()]));
-    assert_eq!(of("features"), None);
+    // The check sees what it must: the suite is listed with both (its sandbox tests need `sim`,
+    // its crash tests `failpoints`), a sandbox bench with `sim`, the planner's bench with nothing.
+    let of = |kind: &str, name: &str| required_features(kind).into_iter().find(|(n, _)| n == name).map(|(_, f)| f);
+    assert_eq!(of("test", "suite"), Some(vec!["sim".to_string(), "failpoints".to_string()]));
+    assert_eq!(of("bench", "failover"), Some(vec!["sim".to_string()]));
+    assert_eq!(of("bench", "plan"), Some(vec![]));
+    assert!(needed(&std::fs::read_to_string(root().join("tests/suite/storage.rs")).unwrap()).contains(&"failpoints"));
 }
 
 /// `(package, enabled features)` of every normal dependency of the production build.

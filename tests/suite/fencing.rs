@@ -2,7 +2,7 @@
 //! term has stamped the object, it steps down when it sees the stamp, and a leader paused past
 //! its lease (SIGSTOP) writes nothing after it resumes while its successor moves ordinals.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

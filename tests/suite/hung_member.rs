@@ -6,7 +6,7 @@
 //! hang), the healthy members get their writes, and no ordinal central may run starts
 //! elsewhere until it answers again.
 
-mod support;
+use crate::support;
 
 use std::{
     sync::{

@@ -7,7 +7,7 @@
 //! `Disabled`, where the same steps end in the ledger's violation: the gate is what keeps it
 //! clean.
 
-mod support;
+use crate::support;
 
 use std::{
     collections::BTreeSet,

@@ -4,7 +4,7 @@
 //! again; and a member that falls silent is still judged Unreachable on time, from the last
 //! answer its watcher noted, with no report to wake the coordinator.
 
-mod support;
+use crate::support;
 
 use std::time::Instant;
 

@@ -6,7 +6,7 @@
 //! in-place update to one leaves the pod Running with that container waiting, unready. Every
 //! poll from the image change on checks the whole timeline, and the ledger stays clean.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::{Background, DEADLINE, Kubectl, Sandbox, wait_until};

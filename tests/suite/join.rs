@@ -4,7 +4,7 @@
 //! rotates the token; unjoin is refused while a federation places ordinals in the member, then
 //! removes what join made; bad input is named.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::{
     apps::v1::StatefulSet,

@@ -6,7 +6,7 @@
 //! `InPlaceUpdateReady`) against a recreating env change and `ReCreate`, and, through kube-rs,
 //! `scaleStrategy.maxUnavailable` with `specified-delete`.
 
-mod support;
+use crate::support;
 
 use support::{DEADLINE, Kubectl, Sandbox, wait_until};
 

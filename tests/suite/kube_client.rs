@@ -2,7 +2,7 @@
 //! subresources, watchers (pages, 410 relists, bookmarks, streaming lists), a kube Controller,
 //! garbage collection, bad input, and many watchers at once.
 
-mod support;
+use crate::support;
 
 use std::{
     sync::{Arc, atomic::Ordering},

@@ -1,7 +1,7 @@
 //! The real kubectl, every installed version from 1.27 to 1.33, against `spanset sim`: each
 //! command must print what it prints against a real cluster.
 
-mod support;
+use crate::support;
 
 use support::{Background, DEADLINE, Kubectl, Sandbox, wait_until};
 

@@ -2,7 +2,7 @@
 //! with their real descriptions, spanset's own CRDs (`fsts`, `mc`), `--recursive`, and
 //! kubectl's own error for a field that does not exist.
 
-mod support;
+use crate::support;
 
 use support::{DEADLINE, Kubectl, Sandbox, wait_until};
 

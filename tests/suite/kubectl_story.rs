@@ -3,7 +3,7 @@
 //! events.k8s.io), the container logs in `kubectl logs` (with `--tail`, `--previous`, `-f` and
 //! a bad container), and the `kubernetes` EndpointSlice.
 
-mod support;
+use crate::support;
 
 use support::{Background, DEADLINE, Kubectl, Sandbox, wait_until};
 

@@ -6,7 +6,7 @@
 //! Durations are short (a lease of a few seconds) but every wait is on a condition with a
 //! generous deadline; nothing asserts how long anything took.
 
-mod support;
+use crate::support;
 
 use std::{
     sync::{

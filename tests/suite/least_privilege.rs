@@ -18,7 +18,7 @@
 //! write of spanset's identity with a stale term, and spanset's identity writing outside what
 //! it manages (a Service in kube-system, an unlabelled ConfigMap, a user's Secret).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

@@ -3,7 +3,7 @@
 //! and neither a bearer token of the kubeconfig nor a carried Secret's data is ever logged,
 //! even at debug level for every crate.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, api::PostParams};

@@ -6,7 +6,7 @@
 //! conflicts climbed. Each member's `status.clusterID` is the uid of its `kube-system`
 //! Namespace, read by spanset's least-privilege member identity.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Namespace};
 use kube::{

@@ -9,9 +9,9 @@
 //!
 //! The bounded check runs in the suite; a deeper one (`SPANSET_MODEL_SECONDS` in all, faults per
 //! schedule in each search):
-//! `SPANSET_MODEL_SECONDS=3600 SPANSET_MODEL_DEPTH=14 SPANSET_MODEL_FAULTS=2 SPANSET_MODEL_PLACED_FAULTS=3 cargo test --release --test model_check -- --ignored --nocapture deep`.
+//! `SPANSET_MODEL_SECONDS=3600 SPANSET_MODEL_DEPTH=14 SPANSET_MODEL_FAULTS=2 SPANSET_MODEL_PLACED_FAULTS=3 cargo test --release --test suite -- --ignored --nocapture model_check::deep`.
 
-mod model;
+use crate::model;
 
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,7 @@
 //! slice spanset published; `None` publishes nothing; and a member whose records spanset
 //! cannot update holds the ordinal's start there (the rule, shown by its failure).
 
-mod support;
+use crate::support;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -456,7 +456,7 @@ async fn multi_cluster_services_exports_the_service_everywhere_and_publishes_no_
     if f.sandbox.controller_kubeconfig.is_some() {
         for m in MEMBERS {
             let admin = f.member(m).await;
-            let rbac = include_str!("../deploy/member/rbac-multicluster-services.yaml");
+            let rbac = include_str!("../../deploy/member/rbac-multicluster-services.yaml");
             spanset::cli::join::apply_manifest(&admin, rbac, "rbac-multicluster-services.yaml").await.expect("applied");
         }
     }

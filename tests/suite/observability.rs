@@ -3,7 +3,7 @@
 //! Grafana JSON whose every query returns data from a Prometheus scraping a sandbox while
 //! ordinals move, and the label sets stay bounded as federations come and go.
 
-mod support;
+use crate::support;
 
 use std::{
     collections::BTreeSet,

@@ -3,7 +3,7 @@
 //! and scales down highest first, one at a time; moves wait while the disruption budget is
 //! spent by pods unavailable anywhere. Judged on the sandbox ledger's runs and Ready spans.
 
-mod support;
+use crate::support;
 
 use kube::api::{Patch, PatchParams};
 use spanset::api::FederatedStatefulSet;

@@ -8,10 +8,8 @@
 //! clusters, steps (their ordinals compared as sets), moves in flight, `done`, the placement to
 //! remember — and on the whole `plan_to_completion`.
 
-mod plan_gen;
-// A frozen copy: what the comparison does not call stays as it was.
-#[allow(dead_code)]
-mod plan_reference;
+use crate::plan_gen;
+use crate::plan_reference;
 
 use std::collections::BTreeSet;
 

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-mod plan_gen;
+use crate::plan_gen;
 
 use plan_gen::{Event, event, healthy, settle};
 use proptest::prelude::*;
@@ -176,7 +176,7 @@ fn run_plan(d: &Desired, obs: &Observed, moving: &Ordinals) -> Result<Option<Pla
 /// Whether a stall fails a property rather than being lifted the way an operator would (by
 /// raising the limit): `EXPLORE_STALLS=1` looks for states the planner cannot leave within
 /// `maxConcurrentMoves`, e.g. `EXPLORE_STALLS=1 PROPTEST_CASES=30000 cargo test --release
-/// --test plan_props`.
+/// --test suite plan_props::`.
 fn explore_stalls() -> bool {
     std::env::var_os("EXPLORE_STALLS").is_some()
 }

@@ -4,7 +4,7 @@
 //! then the fixed federation writes everything and settles. An update of a running federation
 //! to a refused template changes nothing already written.
 
-mod support;
+use crate::support;
 
 use std::{
     collections::BTreeSet,

@@ -4,7 +4,7 @@
 //! whole run); an approval of exactly that value lifts the step; a new federation above the
 //! ceiling is `Blocked` and nothing is written.
 
-mod support;
+use crate::support;
 
 use kube::api::{Patch, PatchParams};
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! Availability is judged from the sandbox ledger's Ready spans at every instant, never by
 //! polling.
 
-mod support;
+use crate::support;
 
 use kube::api::{Api, Patch, PatchParams};
 use spanset::api::FederatedStatefulSet;

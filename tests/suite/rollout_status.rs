@@ -4,7 +4,7 @@
 //! `--timeout` gives up with exit 1; `--watch=false` prints once; `OnDelete` has no rollout
 //! status, as with kubectl. `kubectl get fsts` shows the rollout's UP-TO-DATE and AVAILABLE.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 
@@ -113,7 +113,7 @@ async fn rollout_status_follows_a_template_change_to_the_complete_line_and_exits
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_rollout_exits_one_naming_the_pod_its_cluster_and_its_container_state() {
-    // Parallel, as in tests/rollout.rs: a fixed template replaces the broken pod by itself.
+    // Parallel, as in tests/suite/rollout.rs: a fixed template replaces the broken pod by itself.
     let (f, _c) = settled(|fsts| fsts.spec.template.pod_management_policy = Some("Parallel".into())).await;
     patch(&f, image("8-doesnotexist")).await;
     let out = rollout_status_once(&f, &["default/redis", "--timeout", "90s"]).await;

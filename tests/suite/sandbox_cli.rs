@@ -3,7 +3,7 @@
 //! and `spanset sandbox --kruise east,west`: the example as Advanced StatefulSets, with the
 //! member left without OpenKruise out of the placement and named in the Degraded condition.
 
-mod support;
+use crate::support;
 
 use std::{
     io::{BufRead, BufReader, Read},

@@ -6,7 +6,7 @@
 //! recorded in `status.moves` and Events. Every run ends with the ledger: no ordinal ran in two
 //! clusters at once, and the survivors ran as one incarnation each.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

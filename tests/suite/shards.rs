@@ -4,7 +4,7 @@
 //! with the sandbox's ledger (no ordinal ever running in two clusters) clean over the whole
 //! run, and every federation's fencing token raised before anything is written under it.
 
-mod support;
+use crate::support;
 
 use std::{
     collections::BTreeMap,

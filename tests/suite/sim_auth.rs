@@ -4,7 +4,7 @@
 //! kube-rs sees the exact 401 and 403 `Status`es, token expiry and revocation, access reviews,
 //! and the audit log names the rule behind each decision.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

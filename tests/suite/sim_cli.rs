@@ -1,7 +1,7 @@
 //! `spanset sim` and `spanset sim-ctl` as a user runs them: the banner, the kubeconfig, clean
 //! exit on SIGTERM, and one-line errors with exit code 2 for bad flags.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

@@ -3,7 +3,7 @@
 //! with hickory's client in-process; each cluster answers from its own store, and a write is
 //! visible to the next query.
 
-mod support;
+use crate::support;
 
 use std::{
     collections::BTreeSet,

@@ -4,7 +4,7 @@
 //! events.k8s.io/v1 is the same Events under other names; and the `log` subresource answers
 //! as the apiserver and kubelet do.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

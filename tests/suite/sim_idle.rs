@@ -3,7 +3,7 @@
 //! announces), instead of sweeping on a short tick — so a sandbox of 100 members can sit idle
 //! beside the controller.
 
-mod support;
+use crate::support;
 
 use std::{
     sync::{Arc, atomic::Ordering},

@@ -3,7 +3,7 @@
 //! ClusterIPs allocated as kube-apiserver allocates them, the EndpointSlice controller (what a
 //! headless Service's per-pod DNS names come from, issue 23), and the opt-in MCS API CRDs.
 
-mod support;
+use crate::support;
 
 use std::{
     collections::{BTreeMap, HashSet},

@@ -3,7 +3,7 @@
 //! multiplexes many watches over ONE connection (counted by the server, shown by the admin
 //! API); the real kubectl (which offers h2) gets, applies, watches and follows logs.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::Ordering;
 

@@ -3,7 +3,7 @@
 //! binary reading them with `--kubeconfig` and `--context`, as a table and as JSON; plus the
 //! not-found, missing-CRD, unknown-context and bad-flag paths.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Output};
 

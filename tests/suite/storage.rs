@@ -3,7 +3,7 @@
 //! in the destination); `Detached` gives the destination a fresh claim; a volume tied to a node
 //! stops its move with a condition naming the PV, and nothing is deleted.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use kube::{

@@ -2,7 +2,7 @@
 //! members are a record of past terms too, so a new leader takes a term above every stamp it
 //! sees, whether the Lease was deleted or renamed; and a write refused as stale says so loudly.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::{apps::v1::StatefulSet, coordination::v1::Lease};
 use kube::{

@@ -4,7 +4,7 @@
 //! hides the federations beside it; one edited into such a state freezes (nothing written in
 //! any member) and can still be deleted.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::{
     api::apps::v1::StatefulSet, apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,

@@ -298,7 +298,7 @@ pub enum StsState {
 /// A StatefulSet write that got no definite answer. A request the client gave up on may still
 /// be applied by the member later (held in a slow admission webhook or storage), so reading the
 /// object once is not enough: while the object is still at the write's precondition, the write
-/// may land after the read. Found by the model checker (`tests/model_check.rs`).
+/// may land after the read. Found by the model checker (`tests/suite/model_check.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UncertainWrite {
     /// The API of the write (the object to read again).

@@ -1,4 +1,4 @@
-//! The reference for `tests/plan_differential.rs`: the planner as it was before it worked on
+//! The reference for `tests/suite/plan_differential.rs`: the planner as it was before it worked on
 //! ranges (`src/plan` at commit 3dd08e9, one `BTreeSet` entry per ordinal), copied unchanged
 //! but for the spec types and `validate`, which it takes from the crate (they did not change).
 //! Slow and obviously per ordinal, which is the point: do not "fix" or speed it up.
