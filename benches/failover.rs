@@ -1,5 +1,5 @@
 //! Failover figures (`cargo bench --bench failover`, about a minute): the cluster-loss drill
-//! on an in-process sandbox (3 members, 30 replicas, time factor 0.01, the default
+//! on an in-process sandbox (3 members, 30 replicas, `Parallel`, time factor 0.01, the default
 //! `unreachableAfterSeconds` (10 s) and the Manual policy), printing detection time, the
 //! drill's stages, and the controller's own share of the re-home: from the fence being stored
 //! to the last destination StatefulSet write that takes the lost member's ordinals, per
@@ -70,6 +70,10 @@ async fn figures() {
     let mut f: FederatedStatefulSet = example(&members);
     f.spec.replicas = REPLICAS;
     f.spec.migration.max_concurrent_moves = Some(REPLICAS);
+    // Parallel: under OrderedReady each re-homed ordinal waits until the one below it is Ready
+    // (one StatefulSet's order across the members), so the last write would time the members'
+    // pod starts, not the controller's share.
+    f.spec.template.pod_management_policy = Some("Parallel".into());
     let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), "default");
     api.create(&PostParams::default(), &f).await.expect("federation created");
 
@@ -118,7 +122,9 @@ async fn figures() {
     let landed = [takes_lost(&east), takes_lost(&west)].into_iter().flatten().max().expect("a destination took them");
     let rehomed = lost.len() as u32;
     let share = landed.duration_since(fence);
-    println!("failover figures (3 members, {REPLICAS} replicas, time factor {TIME_FACTOR}, Manual, defaults)");
+    println!(
+        "failover figures (3 members, {REPLICAS} replicas, time factor {TIME_FACTOR}, Parallel, Manual, defaults)"
+    );
     println!(
         "  detection (partition → ClusterUnreachable)      {:>8.2} s   target ≤ {} s (threshold + one probe)",
         report.detection_seconds,
