@@ -1,5 +1,5 @@
 //! What a fresh cluster holds before anyone writes to it — the namespaces every real cluster
-//! starts with and the `kubernetes` Service — and the constructors that install it. Apart from
+//! starts with, the `kubernetes` Service and the default StorageClasses — and the constructors that install it. Apart from
 //! the cluster's state ([`super`]) because installing goes through the registry, which itself
 //! acts on that state.
 
@@ -291,6 +291,7 @@ impl Cluster {
         }
         cluster.add_kubernetes_service();
         cluster.add_bootstrap_rbac();
+        super::volumes::install_classes(&cluster);
         if cluster.config.kruise {
             cluster.add_kruise();
         }

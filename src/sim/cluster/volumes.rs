@@ -45,9 +45,6 @@ pub fn pv_node(pv: &Value) -> Option<&str> {
 
 /// Runs the PersistentVolume controller of a cluster until it is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
-    let Some(c) = cluster.upgrade() else { return };
-    install_classes(&c);
-    drop(c);
     // The CSI external-provisioner's component name: driver, controller pod, instance.
     let mut events = Recorder::new(Style::Legacy {
         component: "volumes.sim.spanset.dev_csi-controller-0_7d3e1f52-0c1a-4b7e-9a51-2f4e8b6c9d10",
@@ -61,7 +58,10 @@ pub async fn run(cluster: Weak<Cluster>) {
     .await;
 }
 
-fn install_classes(cluster: &Cluster) {
+/// The StorageClasses a fresh cluster ships with (as a real one's addon manager installs its
+/// default class at bootstrap): installed with the cluster's furniture, before its API opens,
+/// so that a fresh cluster's state does not depend on when this controller's task starts.
+pub fn install_classes(cluster: &Cluster) {
     let Some(sc) = cluster.resources.by_plural("storage.k8s.io", "storageclasses") else { return };
     let classes = [
         json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
