@@ -19,8 +19,6 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::sim::store::object::str_at;
-
 use crate::sim::{
     cluster::{
         Cluster,
@@ -31,7 +29,7 @@ use crate::sim::{
     },
     store::{
         error::ApiResult,
-        object,
+        object::{self, str_at},
         registry::{DeleteOptions, Subresource, WriteOptions},
         resources::ResourceType,
     },

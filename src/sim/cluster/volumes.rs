@@ -10,15 +10,13 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::sim::store::object::str_at;
-
 use crate::sim::{
     cluster::{
         Cluster,
         events::{EventType, Occurrence, Recorder, Style},
     },
     store::{
-        object,
+        object::{self, str_at},
         registry::{DeleteOptions, Subresource, WriteOptions},
         resources::ResourceType,
     },
