@@ -4,6 +4,9 @@
 
 use serde_json::{Value, json};
 
+// A cell's text at a JSON pointer: short, since the column definitions below use it a lot.
+use crate::sim::store::object::str_at as s;
+
 /// What each row carries besides its cells (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IncludeObject {
@@ -27,10 +30,6 @@ fn age(obj: &Value, now: jiff::Timestamp) -> String {
         Some(t) => human_duration(now.duration_since(t)),
         None => "<unknown>".into(),
     }
-}
-
-fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
-    v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
 }
 
 fn or_none(x: &str) -> String {

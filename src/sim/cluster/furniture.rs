@@ -1,7 +1,7 @@
 //! What a fresh cluster holds before anyone writes to it — the namespaces every real cluster
-//! starts with, the `kubernetes` Service and the default StorageClasses — and the constructors that install it. Apart from
-//! the cluster's state ([`super`]) because installing goes through the registry, which itself
-//! acts on that state.
+//! starts with, the `kubernetes` Service and the default StorageClasses — and the constructors
+//! that install it. Apart from the cluster's state ([`super`]) because installing goes through
+//! the registry, which itself acts on that state.
 
 use std::sync::Arc;
 
