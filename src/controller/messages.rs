@@ -94,6 +94,20 @@ pub struct Subscribe {
     pub key: FederationKey,
     /// Where reports go.
     pub subscriber: Recipient<MemberObserved>,
+    /// Where the member's silence is told (see [`MemberQuiet`]).
+    pub quiet: Recipient<MemberQuiet>,
+}
+
+/// A watcher tells each subscribed coordinator that its member has not answered for
+/// [`QUIET_AFTER`](super::member::contact_clock::QUIET_AFTER): the coordinator sets its silence
+/// thresholds' timer from the member's last answer, without planning. Told once per silence.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct MemberQuiet {
+    /// The member cluster.
+    pub cluster: String,
+    /// The federation.
+    pub key: FederationKey,
 }
 
 /// A coordinator no longer wants reports (its federation is gone).

@@ -48,6 +48,7 @@ pub struct Metrics {
     fenced: IntGaugeVec,
     failovers: IntCounterVec,
     federations: IntGauge,
+    silence_checks: prometheus::IntCounter,
     runtime: ControllerRuntime,
     slice_clusters: parking_lot::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
 }
@@ -135,6 +136,16 @@ impl Metrics {
             IntGauge::with_opts(Opts::new("federations", "FederatedStatefulSets coordinated now").namespace("spanset"))
                 .expect("valid metric");
         registry.register(Box::new(federations.clone())).expect("registered once");
+        let silence_checks = prometheus::IntCounter::with_opts(
+            Opts::new(
+                "silence_checks_total",
+                "Times a coordinator looked at its members' silence because one turned quiet or crossed a \
+                 threshold (Unreachable, automatic fence); none while every member answers",
+            )
+            .namespace("spanset"),
+        )
+        .expect("valid metric");
+        registry.register(Box::new(silence_checks.clone())).expect("registered once");
         let runtime = ControllerRuntime::register(&registry);
         let http_duration = HistogramVec::new(
             HistogramOpts::new(
@@ -170,6 +181,7 @@ impl Metrics {
                 &["cluster"],
             ),
             federations,
+            silence_checks,
             runtime,
             api_requests: counter(&registry, "api_requests_total", "Requests to member clusters", &["cluster", "verb"]),
             watch_events: counter(
@@ -429,6 +441,12 @@ impl Metrics {
                 self.drill_seconds.with_label_values(&[federation, drill, stage]).set(*secs);
             }
         }
+    }
+
+    /// A coordinator looked at its members' silence: told one is quiet, or at a threshold (see
+    /// `coordinator::silence`).
+    pub fn silence_check(&self) {
+        self.silence_checks.inc();
     }
 
     /// One federation's reconcile entered (`true`) or left (`false`) the work queue

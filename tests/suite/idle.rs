@@ -1,8 +1,8 @@
 //! Idle costs nothing (issue 24, item 1), end to end on the sandbox: once a federation is
 //! settled, the controller keeps probing its members (their last contact keeps advancing) and
-//! the watchers keep refreshing the MemberClusters' status, yet the federation is not planned
-//! again; and a member that falls silent is still judged Unreachable on time, from the last
-//! answer its watcher noted, with no report to wake the coordinator.
+//! the watchers keep refreshing the MemberClusters' status, yet the federation is neither
+//! planned again nor woken to look at its members' silence; and a member that falls silent is
+//! still judged Unreachable, its coordinator told by the watcher once the member is quiet.
 
 use crate::support;
 
@@ -30,6 +30,11 @@ fn sum(c: &Controller, prefix: &str, label: &str) -> f64 {
         .sum()
 }
 
+/// `spanset_silence_checks_total`: how often coordinators looked at their members' silence.
+fn silence_checks(c: &Controller) -> f64 {
+    sum(c, "spanset_silence_checks_total", "")
+}
+
 /// `spanset_member_last_contact_timestamp_seconds` of `member` (Unix seconds).
 fn last_contact(c: &Controller, member: &str) -> f64 {
     sum(c, "spanset_member_last_contact_timestamp_seconds{", &format!("cluster=\"{member}\""))
@@ -46,14 +51,17 @@ async fn a_settled_federation_is_not_planned_again_while_its_members_are_only_pr
     f.wait_settled("idle", &[("east", 0, 2), ("west", 2, 2)], "the federation settled").await;
 
     // Within the deadline there must be a window of five probe periods of both members during
-    // which the federation is not reconciled once, while a MemberCluster's status changes too
-    // (as its watcher's periodic refresh does). Before issue 24 every probe report and a
-    // two-second resync planned every federation again: no such window ever came.
+    // which the federation is not reconciled once, nor woken to look at its members' silence,
+    // while a MemberCluster's status changes too (as its watcher's periodic refresh does).
+    // Before issue 24 every probe report and a two-second resync planned every federation
+    // again; until the quiet notice, each coordinator woke at its members' 10-s silence
+    // threshold to learn that they had answered: no such window ever came.
     let mcs: kube::Api<MemberCluster> = kube::Api::all(f.host.clone());
     let start = Instant::now();
     let mut windows = 0;
     loop {
         let (r0, east0, west0) = (reconciles(&c, "idle"), last_contact(&c, "east"), last_contact(&c, "west"));
+        let s0 = silence_checks(&c);
         let mark = json!({"status": {"lastContact": jiff::Timestamp::now().to_string()}});
         mcs.patch_status("west", &PatchParams::default(), &Patch::Merge(&mark)).await.expect("status patched");
         // Five probes of each member answered (probes every 2 s).
@@ -62,24 +70,31 @@ async fn a_settled_federation_is_not_planned_again_while_its_members_are_only_pr
         })
         .await;
         windows += 1;
-        let r1 = reconciles(&c, "idle");
-        if r1 == r0 {
+        let (r1, s1) = (reconciles(&c, "idle"), silence_checks(&c));
+        if r1 == r0 && s1 == s0 {
             break;
         }
         assert!(
             start.elapsed() < DEADLINE,
-            "the settled federation was planned again in every one of {windows} windows of five probes \
-             (last window: {} reconciles)",
-            r1 - r0
+            "the settled federation was planned or woken again in every one of {windows} windows of five \
+             probes (last window: {} reconciles, {} silence checks)",
+            r1 - r0,
+            s1 - s0
         );
     }
 
-    // Silence is still noticed on time, from the watcher's last noted answer: east stops
-    // answering, and the federation says so within its threshold plus a margin, with no
-    // report from east's watcher (nothing changes in east) to wake it.
+    // Silence is still noticed, from the watcher's last noted answer: east stops answering,
+    // the federation says so, and its coordinator looked at east's silence when east's watcher
+    // told it east was quiet (without that notice it sets no timer while its members answer,
+    // and would learn of east only from the watcher's reports).
+    let checks = silence_checks(&c);
     f.sandbox.ctl_ok(&["partition", "east"]);
     let message = f.wait_condition("idle", "ClusterUnreachable", "Unreachable").await;
     assert!(message.contains("east"), "the condition names east: {message}");
+    assert!(
+        silence_checks(&c) > checks,
+        "the coordinator never looked at east's silence: the watcher did not tell it east was quiet"
+    );
     drop(c);
     f.assert_ledger_clean();
 }

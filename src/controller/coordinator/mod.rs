@@ -6,6 +6,7 @@
 
 pub mod ownership;
 mod publish;
+mod silence;
 mod wakes;
 
 use std::{
@@ -34,9 +35,9 @@ use super::{
         storage,
     },
     messages::{
-        AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberObserved, ReleaseClaims,
-        ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Subscribe, Unsubscribe, WriteBudget, WriteError,
-        WriteStatefulSet,
+        AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberObserved, MemberQuiet,
+        ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Subscribe, Unsubscribe, WriteBudget,
+        WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput, Refusal, StsWrite},
@@ -214,12 +215,13 @@ impl Coordinator {
     /// Subscribes to every member's current watcher (again when a member's watcher was
     /// replaced, e.g. after its connection changed), and forgets members that are gone.
     fn subscribe_all(&mut self, ctx: &mut Context<Self>) {
-        let me = ctx.address().recipient::<MemberObserved>();
+        let me = ctx.address();
         for (name, m) in self.members.iter() {
             if let Ok(w) = &m.watcher
                 && self.subscribed.get(name) != Some(w)
             {
-                w.do_send(Subscribe { key: self.key.clone(), subscriber: me.clone() });
+                let (subscriber, quiet) = (me.clone().recipient(), me.clone().recipient());
+                w.do_send(Subscribe { key: self.key.clone(), subscriber, quiet });
                 self.subscribed.insert(name.clone(), w.clone());
             }
         }
@@ -391,7 +393,7 @@ impl Coordinator {
                 let pause = if ok { Duration::from_millis(1) } else { Duration::from_millis(250) };
                 ctx.run_later(pause, |act, ctx| act.schedule(ctx));
             }
-            act.wake_at_next_deadline(ctx);
+            act.check_silence(ctx);
             if let Some(after) = outcome.wake_after {
                 act.wake_after(after, ctx);
             }
@@ -482,49 +484,40 @@ impl Coordinator {
         }
     }
 
-    /// The instants at which a member's silence crosses a threshold (Unreachable, or the
-    /// automatic fence), as of the views' last answers (see [`Self::refresh_contacts`]).
-    fn silence_thresholds(&self, now: Instant) -> impl Iterator<Item = Instant> + '_ {
+    /// The instants at which a quiet member's silence crosses a threshold (Unreachable, or the
+    /// automatic fence), as of the views' last answers (see [`Self::refresh_contacts`] and
+    /// [`silence`]).
+    fn silence_thresholds(&self, now: Instant) -> Vec<Instant> {
         let deadlines = reconcile::silence_deadlines(&self.fsts);
         // Silence counts for the automatic fence only from this process's leadership.
         let leading = self.leadership.leading_since().unwrap_or(now);
-        deadlines.into_iter().flat_map(move |d| {
-            self.views
-                .values()
-                .filter_map(|v| v.last_contact.or(v.watching_since))
-                .map(move |since| since.max(leading) + d + Duration::from_millis(5))
-        })
+        let since = self.views.values().filter_map(|v| v.last_contact.or(v.watching_since));
+        silence::thresholds(since, &deadlines, leading, now)
     }
 
-    /// Plans again the moment a member's silence crosses a threshold, rather than at its
-    /// watcher's next report (which a silent member never causes). A member that answered
-    /// meanwhile moved its threshold: the timer is then set again without planning, so that
-    /// an idle federation is not planned once per threshold.
-    fn wake_at_next_deadline(&mut self, ctx: &mut Context<Self>) {
+    /// Looks at the quiet members' silence (after each plan, when a watcher tells that its
+    /// member turned quiet, and at the timer this sets): plans now if a threshold was crossed
+    /// since the last plan, rather than at the watcher's next report (which a silent member
+    /// never causes); otherwise sets the timer for the next threshold. A member that answered
+    /// meanwhile moved its threshold, and one that keeps answering sets none, so that an idle
+    /// federation is neither planned nor woken once per threshold.
+    fn check_silence(&mut self, ctx: &mut Context<Self>) {
         self.refresh_contacts();
-        self.arm_deadline(ctx);
-    }
-
-    /// [`Self::wake_at_next_deadline`] with the views' contacts already refreshed.
-    fn arm_deadline(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
-        let next = self.silence_thresholds(now).filter(|t| *t > now).min();
+        let thresholds = self.silence_thresholds(now);
+        let planned = self.planned_at;
+        if thresholds.iter().any(|t| *t <= now && planned.is_none_or(|p| *t > p)) {
+            return self.schedule(ctx);
+        }
+        let next = thresholds.into_iter().filter(|t| *t > now).min();
         if let Some(at) = next
             && self.deadline_at.is_none_or(|scheduled| scheduled <= now || at < scheduled)
         {
             self.deadline_at = Some(at);
             ctx.run_later(at - now, |act, ctx| {
                 act.deadline_at = None;
-                act.refresh_contacts();
-                let now = Instant::now();
-                let planned = act.planned_at;
-                let crossed = act.silence_thresholds(now).any(|t| t <= now && planned.is_none_or(|p| t > p));
-                if crossed {
-                    act.schedule(ctx);
-                } else {
-                    // Refreshed just above: set again from there.
-                    act.arm_deadline(ctx);
-                }
+                act.metrics.silence_check();
+                act.check_silence(ctx);
             });
         }
     }
@@ -1451,6 +1444,19 @@ impl Handler<MemberObserved> for Coordinator {
         if msg.key == self.key {
             self.views.insert(msg.cluster, msg.view);
             self.schedule(ctx);
+        }
+    }
+}
+
+impl Handler<MemberQuiet> for Coordinator {
+    type Result = ();
+
+    /// A member turned quiet: the timer of its thresholds is set (nothing is planned now,
+    /// unless the notice comes after a threshold).
+    fn handle(&mut self, msg: MemberQuiet, ctx: &mut Self::Context) {
+        if msg.key == self.key {
+            self.metrics.silence_check();
+            self.check_silence(ctx);
         }
     }
 }

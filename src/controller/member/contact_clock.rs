@@ -5,8 +5,16 @@
 
 use std::{
     sync::{Arc, Mutex},
-    time::Instant,
+    time::{Duration, Instant},
 };
+
+/// How long a member is silent before its watcher tells every subscribed coordinator so
+/// ([`crate::controller::messages::MemberQuiet`]): coordinators time their own silence
+/// thresholds only while a member is quiet, so that a thousand federations over members that
+/// all answer set no timers. Two probe periods: one late answer does not make a member quiet.
+/// Below the shortest threshold a federation may set (`MIN_UNREACHABLE_AFTER`), with a
+/// second to spare, so that the notice always comes before the first threshold it serves.
+pub const QUIET_AFTER: Duration = Duration::from_secs(4);
 
 /// The instant of a member's last answer, or none yet. Cloning shares it.
 #[derive(Clone, Debug, Default)]

@@ -15,6 +15,7 @@
 //! | `watch.rs` | the member's watches and what their events ask |
 //! | `confirm.rs` | quorum reads: pods listed again, uncertain writes read again |
 //! | `probe.rs`, `report.rs` | the probe, and the MemberCluster's status |
+//! | `quiet.rs` | the member's silence told to every federation |
 //! | `contact.rs` | contact and failures noted, refused writes |
 //! | `sts_write.rs`, `pods.rs`, `budget.rs`, `slices.rs` | one kind of member write each |
 //! | `claims.rs`, `teardown.rs` | storage handovers; a federation's supporting objects and teardown |
@@ -31,6 +32,7 @@ pub mod decide;
 mod handle;
 mod pods;
 mod probe;
+mod quiet;
 mod report;
 mod slices;
 mod sts_write;
@@ -50,7 +52,7 @@ use crate::api::MemberCluster;
 
 use super::{
     member::{cache::MemberCache, contact_clock::ContactClock, health::Health, objects::FederationKey},
-    messages::{Admitted, Identified, MemberObserved, MemberView, Subscribe, Unsubscribe},
+    messages::{Admitted, Identified, MemberObserved, MemberQuiet, MemberView, Subscribe, Unsubscribe},
     metrics::Metrics,
     shards::Shards,
 };
@@ -84,7 +86,7 @@ pub struct ClusterWatcher {
     leadership: Shards,
     metrics: Arc<Metrics>,
     cache: MemberCache,
-    subscribers: HashMap<FederationKey, Recipient<MemberObserved>>,
+    subscribers: HashMap<FederationKey, Subscriber>,
     dirty: HashSet<FederationKey>,
     flush_scheduled: bool,
     confirming: HashSet<FederationKey>,
@@ -122,6 +124,14 @@ pub struct ClusterWatcher {
     told_silent: bool,
     /// The member-wide part of the views last reported to every federation.
     told_all: Option<MemberFacts>,
+    /// The start of the silence last told to every federation as quiet (see [`MemberQuiet`]).
+    quiet_told: Option<Instant>,
+}
+
+/// Where a subscribed coordinator hears of its federation in this member.
+struct Subscriber {
+    reports: Recipient<MemberObserved>,
+    quiet: Recipient<MemberQuiet>,
 }
 
 /// What every federation's view of a member shares besides the instant of its last answer
@@ -188,6 +198,7 @@ impl ClusterWatcher {
             admission: Ok(()),
             told_silent: false,
             told_all: None,
+            quiet_told: None,
         }
     }
 
@@ -291,7 +302,7 @@ impl ClusterWatcher {
                 } else {
                     Arc::new(self.view(&key))
                 };
-                sub.do_send(MemberObserved { cluster: self.cluster.clone(), key, view });
+                sub.reports.do_send(MemberObserved { cluster: self.cluster.clone(), key, view });
             }
         }
     }
@@ -348,7 +359,7 @@ impl Handler<Subscribe> for ClusterWatcher {
     type Result = ();
 
     fn handle(&mut self, msg: Subscribe, ctx: &mut Self::Context) {
-        self.subscribers.insert(msg.key.clone(), msg.subscriber);
+        self.subscribers.insert(msg.key.clone(), Subscriber { reports: msg.subscriber, quiet: msg.quiet });
         self.touched([msg.key], ctx);
     }
 }

@@ -43,6 +43,7 @@ impl ClusterWatcher {
         {
             ctx.run_later(left, |act, ctx| act.judge_reachability(ctx));
         }
+        self.tell_if_quiet(ctx);
         if !self.probing {
             self.probe(ctx);
         }
