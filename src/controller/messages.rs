@@ -92,8 +92,16 @@ pub struct MemberObserved {
 pub struct Subscribe {
     /// The federation.
     pub key: FederationKey,
+    /// Where the watcher's words go.
+    pub subscriber: Arc<Subscriber>,
+}
+
+/// Where a coordinator hears from the watchers: one per coordinator, shared by all its
+/// subscriptions (a thousand federations over a hundred members hold a thousand of these, not
+/// a hundred thousand).
+pub struct Subscriber {
     /// Where reports go.
-    pub subscriber: Recipient<MemberObserved>,
+    pub reports: Recipient<MemberObserved>,
     /// Where the member's silence is told (see [`MemberQuiet`]).
     pub quiet: Recipient<MemberQuiet>,
 }

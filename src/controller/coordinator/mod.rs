@@ -36,7 +36,7 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberObserved, MemberQuiet,
-        ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Subscribe, Unsubscribe, WriteBudget,
+        ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Subscribe, Subscriber, Unsubscribe, WriteBudget,
         WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
@@ -112,6 +112,8 @@ pub struct Coordinator {
     /// counting).
     fence_clock: super::fence_clock::FenceClock,
     subscribed: BTreeMap<String, Addr<ClusterWatcher>>,
+    /// Where the watchers' words reach this coordinator, shared by all its subscriptions.
+    subscriber: Option<Arc<Subscriber>>,
     /// A member's refusal (dry run) of this template or of what it writes with it, and when it
     /// was seen: `(template hash, refusal, at)`. It holds every write until the template changes
     /// or [`REFUSAL_RECHECK`] passed, when the dry runs are made again (a member's policy or a
@@ -192,6 +194,7 @@ impl Coordinator {
             members_listed: members.listed,
             views: BTreeMap::new(),
             subscribed: BTreeMap::new(),
+            subscriber: None,
             template_refusal: None,
             bounds,
             undecodable: None,
@@ -215,13 +218,18 @@ impl Coordinator {
     /// Subscribes to every member's current watcher (again when a member's watcher was
     /// replaced, e.g. after its connection changed), and forgets members that are gone.
     fn subscribe_all(&mut self, ctx: &mut Context<Self>) {
-        let me = ctx.address();
+        let me = self
+            .subscriber
+            .get_or_insert_with(|| {
+                let me = ctx.address();
+                Arc::new(Subscriber { reports: me.clone().recipient(), quiet: me.recipient() })
+            })
+            .clone();
         for (name, m) in self.members.iter() {
             if let Ok(w) = &m.watcher
                 && self.subscribed.get(name) != Some(w)
             {
-                let (subscriber, quiet) = (me.clone().recipient(), me.clone().recipient());
-                w.do_send(Subscribe { key: self.key.clone(), subscriber, quiet });
+                w.do_send(Subscribe { key: self.key.clone(), subscriber: me.clone() });
                 self.subscribed.insert(name.clone(), w.clone());
             }
         }

@@ -52,7 +52,7 @@ use crate::api::MemberCluster;
 
 use super::{
     member::{cache::MemberCache, contact_clock::ContactClock, health::Health, objects::FederationKey},
-    messages::{Admitted, Identified, MemberObserved, MemberQuiet, MemberView, Subscribe, Unsubscribe},
+    messages::{Admitted, Identified, MemberObserved, MemberView, Subscribe, Subscriber, Unsubscribe},
     metrics::Metrics,
     shards::Shards,
 };
@@ -86,7 +86,7 @@ pub struct ClusterWatcher {
     leadership: Shards,
     metrics: Arc<Metrics>,
     cache: MemberCache,
-    subscribers: HashMap<FederationKey, Subscriber>,
+    subscribers: HashMap<FederationKey, Arc<Subscriber>>,
     dirty: HashSet<FederationKey>,
     flush_scheduled: bool,
     confirming: HashSet<FederationKey>,
@@ -126,12 +126,6 @@ pub struct ClusterWatcher {
     told_all: Option<MemberFacts>,
     /// The start of the silence last told to every federation as quiet (see [`MemberQuiet`]).
     quiet_told: Option<Instant>,
-}
-
-/// Where a subscribed coordinator hears of its federation in this member.
-struct Subscriber {
-    reports: Recipient<MemberObserved>,
-    quiet: Recipient<MemberQuiet>,
 }
 
 /// What every federation's view of a member shares besides the instant of its last answer
@@ -359,7 +353,7 @@ impl Handler<Subscribe> for ClusterWatcher {
     type Result = ();
 
     fn handle(&mut self, msg: Subscribe, ctx: &mut Self::Context) {
-        self.subscribers.insert(msg.key.clone(), Subscriber { reports: msg.subscriber, quiet: msg.quiet });
+        self.subscribers.insert(msg.key.clone(), msg.subscriber);
         self.touched([msg.key], ctx);
     }
 }
