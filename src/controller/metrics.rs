@@ -7,12 +7,9 @@
 //! controller-runtime's well-known names (`controller_runtime_reconcile_*`, label
 //! `controller="federatedstatefulset"`), so that existing controller dashboards work.
 
-use prometheus::{
-    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
-};
+use prometheus::{GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
-use super::{move_phase::MovePhase, runtime_metrics::ControllerRuntime};
+use super::{exposition::Exposition, move_phase::MovePhase, runtime_metrics::ControllerRuntime};
 
 /// The drills whose figures are exposed.
 pub const DRILLS: [&str; 2] = ["evacuate", "cluster-loss"];
@@ -22,7 +19,7 @@ pub const DRILL_STAGES: [&str; 8] =
 
 /// Every series the controller exposes.
 pub struct Metrics {
-    registry: Registry,
+    registry: Exposition,
     drill_seconds: GaugeVec,
     api_requests: IntCounterVec,
     http_requests: IntCounterVec,
@@ -53,15 +50,15 @@ pub struct Metrics {
     slice_clusters: parking_lot::Mutex<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>,
 }
 
-fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+fn counter(registry: &Exposition, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let c = IntCounterVec::new(Opts::new(name, help).namespace("spanset"), labels).expect("valid metric");
-    registry.register(Box::new(c.clone())).expect("registered once");
+    registry.register(&c);
     c
 }
 
-fn gauge(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+fn gauge(registry: &Exposition, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     let g = IntGaugeVec::new(Opts::new(name, help).namespace("spanset"), labels).expect("valid metric");
-    registry.register(Box::new(g.clone())).expect("registered once");
+    registry.register(&g);
     g
 }
 
@@ -74,7 +71,7 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers every series in a fresh registry.
     pub fn new() -> Self {
-        let registry = Registry::new();
+        let registry = Exposition::default();
         let buckets = vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0];
         let reconcile_duration = HistogramVec::new(
             HistogramOpts::new("reconcile_duration_seconds", "Time of one reconcile of a federation")
@@ -83,14 +80,14 @@ impl Metrics {
             &["federation"],
         )
         .expect("valid metric");
-        registry.register(Box::new(reconcile_duration.clone())).expect("registered once");
+        registry.register(&reconcile_duration);
         let move_duration = Histogram::with_opts(
             HistogramOpts::new("move_duration_seconds", "Time from an ordinal's release to Ready in its new cluster")
                 .namespace("spanset")
                 .buckets(vec![0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0]),
         )
         .expect("valid metric");
-        registry.register(Box::new(move_duration.clone())).expect("registered once");
+        registry.register(&move_duration);
         let move_handoff = Histogram::with_opts(
             HistogramOpts::new(
                 "move_handoff_seconds",
@@ -101,41 +98,41 @@ impl Metrics {
             .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]),
         )
         .expect("valid metric");
-        registry.register(Box::new(move_handoff.clone())).expect("registered once");
+        registry.register(&move_handoff);
         let leader = IntGauge::with_opts(
             Opts::new("leader", "How many shards this process leads (unsharded: 1 while it leads)")
                 .namespace("spanset"),
         )
         .expect("valid metric");
-        registry.register(Box::new(leader.clone())).expect("registered once");
+        registry.register(&leader);
         let shards = IntGauge::with_opts(
             Opts::new("shards", "How many shards federations are divided into (--shards)").namespace("spanset"),
         )
         .expect("valid metric");
-        registry.register(Box::new(shards.clone())).expect("registered once");
+        registry.register(&shards);
         let leader_term = IntGauge::with_opts(
             Opts::new("leader_term", "The term this process leads in (0 while it does not lead)").namespace("spanset"),
         )
         .expect("valid metric");
-        registry.register(Box::new(leader_term.clone())).expect("registered once");
+        registry.register(&leader_term);
         let last_contact = GaugeVec::new(
             Opts::new("member_last_contact_timestamp_seconds", "Unix time of the member's last successful answer")
                 .namespace("spanset"),
             &["cluster"],
         )
         .expect("valid metric");
-        registry.register(Box::new(last_contact.clone())).expect("registered once");
+        registry.register(&last_contact);
         let drill_seconds = GaugeVec::new(
             Opts::new("drill_seconds", "Stages of the last `spanset drill` of a federation, as its report says")
                 .namespace("spanset"),
             &["federation", "drill", "stage"],
         )
         .expect("valid metric");
-        registry.register(Box::new(drill_seconds.clone())).expect("registered once");
+        registry.register(&drill_seconds);
         let federations =
             IntGauge::with_opts(Opts::new("federations", "FederatedStatefulSets coordinated now").namespace("spanset"))
                 .expect("valid metric");
-        registry.register(Box::new(federations.clone())).expect("registered once");
+        registry.register(&federations);
         let silence_checks = prometheus::IntCounter::with_opts(
             Opts::new(
                 "silence_checks_total",
@@ -145,7 +142,7 @@ impl Metrics {
             .namespace("spanset"),
         )
         .expect("valid metric");
-        registry.register(Box::new(silence_checks.clone())).expect("registered once");
+        registry.register(&silence_checks);
         let runtime = ControllerRuntime::register(&registry);
         let http_duration = HistogramVec::new(
             HistogramOpts::new(
@@ -157,7 +154,7 @@ impl Metrics {
             &["cluster", "verb"],
         )
         .expect("valid metric");
-        registry.register(Box::new(http_duration.clone())).expect("registered once");
+        registry.register(&http_duration);
         Self {
             drill_seconds,
             http_requests: counter(
@@ -249,9 +246,7 @@ impl Metrics {
 
     /// The text exposition of every series.
     pub fn render(&self) -> String {
-        let mut buf = Vec::new();
-        TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding never fails");
-        String::from_utf8(buf).expect("the text format is UTF-8")
+        self.registry.render()
     }
 
     /// A request to a member.

@@ -18,6 +18,7 @@ pub mod coordinator;
 pub mod disruption;
 pub mod effects;
 pub mod events;
+pub mod exposition;
 pub mod fence_clock;
 pub mod fencing;
 pub mod gates;

@@ -2,7 +2,9 @@
 //! alerts written for Go controllers (e.g. kubebuilder's) read spanset too. One controller,
 //! `federatedstatefulset`; results `success` and `error` as controller-runtime spells them.
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts};
+
+use super::exposition::Exposition;
 
 /// controller-runtime's name of this controller (its `controller` label).
 pub const CONTROLLER: &str = "federatedstatefulset";
@@ -19,7 +21,7 @@ pub struct ControllerRuntime {
 impl ControllerRuntime {
     /// Registers the three series in `registry` (without the `spanset_` prefix) and starts
     /// them at 0, so that rates exist before the first reconcile.
-    pub fn register(registry: &Registry) -> Self {
+    pub fn register(registry: &Exposition) -> Self {
         let total = IntCounterVec::new(
             Opts::new("controller_runtime_reconcile_total", "Total number of reconciliations per controller"),
             &["controller", "result"],
@@ -44,14 +46,10 @@ impl ControllerRuntime {
         .expect("valid metric");
         let depth = IntGaugeVec::new(Opts::new("workqueue_depth", "Current depth of workqueue"), &["name"])
             .expect("valid metric");
-        for c in [
-            Box::new(total.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(errors.clone()),
-            Box::new(time.clone()),
-            Box::new(depth.clone()),
-        ] {
-            registry.register(c).expect("registered once");
-        }
+        registry.register(&total);
+        registry.register(&errors);
+        registry.register(&time);
+        registry.register(&depth);
         for result in ["success", "error"] {
             let _ = total.with_label_values(&[CONTROLLER, result]);
         }

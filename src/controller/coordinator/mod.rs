@@ -36,8 +36,8 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberObserved, MemberQuiet,
-        ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Subscribe, Subscriber, Unsubscribe, WriteBudget,
-        WriteError, WriteStatefulSet,
+        ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Subscribe, Subscriber, Unsubscribe,
+        WriteBudget, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, Decision, Inputs, MemberInput, Refusal, StsWrite},
