@@ -124,7 +124,8 @@ pub struct ClusterWatcher {
     told_silent: bool,
     /// The member-wide part of the views last reported to every federation.
     told_all: Option<MemberFacts>,
-    /// The start of the silence last told to every federation as quiet (see [`MemberQuiet`]).
+    /// The start of the silence last told to every federation as quiet (see
+    /// [`MemberQuiet`](super::messages::MemberQuiet)).
     quiet_told: Option<Instant>,
 }
 
