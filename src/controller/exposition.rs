@@ -39,11 +39,6 @@ impl Exposition {
         self.last_len.store(buf.len(), Relaxed);
         String::from_utf8(buf).expect("the text format is UTF-8")
     }
-
-    /// Every family as [`Registry::gather`] returns them (for tests that read series).
-    pub fn gather(&self) -> Vec<MetricFamily> {
-        self.registry.gather()
-    }
 }
 
 /// Sorts a family's series by their label values.
@@ -74,7 +69,7 @@ mod tests {
             b.with_label_values(&[x, "1"]).inc_by(2);
         }
         let mut gathered = Vec::new();
-        TextEncoder::new().encode(&e.gather(), &mut gathered).unwrap();
+        TextEncoder::new().encode(&e.registry.gather(), &mut gathered).unwrap();
         let gathered = String::from_utf8(gathered).unwrap();
         let rendered = e.render();
         // The same lines (families in registration order rather than by name), and an empty
