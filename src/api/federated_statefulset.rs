@@ -308,8 +308,9 @@ pub struct Migration {
 }
 
 /// What becomes of the claims a departing ordinal leaves in its source (`storage: Detached`).
-/// Either way the claim is deleted before the ordinal starts elsewhere, so a later return gets
-/// a fresh claim instead of silently starting on older data; an Event names each claim.
+/// Either way the claim is deleted once the ordinal is Ready elsewhere (until then a move can
+/// be rolled back onto it), so a later return gets a fresh claim instead of silently starting
+/// on older data; an Event names each claim.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default, schemars::JsonSchema)]
 pub enum StaleClaims {
     /// The claim is deleted and its volume kept: reclaim policy `Retain`, left `Released`
@@ -436,12 +437,12 @@ pub struct FederatedStatefulSetStatus {
     /// from what was accepted, across restarts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_replicas: Option<i32>,
-    /// Where each ordinal was last let run — its pod released from the identity gate there, or
-    /// with the gate disabled its slice grown there —, so the member whose claims hold its
-    /// newest data. A claim elsewhere is older (or never used), so a move keeps or hands over
-    /// the claims of this member, never the other way round. Stored before the release or the
-    /// write that lets the ordinal run; an ordinal seen running where none is recorded is
-    /// recorded there.
+    /// Where each ordinal was last seen Ready (so where it has run, and served), the member
+    /// whose claims hold its newest data. A claim elsewhere is older (or never used: a move
+    /// that never got its ordinal Ready, a re-homing that never ran), so a move keeps or hands
+    /// over the claims of this member, never the other way round, and with `storage: Detached`
+    /// the claims an ordinal left elsewhere are retired only once it is Ready here. Recorded
+    /// from what the members report: a pod Ready, ungated, in exactly one member.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub homes: Vec<HomeStatus>,
 }
@@ -504,6 +505,13 @@ pub struct MoveStatus {
     pub phase: String,
     /// When the phase began (RFC 3339).
     pub since: String,
+    /// The uids of the destination's claims of this ordinal when the move was recorded (or
+    /// took this destination): left by an earlier run there, so older than the data the
+    /// ordinal brings. With `storage: Detached` exactly these are retired before the grow;
+    /// a claim made afterwards (the destination's StatefulSet controller's, for this very
+    /// arrival) is never taken for an older one. Absent until the destination was observed.
+    #[serde(rename = "staleClaims", default, skip_serializing_if = "Option::is_none")]
+    pub stale_claims: Option<Vec<String>>,
 }
 
 #[cfg(test)]

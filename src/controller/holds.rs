@@ -161,6 +161,7 @@ mod tests {
                     to: "b".into(),
                     phase: "Draining".into(),
                     since: String::new(),
+                    stale_claims: None,
                 })
                 .to_vec(),
             ..Default::default()

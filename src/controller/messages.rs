@@ -295,17 +295,18 @@ pub struct AdoptClaims {
     pub term: u64,
 }
 
-/// `storage: Detached`, source side: deletes these claims of a departed ordinal so that they
-/// never bind again if it comes back (`migration.staleClaims`), setting their volumes to
-/// Retain first when `keep_volume`. Claims already gone are skipped. Answers each claim
-/// deleted with its volume.
+/// `storage: Detached`: deletes these claims of an ordinal, older than its data, so that they
+/// never bind again (`migration.staleClaims`), setting their volumes to Retain first when
+/// `keep_volume`. Each delete is conditional on the uid and resourceVersion the deciding
+/// reconcile observed: a claim that changed since is left for the next decision (the answer is
+/// a conflict), one already gone is skipped. Answers each claim deleted with its volume.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<(String, Option<String>)>, WriteError>")]
 pub struct RetireClaims {
     /// The claims' namespace.
     pub namespace: String,
-    /// The claims of the ordinal, by name.
-    pub claims: Vec<String>,
+    /// The claims of the ordinal, as the deciding reconcile observed them.
+    pub claims: Vec<ClaimRecord>,
     /// Keep each claim's volume (reclaim policy Retain) rather than let it go by its policy.
     pub keep_volume: bool,
     /// The federation written for (its shard's leadership judges the term).

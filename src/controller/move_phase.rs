@@ -11,6 +11,7 @@
 //! | [`parked`] | any (a parked one: elsewhere) | `Parked` | the plan lands it short of its target |
 //! | [`ended`] | any (`Landed`: `Parked`) | (gone) | Ready in its target, or where parked |
 //! | [`cancelled`] | any but `Parked` | (gone) | a spec edit targets it back in its source |
+//! | [`overtaken`] | `Starting` | (gone) | a spec edit targets it in a third member |
 //!
 //! The CRD keeps the phase a string. A string this controller does not know (a newer
 //! controller's, a hand edit) is read as [`MovePhase::Released`] by every rule here
@@ -143,6 +144,15 @@ pub fn cancelled(phase: MovePhase, back_at_source: bool) -> bool {
     phase != MovePhase::Parked && back_at_source
 }
 
+/// Whether a spec edit that targets the ordinal in a member other than its source and its
+/// destination (`elsewhere`) ends the move: once grown (`Starting`) the destination holds it,
+/// so it moves on from there as a move of its own, recorded (with what its new destination
+/// holds of it) when the destination gives it up. Before the grow the move simply follows the
+/// target ([`follows_target`]).
+pub fn overtaken(phase: MovePhase, elsewhere: bool) -> bool {
+    phase == MovePhase::Starting && elsewhere
+}
+
 /// Whether the move follows the plan's target when a spec edit changes it (its `to` is the
 /// target), and counts among the planner's moves in flight. A parked move does neither: its
 /// `to` is where it landed, and the planner treats it as parked.
@@ -175,6 +185,15 @@ mod tests {
         assert_eq!(MovePhase::parse("draining"), None, "case matters, as in the CRD");
         assert_eq!(MovePhase::read("Teleporting"), Released);
         assert_eq!(MovePhase::read("Parked"), Parked);
+    }
+
+    #[test]
+    fn only_a_grown_move_retargeted_to_a_third_member_is_overtaken() {
+        assert!(overtaken(Starting, true));
+        assert!(!overtaken(Starting, false));
+        for p in [Draining, Released, Handover, Parked] {
+            assert!(!overtaken(p, true), "{p}");
+        }
     }
 
     #[test]

@@ -89,13 +89,19 @@ pub fn plan_parked(
     let all_ready = members.iter().all(|m| m.target.as_ref().is_none_or(|want| want.is_subset(&m.obs.ready)));
     let done = steps.is_empty() && all_written && all_ready && in_flight.is_empty();
     // A division by weight is remembered once every slice is written as divided (readiness
-    // is no part of the layout); until then the placement stored before stays, so that a
-    // placement that changes back (a cluster fenced and unfenced) is kept again.
+    // is no part of the layout); until then the placement stored before stays while nothing
+    // was written for the new one, so that a placement that changes back before any step (a
+    // cluster fenced and unfenced at once) is kept again.
     let laid_out = steps.is_empty() && all_written && in_flight.is_empty() && !stalled;
     let balanced_placement = match division {
         divide::Division::Kept => Some(placement),
         divide::Division::Unkeepable => None,
         divide::Division::Weighted if laid_out => Some(placement),
+        // Once a division for another placement writes anything, the slices are no longer the
+        // ones balanced before: setting that placement back (a weight change undone mid-way,
+        // its move rolled back) divides by weight again rather than keeping the half-done
+        // layout.
+        divide::Division::Weighted if balanced != Some(placement.as_str()) && !steps.is_empty() => None,
         divide::Division::Weighted => balanced.map(str::to_string),
     };
     let target = slices.into_iter().map(|(i, s)| (d.clusters[i].name.clone(), s)).collect();

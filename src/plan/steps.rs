@@ -460,8 +460,13 @@ fn next_steps_with(
     let contiguous_backend = d.backend == Backend::StatefulSet;
     let range = d.ordinals();
     let next = if stuck { Ordinals::universe() } else { taken_next(d, members) };
-    // Some move in flight can land where it goes once confirmations and readiness arrive.
-    let waiting_helps = !(moving.ranges() & next.ranges()).is_empty();
+    // Some move in flight can land where it goes once confirmations and readiness arrive, or
+    // is written there already and lands once Ready (a stall message would ask for a higher
+    // limit that nothing needs).
+    let landing = members
+        .iter()
+        .any(|m| m.target.as_ref().is_some_and(|t| !(t.ranges() & m.written.ranges() & moving.ranges()).is_empty()));
+    let waiting_helps = landing || !(moving.ranges() & next.ranges()).is_empty();
     let mut budget = u64::from(d.max_concurrent_moves).saturating_sub(moving.len() + parked.len());
     if stuck {
         budget = budget.min(1);
@@ -484,7 +489,11 @@ fn next_steps_with(
             continue;
         }
         let keep = target.map(|t| t & written).unwrap_or_default();
-        let free = if o.fenced { &everything } else { &free_unless_fenced };
+        // Giving up an ordinal that is not Ready here costs no availability (a move whose
+        // destination never got it Ready, rolled back): it never waits on the limit.
+        let not_ready = written - &o.ready;
+        let free_here = &free_unless_fenced | &not_ready;
+        let free = if o.fenced { &everything } else { &free_here };
         let releases = if contiguous_backend {
             release_ends(written, &keep, free, &next, &mut budget)
         } else {

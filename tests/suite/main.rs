@@ -47,6 +47,7 @@ mod least_privilege;
 mod logs;
 mod member_identity;
 mod model_check;
+mod move_cost;
 mod network_identity;
 mod observability;
 mod ordering;

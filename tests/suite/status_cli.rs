@@ -94,6 +94,7 @@ async fn fleet_with_federations(sandbox: &Sandbox) -> Client {
             to: "destination".into(),
             phase: "Starting".into(),
             since: since.to_string(),
+            stale_claims: None,
         }],
         ready_replicas: Some(5),
         ready: Some("5/6".into()),

@@ -1111,7 +1111,7 @@ async fn handover(
                     let why = if arrival {
                         format!("ordinal {} arrives in {at} from {}: its older claim {claim} there", h.ordinal, h.from)
                     } else {
-                        format!("ordinal {} left {at}: claim {claim}", h.ordinal)
+                        format!("ordinal {} is Ready in {}: the claim {claim} it left in {at}", h.ordinal, h.to)
                     };
                     out.storage_notes.push(crate::controller::events::Note::normal(
                         "StaleClaimRetired",
@@ -1127,8 +1127,8 @@ async fn handover(
             Err(e) => Err(format!("{at}: watcher gone: {e}")),
         };
     }
-    let msg =
-        ReleaseClaims { namespace: namespace.clone(), claims: h.claims.clone(), key: FederationKey::of(fsts), term };
+    let claims = h.claims.iter().map(|c| c.name.clone()).collect();
+    let msg = ReleaseClaims { namespace: namespace.clone(), claims, key: FederationKey::of(fsts), term };
     let objects = match from.send(msg).timeout(MEMBER_CALL_TIMEOUT).await {
         Ok(Ok(objects)) => objects,
         Ok(Err(WriteError::Refused { code: 422, message, .. })) => {

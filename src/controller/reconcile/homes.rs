@@ -1,17 +1,18 @@
-//! Where each ordinal was last let run (`status.homes`): the member whose claims hold its
+//! Where each ordinal was last seen Ready (`status.homes`): the member whose claims hold its
 //! newest data. The model checker found why it is needed: a member fenced while it ran an
 //! ordinal, the ordinal re-homed on fresh claims but not yet run there, the member unfenced —
 //! then the fresh, never-used claim was taken for the ordinal's data (released there, or handed
 //! back), and the ordinal started on an empty volume beside its own. Claims alone cannot tell a
 //! never-used claim from one with newer data; this record can.
 //!
-//! - An ordinal is let run in a member when its pod is released from the identity gate there
-//!   (or, with the gate disabled, when its slice is grown there). Before that, its home's claims
-//!   must be dealt with ([`move_storage::due`]: handed over with `storage: Move`, retired with
-//!   `Detached`) — unless its home is fenced (failover: the ordinal starts on fresh claims) or
-//!   gone. The record is stored before the release or the write.
-//! - An ordinal seen running (ungated) where none is recorded is recorded there, so that a
-//!   federation made before this record has one.
+//! - An ordinal's home is where it was last seen Ready, ungated, in exactly one member that
+//!   answers and is not fenced: a pod let run that never got Ready (an image that cannot be
+//!   pulled) leaves the home where it was, so that rolling its move back finds its data there.
+//! - With `storage: Move`, before an ordinal is let run in another member than its home, its
+//!   home's claims are handed over ([`move_storage::due`]) — unless its home is fenced
+//!   (failover: the ordinal starts on fresh claims) or gone. With `Detached` nothing is fetched:
+//!   the ordinal starts fresh and the claims it left are retired once it is Ready
+//!   ([`move_storage::left_behind`]).
 
 use std::collections::BTreeMap;
 
@@ -20,7 +21,7 @@ use super::{
     move_storage::{self, Handover},
 };
 use crate::{
-    api::{FederatedStatefulSetStatus, HomeStatus},
+    api::{FederatedStatefulSetStatus, HomeStatus, StorageMode},
     plan::{Observed, Ordinal},
 };
 
@@ -88,29 +89,42 @@ pub fn claims_for(inp: &Inputs<'_>, obs: &Observed, homes: &Homes, k: Ordinal, t
     if inp.members.get(home).is_none_or(|m| m.fenced) {
         return Claims::Ready;
     }
-    let Some((kind, claims)) = move_storage::due(inp, k, home, to) else { return Claims::Ready };
+    // Detached: the ordinal starts on fresh claims; the ones it left wait for its run.
+    if inp.fsts.spec.migration.storage.unwrap_or(StorageMode::Detached) == StorageMode::Detached {
+        return Claims::Ready;
+    }
+    let Some((kind, claims)) = move_storage::due(inp, k, home, to, None) else { return Claims::Ready };
+    let handover = Handover { ordinal: k, from: home.clone(), to: to.to_string(), claims, kind };
     if let Some(why) = inp.handover_refusals.get(&k) {
         return Claims::Wait(format!("ordinal {k}: {why}"));
     }
     let Some(o) = obs.get(home).filter(|o| o.reachable) else {
-        return Claims::Wait(format!("ordinal {k}: {home} is unreachable ({} wait there)", claims.join(", ")));
+        return Claims::Wait(format!("ordinal {k}: {home} is unreachable ({} wait there)", handover.claim_names()));
     };
     if !o.observed_since_write || o.written.contains(k) || o.pods.contains(k) {
-        return Claims::Wait(format!("ordinal {k}: {home} still holds it ({} wait there)", claims.join(", ")));
+        return Claims::Wait(format!("ordinal {k}: {home} still holds it ({} wait there)", handover.claim_names()));
     }
-    Claims::Fetch(Handover { ordinal: k, from: home.clone(), to: to.to_string(), claims, kind })
+    Claims::Fetch(handover)
 }
 
-/// `homes` with the ordinals seen running ungated where none is recorded.
+/// `homes` with each ordinal seen Ready (ungated, not being deleted) in exactly one member that
+/// answers and is not fenced recorded there. Two members showing it Ready is a conflict the
+/// `IdentityConflict` condition names; neither is taken for its home then.
 pub fn seen(inp: &Inputs<'_>, obs: &Observed, mut homes: Homes) -> Homes {
+    let mut ready: BTreeMap<Ordinal, Vec<&String>> = BTreeMap::new();
     for (name, _) in obs.iter().filter(|(_, o)| o.reachable && !o.fenced) {
         let Some(view) = inp.members.get(name).and_then(|m| m.view.as_ref()).filter(|v| v.synced) else {
             continue;
         };
         for (k, pod) in &view.federation.pods {
-            if !pod.gated() && !pod.deleting {
-                homes.entry(*k).or_insert_with(|| name.clone());
+            if pod.ready && !pod.gated() && !pod.deleting {
+                ready.entry(*k).or_default().push(name);
             }
+        }
+    }
+    for (k, members) in ready {
+        if let [only] = members.as_slice() {
+            homes.insert(k, (*only).clone());
         }
     }
     homes

@@ -20,8 +20,9 @@
 //!    writes that act on them, then write the steps;
 //! 7. `verdicts` and `status`: the conditions and the status to store;
 //!    `member_writes`: the pod releases, budgets and EndpointSlices of the round;
-//!    `homes`: where each ordinal is let run (`status.homes`, stored before the releases and
-//!    grows that change it), and the claims to fetch before a release.
+//!    `homes`: where each ordinal was last seen Ready (`status.homes`), the claims to fetch
+//!    before a release (`storage: Move`), and the claims left behind to retire once an ordinal
+//!    is Ready in its home (`Detached`).
 
 mod availability;
 mod homes;
@@ -46,7 +47,7 @@ use std::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{ResourceExt, api::DynamicObject};
 
-use super::{disruption::BudgetWrite, events::Note, member::objects::gated, messages::MemberView};
+use super::{disruption::BudgetWrite, events::Note, messages::MemberView};
 use crate::{
     api::{FailoverPolicy, FederatedStatefulSet, FederatedStatefulSetStatus},
     plan::Ordinal,
@@ -320,18 +321,14 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             handovers.push(fetch);
         }
     }
-    let mut next = homes;
-    for r in &others.releases {
-        next.insert(r.ordinal, r.cluster.clone());
-    }
-    if !gated(inp.fsts) {
-        for (cluster, ks) in &steps.acquired {
-            next.extend(ks.iter().map(|k| (k, cluster.clone())));
+    for retire in move_storage::left_behind(inp, &obs, &homes, &moves.moves, cx.range()) {
+        if !handovers.iter().any(|h| h.ordinal == retire.ordinal && h.from == retire.from) {
+            handovers.push(retire);
         }
     }
-    let stored = homes::write(&next);
+    let stored = homes::write(&homes);
     if stored != previous.homes {
-        // Stored before the release or the write that lets an ordinal run there.
+        // Stored before the claims it makes stale are retired.
         status.homes = stored;
         persist_first = true;
     }

@@ -88,9 +88,10 @@ pub(super) fn advance(cx: &Scope<'_>, obs: &Observed, planning: &Planning, stamp
     let targets = Targets::new(plan);
     m.retire_ended(cx, obs, &targets);
     if !stamping {
-        m.park_landings(planning.steps(), &targets);
+        m.park_landings(cx, planning.steps(), &targets);
     }
     m.cancel_returns(&targets);
+    m.end_overtaken(&targets);
     let mut moves = std::mem::take(&mut m.moves);
     for (k, mv) in moves.iter_mut() {
         m.advance_one(cx, obs, &targets, *k, mv);
@@ -140,7 +141,7 @@ impl Moves {
 
     /// A landing the plan chose (a grow outside the grower's target): the move goes there
     /// for now, so that its storage follows it there.
-    fn park_landings(&mut self, steps: &[Step], targets: &Targets<'_>) {
+    fn park_landings(&mut self, cx: &Scope<'_>, steps: &[Step], targets: &Targets<'_>) {
         for step in steps {
             let Step::Grow { cluster, acquires, .. } = step else { continue };
             for k in acquires.iter().filter(|k| targets.of(*k) != Some(cluster.as_str())) {
@@ -157,6 +158,7 @@ impl Moves {
                     ));
                     enter(m, next, &self.now);
                     m.to = cluster.clone();
+                    m.stale_claims = move_storage::stale_claims_in(cx.view_of(cluster).as_deref(), k);
                     self.persist_first = true;
                 }
             }
@@ -169,12 +171,35 @@ impl Moves {
         self.moves.retain(|k, m| {
             let back = move_phase::cancelled(phase_of(m), targets.of(*k) == Some(m.from.as_str()));
             if back {
-                self.notes.push(Note::normal(
-                    "MoveCancelled",
-                    format!("ordinal {k} stays in {}: the spec puts it back there", m.from),
-                ));
+                let msg = if phase_of(m) == MovePhase::Starting {
+                    format!(
+                        "ordinal {k} goes back to {} on its own claims: the spec puts it back there before it was \
+                         Ready in {}",
+                        m.from, m.to
+                    )
+                } else {
+                    format!("ordinal {k} stays in {}: the spec puts it back there", m.from)
+                };
+                self.notes.push(Note::normal("MoveCancelled", msg));
             }
             !back
+        });
+    }
+
+    /// A grown move that a spec edit targets in a third member ends: its destination gives the
+    /// ordinal up as a move of its own (see [`move_phase::overtaken`]).
+    fn end_overtaken(&mut self, targets: &Targets<'_>) {
+        self.moves.retain(|k, m| {
+            let Some(target) = targets.of(*k) else { return true };
+            let ended = move_phase::overtaken(phase_of(m), target != m.to && target != m.from);
+            if ended {
+                self.notes.push(Note::normal(
+                    "MoveRetargeted",
+                    format!("ordinal {k} now goes to {target}: it moves on from {} once {} gives it up", m.to, m.to),
+                ));
+                self.persist_first = true;
+            }
+            !ended
         });
     }
 
@@ -186,6 +211,15 @@ impl Moves {
             && move_phase::follows_target(phase_of(m))
         {
             m.to = to.to_string();
+            m.stale_claims = move_storage::stale_claims_in(cx.view_of(to).as_deref(), k);
+        }
+        // What the destination held of the ordinal before it arrives, once it has reported.
+        if m.stale_claims.is_none()
+            && phase_of(m) != MovePhase::Starting
+            && let Some(stale) = move_storage::stale_claims_in(cx.view_of(&m.to).as_deref(), k)
+        {
+            m.stale_claims = Some(stale);
+            self.persist_first = true;
         }
         if let Some(next) = move_phase::released(phase_of(m), released(obs, k, &m.to)) {
             enter(m, next, &self.now);

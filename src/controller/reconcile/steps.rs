@@ -11,7 +11,7 @@ use super::{
     scope::Scope,
 };
 use crate::{
-    api::MoveStatus,
+    api::{MoveStatus, StorageMode},
     controller::{
         events::Note,
         move_phase::{self, MovePhase},
@@ -26,8 +26,6 @@ pub(super) struct Steps {
     pub writes: Vec<StsWrite>,
     /// Ordinals of recorded moves that these writes grow into their destination.
     pub grows: Vec<Ordinal>,
-    /// Every grow's member and the ordinals it takes.
-    pub acquired: Vec<(String, Ordinals)>,
 }
 
 /// The writes of this round's gated steps, recording the moves they start or grow into.
@@ -40,17 +38,14 @@ pub(super) fn write(cx: &Scope<'_>, planning: &Planning, moves: &mut Moves, curs
         let view = cx.view_of(cluster).expect("steps name observed members");
         let Some(s) = &view.federation.sts else { continue };
         match step {
-            Step::Shrink { releases, .. } => record_releases(moves, cluster, releases, &targets),
+            Step::Shrink { releases, .. } => record_releases(cx, moves, cluster, releases, &targets),
             Step::Grow { acquires, .. }
                 if acquires.iter().any(|k| moves.released.contains(&k) || moves.held.contains(&k)) =>
             {
                 continue;
             }
             Step::Grow { acquires, .. } if record_orphans(cx, moves, cluster, acquires) => continue,
-            Step::Grow { acquires, .. } => {
-                out.grows.extend(record_grows(moves, cluster, acquires));
-                out.acquired.push((cluster.to_string(), acquires.clone()));
-            }
+            Step::Grow { acquires, .. } => out.grows.extend(record_grows(moves, cluster, acquires)),
         }
         out.writes.push(StsWrite {
             cluster: cluster.to_string(),
@@ -63,37 +58,56 @@ pub(super) fn write(cx: &Scope<'_>, planning: &Planning, moves: &mut Moves, curs
 }
 
 /// A shrink's released ordinals that the plan targets elsewhere start moving (`Draining`).
-fn record_releases(moves: &mut Moves, cluster: &str, releases: &Ordinals, targets: &Targets<'_>) {
+fn record_releases(cx: &Scope<'_>, moves: &mut Moves, cluster: &str, releases: &Ordinals, targets: &Targets<'_>) {
     for k in releases.iter() {
         if let Some(to) = targets.of(k).filter(|to| *to != cluster)
             && let Some(phase) = move_phase::started(moves.moves.get(&k).map(phase_of))
         {
-            record_move(moves, k, cluster, to, phase, format!("ordinal {k}: {cluster} → {to}"));
+            let stale = move_storage::stale_claims_in(cx.view_of(to).as_deref(), k);
+            record_move(moves, k, cluster, to, phase, stale, format!("ordinal {k}: {cluster} → {to}"));
         }
     }
 }
 
-/// Records the move of `k` from `from` to `to` in `phase` (stored before the writes), with its
+/// Records the move of `k` from `from` to `to` in `phase` (stored before the writes), with what
+/// the destination holds of it already (`stale`, see [`MoveStatus::stale_claims`]) and its
 /// `MoveStarted` Event.
-fn record_move(moves: &mut Moves, k: Ordinal, from: &str, to: &str, phase: MovePhase, why: String) {
+fn record_move(
+    moves: &mut Moves,
+    k: Ordinal,
+    from: &str,
+    to: &str,
+    phase: MovePhase,
+    stale: Option<Vec<String>>,
+    why: String,
+) {
     moves.notes.push(Note::normal("MoveStarted", why));
     let since = moves.now.clone();
-    let status =
-        MoveStatus { ordinal: k as i32, from: from.into(), to: to.into(), phase: phase.as_str().into(), since };
+    let status = MoveStatus {
+        ordinal: k as i32,
+        from: from.into(),
+        to: to.into(),
+        phase: phase.as_str().into(),
+        since,
+        stale_claims: stale,
+    };
     moves.moves.insert(k, status);
     moves.persist_first = true;
 }
 
-/// A grow of ordinals that no recorded move covers, though their volumes are in another
-/// unfenced member (a move cancelled after its source gave the ordinal up, then retargeted; a
-/// scale-down and up): each gets its move recorded as `Released` (the plan grows only an
-/// ordinal confirmed held and run nowhere), and the grow waits, so that the storage gate holds
-/// it until those volumes are handed over (or retired). Without this the ordinal started on a
-/// fresh volume beside its own (found by the model checker). Answers whether any was recorded.
+/// A grow of ordinals that no recorded move covers, though their storage needs dealing with
+/// (a move cancelled after its source gave the ordinal up, then retargeted; a scale-down and
+/// up): with `storage: Move` their volumes are in another unfenced member, with `Detached` the
+/// grower keeps claims of theirs older than their last run elsewhere. Each gets its move
+/// recorded as `Released` (the plan grows only an ordinal confirmed held and run nowhere), and
+/// the grow waits, so that the storage gate holds it until those volumes are handed over (or
+/// the older claims retired). Without this the ordinal started on a fresh volume beside its own
+/// (found by the model checker). Answers whether any was recorded.
 fn record_orphans(cx: &Scope<'_>, moves: &mut Moves, cluster: &str, acquires: &Ordinals) -> bool {
     if !cx.inp.rules.handover_gate || !cx.inp.rules.orphan_moves {
         return false;
     }
+    let detached = cx.fsts.spec.migration.storage.unwrap_or(StorageMode::Detached) == StorageMode::Detached;
     let mut recorded = false;
     let unrecorded: Vec<Ordinal> = acquires.iter().filter(|k| !moves.moves.contains_key(k)).collect();
     for k in unrecorded {
@@ -103,22 +117,36 @@ fn record_orphans(cx: &Scope<'_>, moves: &mut Moves, cluster: &str, acquires: &O
         if home.as_deref() == Some(cluster) {
             continue;
         }
-        let Some((from, _)) = cx
-            .inp
-            .members
-            .iter()
-            .filter(|(name, m)| name.as_str() != cluster && !m.fenced)
-            .filter(|(name, _)| home.as_ref().is_none_or(|h| h == *name))
-            // Its volumes are there (a live claim of the ordinal), and they need dealing with.
-            .filter(|(_, m)| {
-                m.view.as_ref().and_then(|v| v.claims.get(&k)).is_some_and(|c| c.iter().any(|c| !c.deleting))
-            })
-            .find(|(name, _)| move_storage::due(cx.inp, k, name, cluster).is_some())
-        else {
-            continue;
+        let stale = move_storage::stale_claims_in(cx.view_of(cluster).as_deref(), k);
+        let from = if detached {
+            // The grower's claims of it are older than its run in its home.
+            match (&home, &stale) {
+                (Some(home), Some(stale)) if !stale.is_empty() => home.clone(),
+                _ => continue,
+            }
+        } else {
+            let Some((from, _)) = cx
+                .inp
+                .members
+                .iter()
+                .filter(|(name, m)| name.as_str() != cluster && !m.fenced)
+                .filter(|(name, _)| home.as_ref().is_none_or(|h| h == *name))
+                // Its volumes are there (a live claim of the ordinal), and they need dealing with.
+                .filter(|(_, m)| {
+                    m.view.as_ref().and_then(|v| v.claims.get(&k)).is_some_and(|c| c.iter().any(|c| !c.deleting))
+                })
+                .find(|(name, _)| move_storage::due(cx.inp, k, name, cluster, None).is_some())
+            else {
+                continue;
+            };
+            from.clone()
         };
-        let why = format!("ordinal {k}: {from} → {cluster} (its volumes are in {from})");
-        record_move(moves, k, from, cluster, MovePhase::Released, why);
+        let why = if detached {
+            format!("ordinal {k}: {from} → {cluster} ({cluster} keeps claims of it older than its run in {from})")
+        } else {
+            format!("ordinal {k}: {from} → {cluster} (its volumes are in {from})")
+        };
+        record_move(moves, k, &from, cluster, MovePhase::Released, stale, why);
         recorded = true;
     }
     recorded

@@ -916,7 +916,14 @@ fn moving(ordinals: &[i32], from: &str, to: &str, phase: &str) -> Vec<MoveStatus
     let at = "2027-01-15T08:00:00Z".to_string();
     ordinals
         .iter()
-        .map(|&k| MoveStatus { ordinal: k, from: from.into(), to: to.into(), phase: phase.into(), since: at.clone() })
+        .map(|&k| MoveStatus {
+            ordinal: k,
+            from: from.into(),
+            to: to.into(),
+            phase: phase.into(),
+            since: at.clone(),
+            stale_claims: Some(Vec::new()),
+        })
         .collect()
 }
 
@@ -1014,38 +1021,58 @@ fn a_fenced_source_keeps_its_volumes_by_the_rules_of_failover_and_a_condition_sa
 }
 
 #[test]
-fn a_detached_ordinal_retires_the_claims_it_leaves_before_it_starts_elsewhere() {
-    // Issue 19, item 5: a claim left in the source would be bound again, with older data,
-    // if the ordinal came back.
+fn a_detached_ordinal_keeps_the_claims_it_leaves_until_it_is_ready_elsewhere() {
+    // Until the ordinal is Ready in its destination, a's claims are its way back (a move
+    // rolled back runs on them again); once it is, a claim left in a would be bound again,
+    // with older data, if it came back: it is retired then.
     let mut f = four_over_abc(StorageMode::Detached, phases::RELEASED);
+    f.status.as_mut().unwrap().homes = homes(&[("a", "0-1"), ("c", "2-3")]);
     let a = with_claims(settled(&f, 0, 0, 7), &[0, 1], "a");
     let mut members =
         BTreeMap::from([("a".into(), a), ("b".into(), settled(&f, 0, 0, 7)), ("c".into(), settled(&f, 2, 2, 7))]);
     let d = decide_now(&f, &members, 7);
-    assert!(!grows_b(&d), "{:?}", written_slices(&d));
+    assert!(d.handovers.is_empty(), "nothing retired before the ordinal runs elsewhere: {:?}", d.handovers);
+    assert!(written_slices(&d).contains(&("b".to_string(), Some(0), Some(2))), "{:?}", written_slices(&d));
+    // b runs 0-1, Ready: their home is b, the moves end, and a's claims are retired.
+    f.status = Some(d.status);
+    members.insert("b".into(), settled(&f, 0, 2, 7));
+    let d = decide_now(&f, &members, 7);
+    assert!(d.status.moves.is_empty(), "{:?}", d.status.moves);
+    assert_eq!(d.status.homes, homes(&[("b", "0-1"), ("c", "2-3")]));
     let retire = HandoverKind::Retire { keep_volume: true, arrival: false };
-    let steps: Vec<(u32, &str, HandoverKind)> =
-        d.handovers.iter().map(|h| (h.ordinal, h.from.as_str(), h.kind)).collect();
-    assert_eq!(steps, [(0, "a", retire), (1, "a", retire)], "staleClaims defaults to Release");
+    /// A retirement as decided: ordinal, where, for whom, how, and each claim's uid and version.
+    type Retirement<'a> = (u32, &'a str, &'a str, HandoverKind, Vec<(String, u64)>);
+    let steps: Vec<Retirement<'_>> = d
+        .handovers
+        .iter()
+        .map(|h| {
+            let claims = h.claims.iter().map(|c| (c.uid.clone(), c.rv)).collect();
+            (h.ordinal, h.from.as_str(), h.to.as_str(), h.kind, claims)
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [(0, "a", "b", retire, vec![("a-0".into(), 3)]), (1, "a", "b", retire, vec![("a-1".into(), 3)])],
+        "staleClaims defaults to Release; each claim named as observed (uid, resourceVersion)"
+    );
     f.spec.migration.stale_claims = Some(crate::api::StaleClaims::Delete);
     let d = decide_now(&f, &members, 7);
     assert_eq!(d.handovers[0].kind, HandoverKind::Retire { keep_volume: false, arrival: false });
-    // Claims being deleted count as gone: b grows.
-    f.status = Some(d.status);
+    // Claims being deleted count as gone.
     let a = reporting(members.remove("a").unwrap(), |v| {
         v.claims.values_mut().flatten().for_each(|c| c.deleting = true);
     });
     members.insert("a".into(), a);
     let d = decide_now(&f, &members, 7);
-    assert!(d.handovers.is_empty());
-    assert!(written_slices(&d).contains(&("b".to_string(), Some(0), Some(2))), "{:?}", written_slices(&d));
+    assert!(d.handovers.is_empty(), "{:?}", d.handovers);
 }
 
 #[test]
 fn a_detached_ordinal_arriving_where_an_older_claim_of_it_was_left_retires_that_claim_first() {
     // b kept a claim of ordinal 1 from a run before (a member fenced since, say): the
     // ordinal ran in a since, so that claim must not bind when it arrives.
-    let f = four_over_abc(StorageMode::Detached, phases::RELEASED);
+    let mut f = four_over_abc(StorageMode::Detached, phases::RELEASED);
+    f.status.as_mut().unwrap().moves[1].stale_claims = Some(vec!["b-1".into()]);
     let a = settled(&f, 0, 0, 7);
     let b = with_claims(settled(&f, 0, 0, 7), &[1], "b");
     let members = BTreeMap::from([("a".into(), a), ("b".into(), b), ("c".into(), settled(&f, 2, 2, 7))]);
@@ -1054,6 +1081,42 @@ fn a_detached_ordinal_arriving_where_an_older_claim_of_it_was_left_retires_that_
     let steps: Vec<(u32, &str, HandoverKind)> =
         d.handovers.iter().map(|h| (h.ordinal, h.to.as_str(), h.kind)).collect();
     assert_eq!(steps, [(1, "b", HandoverKind::Retire { keep_volume: true, arrival: true })]);
+}
+
+#[test]
+fn a_claim_the_destination_made_after_the_move_was_recorded_is_never_retired() {
+    // The destination's StatefulSet controller makes the arriving ordinal's claim once its
+    // slice holds it: that claim is the ordinal's own. Taking it for an older one deleted it,
+    // the controller made it again, and so on until the pod happened to bind (hundreds of
+    // Released volumes per member in the README's demo).
+    let mut f = four_over_abc(StorageMode::Detached, phases::STARTING);
+    f.status.as_mut().unwrap().homes = homes(&[("a", "0-1"), ("c", "2-3")]);
+    let a = settled(&f, 0, 0, 7);
+    // b's slice holds 0-1 and their claims were made since: the pods wait behind the gate.
+    let b = with_claims(gated_pod(gated_pod(settled(&f, 0, 2, 7), 0, &[]), 1, &[]), &[0, 1], "b");
+    let members = BTreeMap::from([("a".into(), a), ("b".into(), b), ("c".into(), settled(&f, 2, 2, 7))]);
+    let d = decide_now(&f, &members, 7);
+    assert!(d.handovers.is_empty(), "{:?}", d.handovers);
+    assert_eq!(released(&d), [("b".to_string(), 0), ("b".to_string(), 1)]);
+    // Recorded before the grow, a claim of b is retired once (before the grow), never after.
+    f.status.as_mut().unwrap().moves[0].stale_claims = Some(vec!["b-0".into()]);
+    let d = decide_now(&f, &members, 7);
+    assert!(d.handovers.is_empty(), "nothing is retired after the grow: {:?}", d.handovers);
+}
+
+#[test]
+fn a_move_records_what_its_destination_holds_of_the_ordinal_when_it_starts() {
+    // b holds a claim of ordinal 2 from an earlier run; a moves 2-3 out (weights 1:1 → 0:1),
+    // ordinal 2 first (b can take it next).
+    let mut f = fsts(&[("a", 0), ("b", 1)]);
+    f.spec.replicas = 4;
+    f.spec.migration.storage = Some(StorageMode::Detached);
+    let b = with_claims(settled(&f, 0, 2, 7), &[2], "b");
+    let members = BTreeMap::from([("a".into(), settled(&f, 2, 2, 7)), ("b".into(), b)]);
+    let d = decide_now(&f, &members, 7);
+    let recorded: Vec<(i32, Option<Vec<String>>)> =
+        d.status.moves.iter().map(|m| (m.ordinal, m.stale_claims.clone())).collect();
+    assert_eq!(recorded, [(2, Some(vec!["b-2".to_string()]))], "{:?}", d.status.moves);
 }
 
 #[test]
@@ -1115,7 +1178,7 @@ fn an_unknown_stored_move_phase_is_handled_as_released_and_kept_until_a_transiti
     // controller's, a hand edit) decides what Released decides, and is not rewritten by a
     // round that moves nothing.
     let decide_with = |phase: &str, source_unreachable: bool| {
-        let f = four_over_abc(StorageMode::Detached, phase);
+        let f = four_over_abc(StorageMode::Move, phase);
         let mut a = with_claims(settled(&f, 0, 0, 7), &[0, 1], "a");
         if source_unreachable {
             // Unreachable source: its claims wait there and the move stays as it is.
@@ -1165,13 +1228,18 @@ fn a_pod_re_homed_while_its_home_was_fenced_waits_for_its_home_s_claims() {
     let fetched: Vec<_> = d.handovers.iter().map(|h| (h.ordinal, h.from.as_str(), h.to.as_str(), h.kind)).collect();
     assert_eq!(fetched, [(1, "a", "b", HandoverKind::Move)]);
     assert_eq!(d.status.homes, homes(&[("a", "1"), ("b", "0")]), "nothing let run yet");
-    // Once a's volume is bound in b, the pod runs there, recorded first.
-    let (f, members) = re_homed_while_fenced("vol-a-1");
+    // Once a's volume is bound in b, the pod runs there; its home is b once it is Ready.
+    let (mut f, mut members) = re_homed_while_fenced("vol-a-1");
     let d = decide_now(&f, &members, 7);
     assert_eq!(released(&d), [("b".to_string(), 1)]);
     assert!(d.handovers.is_empty(), "{:?}", d.handovers);
+    assert_eq!(d.status.homes, homes(&[("a", "1"), ("b", "0")]), "let run is not run");
+    f.status = Some(d.status);
+    let b = with_claims(settled(&f, 0, 2, 7), &[0, 1], "b");
+    members.insert("b".into(), reporting(b, |v| v.claims.get_mut(&1).unwrap()[0].volume = Some("vol-a-1".into())));
+    let d = decide_now(&f, &members, 7);
     assert_eq!(d.status.homes, homes(&[("b", "0-1")]));
-    assert!(d.persist_first, "the home is stored before the release");
+    assert!(d.persist_first, "a new home is stored before anything it makes stale is retired");
 }
 
 #[test]
@@ -1180,7 +1248,7 @@ fn a_pod_re_homed_while_its_home_is_fenced_runs_on_fresh_claims() {
     members.get_mut("a").unwrap().fenced = true;
     let d = decide_now(&f, &members, 7);
     assert_eq!(released(&d), [("b".to_string(), 1)], "failover: its volumes stay behind");
-    assert_eq!(d.status.homes, homes(&[("b", "0-1")]));
+    assert_eq!(d.status.homes, homes(&[("a", "1"), ("b", "0")]), "its home moves once it is Ready");
 }
 
 #[test]
@@ -1229,4 +1297,50 @@ fn a_fenced_member_heard_from_since_its_fence_holds_what_it_ran_once_silent_agai
     let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 8)), ("west".into(), silent_west(false))]);
     let d = decide_now(&f, &members, 8);
     assert!(grows_east(&d), "{:?}", written_slices(&d));
+}
+
+#[test]
+fn a_grown_move_whose_pod_cannot_run_is_rolled_back_when_the_placement_returns() {
+    // east 0-2 with ordinal 2 grown there (released from the gate, its image not pullable),
+    // west 3, central 4-5; the placement goes back to 1:1:1.
+    let mut f = fsts(&[("east", 1), ("west", 1), ("central", 1)]);
+    f.status = Some(FederatedStatefulSetStatus {
+        moves: moving(&[2], "west", "east", phases::STARTING),
+        homes: homes(&[("central", "4-5"), ("east", "0-1"), ("west", "2-3")]),
+        // The division for 2:1:1 wrote its first step: 1:1:1 is balanced no more.
+        balanced_placement: None,
+        ..Default::default()
+    });
+    let east = reporting(settled(&f, 0, 3, 7), |v| {
+        let pod = Arc::make_mut(&mut v.federation).pods.get_mut(&2).unwrap();
+        pod.ready = false;
+        pod.phase = PodPhase::Pending;
+        pod.trouble = Some("container redis: waiting: ImagePullBackOff".into());
+    });
+    let members = BTreeMap::from([
+        ("east".into(), east),
+        ("west".into(), settled(&f, 3, 1, 7)),
+        ("central".into(), settled(&f, 4, 2, 7)),
+    ]);
+    let d = decide_now(&f, &members, 7);
+    let recorded: Vec<(i32, &str, &str, &str)> =
+        d.status.moves.iter().map(|m| (m.ordinal, m.from.as_str(), m.to.as_str(), m.phase.as_str())).collect();
+    assert_eq!(recorded, [(2, "east", "west", phases::DRAINING)], "{:?}", d.notes);
+    assert!(written_slices(&d).contains(&("east".to_string(), Some(0), Some(2))), "{:?}", written_slices(&d));
+    assert!(d.notes.iter().any(|n| n.reason == "MoveCancelled"), "{:?}", d.notes);
+    // East gave it up (its pod never ran): west takes it back, on its own claims, though
+    // maxConcurrentMoves is 1 and nothing else needed to move.
+    f.status = Some(d.status);
+    let members = BTreeMap::from([
+        ("east".into(), settled(&f, 0, 2, 7)),
+        ("west".into(), with_claims(settled(&f, 3, 1, 7), &[2], "west")),
+        ("central".into(), settled(&f, 4, 2, 7)),
+    ]);
+    let d = decide_now(&f, &members, 7);
+    let recorded: Vec<(i32, &str)> = d.status.moves.iter().map(|m| (m.ordinal, m.phase.as_str())).collect();
+    assert_eq!(recorded, [(2, phases::RELEASED)]);
+    f.status = Some(d.status);
+    let d = decide_now(&f, &members, 7);
+    assert!(d.handovers.is_empty(), "west's claims are the ordinal's own: {:?}", d.handovers);
+    assert!(written_slices(&d).contains(&("west".to_string(), Some(2), Some(2))), "{:?}", d.status.conditions);
 }

@@ -56,8 +56,8 @@ pub(super) fn verdicts(cx: &Scope<'_>, round: &Round<'_>, standing: &Standing<'_
 
 /// Why the federation is not done: the reason and message of `Ready` (False) and
 /// `Progressing` (True), the first that applies of: storage refused or waiting, members not
-/// reported, members unconfirmed, stamping, a gate's hold, the disruption budget, the move
-/// limit, moves running, members unreachable.
+/// reported, members unconfirmed, stamping, a gate's hold, the disruption budget, a move whose
+/// pod cannot run in its destination, the move limit, moves running, members unreachable.
 fn not_done(cx: &Scope<'_>, round: &Round<'_>, standing: &Standing<'_>) -> (&'static str, String) {
     let (moves, planning) = (round.moves, round.planning);
     let budget = &planning.budget;
@@ -99,6 +99,8 @@ fn not_done(cx: &Scope<'_>, round: &Round<'_>, standing: &Standing<'_>) -> (&'st
                 budget.planned.max_concurrent_moves.min(budget.limit.saturating_sub(budget.down_otherwise))
             ),
         )
+    } else if let Some(why) = stuck_move(cx, round) {
+        ("MoveStuck", why)
     } else if let Some(p) = plan.filter(|p| p.stalled) {
         ("MoveLimit", plan::stall_message(cx.desired, &p.in_flight))
     } else if !moves.moves.is_empty() {
@@ -114,6 +116,26 @@ fn not_done(cx: &Scope<'_>, round: &Round<'_>, standing: &Standing<'_>) -> (&'st
     } else {
         ("Reconciling", format!("{}/{} ready", standing.ready_total, cx.desired.replicas))
     }
+}
+
+/// A move grown into its destination whose pod there cannot run (an image that cannot be
+/// pulled, a container that keeps failing): what keeps it, and what the user can do about it.
+fn stuck_move(cx: &Scope<'_>, round: &Round<'_>) -> Option<String> {
+    round.moves.moves.iter().find_map(|(k, m)| {
+        if super::moves::phase_of(m) != crate::controller::move_phase::MovePhase::Starting {
+            return None;
+        }
+        let view = cx.view_of(&m.to)?;
+        // Released from the identity gate (a gated pod waits for spanset, not for the member).
+        let trouble = view.federation.pods.get(k).filter(|p| !p.ready && !p.gated())?.trouble.clone()?;
+        Some(format!(
+            "{}-{k} cannot run in {} ({trouble}): fix what keeps it there, or put the placement back and it \
+             returns to {} on its own claims",
+            cx.name(),
+            m.to,
+            m.from
+        ))
+    })
 }
 
 /// The `Degraded` condition: members the plan excludes (and duplicates), and volumes left

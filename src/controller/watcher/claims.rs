@@ -18,7 +18,7 @@ use super::{
 };
 use crate::controller::{
     labels::FIELD_MANAGER,
-    member::storage,
+    member::{cache::ClaimRecord, storage},
     messages::{AdoptClaims, ReleaseClaims, RetireClaims, WriteError},
     metrics::Metrics,
 };
@@ -94,7 +94,11 @@ impl Handler<AdoptClaims> for ClusterWatcher {
                 let Some(there) = there else { continue };
                 let name = there.name_any();
                 if retire {
-                    let old = retire_claim(&pvcs, &pvs, &there, true, &cluster, &metrics).await?;
+                    // The stale claim exactly as read here: one that changed since is left for the
+                    // next handover.
+                    let record = ClaimRecord::of(&there).1;
+                    let old =
+                        retire_claim(&pvcs, &pvs, &record, true, &cluster, &metrics).await?.and_then(|volume| volume);
                     tracing::warn!(
                         cluster = %cluster, claim = %name, volume = ?old, handed_over = %volume,
                         "stale claim retired in the destination of a storage handover; its volume is kept"
@@ -129,11 +133,10 @@ impl Handler<RetireClaims> for ClusterWatcher {
             let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &msg.namespace);
             let pvs: Api<PersistentVolume> = Api::all(client);
             let mut retired = Vec::new();
-            for name in &msg.claims {
-                let pvc = pvcs.get_opt(name).await.map_err(reply(&cluster))?;
-                let Some(pvc) = pvc.filter(|c| decide::claims::retirable(Some(c))) else { continue };
-                let volume = retire_claim(&pvcs, &pvs, &pvc, msg.keep_volume, &cluster, &metrics).await?;
-                retired.push((name.clone(), volume));
+            for claim in &msg.claims {
+                if let Some(volume) = retire_claim(&pvcs, &pvs, claim, msg.keep_volume, &cluster, &metrics).await? {
+                    retired.push((claim.name.clone(), volume));
+                }
             }
             Ok(retired)
         };
@@ -141,18 +144,20 @@ impl Handler<RetireClaims> for ClusterWatcher {
     }
 }
 
-/// Retires the claim `pvc` with the calls of [`decide::claims::retire_calls`]: its volume set
-/// to Retain first when `keep_volume` (if it still exists), then the very claim read deleted
-/// (a uid precondition; one already gone counts as deleted). Answers its volume.
+/// Retires `claim` with the calls of [`decide::claims::retire_calls`]: its volume set to
+/// Retain first when `keep_volume` (if it still exists), then exactly the version observed
+/// deleted (uid and resourceVersion preconditions). Answers `Some(its volume)` once deleted,
+/// `None` when it was gone already; a claim changed since it was observed is a conflict, for
+/// the next decision.
 async fn retire_claim(
     pvcs: &Api<PersistentVolumeClaim>,
     pvs: &Api<PersistentVolume>,
-    pvc: &PersistentVolumeClaim,
+    claim: &ClaimRecord,
     keep_volume: bool,
     cluster: &str,
     metrics: &Metrics,
-) -> Result<Option<String>, WriteError> {
-    for call in decide::claims::retire_calls(pvc, keep_volume) {
+) -> Result<Option<Option<String>>, WriteError> {
+    for call in decide::claims::retire_calls(claim, keep_volume) {
         match call {
             RetireCall::RetainVolume(v) => {
                 if pvs.get_opt(&v).await.map_err(reply(cluster))?.is_some() {
@@ -160,18 +165,17 @@ async fn retire_claim(
                     metrics.member_write(cluster, "PersistentVolume");
                 }
             }
-            RetireCall::DeleteClaim { name, uid } => {
+            RetireCall::DeleteClaim { name, uid, rv } => {
                 let dp = DeleteParams {
-                    preconditions: Some(Preconditions { uid, resource_version: None }),
+                    preconditions: Some(Preconditions { uid: Some(uid), resource_version: Some(rv.to_string()) }),
                     ..Default::default()
                 };
-                if calls::delete(pvcs, &name, &dp, false).await.map_err(reply(cluster))?
-                    == decide::DeleteOutcome::Deleted
-                {
-                    metrics.member_write(cluster, "PersistentVolumeClaim");
+                match calls::delete(pvcs, &name, &dp, false).await.map_err(reply(cluster))? {
+                    decide::DeleteOutcome::Deleted => metrics.member_write(cluster, "PersistentVolumeClaim"),
+                    _ => return Ok(None),
                 }
             }
         }
     }
-    Ok(pvc.spec.as_ref().and_then(|s| s.volume_name.clone()))
+    Ok(Some(claim.volume.clone()))
 }

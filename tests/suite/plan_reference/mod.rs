@@ -69,6 +69,11 @@ pub fn plan_balanced(
         divide::Division::Kept => Some(placement),
         divide::Division::Unkeepable => None,
         divide::Division::Weighted if laid_out => Some(placement),
+        // Once a division for another placement writes anything, the slices are no longer the
+        // ones balanced before: setting that placement back (a weight change undone mid-way,
+        // its move rolled back) divides by weight again rather than keeping the half-done
+        // layout.
+        divide::Division::Weighted if balanced != Some(placement.as_str()) && !steps.is_empty() => None,
         divide::Division::Weighted => balanced.map(str::to_string),
     };
     Ok(Plan {

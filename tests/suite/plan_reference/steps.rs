@@ -398,8 +398,11 @@ fn next_steps_with(
         },
     };
     let holders = Holders::new(obs).with_unobserved(d.clusters.iter().map(|c| c.name.as_str()), obs);
-    // Some move in flight can land where it goes once confirmations and readiness arrive.
-    let waiting_helps = moving.iter().any(takes_next);
+    // Some move in flight can land where it goes once confirmations and readiness arrive, or
+    // is written there already and lands once Ready.
+    let written_in_target =
+        |k: &Ordinal| owner_of.get(k).is_some_and(|t| observation(obs, t).written.ordinals().contains(k));
+    let waiting_helps = moving.iter().any(|k| takes_next(k) || written_in_target(k));
     let mut budget = (d.max_concurrent_moves as usize).saturating_sub(moving.len() + parked.len());
     // Liveness within the limit: stuck, one move may start if the limit leaves room.
     if stuck {
@@ -423,8 +426,9 @@ fn next_steps_with(
         let keep: BTreeSet<Ordinal> =
             targets.get(name).map(|t| t.intersection(&written).copied().collect()).unwrap_or_default();
         // Leaving the global range is no move. A fenced cluster that answers again gives
-        // everything up at once: its ordinals were re-homed while it was declared dead.
-        let free_release = |k: &Ordinal| !range.contains(k) || moving.contains(k) || o.fenced;
+        // everything up at once: its ordinals were re-homed while it was declared dead. An
+        // ordinal not Ready here costs no availability to give up.
+        let free_release = |k: &Ordinal| !range.contains(k) || moving.contains(k) || o.fenced || !o.ready.contains(k);
         let mut releases = Vec::new();
         if contiguous_backend {
             // One ordinal at a time, always from an end of what is left so the slice stays

@@ -3,10 +3,12 @@
 //! volume set to Retain before its claim is deleted, the delete conditional on the claim read).
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use kube::ResourceExt;
 
 use super::{Refusal, Standing, gate::gate};
-use crate::controller::{member::storage, messages::WriteError};
+use crate::controller::{
+    member::{cache::ClaimRecord, storage},
+    messages::WriteError,
+};
 
 /// The gate of a claim operation in `term`.
 pub fn plan_claims(standing: &Standing<'_>, term: u64) -> Result<(), Refusal> {
@@ -84,24 +86,26 @@ pub fn retirable(pvc: Option<&PersistentVolumeClaim>) -> bool {
 pub enum RetireCall {
     /// Set this volume to Retain, if it still exists.
     RetainVolume(String),
-    /// Delete the claim, conditional on its uid (the very object read); gone counts as done.
+    /// Delete the claim, conditional on its uid and resourceVersion (exactly the version the
+    /// decision saw); gone counts as done, changed does not.
     DeleteClaim {
         /// The claim's name.
         name: String,
         /// Its uid.
-        uid: Option<String>,
+        uid: String,
+        /// Its resourceVersion.
+        rv: u64,
     },
 }
 
-/// The calls that retire `pvc`, in order: its volume set to Retain first when `keep_volume`,
+/// The calls that retire `claim`, in order: its volume set to Retain first when `keep_volume`,
 /// then the claim deleted.
-pub fn retire_calls(pvc: &PersistentVolumeClaim, keep_volume: bool) -> Vec<RetireCall> {
-    let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
+pub fn retire_calls(claim: &ClaimRecord, keep_volume: bool) -> Vec<RetireCall> {
     let mut out = Vec::new();
-    if keep_volume && let Some(v) = volume {
-        out.push(RetireCall::RetainVolume(v));
+    if keep_volume && let Some(v) = &claim.volume {
+        out.push(RetireCall::RetainVolume(v.clone()));
     }
-    out.push(RetireCall::DeleteClaim { name: pvc.name_any(), uid: pvc.uid() });
+    out.push(RetireCall::DeleteClaim { name: claim.name.clone(), uid: claim.uid.clone(), rv: claim.rv });
     out
 }
 
@@ -111,7 +115,7 @@ mod tests {
 
     fn claim(volume: Option<&str>, deleting: bool) -> PersistentVolumeClaim {
         let mut c: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "data-redis-0", "namespace": "db", "uid": "c-1"},
+            "metadata": {"name": "data-redis-0", "namespace": "db", "uid": "c-1", "resourceVersion": "42"},
             "spec": {"volumeName": volume},
         }))
         .expect("a claim");
@@ -124,19 +128,11 @@ mod tests {
     }
 
     #[test]
-    fn claims_retire_only_with_their_volume_first_set_to_retain() {
-        assert_eq!(
-            retire_calls(&claim(Some("pv-1"), false), true),
-            [
-                RetireCall::RetainVolume("pv-1".into()),
-                RetireCall::DeleteClaim { name: "data-redis-0".into(), uid: Some("c-1".into()) }
-            ]
-        );
-        assert_eq!(
-            retire_calls(&claim(Some("pv-1"), false), false),
-            [RetireCall::DeleteClaim { name: "data-redis-0".into(), uid: Some("c-1".into()) }],
-            "the volume goes by its own policy"
-        );
+    fn claims_retire_only_with_their_volume_first_set_to_retain_and_exactly_as_observed() {
+        let record = ClaimRecord::of(&claim(Some("pv-1"), false)).1;
+        let delete = RetireCall::DeleteClaim { name: "data-redis-0".into(), uid: "c-1".into(), rv: 42 };
+        assert_eq!(retire_calls(&record, true), [RetireCall::RetainVolume("pv-1".into()), delete.clone()]);
+        assert_eq!(retire_calls(&record, false), [delete], "the volume goes by its own policy");
         assert_eq!(retain_patch()["spec"]["persistentVolumeReclaimPolicy"], "Retain");
     }
 
