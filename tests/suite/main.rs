@@ -19,6 +19,7 @@ mod connections;
 mod controller;
 mod controller_bad_input;
 mod controller_resilience;
+mod crd_deletion;
 mod crd_validation;
 mod crds;
 mod credentials;
