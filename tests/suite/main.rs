@@ -73,3 +73,4 @@ mod status_cli;
 mod storage;
 mod terms;
 mod undecodable;
+mod uninstall;
