@@ -44,4 +44,5 @@ pub mod spans;
 pub mod status;
 pub mod supervisor;
 pub mod undecodable;
+pub mod uninstall;
 pub mod watcher;

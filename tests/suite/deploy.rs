@@ -2,8 +2,10 @@
 //! the Prometheus Operator extras; the controller's Deployment is what a careful operator ships
 //! (2 replicas with leader election, probes on the metrics port, requests and limits, a
 //! non-root read-only restricted context); the metrics Service is the one the ServiceMonitor
-//! selects; no rule uses a wildcard; the CRDs are exactly the generated ones; and
-//! `kubectl apply -k` applies both bases to a sandbox that enforces RBAC.
+//! selects; no rule uses a wildcard; the CRDs are not in the controller's base; and the install
+//! (`kubectl apply -f deploy/crds/`, then `kubectl apply -k deploy/`) works on a sandbox that
+//! enforces RBAC, while `kubectl delete -k deploy/` removes the controller and leaves the CRDs
+//! and the federations.
 
 use crate::support;
 
@@ -50,19 +52,9 @@ fn the_bases_render_and_the_controller_is_deployed_as_it_should_be() {
     ] {
         assert!(kinds.contains(&want.to_string()), "{want} not in {kinds:?}");
     }
-    // The CRDs are exactly the generated files.
-    let mut crds: Vec<String> = host
-        .iter()
-        .filter(|d| d["kind"] == "CustomResourceDefinition")
-        .map(|d| format!("{}.yaml", d["metadata"]["name"].as_str().unwrap()))
-        .collect();
-    crds.sort();
-    let mut files: Vec<String> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    files.sort();
-    assert_eq!(crds, files);
+    // The CRDs are installed on their own (`kubectl apply -f deploy/crds/`): deleting the
+    // controller's base must not delete them, and every federation with them.
+    assert!(!host.iter().any(|d| d["kind"] == "CustomResourceDefinition"), "a CRD in deploy/: {kinds:?}");
 
     let deploy = find(&host, "Deployment", "spanset");
     assert_eq!(deploy["metadata"]["namespace"], "spanset-system");
@@ -146,11 +138,13 @@ fn the_bases_render_and_the_controller_is_deployed_as_it_should_be() {
 }
 
 #[test]
-fn kubectl_apply_k_applies_both_bases_to_a_cluster_that_enforces_rbac() {
+fn the_install_is_two_applies_and_deleting_the_controller_leaves_crds_and_federations() {
     let sandbox = Sandbox::start_with("host,east", &["--auth"]);
     let Some(mut k) = kubectl(&sandbox) else { return };
     let root = env!("CARGO_MANIFEST_DIR");
     k.context = Some("host".into());
+    let out = k.ok(&["apply", "-f", &format!("{root}/deploy/crds/")]);
+    assert!(out.contains("federatedstatefulsets.spanset.dev created"), "{out}");
     let out = k.ok(&["apply", "-k", &format!("{root}/deploy")]);
     assert!(out.contains("deployment.apps/spanset created"), "{out}");
     assert!(out.contains("clusterrole.rbac.authorization.k8s.io/spanset created"), "{out}");
@@ -167,6 +161,31 @@ fn kubectl_apply_k_applies_both_bases_to_a_cluster_that_enforces_rbac() {
     assert_eq!(as_sa(&["auth", "can-i", "delete", "federatedstatefulsets.spanset.dev", "-A"]), "no");
     assert_eq!(as_sa(&["auth", "can-i", "update", "leases/spanset-leader", "-n", "spanset-system"]), "yes");
     assert_eq!(as_sa(&["auth", "can-i", "update", "leases/other", "-n", "spanset-system"]), "no");
+    // The federations' CRD is read by name (is it being deleted?), and nothing else of CRDs.
+    let crd = "customresourcedefinitions.apiextensions.k8s.io";
+    assert_eq!(as_sa(&["auth", "can-i", "get", &format!("{crd}/federatedstatefulsets.spanset.dev")]), "yes");
+    assert_eq!(as_sa(&["auth", "can-i", "get", &format!("{crd}/memberclusters.spanset.dev")]), "no");
+    assert_eq!(as_sa(&["auth", "can-i", "delete", &format!("{crd}/federatedstatefulsets.spanset.dev")]), "no");
+
+    // A federation exists; the controller is uninstalled: the CRDs and the federation stay.
+    let fsts = serde_json::to_string(&spanset::cli::sandbox::example(&["east".to_string()])).unwrap();
+    k.ok_with_stdin(&["apply", "-f", "-"], &fsts);
+    let out = k.ok(&["delete", "-k", &format!("{root}/deploy"), "--ignore-not-found", "--wait=false"]);
+    assert!(out.contains("clusterrole.rbac.authorization.k8s.io \"spanset\" deleted"), "{out}");
+    support::wait_until("the controller's Deployment is gone", support::DEADLINE, || {
+        !k.run(&["get", "deployment", "spanset", "-n", "spanset-system"]).status.success()
+    });
+    assert!(!out.contains("customresourcedefinition"), "{out}");
+    k.ok(&["get", "crd", "federatedstatefulsets.spanset.dev", "memberclusters.spanset.dev"]);
+    let left = k.ok(&[
+        "get",
+        "federatedstatefulsets.spanset.dev",
+        "redis",
+        "-o",
+        "jsonpath={.metadata.name} {.metadata.deletionTimestamp}",
+    ]);
+    assert_eq!(left.trim(), "redis", "the federation stays, not being deleted");
+
     k.context = Some("east".into());
     let out = k.ok(&["apply", "-k", &format!("{root}/deploy/member")]);
     assert!(out.contains("clusterrole.rbac.authorization.k8s.io/spanset-member created"), "{out}");

@@ -1291,6 +1291,7 @@ async fn write_status(
 }
 
 /// Removes the federation's member objects; drops the finalizer once every member is clear.
+/// While the federations' CRD is being deleted, only drops the finalizer ([`super::uninstall`]).
 async fn delete(
     host: &Client,
     fsts: &FederatedStatefulSet,
@@ -1299,6 +1300,10 @@ async fn delete(
 ) -> Result<(), String> {
     if !fsts.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(());
+    }
+    // An uninstall (the CRD itself is being deleted) deletes nothing in the members.
+    if super::uninstall::decide(host).await? == super::uninstall::Deletion::LetGo {
+        return super::uninstall::let_go(host, fsts).await;
     }
     let key = FederationKey::of(fsts);
     let carried: Vec<(String, String)> =

@@ -26,6 +26,7 @@ use crate::sim::{
     },
     cluster::Cluster,
     store::{
+        crd_deletion,
         error::{ApiError, ApiResult},
         object,
         registry::{DeleteOptions, Deleted, Propagation, Subresource, Warnings, WriteOptions},
@@ -320,6 +321,9 @@ async fn resource(
             Ok(response::json(201, &eviction::evict(cluster, obj_ns, name, &request, q.dry_run)?))
         }
         (&Method::POST, None, None) => {
+            if cluster.crd_terminating(&stored_rt) {
+                return Err(crd_deletion::create_refused(&rt));
+            }
             let bytes = read_body(cluster, body).await?;
             let mut obj = views::from_view(&rt, &decode_object(parts, &bytes)?);
             let created = cluster.create_versioned(

@@ -6,9 +6,9 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::{runtime::Runtime, task::JoinHandle};
 
-use super::{Cluster, disruption, endpointslices, gc, kubelet, statefulset, volumes};
+use super::{Cluster, crd_finalizer, disruption, endpointslices, gc, kubelet, statefulset, volumes};
 
-/// Spawns the garbage collector, the kubelets, the StatefulSet controller, the EndpointSlice
+/// Spawns the garbage collector, the CRD finalizer, the kubelets, the StatefulSet controller, the EndpointSlice
 /// controller, the PersistentVolume controller and the disruption controller on
 /// [`components_runtime`]; each stops by itself once the cluster is dropped, or when its handle
 /// is aborted.
@@ -16,6 +16,7 @@ pub fn spawn(cluster: &Arc<Cluster>) -> Vec<JoinHandle<()>> {
     let rt = components_runtime();
     vec![
         rt.spawn(gc::run(Arc::downgrade(cluster))),
+        rt.spawn(crd_finalizer::run(Arc::downgrade(cluster))),
         rt.spawn(kubelet::run(Arc::downgrade(cluster))),
         rt.spawn(statefulset::run(Arc::downgrade(cluster))),
         rt.spawn(endpointslices::run(Arc::downgrade(cluster))),

@@ -2,12 +2,13 @@
 //! and the sandbox-wide ledger and disks), and the components that act on it as a real
 //! cluster's do — the StatefulSet controller, the kubelets and node lifecycle (on the pod
 //! [`network`]), the EndpointSlice controller, the PersistentVolume controller, the disruption
-//! controller and the garbage collector. Every
+//! controller, the garbage collector and the CRD finalizer. Every
 //! component holds an `Arc<Cluster>` and writes through [`crate::sim::store::registry`], as
 //! real controllers write through the API server.
 
 pub mod components;
 pub mod controller_loop;
+pub mod crd_finalizer;
 pub mod disks;
 pub mod disruption;
 pub mod endpointslices;

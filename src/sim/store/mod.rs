@@ -5,10 +5,12 @@
 //! [`views`] (one stored resource served under two groups); and, for a cluster that enforces
 //! authentication, its [`tokens`] and [`audit`] log; Services get their addresses from
 //! [`service_ips`]; [`admission`] runs the validating
-//! admission policies on every write that comes through the API.
+//! admission policies on every write that comes through the API; a CRD is deleted in two
+//! phases as [`crd_deletion`] says.
 
 pub mod admission;
 pub mod audit;
+pub mod crd_deletion;
 pub mod defaults;
 pub mod error;
 pub mod object;

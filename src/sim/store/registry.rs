@@ -1,6 +1,7 @@
 //! Per-kind write rules, as the apiserver's registry strategies apply them: metadata the server
 //! owns (uid, timestamps, generation), defaults, the spec/status split, optimistic concurrency,
-//! validation, namespaces, custom resource definitions, and two-phase deletion.
+//! validation, namespaces, custom resource definitions, and two-phase deletion (a CRD's own
+//! is [`super::crd_deletion`]'s).
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use crate::sim::{
     cluster::Cluster,
     store::{
         admission::{Operation, Request},
-        defaults,
+        crd_deletion, defaults,
         error::{ApiError, ApiResult, Cause},
         object,
         resources::{self, ResourceKey, ResourceType},
@@ -606,6 +607,21 @@ impl Cluster {
         let has_finalizers = !object::finalizers(&current).is_empty() || !add.is_empty();
         if opts.dry_run {
             return Ok(Deleted::Pending(current));
+        }
+        // A CRD's first DELETE only marks it: its objects go first (see `crd_deletion`). A
+        // repeat keeps the first one's deletionTimestamp, as the generic store does for an
+        // object already being deleted.
+        if crd_deletion::is_crd_resource(rt) && object::is_deleting(&current) && add.is_empty() {
+            return Ok(Deleted::Pending(current));
+        }
+        if crd_deletion::is_crd_resource(rt) && !object::is_deleting(&current) {
+            let marked = self.storage.update(rt, &res, ns, name, |cur| {
+                check_preconditions(rt, name, cur, opts)?;
+                let mut next = (**cur).clone();
+                crd_deletion::mark_for_deletion(&mut next);
+                Ok(next)
+            })?;
+            return Ok(Deleted::Pending(marked.object().clone()));
         }
         if grace > 0 || has_finalizers || is_namespace {
             if object::is_deleting(&current) && add.is_empty() && grace >= current_grace(&current) {
