@@ -489,11 +489,7 @@ fn next_steps_with(
             continue;
         }
         let keep = target.map(|t| t & written).unwrap_or_default();
-        // Giving up an ordinal that is not Ready here costs no availability (a move whose
-        // destination never got it Ready, rolled back): it never waits on the limit.
-        let not_ready = written - &o.ready;
-        let free_here = &free_unless_fenced | &not_ready;
-        let free = if o.fenced { &everything } else { &free_here };
+        let free = if o.fenced { &everything } else { &free_unless_fenced };
         let releases = if contiguous_backend {
             release_ends(written, &keep, free, &next, &mut budget)
         } else {

@@ -134,6 +134,15 @@ async fn weights_move_every_ordinal_to_one_member_and_back_one_safe_step_at_a_ti
     .await;
     assert!(phases.contains("Draining") || phases.contains("Starting"), "moves were recorded: {phases:?}");
     f.wait_settled("redis", &[("east", 0, 6)], "everything in east").await;
+    // Events are recorded once the status that ends a move is stored (and after that round's
+    // storage steps): the last one may follow the settled status by a moment.
+    support::eventually("an Event for the end of every move", || async {
+        let events = f.events("redis").await;
+        (2..6).all(|k| {
+            events.iter().any(|e| e.1 == "MoveFinished" && e.2.starts_with(&format!("ordinal {k} is Ready in east")))
+        })
+    })
+    .await;
     let events = f.events("redis").await;
     for k in 2..6 {
         assert!(
@@ -141,7 +150,8 @@ async fn weights_move_every_ordinal_to_one_member_and_back_one_safe_step_at_a_ti
             "an Event for ordinal {k}'s move: {events:?}"
         );
         assert!(
-            events.iter().any(|e| e.1 == "MoveFinished" && e.2.starts_with(&format!("ordinal {k} is Ready in east")))
+            events.iter().any(|e| e.1 == "MoveFinished" && e.2.starts_with(&format!("ordinal {k} is Ready in east"))),
+            "an Event for the end of ordinal {k}'s move: {events:?}"
         );
     }
     patch(&f, "redis", weights(&f, &[1, 1, 1])).await;

@@ -166,24 +166,42 @@ impl Moves {
     }
 
     /// A spec edit that sends an ordinal back to the cluster it was leaving ends its move: a
-    /// move from a cluster to itself is never recorded.
+    /// move from a cluster to itself is never recorded. One grown in its destination already
+    /// (never Ready there, or it would have ended) is rolled back: it becomes the move back,
+    /// recorded at once so that the destination gives the ordinal up as a move in flight (free
+    /// of `maxConcurrentMoves`: it ends unavailability, it adds none), and it returns to its
+    /// source on its own claims (none there is older than its data).
     fn cancel_returns(&mut self, targets: &Targets<'_>) {
+        let mut back = Vec::new();
         self.moves.retain(|k, m| {
-            let back = move_phase::cancelled(phase_of(m), targets.of(*k) == Some(m.from.as_str()));
-            if back {
-                let msg = if phase_of(m) == MovePhase::Starting {
-                    format!(
+            let cancelled = move_phase::cancelled(phase_of(m), targets.of(*k) == Some(m.from.as_str()));
+            if cancelled {
+                if phase_of(m) == MovePhase::Starting {
+                    let msg = format!(
                         "ordinal {k} goes back to {} on its own claims: the spec puts it back there before it was \
                          Ready in {}",
                         m.from, m.to
-                    )
+                    );
+                    self.notes.push(Note::normal("MoveCancelled", msg));
+                    back.push(MoveStatus {
+                        ordinal: m.ordinal,
+                        from: m.to.clone(),
+                        to: m.from.clone(),
+                        phase: MovePhase::Draining.as_str().into(),
+                        since: self.now.clone(),
+                        stale_claims: Some(Vec::new()),
+                    });
                 } else {
-                    format!("ordinal {k} stays in {}: the spec puts it back there", m.from)
-                };
-                self.notes.push(Note::normal("MoveCancelled", msg));
+                    let msg = format!("ordinal {k} stays in {}: the spec puts it back there", m.from);
+                    self.notes.push(Note::normal("MoveCancelled", msg));
+                }
             }
-            !back
+            !cancelled
         });
+        for m in back {
+            self.persist_first = true;
+            self.moves.insert(m.ordinal as Ordinal, m);
+        }
     }
 
     /// A grown move that a spec edit targets in a third member ends: its destination gives the

@@ -426,9 +426,8 @@ fn next_steps_with(
         let keep: BTreeSet<Ordinal> =
             targets.get(name).map(|t| t.intersection(&written).copied().collect()).unwrap_or_default();
         // Leaving the global range is no move. A fenced cluster that answers again gives
-        // everything up at once: its ordinals were re-homed while it was declared dead. An
-        // ordinal not Ready here costs no availability to give up.
-        let free_release = |k: &Ordinal| !range.contains(k) || moving.contains(k) || o.fenced || !o.ready.contains(k);
+        // everything up at once: its ordinals were re-homed while it was declared dead.
+        let free_release = |k: &Ordinal| !range.contains(k) || moving.contains(k) || o.fenced;
         let mut releases = Vec::new();
         if contiguous_backend {
             // One ordinal at a time, always from an end of what is left so the slice stays
