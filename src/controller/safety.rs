@@ -30,6 +30,14 @@ pub struct Rules {
     /// A StatefulSet write that got no answer makes the member's observation unconfirmed
     /// until the object is read again: the write may have landed.
     pub uncertain_writes: bool,
+    /// With `storage: Detached` the claims an ordinal leaves in its source are retired only
+    /// once it is Ready elsewhere ([`super::reconcile::move_storage::left_behind`]), never
+    /// before its grow: until then they are its data, and its way back.
+    pub retire_after_ready: bool,
+    /// A retirement deletes exactly the claim its decision observed, by uid and
+    /// resourceVersion ([`claim_precondition`]): a retirement that lands late (its answer
+    /// lost) never deletes a claim made since, that the ordinal runs on.
+    pub exact_claim_versions: bool,
 }
 
 impl Rules {
@@ -42,6 +50,8 @@ impl Rules {
         orphan_moves: true,
         shrink_first: true,
         uncertain_writes: true,
+        retire_after_ready: true,
+        exact_claim_versions: true,
     };
 }
 
@@ -76,6 +86,13 @@ pub fn term_allows(rules: &Rules, leading: Option<u64>, member_newest: u64, term
         return Err(TermRefusal::Superseded { newest: member_newest });
     }
     Ok(())
+}
+
+/// The preconditions a claim's retirement is sent with: the uid and resourceVersion of the
+/// claim as its decision observed it; none (whatever claim bears the name when the request
+/// lands) only in the model's planted-bug test.
+pub fn claim_precondition(rules: &Rules, uid: &str, rv: u64) -> Option<(String, u64)> {
+    rules.exact_claim_versions.then(|| (uid.to_string(), rv))
 }
 
 #[cfg(test)]

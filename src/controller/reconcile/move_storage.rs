@@ -163,11 +163,19 @@ pub fn due(
         }
         StorageMode::Detached if from == to => None,
         StorageMode::Detached => {
+            let kind = |arrival| HandoverKind::Retire { keep_volume: keep_volume(inp), arrival };
+            if !inp.rules.retire_after_ready {
+                // Only the model's planted bug: the claims it leaves retired before it runs
+                // elsewhere (what was done before the rule).
+                let leaving = live(claims_of(view(from), k));
+                if !leaving.is_empty() {
+                    return Some((kind(false), leaving));
+                }
+            }
             let stale = stale?;
             let older: Vec<ClaimRecord> =
                 live(claims_of(view(to), k)).into_iter().filter(|c| stale.contains(&c.uid)).collect();
-            let kind = HandoverKind::Retire { keep_volume: keep_volume(inp), arrival: true };
-            (!older.is_empty()).then_some((kind, older))
+            (!older.is_empty()).then_some((kind(true), older))
         }
     }
 }
@@ -202,7 +210,8 @@ pub fn gate(inp: &Inputs<'_>, obs: &Observed, m: &MoveStatus, k: Ordinal) -> Gat
     }
     let involved: &[&str] = match kind {
         HandoverKind::Move => &[&m.from, &m.to],
-        HandoverKind::Retire { .. } => &[&m.to],
+        HandoverKind::Retire { arrival: true, .. } => &[&m.to],
+        HandoverKind::Retire { arrival: false, .. } => &[&m.from],
     };
     if let Some(c) = involved.iter().find(|c| obs.get(**c).is_none_or(|o| !o.reachable)) {
         return Gate::Held {

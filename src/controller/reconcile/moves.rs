@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    Handover,
+    Handover, homes,
     move_storage::{self, Gate},
     planning::Planning,
     scope::Scope,
@@ -90,7 +90,7 @@ pub(super) fn advance(cx: &Scope<'_>, obs: &Observed, planning: &Planning, stamp
     if !stamping {
         m.park_landings(cx, planning.steps(), &targets);
     }
-    m.cancel_returns(&targets);
+    m.cancel_returns(cx, obs, &targets);
     m.end_overtaken(&targets);
     let mut moves = std::mem::take(&mut m.moves);
     for (k, mv) in moves.iter_mut() {
@@ -167,36 +167,46 @@ impl Moves {
 
     /// A spec edit that sends an ordinal back to the cluster it was leaving ends its move: a
     /// move from a cluster to itself is never recorded. One grown in its destination already
-    /// (never Ready there, or it would have ended) is rolled back: it becomes the move back,
-    /// recorded at once so that the destination gives the ordinal up as a move in flight (free
-    /// of `maxConcurrentMoves`: it ends unavailability, it adds none), and it returns to its
-    /// source on its own claims (none there is older than its data).
-    fn cancel_returns(&mut self, targets: &Targets<'_>) {
+    /// becomes the move back, recorded at once so that the destination gives the ordinal up as
+    /// a move in flight (free of `maxConcurrentMoves`). If it never was Ready there (its home is
+    /// still its source) that is a rollback: it returns on its own claims, none there older than
+    /// its data. If it was, its source's claims are older than its run there, as for any move.
+    fn cancel_returns(&mut self, cx: &Scope<'_>, obs: &Observed, targets: &Targets<'_>) {
         let mut back = Vec::new();
         self.moves.retain(|k, m| {
             let cancelled = move_phase::cancelled(phase_of(m), targets.of(*k) == Some(m.from.as_str()));
-            if cancelled {
-                if phase_of(m) == MovePhase::Starting {
-                    let msg = format!(
-                        "ordinal {k} goes back to {} on its own claims: the spec puts it back there before it was \
-                         Ready in {}",
-                        m.from, m.to
-                    );
-                    self.notes.push(Note::normal("MoveCancelled", msg));
-                    back.push(MoveStatus {
-                        ordinal: m.ordinal,
-                        from: m.to.clone(),
-                        to: m.from.clone(),
-                        phase: MovePhase::Draining.as_str().into(),
-                        since: self.now.clone(),
-                        stale_claims: Some(Vec::new()),
-                    });
-                } else {
-                    let msg = format!("ordinal {k} stays in {}: the spec puts it back there", m.from);
-                    self.notes.push(Note::normal("MoveCancelled", msg));
-                }
+            if !cancelled {
+                return true;
             }
-            !cancelled
+            if phase_of(m) != MovePhase::Starting {
+                let msg = format!("ordinal {k} stays in {}: the spec puts it back there", m.from);
+                self.notes.push(Note::normal("MoveCancelled", msg));
+                return false;
+            }
+            let ran_there = obs.get(&m.to).is_some_and(|o| o.ready.contains(*k))
+                || homes::of(cx.inp, *k).as_deref() == Some(m.to.as_str());
+            let stale = if ran_there {
+                let msg = format!("ordinal {k}: {} → {} (the spec puts it back)", m.to, m.from);
+                self.notes.push(Note::normal("MoveStarted", msg));
+                move_storage::stale_claims_in(cx.view_of(&m.from).as_deref(), *k)
+            } else {
+                let msg = format!(
+                    "ordinal {k} goes back to {} on its own claims: the spec puts it back there before it was Ready \
+                     in {}",
+                    m.from, m.to
+                );
+                self.notes.push(Note::normal("MoveCancelled", msg));
+                Some(Vec::new())
+            };
+            back.push(MoveStatus {
+                ordinal: m.ordinal,
+                from: m.to.clone(),
+                to: m.from.clone(),
+                phase: MovePhase::Draining.as_str().into(),
+                since: self.now.clone(),
+                stale_claims: stale,
+            });
+            false
         });
         for m in back {
             self.persist_first = true;

@@ -165,11 +165,10 @@ async fn retire_claim(
                     metrics.member_write(cluster, "PersistentVolume");
                 }
             }
-            RetireCall::DeleteClaim { name, uid, rv } => {
-                let dp = DeleteParams {
-                    preconditions: Some(Preconditions { uid: Some(uid), resource_version: Some(rv.to_string()) }),
-                    ..Default::default()
-                };
+            RetireCall::DeleteClaim { name, exactly } => {
+                let preconditions =
+                    exactly.map(|(uid, rv)| Preconditions { uid: Some(uid), resource_version: Some(rv.to_string()) });
+                let dp = DeleteParams { preconditions, ..Default::default() };
                 match calls::delete(pvcs, &name, &dp, false).await.map_err(reply(cluster))? {
                     decide::DeleteOutcome::Deleted => metrics.member_write(cluster, "PersistentVolumeClaim"),
                     _ => return Ok(None),

@@ -18,8 +18,8 @@ use spanset::{
             health::Failure,
         },
         messages::MemberView,
-        reconcile::{self, Decision, Inputs, MemberInput},
-        safety::Rules,
+        reconcile::{self, Decision, HandoverKind, Inputs, MemberInput},
+        safety::{Rules, claim_precondition},
     },
     plan::{Backend, Slice},
 };
@@ -224,11 +224,22 @@ pub fn effects(
             }
             Stage::Handovers => {
                 for h in &decision.handovers {
-                    out.push(Effect::Handover {
-                        from: member_index(&h.from),
-                        to: member_index(&h.to),
-                        ordinal: h.ordinal,
-                    });
+                    let HandoverKind::Retire { arrival, .. } = h.kind else {
+                        out.push(Effect::Handover {
+                            from: member_index(&h.from),
+                            to: member_index(&h.to),
+                            ordinal: h.ordinal,
+                        });
+                        continue;
+                    };
+                    let member = member_index(if arrival { &h.to } else { &h.from });
+                    for c in &h.claims {
+                        // The model's claim uid is `c<ordinal>-<volume>`.
+                        let volume = claim_precondition(rules, &c.uid, c.rv).map(|(uid, _)| {
+                            uid.rsplit('-').next().and_then(|v| v.parse().ok()).expect("a model claim uid")
+                        });
+                        out.push(Effect::Retire { member, ordinal: h.ordinal, volume, term });
+                    }
                 }
             }
             Stage::PodDeletes => {

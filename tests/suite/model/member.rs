@@ -95,6 +95,16 @@ impl Member {
                 Ok(())
             }
             Effect::Handover { .. } => unreachable!("a handover is carried out by the model across two members"),
+            Effect::Retire { ordinal, volume, .. } => {
+                let Some(&there) = self.claims.get(ordinal) else { return Err(Refused::NotFound) };
+                if volume.is_some_and(|v| v != there) {
+                    // The uid precondition: another claim bears the name by now.
+                    return Err(Refused::Conflict);
+                }
+                self.claims.remove(ordinal);
+                self.bump();
+                Ok(())
+            }
             Effect::DeletePod { ordinal, uid, .. } => {
                 if self.pods.get(ordinal).is_none_or(|p| p.uid != *uid) {
                     return Err(Refused::NotFound);

@@ -219,6 +219,8 @@ impl Spanset {
             broken: None,
             lost_data: None,
             data: Default::default(),
+            ran_on: Default::default(),
+            retired_data: None,
             rehomed: Default::default(),
             next_volume: 0,
             turn: 0,
@@ -286,6 +288,11 @@ impl Spanset {
         gated(&self.fixed.specs[w.host.spec as usize])
     }
 
+    /// Whether the federation's storage is `Detached` (every spec of a model has the same).
+    fn detached(&self) -> bool {
+        self.fixed.specs[0].spec.migration.storage == Some(spanset::api::StorageMode::Detached)
+    }
+
     /// The actions that are not faults, in a fixed order (the fair scheduler's).
     fn progress(&self, w: &World, out: &mut Vec<Action>) {
         for c in 0..CONTROLLERS as u8 {
@@ -324,9 +331,13 @@ impl Spanset {
         {
             out.push(Action::Expire);
         }
-        for i in 0..w.in_flight.len() {
-            out.push(Action::Land(i));
-            out.push(Action::Vanish(i));
+        // With the ends of pauses placed anywhere, so is the late landing of a request whose
+        // answer was lost (a fair schedule lands it at once).
+        if !self.place_resumptions {
+            for i in 0..w.in_flight.len() {
+                out.push(Action::Land(i));
+                out.push(Action::Vanish(i));
+            }
         }
         for m in 0..MEMBERS.len() as u8 {
             let mem = &w.members[m as usize];
@@ -360,8 +371,9 @@ impl Spanset {
     }
 
     /// The ends of pauses that the search places anywhere: a frozen controller thaws, a paused
-    /// StatefulSet controller finishes its sync (with [`Self::place_resumptions`]), a lost node
-    /// returns (with [`Self::unevicted_returns`]). `all`: every end, whatever the parameters.
+    /// StatefulSet controller finishes its sync, a request whose answer was lost lands or
+    /// vanishes (with [`Self::place_resumptions`]), a lost node returns (with
+    /// [`Self::unevicted_returns`]). `all`: every end, whatever the parameters.
     fn resumptions(&self, w: &World, out: &mut Vec<Action>, all: bool) {
         let pauses = all || self.place_resumptions;
         for m in 0..MEMBERS.len() as u8 {
@@ -372,6 +384,12 @@ impl Spanset {
         for c in 0..CONTROLLERS as u8 {
             if pauses && w.controllers[c as usize].frozen {
                 out.push(Action::Thaw(c));
+            }
+        }
+        if self.place_resumptions {
+            for i in 0..w.in_flight.len() {
+                out.push(Action::Land(i));
+                out.push(Action::Vanish(i));
             }
         }
         for m in 0..MEMBERS.len() as u8 {
@@ -567,12 +585,31 @@ impl Spanset {
                 rehomed_claims(&mut w, m);
             }
             Action::Kubelet(m) => {
+                let detached = self.detached();
                 for (k, volume) in w.members[m as usize].kubelet_round()? {
                     let rehomed = matches!(
                         w.rehomed.remove(&k),
                         Some(Rehomed::On(v)) if v == volume
                     );
+                    // Detached: a fresh claim is expected; a claim it ran on before, other than
+                    // the one of its data, is older than its data.
+                    if detached
+                        && let Some((own, at)) = w.data.get(&k).copied()
+                        && own != volume
+                        && w.ran_on.contains(&(k, volume))
+                    {
+                        w.lost_data.get_or_insert_with(|| {
+                            format!(
+                                "ordinal {k} started in {} on volume {volume}, older than its data on volume {own} in {}",
+                                MEMBERS[m as usize], MEMBERS[at as usize]
+                            )
+                        });
+                    }
+                    if detached {
+                        w.ran_on.insert((k, volume));
+                    }
                     if let Some((own, at)) = w.data.get(&k).copied()
+                        && !detached
                         && own != volume
                         && !w.members[at as usize].fenced
                         && !rehomed
@@ -810,9 +847,10 @@ fn acting_controller(action: &Action) -> Option<u8> {
 fn effect_member(e: &Effect) -> Option<usize> {
     match e {
         Effect::Store { .. } | Effect::Handover { .. } => None,
-        Effect::Write { member, .. } | Effect::Release { member, .. } | Effect::DeletePod { member, .. } => {
-            Some(*member as usize)
-        }
+        Effect::Write { member, .. }
+        | Effect::Release { member, .. }
+        | Effect::DeletePod { member, .. }
+        | Effect::Retire { member, .. } => Some(*member as usize),
     }
 }
 
@@ -878,7 +916,18 @@ fn rehomed_claims(w: &mut World, m: u8) {
 /// member gets its shrink before anything else is checked as it lands.
 fn land(w: &mut World, m: usize, effect: &Effect) -> Result<(), member::Refused> {
     let fenced_before_shrink = w.members[m].fenced && !w.members[m].shrunk_since_fence;
+    let retiring = match effect {
+        Effect::Retire { ordinal, .. } => w.members[m].claims.get(ordinal).map(|v| (*ordinal, *v)),
+        _ => None,
+    };
     w.members[m].apply(effect)?;
+    if let Some((k, volume)) = retiring
+        && w.data.get(&k) == Some(&(volume, m as u8))
+    {
+        w.retired_data.get_or_insert_with(|| {
+            format!("the claim of ordinal {k} on volume {volume} in {} was deleted: it held its data", MEMBERS[m])
+        });
+    }
     match effect {
         Effect::Write { rehomed, .. } => {
             for &k in rehomed {
@@ -924,7 +973,9 @@ fn perform(w: &mut World, c: u8, effect: Effect, lost: bool, rules: &Rules) {
             copy.status = status.clone();
             copy.rv = w.host.rv;
         }
-        Effect::Write { member, term, .. } | Effect::Release { member, term, .. } => {
+        Effect::Write { member, term, .. }
+        | Effect::Release { member, term, .. }
+        | Effect::Retire { member, term, .. } => {
             let m = *member as usize;
             // The watcher's term check: this process leads in the write's term, and the member
             // carries no newer one.
@@ -1002,7 +1053,7 @@ impl Model for Spanset {
     }
 
     fn actions(&self, w: &World, out: &mut Vec<Action>) {
-        if w.broken.is_some() || w.lost_data.is_some() || w.doubled().is_some() {
+        if w.broken.is_some() || w.lost_data.is_some() || w.retired_data.is_some() || w.doubled().is_some() {
             return;
         }
         match self.search {
@@ -1077,6 +1128,7 @@ impl Model for Spanset {
             Property::always("at most one running pod per ordinal", |_, w: &World| w.doubled().is_none()),
             Property::always("a fenced member gets its shrink before anything else", |_, w: &World| w.broken.is_none()),
             Property::always("a moved ordinal starts on its own volume", |_, w: &World| w.lost_data.is_none()),
+            Property::always("a retired claim never holds its ordinal's data", |_, w: &World| w.retired_data.is_none()),
             // Liveness under fairness (fault-placement search): once the faults stop, the fair
             // scheduler converges.
             Property::always("every schedule converges once the faults stop", |_, w: &World| {

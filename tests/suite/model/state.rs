@@ -224,6 +224,19 @@ pub enum Effect {
         /// Ordinal.
         ordinal: u32,
     },
+    /// Retire a claim of an ordinal (`storage: Detached`): delete the claim, exactly the one of
+    /// this volume (its uid) unless `volume` is `None` (the planted bug: whatever claim bears the
+    /// name when the request lands).
+    Retire {
+        /// Member index.
+        member: u8,
+        /// Ordinal.
+        ordinal: u32,
+        /// The claim's volume as the decision observed it (the uid precondition).
+        volume: Option<u32>,
+        /// The writer's term.
+        term: u64,
+    },
     /// Delete one pod incarnation (in a fenced member that answers again).
     DeletePod {
         /// Member index.
@@ -312,6 +325,11 @@ pub struct World {
     pub lost_data: Option<String>,
     /// Each ordinal's data: the volume its containers last ran on, and where.
     pub data: BTreeMap<u32, (u32, u8)>,
+    /// `storage: Detached`: every (ordinal, volume) its containers ever ran on, so that a start
+    /// on a claim older than its data is seen.
+    pub ran_on: std::collections::BTreeSet<(u32, u32)>,
+    /// A claim deleted while it held its ordinal's data (seen as the retirement landed).
+    pub retired_data: Option<String>,
     /// Ordinals let run on fresh claims by the rules of failover (a release, or with the
     /// identity gate off a write, planned knowing the member with their data fenced): the
     /// fence wrote their data off, so their next start may be on that fresh claim (wherever it

@@ -25,6 +25,10 @@ pub fn effect(e: &Effect) -> String {
         Effect::DeletePod { member, ordinal, uid } => {
             format!("delete {}/redis-{ordinal} (uid {uid})", MEMBERS[*member as usize])
         }
+        Effect::Retire { member, ordinal, volume, term } => {
+            let which = volume.map_or("whichever claim".to_string(), |v| format!("its claim on volume {v}"));
+            format!("retire {}/data-redis-{ordinal}: {which}, term {term}", MEMBERS[*member as usize])
+        }
     }
 }
 

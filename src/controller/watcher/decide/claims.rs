@@ -8,6 +8,7 @@ use super::{Refusal, Standing, gate::gate};
 use crate::controller::{
     member::{cache::ClaimRecord, storage},
     messages::WriteError,
+    safety::{self, Rules},
 };
 
 /// The gate of a claim operation in `term`.
@@ -87,14 +88,12 @@ pub enum RetireCall {
     /// Set this volume to Retain, if it still exists.
     RetainVolume(String),
     /// Delete the claim, conditional on its uid and resourceVersion (exactly the version the
-    /// decision saw); gone counts as done, changed does not.
+    /// decision saw, [`safety::claim_precondition`]); gone counts as done, changed does not.
     DeleteClaim {
         /// The claim's name.
         name: String,
-        /// Its uid.
-        uid: String,
-        /// Its resourceVersion.
-        rv: u64,
+        /// Its uid and resourceVersion.
+        exactly: Option<(String, u64)>,
     },
 }
 
@@ -105,7 +104,8 @@ pub fn retire_calls(claim: &ClaimRecord, keep_volume: bool) -> Vec<RetireCall> {
     if keep_volume && let Some(v) = &claim.volume {
         out.push(RetireCall::RetainVolume(v.clone()));
     }
-    out.push(RetireCall::DeleteClaim { name: claim.name.clone(), uid: claim.uid.clone(), rv: claim.rv });
+    let exactly = safety::claim_precondition(&Rules::ALL, &claim.uid, claim.rv);
+    out.push(RetireCall::DeleteClaim { name: claim.name.clone(), exactly });
     out
 }
 
@@ -130,7 +130,7 @@ mod tests {
     #[test]
     fn claims_retire_only_with_their_volume_first_set_to_retain_and_exactly_as_observed() {
         let record = ClaimRecord::of(&claim(Some("pv-1"), false)).1;
-        let delete = RetireCall::DeleteClaim { name: "data-redis-0".into(), uid: "c-1".into(), rv: 42 };
+        let delete = RetireCall::DeleteClaim { name: "data-redis-0".into(), exactly: Some(("c-1".into(), 42)) };
         assert_eq!(retire_calls(&record, true), [RetireCall::RetainVolume("pv-1".into()), delete.clone()]);
         assert_eq!(retire_calls(&record, false), [delete], "the volume goes by its own policy");
         assert_eq!(retain_patch()["spec"]["persistentVolumeReclaimPolicy"], "Retain");
