@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 use crate::sim::{
     cluster::Cluster,
     store::{
+        account::Verb,
+        actor::{Actor, Component},
         admission::{Operation, Request},
         defaults,
         error::{ApiError, ApiResult, Cause},
@@ -39,6 +41,15 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// Where the write leaves its `Warning`s (unknown fields under `Warn`), for the response.
     pub warnings: Warnings,
+    /// Who writes, for the resource account: the API caller, or the simulated component.
+    pub actor: Actor,
+}
+
+impl WriteOptions {
+    /// The options of a simulated component's own write.
+    pub fn by(component: Component) -> Self {
+        Self { actor: component.into(), ..Default::default() }
+    }
 }
 
 /// The warnings of one write, shared with the API layer that turns them into `Warning`
@@ -95,6 +106,15 @@ pub struct DeleteOptions {
     pub dry_run: bool,
     /// Who asks (see [`WriteOptions::user`]).
     pub user: Option<UserInfo>,
+    /// Who deletes, for the resource account (see [`WriteOptions::actor`]).
+    pub actor: Actor,
+}
+
+impl DeleteOptions {
+    /// The options of a simulated component's own delete.
+    pub fn by(component: Component) -> Self {
+        Self { actor: component.into(), ..Default::default() }
+    }
 }
 
 impl DeleteOptions {
@@ -132,6 +152,7 @@ impl DeleteOptions {
             precondition_rv: body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string),
             dry_run: map.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All")),
             user: None,
+            actor: Actor::default(),
         })
     }
 }
@@ -374,6 +395,9 @@ impl Cluster {
             _ => None,
         };
         let created = self.storage.create(rt, &key(rt), body.clone());
+        if let Ok(obj) = &created {
+            self.account.record(rt, &opts.actor, Verb::Created, obj);
+        }
         if let (Err(_), Some((t, replaced))) = (&created, replaced) {
             // Refused: serve what the stored CRD says (a namesake created meanwhile won), or
             // what was served before.
@@ -457,10 +481,11 @@ impl Cluster {
         rt: &ResourceType,
         obj: &Value,
         sub: Subresource,
+        by: Component,
         f: impl FnOnce(&mut Value),
     ) -> ApiResult<Arc<Value>> {
         let uid = object::uid(obj).to_string();
-        self.update_with(rt, object::namespace(obj), object::name(obj), sub, &WriteOptions::default(), |cur| {
+        self.update_with(rt, object::namespace(obj), object::name(obj), sub, &WriteOptions::by(by), |cur| {
             if object::uid(cur) != uid {
                 return Err(ApiError::conflict(rt, object::name(cur)));
             }
@@ -522,6 +547,12 @@ impl Cluster {
         let emptied =
             |o: &Value| object::is_deleting(o) && object::finalizers(o).is_empty() && !self.waits_for_kubelet(rt, o);
         let updated = self.storage.update_or_remove(rt, &res, ns, name, prepare, emptied)?;
+        let verb = match (&updated, sub) {
+            (Updated::Unchanged(_), _) => Verb::Unchanged,
+            (_, Subresource::Main) => Verb::Updated,
+            (_, Subresource::Status) => Verb::StatusUpdated,
+        };
+        self.account.record(rt, &opts.actor, verb, updated.object());
         match &updated {
             Updated::Changed(o) => {
                 if (rt.group.as_str(), rt.plural.as_str()) == ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -530,7 +561,10 @@ impl Cluster {
                     self.resources.install(t);
                 }
             }
-            Updated::Removed(last) => self.after_removal(rt, last),
+            Updated::Removed(last) => {
+                self.account.record(rt, &opts.actor, Verb::Removed, last);
+                self.after_removal(rt, last);
+            }
             Updated::Unchanged(_) => {}
         }
         Ok(updated.object().clone())
@@ -607,8 +641,11 @@ impl Cluster {
         if opts.dry_run {
             return Ok(Deleted::Pending(current));
         }
+        // One delete request, counted once: whether it removes the object, marks it, or finds
+        // it marked already (its removal, later, is counted as such).
         if grace > 0 || has_finalizers || is_namespace {
             if object::is_deleting(&current) && add.is_empty() && grace >= current_grace(&current) {
+                self.account.record(rt, &opts.actor, Verb::Deleted, &current);
                 return Ok(Deleted::Pending(current));
             }
             let deadline = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(grace);
@@ -631,10 +668,13 @@ impl Cluster {
                 }
                 Ok(next)
             })?;
+            self.account.record(rt, &opts.actor, Verb::Deleted, marked.object());
             self.gc_wake.notify_one();
             return Ok(Deleted::Pending(marked.object().clone()));
         }
         let last = self.storage.remove(rt, &res, ns, name, |cur| check_preconditions(rt, name, cur, opts))?;
+        self.account.record(rt, &opts.actor, Verb::Deleted, &last);
+        self.account.record(rt, &opts.actor, Verb::Removed, &last);
         self.after_removal(rt, &last);
         Ok(Deleted::Gone(last))
     }
