@@ -178,6 +178,7 @@ async fn figures() {
     api.create(&PostParams::default(), &example(&members)).await.expect("federation created");
     wait_settled(&api, "redis", 6, "redis settled over east, west and central").await;
     let settled_at = snapshot(&sb);
+    let both = Instant::now();
     println!("migration cost: redis, 6 replicas over {MEMBERS:?}, storage Detached, time factor {TIME_FACTOR}");
     println!("(per move, over every cluster: spanset's writes C/U/S/D = created/updated/status/deleted;");
     println!(" Events of every source; volumes provisioned and turned Released; volumes Released at its end)");
@@ -185,7 +186,7 @@ async fn figures() {
     phase(&sb, "back to 1:1:1", [1, 1, 1]).await;
     let end = snapshot(&sb);
     let whole = cost(&settled_at, &end);
-    println!("\nboth phases: {}", row("", 0.0, &whole).trim_start());
+    println!("\n{}", row("both phases", both.elapsed().as_secs_f64(), &whole));
     for (name, a) in &end.clusters {
         let phases: Vec<String> = a.volumes.by_phase.iter().map(|(p, n)| format!("{p} {n}")).collect();
         println!("  {name:<8} volumes now: {}", if phases.is_empty() { "none".into() } else { phases.join(", ") });

@@ -115,9 +115,7 @@ impl DeleteOptions {
     pub fn by(component: Component) -> Self {
         Self { actor: component.into(), ..Default::default() }
     }
-}
 
-impl DeleteOptions {
     /// Reads a `DeleteOptions` JSON body (kube-rs always sends one; kubectl sends the policy).
     pub fn from_json(body: &Value) -> ApiResult<Self> {
         let Some(map) = body.as_object() else {
