@@ -72,6 +72,13 @@ pub async fn host_client(kubeconfig: Option<&std::path::Path>, context: Option<&
     Ok(host_client::client(kubeconfig, context).await?)
 }
 
+/// A client of the host cluster for the controller itself: the flags' cluster, with the
+/// controller's User-Agent (see [`super::connection::as_controller`]).
+async fn controller_host_client(opts: &RunOptions) -> anyhow::Result<kube::Client> {
+    let tune = super::connection::as_controller;
+    Ok(host_client::client_tuned(opts.kubeconfig.as_deref(), opts.context.as_deref(), tune).await?)
+}
+
 /// Starts the controller: endpoints, leader election, supervisor.
 pub async fn start(opts: RunOptions) -> anyhow::Result<Running> {
     let listener = std::net::TcpListener::bind(opts.metrics_addr)
@@ -82,7 +89,7 @@ pub async fn start(opts: RunOptions) -> anyhow::Result<Running> {
 /// [`start`], with the metrics endpoints on a listener bound beforehand (`opts.metrics_addr`
 /// is then ignored): `spanset sandbox` binds every listener before it writes its kubeconfig.
 pub async fn start_on(opts: RunOptions, metrics_listener: std::net::TcpListener) -> anyhow::Result<Running> {
-    let host = host_client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
+    let host = controller_host_client(&opts).await?;
     let metrics = Arc::new(Metrics::new());
     let count = opts.shards.max(1);
     if count > MAX_SHARDS {
@@ -100,7 +107,7 @@ pub async fn start_on(opts: RunOptions, metrics_listener: std::net::TcpListener)
             // stream limit), and a thousand federations converging delayed it past the renew
             // deadline, term after term. The API server's Priority and Fairness gives leader
             // election its own priority level for the same reason.
-            let elections = host_client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
+            let elections = controller_host_client(&opts).await?;
             let api: Api<Lease> = Api::namespaced(elections, &settings.namespace);
             let (stop, stopped) = tokio::sync::watch::channel(false);
             let until_stopped = move || {

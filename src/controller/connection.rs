@@ -31,9 +31,27 @@ pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 /// How long a ping may go unanswered before the connection is closed.
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The User-Agent of spanset's controller: API servers' audit logs (and the sandbox's
+/// resource account) tell its requests by it; kube sends none of its own.
+pub const CONTROLLER_AGENT: &str = concat!("spanset/", env!("CARGO_PKG_VERSION"));
+
+/// The User-Agent of spanset's commands (`join`, `status`, `drill`…), so that their writes are
+/// not taken for the controller's.
+pub const CLI_AGENT: &str = concat!("spanset-cli/", env!("CARGO_PKG_VERSION"));
+
+/// Makes a configuration the controller's: its requests carry [`CONTROLLER_AGENT`].
+pub fn as_controller(config: &mut Config) {
+    config.headers.retain(|(name, _)| name != http::header::USER_AGENT);
+    config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(CONTROLLER_AGENT)));
+}
+
 /// A client for `config` on a pooled, HTTP/2-capable connection (see the module's doc). A
-/// configuration through a proxy gets kube's own stack, which handles proxies.
-pub fn client(config: Config) -> Result<Client, kube::Error> {
+/// configuration through a proxy gets kube's own stack, which handles proxies. Its requests
+/// carry [`CLI_AGENT`] unless the configuration names another User-Agent.
+pub fn client(mut config: Config) -> Result<Client, kube::Error> {
+    if !config.headers.iter().any(|(name, _)| name == http::header::USER_AGENT) {
+        config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(CLI_AGENT)));
+    }
     if config.proxy_url.is_some() {
         return Client::try_from(config);
     }

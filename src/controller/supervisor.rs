@@ -697,6 +697,7 @@ pub async fn member_client(
     fn tune(cfg: &mut kube::Config) {
         cfg.connect_timeout = Some(MEMBER_CONNECT_TIMEOUT);
         cfg.write_timeout = Some(MEMBER_WRITE_TIMEOUT);
+        super::connection::as_controller(cfg);
     }
     if let Some(why) = spec_refusal(spec) {
         return Err(why);

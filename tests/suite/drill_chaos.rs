@@ -78,6 +78,13 @@ async fn a_seeded_soak_with_two_controllers_injects_many_faults_moves_keeps_ever
     assert!(report["markersChecked"].as_u64().unwrap() >= report["markersWritten"].as_u64().unwrap());
     assert!(report["markersWritten"].as_u64().unwrap() > 0);
     assert_eq!(report["verdict"], "clean");
+    // What the run cost: spanset wrote in every member, where volumes were provisioned.
+    for m in ["east", "west", "central"] {
+        let cost = &report["cost"][m];
+        assert!(cost["spanset"]["created"].as_u64().unwrap() > 0, "{m}: {cost}");
+        assert!(cost["volumesProvisioned"].as_u64().unwrap() > 0, "{m}: {cost}");
+        assert!(cost["events"].as_object().is_some(), "{m}: {cost}");
+    }
     f.assert_ledger_clean();
 }
 

@@ -11,6 +11,7 @@ mod plan_gen;
 mod plan_reference;
 mod support;
 
+mod account;
 mod admission;
 mod advanced_statefulset;
 mod blog_migration;

@@ -39,12 +39,13 @@ pub use self::report::ChaosReport;
 use self::{
     controllers::{Controllers, Launch},
     markers::Markers,
-    report::{table, verdict},
+    report::{ClusterCost, table, verdict},
     schedule::{Shape, Step},
     soak::Soak,
 };
 use super::{Format, admin, parse_key, print, record};
 use crate::api::{FederatedStatefulSet, MemberCluster, StorageMode};
+use crate::sim::store::account::report::AccountReport;
 
 /// Flags of `spanset drill chaos`.
 #[derive(Debug, clap::Args)]
@@ -208,10 +209,19 @@ pub async fn plan(client: &Client, args: &ChaosArgs) -> Result<Vec<Step>, String
     Ok(schedule::schedule(&shape_of(args, &f, seed).await?))
 }
 
+/// The sandbox's resource account now, if it serves one (a sandbox older than the account does
+/// not: the report then goes without its cost).
+async fn account(admin_url: &str) -> Option<AccountReport> {
+    let all = Admin::Account { output: "json".into(), check: false, max: Vec::new() };
+    let body = admin(admin_url, all).await.map_err(|e| eprintln!("account: {e}")).ok()?;
+    serde_json::from_str(&body).map_err(|e| eprintln!("account: {e}")).ok()
+}
+
 /// Runs the chaos drill; `Err` is a failure to set up or run it.
 pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, String> {
     let seed = args.seed.unwrap_or_else(rand::random);
     eprintln!("seed {seed}");
+    let account_before = account(&args.admin).await;
     let controllers = if args.controllers > 0 {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the running executable: {e}"))?;
         let log_dir = args
@@ -305,6 +315,12 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
         .as_array()
         .map(|v| v.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
         .unwrap_or_default();
+    let cost = match (account_before, account(&args.admin).await) {
+        (Some(before), Some(after)) => {
+            after.since(&before).clusters.iter().map(|(name, a)| (name.clone(), ClusterCost::of(a))).collect()
+        }
+        _ => BTreeMap::new(),
+    };
     let total: u64 = soak.faults.values().sum();
     let mut report = ChaosReport {
         seed,
@@ -325,6 +341,7 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
         verdict: String::new(),
         schedule: steps.iter().map(ToString::to_string).collect(),
         log_dir,
+        cost,
     };
     report.verdict = verdict(&report);
     Ok(report)

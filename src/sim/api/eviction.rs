@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use crate::sim::{
     cluster::{Cluster, disruption, kubelet},
     store::{
+        actor::{Actor, Component},
         error::{ApiError, ApiResult},
         object,
         registry::{DeleteOptions, Subresource, WriteOptions},
@@ -116,10 +117,18 @@ fn budgets_rt(cluster: &Cluster) -> std::sync::Arc<ResourceType> {
     cluster.resources.by_plural("policy", "poddisruptionbudgets").expect("budgets are built in")
 }
 
-/// Evicts a pod; answers the `Status` of success, or the apiserver's error.
-pub fn evict(cluster: &Cluster, ns: &str, name: &str, eviction: &Value, query_dry_run: bool) -> ApiResult<Value> {
+/// Evicts a pod; answers the `Status` of success, or the apiserver's error. The pod's delete is
+/// `actor`'s (the caller's), the budget's bookkeeping the eviction subresource's own.
+pub fn evict(
+    cluster: &Cluster,
+    ns: &str,
+    name: &str,
+    eviction: &Value,
+    query_dry_run: bool,
+    actor: Actor,
+) -> ApiResult<Value> {
     check_body(eviction, ns, name)?;
-    let original = delete_options(eviction, query_dry_run)?;
+    let original = DeleteOptions { actor, ..delete_options(eviction, query_dry_run)? };
     let pods = pods_rt(cluster);
     // Pods whose budget need not be asked go at once; a conflict (the pod changed) is retried
     // unless the caller gave a resourceVersion of its own.
@@ -256,8 +265,14 @@ fn check_and_decrement(cluster: &Cluster, rt: &ResourceType, pdb: &Value, pod: &
     disrupted.insert(pod.to_string(), json!(object::now_rfc3339()));
     next["status"]["disruptedPods"] = json!(disrupted);
     // `next` carries the resourceVersion read: a write since then is a conflict.
-    cluster
-        .update_with(rt, object::namespace(pdb), name, Subresource::Status, &WriteOptions::default(), |_| Ok(next))?;
+    cluster.update_with(
+        rt,
+        object::namespace(pdb),
+        name,
+        Subresource::Status,
+        &WriteOptions::by(Component::Eviction),
+        |_| Ok(next),
+    )?;
     Ok(())
 }
 
@@ -277,7 +292,7 @@ fn mark_and_delete(
                 .with_details(json!({"name": name, "kind": "Pod"}))
         };
         let (want_uid, want_rv) = (opts.precondition_uid.clone(), opts.precondition_rv.clone());
-        let marked = cluster.update_with(rt, ns, name, Subresource::Status, &WriteOptions::default(), |cur| {
+        let marked = cluster.update_with(rt, ns, name, Subresource::Status, &WriteOptions::by(Component::Eviction), |cur| {
             if let Some(uid) = want_uid.as_deref().filter(|u| !u.is_empty() && *u != object::uid(cur)) {
                 return Err(conflict(format!(
                     "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",

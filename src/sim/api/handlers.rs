@@ -26,6 +26,7 @@ use crate::sim::{
     },
     cluster::Cluster,
     store::{
+        actor::Actor,
         crd_deletion,
         error::{ApiError, ApiResult},
         object,
@@ -214,8 +215,10 @@ fn kind_of(v: &Value) -> &'static str {
 
 /// The options of a write that came through the API: the caller's, and who the caller is (so
 /// that the admission policies run on it).
-fn write_options(q: &Query, user: &UserInfo, warnings: &Warnings, method: &Method) -> ApiResult<WriteOptions> {
+fn write_options(q: &Query, user: &UserInfo, warnings: &Warnings, parts: &Parts) -> ApiResult<WriteOptions> {
+    let method = &parts.method;
     Ok(WriteOptions {
+        actor: actor(user, parts),
         dry_run: q.dry_run,
         field_manager: q.field_manager.clone(),
         force: q.force.unwrap_or(false),
@@ -230,6 +233,11 @@ fn write_options(q: &Query, user: &UserInfo, warnings: &Warnings, method: &Metho
         )?,
         warnings: warnings.clone(),
     })
+}
+
+/// Who a request is, for the resource account (see [`Actor::of_request`]).
+fn actor(user: &UserInfo, parts: &Parts) -> Actor {
+    Actor::of_request(user, parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()))
 }
 
 /// `Warning: 299 - "<text>"` headers, one per warning of the write (kubectl prints each as
@@ -318,7 +326,7 @@ async fn resource(
         (&Method::POST, Some(name), Some("eviction")) if rt.group.is_empty() && rt.plural == "pods" => {
             let bytes = read_body(cluster, body).await?;
             let request = decode_object(parts, &bytes)?;
-            Ok(response::json(201, &eviction::evict(cluster, obj_ns, name, &request, q.dry_run)?))
+            Ok(response::json(201, &eviction::evict(cluster, obj_ns, name, &request, q.dry_run, actor(user, parts))?))
         }
         (&Method::POST, None, None) => {
             if cluster.crd_terminating(&stored_rt) {
@@ -331,7 +339,7 @@ async fn resource(
                 stored_version,
                 ns,
                 &mut obj,
-                &write_options(&q, user, &warnings, method)?,
+                &write_options(&q, user, &warnings, parts)?,
             )?;
             Ok(response::json(201, &render::as_version(&rt, version, &created)))
         }
@@ -340,7 +348,7 @@ async fn resource(
             let bytes = read_body(cluster, body).await?;
             let obj = views::from_view(&rt, &decode_object(parts, &bytes)?);
             let updated =
-                cluster.replace(&stored_rt, obj_ns, name, sub, obj, &write_options(&q, user, &warnings, method)?)?;
+                cluster.replace(&stored_rt, obj_ns, name, sub, obj, &write_options(&q, user, &warnings, parts)?)?;
             Ok(response::json(200, &render::as_version(&rt, version, &updated)))
         }
         (&Method::PUT, Some(name), Some("scale")) if rt.scale.is_some() => {
@@ -348,13 +356,13 @@ async fn resource(
             let obj = decode_object(parts, &bytes)?;
             Ok(response::json(
                 200,
-                &scale::replace(cluster, &rt, obj_ns, name, obj, &write_options(&q, user, &warnings, method)?)?,
+                &scale::replace(cluster, &rt, obj_ns, name, obj, &write_options(&q, user, &warnings, parts)?)?,
             ))
         }
         (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
             let sub = subresource(&rt, sub)?;
             let bytes = read_body(cluster, body).await?;
-            let opts = write_options(&q, user, &warnings, method)?;
+            let opts = write_options(&q, user, &warnings, parts)?;
             let (code, obj) = patch_object(cluster, &rt, &stored_rt, parts, ns, name, sub, &bytes, &q, opts)?;
             Ok(response::json(code, &render::as_version(&rt, version, &obj)))
         }
@@ -362,14 +370,14 @@ async fn resource(
             let bytes = read_body(cluster, body).await?;
             let kind = patch_kind(&content_type(parts))?;
             let patch_doc = decode_patch(kind, &bytes)?;
-            let opts = write_options(&q, user, &warnings, method)?;
+            let opts = write_options(&q, user, &warnings, parts)?;
             let scaled =
                 scale::patch(cluster, &rt, obj_ns, name, &opts, |cur| apply_patch(kind, cur, &patch_doc, None))?;
             Ok(response::json(200, &scaled))
         }
         (&Method::DELETE, Some(name), None) => {
             let bytes = read_body(cluster, body).await?;
-            let opts = delete_options(&bytes, &q, user)?;
+            let opts = delete_options(&bytes, &q, user, parts)?;
             match cluster.delete(&rt, obj_ns, name, &opts)? {
                 Deleted::Pending(obj) => Ok(response::json(200, &render::as_version(&rt, version, &obj))),
                 Deleted::Gone(obj) if rt.plural == "pods" && rt.group.is_empty() => {
@@ -380,7 +388,7 @@ async fn resource(
         }
         (&Method::DELETE, None, None) => {
             let bytes = read_body(cluster, body).await?;
-            let opts = delete_options(&bytes, &q, user)?;
+            let opts = delete_options(&bytes, &q, user, parts)?;
             let filter = list::Filter::new(&rt, ns, &q)?;
             let (items, _) = cluster.storage.list(&rt.storage_key(), ns);
             let mut deleted = Vec::new();
@@ -426,7 +434,7 @@ fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
     })
 }
 
-fn delete_options(bytes: &[u8], q: &Query, user: &UserInfo) -> ApiResult<DeleteOptions> {
+fn delete_options(bytes: &[u8], q: &Query, user: &UserInfo, parts: &Parts) -> ApiResult<DeleteOptions> {
     let mut opts = if bytes.iter().all(u8::is_ascii_whitespace) {
         DeleteOptions::default()
     } else {
@@ -447,6 +455,7 @@ fn delete_options(bytes: &[u8], q: &Query, user: &UserInfo) -> ApiResult<DeleteO
     }
     opts.dry_run |= q.dry_run;
     opts.user = Some(user.clone());
+    opts.actor = actor(user, parts);
     Ok(opts)
 }
 

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::sim::{
     cluster::{Cluster, controller_loop},
     store::{
+        actor::Component,
         crd_deletion::{self, CLEANUP_FINALIZER, TERMINATING},
         error::ApiResult,
         object,
@@ -45,7 +46,7 @@ pub fn sweep(cluster: &Cluster) -> usize {
         }
         let name = object::name(crd).to_string();
         let write = |sub, f: &dyn Fn(&Value) -> ApiResult<Value>| {
-            cluster.update_with(&crd_rt, "", &name, sub, &WriteOptions::default(), f).is_ok()
+            cluster.update_with(&crd_rt, "", &name, sub, &WriteOptions::by(Component::CrdFinalizer), f).is_ok()
         };
         // Said once; a repeat of the same condition writes nothing.
         let in_progress = condition(true, "InstanceDeletionInProgress", "CustomResource deletion is in progress");
@@ -62,7 +63,7 @@ pub fn sweep(cluster: &Cluster) -> usize {
                 let (left, _) = cluster.storage.list(&rt.storage_key(), None);
                 if !left.is_empty() {
                     for obj in left.iter().filter(|o| !object::is_deleting(o)) {
-                        let opts = DeleteOptions::default();
+                        let opts = DeleteOptions::by(Component::CrdFinalizer);
                         if cluster.delete(&rt, object::namespace(obj), object::name(obj), &opts).is_ok() {
                             writes += 1;
                         }

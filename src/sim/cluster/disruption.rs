@@ -28,6 +28,7 @@ use crate::sim::{
         kubelet,
     },
     store::{
+        actor::Component,
         object,
         registry::{Subresource, WriteOptions},
         resources::ResourceType,
@@ -52,7 +53,8 @@ const SYNC_FAILED: &str = "SyncFailed";
 /// Runs the disruption controller of a cluster until the cluster is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
     // kube-controller-manager's disruption controller records as `controllermanager`.
-    let mut events = Recorder::new(Style::Legacy { component: "controllermanager", host: None });
+    let mut events =
+        Recorder::new(Component::DisruptionController, Style::Legacy { component: "controllermanager", host: None });
     crate::sim::cluster::controller_loop::run(
         cluster,
         crate::sim::cluster::controller_loop::UNREAD_BY_WORKLOADS,
@@ -135,7 +137,14 @@ fn sync(cluster: &Cluster, pdb_rt: &ResourceType, pdb: &Value, pods: &[Arc<Value
     let mut next = pdb.clone();
     next["status"] = status;
     cluster
-        .update_with(pdb_rt, ns, object::name(pdb), Subresource::Status, &WriteOptions::default(), |_| Ok(next))
+        .update_with(
+            pdb_rt,
+            ns,
+            object::name(pdb),
+            Subresource::Status,
+            &WriteOptions::by(Component::DisruptionController),
+            |_| Ok(next),
+        )
         .ok()
         .and(event)
 }
@@ -420,7 +429,7 @@ mod tests {
         let pods = c.resources.by_plural("", "pods").unwrap();
         let p = c.get(&pods, "default", name).unwrap();
         let word = if ready { "True" } else { "False" };
-        c.update_incarnation(&pods, &p, Subresource::Status, |p| {
+        c.update_incarnation(&pods, &p, Subresource::Status, Component::Kubelet, |p| {
             p["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": word}]});
         })
         .unwrap();
@@ -440,7 +449,14 @@ mod tests {
         let rt = c.resources.by_plural("policy", "poddisruptionbudgets").unwrap();
         let budget = json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
         c.create(&rt, Some("default"), budget, &WriteOptions::default()).unwrap();
-        sweep(&c, &mut Recorder::new(Style::Legacy { component: "controllermanager", host: None }), &Wake::default());
+        sweep(
+            &c,
+            &mut Recorder::new(
+                Component::DisruptionController,
+                Style::Legacy { component: "controllermanager", host: None },
+            ),
+            &Wake::default(),
+        );
         assert_eq!(c.get(&rt, "default", "web").unwrap()["status"]["disruptionsAllowed"], 2);
         // web-2 goes unready; the controller reads the budget (still allowing 2)...
         set_ready(&c, "web-2", false);

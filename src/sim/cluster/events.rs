@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use super::{Cluster, controller_loop::Wake};
 use crate::sim::store::{
+    actor::Component,
     object,
     registry::{Subresource, WriteOptions},
 };
@@ -110,6 +111,8 @@ struct Series {
 /// One component's event recorder and its memory of what it recorded.
 pub struct Recorder {
     style: Style,
+    /// Whose writes its Events are, in the resource account.
+    by: Component,
     legacy: HashMap<String, Correlated>,
     spam: HashMap<String, (f64, Instant)>,
     series: HashMap<String, Series>,
@@ -161,10 +164,11 @@ fn event_name(about: &Value, at: jiff::Timestamp) -> String {
 }
 
 impl Recorder {
-    /// A recorder for one component.
-    pub fn new(style: Style) -> Self {
+    /// A recorder for one component (`by` names it in the resource account).
+    pub fn new(by: Component, style: Style) -> Self {
         Self {
             style,
+            by,
             legacy: HashMap::new(),
             spam: HashMap::new(),
             series: HashMap::new(),
@@ -216,7 +220,7 @@ impl Recorder {
                 &seen.namespace,
                 &seen.name,
                 Subresource::Main,
-                &WriteOptions::default(),
+                &WriteOptions::by(self.by),
                 |cur| {
                     let mut next = cur.clone();
                     next["count"] = json!(cur["count"].as_i64().unwrap_or(1) + 1);
@@ -250,7 +254,7 @@ impl Recorder {
             "reportingComponent": component,
             "reportingInstance": host.unwrap_or(""),
         });
-        if let Ok(created) = cluster.create(&events, Some(&namespace), event, &WriteOptions::default()) {
+        if let Ok(created) = cluster.create(&events, Some(&namespace), event, &WriteOptions::by(self.by)) {
             if self.legacy.len() >= LEGACY_CACHE {
                 self.legacy.clear();
             }
@@ -279,7 +283,7 @@ impl Recorder {
                 let (ns, name, count, when) =
                     (s.namespace.clone(), s.name.clone(), s.count, s.last_observed_at.clone());
                 s.written = count;
-                write_series(cluster, &ns, &name, count, &when);
+                write_series(cluster, self.by, &ns, &name, count, &when);
             }
             return;
         }
@@ -303,7 +307,7 @@ impl Recorder {
             "reportingComponent": controller,
             "reportingInstance": instance,
         });
-        if let Ok(created) = cluster.create(&events, Some(&namespace), event, &WriteOptions::default()) {
+        if let Ok(created) = cluster.create(&events, Some(&namespace), event, &WriteOptions::by(self.by)) {
             self.series.insert(
                 key,
                 Series {
@@ -339,16 +343,16 @@ impl Recorder {
         self.last_heartbeat = now;
         for s in self.series.values_mut().filter(|s| s.count > s.written && s.count >= 2) {
             s.written = s.count;
-            write_series(cluster, &s.namespace, &s.name, s.count, &s.last_observed_at);
+            write_series(cluster, self.by, &s.namespace, &s.name, s.count, &s.last_observed_at);
         }
     }
 }
 
-fn write_series(cluster: &Cluster, ns: &str, name: &str, count: u64, last_observed: &str) {
+fn write_series(cluster: &Cluster, by: Component, ns: &str, name: &str, count: u64, last_observed: &str) {
     let Some(events) = cluster.resources.by_plural("", "events") else {
         return;
     };
-    let _ = cluster.update_with(&events, ns, name, Subresource::Main, &WriteOptions::default(), |cur| {
+    let _ = cluster.update_with(&events, ns, name, Subresource::Main, &WriteOptions::by(by), |cur| {
         let mut next = cur.clone();
         next["series"] = json!({"count": count, "lastObservedTime": last_observed});
         Ok(next)
@@ -380,7 +384,8 @@ mod tests {
         let cluster = Cluster::new(ClusterConfig::named("x"));
         let set = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
                          "metadata": {"name": "web", "namespace": "default", "uid": "u1", "resourceVersion": "1"}});
-        let mut rec = Recorder::new(Style::Legacy { component: "statefulset-controller", host: None });
+        let mut rec =
+            Recorder::new(Component::Unattributed, Style::Legacy { component: "statefulset-controller", host: None });
         rec.record(&cluster, occurrence(&set, "same".into()));
         let mut moved = set.clone();
         moved["metadata"]["resourceVersion"] = json!("2");
@@ -400,7 +405,10 @@ mod tests {
         let cluster = Cluster::new(ClusterConfig::named("x"));
         let pod =
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default", "uid": "u"}});
-        let mut rec = Recorder::new(Style::Series { controller: "default-scheduler", instance: "s-1".into() });
+        let mut rec = Recorder::new(
+            Component::Unattributed,
+            Style::Series { controller: "default-scheduler", instance: "s-1".into() },
+        );
         for _ in 0..5 {
             rec.record(&cluster, occurrence(&pod, "no nodes".into()));
         }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{Cluster, ClusterConfig, disks::VolumeStore, ledger::Ledger};
+use crate::sim::store::{actor::Component, registry::WriteOptions};
 
 /// The part of the Advanced StatefulSet schema that the sandbox enforces: the types of the
 /// fields the StatefulSet controller reads (the chart's schema is much longer; the rest is kept
@@ -154,7 +155,7 @@ impl Cluster {
         for (plural, object) in objects {
             let group = if plural == "endpointslices" { "discovery.k8s.io" } else { "" };
             if let Some(rt) = self.resources.by_plural(group, plural) {
-                let _ = self.create(&rt, Some("default"), object, &Default::default());
+                let _ = self.create(&rt, Some("default"), object, &WriteOptions::by(Component::Sandbox));
             }
         }
     }
@@ -216,7 +217,7 @@ impl Cluster {
             (&bindings, binding("system:basic-user", "system:authenticated")),
         ];
         for (rt, object) in objects {
-            let _ = self.create(rt, None, object, &Default::default());
+            let _ = self.create(rt, None, object, &WriteOptions::by(Component::Sandbox));
         }
     }
 
@@ -248,7 +249,7 @@ impl Cluster {
                 }],
             },
         });
-        if let Err(e) = self.create(&crds, None, crd, &Default::default()) {
+        if let Err(e) = self.create(&crds, None, crd, &WriteOptions::by(Component::Sandbox)) {
             tracing::warn!(cluster = %self.config.name, error = %e, "cannot install the Advanced StatefulSet CRD");
         }
     }
@@ -264,7 +265,7 @@ impl Cluster {
             mcs_crd("ServiceExport", "svcex", service_export_schema()),
             mcs_crd("ServiceImport", "svcim", service_import_schema()),
         ] {
-            if let Err(e) = self.create(&crds, None, crd, &Default::default()) {
+            if let Err(e) = self.create(&crds, None, crd, &WriteOptions::by(Component::Sandbox)) {
                 tracing::warn!(cluster = %self.config.name, error = %e, "cannot install an MCS API CRD");
             }
         }
@@ -285,7 +286,7 @@ impl Cluster {
                     &ns,
                     None,
                     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-                    &Default::default(),
+                    &WriteOptions::by(Component::Sandbox),
                 )
                 .expect("a fresh cluster accepts its own namespaces");
         }

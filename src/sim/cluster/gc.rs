@@ -20,6 +20,8 @@ use crate::sim::{
         controller_loop::{self, SAFETY_TICK},
     },
     store::{
+        account::Verb,
+        actor::Component,
         object,
         registry::{DeleteOptions, Propagation, Subresource, WriteOptions},
         resources::ResourceType,
@@ -31,6 +33,9 @@ use crate::sim::{
 /// with an owner already gone): changes come in bursts, and a full sweep per change would cost
 /// as much as all the other components together.
 const CHANGE_DELAY: Duration = Duration::from_secs(1);
+
+/// Whose writes the collector's are, in the resource account.
+const BY: Component = Component::GarbageCollector;
 
 /// Runs the collector until the cluster is dropped: a sweep at once after a deletion (the
 /// registry's and kubelet's [`Cluster::gc_wake`]), [`CHANGE_DELAY`] after any other change,
@@ -136,7 +141,7 @@ pub fn sweep(cluster: &Cluster) -> usize {
         }
         if (!live_owner || foreground_owner) && !object::is_deleting(&item.obj) {
             let policy = if foreground_owner { Propagation::Foreground } else { Propagation::Background };
-            let opts = DeleteOptions { propagation: Some(policy), ..Default::default() };
+            let opts = DeleteOptions { propagation: Some(policy), ..DeleteOptions::by(BY) };
             if cluster.delete(&item.rt, ns, object::name(&item.obj), &opts).is_ok() {
                 writes += 1;
             }
@@ -165,13 +170,14 @@ pub fn sweep(cluster: &Cluster) -> usize {
             items.iter().filter(|i| i.rt.namespaced && object::namespace(&i.obj) == name).collect();
         for item in &contents {
             if !object::is_deleting(&item.obj) {
-                let _ = cluster.delete(&item.rt, name, object::name(&item.obj), &DeleteOptions::default());
+                let _ = cluster.delete(&item.rt, name, object::name(&item.obj), &DeleteOptions::by(BY));
                 writes += 1;
             }
         }
         if contents.is_empty() && object::finalizers(&ns.obj).is_empty() {
             let res = (ns.rt.group.clone(), ns.rt.plural.clone());
-            if cluster.storage.remove(&ns.rt, &res, "", name, |_| Ok(())).is_ok() {
+            if let Ok(last) = cluster.storage.remove(&ns.rt, &res, "", name, |_| Ok(())) {
+                cluster.account.record(&ns.rt, &BY.into(), Verb::Removed, &last);
                 writes += 1;
             }
         }
@@ -183,13 +189,8 @@ pub fn sweep(cluster: &Cluster) -> usize {
 /// entries `keep` accepts and dropping the key when none is left; returns the writes made.
 fn retain_in_metadata(cluster: &Cluster, item: &Item, key: &str, keep: impl Fn(&Value) -> bool) -> usize {
     let ns = object::namespace(&item.obj);
-    let res = cluster.update_with(
-        &item.rt,
-        ns,
-        object::name(&item.obj),
-        Subresource::Main,
-        &WriteOptions::default(),
-        |cur| {
+    let res =
+        cluster.update_with(&item.rt, ns, object::name(&item.obj), Subresource::Main, &WriteOptions::by(BY), |cur| {
             let mut next = cur.clone();
             let meta = object::metadata_mut(&mut next);
             let kept: Vec<Value> =
@@ -200,8 +201,7 @@ fn retain_in_metadata(cluster: &Cluster, item: &Item, key: &str, keep: impl Fn(&
                 meta.insert(key.into(), json!(kept));
             }
             Ok(next)
-        },
-    );
+        });
     usize::from(res.is_ok())
 }
 

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::sim::{
     cluster::Cluster,
-    store::{error::ApiResult, object, registry::Subresource, resources::ResourceType},
+    store::{actor::Component, error::ApiResult, object, registry::Subresource, resources::ResourceType},
 };
 
 /// The readiness gate Kruise injects into pods it may update in place.
@@ -83,8 +83,14 @@ fn gate_condition(pod: &Value) -> Option<&str> {
     pod.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == GATE)?["status"].as_str()
 }
 
-fn set_gate(cluster: &Cluster, pods: &ResourceType, pod: &Value, status: &str, reason: &str) -> ApiResult<()> {
-    cluster.update_incarnation(pods, pod, Subresource::Status, |next| {
+fn set_gate(
+    cluster: &Cluster,
+    pods: &ResourceType,
+    pod: &Value,
+    (status, reason): (&str, &str),
+    by: Component,
+) -> ApiResult<()> {
+    cluster.update_incarnation(pods, pod, Subresource::Status, by, |next| {
         let mut conds: Vec<Value> =
             next.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
         conds.retain(|c| c["type"] != GATE);
@@ -117,7 +123,7 @@ fn caught_up(pod: &Value) -> bool {
 
 /// Keeps a gated pod's condition: True once created (nothing pending), and True again once an
 /// in-place update has been carried out by the kubelet.
-pub fn refresh(cluster: &Cluster, pods: &ResourceType, pod: &Value) -> ApiResult<()> {
+pub fn refresh(cluster: &Cluster, pods: &ResourceType, pod: &Value, by: Component) -> ApiResult<()> {
     let gated = pod
         .pointer("/spec/readinessGates")
         .and_then(Value::as_array)
@@ -126,16 +132,22 @@ pub fn refresh(cluster: &Cluster, pods: &ResourceType, pod: &Value) -> ApiResult
         return Ok(());
     }
     match gate_condition(pod) {
-        None => set_gate(cluster, pods, pod, "True", ""),
-        Some("False") if caught_up(pod) => set_gate(cluster, pods, pod, "True", ""),
+        None => set_gate(cluster, pods, pod, ("True", ""), by),
+        Some("False") if caught_up(pod) => set_gate(cluster, pods, pod, ("True", ""), by),
         _ => Ok(()),
     }
 }
 
 /// Updates a pod in place to `template` at `revision`: the gate's condition False first, then
 /// the images, the revision label and the state annotation.
-pub fn update(cluster: &Cluster, pods: &ResourceType, pod: &Value, template: &Value, revision: &str) -> ApiResult<()> {
-    set_gate(cluster, pods, pod, "False", "StartInPlaceUpdate")?;
+pub fn update(
+    cluster: &Cluster,
+    pods: &ResourceType,
+    pod: &Value,
+    (template, revision): (&Value, &str),
+    by: Component,
+) -> ApiResult<()> {
+    set_gate(cluster, pods, pod, ("False", "StartInPlaceUpdate"), by)?;
     let old_revision = pod.pointer(&format!("/metadata/labels/{REVISION_LABEL}")).cloned().unwrap_or(Value::Null);
     let images: Vec<(String, String)> = template
         .pointer("/spec/containers")
@@ -144,7 +156,7 @@ pub fn update(cluster: &Cluster, pods: &ResourceType, pod: &Value, template: &Va
         .flatten()
         .map(|c| (c["name"].as_str().unwrap_or("").to_string(), c["image"].as_str().unwrap_or("").to_string()))
         .collect();
-    cluster.update_incarnation(pods, pod, Subresource::Main, |next| {
+    cluster.update_incarnation(pods, pod, Subresource::Main, by, |next| {
         let mut last = serde_json::Map::new();
         if let Some(cs) = next.pointer_mut("/spec/containers").and_then(Value::as_array_mut) {
             for c in cs {

@@ -39,9 +39,12 @@ use crate::sim::{
         volumes, {Cluster, SHUTDOWN_ANNOTATION},
     },
     store::{
+        account::Verb,
+        actor::Component,
         object,
         registry::{DeleteOptions, Subresource, WriteOptions},
         resources::ResourceType,
+        storage::Updated,
     },
 };
 
@@ -130,7 +133,7 @@ fn register_nodes(cluster: &Cluster) {
                 "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
             },
         });
-        let _ = cluster.create(&nodes, None, node, &WriteOptions::default());
+        let _ = cluster.create(&nodes, None, node, &WriteOptions::by(Component::Kubelet));
     }
 }
 
@@ -295,6 +298,8 @@ fn schedule(
         Ok(next)
     });
     if let Ok(b) = bound {
+        let verb = if matches!(b, Updated::Unchanged(_)) { Verb::Unchanged } else { Verb::Updated };
+        cluster.account.record(pods_rt, &Component::Scheduler.into(), verb, b.object());
         if let Some(l) = load.get_mut(node.as_str()) {
             *l += 1;
         }
@@ -304,7 +309,7 @@ fn schedule(
 }
 
 fn write_status(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, f: impl FnOnce(&mut Value)) -> bool {
-    cluster.update_incarnation(pods_rt, pod, Subresource::Status, f).is_ok()
+    cluster.update_incarnation(pods_rt, pod, Subresource::Status, Component::Kubelet, f).is_ok()
 }
 
 fn containers(pod: &Value) -> Vec<(String, String)> {
@@ -621,7 +626,8 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                     Err(crate::sim::store::error::ApiError::conflict(pods_rt, object::name(cur)))
                 }
             });
-            if removed.is_ok() {
+            if let Ok(last) = &removed {
+                cluster.account.record(pods_rt, &Component::Kubelet.into(), Verb::Removed, last);
                 for log in cluster.logs.of_pod(&uid) {
                     log.write("[sim] exited with code 0");
                     log.exit();
@@ -857,13 +863,18 @@ fn node_lifecycle(
         match cluster.faults.node_down_since(name) {
             Some(since) => {
                 if node_ready(node) != Some("Unknown") && wake.due(since, cfg.real(cfg.node_monitor_grace), now) {
-                    let marked = cluster.update_with(nodes_rt, "", name, Subresource::Main, &WriteOptions::default(), |cur| {
+                    let marked = cluster.update_with(nodes_rt, "", name, Subresource::Main, &WriteOptions::by(Component::NodeLifecycle), |cur| {
                         let mut next = cur.clone();
                         next["spec"]["taints"] = json!([{"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": object::now_rfc3339()}]);
                         Ok(next)
                     });
-                    let statused =
-                        cluster.update_with(nodes_rt, "", name, Subresource::Status, &WriteOptions::default(), |cur| {
+                    let statused = cluster.update_with(
+                        nodes_rt,
+                        "",
+                        name,
+                        Subresource::Status,
+                        &WriteOptions::by(Component::NodeLifecycle),
+                        |cur| {
                             let mut next = cur.clone();
                             next["status"]["conditions"] = json!([ready_condition(
                                 "Unknown",
@@ -871,7 +882,8 @@ fn node_lifecycle(
                                 "Kubelet stopped posting node status."
                             )]);
                             Ok(next)
-                        });
+                        },
+                    );
                     if marked.is_ok() && statused.is_ok() {
                         timers.tainted.insert(name.to_string(), now);
                         timers.events.node_not_ready(cluster, node, on_node().map(|p| &**p));
@@ -892,26 +904,44 @@ fn node_lifecycle(
                     for p in on_node().filter(|p| !object::is_deleting(p)).filter(due) {
                         // Taint-based eviction: a graceful delete nobody on the node can finish.
                         timers.events.evicting(cluster, p);
-                        let _ =
-                            cluster.delete(pods_rt, object::namespace(p), object::name(p), &DeleteOptions::default());
+                        let _ = cluster.delete(
+                            pods_rt,
+                            object::namespace(p),
+                            object::name(p),
+                            &DeleteOptions::by(Component::NodeLifecycle),
+                        );
                     }
                 }
             }
             None if node_ready(node) == Some("Unknown") || has_unreachable_taint(node) => {
                 // The kubelet is back: it reports Ready again and its pods resume.
-                let _ = cluster.update_with(nodes_rt, "", name, Subresource::Main, &WriteOptions::default(), |cur| {
-                    let mut next = cur.clone();
-                    if let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) {
-                        spec.remove("taints");
-                    }
-                    Ok(next)
-                });
-                let _ = cluster.update_with(nodes_rt, "", name, Subresource::Status, &WriteOptions::default(), |cur| {
-                    let mut next = cur.clone();
-                    next["status"]["conditions"] =
-                        json!([ready_condition("True", "KubeletReady", "kubelet is posting ready status")]);
-                    Ok(next)
-                });
+                let _ = cluster.update_with(
+                    nodes_rt,
+                    "",
+                    name,
+                    Subresource::Main,
+                    &WriteOptions::by(Component::NodeLifecycle),
+                    |cur| {
+                        let mut next = cur.clone();
+                        if let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) {
+                            spec.remove("taints");
+                        }
+                        Ok(next)
+                    },
+                );
+                let _ = cluster.update_with(
+                    nodes_rt,
+                    "",
+                    name,
+                    Subresource::Status,
+                    &WriteOptions::by(Component::NodeLifecycle),
+                    |cur| {
+                        let mut next = cur.clone();
+                        next["status"]["conditions"] =
+                            json!([ready_condition("True", "KubeletReady", "kubelet is posting ready status")]);
+                        Ok(next)
+                    },
+                );
                 timers.tainted.remove(name);
                 timers.events.node_ready(cluster, node);
             }

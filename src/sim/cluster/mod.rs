@@ -32,6 +32,7 @@ use tokio::sync::Notify;
 
 use self::{disks::VolumeStore, faults::Faults, ledger::Ledger, logs::LogStore};
 use crate::sim::store::{
+    account::Account,
     audit::AuditLog,
     resources::ResourceTable,
     service_ips::ServiceIps,
@@ -164,6 +165,9 @@ pub struct Cluster {
     pub admin_token: Option<String>,
     /// Who asked what, and what the authorizer answered, when the cluster enforces it.
     pub audit: AuditLog,
+    /// What was created, updated and deleted, by whom; volumes and Events (the resource
+    /// account, beside the identity ledger).
+    pub account: Account,
     /// What the simulated containers wrote, for `kubectl logs`.
     pub logs: LogStore,
     /// The ClusterIP allocator's lock (see [`crate::sim::store::service_ips`]).
@@ -211,6 +215,7 @@ impl Cluster {
             admin_token: config.auth.then(|| tokens.issue_admin()),
             tokens,
             audit: AuditLog::default(),
+            account: Account::default(),
             storage: Storage::new(config.limits),
             resources: ResourceTable::default(),
             // Mixing in the name keeps clusters of one sandbox from drawing the same uids.

@@ -17,7 +17,7 @@ use super::{
     events::{EventType, Occurrence, Recorder, Style},
     images,
 };
-use crate::sim::store::object;
+use crate::sim::store::{actor::Component, object};
 
 /// Simulated time between two `FailedScheduling` attempts for one pod (the scheduler's
 /// maximum backoff).
@@ -120,12 +120,15 @@ fn container_path(name: &str) -> Option<String> {
 impl NodeEvents {
     /// Recorders for a cluster's scheduler and controllers (kubelets get theirs on first use).
     pub fn new(cluster: &Cluster) -> Self {
-        let legacy = |component| Recorder::new(Style::Legacy { component, host: None });
+        let legacy = |component| Recorder::new(Component::NodeLifecycle, Style::Legacy { component, host: None });
         Self {
-            scheduler: Recorder::new(Style::Series {
-                controller: "default-scheduler",
-                instance: format!("default-scheduler-{}-control-plane", cluster.config.name),
-            }),
+            scheduler: Recorder::new(
+                Component::Scheduler,
+                Style::Series {
+                    controller: "default-scheduler",
+                    instance: format!("default-scheduler-{}-control-plane", cluster.config.name),
+                },
+            ),
             node_controller: legacy("node-controller"),
             taint_eviction: legacy("taint-eviction-controller"),
             kubelets: HashMap::new(),
@@ -135,9 +138,9 @@ impl NodeEvents {
     }
 
     fn kubelet(&mut self, node: &str) -> &mut Recorder {
-        self.kubelets
-            .entry(node.to_string())
-            .or_insert_with(|| Recorder::new(Style::Legacy { component: "kubelet", host: Some(node.to_string()) }))
+        self.kubelets.entry(node.to_string()).or_insert_with(|| {
+            Recorder::new(Component::Kubelet, Style::Legacy { component: "kubelet", host: Some(node.to_string()) })
+        })
     }
 
     /// Writes the scheduler's series heartbeat; called once per sweep. Asks `wake` for the

@@ -28,6 +28,7 @@ use crate::sim::{
         kubelet::is_ready,
     },
     store::{
+        actor::Component,
         error::ApiResult,
         object::{self, str_at},
         registry::{DeleteOptions, Subresource, WriteOptions},
@@ -44,7 +45,10 @@ pub const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// Runs the controller until the cluster is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
-    let mut events = Recorder::new(Style::Legacy { component: "statefulset-controller", host: None });
+    let mut events = Recorder::new(
+        Component::StatefulSetController,
+        Style::Legacy { component: "statefulset-controller", host: None },
+    );
     crate::sim::cluster::controller_loop::run(
         cluster,
         crate::sim::cluster::controller_loop::UNREAD_BY_WORKLOADS,
@@ -63,6 +67,9 @@ struct Kinds {
     pods: Arc<ResourceType>,
     pvcs: Arc<ResourceType>,
     revisions: Arc<ResourceType>,
+    /// Whose writes these are in the resource account: the StatefulSet controller's, or
+    /// OpenKruise's.
+    by: Component,
 }
 
 fn kinds(cluster: &Cluster) -> Kinds {
@@ -72,6 +79,7 @@ fn kinds(cluster: &Cluster) -> Kinds {
         pods: get("", "pods"),
         pvcs: get("", "persistentvolumeclaims"),
         revisions: get("apps", "controllerrevisions"),
+        by: Component::StatefulSetController,
     }
 }
 
@@ -85,6 +93,7 @@ pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
         pods: k.pods.clone(),
         pvcs: k.pvcs.clone(),
         revisions: k.revisions.clone(),
+        by: Component::Kruise,
     });
     // Read once per sweep, not once per set: a sweep costs O(objects), not O(sets × objects).
     let snapshot = Snapshot::read(cluster);
@@ -242,7 +251,7 @@ fn ensure_revision(
         "data": data,
         "revision": revision,
     });
-    match cluster.create(&k.revisions, Some(ns), cr, &WriteOptions::default()) {
+    match cluster.create(&k.revisions, Some(ns), cr, &WriteOptions::by(k.by)) {
         Ok(_) => {}
         Err(e) if e.code == 409 => {}
         Err(e) => return Err(e),
@@ -318,7 +327,7 @@ fn ensure_claims(
                     "spec": c.get("spec").cloned().unwrap_or(json!({})),
                 });
                 let pod = format!("{}-{ordinal}", object::name(set));
-                match cluster.create(&k.pvcs, Some(ns), pvc, &WriteOptions::default()) {
+                match cluster.create(&k.pvcs, Some(ns), pvc, &WriteOptions::by(k.by)) {
                     Ok(_) => events.record(
                         cluster,
                         about_set(
@@ -454,7 +463,7 @@ fn retention_refs(
                 object::namespace(pvc),
                 &name,
                 Subresource::Main,
-                &WriteOptions::default(),
+                &WriteOptions::by(k.by),
                 |cur| {
                     let mut next = cur.clone();
                     if refs.is_empty() {
@@ -475,7 +484,7 @@ fn about_set<'a>(set: &'a Value, event_type: EventType, reason: &'a str, message
 }
 
 fn delete_pod(cluster: &Cluster, k: &Kinds, set: &Value, pod: &Value, events: &mut Recorder) {
-    let opts = DeleteOptions { precondition_uid: Some(object::uid(pod).to_string()), ..Default::default() };
+    let opts = DeleteOptions { precondition_uid: Some(object::uid(pod).to_string()), ..DeleteOptions::by(k.by) };
     let (pod_name, set_name) = (object::name(pod), object::name(set));
     match cluster.delete(&k.pods, object::namespace(pod), pod_name, &opts) {
         Ok(_) => events.record(
@@ -542,7 +551,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, snapshot: &Snapshot, events: 
     // Kruise's podUpdatePolicy: pods of an in-place policy carry the InPlaceUpdateReady gate.
     let policy = if kruise { Policy::of(set) } else { Policy::ReCreate };
     for pod in pods.values() {
-        inplace::refresh(cluster, &k.pods, pod)?;
+        inplace::refresh(cluster, &k.pods, pod, k.by)?;
     }
 
     if !object::is_deleting(set) {
@@ -580,7 +589,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, snapshot: &Snapshot, events: 
                             inplace::add_gate(&mut pod);
                         }
                         let pod_name = format!("{set_name}-{ordinal}");
-                        let created = cluster.create(&k.pods, Some(ns), pod, &WriteOptions::default());
+                        let created = cluster.create(&k.pods, Some(ns), pod, &WriteOptions::by(k.by));
                         match &created {
                             Ok(_) => events.record(
                                 cluster,
@@ -669,7 +678,7 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, snapshot: &Snapshot, events: 
                     let in_place =
                         policy.in_place() && templates.get(revision).is_some_and(|old| inplace::possible(old, &new));
                     if in_place {
-                        inplace::update(cluster, &k.pods, pod, &new, &update_revision)?;
+                        inplace::update(cluster, &k.pods, pod, (&new, &update_revision), k.by)?;
                         let pod_name = object::name(pod);
                         events.record(
                             cluster,
@@ -745,7 +754,7 @@ fn write_status(
     if set.get("status") == Some(&status) {
         return Ok(());
     }
-    cluster.update_incarnation(&k.sets, set, Subresource::Status, |next| next["status"] = status)?;
+    cluster.update_incarnation(&k.sets, set, Subresource::Status, k.by, |next| next["status"] = status)?;
     Ok(())
 }
 

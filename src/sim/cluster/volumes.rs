@@ -16,11 +16,15 @@ use crate::sim::{
         events::{EventType, Occurrence, Recorder, Style},
     },
     store::{
+        actor::Component,
         object::{self, str_at},
         registry::{DeleteOptions, Subresource, WriteOptions},
         resources::ResourceType,
     },
 };
+
+/// Whose writes this controller's are, in the resource account.
+const BY: Component = Component::PersistentVolumeController;
 
 /// CSI driver name of sandbox volumes.
 pub const DRIVER: &str = "volumes.sim.spanset.dev";
@@ -44,10 +48,13 @@ pub fn pv_node(pv: &Value) -> Option<&str> {
 /// Runs the PersistentVolume controller of a cluster until it is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
     // The CSI external-provisioner's component name: driver, controller pod, instance.
-    let mut events = Recorder::new(Style::Legacy {
-        component: "volumes.sim.spanset.dev_csi-controller-0_7d3e1f52-0c1a-4b7e-9a51-2f4e8b6c9d10",
-        host: None,
-    });
+    let mut events = Recorder::new(
+        BY,
+        Style::Legacy {
+            component: "volumes.sim.spanset.dev_csi-controller-0_7d3e1f52-0c1a-4b7e-9a51-2f4e8b6c9d10",
+            host: None,
+        },
+    );
     crate::sim::cluster::controller_loop::run(
         cluster,
         crate::sim::cluster::controller_loop::UNREAD_BY_WORKLOADS,
@@ -70,7 +77,7 @@ pub fn install_classes(cluster: &Cluster) {
                "parameters": {"locality": "node"}}),
     ];
     for class in classes {
-        let _ = cluster.create(&sc, None, class, &WriteOptions::default());
+        let _ = cluster.create(&sc, None, class, &WriteOptions::by(Component::Sandbox));
     }
 }
 
@@ -166,19 +173,25 @@ pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
             if let Some(id) = volume_of(pv) {
                 cluster.volumes.destroy(id);
             }
-            let _ = cluster.delete(&k.pvs, "", object::name(pv), &DeleteOptions::default());
-        } else if str_at(pv, "/status/phase") != "Released" {
-            set_phase(cluster, &k.pvs, "", object::name(pv), "Released");
+            let _ = cluster.delete(&k.pvs, "", object::name(pv), &DeleteOptions::by(BY));
+        } else if str_at(pv, "/status/phase") != "Released"
+            && set_phase(cluster, &k.pvs, "", object::name(pv), "Released")
+        {
+            cluster.account.released();
         }
     }
 }
 
-fn set_phase(cluster: &Cluster, rt: &ResourceType, ns: &str, name: &str, phase: &str) {
-    let _ = cluster.update_with(rt, ns, name, Subresource::Status, &WriteOptions::default(), |cur| {
+/// Sets a volume's phase; whether it changed it.
+fn set_phase(cluster: &Cluster, rt: &ResourceType, ns: &str, name: &str, phase: &str) -> bool {
+    let before = std::cell::Cell::new(String::new());
+    let written = cluster.update_with(rt, ns, name, Subresource::Status, &WriteOptions::by(BY), |cur| {
+        before.set(str_at(cur, "/status/phase").to_string());
         let mut next = cur.clone();
         next["status"]["phase"] = json!(phase);
         Ok(next)
     });
+    written.is_ok() && before.take() != phase
 }
 
 fn provision(
@@ -216,8 +229,9 @@ fn provision(
     if let Some(n) = node {
         pv["spec"]["nodeAffinity"] = json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [n]}]}]}});
     }
-    match cluster.create(&k.pvs, None, pv, &WriteOptions::default()) {
+    match cluster.create(&k.pvs, None, pv, &WriteOptions::by(BY)) {
         Ok(created) => {
+            cluster.account.provisioned();
             note(
                 EventType::Normal,
                 "ProvisioningSucceeded",
@@ -240,7 +254,7 @@ fn bind(cluster: &Cluster, k: &Kinds, pv: &Value, pvc: &Value) {
     let pv_name = object::name(pv).to_string();
     let claim = json!({"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": object::namespace(pvc), "name": object::name(pvc), "uid": object::uid(pvc)});
     let pv_ok = cluster
-        .update_with(&k.pvs, "", &pv_name, Subresource::Main, &WriteOptions::default(), |cur| {
+        .update_with(&k.pvs, "", &pv_name, Subresource::Main, &WriteOptions::by(BY), |cur| {
             let mut next = cur.clone();
             next["spec"]["claimRef"] = claim.clone();
             Ok(next)
@@ -258,7 +272,7 @@ fn bind(cluster: &Cluster, k: &Kinds, pv: &Value, pvc: &Value) {
         object::namespace(pvc),
         object::name(pvc),
         Subresource::Main,
-        &WriteOptions::default(),
+        &WriteOptions::by(BY),
         |cur| {
             let mut next = cur.clone();
             next["spec"]["volumeName"] = json!(pv_name);
@@ -278,7 +292,7 @@ fn bind(cluster: &Cluster, k: &Kinds, pv: &Value, pvc: &Value) {
         object::namespace(pvc),
         object::name(pvc),
         Subresource::Status,
-        &WriteOptions::default(),
+        &WriteOptions::by(BY),
         |cur| {
             let mut next = cur.clone();
             next["status"] = json!({"phase": "Bound", "capacity": capacity, "accessModes": modes});

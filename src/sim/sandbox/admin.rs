@@ -1,5 +1,6 @@
 //! The admin API of a running sandbox (what `spanset sim-ctl` talks to): lists the simulated
-//! clusters (with their API server and DNS addresses) and injects faults into them. Answers are JSON; errors are `{"error": "..."}`
+//! clusters (with their API server and DNS addresses), injects faults into them, and serves
+//! the identity ledger and the resource account of what each cluster was asked to do. Answers are JSON; errors are `{"error": "..."}`
 //! with one readable line.
 
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc};
@@ -19,6 +20,7 @@ use crate::sim::{
         ledger::Ledger,
         volumes,
     },
+    store::account::report::AccountReport,
 };
 
 /// Clusters by name, with their API server URLs.
@@ -84,6 +86,12 @@ fn handle(sandbox: &Sandbox, req: http::Request<Incoming>) -> Response<Body> {
                     "violations": overlaps.iter().map(|o| o.to_string()).collect::<Vec<_>>(),
                 }),
             )
+        }
+        (&Method::GET, ["account"]) => {
+            let report = AccountReport {
+                clusters: clusters.iter().map(|(name, (c, _))| (name.clone(), c.account_report())).collect(),
+            };
+            response::json_bytes(200, serde_json::to_vec(&report).expect("the account always serializes"))
         }
         (&Method::GET, ["clusters", name, "audit"]) => match clusters.get(*name) {
             None => admin_error(404, &format!("no simulated cluster named {name:?} (have: {})", names(clusters))),

@@ -3,11 +3,14 @@
 //! served resource table, built-in and custom), and [`registry`] (per-kind rules: [`defaults`],
 //! [`validate`], generation, deletion), with [`selector`], the API's [`error`]s, and
 //! [`views`] (one stored resource served under two groups); and, for a cluster that enforces
-//! authentication, its [`tokens`] and [`audit`] log; Services get their addresses from
+//! authentication, its [`tokens`] and [`audit`] log; every write is counted in the
+//! [`account`], by [`actor`]; Services get their addresses from
 //! [`service_ips`]; [`admission`] runs the validating
 //! admission policies on every write that comes through the API; a CRD is deleted in two
 //! phases as [`crd_deletion`] says.
 
+pub mod account;
+pub mod actor;
 pub mod admission;
 pub mod audit;
 pub mod crd_deletion;

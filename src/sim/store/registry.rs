@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use crate::sim::{
     cluster::Cluster,
     store::{
+        account::Verb,
+        actor::{Actor, Component},
         admission::{Operation, Request},
         crd_deletion, defaults,
         error::{ApiError, ApiResult, Cause},
@@ -40,6 +42,15 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// Where the write leaves its `Warning`s (unknown fields under `Warn`), for the response.
     pub warnings: Warnings,
+    /// Who writes, for the resource account: the API caller, or the simulated component.
+    pub actor: Actor,
+}
+
+impl WriteOptions {
+    /// The options of a simulated component's own write.
+    pub fn by(component: Component) -> Self {
+        Self { actor: component.into(), ..Default::default() }
+    }
 }
 
 /// The warnings of one write, shared with the API layer that turns them into `Warning`
@@ -96,9 +107,16 @@ pub struct DeleteOptions {
     pub dry_run: bool,
     /// Who asks (see [`WriteOptions::user`]).
     pub user: Option<UserInfo>,
+    /// Who deletes, for the resource account (see [`WriteOptions::actor`]).
+    pub actor: Actor,
 }
 
 impl DeleteOptions {
+    /// The options of a simulated component's own delete.
+    pub fn by(component: Component) -> Self {
+        Self { actor: component.into(), ..Default::default() }
+    }
+
     /// Reads a `DeleteOptions` JSON body (kube-rs always sends one; kubectl sends the policy).
     pub fn from_json(body: &Value) -> ApiResult<Self> {
         let Some(map) = body.as_object() else {
@@ -133,6 +151,7 @@ impl DeleteOptions {
             precondition_rv: body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string),
             dry_run: map.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All")),
             user: None,
+            actor: Actor::default(),
         })
     }
 }
@@ -375,6 +394,9 @@ impl Cluster {
             _ => None,
         };
         let created = self.storage.create(rt, &key(rt), body.clone());
+        if let Ok(obj) = &created {
+            self.account.record(rt, &opts.actor, Verb::Created, obj);
+        }
         if let (Err(_), Some((t, replaced))) = (&created, replaced) {
             // Refused: serve what the stored CRD says (a namesake created meanwhile won), or
             // what was served before.
@@ -458,10 +480,11 @@ impl Cluster {
         rt: &ResourceType,
         obj: &Value,
         sub: Subresource,
+        by: Component,
         f: impl FnOnce(&mut Value),
     ) -> ApiResult<Arc<Value>> {
         let uid = object::uid(obj).to_string();
-        self.update_with(rt, object::namespace(obj), object::name(obj), sub, &WriteOptions::default(), |cur| {
+        self.update_with(rt, object::namespace(obj), object::name(obj), sub, &WriteOptions::by(by), |cur| {
             if object::uid(cur) != uid {
                 return Err(ApiError::conflict(rt, object::name(cur)));
             }
@@ -523,6 +546,12 @@ impl Cluster {
         let emptied =
             |o: &Value| object::is_deleting(o) && object::finalizers(o).is_empty() && !self.waits_for_kubelet(rt, o);
         let updated = self.storage.update_or_remove(rt, &res, ns, name, prepare, emptied)?;
+        let verb = match (&updated, sub) {
+            (Updated::Unchanged(_), _) => Verb::Unchanged,
+            (_, Subresource::Main) => Verb::Updated,
+            (_, Subresource::Status) => Verb::StatusUpdated,
+        };
+        self.account.record(rt, &opts.actor, verb, updated.object());
         match &updated {
             Updated::Changed(o) => {
                 if (rt.group.as_str(), rt.plural.as_str()) == ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -531,7 +560,10 @@ impl Cluster {
                     self.resources.install(t);
                 }
             }
-            Updated::Removed(last) => self.after_removal(rt, last),
+            Updated::Removed(last) => {
+                self.account.record(rt, &opts.actor, Verb::Removed, last);
+                self.after_removal(rt, last);
+            }
             Updated::Unchanged(_) => {}
         }
         Ok(updated.object().clone())
@@ -608,10 +640,13 @@ impl Cluster {
         if opts.dry_run {
             return Ok(Deleted::Pending(current));
         }
+        // One delete request, counted once: whether it removes the object, marks it, or finds
+        // it marked already (its removal, later, is counted as such).
         // A CRD's first DELETE only marks it: its objects go first (see `crd_deletion`). A
         // repeat keeps the first one's deletionTimestamp, as the generic store does for an
         // object already being deleted.
         if crd_deletion::is_crd_resource(rt) && object::is_deleting(&current) && add.is_empty() {
+            self.account.record(rt, &opts.actor, Verb::Deleted, &current);
             return Ok(Deleted::Pending(current));
         }
         if crd_deletion::is_crd_resource(rt) && !object::is_deleting(&current) {
@@ -621,10 +656,12 @@ impl Cluster {
                 crd_deletion::mark_for_deletion(&mut next);
                 Ok(next)
             })?;
+            self.account.record(rt, &opts.actor, Verb::Deleted, marked.object());
             return Ok(Deleted::Pending(marked.object().clone()));
         }
         if grace > 0 || has_finalizers || is_namespace {
             if object::is_deleting(&current) && add.is_empty() && grace >= current_grace(&current) {
+                self.account.record(rt, &opts.actor, Verb::Deleted, &current);
                 return Ok(Deleted::Pending(current));
             }
             let deadline = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(grace);
@@ -647,10 +684,13 @@ impl Cluster {
                 }
                 Ok(next)
             })?;
+            self.account.record(rt, &opts.actor, Verb::Deleted, marked.object());
             self.gc_wake.notify_one();
             return Ok(Deleted::Pending(marked.object().clone()));
         }
         let last = self.storage.remove(rt, &res, ns, name, |cur| check_preconditions(rt, name, cur, opts))?;
+        self.account.record(rt, &opts.actor, Verb::Deleted, &last);
+        self.account.record(rt, &opts.actor, Verb::Removed, &last);
         self.after_removal(rt, &last);
         Ok(Deleted::Gone(last))
     }

@@ -1,6 +1,7 @@
 //! Shared helpers for tests that drive the real `spanset` binary and the real `kubectl`.
 #![allow(dead_code)]
 
+pub mod account;
 pub mod dns;
 pub mod federation;
 pub mod prometheus;

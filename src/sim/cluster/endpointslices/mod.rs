@@ -31,8 +31,9 @@ use self::{
 use crate::sim::{
     cluster::Cluster,
     store::{
+        actor::Component,
         object,
-        registry::{DeleteOptions, Subresource},
+        registry::{DeleteOptions, Subresource, WriteOptions},
         resources::ResourceType,
         storage::Event,
     },
@@ -40,6 +41,9 @@ use crate::sim::{
 
 /// Longest `generateName` prefix the apiserver keeps (63 minus the 5 random characters).
 const MAX_PREFIX: usize = 58;
+
+/// Whose writes this controller's are, in the resource account.
+const BY: Component = Component::EndpointSliceController;
 
 /// Runs the controller until the cluster is dropped.
 pub async fn run(cluster: Weak<Cluster>) {
@@ -165,7 +169,7 @@ fn reconcile(
         if now == was {
             continue;
         }
-        let written = cluster.update_incarnation(rt, stored, Subresource::Main, |next| {
+        let written = cluster.update_incarnation(rt, stored, Subresource::Main, BY, |next| {
             next["ports"] = now["ports"].clone();
             next["endpoints"] = now["endpoints"].clone();
             next["metadata"]["labels"] = now["labels"].clone();
@@ -195,13 +199,13 @@ fn create(cluster: &Cluster, rt: &ResourceType, service: &Value, labels: &Value,
         "endpoints": endpoints,
         "ports": ports,
     });
-    if let Err(e) = cluster.create(rt, Some(object::namespace(service)), slice, &Default::default()) {
+    if let Err(e) = cluster.create(rt, Some(object::namespace(service)), slice, &WriteOptions::by(BY)) {
         tracing::debug!(cluster = %cluster.config.name, service = name, error = %e, "endpointslice create");
     }
 }
 
 fn delete(cluster: &Cluster, rt: &ResourceType, slice: &Value) {
-    let opts = DeleteOptions { precondition_uid: Some(object::uid(slice).to_string()), ..Default::default() };
+    let opts = DeleteOptions { precondition_uid: Some(object::uid(slice).to_string()), ..DeleteOptions::by(BY) };
     if let Err(e) = cluster.delete(rt, object::namespace(slice), object::name(slice), &opts) {
         tracing::debug!(cluster = %cluster.config.name, slice = object::name(slice), error = %e, "endpointslice delete");
     }

@@ -1,11 +1,16 @@
 //! `spanset sim-ctl`: drives a running sandbox's admin API (the URL `spanset sim` prints):
-//! lists clusters and injects or heals faults. Errors are one line; exit 1.
+//! lists clusters and injects or heals faults, prints the ledger and the resource
+//! [`account`]. Errors are one line; exit 1.
+
+pub mod account;
 
 use std::{
     io::{Read, Write},
     net::TcpStream,
     time::Duration,
 };
+
+use crate::sim::store::account::report::AccountReport;
 
 /// Flags of `spanset sim-ctl`.
 #[derive(Debug, clap::Args)]
@@ -125,6 +130,23 @@ pub enum Action {
         /// Check the at-most-one rule instead of printing the ledger.
         #[arg(long)]
         check: bool,
+    },
+    /// Print the resource account: per cluster, what each actor (spanset, a simulated
+    /// component, `user:<program>`) created, updated and deleted, by resource; volumes
+    /// provisioned, released and left by phase; Events by reason. With `--check`, exit 1
+    /// naming every `--max` budget exceeded.
+    Account {
+        /// `json` for the admin API's JSON instead of the table.
+        #[arg(short = 'o', long = "output", value_parser = ["json", "table"], default_value = "table")]
+        output: String,
+        /// Check the `--max` budgets instead of printing the account.
+        #[arg(long, requires = "max")]
+        check: bool,
+        /// A budget, `CLUSTER:ACTOR:VERB:RESOURCE=N`, `CLUSTER:volumes:provisioned|released|left:PHASE=N`
+        /// or `CLUSTER:events:REASON=N` (`*` for every cluster, actor, resource or reason;
+        /// verbs: create, update, status, delete, removed, writes). Repeatable.
+        #[arg(long, requires = "check", value_name = "BUDGET")]
+        max: Vec<String>,
     },
     /// Read (or with `--write`, set) the data marker of the volume behind a PersistentVolume.
     Volume {
@@ -254,6 +276,7 @@ pub fn route(action: &Action) -> (&'static str, String) {
             ("POST", format!("/clusters/{cluster}/image-pullable?image={}", enc(image)))
         }
         Action::Ledger { .. } => ("GET", "/ledger".to_string()),
+        Action::Account { .. } => ("GET", "/account".to_string()),
         Action::Volume { cluster, pv, write: None } => ("GET", format!("/clusters/{cluster}/volumes/{}", enc(pv))),
         Action::Volume { cluster, pv, write: Some(data) } => {
             ("POST", format!("/clusters/{cluster}/volumes/{}?data={}", enc(pv), enc(data)))
@@ -261,8 +284,54 @@ pub fn route(action: &Action) -> (&'static str, String) {
     }
 }
 
+/// Prints the account (table or JSON), or checks its budgets: exit 1 naming each one exceeded,
+/// 2 for a budget that does not parse.
+fn run_account(admin: &str, output: &str, check: bool, max: &[String]) -> i32 {
+    let budgets = match max.iter().map(|b| account::Budget::parse(b)).collect::<Result<Vec<_>, _>>() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("spanset: {e}");
+            return 2;
+        }
+    };
+    let body = match request(admin, "GET", "/account") {
+        Ok(body) => body,
+        Err(e) => {
+            eprintln!("spanset: {}", e.lines().next().unwrap_or("admin request failed"));
+            return 1;
+        }
+    };
+    let report: AccountReport = match serde_json::from_str(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("spanset: the admin API returned an account that cannot be read: {e}");
+            return 1;
+        }
+    };
+    if !check {
+        match output {
+            "json" => println!("{}", body.trim()),
+            _ => print!("{}", account::table(&report)),
+        }
+        return 0;
+    }
+    let exceeded = account::check(&report, &budgets);
+    if exceeded.is_empty() {
+        println!("account ok: {} budget(s) held", budgets.len());
+        return 0;
+    }
+    for line in &exceeded {
+        println!("{line}");
+    }
+    eprintln!("spanset: {} budget(s) exceeded", exceeded.len());
+    1
+}
+
 /// Runs one admin command; returns the exit code.
 pub fn run(args: SimCtlArgs) -> i32 {
+    if let Action::Account { output, check, max } = &args.action {
+        return run_account(&args.admin, output, *check, max);
+    }
     let (method, path) = route(&args.action);
     if let Action::Ledger { check: true } = args.action {
         return match request(&args.admin, method, &path) {
