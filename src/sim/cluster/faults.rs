@@ -102,16 +102,51 @@ impl Drop for Held<'_> {
     }
 }
 
+/// The key of a cluster's generator: the sandbox's seed, then the cluster's name.
+///
+/// Clusters of one sandbox share a seed and differ by name, so the key must keep every name
+/// apart: names up to 16 bytes are copied whole (a DNS label holds no NUL, so the zero padding
+/// cannot make two of them equal); a longer one keeps its first 8 bytes and ends in a 64-bit
+/// hash of the whole name. Distinct keys give independent ChaCha streams, hence distinct uids.
+/// Folding the name into the seed by arithmetic did not: `(seed ^ byte) * prime` sends seed 8
+/// with "a" and seed 10 with "c" to one value.
+fn generator_key(seed: u64, name: &str) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    let name = name.as_bytes();
+    if name.len() <= 16 {
+        key[8..8 + name.len()].copy_from_slice(name);
+    } else {
+        key[8..16].copy_from_slice(&name[..8]);
+        // FNV-1a over the whole name, its length mixed in; never all zero for a real name.
+        let hash =
+            name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+        key[16..24].copy_from_slice(&hash.to_le_bytes());
+        key[24..32].copy_from_slice(&(name.len() as u64).to_le_bytes());
+    }
+    key
+}
+
 impl Faults {
     /// No faults; errors drawn from `seed`.
     pub fn new(seed: u64) -> Self {
+        Self::with_rng(StdRng::seed_from_u64(seed))
+    }
+
+    /// No faults; the random choices of cluster `name` in a sandbox seeded with `seed`, which
+    /// repeat run to run and differ from those of every other cluster of the sandbox.
+    pub fn for_cluster(seed: u64, name: &str) -> Self {
+        Self::with_rng(StdRng::from_seed(generator_key(seed, name)))
+    }
+
+    fn with_rng(rng: StdRng) -> Self {
         Self {
             partition: AtomicU8::new(0),
             latency_ms: AtomicU64::new(0),
             errors: Mutex::new(None),
             drop_ordinals: AtomicBool::new(false),
             kruise_drops_ordinals: AtomicBool::new(false),
-            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            rng: Mutex::new(rng),
             changed: watch::channel(Partition::None).0,
             pokes: watch::channel(0).0,
             nodes_down: Mutex::new(BTreeMap::new()),
