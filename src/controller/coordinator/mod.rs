@@ -568,8 +568,8 @@ impl Coordinator {
             rules: Rules::ALL,
             now,
             leading_since: self.leadership.leading_since().unwrap_or(now),
-            // Whole seconds, truncated: rounded to the nearest, the clock ran up to half a second
-            // ahead, and a pod counted available for minReadySeconds that much early.
+            // Whole seconds, truncated, like the times it is written beside (availability is
+            // judged on the monotonic `now`, never on this).
             wall: {
                 let now = jiff::Timestamp::now();
                 let whole = jiff::TimestampRound::new().smallest(jiff::Unit::Second).mode(jiff::RoundMode::Trunc);

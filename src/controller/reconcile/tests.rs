@@ -55,6 +55,7 @@ fn settled(f: &FederatedStatefulSet, start: u32, replicas: u32, term: u64) -> Me
                 gates: vec![],
                 revision: Some("rev-1".into()),
                 ready_since: Some(jiff::Timestamp::UNIX_EPOCH),
+                ready_seen: Instant::now().checked_sub(Duration::from_secs(3600)),
                 trouble: None,
                 ip: None,
             };
@@ -675,6 +676,7 @@ fn gated_pod(m: MemberInput, k: u32, other_gates: &[&str]) -> MemberInput {
                 gates,
                 revision: Some("rev-1".into()),
                 ready_since: None,
+                ready_seen: None,
                 trouble: None,
                 ip: None,
             },

@@ -9,7 +9,7 @@
 
 use std::{
     collections::BTreeMap,
-    sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering},
     time::Instant,
 };
 
@@ -88,6 +88,9 @@ pub struct Faults {
     /// still serve when it heals (a write in flight), for tests to see.
     held: Mutex<BTreeMap<u64, String>>,
     arrivals: AtomicU64,
+    /// How far the cluster's clock runs ahead (negative: behind) of the sandbox's, in
+    /// milliseconds (see [`crate::sim::cluster::Cluster::clock`]).
+    clock_offset_ms: AtomicI64,
 }
 
 /// Removes a held request from the list when it is served or its connection goes.
@@ -155,6 +158,7 @@ impl Faults {
             images: Mutex::new(BTreeMap::new()),
             held: Mutex::new(BTreeMap::new()),
             arrivals: AtomicU64::new(0),
+            clock_offset_ms: AtomicI64::new(0),
         }
     }
 
@@ -228,6 +232,18 @@ impl Faults {
     /// Added delay per request.
     pub fn latency(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.latency_ms.load(Ordering::SeqCst))
+    }
+
+    /// Sets how far the cluster's clock runs ahead of the sandbox's (negative: behind). Kept
+    /// by a heal: a skewed clock is a property of the cluster, not a fault of its network.
+    pub fn set_clock_offset(&self, offset: std::time::Duration, behind: bool) {
+        let ms = i64::try_from(offset.as_millis()).unwrap_or(i64::MAX);
+        self.clock_offset_ms.store(if behind { -ms } else { ms }, Ordering::SeqCst);
+    }
+
+    /// How far the cluster's clock runs ahead of the sandbox's, in milliseconds.
+    pub fn clock_offset_ms(&self) -> i64 {
+        self.clock_offset_ms.load(Ordering::SeqCst)
     }
 
     /// Sets the added delay per request.
@@ -366,6 +382,7 @@ impl Faults {
         serde_json::json!({
             "partition": format!("{:?}", self.partition()),
             "latencyMs": self.latency_ms.load(Ordering::SeqCst),
+            "clockOffsetMs": self.clock_offset_ms(),
             "errors": (*self.errors.lock()).map(|e| serde_json::json!({"rate": e.rate, "code": e.code})),
             "dropOrdinals": self.drops_ordinals(),
             "kruiseDropsOrdinals": self.kruise_drops_ordinals(),

@@ -200,6 +200,15 @@ pub struct Counters {
 }
 
 impl Cluster {
+    /// Now on this cluster's clock: the sandbox's, moved by the offset set through the admin
+    /// API (`sim-ctl clock`). Its kubelets write pods' readiness times with it and its
+    /// StatefulSet controller reads them with it, as a member whose clock is off does; the
+    /// ledger keeps the sandbox's own time.
+    pub fn clock(&self) -> jiff::Timestamp {
+        let offset = jiff::SignedDuration::from_millis(self.faults.clock_offset_ms());
+        jiff::Timestamp::now().checked_add(offset).unwrap_or_else(|_| jiff::Timestamp::now())
+    }
+
     /// The bare state of a cluster, holding no objects yet ([`furniture`] fills it).
     fn bare(config: ClusterConfig, ledger: Arc<Ledger>, volumes: Arc<VolumeStore>) -> Self {
         let tokens = TokenStore::default();

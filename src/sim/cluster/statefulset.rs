@@ -372,7 +372,8 @@ fn is_available(cluster: &Cluster, pod: &Value, min_ready: i64) -> bool {
     }
     let Some(since) = ready_since(pod) else { return false };
     let needed = cluster.config.real(Duration::from_secs(min_ready as u64));
-    let elapsed = jiff::Timestamp::now().duration_since(since);
+    // The member's own controller reads its kubelets' times on its own clock.
+    let elapsed = cluster.clock().duration_since(since);
     elapsed.as_secs_f64() >= needed.as_secs_f64()
 }
 
@@ -406,8 +407,10 @@ fn available_in(cluster: &Cluster, pod: &Value, min_ready: i64) -> Option<Durati
     }
     let since = ready_since(pod)?;
     let needed = cluster.config.real(Duration::from_secs(min_ready as u64));
-    let elapsed = jiff::Timestamp::now().duration_since(since).unsigned_abs();
-    needed.checked_sub(elapsed).filter(|d| !d.is_zero())
+    // A transition ahead of this clock (it was set back since) is further away, not nearer.
+    let elapsed = cluster.clock().duration_since(since);
+    let left = jiff::SignedDuration::try_from(needed).ok()?.checked_sub(elapsed)?;
+    Duration::try_from(left).ok().filter(|d| !d.is_zero())
 }
 
 /// When the pod's Ready condition last turned.
