@@ -45,6 +45,22 @@ pub struct MemberClusterSpec {
     pub fenced: bool,
 }
 
+/// The `Reachable` reasons of a member the controller refuses to use at all (not one it cannot
+/// reach now): it reaches the same cluster as another member, its spec is invalid, or its
+/// kubeconfig cannot be used.
+pub const REFUSAL_REASONS: [&str; 3] = ["DuplicateCluster", "InvalidSpec", "BadKubeconfig"];
+
+impl MemberClusterStatus {
+    /// The reason and message of the controller's refusal of this member, if it refused it:
+    /// a tool acting on "every member" names these rather than silently acting on fewer.
+    pub fn refusal(&self) -> Option<(&str, &str)> {
+        self.conditions
+            .iter()
+            .find(|c| c.type_ == "Reachable" && c.status == "False" && REFUSAL_REASONS.contains(&c.reason.as_str()))
+            .map(|c| (c.reason.as_str(), c.message.as_str()))
+    }
+}
+
 /// A key of a Secret.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, schemars::JsonSchema)]
 pub struct SecretKeyRef {
@@ -84,4 +100,27 @@ pub struct MemberClusterStatus {
     /// Absent while unread, or when the member refuses to show that Namespace.
     #[serde(default, rename = "clusterID", skip_serializing_if = "Option::is_none")]
     pub cluster_id: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(reason: &str, up: &str) -> MemberClusterStatus {
+        let condition: Condition = serde_json::from_value(serde_json::json!({
+            "type": "Reachable", "status": up, "reason": reason, "message": "why",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap();
+        MemberClusterStatus { conditions: vec![condition], ..Default::default() }
+    }
+
+    #[test]
+    fn a_refusal_is_a_refusal_reason_not_a_member_out_of_reach() {
+        assert_eq!(status("DuplicateCluster", "False").refusal(), Some(("DuplicateCluster", "why")));
+        assert_eq!(status("BadKubeconfig", "False").refusal(), Some(("BadKubeconfig", "why")));
+        assert_eq!(status("Unreachable", "False").refusal(), None);
+        assert_eq!(status("Reachable", "True").refusal(), None);
+        assert_eq!(MemberClusterStatus::default().refusal(), None);
+    }
 }

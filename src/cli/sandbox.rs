@@ -176,10 +176,8 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     let names: Vec<String> = std::iter::once(HOST.to_string()).chain(args.clusters.iter().cloned()).collect();
     let configs = names
         .iter()
-        .enumerate()
-        .map(|(i, n)| ClusterConfig {
+        .map(|n| ClusterConfig {
             time_factor: args.time_factor,
-            seed: 1 + i as u64,
             auth: args.auth,
             kruise: n != HOST && super::sim::named_in(&args.kruise, n),
             mcs: n != HOST && super::sim::named_in(&args.mcs, n),

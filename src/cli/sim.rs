@@ -90,27 +90,29 @@ pub fn named_in(flag: &Option<Vec<String>>, cluster: &str) -> bool {
     flag.as_ref().is_some_and(|names| names.is_empty() || names.iter().any(|n| n == cluster))
 }
 
-/// Runs the sandbox until a signal; returns the process exit code.
-pub async fn run(args: SimArgs) -> i32 {
-    if let Err(e) = check(&args) {
-        super::usage_error(&e);
-    }
-    let configs = args
-        .clusters
+/// The configuration of each cluster the flags ask for, in their order.
+fn configs(args: &SimArgs) -> Vec<ClusterConfig> {
+    args.clusters
         .iter()
-        .enumerate()
-        .map(|(i, n)| ClusterConfig {
+        .map(|n| ClusterConfig {
             time_factor: args.time_factor,
             nodes: args.nodes,
-            seed: args.seed.wrapping_add(i as u64),
+            seed: args.seed,
             auth: args.auth,
             tls: args.tls,
             kruise: named_in(&args.kruise, n),
             mcs: named_in(&args.mcs, n),
             ..ClusterConfig::named(n)
         })
-        .collect();
-    let fleet = match Fleet::start(configs, args.port_base).await {
+        .collect()
+}
+
+/// Runs the sandbox until a signal; returns the process exit code.
+pub async fn run(args: SimArgs) -> i32 {
+    if let Err(e) = check(&args) {
+        super::usage_error(&e);
+    }
+    let fleet = match Fleet::start(configs(&args), args.port_base).await {
         Ok(f) => f,
         Err(e) => {
             eprintln!("spanset: {e}");
@@ -172,6 +174,36 @@ mod tests {
         assert!(!named_in(&a.mcs, "east") && named_in(&a.mcs, "west"));
         a.mcs = Some(vec!["south".into()]);
         assert_eq!(check(&a).unwrap_err(), "--mcs: no cluster named \"south\" in --clusters");
+    }
+
+    /// The uid of namespace `kube-system` in each cluster `spanset sim` would start, which is
+    /// how spanset tells member clusters apart.
+    fn kube_system_uids(seed: u64, clusters: &[&str]) -> Vec<String> {
+        let mut a = args(clusters, None);
+        a.seed = seed;
+        configs(&a)
+            .into_iter()
+            .map(|config| {
+                let cluster = crate::sim::cluster::Cluster::new(config);
+                let ns = cluster.resources.by_plural("", "namespaces").expect("namespaces are built in");
+                let object = cluster.get(&ns, "", "kube-system").expect("every cluster has kube-system");
+                object["metadata"]["uid"].as_str().expect("a uid").to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_cluster_of_a_seeded_sandbox_has_its_own_kube_system_uid_and_a_seed_repeats_them() {
+        let clusters = ["host", "a", "b", "c"];
+        // Seeds that once gave two of these clusters one uid (a and c for 7 and 11, b and c for 4242),
+        // then a sweep of others.
+        for seed in [7, 11, 4242].into_iter().chain(0..300).chain([u64::MAX - 3, u64::MAX]) {
+            let uids = kube_system_uids(seed, &clusters);
+            let distinct: std::collections::BTreeSet<_> = uids.iter().collect();
+            assert_eq!(distinct.len(), clusters.len(), "seed {seed}: kube-system uids {uids:?} of {clusters:?}");
+        }
+        assert_eq!(kube_system_uids(7, &clusters), kube_system_uids(7, &clusters), "a seed gives the same uids");
+        assert_ne!(kube_system_uids(7, &clusters), kube_system_uids(8, &clusters), "another seed, other uids");
     }
 
     #[test]

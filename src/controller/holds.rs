@@ -122,6 +122,7 @@ mod tests {
                         gates: vec![],
                         revision: None,
                         ready_since: None,
+                        ready_seen: None,
                         trouble: None,
                         ip: None,
                     };

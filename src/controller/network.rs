@@ -290,6 +290,7 @@ mod tests {
             gates: vec![],
             revision: None,
             ready_since: None,
+            ready_seen: None,
             trouble: None,
             ip: Some(format!("10.0.0.{k}")),
         }

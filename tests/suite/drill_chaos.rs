@@ -288,6 +288,37 @@ async fn a_drill_killed_with_sigkill_leaves_no_controller_behind() {
     });
 }
 
+/// A member the controller refuses (here `west`, recreated to reach east's cluster: a
+/// `DuplicateCluster`) is named in the report, with the controller's reason, rather than soaked
+/// silently as one member fewer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_the_controller_refuses_is_named_in_the_report() {
+    use kube::api::{DeleteParams, PostParams};
+    use spanset::api::MemberCluster;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let f = Federation::start(&["east", "west"]).await;
+    let mcs: Api<MemberCluster> = Api::all(f.host.clone());
+    let east = mcs.get("east").await.expect("east's MemberCluster");
+    mcs.delete("west", &DeleteParams::default()).await.expect("west deleted (no controller holds it yet)");
+    support::eventually("west gone", || async { mcs.get_opt("west").await.ok().flatten().is_none() }).await;
+    // Same spec as east's, created after it (and named after it): west is the one refused.
+    let west: MemberCluster =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "west"}, "spec": east.spec})).unwrap();
+    mcs.create(&PostParams::default(), &west).await.expect("west recreated");
+    let out = run(&f, &chaos_args(&f, "3", "10s", "1")).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("a JSON report ({e}): {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    println!("{}\n{stderr}", serde_json::to_string_pretty(&report).unwrap());
+    assert_eq!(report["members"], serde_json::json!(["east", "west"]), "{report}");
+    let refused = report["refusedMembers"].as_array().unwrap_or_else(|| panic!("refusedMembers: {report}"));
+    assert_eq!(refused.len(), 1, "{report}");
+    let line = refused[0].as_str().unwrap();
+    assert!(line.starts_with("west (DuplicateCluster: ") && line.contains(r#"MemberCluster "east""#), "{line}");
+    assert!(stderr.contains("member west refused by the controller (DuplicateCluster"), "{stderr}");
+    assert_eq!(report["converged"], true, "the soak ran on east: {report}");
+}
+
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
     let out = Command::new(env!("CARGO_BIN_EXE_spanset"))

@@ -47,6 +47,7 @@ mod layering;
 mod leader;
 mod least_privilege;
 mod logs;
+mod member_forbidden;
 mod member_identity;
 mod model_check;
 mod move_cost;

@@ -1000,8 +1000,10 @@ fn bounded_three(replicas: u32) -> Desired {
     d
 }
 
-/// Regression (liveness brief; found by `keep_falls_back_to_the_weights_only_for_bounds`, seed
-/// lost): c1 released ordinal 0 (in flight, held by nobody, bound for c0), c0 grew into 2
+/// Regression (liveness brief; found by `keep_falls_back_to_the_weights_only_for_bounds`, whose
+/// first seed was lost; `plan_props.proptest-regressions` keeps one found again with the
+/// parking rule below removed, a stall of the same family at 6 replicas over four bounded
+/// clusters scaled to 10): c1 released ordinal 0 (in flight, held by nobody, bound for c0), c0 grew into 2
 /// meanwhile, and 0 can land only next to c2's 1 — c2 at its maximum of 1 — while c2 cannot
 /// release 1 with the one move 0 fills. The plan stalled and asked for a higher limit; now 0
 /// parks in c2 beyond its maximum and every move after stays within the limit.

@@ -286,6 +286,50 @@ async fn advanced_statefulsets_take_the_partition_on_global_ordinals() {
     f.assert_ledger_clean();
 }
 
+/// minReadySeconds is judged on the controller's clock alone: with east's clock a minute ahead
+/// and west's a minute behind (the times their kubelets write on pods' Ready conditions), the
+/// rollout (2 in central, 1 in west, 0 in east) still replaces each pod only once the one
+/// above it has been Ready for 10 s, by the ledger's own times. Read against the member's
+/// timestamp, west's redis-1 looked Ready for a minute already and 0 went down at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_ready_seconds_holds_whatever_a_members_clock_says() {
+    let min_ready = 10;
+    let (f, _c) = settled(3, |fsts| fsts.spec.template.min_ready_seconds = Some(min_ready)).await;
+    f.sandbox.ctl_ok(&["clock", "east", "60"]);
+    f.sandbox.ctl_ok(&["clock", "west", "-60"]);
+    let t0 = jiff::Timestamp::now();
+    patch(&f, "redis", image("8")).await;
+    // Three steps of minReadySeconds each: longer than the usual deadline.
+    let start = std::time::Instant::now();
+    loop {
+        let fsts = f.api().get("redis").await.expect("federation read");
+        let s = fsts.status.unwrap_or_default();
+        if s.observed_generation == fsts.metadata.generation
+            && s.updated_replicas == Some(3)
+            && s.available_replicas == Some(3)
+            && s.conditions.iter().any(|c| c.type_ == "Updating" && c.status == "False")
+        {
+            break;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(180), "the rollout did not finish: {s:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let runs = timeline::runs(&f.sandbox, "redis");
+    assert_eq!(timeline::update_order(&runs, "redis:8", t0), vec![2, 1, 0]);
+    for k in 0..2u32 {
+        let above_ready = timeline::ready_with(&runs, k + 1, "redis:8").expect("updated and Ready");
+        let old_end = runs.iter().find(|r| r.ordinal == k && r.from < t0).and_then(|r| r.until).expect("replaced");
+        let waited = old_end.duration_since(above_ready);
+        println!("redis-{k} went down {waited:?} after redis-{} was Ready", k + 1);
+        assert!(
+            waited >= jiff::SignedDuration::from_secs(min_ready.into()),
+            "redis-{k} went down {waited:?} after redis-{} was Ready (minReadySeconds {min_ready})",
+            k + 1
+        );
+    }
+    f.assert_ledger_clean();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_pod_waits_for_the_updated_one_to_be_ready_for_min_ready_seconds() {
     let (f, _c) = settled(3, |fsts| fsts.spec.template.min_ready_seconds = Some(1)).await;

@@ -21,6 +21,7 @@
 mod controllers;
 mod markers;
 mod moves;
+mod refused;
 mod report;
 pub mod schedule;
 mod soak;
@@ -282,6 +283,8 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
         format!("{ns}/{name} did not settle within {}s before the soak", args.converge_timeout.as_secs())
     })?;
     eprintln!("markers: written on {} ordinals", soak.markers.marked());
+    let mut refused = refused::refused_members(client, shape.members.keys()).await;
+    refused::say(&refused, &BTreeMap::new());
     eprintln!("soak: {} steps over {}s", steps.len(), args.duration.as_secs());
     let start = Instant::now();
     soak.since = Some(jiff::Timestamp::now());
@@ -309,6 +312,10 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
         soak.markers.check_all(soak.replicas);
         soak.settle(args.converge_timeout).await;
     }
+    // A refusal decided during the soak counts too; the latest words of each are kept.
+    let later = refused::refused_members(client, shape.members.keys()).await;
+    refused::say(&later, &refused);
+    refused.extend(later);
     let ledger: serde_json::Value = serde_json::from_str(&admin(&args.admin, Admin::Ledger { check: false }).await?)
         .map_err(|e| format!("ledger: {e}"))?;
     let ledger_violations: Vec<String> = ledger["violations"]
@@ -325,6 +332,8 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
     let mut report = ChaosReport {
         seed,
         federation: format!("{ns}/{name}"),
+        members: shape.members.keys().cloned().collect(),
+        refused_members: refused.into_iter().map(|(m, why)| format!("{m} ({why})")).collect(),
         duration_seconds: duration,
         controllers: args.controllers,
         faults_per_minute: total as f64 * 60.0 / duration.max(1.0),

@@ -47,6 +47,15 @@ pub enum Action {
         /// Cluster name.
         cluster: String,
     },
+    /// Set a cluster's clock ahead of the sandbox's (negative: behind): the times its kubelets
+    /// write on pods' readiness conditions, and its StatefulSet controller's reading of them.
+    Clock {
+        /// Cluster name.
+        cluster: String,
+        /// Seconds ahead (negative: behind; 0 puts it right).
+        #[arg(allow_hyphen_values = true)]
+        offset_seconds: f64,
+    },
     /// Delay every request to a cluster.
     Latency {
         /// Cluster name.
@@ -252,6 +261,9 @@ pub fn route(action: &Action) -> (&'static str, String) {
         Action::Heal { cluster } => ("POST", format!("/clusters/{cluster}/heal")),
         Action::Resync { cluster } => ("POST", format!("/clusters/{cluster}/resync")),
         Action::Latency { cluster, ms } => ("POST", format!("/clusters/{cluster}/latency?ms={ms}")),
+        Action::Clock { cluster, offset_seconds } => {
+            ("POST", format!("/clusters/{cluster}/clock?offset-seconds={offset_seconds}"))
+        }
         Action::Errors { cluster, rate, code } => {
             ("POST", format!("/clusters/{cluster}/errors?rate={rate}&code={code}"))
         }

@@ -4,6 +4,7 @@
 //! member writes, status. One reconcile runs at a time; whatever arrives meanwhile triggers
 //! another when it ends.
 
+mod access;
 pub mod ownership;
 mod publish;
 mod silence;
@@ -40,7 +41,7 @@ use super::{
         WriteBudget, WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
-    reconcile::{self, Decision, Inputs, MemberInput, Refusal, StsWrite},
+    reconcile::{self, AccessBlock, Decision, Inputs, MemberInput, Refusal, StsWrite},
     safety::Rules,
     spans,
     watcher::{ClusterWatcher, MemberHandle, MembersChanged},
@@ -81,9 +82,8 @@ struct Outcome {
     again: bool,
     /// What failed, if anything.
     error: Option<String>,
-    /// A member refused a write for lack of permission (403) or credentials (401), naming
-    /// them: reported as a condition until a write there succeeds.
-    access_refused: Option<String>,
+    /// A member refused a write (401 or 403), with what the refusal means.
+    access_refused: Option<access::AccessRefusal>,
     /// Moves whose end was stored, with their durations.
     finished: Vec<(u32, f64)>,
     /// Events whose facts were stored: to record.
@@ -124,8 +124,8 @@ pub struct Coordinator {
     /// The latest version of the federation, when it cannot be decoded: nothing is written in
     /// any member until one that decodes arrives (`fsts` stays the last one read).
     undecodable: Option<Arc<crate::api::decode::Undecodable>>,
-    /// A member's 401/403 on spanset's last attempt to write there, shown as `Blocked`.
-    access_refusal: Option<String>,
+    /// A member's 401/403 to spanset's writes, shown as `Blocked` while held (see [`access`]).
+    access: access::Held,
     /// Ordinals whose storage cannot be handed over (a volume tied to a node), with why; kept
     /// while their move is recorded.
     handover_refusals: BTreeMap<u32, String>,
@@ -198,7 +198,7 @@ impl Coordinator {
             template_refusal: None,
             bounds,
             undecodable: None,
-            access_refusal: None,
+            access: access::Held::default(),
             handover_refusals: BTreeMap::new(),
             deadline_at: None,
             planned_at: None,
@@ -339,6 +339,9 @@ impl Coordinator {
                 act.supporting_digest = digest.clone();
                 act.again = true;
             }
+            // The members this round wrote to, which may end a refusal held for one of them.
+            let wrote_to: Vec<String> =
+                outcome.written.iter().map(|(c, _)| c.clone()).chain(outcome.ensured.iter().cloned()).collect();
             for c in outcome.ensured {
                 act.ensured.insert((c, term, hash.clone(), digest.clone()));
             }
@@ -363,10 +366,17 @@ impl Coordinator {
             if let Some(e) = &outcome.error {
                 tracing::debug!(federation = %act.key, error = %e, "reconcile did not finish; retrying");
             }
-            if let Some(why) = outcome.access_refused {
-                tracing::warn!(federation = %act.key, refusal = %why, "a member refuses spanset's writes; nothing moves there");
-                act.access_refusal = Some(why);
+            if let Some(r) = &outcome.access_refused {
+                tracing::warn!(federation = %act.key, reason = r.reason, refusal = %r.message, "a member refuses spanset's writes; nothing moves there");
                 act.again = true;
+            }
+            let end = access::RoundEnd {
+                refused: outcome.access_refused.clone(),
+                wrote_to: &wrote_to,
+                ok: outcome.error.is_none(),
+            };
+            if let Some(recheck) = act.access.round_ended(end, Instant::now()) {
+                act.wake_after(recheck + Duration::from_millis(5), ctx);
             }
             act.again |= outcome.again;
             for (cluster, rv) in outcome.written {
@@ -549,14 +559,17 @@ impl Coordinator {
             term,
             template_refusal: refusal,
             bounds: self.bounds,
-            // Shown once; the reconcile after it tries the writes again.
-            access_refusal: self.access_refusal.take(),
+            access_refusal: self.access.for_round(now).map(|r| AccessBlock {
+                reason: r.refusal.reason,
+                message: r.refusal.message,
+                blocks: r.blocks,
+            }),
             handover_refusals: self.handover_refusals.clone(),
             rules: Rules::ALL,
             now,
             leading_since: self.leadership.leading_since().unwrap_or(now),
-            // Whole seconds, truncated: rounded to the nearest, the clock ran up to half a second
-            // ahead, and a pod counted available for minReadySeconds that much early.
+            // Whole seconds, truncated, like the times it is written beside (availability is
+            // judged on the monotonic `now`, never on this).
             wall: {
                 let now = jiff::Timestamp::now();
                 let whole = jiff::TimestampRound::new().smallest(jiff::Unit::Second).mode(jiff::RoundMode::Trunc);
@@ -809,7 +822,7 @@ impl Round<'_> {
                         }
                     }
                 }
-                Ok(Err(e @ WriteError::Refused { code: 401 | 403, .. })) => {
+                Ok(Err(e)) if refuses_access(&e) => {
                     note_access_refusal(out, &e);
                     return Err(format!("{cluster}: {what}: {e}"));
                 }
@@ -1076,12 +1089,21 @@ fn write_message(w: &StsWrite, key: &FederationKey, kind: Backend, term: u64, dr
     WriteStatefulSet { key: key.clone(), object: w.object.clone(), kind, expected_rv: w.expected_rv, term, dry_run }
 }
 
-/// Records a member's 401 or 403 (the member's own message names the permission or says the
-/// credentials were rejected).
+/// Records a member's 401 or 403, with what it means (see [`access`]).
 fn note_access_refusal(out: &mut Outcome, e: &WriteError) {
-    if let WriteError::Refused { cluster, code: code @ (401 | 403), message } = e {
-        out.access_refused = Some(format!("member {cluster} refused spanset's write ({code}): {message}"));
+    if let WriteError::Refused { cluster, code, message } = e
+        && let Some(r) = access::AccessRefusal::of(cluster, *code, message)
+    {
+        out.access_refused = Some(r);
     }
+}
+
+/// Whether a dry run's refusal is about spanset's access (a missing permission, rejected
+/// credentials) rather than about what it would write: the others (an admission policy's
+/// denial, a namespace being deleted, any 4xx) are the template's refusal, naming the field.
+fn refuses_access(e: &WriteError) -> bool {
+    matches!(e, WriteError::Refused { code, message, .. }
+        if matches!(access::classify(*code, message), Some(access::Denial::Permission | access::Denial::Credentials)))
 }
 
 /// Carries out one ordinal's storage step: hands its volumes from its source to its

@@ -13,6 +13,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     sync::Arc,
+    time::{Duration, Instant},
 };
 
 use k8s_openapi::api::{
@@ -74,9 +75,13 @@ pub struct PodRecord {
     /// Its `controller-revision-hash` label: the member StatefulSet's revision it was made
     /// (or updated in place) from. A rollout compares it with the member's `updateRevision`.
     pub revision: Option<String>,
-    /// When it last became Ready (its Ready condition's transition time), while Ready: it is
-    /// available once Ready for `minReadySeconds`.
+    /// Its Ready condition's transition time, while Ready, as the member wrote it: on the
+    /// member's clock, so never compared with this process's; only a mark telling one Ready
+    /// period from the next (a pod that went unready and Ready again between two looks).
     pub ready_since: Option<jiff::Timestamp>,
+    /// When this process first saw it Ready in its current Ready period, on this process's
+    /// monotonic clock: what `minReadySeconds` is judged on (see [`PodRecord::ready_for`]).
+    pub ready_seen: Option<Instant>,
     /// While not Ready: what keeps it from running, in a few words (`container redis: waiting:
     /// ImagePullBackOff: Back-off pulling image "redis:7.9"`), for a stuck rollout to name.
     pub trouble: Option<String>,
@@ -86,6 +91,29 @@ pub struct PodRecord {
 }
 
 impl PodRecord {
+    /// How long this process has seen the pod Ready, at `now` (its monotonic clock): the pod
+    /// is available once that reaches `minReadySeconds`. One clock judges the whole duration,
+    /// so a member whose clock runs ahead or behind changes nothing. The watcher sees Ready
+    /// at or after the moment the member's kubelet set it (never before), so this counts a pod
+    /// available later than the member would, by the watch's delay (or, after this process
+    /// starts or relists, by the time the pod had been Ready already), and never earlier.
+    pub fn ready_for(&self, now: Instant) -> Option<Duration> {
+        self.ready_seen.filter(|_| self.ready).map(|t| now.saturating_duration_since(t))
+    }
+
+    /// Keeps the moment Ready was first seen from `old`, the record this one replaces, when
+    /// both show the same incarnation in the same Ready period.
+    fn keep_ready_seen(&mut self, old: Option<&PodRecord>) {
+        if let Some(old) = old
+            && self.ready
+            && old.ready
+            && old.uid == self.uid
+            && old.ready_since == self.ready_since
+        {
+            self.ready_seen = old.ready_seen.or(self.ready_seen);
+        }
+    }
+
     /// Whether the pod still waits for spanset's release (carries the identity gate).
     pub fn gated(&self) -> bool {
         self.gates.iter().any(|g| g == IDENTITY_GATE)
@@ -113,11 +141,12 @@ impl PodRecord {
             .and_then(|c| c.last_transition_time.as_ref())
             .map(|t| t.0)
             .filter(|_| ready);
+        let ready = ready && !deleting;
         let record = PodRecord {
             uid: pod.uid().unwrap_or_default(),
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
             phase,
-            ready: ready && !deleting,
+            ready,
             deleting,
             rv: rv_of(pod.metadata.resource_version.as_deref()),
             gates: pod
@@ -128,6 +157,8 @@ impl PodRecord {
                 .unwrap_or_default(),
             revision: pod.labels().get(REVISION_LABEL).cloned(),
             ready_since,
+            // First seen Ready now, unless the record it replaces saw it so before.
+            ready_seen: ready.then(Instant::now),
             trouble: if ready { None } else { trouble(pod) },
             ip: status.and_then(|s| s.pod_ip.clone()).filter(|ip| !ip.is_empty()),
         };
@@ -786,7 +817,7 @@ impl MemberCache {
 
     /// A pod was created or changed.
     pub fn pod_applied(&mut self, pod: &Pod) -> Option<FederationKey> {
-        let (key, ordinal, record) = PodRecord::of(pod)?;
+        let (key, ordinal, mut record) = PodRecord::of(pod)?;
         self.newest_rv = self.newest_rv.max(record.rv);
         // Checked before any copy of what a report shares.
         let none = FederationCache::default();
@@ -797,6 +828,7 @@ impl MemberCache {
                 // Older than the confirming list and absent from it: deleted since.
                 None => record.rv <= f.floor_rv,
             };
+        record.keep_ready_seen(f.pods.get(&ordinal));
         if !stale {
             self.federation_mut(&key).pods.insert(ordinal, record);
         }
@@ -819,7 +851,10 @@ impl MemberCache {
     /// newer than everything listed are kept (they may postdate the list), the rest replaced;
     /// every confirmation is dropped, to be made again by an exact list.
     pub fn pods_relisted(&mut self, listed: &[Pod]) -> Vec<FederationKey> {
-        let records: Vec<(FederationKey, u32, PodRecord)> = listed.iter().filter_map(PodRecord::of).collect();
+        let mut records: Vec<(FederationKey, u32, PodRecord)> = listed.iter().filter_map(PodRecord::of).collect();
+        for (key, ordinal, record) in &mut records {
+            record.keep_ready_seen(self.federations.get(key).and_then(|f| f.pods.get(ordinal)));
+        }
         let bound = records.iter().map(|r| r.2.rv).max().unwrap_or(0);
         for f in self.federations.values_mut() {
             let f = Arc::make_mut(f);
@@ -864,8 +899,10 @@ impl MemberCache {
     ) {
         self.newest_rv = self.newest_rv.max(list_rv);
         let f = self.federation_mut(key);
+        let before = f.pods.clone();
         f.pods.retain(|_, p| p.rv > list_rv);
-        for (ordinal, record) in listed {
+        for (ordinal, mut record) in listed {
+            record.keep_ready_seen(before.get(&ordinal));
             if f.gone.get(&record.uid).is_none_or(|rv| *rv <= list_rv) {
                 f.pods.entry(ordinal).or_insert(record);
             }
@@ -1048,6 +1085,39 @@ mod tests {
     }
 
     #[test]
+    fn ready_is_timed_from_the_first_look_that_saw_it_on_this_processs_clock() {
+        let mut c = MemberCache::default();
+        c.pod_applied(&pod(0, "a", 5, true));
+        assert!(c.federations[&key()].pods[&0].ready_seen.is_some(), "seen Ready");
+        // As if that look were an hour ago.
+        let Some(first) = Instant::now().checked_sub(Duration::from_secs(3600)) else { return };
+        c.federation_mut(&key()).pods.get_mut(&0).unwrap().ready_seen = Some(first);
+        // Later looks at the same Ready period keep the first moment, however they come.
+        c.pod_applied(&pod(0, "a", 6, true));
+        assert_eq!(c.federations[&key()].pods[&0].ready_seen, Some(first), "a watch event");
+        c.pods_relisted(&[pod(0, "a", 7, true)]);
+        assert_eq!(c.federations[&key()].pods[&0].ready_seen, Some(first), "a relist");
+        c.pods_confirmed(&key(), &[pod(0, "a", 8, true)], 8, StsState::Absent);
+        assert_eq!(c.federations[&key()].pods[&0].ready_seen, Some(first), "a confirming list");
+        // Unready, then Ready again: timed anew; so is another incarnation.
+        c.pod_applied(&pod(0, "a", 9, false));
+        assert_eq!(c.federations[&key()].pods[&0].ready_seen, None);
+        c.pod_applied(&pod(0, "a", 10, true));
+        let recent = |c: &MemberCache| {
+            let seen = c.federations[&key()].pods[&0].ready_seen.expect("seen Ready");
+            seen.duration_since(first) > Duration::from_secs(3000)
+        };
+        assert!(recent(&c), "Ready again is timed from now");
+        c.federation_mut(&key()).pods.get_mut(&0).unwrap().ready_seen = Some(first);
+        c.pod_applied(&pod(0, "b", 11, true));
+        assert!(recent(&c), "another incarnation is timed from now");
+        // The member's clock plays no part: only this process's decides how long.
+        let p = &c.federations[&key()].pods[&0];
+        let later = p.ready_seen.unwrap() + Duration::from_secs(30);
+        assert_eq!(p.ready_for(later), Some(Duration::from_secs(30)));
+    }
+
+    #[test]
     fn one_list_confirms_many_federations_as_lists_of_each_would_and_the_empty_ones_share_a_record() {
         let other = |name: &str| FederationKey { namespace: "db".into(), name: name.into() };
         let mut elsewhere = pod(0, "x", 9, true);
@@ -1062,8 +1132,14 @@ mod tests {
         for (k, state) in &due {
             each.pods_confirmed(k, &listed, 10, state.clone());
         }
+        // The same but for when each saw a pod Ready (this process's clock at each list).
+        let unclocked = |f: &Arc<FederationCache>| {
+            let mut f = (**f).clone();
+            f.pods.values_mut().for_each(|p| p.ready_seen = None);
+            f
+        };
         for (k, _) in &due {
-            assert_eq!(one.federations[k], each.federations[k], "{k}");
+            assert_eq!(unclocked(&one.federations[k]), unclocked(&each.federations[k]), "{k}");
         }
         assert_eq!(one.federations[&key()].pods.keys().copied().collect::<Vec<_>>(), [0, 1]);
         assert_eq!(one.federations[&other("pg")].pods.len(), 1);

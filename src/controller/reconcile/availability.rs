@@ -94,16 +94,16 @@ fn pod_states(
         let current_template = sts.template_hash.as_deref() == Some(hash);
         for (k, p) in f.pods.range(range.clone()).filter(|(k, _)| o.written.contains(**k)) {
             let ready = p.ready && !p.deleting;
-            // Condition times have whole seconds: the transition may have come up to a second
-            // after the time written, so the wait counts from the second after it (never early).
-            let available_at = p.ready_since.map(|t| t + jiff::SignedDuration::from_secs(min_ready as i64 + 1));
-            let available = ready && (min_ready == 0 || available_at.is_some_and(|t| t <= inp.wall));
+            // Judged on this process's monotonic clock alone, from when its watcher first saw
+            // the pod Ready (see `PodRecord::ready_for`): a member's clock never enters it.
+            let needed = Duration::from_secs(min_ready);
+            let ready_for = p.ready_for(inp.now);
+            let available = ready && (min_ready == 0 || ready_for.is_some_and(|d| d >= needed));
             if ready
                 && !available
-                && let Some(at) = available_at
+                && let Some(d) = ready_for
             {
-                let left =
-                    Duration::try_from(at.duration_since(inp.wall)).unwrap_or_default() + Duration::from_millis(50);
+                let left = needed.saturating_sub(d) + Duration::from_millis(50);
                 wake = Some(wake.map_or(left, |w| w.min(left)));
             }
             // An ordinal two members hold (a drift being undone) counts by its better pod.

@@ -112,6 +112,19 @@ pub struct Refusal {
     pub message: String,
 }
 
+/// A member's refusal of spanset's writes (401/403) as one round shows it: `Blocked` with its
+/// reason (`MemberForbidden` only for RBAC's own refusal) and message, and either nothing
+/// written, or the writes tried again while the condition stays (a held refusal's recheck).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccessBlock {
+    /// The `Blocked` condition's reason.
+    pub reason: &'static str,
+    /// Its message, naming the member and in its own words.
+    pub message: String,
+    /// Whether nothing is written this round.
+    pub blocks: bool,
+}
+
 /// Everything a reconcile decides from.
 pub struct Inputs<'a> {
     /// The federation.
@@ -125,8 +138,8 @@ pub struct Inputs<'a> {
     pub template_refusal: Option<Refusal>,
     /// The controller's bounds on replicas.
     pub bounds: super::bounds::ReplicaBounds,
-    /// A member's refusal (401/403) of spanset's last write there, naming the permission.
-    pub access_refusal: Option<String>,
+    /// A member's refusal (401/403) of spanset's writes, as this round shows it.
+    pub access_refusal: Option<AccessBlock>,
     /// Ordinals whose storage cannot be handed over, with why (naming the PV).
     pub handover_refusals: BTreeMap<Ordinal, String>,
     /// Monotonic now, for reachability.
@@ -314,6 +327,9 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut notes = moves.notes;
     notes.extend(report.notes);
     let mut status = report.status;
+    if let Some(a) = inp.access_refusal.as_ref().filter(|a| !a.blocks) {
+        refusals::keep_blocked(&mut status, &previous, a, inp.fsts.metadata.generation, &Time(inp.wall));
+    }
     let mut persist_first = report.persist_first;
     let mut handovers = moves.handovers;
     for fetch in others.fetches {

@@ -76,6 +76,24 @@ pub(super) fn blocked(
     Decision { status, blocked: true, notes, ..Default::default() }
 }
 
+/// The conditions of a round that tries a refused member's writes again: `Blocked` and `Ready`
+/// stay the refusal's (with their transition times from before), so the condition does not
+/// flip while the refusal is held; the other conditions are as decided.
+pub(super) fn keep_blocked(
+    status: &mut FederatedStatefulSetStatus,
+    previous: &FederatedStatefulSetStatus,
+    a: &super::AccessBlock,
+    generation: Option<i64>,
+    wall: &Time,
+) {
+    let verdicts = [
+        Verdict::yes(types::BLOCKED, a.reason, a.message.clone()),
+        Verdict::no(types::READY, a.reason, a.message.clone()),
+    ];
+    status.conditions.retain(|c| c.type_ != types::BLOCKED && c.type_ != types::READY);
+    status.conditions.extend(conditions(&previous.conditions, &verdicts, generation, wall));
+}
+
 /// Duplicates are not placed: the federation is planned as if they were not listed. Answers
 /// the federation without them and each with why; refused when nothing else is placed.
 fn without_duplicates<'a>(inp: &Inputs<'a>) -> Result<(Cow<'a, FederatedStatefulSet>, Vec<String>), Refused> {
@@ -166,8 +184,8 @@ fn members_refusal(inp: &Inputs<'_>, fsts: &FederatedStatefulSet, backend: Backe
     if let Some(r) = &inp.template_refusal {
         return Err(Refused::new(r.reason, r.message.clone()));
     }
-    if let Some(why) = &inp.access_refusal {
-        return Err(Refused::new("MemberForbidden", why.clone()));
+    if let Some(a) = inp.access_refusal.as_ref().filter(|a| a.blocks) {
+        return Err(Refused::new(a.reason, a.message.clone()));
     }
     Ok(())
 }

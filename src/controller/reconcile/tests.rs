@@ -55,6 +55,7 @@ fn settled(f: &FederatedStatefulSet, start: u32, replicas: u32, term: u64) -> Me
                 gates: vec![],
                 revision: Some("rev-1".into()),
                 ready_since: Some(jiff::Timestamp::UNIX_EPOCH),
+                ready_seen: Instant::now().checked_sub(Duration::from_secs(3600)),
                 trouble: None,
                 ip: None,
             };
@@ -675,6 +676,7 @@ fn gated_pod(m: MemberInput, k: u32, other_gates: &[&str]) -> MemberInput {
                 gates,
                 revision: Some("rev-1".into()),
                 ready_since: None,
+                ready_seen: None,
                 trouble: None,
                 ip: None,
             },
@@ -1343,4 +1345,65 @@ fn a_grown_move_whose_pod_cannot_run_is_rolled_back_when_the_placement_returns()
     let d = decide_now(&f, &members, 7);
     assert!(d.handovers.is_empty(), "west's claims are the ordinal's own: {:?}", d.handovers);
     assert!(written_slices(&d).contains(&("west".to_string(), Some(2), Some(2))), "{:?}", d.status.conditions);
+}
+
+#[test]
+fn a_held_access_refusal_blocks_then_its_recheck_writes_while_the_condition_stays() {
+    let mut f = fsts(&[("east", 1), ("west", 1)]);
+    let fresh = || MemberInput {
+        exists: true,
+        view: Some(Arc::new(MemberView {
+            synced: true,
+            slices_known: true,
+            last_contact: Some(Instant::now()),
+            keeps_ordinals: Some(true),
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
+    let members = BTreeMap::from([("east".into(), fresh()), ("west".into(), fresh())]);
+    let refusal = |blocks: bool| {
+        AccessBlock {
+        reason: "MemberForbidden",
+        message: "member east: lacks a permission (403): namespaces is forbidden: User \"u\" cannot create resource \"namespaces\"".into(),
+        blocks,
+    }
+    };
+    let decide_at = |f: &FederatedStatefulSet, a: Option<AccessBlock>, second: i64| {
+        decide(&Inputs {
+            fsts: f,
+            members: &members,
+            term: 1,
+            template_refusal: None,
+            bounds: Default::default(),
+            access_refusal: a,
+            handover_refusals: BTreeMap::new(),
+            rules: Default::default(),
+            now: Instant::now(),
+            leading_since: Instant::now() - Duration::from_secs(3600),
+            wall: jiff::Timestamp::from_second(second).unwrap(),
+        })
+    };
+    let blocked_since = |d: &Decision| {
+        let c = d.status.conditions.iter().find(|c| c.type_ == types::BLOCKED && c.status == "True");
+        c.map(|c| (c.reason.clone(), c.last_transition_time.clone()))
+    };
+    let held = decide_at(&f, Some(refusal(true)), 1_800_000_000);
+    assert!(held.blocked && held.writes.is_empty() && held.supporting.is_empty());
+    let (reason, since) = blocked_since(&held).expect("Blocked");
+    assert_eq!(reason, "MemberForbidden");
+    f.status = Some(held.status.clone());
+    // The recheck plans the writes, and the condition stays, from the same time.
+    let recheck = decide_at(&f, Some(refusal(false)), 1_800_000_030);
+    assert!(!recheck.blocked && !recheck.supporting.is_empty(), "the recheck writes");
+    assert_eq!(
+        blocked_since(&recheck),
+        Some(("MemberForbidden".to_string(), since)),
+        "{:?}",
+        recheck.status.conditions
+    );
+    let ready = recheck.status.conditions.iter().find(|c| c.type_ == types::READY).expect("Ready");
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "MemberForbidden"));
+    // Once it is no longer held, the conditions are the plan's own.
+    assert_eq!(blocked_since(&decide_at(&f, None, 1_800_000_031)), None);
 }

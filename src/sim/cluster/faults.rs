@@ -9,7 +9,7 @@
 
 use std::{
     collections::BTreeMap,
-    sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering},
     time::Instant,
 };
 
@@ -88,6 +88,9 @@ pub struct Faults {
     /// still serve when it heals (a write in flight), for tests to see.
     held: Mutex<BTreeMap<u64, String>>,
     arrivals: AtomicU64,
+    /// How far the cluster's clock runs ahead (negative: behind) of the sandbox's, in
+    /// milliseconds (see [`crate::sim::cluster::Cluster::clock`]).
+    clock_offset_ms: AtomicI64,
 }
 
 /// Removes a held request from the list when it is served or its connection goes.
@@ -102,16 +105,51 @@ impl Drop for Held<'_> {
     }
 }
 
+/// The key of a cluster's generator: the sandbox's seed, then the cluster's name.
+///
+/// Clusters of one sandbox share a seed and differ by name, so the key must keep every name
+/// apart: names up to 16 bytes are copied whole (a DNS label holds no NUL, so the zero padding
+/// cannot make two of them equal); a longer one keeps its first 8 bytes and ends in a 64-bit
+/// hash of the whole name. Distinct keys give independent ChaCha streams, hence distinct uids.
+/// Folding the name into the seed by arithmetic did not: `(seed ^ byte) * prime` sends seed 8
+/// with "a" and seed 10 with "c" to one value.
+fn generator_key(seed: u64, name: &str) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    let name = name.as_bytes();
+    if name.len() <= 16 {
+        key[8..8 + name.len()].copy_from_slice(name);
+    } else {
+        key[8..16].copy_from_slice(&name[..8]);
+        // FNV-1a over the whole name, its length mixed in; never all zero for a real name.
+        let hash =
+            name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+        key[16..24].copy_from_slice(&hash.to_le_bytes());
+        key[24..32].copy_from_slice(&(name.len() as u64).to_le_bytes());
+    }
+    key
+}
+
 impl Faults {
     /// No faults; errors drawn from `seed`.
     pub fn new(seed: u64) -> Self {
+        Self::with_rng(StdRng::seed_from_u64(seed))
+    }
+
+    /// No faults; the random choices of cluster `name` in a sandbox seeded with `seed`, which
+    /// repeat run to run and differ from those of every other cluster of the sandbox.
+    pub fn for_cluster(seed: u64, name: &str) -> Self {
+        Self::with_rng(StdRng::from_seed(generator_key(seed, name)))
+    }
+
+    fn with_rng(rng: StdRng) -> Self {
         Self {
             partition: AtomicU8::new(0),
             latency_ms: AtomicU64::new(0),
             errors: Mutex::new(None),
             drop_ordinals: AtomicBool::new(false),
             kruise_drops_ordinals: AtomicBool::new(false),
-            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            rng: Mutex::new(rng),
             changed: watch::channel(Partition::None).0,
             pokes: watch::channel(0).0,
             nodes_down: Mutex::new(BTreeMap::new()),
@@ -120,6 +158,7 @@ impl Faults {
             images: Mutex::new(BTreeMap::new()),
             held: Mutex::new(BTreeMap::new()),
             arrivals: AtomicU64::new(0),
+            clock_offset_ms: AtomicI64::new(0),
         }
     }
 
@@ -193,6 +232,18 @@ impl Faults {
     /// Added delay per request.
     pub fn latency(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.latency_ms.load(Ordering::SeqCst))
+    }
+
+    /// Sets how far the cluster's clock runs ahead of the sandbox's (negative: behind). Kept
+    /// by a heal: a skewed clock is a property of the cluster, not a fault of its network.
+    pub fn set_clock_offset(&self, offset: std::time::Duration, behind: bool) {
+        let ms = i64::try_from(offset.as_millis()).unwrap_or(i64::MAX);
+        self.clock_offset_ms.store(if behind { -ms } else { ms }, Ordering::SeqCst);
+    }
+
+    /// How far the cluster's clock runs ahead of the sandbox's, in milliseconds.
+    pub fn clock_offset_ms(&self) -> i64 {
+        self.clock_offset_ms.load(Ordering::SeqCst)
     }
 
     /// Sets the added delay per request.
@@ -331,6 +382,7 @@ impl Faults {
         serde_json::json!({
             "partition": format!("{:?}", self.partition()),
             "latencyMs": self.latency_ms.load(Ordering::SeqCst),
+            "clockOffsetMs": self.clock_offset_ms(),
             "errors": (*self.errors.lock()).map(|e| serde_json::json!({"rate": e.rate, "code": e.code})),
             "dropOrdinals": self.drops_ordinals(),
             "kruiseDropsOrdinals": self.kruise_drops_ordinals(),

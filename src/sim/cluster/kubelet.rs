@@ -355,9 +355,10 @@ fn set_running(pod: &mut Value, ip: &str, host_ip: &str) {
 }
 
 /// Sets `ContainersReady` (and each container's `ready`) to `containers`, and `Ready` to
-/// `ready` (which the pod's readiness gates may hold False while its containers are ready).
-fn set_ready(pod: &mut Value, containers: bool, ready: bool) {
-    let now = object::now_rfc3339();
+/// `ready` (which the pod's readiness gates may hold False while its containers are ready), at
+/// `at` on the cluster's clock ([`Cluster::clock`]).
+fn set_ready(pod: &mut Value, containers: bool, ready: bool, at: jiff::Timestamp) {
+    let now = object::format_time(at);
     let word = |b: bool| if b { "True" } else { "False" };
     if let Some(conds) = pod.pointer_mut("/status/conditions").and_then(Value::as_array_mut) {
         for c in conds.iter_mut() {
@@ -414,7 +415,7 @@ fn changed_containers(pod: &Value) -> Vec<String> {
 /// Restarts `changed` containers with their new image: the old instance terminated, a new one
 /// running (not ready yet) and the restart counted — or, for those in `waiting` (their image
 /// could not be pulled), waiting in that state; the pod is no longer Ready.
-fn restart_containers(pod: &mut Value, changed: &[String], waiting: &BTreeMap<String, Value>) {
+fn restart_containers(pod: &mut Value, changed: &[String], waiting: &BTreeMap<String, Value>, at: jiff::Timestamp) {
     let now = object::now_rfc3339();
     let images: BTreeMap<String, String> = containers(pod).into_iter().collect();
     if let Some(cs) = pod.pointer_mut("/status/containerStatuses").and_then(Value::as_array_mut) {
@@ -439,7 +440,7 @@ fn restart_containers(pod: &mut Value, changed: &[String], waiting: &BTreeMap<St
             }
         }
     }
-    set_ready(pod, false, false);
+    set_ready(pod, false, false, at);
 }
 
 /// Containers of a started pod that wait for their image (their new one could not be pulled).
@@ -696,7 +697,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                     .filter(|n| !pulled.contains(n))
                     .map(|n| (n.clone(), waiting_state(&timers.pulls, &uid, n)))
                     .collect();
-                if write_status(cluster, pods_rt, pod, |p| restart_containers(p, &changed, &waiting)) {
+                if write_status(cluster, pods_rt, pod, |p| restart_containers(p, &changed, &waiting, cluster.clock())) {
                     let at = jiff::Timestamp::now();
                     cluster.ledger.readiness(&cfg.name, &uid, false, at);
                     let images = containers(pod).into_iter().map(|(_, image)| image).collect();
@@ -753,7 +754,8 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             let containers_now = condition_true(pod, "ContainersReady");
             let change = (want != is_ready(pod) && (forced.is_some() || want || !gates))
                 || (containers_want != containers_now && (forced.is_some() || containers_want));
-            let written = change && write_status(cluster, pods_rt, pod, |p| set_ready(p, containers_want, want));
+            let written =
+                change && write_status(cluster, pods_rt, pod, |p| set_ready(p, containers_want, want, cluster.clock()));
             if written {
                 cluster.ledger.readiness(&cfg.name, &uid, want, jiff::Timestamp::now());
             }
@@ -811,7 +813,7 @@ fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], time
                 ready_periods: vec![],
                 image_changes: vec![],
             });
-            write_status(cluster, pods_rt, p, |p| set_ready(p, false, false));
+            write_status(cluster, pods_rt, p, |p| set_ready(p, false, false, cluster.clock()));
             timers.since.insert(object::uid(p).to_string(), (Stage::Running, now));
             // The containers died with the machine; new instances start (the old logs become
             // `--previous`).
@@ -890,7 +892,7 @@ fn node_lifecycle(
                         // The node controller marks its pods NotReady; whether their containers
                         // still run is the machine's business (see `machines`).
                         for p in on_node() {
-                            if write_status(cluster, pods_rt, p, |p| set_ready(p, false, false)) {
+                            if write_status(cluster, pods_rt, p, |p| set_ready(p, false, false, cluster.clock())) {
                                 cluster.ledger.readiness(&cfg.name, object::uid(p), false, jiff::Timestamp::now());
                             }
                         }

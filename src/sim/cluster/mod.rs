@@ -57,7 +57,9 @@ pub struct ClusterConfig {
     pub default_watch_timeout: Duration,
     /// Largest request body accepted (the apiserver's 3 MiB).
     pub max_body_bytes: usize,
-    /// Seed of every random choice the cluster makes (injected errors, generated names).
+    /// Seed of every random choice the cluster makes (injected errors, generated names, uids):
+    /// the sandbox's seed, shared by its clusters; each cluster's generator is keyed by its
+    /// name as well, so they draw apart.
     pub seed: u64,
     /// Real time per simulated time: every simulated delay (pod start, grace periods, node
     /// timeouts) is multiplied by it, so tests run the same story in a fraction of the time.
@@ -203,6 +205,15 @@ pub struct Counters {
 }
 
 impl Cluster {
+    /// Now on this cluster's clock: the sandbox's, moved by the offset set through the admin
+    /// API (`sim-ctl clock`). Its kubelets write pods' readiness times with it and its
+    /// StatefulSet controller reads them with it, as a member whose clock is off does; the
+    /// ledger keeps the sandbox's own time.
+    pub fn clock(&self) -> jiff::Timestamp {
+        let offset = jiff::SignedDuration::from_millis(self.faults.clock_offset_ms());
+        jiff::Timestamp::now().checked_add(offset).unwrap_or_else(|_| jiff::Timestamp::now())
+    }
+
     /// The bare state of a cluster, holding no objects yet ([`furniture`] fills it).
     fn bare(config: ClusterConfig, ledger: Arc<Ledger>, volumes: Arc<VolumeStore>) -> Self {
         let tokens = TokenStore::default();
@@ -218,10 +229,8 @@ impl Cluster {
             account: Account::default(),
             storage: Storage::new(config.limits),
             resources: ResourceTable::default(),
-            // Mixing in the name keeps clusters of one sandbox from drawing the same uids.
-            faults: Faults::new(
-                config.name.bytes().fold(config.seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)),
-            ),
+            // Keyed by the name too, so clusters of one sandbox never draw the same uids.
+            faults: Faults::for_cluster(config.seed, &config.name),
             config,
             gc_wake: Arc::new(Notify::new()),
         }

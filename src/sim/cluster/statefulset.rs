@@ -49,11 +49,12 @@ pub async fn run(cluster: Weak<Cluster>) {
         Component::StatefulSetController,
         Style::Legacy { component: "statefulset-controller", host: None },
     );
+    let mut retries = Retries::default();
     crate::sim::cluster::controller_loop::run(
         cluster,
         crate::sim::cluster::controller_loop::UNREAD_BY_WORKLOADS,
         move |c, wake| {
-            sweep(c, &mut events);
+            sweep(c, &mut events, &mut retries, wake);
             available_deadlines(c, wake);
             events.next_due(c, wake);
         },
@@ -83,9 +84,31 @@ fn kinds(cluster: &Cluster) -> Kinds {
     }
 }
 
+/// Failed syncs in a row, by set uid: the StatefulSet controller's work queue puts a set whose
+/// sync failed back after a delay that doubles with each failure (client-go's item rate
+/// limiter: 5 ms, doubling, at most 1000 s; simulated time here). Without it a failed create
+/// was tried again only when something else it reads changed, so how often it was retried
+/// depended on how many such changes a busy machine coalesced into one sweep.
+#[derive(Default)]
+struct Retries(HashMap<String, u32>);
+
+impl Retries {
+    /// Notes a set's sync: a failure asks for the next try after the backoff; a success resets it.
+    fn synced(&mut self, cluster: &Cluster, uid: &str, failed: bool, wake: &Wake) {
+        if !failed {
+            self.0.remove(uid);
+            return;
+        }
+        let n = self.0.entry(uid.to_string()).or_default();
+        let delay = Duration::from_millis(5).saturating_mul(1u32 << (*n).min(20)).min(Duration::from_secs(1000));
+        *n = n.saturating_add(1);
+        wake.after(cluster.config.real(delay));
+    }
+}
+
 /// One pass over every StatefulSet of the cluster, and every Advanced StatefulSet where
 /// the simulated OpenKruise is installed.
-pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
+fn sweep(cluster: &Cluster, events: &mut Recorder, retries: &mut Retries, wake: &Wake) {
     cluster.counters.statefulset_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let k = kinds(cluster);
     let kruise = cluster.resources.by_plural(KRUISE_GROUP, "statefulsets").map(|sets| Kinds {
@@ -97,14 +120,21 @@ pub fn sweep(cluster: &Cluster, events: &mut Recorder) {
     });
     // Read once per sweep, not once per set: a sweep costs O(objects), not O(sets × objects).
     let snapshot = Snapshot::read(cluster);
+    let mut seen = std::collections::HashSet::new();
     for k in std::iter::once(&k).chain(kruise.as_ref()) {
         let (sets, _) = cluster.storage.list(&k.sets.storage_key(), None);
         for set in sets {
-            if let Err(e) = sync(cluster, k, &set, &snapshot, events) {
+            let mut failed = false;
+            if let Err(e) = sync(cluster, k, &set, &snapshot, events, &mut failed) {
                 tracing::debug!(cluster = %cluster.config.name, set = object::name(&set), error = %e, "statefulset sync");
+                failed = true;
             }
+            retries.synced(cluster, object::uid(&set), failed, wake);
+            seen.insert(object::uid(&set).to_string());
         }
     }
+    // Sets gone since are forgotten.
+    retries.0.retain(|uid, _| seen.contains(uid));
 }
 
 /// OpenKruise's API group (Advanced StatefulSet).
@@ -381,7 +411,8 @@ fn is_available(cluster: &Cluster, pod: &Value, min_ready: i64) -> bool {
     }
     let Some(since) = ready_since(pod) else { return false };
     let needed = cluster.config.real(Duration::from_secs(min_ready as u64));
-    let elapsed = jiff::Timestamp::now().duration_since(since);
+    // The member's own controller reads its kubelets' times on its own clock.
+    let elapsed = cluster.clock().duration_since(since);
     elapsed.as_secs_f64() >= needed.as_secs_f64()
 }
 
@@ -415,8 +446,10 @@ fn available_in(cluster: &Cluster, pod: &Value, min_ready: i64) -> Option<Durati
     }
     let since = ready_since(pod)?;
     let needed = cluster.config.real(Duration::from_secs(min_ready as u64));
-    let elapsed = jiff::Timestamp::now().duration_since(since).unsigned_abs();
-    needed.checked_sub(elapsed).filter(|d| !d.is_zero())
+    // A transition ahead of this clock (it was set back since) is further away, not nearer.
+    let elapsed = cluster.clock().duration_since(since);
+    let left = jiff::SignedDuration::try_from(needed).ok()?.checked_sub(elapsed)?;
+    Duration::try_from(left).ok().filter(|d| !d.is_zero())
 }
 
 /// When the pod's Ready condition last turned.
@@ -511,7 +544,16 @@ fn delete_pod(cluster: &Cluster, k: &Kinds, set: &Value, pod: &Value, events: &m
 }
 
 /// One sync of one StatefulSet (`updateStatefulSet`, k8s-api.md B.2).
-fn sync(cluster: &Cluster, k: &Kinds, set: &Value, snapshot: &Snapshot, events: &mut Recorder) -> ApiResult<()> {
+/// Syncs one set; `failed` is set when a create failed though the sync went on (the set is
+/// retried, see [`Retries`]).
+fn sync(
+    cluster: &Cluster,
+    k: &Kinds,
+    set: &Value,
+    snapshot: &Snapshot,
+    events: &mut Recorder,
+    failed: &mut bool,
+) -> ApiResult<()> {
     let ns = object::namespace(set);
     let set_name = object::name(set);
     let set_uid = object::uid(set);
@@ -600,18 +642,21 @@ fn sync(cluster: &Cluster, k: &Kinds, set: &Value, snapshot: &Snapshot, events: 
                                     format!("create Pod {pod_name} in StatefulSet {set_name} successful"),
                                 ),
                             ),
-                            Err(e) => events.record(
-                                cluster,
-                                about_set(
-                                    set,
-                                    EventType::Warning,
-                                    "FailedCreate",
-                                    format!(
-                                        "create Pod {pod_name} in StatefulSet {set_name} failed error: {}",
-                                        e.message
+                            Err(e) => {
+                                *failed = true;
+                                events.record(
+                                    cluster,
+                                    about_set(
+                                        set,
+                                        EventType::Warning,
+                                        "FailedCreate",
+                                        format!(
+                                            "create Pod {pod_name} in StatefulSet {set_name} failed error: {}",
+                                            e.message
+                                        ),
                                     ),
-                                ),
-                            ),
+                                )
+                            }
                         }
                         busy += usize::from(created.is_ok());
                         match created {

@@ -165,6 +165,14 @@ fn fault_action(cluster: &Cluster, action: &str, query: &BTreeMap<String, String
             };
             faults.set_partition(mode);
         }
+        "clock" => {
+            let seconds: f64 = param(query, "offset-seconds")?
+                .parse()
+                .map_err(|_| "the clock offset must be a number of seconds (negative: behind)".to_string())?;
+            let offset = std::time::Duration::try_from_secs_f64(seconds.abs())
+                .map_err(|_| format!("clock offset {seconds} s is out of range"))?;
+            faults.set_clock_offset(offset, seconds < 0.0);
+        }
         "heal" => faults.heal(),
         "resync" => faults.resync(),
         "latency" => {

@@ -85,6 +85,10 @@ fn member_view(view: &View, now: Instant) -> MemberView {
                 gates: if p.gated { vec![IDENTITY_GATE.to_string()] } else { vec![] },
                 revision: Some(p.revision.clone()),
                 ready_since: p.ready.then_some(jiff::Timestamp::UNIX_EPOCH),
+                ready_seen: p
+                    .ready
+                    .then(|| std::time::Instant::now().checked_sub(std::time::Duration::from_secs(3600)))
+                    .flatten(),
                 trouble: None,
                 ip: None,
             };

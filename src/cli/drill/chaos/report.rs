@@ -45,6 +45,11 @@ pub struct ChaosReport {
     pub seed: u64,
     /// The federation soaked.
     pub federation: String,
+    /// The members of its placement.
+    pub members: Vec<String>,
+    /// Members the controller refused to use, each with its `Reachable` reason and message
+    /// (`east-2 (DuplicateCluster: ...)`): the soak ran on the others.
+    pub refused_members: Vec<String>,
     /// Seconds of injection.
     pub duration_seconds: f64,
     /// Controllers the drill started.
@@ -111,6 +116,12 @@ pub fn table(r: &ChaosReport) -> String {
         "DRILL chaos on {} (seed {}, {:.0}s, {} controllers of its own)\n\n",
         r.federation, r.seed, r.duration_seconds, r.controllers
     );
+    let used = r.members.len().saturating_sub(r.refused_members.len());
+    out.push_str(&format!("members: {} ({used} used)\n", r.members.join(", ")));
+    for m in &r.refused_members {
+        out.push_str(&format!("REFUSED MEMBER (not soaked): {m}\n"));
+    }
+    out.push('\n');
     out.push_str("FAULT                 COUNT\n");
     for (k, n) in &r.faults {
         out.push_str(&format!("{k:<21} {n:>5}\n"));
@@ -191,6 +202,8 @@ mod tests {
         let report = ChaosReport {
             seed: 1,
             federation: "default/redis".into(),
+            members: vec!["east".into()],
+            refused_members: vec![],
             duration_seconds: 1.0,
             controllers: 0,
             faults: BTreeMap::new(),
