@@ -36,6 +36,7 @@ mod quiet;
 mod report;
 mod slices;
 mod sts_write;
+mod supporting_watch;
 mod teardown;
 mod watch;
 
@@ -127,6 +128,8 @@ pub struct ClusterWatcher {
     /// The start of the silence last told to every federation as quiet (see
     /// [`MemberQuiet`](super::messages::MemberQuiet)).
     quiet_told: Option<Instant>,
+    /// spanset's supporting objects here, and the losses counted per federation.
+    supporting: decide::supporting::SupportingIndex,
 }
 
 /// What every federation's view of a member shares besides the instant of its last answer
@@ -194,6 +197,7 @@ impl ClusterWatcher {
             told_silent: false,
             told_all: None,
             quiet_told: None,
+            supporting: Default::default(),
         }
     }
 
@@ -229,6 +233,7 @@ impl ClusterWatcher {
             cordoned: self.cache.cordoned.clone(),
             budgets_known: self.cache.budgets_known(),
             slices_known: self.cache.slices_synced,
+            supporting_lost: self.supporting.lost(key),
         }
     }
 
@@ -238,6 +243,7 @@ impl ClusterWatcher {
         let shared = self.cache.nothing_here.as_ref();
         self.cache.federations.get(key).is_some_and(|f| shared.is_some_and(|s| Arc::ptr_eq(s, f)))
             && !self.cache.has_claims(key)
+            && self.supporting.lost(key) == 0
     }
 
     fn facts(&self) -> MemberFacts {
