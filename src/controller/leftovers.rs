@@ -14,7 +14,7 @@ use actix::prelude::*;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
     Api, Client, ResourceExt,
-    api::{ListParams, Patch, PatchParams},
+    api::{DynamicObject, ListParams, Patch, PatchParams},
 };
 
 use super::{
@@ -86,6 +86,16 @@ async fn update(
         .map_err(|e| format!("MemberCluster {name} status.leftovers: {e}"))
 }
 
+/// The host's federations of namespace `ns` as stored (one that cannot be decoded counts too:
+/// what it keeps in the members is read from its stored fields).
+pub async fn federations_of(host: &Client, ns: &str) -> Result<Vec<DynamicObject>, String> {
+    Api::<DynamicObject>::namespaced_with(host.clone(), ns, &crate::api::decode::federation_resource())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .map_err(|e| format!("federations of {ns}, for what their members share: {e}"))
+}
+
 /// Records `entry` on member `name` (idempotent).
 pub async fn record(host: &Client, name: &str, entry: &Leftover) -> Result<(), String> {
     update(host, name, |l| with(l, entry)).await
@@ -98,12 +108,7 @@ pub async fn clear(host: &Client, name: &str, uid: &str) -> Result<(), String> {
 
 /// The sweep of `leftover` in `member`, in `term`, with the host's federations of its
 /// namespace as read now (who else keeps its shared objects there; whether a namesake exists).
-pub fn sweep_message(
-    leftover: &Leftover,
-    member: &str,
-    federations: &[FederatedStatefulSet],
-    term: u64,
-) -> SweepLeftover {
+pub fn sweep_message(leftover: &Leftover, member: &str, federations: &[DynamicObject], term: u64) -> SweepLeftover {
     let sharers: Sharers = sharing::sharers(federations, &leftover.federation, member);
     let namesake = federations.iter().any(|f| f.name_any() == leftover.federation);
     SweepLeftover { leftover: leftover.clone(), sharers, namesake, term }
@@ -125,13 +130,12 @@ pub async fn sweep(
     entries: Vec<crate::api::Leftover>,
     shards: Shards,
 ) {
-    let mut federations: BTreeMap<String, Vec<FederatedStatefulSet>> = BTreeMap::new();
+    let mut federations: BTreeMap<String, Vec<DynamicObject>> = BTreeMap::new();
     for l in entries {
         let Some(term) = shards.of_object(&l.namespace, &l.federation).term() else { continue };
         if !federations.contains_key(&l.namespace) {
-            let api = Api::<FederatedStatefulSet>::namespaced(host.clone(), &l.namespace);
-            match api.list(&ListParams::default()).await {
-                Ok(list) => federations.insert(l.namespace.clone(), list.items),
+            match federations_of(&host, &l.namespace).await {
+                Ok(list) => federations.insert(l.namespace.clone(), list),
                 Err(e) => {
                     tracing::debug!(cluster = %member, error = %e, "federations not read; leftovers swept later");
                     return;
@@ -182,11 +186,13 @@ mod tests {
 
     #[test]
     fn a_namesake_in_the_host_is_told_to_the_sweep() {
-        let mut f = crate::api::example(&["east".to_string()]);
-        f.metadata.name = Some("redis".into());
-        assert!(sweep_message(&leftover("u1"), "east", std::slice::from_ref(&f), 3).namesake);
-        f.metadata.name = Some("kv".into());
-        let msg = sweep_message(&leftover("u1"), "east", &[f], 3);
+        let of = |name: &str| {
+            let mut f = serde_json::to_value(crate::api::example(&["east".to_string()])).expect("JSON");
+            f["metadata"]["name"] = serde_json::json!(name);
+            serde_json::from_value::<DynamicObject>(f).expect("an object")
+        };
+        assert!(sweep_message(&leftover("u1"), "east", &[of("redis")], 3).namesake);
+        let msg = sweep_message(&leftover("u1"), "east", &[of("kv")], 3);
         assert!(!msg.namesake && msg.term == 3);
     }
 }

@@ -20,7 +20,7 @@ use actix::prelude::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{
     Api, Client, ResourceExt,
-    api::{ListParams, Patch, PatchParams},
+    api::{Patch, PatchParams},
 };
 
 use super::{MEMBER_CALL_TIMEOUT, Outcome, call_failed, write_status};
@@ -224,15 +224,7 @@ pub async fn carry_out(fsts: &FederatedStatefulSet, r: Round<'_>, out: &mut Outc
         exported: crate::controller::network::service_export(fsts, r.term).is_some(),
     };
     // Who else keeps its Service and carried objects in each member: the host's federations.
-    let federations: Vec<FederatedStatefulSet> = if plan.ask.is_empty() {
-        Vec::new()
-    } else {
-        Api::<FederatedStatefulSet>::namespaced(r.host.clone(), &ns)
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| format!("federations of {ns}, for what their members share: {e}"))?
-            .items
-    };
+    let federations = if plan.ask.is_empty() { Vec::new() } else { leftovers::federations_of(r.host, &ns).await? };
     let asks = plan.ask.iter().filter_map(|cluster| {
         let w = r.watchers.get(cluster)?.clone();
         let msg = DeleteFederation {

@@ -24,23 +24,32 @@ use crate::controller::labels::{CARRIED_BY, FEDERATION, FEDERATION_UID};
 pub type Sharers = BTreeMap<(String, String), BTreeSet<String>>;
 
 /// The [`Sharers`] of federation `leaving` (by name) in `member`: every other federation of
-/// `federations` (the host's, of the same namespace) that places the member or holds a slice
+/// `federations` (the host's, of the same namespace, read as stored: one that cannot be decoded
+/// keeps what its stored fields name all the same) that places the member or holds a slice
 /// there keeps its headless Service and its carried objects there.
-pub fn sharers(federations: &[crate::api::FederatedStatefulSet], leaving: &str, member: &str) -> Sharers {
+pub fn sharers(federations: &[kube::api::DynamicObject], leaving: &str, member: &str) -> Sharers {
+    let names = |v: &serde_json::Value, field: &str| -> Vec<String> {
+        v.as_array().into_iter().flatten().filter_map(|c| c[field].as_str().map(String::from)).collect()
+    };
     let mut out = Sharers::new();
     for f in federations {
         let name = f.metadata.name.clone().unwrap_or_default();
-        let placed = f.spec.placement.clusters.iter().any(|c| c.name == member)
-            || f.status.as_ref().is_some_and(|s| s.slices.iter().any(|s| s.cluster == member));
+        let spec = &f.data["spec"];
+        let placed = names(&spec["placement"]["clusters"], "name").iter().any(|c| c == member)
+            || names(&f.data["status"]["slices"], "cluster").iter().any(|c| c == member);
         if name == leaving || !placed {
             continue;
         }
         let mut keep = |kind: &str, object: &str| {
             out.entry((kind.to_string(), object.to_string())).or_default().insert(name.clone());
         };
-        keep("Service", &f.spec.template.service_name);
-        for c in &f.spec.migration.carry {
-            keep(&c.kind, &c.name);
+        if let Some(service) = spec["template"]["serviceName"].as_str() {
+            keep("Service", service);
+        }
+        for c in spec["migration"]["carry"].as_array().into_iter().flatten() {
+            if let (Some(kind), Some(object)) = (c["kind"].as_str(), c["name"].as_str()) {
+                keep(kind, object);
+            }
         }
     }
     out
@@ -179,16 +188,19 @@ mod tests {
     #[test]
     fn the_host_says_who_else_keeps_what_in_a_member() {
         let fsts = |name: &str, members: &[&str], carry: &str| {
-            let mut f = crate::api::example(&members.iter().map(|m| m.to_string()).collect::<Vec<_>>());
-            f.metadata.name = Some(name.into());
-            f.spec.migration.carry =
-                vec![serde_json::from_value(serde_json::json!({"kind": "Secret", "name": carry})).expect("a carry")];
-            f
+            let mut f =
+                serde_json::to_value(crate::api::example(&members.iter().map(|m| m.to_string()).collect::<Vec<_>>()))
+                    .expect("JSON");
+            f["metadata"]["name"] = serde_json::json!(name);
+            f["spec"]["migration"] = serde_json::json!({"carry": [{"kind": "Secret", "name": carry}]});
+            // Stored objects need not decode: a replicas no type can hold changes nothing here.
+            f["spec"]["replicas"] = serde_json::json!("eight");
+            serde_json::from_value::<kube::api::DynamicObject>(f).expect("an object")
         };
         let all = [fsts("redis", &["east", "west"], "creds"), fsts("kv", &["east"], "creds")];
         let east = sharers(&all, "redis", "east");
         assert_eq!(east.get(&("Secret".into(), "creds".into())), Some(&set(&["kv"])));
-        assert_eq!(east.get(&("Service".into(), all[1].spec.template.service_name.clone())), Some(&set(&["kv"])));
+        assert_eq!(east.get(&("Service".into(), "redis".into())), Some(&set(&["kv"])), "the example's serviceName");
         assert!(sharers(&all, "redis", "west").is_empty(), "kv does not place west");
     }
 
