@@ -71,8 +71,8 @@ pub struct MemberView {
     pub budgets_known: bool,
     /// The watch of spanset's EndpointSlices has listed: `federation.published` is known.
     pub slices_known: bool,
-    /// How many of the federation's supporting objects (Service, carried objects) were seen
-    /// deleted here: a new count makes the coordinator ensure them here again.
+    /// How many of the federation's supporting objects (Service, carried objects) were found
+    /// missing here: a new count makes the coordinator ensure them here again.
     pub supporting_lost: u64,
 }
 

@@ -99,7 +99,7 @@ struct Outcome {
     wake_after: Option<Duration>,
     /// Members whose teardown answered clean (the federation is being deleted).
     cleaned: Vec<String>,
-    /// Each member's count of supporting objects seen deleted, as the round began: an ensure
+    /// Each member's count of supporting objects found missing, as the round began: an ensure
     /// made in this round covers the losses up to it.
     lost: BTreeMap<String, u64>,
 }
@@ -602,7 +602,7 @@ impl Coordinator {
         self.metrics.federation_state(&name, &slices, decision.status.moves.iter().map(|m| m.phase.as_str()));
         let watchers: BTreeMap<String, Addr<ClusterWatcher>> =
             self.members.keys().filter_map(|n| self.watcher(n).map(|w| (n.clone(), w))).collect();
-        // A supporting object seen deleted in a member makes it due again at once.
+        // A supporting object found missing in a member makes it due again at once.
         let lost: BTreeMap<String, u64> = self.views.iter().map(|(c, v)| (c.clone(), v.supporting_lost)).collect();
         let ensure_due: Vec<String> = self
             .views
@@ -658,7 +658,7 @@ impl Coordinator {
 }
 
 /// What an ensure of a member's supporting objects covered besides the term and template: the
-/// carried objects' digest, and how many of its supporting objects had been seen deleted there.
+/// carried objects' digest, and how many of its supporting objects had been found missing there.
 fn ensured_digest(digest: &str, lost: Option<&u64>) -> String {
     format!("{digest}#{}", lost.copied().unwrap_or(0))
 }

@@ -36,7 +36,7 @@ mod quiet;
 mod report;
 mod slices;
 mod sts_write;
-mod supporting_watch;
+mod supporting_check;
 mod teardown;
 mod watch;
 
@@ -128,7 +128,8 @@ pub struct ClusterWatcher {
     /// The start of the silence last told to every federation as quiet (see
     /// [`MemberQuiet`](super::messages::MemberQuiet)).
     quiet_told: Option<Instant>,
-    /// spanset's supporting objects here, and the losses counted per federation.
+    /// The supporting objects ensured here, read again now and then, and the losses counted
+    /// per federation.
     supporting: decide::supporting::SupportingIndex,
 }
 
@@ -332,6 +333,7 @@ impl Actor for ClusterWatcher {
         self.start_watches(ctx);
         self.probe(ctx);
         ctx.run_interval(PROBE_PERIOD, |act, ctx| act.tick(ctx));
+        ctx.run_interval(PROBE_PERIOD, |act, ctx| act.check_supporting(ctx));
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {

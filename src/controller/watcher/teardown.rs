@@ -46,6 +46,14 @@ impl Handler<EnsureSupporting> for ClusterWatcher {
         }
         let client = self.client.clone();
         let dry_run = msg.dry_run;
+        let key = msg.key.clone();
+        let mut ensured = vec![("Service", msg.service.metadata.name.clone().unwrap_or_default())];
+        for c in &msg.carried {
+            ensured.push(match c {
+                supporting::Carried::Secret(s) => ("Secret", s.metadata.name.clone().unwrap_or_default()),
+                supporting::Carried::ConfigMap(m) => ("ConfigMap", m.metadata.name.clone().unwrap_or_default()),
+            });
+        }
         let work = async move {
             let s = Supporting {
                 namespace: &msg.namespace,
@@ -59,6 +67,11 @@ impl Handler<EnsureSupporting> for ClusterWatcher {
             Ok(kinds) => {
                 act.contact_ok();
                 if !dry_run {
+                    // Read again now and then: one deleted by hand is put back.
+                    let now = std::time::Instant::now();
+                    for (kind, name) in &ensured {
+                        act.supporting.ensured(&key, kind, name, now);
+                    }
                     for kind in &kinds {
                         act.metrics.member_write(&act.cluster, kind);
                     }
@@ -83,6 +96,7 @@ impl Handler<DeleteFederation> for ClusterWatcher {
             Ok(steps) => steps,
             Err(refusal) => return self.refused(refusal, &msg.key, msg.term),
         };
+        self.supporting.released(&msg.key);
         let client = self.client.clone();
         let key = msg.key;
         let cached = self.cache.federations.get(&key).cloned().unwrap_or_default();

@@ -32,8 +32,8 @@ use crate::{
 };
 
 impl ClusterWatcher {
-    /// Starts the watches of the member: StatefulSets, pods, claims, spanset's budgets,
-    /// EndpointSlices and supporting objects, nodes.
+    /// Starts the watches of the member: StatefulSets, pods, claims, spanset's budgets and
+    /// EndpointSlices, nodes.
     pub(super) fn start_watches(&mut self, ctx: &mut Context<Self>) {
         let _ = self.watch_statefulsets(Backend::StatefulSet, ctx);
         let managed = || watcher::Config::default().labels(MANAGED_SELECTOR);
@@ -56,7 +56,6 @@ impl ClusterWatcher {
         ctx.add_stream(
             watcher(slices, managed()).backoff(RetryBackoff::default()).map(|e| Watched::Slice(Box::new(e))),
         );
-        self.watch_supporting(ctx);
         let nodes: Api<Node> = Api::all(self.client.clone());
         ctx.add_stream(
             watcher(nodes, watcher::Config::default())
