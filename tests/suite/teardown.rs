@@ -122,6 +122,7 @@ async fn returns_and_is_swept(f: &Federation, member: &str, name: &str, powered_
         .map(|n| n.name_any())
         .filter(|n| n.starts_with("node-"))
         .collect();
+    let mark = writes(f, member, 0).1;
     f.sandbox.ctl_ok(&["heal", member]);
     let pods: Api<Pod> = Api::namespaced(f.member(member).await, "default");
     let lp = ListParams::default().labels(&format!("spanset.dev/federation={name}"));
@@ -141,6 +142,15 @@ async fn returns_and_is_swept(f: &Federation, member: &str, name: &str, powered_
         holds(f, member, name).await.is_empty() && leftovers(f, member).await.is_empty()
     })
     .await;
+    // In that order, as spanset wrote there: the StatefulSet shrunk before anything else, its
+    // pods deleted before it, and it deleted only after them.
+    let (order, _) = writes(f, member, mark);
+    let at = |w: &str| order.iter().position(|x| x == w);
+    let shrink = at(&format!("update statefulsets/{name}")).unwrap_or_else(|| panic!("no shrink in {order:?}"));
+    let removed = at(&format!("delete statefulsets/{name}")).unwrap_or_else(|| panic!("no delete in {order:?}"));
+    assert_eq!(shrink, 0, "the shrink goes first: {order:?}");
+    let last_pod = order.iter().rposition(|w| w.starts_with("delete pods/"));
+    assert!(last_pod.is_none_or(|p| p < removed), "every pod deleted before the StatefulSet: {order:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,9 +254,9 @@ async fn deleting_with_an_unfenced_lost_member_says_what_it_waits_for_until_the_
     f.assert_ledger_clean();
 }
 
-/// The delete requests of spanset's member identity in `member` after the `skip` first audit
-/// records: `resource/name`.
-fn deletes(f: &Federation, member: &str, skip: usize) -> (Vec<String>, usize) {
+/// The writes (updates and deletes) of spanset's member identity in `member` after the `skip`
+/// first audit records, in order: `verb resource/name`; and how many records there are.
+fn writes(f: &Federation, member: &str, skip: usize) -> (Vec<String>, usize) {
     let url = format!("{}/clusters/{member}/audit", f.sandbox.admin);
     let out = std::process::Command::new("curl").args(["-sf", &url]).output().expect("curl runs");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("audit JSON");
@@ -306,7 +316,7 @@ async fn a_secret_two_federations_carry_survives_deleting_one_and_comes_back_whe
     };
     let kv_before = kv_objects().await;
     let kv_generation = f.api().get("kv").await.unwrap().metadata.generation;
-    let marks: BTreeMap<&str, usize> = members.iter().map(|m| (*m, deletes(&f, m, 0).1)).collect();
+    let marks: BTreeMap<&str, usize> = members.iter().map(|m| (*m, writes(&f, m, 0).1)).collect();
 
     let before = f.incarnations();
     f.api().delete("redis", &DeleteParams::default()).await.expect("deleted");
@@ -333,7 +343,7 @@ async fn a_secret_two_federations_carry_survives_deleting_one_and_comes_back_whe
     // EndpointSlices deleted, the shared Secret rewritten without redis's name; nothing of
     // kv's touched, and nothing else written.
     for m in members {
-        let (writes, _) = deletes(&f, m, marks[m]);
+        let (writes, _) = writes(&f, m, marks[m]);
         for w in ["delete statefulsets/redis", "delete services/redis", "update secrets/creds"] {
             assert!(writes.iter().any(|x| x == w), "{m}: {w} in {writes:?}");
         }
