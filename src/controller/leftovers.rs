@@ -66,6 +66,19 @@ pub fn of(mc: &MemberCluster) -> &[Leftover] {
     mc.status.as_ref().map(|s| s.leftovers.as_slice()).unwrap_or_default()
 }
 
+/// Why a deleted MemberCluster is kept for its leftovers: each entry, unless the member is
+/// fenced and `silent` (as a federation's pods there hold it only then): its record goes with
+/// the MemberCluster, and with it what spanset knows is left there.
+pub fn holding(mc: &MemberCluster, silent: bool) -> Vec<String> {
+    if mc.spec.fenced && silent {
+        return Vec::new();
+    }
+    of(mc)
+        .iter()
+        .map(|l| format!("{}/{} (deleted) left objects here, removed once they are swept", l.namespace, l.federation))
+        .collect()
+}
+
 /// Changes member `name`'s record by `change` (answering the new list, or `None` for no
 /// change), conditional on the version read.
 async fn update(
@@ -182,6 +195,18 @@ mod tests {
         let two = with(&one, &leftover("u2")).expect("another federation's entry");
         assert_eq!(without(&two, "u1"), Some(vec![leftover("u2")]));
         assert_eq!(without(&one[..0], "u1"), None, "cleared once");
+    }
+
+    #[test]
+    fn a_member_with_leftovers_is_kept_unless_fenced_and_silent() {
+        let mut mc =
+            MemberCluster::new("central", serde_json::from_value(serde_json::json!({"context": "c"})).unwrap());
+        assert!(holding(&mc, false).is_empty(), "nothing left there");
+        mc.status = Some(crate::api::MemberClusterStatus { leftovers: vec![leftover("u1")], ..Default::default() });
+        assert_eq!(holding(&mc, true), ["db/redis (deleted) left objects here, removed once they are swept"]);
+        mc.spec.fenced = true;
+        assert_eq!(holding(&mc, false).len(), 1, "fenced but answering: swept soon");
+        assert!(holding(&mc, true).is_empty(), "fenced and silent: let go");
     }
 
     #[test]

@@ -194,11 +194,18 @@ impl Supervisor {
             }
             let coordinators: Vec<Addr<Coordinator>> = self.coordinators.values().cloned().collect();
             // A federation never read by this process may have pods there: unknown is held.
-            let unread: Vec<String> = self
+            let mut unread: Vec<String> = self
                 .undecodable
                 .iter()
                 .map(|(key, u)| format!("{key}: cannot be decoded ({u}), so what it runs there is unknown"))
                 .collect();
+            // What deleted federations left there is swept when it answers: its record goes with
+            // it, so it is kept too, unless it is fenced and silent (as for a federation's pods).
+            let silent = self
+                .members
+                .get(&name)
+                .is_none_or(|(_, h)| h.contact.last().is_none_or(|t| t.elapsed() > leftovers::SWEEP_AFTER_CONTACT));
+            unread.extend(leftovers::holding(&mc, silent));
             let cluster = name.clone();
             let ask = async move {
                 let mut held = unread;
