@@ -18,7 +18,8 @@
 //! | `quiet.rs` | the member's silence told to every federation |
 //! | `contact.rs` | contact and failures noted, refused writes |
 //! | `sts_write.rs`, `pods.rs`, `budget.rs`, `slices.rs` | one kind of member write each |
-//! | `claims.rs`, `teardown.rs` | storage handovers; a federation's supporting objects and teardown |
+//! | `claims.rs`, `teardown.rs` | storage handovers; a federation's supporting objects, teardown, and a deleted one's leftovers swept |
+//! | `supporting_check.rs` | the supporting objects ensured here, read again to put back one deleted |
 //! | `calls.rs` | member calls shared by several writes |
 //! | `decide/` | every decision above, as plain functions |
 
