@@ -100,6 +100,50 @@ pub struct MemberClusterStatus {
     /// Absent while unread, or when the member refuses to show that Namespace.
     #[serde(default, rename = "clusterID", skip_serializing_if = "Option::is_none")]
     pub cluster_id: Option<String>,
+    /// What deleted federations left in this member: their deletion finished while the member
+    /// was fenced (or silent and known to run nothing of them), so their teardown there waits
+    /// for it to answer again. spanset then shrinks each one's StatefulSet to nothing, deletes
+    /// its pods, removes its objects and clears its entry. Written by spanset only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leftovers: Vec<Leftover>,
+}
+
+/// One deleted federation's objects left in a member (see [`MemberClusterStatus::leftovers`]):
+/// enough to find them without the federation, which is gone from the host.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Leftover {
+    /// The federation's name (also its StatefulSet's).
+    pub federation: String,
+    /// Its namespace (its member objects live there too).
+    pub namespace: String,
+    /// Its uid: a namesake created since is another federation, whose objects stay.
+    pub uid: String,
+    /// When the federation's deletion recorded this entry (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Its headless Service's name.
+    pub service: String,
+    /// Whether it ran with `spec.network.mode: MultiClusterServices` (a ServiceExport).
+    #[serde(default)]
+    pub exported: bool,
+    /// What it may hold there, by kind and name, in the order they are removed: its
+    /// StatefulSet, Service, PodDisruptionBudget, published EndpointSlices (by label, no name),
+    /// ServiceExport and carried Secrets/ConfigMaps. A Service or carried object that another
+    /// federation still carries there stays, released by this one only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<LeftoverObject>,
+}
+
+/// One object of a [`Leftover`].
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeftoverObject {
+    /// Its kind.
+    pub kind: String,
+    /// Its name; absent where objects are found by label (spanset's EndpointSlices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 #[cfg(test)]

@@ -12,6 +12,11 @@ pub const FEDERATION: &str = "spanset.dev/federation";
 pub const FEDERATION_NAMESPACE: &str = "spanset.dev/federation-namespace";
 /// The federation's uid: tells this federation's objects from a deleted namesake's.
 pub const FEDERATION_UID: &str = "spanset.dev/federation-uid";
+/// Annotation on a member object several federations of one namespace may share (the headless
+/// Service, a carried Secret or ConfigMap): the names of the federations that keep it, sorted
+/// and comma-separated. A federation's teardown deletes it only when no other one keeps it.
+/// An object without it (written before it existed) is kept by its [`FEDERATION`] alone.
+pub const CARRIED_BY: &str = "spanset.dev/carried-by";
 /// Annotation: the leader term that last wrote the object (the fencing token). A writer that
 /// reads a newer term than its own stops writing at once.
 pub const TERM: &str = "spanset.dev/term";

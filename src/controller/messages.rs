@@ -71,6 +71,9 @@ pub struct MemberView {
     pub budgets_known: bool,
     /// The watch of spanset's EndpointSlices has listed: `federation.published` is known.
     pub slices_known: bool,
+    /// How many of the federation's supporting objects (Service, carried objects) were found
+    /// missing here: a new count makes the coordinator ensure them here again.
+    pub supporting_lost: u64,
 }
 
 /// A watcher's report on one federation: sent after every change, coalesced.
@@ -213,6 +216,39 @@ pub struct DeleteFederation {
     pub exported: bool,
     /// The term the delete was planned in.
     pub term: u64,
+    /// The other federations that keep its Service or carried objects in this member, as the
+    /// host says: those objects are released, not deleted.
+    pub sharers: super::member::sharing::Sharers,
+}
+
+/// Removes what a deleted federation left in a member that answers again (recorded in its
+/// MemberCluster's `status.leftovers`): its StatefulSet shrunk to nothing first, then its pods
+/// deleted, then, once none is left, its objects (shared ones released).
+#[derive(Message)]
+#[rtype(result = "Result<Swept, WriteError>")]
+pub struct SweepLeftover {
+    /// The record.
+    pub leftover: crate::api::Leftover,
+    /// The other federations keeping its Service or carried objects there, as the host says.
+    pub sharers: super::member::sharing::Sharers,
+    /// A federation of the same name exists in the host now: the objects of that name are
+    /// the namesake's, and only the record goes.
+    pub namesake: bool,
+    /// The writer's term.
+    pub term: u64,
+}
+
+/// How far a leftover's sweep got in one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Swept {
+    /// Its StatefulSet was shrunk to nothing: its pods go next.
+    Shrunk,
+    /// Its pods were deleted (this many): they are waited for.
+    PodsDeleted(usize),
+    /// Its pods are still terminating.
+    Waiting,
+    /// Nothing of it is left: the record can go.
+    Removed,
 }
 
 /// The supervisor tells a coordinator the latest FederatedStatefulSet.

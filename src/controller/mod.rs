@@ -27,6 +27,7 @@ pub mod host_client;
 pub mod http;
 pub mod labels;
 pub mod leader;
+pub mod leftovers;
 pub mod member;
 pub mod member_http;
 pub mod messages;

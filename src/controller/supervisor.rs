@@ -27,6 +27,7 @@ use super::{
     events::{Note, Recorder},
     fencing, host_client,
     labels::MEMBER_FINALIZER,
+    leftovers,
     member::contact_clock::ContactClock,
     member::identity::{self, Admission, Claimant},
     member::objects::FederationKey,
@@ -96,6 +97,8 @@ pub struct Supervisor {
     /// What was last logged about each federation that cannot be decoded: a line when it
     /// changes, not one per event.
     undecodable_said: BTreeMap<FederationKey, String>,
+    /// Members whose leftovers are being swept (one sweep at a time each).
+    sweeping: BTreeSet<String>,
 }
 
 /// How often the finalizers of MemberClusters are tended when nothing else happens.
@@ -151,6 +154,7 @@ impl Supervisor {
             refusals: BTreeMap::new(),
             undecodable: BTreeMap::new(),
             undecodable_said: BTreeMap::new(),
+            sweeping: BTreeSet::new(),
         }
     }
 
@@ -190,11 +194,18 @@ impl Supervisor {
             }
             let coordinators: Vec<Addr<Coordinator>> = self.coordinators.values().cloned().collect();
             // A federation never read by this process may have pods there: unknown is held.
-            let unread: Vec<String> = self
+            let mut unread: Vec<String> = self
                 .undecodable
                 .iter()
                 .map(|(key, u)| format!("{key}: cannot be decoded ({u}), so what it runs there is unknown"))
                 .collect();
+            // What deleted federations left there is swept when it answers: its record goes with
+            // it, so it is kept too, unless it is fenced and silent (as for a federation's pods).
+            let silent = self
+                .members
+                .get(&name)
+                .is_none_or(|(_, h)| h.contact.last().is_none_or(|t| t.elapsed() > leftovers::SWEEP_AFTER_CONTACT));
+            unread.extend(leftovers::holding(&mc, silent));
             let cluster = name.clone();
             let ask = async move {
                 let mut held = unread;
@@ -221,6 +232,35 @@ impl Supervisor {
                         Err(e) => tracing::debug!(cluster = %name, error = %e, "finalizer not removed; retrying"),
                     }
                 }));
+            }));
+        }
+    }
+
+    /// Sweeps the leftovers of deleted federations (`status.leftovers`) from each member that
+    /// answered lately, one sweep per member at a time (see [`leftovers::sweep`]).
+    fn tend_leftovers(&mut self, ctx: &mut Context<Self>) {
+        for (name, mc) in &self.objects {
+            let entries = leftovers::of(mc);
+            if entries.is_empty() || self.sweeping.contains(name) {
+                continue;
+            }
+            let Some((_, h)) = self.members.get(name) else { continue };
+            let Ok(watcher) = &h.watcher else { continue };
+            if h.contact.last().is_none_or(|t| t.elapsed() > leftovers::SWEEP_AFTER_CONTACT) {
+                continue;
+            }
+            self.sweeping.insert(name.clone());
+            let sweep = leftovers::sweep(
+                self.host.clone(),
+                name.clone(),
+                fencing::reference(mc),
+                watcher.clone(),
+                entries.to_vec(),
+                self.leadership.clone(),
+            );
+            let name = name.clone();
+            ctx.spawn(sweep.into_actor(self).map(move |(), act, _| {
+                act.sweeping.remove(&name);
             }));
         }
     }
@@ -746,6 +786,7 @@ impl Actor for Supervisor {
         ctx.run_interval(STAMPS_CHECK, |act, _| act.tell_stamps_known());
         ctx.run_interval(FINALIZER_RECHECK, |act, ctx| {
             act.tend_finalizers(ctx);
+            act.tend_leftovers(ctx);
             act.report_unusable();
             // A report the last leader did not store (or made before this one led).
             for u in act.undecodable.values().cloned().collect::<Vec<_>>() {

@@ -50,32 +50,6 @@ async fn reachable(f: &Federation, name: &str) -> Option<(String, String, String
     condition(&mc.status.map(|s| s.conditions).unwrap_or_default(), "Reachable")
 }
 
-/// Powers off every node of a member (its pods die with them), then cuts it off: a real loss,
-/// the one a fence asserts.
-async fn lose(f: &Federation, member: &str) {
-    let nodes: Api<Node> = Api::all(f.member(member).await);
-    for n in nodes.list(&ListParams::default()).await.expect("nodes listed").items {
-        let name = n.name_any();
-        if name.starts_with("node-") {
-            f.sandbox.ctl_ok(&["node-down", member, &name, "--power-off"]);
-        }
-    }
-    // The sandbox records the pods as stopped at the power-off.
-    let start = Instant::now();
-    loop {
-        let out = f.sandbox.ctl_ok(&["ledger"]);
-        let ledger: serde_json::Value = serde_json::from_str(&out).expect("ledger JSON");
-        let mine: Vec<&serde_json::Value> =
-            ledger["incarnations"].as_array().expect("a list").iter().filter(|e| e["cluster"] == member).collect();
-        if !mine.is_empty() && mine.iter().all(|e| !e["runningUntil"].is_null()) {
-            break;
-        }
-        assert!(start.elapsed() < support::DEADLINE, "{member}'s pods never recorded as stopped: {mine:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    f.sandbox.ctl_ok(&["partition", member]);
-}
-
 /// Waits until the listed members' StatefulSets hold exactly these slices and the
 /// federation reports `ready`.
 async fn wait_slices(f: &Federation, want: &[(&str, i32, i32)], ready: &str, what: &str) {
@@ -196,7 +170,7 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
     assert!(String::from_utf8_lossy(&refused.stderr).contains("is not Unreachable"), "{refused:?}");
     assert!(!member_cluster(&f, "central").await.spec.fenced);
 
-    lose(&f, "central").await;
+    f.lose("central").await;
     support::eventually("central Unreachable in its MemberCluster", || async {
         reachable(&f, "central").await.is_some_and(|c| c.0 == "False")
     })
@@ -352,7 +326,7 @@ async fn automatic_policy_fences_a_lost_member_by_itself_and_says_so() {
     f.create(&federation(&f.members, failover)).await;
     f.wait_settled("redis", &THIRDS, "initial slices").await;
     let lost = Instant::now();
-    lose(&f, "central").await;
+    f.lose("central").await;
     wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals re-homed automatically").await;
     println!("automatic failover, loss to re-homed: {:?}", lost.elapsed());
     assert!(
@@ -386,7 +360,7 @@ async fn a_member_lost_while_no_controller_ran_is_fenced_automatically_by_the_ne
     f.wait_settled("redis", &THIRDS, "initial slices").await;
     first.terminate();
     // Central is lost while no controller runs: the next one never hears from it.
-    lose(&f, "central").await;
+    f.lose("central").await;
     let started = Instant::now();
     let _second = Controller::start(&f.sandbox, "second");
     // Until the fence, central's 4-5 are held where they were last seen, never grown elsewhere.
@@ -504,7 +478,7 @@ async fn a_member_lost_during_a_migration_is_fenced_and_the_migration_completes(
         {"name": "east", "weight": 1}, {"name": "west", "weight": 0}, {"name": "central", "weight": 0}]}}});
     f.api().patch("redis", &PatchParams::default(), &Patch::Merge(body)).await.unwrap();
     support::eventually("a move under way", || async { !f.status("redis").await.moves.is_empty() }).await;
-    lose(&f, "central").await;
+    f.lose("central").await;
     support::eventually("central Unreachable", || async {
         reachable(&f, "central").await.is_some_and(|c| c.0 == "False")
     })

@@ -74,6 +74,7 @@ mod sim_network;
 mod sim_tls;
 mod status_cli;
 mod storage;
+mod teardown;
 mod terms;
 mod undecodable;
 mod uninstall;

@@ -5,6 +5,7 @@
 //! another when it ends.
 
 mod access;
+mod deletion;
 pub mod ownership;
 mod publish;
 mod silence;
@@ -36,9 +37,9 @@ use super::{
         storage,
     },
     messages::{
-        AdoptClaims, Carried, DeleteFederation, DeletePods, EnsureSupporting, Holds, MemberObserved, MemberQuiet,
-        ReleaseClaims, ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Subscribe, Subscriber, Unsubscribe,
-        WriteBudget, WriteError, WriteStatefulSet,
+        AdoptClaims, Carried, DeletePods, EnsureSupporting, Holds, MemberObserved, MemberQuiet, ReleaseClaims,
+        ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Subscribe, Subscriber, Unsubscribe, WriteBudget,
+        WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
     reconcile::{self, AccessBlock, Decision, Inputs, MemberInput, Refusal, StsWrite},
@@ -96,6 +97,11 @@ struct Outcome {
     storage_notes: Vec<crate::controller::events::Note>,
     /// Plan again after this long (a pod becomes available by time alone).
     wake_after: Option<Duration>,
+    /// Members whose teardown answered clean (the federation is being deleted).
+    cleaned: Vec<String>,
+    /// Each member's count of supporting objects found missing, as the round began: an ensure
+    /// made in this round covers the losses up to it.
+    lost: BTreeMap<String, u64>,
 }
 
 /// The coordinator of one federation.
@@ -153,6 +159,9 @@ pub struct Coordinator {
     /// When the release of each moving ordinal was first observed (for
     /// `spanset_move_handoff_seconds`); in memory only, so a restart loses the samples in flight.
     released_at: BTreeMap<u32, Instant>,
+    /// Members whose teardown answered clean while the federation is being deleted: not asked
+    /// again (in memory only: a restarted controller asks each once more).
+    cleaned: std::collections::BTreeSet<String>,
 }
 
 /// How long a coordinator waits for a watcher to report its own write before planning anyway.
@@ -212,6 +221,7 @@ impl Coordinator {
             recorder,
             awaiting: BTreeMap::new(),
             released_at: BTreeMap::new(),
+            cleaned: Default::default(),
         }
     }
 
@@ -343,8 +353,10 @@ impl Coordinator {
             let wrote_to: Vec<String> =
                 outcome.written.iter().map(|(c, _)| c.clone()).chain(outcome.ensured.iter().cloned()).collect();
             for c in outcome.ensured {
-                act.ensured.insert((c, term, hash.clone(), digest.clone()));
+                let lost = outcome.lost.get(&c);
+                act.ensured.insert((c, term, hash.clone(), ensured_digest(&digest, lost)));
             }
+            act.cleaned.extend(outcome.cleaned);
             for member in &outcome.fenced {
                 act.metrics.failover(member);
             }
@@ -603,24 +615,52 @@ impl Coordinator {
         self.metrics.federation_state(&name, &slices, decision.status.moves.iter().map(|m| m.phase.as_str()));
         let watchers: BTreeMap<String, Addr<ClusterWatcher>> =
             self.members.keys().filter_map(|n| self.watcher(n).map(|w| (n.clone(), w))).collect();
+        // A supporting object found missing in a member makes it due again at once.
+        let lost: BTreeMap<String, u64> = self.views.iter().map(|(c, v)| (c.clone(), v.supporting_lost)).collect();
         let ensure_due: Vec<String> = self
             .views
             .keys()
             .filter(|c| decision.writable.contains(*c) && decision.starting.is_empty())
-            .filter(|c| !self.ensured.contains(&((*c).clone(), term, hash.clone(), self.supporting_digest.clone())))
+            .filter(|c| {
+                !self.ensured.contains(&(
+                    (*c).clone(),
+                    term,
+                    hash.clone(),
+                    ensured_digest(&self.supporting_digest, lost.get(*c)),
+                ))
+            })
             .cloned()
             .collect();
         let host = self.host.clone();
         let key = self.key.clone();
         let wake_after = decision.wake_after;
+        let deleting = fsts.metadata.deletion_timestamp.is_some().then(|| {
+            (deletion::states(&fsts, &members, now, reconcile::unreachable_after(&fsts)), self.cleaned.clone())
+        });
         async move {
+            if let Some((states, cleaned)) = deleting {
+                let mut out = Outcome::default();
+                let round = deletion::Round {
+                    host: &host,
+                    decision: &decision,
+                    watchers: &watchers,
+                    members: &states,
+                    cleaned: &cleaned,
+                    term,
+                };
+                if let Err(e) = deletion::carry_out(&fsts, round, &mut out).await {
+                    out.error = Some(e);
+                    out.again = true;
+                }
+                return out;
+            }
             if let Some(u) = frozen {
                 // Only the report: nothing is written in any member for an object that cannot
                 // be read.
                 let error = super::undecodable::report(&host, &u).await.err().map(|e| format!("status: {e}"));
                 return Outcome { error, ..Outcome::default() };
             }
-            let mut out = Outcome { wake_after, ..Outcome::default() };
+            let mut out = Outcome { wake_after, lost, ..Outcome::default() };
             if let Err(e) = carry_out(&host, &fsts, &decision, &watchers, &ensure_due, &key, term, &mut out).await {
                 out.error = Some(e);
                 out.again = true;
@@ -628,6 +668,12 @@ impl Coordinator {
             out
         }
     }
+}
+
+/// What an ensure of a member's supporting objects covered besides the term and template: the
+/// carried objects' digest, and how many of its supporting objects had been found missing there.
+fn ensured_digest(digest: &str, lost: Option<&u64>) -> String {
+    format!("{digest}#{}", lost.copied().unwrap_or(0))
 }
 
 /// The conflicts not already seen in the previous reconcile: each occurrence is counted once.
@@ -651,9 +697,6 @@ async fn carry_out(
     term: u64,
     out: &mut Outcome,
 ) -> Result<(), String> {
-    if fsts.metadata.deletion_timestamp.is_some() {
-        return delete(host, fsts, watchers, term).await;
-    }
     let mut round = Round {
         host,
         fsts: fsts.clone(),
@@ -1310,51 +1353,6 @@ async fn write_status(
     next.status = Some(decision.status.clone());
     let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
     api.replace_status(&fsts.name_any(), &pp, &next).await.map(Some).map_err(|e| format!("status: {e}"))
-}
-
-/// Removes the federation's member objects; drops the finalizer once every member is clear.
-/// While the federations' CRD is being deleted, only drops the finalizer ([`super::uninstall`]).
-async fn delete(
-    host: &Client,
-    fsts: &FederatedStatefulSet,
-    watchers: &BTreeMap<String, Addr<ClusterWatcher>>,
-    term: u64,
-) -> Result<(), String> {
-    if !fsts.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(());
-    }
-    // An uninstall (the CRD itself is being deleted) deletes nothing in the members.
-    if super::uninstall::decide(host).await? == super::uninstall::Deletion::LetGo {
-        return super::uninstall::let_go(host, fsts).await;
-    }
-    let key = FederationKey::of(fsts);
-    let carried: Vec<(String, String)> =
-        fsts.spec.migration.carry.iter().map(|c| (c.kind.clone(), c.name.clone())).collect();
-    let mut pending = Vec::new();
-    for (cluster, w) in watchers {
-        let msg = DeleteFederation {
-            key: key.clone(),
-            service: fsts.spec.template.service_name.clone(),
-            carried: carried.clone(),
-            exported: super::network::service_export(fsts, term).is_some(),
-            term,
-        };
-        match w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await {
-            Ok(Ok(true)) => {}
-            Ok(Ok(false)) => pending.push(format!("{cluster}: pods still terminating")),
-            Ok(Err(e)) => pending.push(format!("{cluster}: {e}")),
-            Err(e) => pending.push(format!("{cluster}: {e}")),
-        }
-    }
-    if !pending.is_empty() {
-        return Err(format!("deleting: {}", pending.join("; ")));
-    }
-    let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), &fsts.namespace().unwrap_or_default());
-    let finalizers: Vec<String> = fsts.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
-    let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": fsts.resource_version()}});
-    api.patch(&fsts.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| e.to_string())?;
-    tracing::info!(federation = %key, "member objects removed; finalizer released");
-    Ok(())
 }
 
 impl Actor for Coordinator {

@@ -16,6 +16,7 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 
+use super::sharing;
 use crate::controller::labels::{FEDERATION, FIELD_MANAGER};
 
 /// Where a dry run of a namespaced object goes while the federation's namespace does not exist
@@ -52,8 +53,9 @@ impl Mode {
 }
 
 /// Creates `object` where it is missing, replaces it where `differs` says it differs from the
-/// stored one (if `owned` says it is spanset's), leaves it otherwise; answers whether it wrote
-/// (or, as a dry run, would write).
+/// stored one or the stored one does not name the federation among its keepers (if `owned`
+/// says it is spanset's: another federation's copy is shared, see [`sharing`]), leaves it
+/// otherwise; answers whether it wrote (or, as a dry run, would write).
 async fn ensure<K>(
     api: &Api<K>,
     object: &K,
@@ -66,28 +68,48 @@ where
 {
     let pp = mode.params();
     let name = object.meta().name.clone().unwrap_or_default();
-    let stored = match mode {
+    let mut stored = match mode {
         // Whatever the stand-in namespace holds under that name is not the federation's.
         Mode::StandIn => None,
         Mode::Write | Mode::DryRun => api.get_opt(&name).await?,
     };
-    match stored {
-        None => match api.create(&pp, object).await {
-            Ok(_) => Ok(true),
-            // In the stand-in namespace a name taken by another object answers 409 only after
-            // the object passed validation and admission: the real create would be made.
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(mode == Mode::StandIn),
-            Err(e) => Err(e),
-        },
-        Some(stored) if owned(&stored) && differs(object, &stored) => {
-            let mut next = object.clone();
-            next.meta_mut().resource_version = stored.meta().resource_version.clone();
-            api.replace(&name, &pp, &next).await?;
-            Ok(true)
+    // The federation writing: it adds its name to the object's keepers (see [`sharing`]).
+    let me = object.meta().labels.as_ref().and_then(|l| l.get(FEDERATION)).cloned().unwrap_or_default();
+    let kept = |stored: &K| me.is_empty() || sharing::kept_by(stored.meta(), &me);
+    // A create that meets an object made meanwhile (another federation sharing it, in the
+    // same instant) joins it as it is now; one deleted again meanwhile is created again.
+    for _ in 0..3 {
+        let mut next = object.clone();
+        match stored {
+            None => {
+                if !me.is_empty() {
+                    sharing::joined(next.meta_mut(), &Default::default(), &me);
+                }
+                match api.create(&pp, &next).await {
+                    Ok(_) => return Ok(true),
+                    // In the stand-in namespace a name taken by another object answers 409
+                    // only after the object passed validation and admission: the real create
+                    // would be made.
+                    Err(kube::Error::Api(e)) if e.code == 409 && mode == Mode::StandIn => return Ok(true),
+                    Err(kube::Error::Api(e)) if e.code == 409 => stored = api.get_opt(&name).await?,
+                    Err(e) => return Err(e),
+                }
+            }
+            // Another federation's copy of the same object is shared: this one joins its keepers.
+            Some(stored) if owned(&stored) && (differs(object, &stored) || !kept(&stored)) => {
+                if !me.is_empty() {
+                    sharing::joined(next.meta_mut(), stored.meta(), &me);
+                }
+                next.meta_mut().resource_version = stored.meta().resource_version.clone();
+                api.replace(&name, &pp, &next).await?;
+                return Ok(true);
+            }
+            // The user's own object of that name is left alone.
+            Some(_) => return Ok(false),
         }
-        // The user's own object of that name is left alone.
-        Some(_) => Ok(false),
     }
+    // Created and deleted by others in turn: nothing is known; the next round looks again.
+    Ok(true)
 }
 
 /// Whether a member object carries spanset's federation label (only those are replaced).

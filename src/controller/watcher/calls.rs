@@ -2,14 +2,19 @@
 //! Which outcome counts as done is [`super::decide`]'s to say.
 
 use k8s_openapi::api::core::v1::PersistentVolume;
+use std::collections::BTreeSet;
+
 use kube::{
     Api,
-    api::{DeleteParams, Patch, PatchParams, Preconditions},
+    api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy},
 };
-use serde::de::DeserializeOwned;
+use serde::{Serialize, de::DeserializeOwned};
 
 use super::decide::{CallFailure, DeleteOutcome, answer::delete_outcome, claims::retain_patch, teardown::deletable};
-use crate::controller::labels::FIELD_MANAGER;
+use crate::controller::{
+    labels::FIELD_MANAGER,
+    member::sharing::{self, Release},
+};
 
 /// Sends a delete; `conflict_is_gone`: it carries a uid precondition (see [`delete_outcome`]).
 pub async fn delete<K>(
@@ -43,14 +48,45 @@ where
     delete(api, name, &dp, true).await.map(|_| ())
 }
 
-/// Deletes the object of that name if it is spanset's and not being deleted already.
-pub async fn delete_if_ours<K>(api: &Api<K>, name: &str, dp: &DeleteParams) -> Result<(), kube::Error>
+/// Deletes the object of that name if it is `federation`'s and not being deleted already.
+pub async fn delete_if_ours<K>(api: &Api<K>, name: &str, federation: &str, dp: &DeleteParams) -> Result<(), kube::Error>
 where
     K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     match api.get_opt(name).await? {
-        Some(obj) if deletable(&obj) => delete(api, name, dp, false).await.map(|_| ()),
+        Some(obj) if deletable(&obj, federation) => delete(api, name, dp, false).await.map(|_| ()),
         _ => Ok(()),
+    }
+}
+
+/// Releases federation `leaving`'s hold on a shared object (see [`sharing::release`]): deletes
+/// it if no other federation keeps it (`others`: the host's word), or writes it without the
+/// leaving federation's name; both conditional on the version read, so that a keeper added
+/// meanwhile is never lost (the conflict is retried with the next teardown).
+pub async fn release<K>(api: &Api<K>, name: &str, leaving: &str, others: &BTreeSet<String>) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    let Some(stored) = api.get_opt(name).await? else { return Ok(()) };
+    match sharing::release(stored.meta(), leaving, others) {
+        Release::Untouched => Ok(()),
+        Release::Delete => {
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                preconditions: Some(Preconditions {
+                    uid: None,
+                    resource_version: stored.meta().resource_version.clone(),
+                }),
+                ..Default::default()
+            };
+            delete(api, name, &dp, false).await.map(|_| ())
+        }
+        Release::Keep(meta) => {
+            let mut next = stored;
+            *next.meta_mut() = *meta;
+            let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
+            api.replace(name, &pp, &next).await.map(|_| ())
+        }
     }
 }
 

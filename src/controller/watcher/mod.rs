@@ -18,7 +18,8 @@
 //! | `quiet.rs` | the member's silence told to every federation |
 //! | `contact.rs` | contact and failures noted, refused writes |
 //! | `sts_write.rs`, `pods.rs`, `budget.rs`, `slices.rs` | one kind of member write each |
-//! | `claims.rs`, `teardown.rs` | storage handovers; a federation's supporting objects and teardown |
+//! | `claims.rs`, `teardown.rs` | storage handovers; a federation's supporting objects, teardown, and a deleted one's leftovers swept |
+//! | `supporting_check.rs` | the supporting objects ensured here, read again to put back one deleted |
 //! | `calls.rs` | member calls shared by several writes |
 //! | `decide/` | every decision above, as plain functions |
 
@@ -36,6 +37,7 @@ mod quiet;
 mod report;
 mod slices;
 mod sts_write;
+mod supporting_check;
 mod teardown;
 mod watch;
 
@@ -127,6 +129,9 @@ pub struct ClusterWatcher {
     /// The start of the silence last told to every federation as quiet (see
     /// [`MemberQuiet`](super::messages::MemberQuiet)).
     quiet_told: Option<Instant>,
+    /// The supporting objects ensured here, read again now and then, and the losses counted
+    /// per federation.
+    supporting: decide::supporting::SupportingIndex,
 }
 
 /// What every federation's view of a member shares besides the instant of its last answer
@@ -194,6 +199,7 @@ impl ClusterWatcher {
             told_silent: false,
             told_all: None,
             quiet_told: None,
+            supporting: Default::default(),
         }
     }
 
@@ -229,6 +235,7 @@ impl ClusterWatcher {
             cordoned: self.cache.cordoned.clone(),
             budgets_known: self.cache.budgets_known(),
             slices_known: self.cache.slices_synced,
+            supporting_lost: self.supporting.lost(key),
         }
     }
 
@@ -238,6 +245,7 @@ impl ClusterWatcher {
         let shared = self.cache.nothing_here.as_ref();
         self.cache.federations.get(key).is_some_and(|f| shared.is_some_and(|s| Arc::ptr_eq(s, f)))
             && !self.cache.has_claims(key)
+            && self.supporting.lost(key) == 0
     }
 
     fn facts(&self) -> MemberFacts {
@@ -326,6 +334,7 @@ impl Actor for ClusterWatcher {
         self.start_watches(ctx);
         self.probe(ctx);
         ctx.run_interval(PROBE_PERIOD, |act, ctx| act.tick(ctx));
+        ctx.run_interval(PROBE_PERIOD, |act, ctx| act.check_supporting(ctx));
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {

@@ -3,30 +3,38 @@
 //! [`decide::teardown`] names.
 
 use actix::prelude::*;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::{
     core::v1::{ConfigMap, Secret, Service},
     discovery::v1::EndpointSlice,
     policy::v1::PodDisruptionBudget,
 };
 use kube::{
-    Api, Client,
-    api::{DeleteParams, DynamicObject, ListParams, PropagationPolicy},
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, DynamicObject, ListParams, PostParams, PropagationPolicy},
 };
 
 use super::{
     ClusterWatcher,
-    calls::delete_if_ours,
-    decide::{self, CallFailure, teardown::Teardown},
-};
-use crate::controller::{
-    labels::FEDERATION,
-    member::{
-        endpoints::{SLICE_MANAGED_BY, SLICE_MANAGER},
-        objects::FederationKey,
-        supporting::{self, Supporting},
-        workload::api_resource,
+    calls::{delete_if_ours, delete_on_uid, release},
+    decide::{
+        self, CallFailure,
+        teardown::{FoundSts, Removal, SweepStep, Teardown, plan_teardown},
     },
-    messages::{DeleteFederation, EnsureSupporting, WriteError},
+};
+use crate::{
+    controller::{
+        labels::{FEDERATION, FEDERATION_UID, FIELD_MANAGER, TERM},
+        member::{
+            endpoints::{SLICE_MANAGED_BY, SLICE_MANAGER},
+            objects::FederationKey,
+            sharing::Sharers,
+            supporting::{self, Supporting},
+            workload::api_resource,
+        },
+        messages::{DeleteFederation, EnsureSupporting, SweepLeftover, Swept, WriteError},
+    },
+    plan::Backend,
 };
 
 impl Handler<EnsureSupporting> for ClusterWatcher {
@@ -38,6 +46,14 @@ impl Handler<EnsureSupporting> for ClusterWatcher {
         }
         let client = self.client.clone();
         let dry_run = msg.dry_run;
+        let key = msg.key.clone();
+        let mut ensured = vec![("Service", msg.service.metadata.name.clone().unwrap_or_default())];
+        for c in &msg.carried {
+            ensured.push(match c {
+                supporting::Carried::Secret(s) => ("Secret", s.metadata.name.clone().unwrap_or_default()),
+                supporting::Carried::ConfigMap(m) => ("ConfigMap", m.metadata.name.clone().unwrap_or_default()),
+            });
+        }
         let work = async move {
             let s = Supporting {
                 namespace: &msg.namespace,
@@ -51,6 +67,11 @@ impl Handler<EnsureSupporting> for ClusterWatcher {
             Ok(kinds) => {
                 act.contact_ok();
                 if !dry_run {
+                    // Read again now and then: one deleted by hand is put back.
+                    let now = std::time::Instant::now();
+                    for (kind, name) in &ensured {
+                        act.supporting.ensured(&key, kind, name, now);
+                    }
                     for kind in &kinds {
                         act.metrics.member_write(&act.cluster, kind);
                     }
@@ -69,17 +90,20 @@ impl Handler<DeleteFederation> for ClusterWatcher {
     type Result = ResponseActFuture<Self, Result<bool, WriteError>>;
 
     fn handle(&mut self, msg: DeleteFederation, _: &mut Self::Context) -> Self::Result {
-        let steps = match decide::teardown::plan_teardown(&self.standing(&msg.key), &msg, self.cache.serves_advanced) {
+        let removal = Removal::of(&msg);
+        let standing = self.standing(&msg.key);
+        let steps = match plan_teardown(&standing, msg.term, &removal, &msg.key.name, self.cache.serves_advanced) {
             Ok(steps) => steps,
             Err(refusal) => return self.refused(refusal, &msg.key, msg.term),
         };
+        self.supporting.released(&msg.key);
         let client = self.client.clone();
         let key = msg.key;
         let cached = self.cache.federations.get(&key).cloned().unwrap_or_default();
-        let service = msg.service;
+        let (service, sharers) = (msg.service, msg.sharers);
         let work = async move {
             for step in steps {
-                tear_down(&client, &key, &service, step).await?;
+                tear_down(&client, &key, &service, &sharers, step).await?;
             }
             Ok::<(), kube::Error>(())
         };
@@ -91,38 +115,171 @@ impl Handler<DeleteFederation> for ClusterWatcher {
     }
 }
 
-/// Performs one delete of a federation's teardown (`service`: its headless Service's name).
-async fn tear_down(client: &Client, key: &FederationKey, service: &str, step: Teardown) -> Result<(), kube::Error> {
+impl Handler<SweepLeftover> for ClusterWatcher {
+    type Result = ResponseActFuture<Self, Result<Swept, WriteError>>;
+
+    /// One step of a leftover's sweep (see [`decide::teardown::sweep_step`]), on what is read
+    /// from the member now (a quorum read each), never on what the cache last saw before the
+    /// member went silent.
+    fn handle(&mut self, msg: SweepLeftover, _: &mut Self::Context) -> Self::Result {
+        let key = FederationKey { namespace: msg.leftover.namespace.clone(), name: msg.leftover.federation.clone() };
+        let removal = Removal::of_leftover(&msg.leftover);
+        let standing = self.standing(&key);
+        let steps = match plan_teardown(&standing, msg.term, &removal, &key.name, self.cache.serves_advanced) {
+            Ok(steps) => steps,
+            Err(refusal) => return self.refused(refusal, &key, msg.term),
+        };
+        if self.health.failure.is_some() || !self.cache.synced() {
+            let unavailable = WriteError::Unavailable {
+                cluster: self.cluster.clone(),
+                message: "not answering; the leftovers wait for it".into(),
+            };
+            return Box::pin(fut::ready(Err(unavailable)));
+        }
+        // The shrink is this process's write in its term (its stamp, seen later, is its own).
+        self.note_write(msg.term, &key);
+        let client = self.client.clone();
+        let advanced = self.cache.serves_advanced == Some(true);
+        let work = async move { sweep(&client, &key, &msg, &removal, steps, advanced).await };
+        Box::pin(work.into_actor(self).map(move |res, act, _| {
+            let swept = res.map_err(|e| CallFailure::of(&e).reply(&act.cluster))?;
+            act.contact_ok();
+            Ok(swept)
+        }))
+    }
+}
+
+/// One step of a leftover's sweep (see [`SweepLeftover`]).
+async fn sweep(
+    client: &Client,
+    key: &FederationKey,
+    msg: &SweepLeftover,
+    removal: &Removal,
+    steps: Vec<Teardown>,
+    advanced: bool,
+) -> Result<Swept, kube::Error> {
+    let ns = &key.namespace;
+    let kinds: &[Backend] =
+        if advanced { &[Backend::StatefulSet, Backend::AdvancedStatefulSet] } else { &[Backend::StatefulSet] };
+    let mut stored = Vec::new();
+    for kind in kinds {
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &api_resource(*kind));
+        let labelled = |s: &DynamicObject| s.labels().get(FEDERATION).is_some_and(|f| *f == key.name);
+        if let Some(sts) = api.get_opt(&key.name).await?.filter(labelled) {
+            stored.push((*kind, sts));
+        }
+    }
+    let uids: Vec<Option<String>> = stored.iter().map(|(_, s)| s.labels().get(FEDERATION_UID).cloned()).collect();
+    if !decide::teardown::sweep_applies(msg, &uids) {
+        // Only what this federation shares with others is released; the rest is a namesake's.
+        for step in steps.into_iter().filter(|s| matches!(s, Teardown::Shared { .. })) {
+            tear_down(client, key, &removal.service, &msg.sharers, step).await?;
+        }
+        return Ok(Swept::Removed);
+    }
+    let found: Vec<FoundSts> = stored
+        .iter()
+        .map(|(kind, s)| FoundSts {
+            kind: *kind,
+            replicas: s.data["spec"]["replicas"].as_i64().unwrap_or(1),
+            deleting: s.meta().deletion_timestamp.is_some(),
+        })
+        .collect();
+    let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
+    let lp = ListParams::default().labels(&format!("{FEDERATION}={}", key.name));
+    let pods: Vec<(String, String, bool)> = pods_api
+        .list_metadata(&lp)
+        .await?
+        .items
+        .into_iter()
+        .map(|p| (p.name_any(), p.uid().unwrap_or_default(), p.metadata.deletion_timestamp.is_some()))
+        .collect();
+    match decide::teardown::sweep_step(&found, &pods) {
+        SweepStep::Shrink(kind) => {
+            let Some((_, sts)) = stored.into_iter().find(|(k, _)| *k == kind) else { return Ok(Swept::Waiting) };
+            let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &api_resource(kind));
+            api.replace(
+                &key.name,
+                &PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) },
+                &shrunk(sts, msg.term),
+            )
+            .await?;
+            Ok(Swept::Shrunk)
+        }
+        SweepStep::DeletePods(pods) => {
+            let n = pods.len();
+            for (name, uid) in pods {
+                delete_on_uid(&pods_api, &name, uid).await?;
+            }
+            Ok(Swept::PodsDeleted(n))
+        }
+        SweepStep::Wait => Ok(Swept::Waiting),
+        SweepStep::Remove => {
+            for step in steps {
+                tear_down(client, key, &removal.service, &msg.sharers, step).await?;
+            }
+            Ok(Swept::Removed)
+        }
+    }
+}
+
+/// A StatefulSet as read, with no replicas and stamped with `term` (the write stays conditional
+/// on the version read, which it carries).
+fn shrunk(mut sts: DynamicObject, term: u64) -> DynamicObject {
+    sts.data["spec"]["replicas"] = serde_json::json!(0);
+    sts.annotations_mut().insert(TERM.into(), term.to_string());
+    sts
+}
+
+/// Performs one step of a federation's teardown (`service`: its headless Service's name;
+/// `sharers`: who else keeps its shared objects there).
+async fn tear_down(
+    client: &Client,
+    key: &FederationKey,
+    service: &str,
+    sharers: &Sharers,
+    step: Teardown,
+) -> Result<(), kube::Error> {
     let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
     let ns = &key.namespace;
+    let leaving = key.name.as_str();
     match step {
         Teardown::Workload(kind) => {
             let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &api_resource(kind));
-            delete_if_ours(&api, &key.name, &dp).await
+            delete_if_ours(&api, &key.name, leaving, &dp).await
         }
         Teardown::Owned { kind, name } => match kind.as_str() {
-            "Service" => delete_if_ours(&Api::<Service>::namespaced(client.clone(), ns), &name, &dp).await,
-            "Secret" => delete_if_ours(&Api::<Secret>::namespaced(client.clone(), ns), &name, &dp).await,
-            "ConfigMap" => delete_if_ours(&Api::<ConfigMap>::namespaced(client.clone(), ns), &name, &dp).await,
             "PodDisruptionBudget" => {
-                delete_if_ours(&Api::<PodDisruptionBudget>::namespaced(client.clone(), ns), &name, &dp).await
+                delete_if_ours(&Api::<PodDisruptionBudget>::namespaced(client.clone(), ns), &name, leaving, &dp).await
             }
             _ => Ok(()),
         },
+        Teardown::Shared { kind, name } => {
+            let others = decide::teardown::others(sharers, &kind, &name);
+            match kind.as_str() {
+                "Service" => release(&Api::<Service>::namespaced(client.clone(), ns), &name, leaving, &others).await,
+                "Secret" => release(&Api::<Secret>::namespaced(client.clone(), ns), &name, leaving, &others).await,
+                "ConfigMap" => {
+                    release(&Api::<ConfigMap>::namespaced(client.clone(), ns), &name, leaving, &others).await
+                }
+                _ => Ok(()),
+            }
+        }
         Teardown::PublishedSlices => {
             let slices = Api::<EndpointSlice>::namespaced(client.clone(), ns);
             // (The member's own slices of the Service carry its labels too: only spanset's.)
             let lp =
                 ListParams::default().labels(&format!("{FEDERATION}={},{SLICE_MANAGED_BY}={SLICE_MANAGER}", key.name));
             for slice in slices.list_metadata(&lp).await?.items {
-                delete_if_ours(&slices, &slice.metadata.name.unwrap_or_default(), &dp).await?;
+                delete_if_ours(&slices, &slice.metadata.name.unwrap_or_default(), leaving, &dp).await?;
             }
             Ok(())
         }
         Teardown::Export => {
             let exports =
                 Api::<DynamicObject>::namespaced_with(client.clone(), ns, &supporting::service_export_resource());
-            delete_if_ours(&exports, service, &dp).await
+            let others = decide::teardown::others(sharers, "Service", service);
+            release(&exports, service, leaving, &others).await
         }
     }
 }

@@ -459,6 +459,46 @@ impl Federation {
         out
     }
 
+    /// Powers off every node of a member (its pods die with them), then cuts it off: a real
+    /// loss, the one a fence asserts.
+    pub async fn lose(&self, member: &str) {
+        use k8s_openapi::api::core::v1::Node;
+        use kube::{ResourceExt, api::ListParams};
+        let nodes: Api<Node> = Api::all(self.member(member).await);
+        for n in nodes.list(&ListParams::default()).await.expect("nodes listed").items {
+            let name = n.name_any();
+            if name.starts_with("node-") {
+                self.sandbox.ctl_ok(&["node-down", member, &name, "--power-off"]);
+            }
+        }
+        // The sandbox records the pods as stopped at the power-off.
+        let start = Instant::now();
+        loop {
+            let out = self.sandbox.ctl_ok(&["ledger"]);
+            let ledger: serde_json::Value = serde_json::from_str(&out).expect("ledger JSON");
+            let mine: Vec<&serde_json::Value> =
+                ledger["incarnations"].as_array().expect("a list").iter().filter(|e| e["cluster"] == member).collect();
+            if !mine.is_empty() && mine.iter().all(|e| !e["runningUntil"].is_null()) {
+                break;
+            }
+            assert!(start.elapsed() < DEADLINE, "{member}'s pods never recorded as stopped: {mine:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.sandbox.ctl_ok(&["partition", member]);
+    }
+
+    /// The uids of every pod incarnation the sandbox's ledger has recorded so far.
+    pub fn incarnations(&self) -> std::collections::BTreeSet<String> {
+        let out = self.sandbox.ctl_ok(&["ledger"]);
+        let ledger: serde_json::Value = serde_json::from_str(&out).expect("ledger JSON");
+        ledger["incarnations"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|e| format!("{}/{}", e["cluster"].as_str().unwrap_or_default(), e["uid"].as_str().unwrap_or_default()))
+            .collect()
+    }
+
     /// Asserts that no ordinal ever ran in two clusters at once over the whole run.
     pub fn assert_ledger_clean(&self) {
         let out = self.sandbox.ctl(&["ledger", "--check"]);

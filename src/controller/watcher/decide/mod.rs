@@ -15,6 +15,7 @@ pub mod gate;
 pub mod health;
 pub mod objects;
 pub mod sts;
+pub mod supporting;
 pub mod teardown;
 pub mod watch;
 

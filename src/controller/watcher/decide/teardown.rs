@@ -1,22 +1,37 @@
-//! A federation leaving a member ([`DeleteFederation`]): what is deleted there, in order, and
-//! only what is spanset's (labelled) and not being deleted already.
+//! A federation leaving a member ([`DeleteFederation`], or the sweep of what a deleted
+//! federation left in a fenced member, [`SweepLeftover`]): what is deleted there, in order, and
+//! only what is spanset's, of this federation (labelled with its name), and not being deleted
+//! already. What several federations may share (the headless Service, carried objects, the
+//! ServiceExport) is released instead: deleted only when no other federation keeps it
+//! ([`sharing`]).
 
 use kube::Resource;
 
 use super::{Refusal, Standing, gate::gate};
 use crate::{
-    controller::{labels::FEDERATION, member::cache::FederationCache, messages::DeleteFederation},
+    api::{Leftover, LeftoverObject},
+    controller::{
+        labels::FEDERATION,
+        member::{cache::FederationCache, sharing},
+        messages::{DeleteFederation, SweepLeftover},
+    },
     plan::Backend,
 };
 
-/// One delete of a federation's teardown in a member.
+/// One step of a federation's teardown in a member.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Teardown {
     /// Its StatefulSet of this API.
     Workload(Backend),
-    /// An object of `kind` (Service, Secret, ConfigMap, PodDisruptionBudget) named `name`;
-    /// other kinds are not deleted.
+    /// Its object of `kind` (PodDisruptionBudget) named `name`; other kinds are not deleted.
     Owned {
+        /// The kind.
+        kind: String,
+        /// The name.
+        name: String,
+    },
+    /// An object other federations may keep too (Service, Secret, ConfigMap): released.
+    Shared {
         /// The kind.
         kind: String,
         /// The name.
@@ -24,8 +39,53 @@ pub enum Teardown {
     },
     /// Every EndpointSlice spanset published there (`spec.network`), whatever its chunk.
     PublishedSlices,
-    /// The headless Service's ServiceExport.
+    /// The headless Service's ServiceExport (released, as the Service is).
     Export,
+}
+
+/// What a teardown removes, whether from a live federation or from a leftover's record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removal {
+    /// The headless Service's name.
+    pub service: String,
+    /// The carried objects, `(kind, name)`.
+    pub carried: Vec<(String, String)>,
+    /// Whether a ServiceExport was written.
+    pub exported: bool,
+}
+
+impl Removal {
+    /// What [`DeleteFederation`] removes.
+    pub fn of(msg: &DeleteFederation) -> Self {
+        Removal { service: msg.service.clone(), carried: msg.carried.clone(), exported: msg.exported }
+    }
+
+    /// What a leftover's record names.
+    pub fn of_leftover(l: &Leftover) -> Self {
+        let carried = l
+            .objects
+            .iter()
+            .filter(|o| o.kind == "Secret" || o.kind == "ConfigMap")
+            .filter_map(|o| Some((o.kind.clone(), o.name.clone()?)))
+            .collect();
+        Removal { service: l.service.clone(), carried, exported: l.exported }
+    }
+
+    /// The objects, by kind and name, that a leftover's record lists (in teardown order).
+    pub fn objects(&self, federation: &str) -> Vec<LeftoverObject> {
+        let named = |kind: &str, name: &str| LeftoverObject { kind: kind.into(), name: Some(name.into()) };
+        let mut out = vec![
+            named("StatefulSet", federation),
+            named("Service", &self.service),
+            named("PodDisruptionBudget", federation),
+            LeftoverObject { kind: "EndpointSlice".into(), name: None },
+        ];
+        if self.exported {
+            out.push(named("ServiceExport", &self.service));
+        }
+        out.extend(self.carried.iter().map(|(k, n)| named(k, n)));
+        out
+    }
 }
 
 /// The deletes of a federation's teardown, in order: the StatefulSets first (of both APIs
@@ -33,35 +93,90 @@ pub enum Teardown {
 /// slices, the ServiceExport, the carried objects.
 pub fn plan_teardown(
     standing: &Standing<'_>,
-    msg: &DeleteFederation,
+    term: u64,
+    removal: &Removal,
+    federation: &str,
     serves_advanced: Option<bool>,
 ) -> Result<Vec<Teardown>, Refusal> {
-    gate(standing, msg.term)?;
-    let owned = |kind: &str, name: &str| Teardown::Owned { kind: kind.into(), name: name.into() };
+    gate(standing, term)?;
+    let shared = |kind: &str, name: &str| Teardown::Shared { kind: kind.into(), name: name.into() };
     let mut out = vec![Teardown::Workload(Backend::StatefulSet)];
     if serves_advanced == Some(true) {
         out.push(Teardown::Workload(Backend::AdvancedStatefulSet));
     }
-    out.push(owned("Service", &msg.service));
-    out.push(owned("PodDisruptionBudget", &msg.key.name));
+    out.push(shared("Service", &removal.service));
+    out.push(Teardown::Owned { kind: "PodDisruptionBudget".into(), name: federation.into() });
     out.push(Teardown::PublishedSlices);
-    if msg.exported {
+    if removal.exported {
         out.push(Teardown::Export);
     }
-    out.extend(msg.carried.iter().map(|(kind, name)| owned(kind, name)));
+    out.extend(removal.carried.iter().map(|(kind, name)| shared(kind, name)));
     Ok(out)
 }
 
-/// Whether an object found under a teardown's name is deleted: only spanset's (labelled with
-/// its federation), and not one being deleted already.
-pub fn deletable<K: Resource>(found: &K) -> bool {
-    let ours = found.meta().labels.as_ref().is_some_and(|l| l.contains_key(FEDERATION));
+/// Whether an object found under a teardown's name is deleted: only spanset's of `federation`
+/// (labelled with its name), and not one being deleted already.
+pub fn deletable<K: Resource>(found: &K, federation: &str) -> bool {
+    let ours = found.meta().labels.as_ref().and_then(|l| l.get(FEDERATION)).is_some_and(|f| f == federation);
     ours && found.meta().deletion_timestamp.is_none()
 }
 
 /// The teardown's answer: whether the StatefulSets and pods are all gone from the member.
 pub fn all_gone(cached: &FederationCache) -> bool {
     cached.sts.is_none() && cached.other_kind.is_none() && cached.pods.is_empty()
+}
+
+/// The step of a leftover's sweep in a member that answers, from what was read there: a
+/// returning fenced member is treated as always, its StatefulSet shrunk to nothing first, then
+/// its pods deleted, and only once none is left are its objects removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SweepStep {
+    /// Shrink this API's StatefulSet to 0 replicas (conditional on the version read).
+    Shrink(Backend),
+    /// Delete these pods, `(name, uid)`, and wait for them to go.
+    DeletePods(Vec<(String, String)>),
+    /// Pods are still terminating: wait.
+    Wait,
+    /// Nothing of it runs: remove its objects.
+    Remove,
+}
+
+/// A StatefulSet found where a leftover's record points, as the sweep judges it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundSts {
+    /// Its API.
+    pub kind: Backend,
+    /// Its `spec.replicas`.
+    pub replicas: i64,
+    /// It is being deleted.
+    pub deleting: bool,
+}
+
+/// The next step of a sweep: a StatefulSet that may still run pods is shrunk first (one API at
+/// a time), then every pod not yet being deleted is deleted, and the objects are removed only
+/// once no pod is left.
+pub fn sweep_step(found: &[FoundSts], pods: &[(String, String, bool)]) -> SweepStep {
+    if let Some(s) = found.iter().find(|s| !s.deleting && s.replicas > 0) {
+        return SweepStep::Shrink(s.kind);
+    }
+    let live: Vec<(String, String)> =
+        pods.iter().filter(|(_, _, deleting)| !deleting).map(|(n, u, _)| (n.clone(), u.clone())).collect();
+    if !live.is_empty() {
+        return SweepStep::DeletePods(live);
+    }
+    if pods.is_empty() { SweepStep::Remove } else { SweepStep::Wait }
+}
+
+/// Whether a leftover's sweep may act on the member's objects of its federation's name at all:
+/// not when a namesake federation now exists in the host (they are the namesake's, or will be
+/// adopted by it), and not when the StatefulSet found there carries another federation's uid.
+pub fn sweep_applies(msg: &SweepLeftover, found_uids: &[Option<String>]) -> bool {
+    !msg.namesake && found_uids.iter().flatten().all(|uid| *uid == msg.leftover.uid)
+}
+
+/// The other federations keeping `(kind, name)` in this member (see [`sharing::Sharers`]).
+pub fn others(sharers: &sharing::Sharers, kind: &str, name: &str) -> std::collections::BTreeSet<String> {
+    sharers.get(&(kind.to_string(), name.to_string())).cloned().unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -78,29 +193,68 @@ mod tests {
             carried: vec![("Secret".into(), "creds".into())],
             exported,
             term: 4,
+            sharers: Default::default(),
         }
     }
 
     #[test]
     fn the_statefulsets_go_first_and_the_carried_objects_last() {
-        let owned = |kind: &str, name: &str| Teardown::Owned { kind: kind.into(), name: name.into() };
+        let shared = |kind: &str, name: &str| Teardown::Shared { kind: kind.into(), name: name.into() };
+        let plan = |m: &DeleteFederation, term: Option<u64>, advanced| {
+            plan_teardown(&standing(term, 4), m.term, &Removal::of(m), &m.key.name, advanced)
+        };
         assert_eq!(
-            plan_teardown(&standing(Some(4), 4), &msg(true), Some(true)),
+            plan(&msg(true), Some(4), Some(true)),
             Ok(vec![
                 Teardown::Workload(Backend::StatefulSet),
                 Teardown::Workload(Backend::AdvancedStatefulSet),
-                owned("Service", "redis-hl"),
-                owned("PodDisruptionBudget", "redis"),
+                shared("Service", "redis-hl"),
+                Teardown::Owned { kind: "PodDisruptionBudget".into(), name: "redis".into() },
                 Teardown::PublishedSlices,
                 Teardown::Export,
-                owned("Secret", "creds"),
+                shared("Secret", "creds"),
             ])
         );
-        let plain = plan_teardown(&standing(Some(4), 4), &msg(false), None).expect("allowed");
+        let plain = plan(&msg(false), Some(4), None).expect("allowed");
         assert!(
             !plain.contains(&Teardown::Export) && !plain.contains(&Teardown::Workload(Backend::AdvancedStatefulSet))
         );
-        assert_eq!(plan_teardown(&standing(Some(5), 4), &msg(false), None), Err(Refusal::NotLeading));
+        assert_eq!(plan(&msg(false), Some(5), None), Err(Refusal::NotLeading));
+    }
+
+    #[test]
+    fn a_leftover_s_record_names_what_its_sweep_removes() {
+        let m = msg(true);
+        let removal = Removal::of(&m);
+        let leftover = Leftover {
+            federation: "redis".into(),
+            namespace: "db".into(),
+            uid: "u-1".into(),
+            since: None,
+            service: m.service.clone(),
+            exported: true,
+            objects: removal.objects("redis"),
+        };
+        assert_eq!(Removal::of_leftover(&leftover), removal);
+        let kinds: Vec<&str> = leftover.objects.iter().map(|o| o.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["StatefulSet", "Service", "PodDisruptionBudget", "EndpointSlice", "ServiceExport", "Secret"]
+        );
+    }
+
+    #[test]
+    fn a_sweep_shrinks_first_then_deletes_pods_and_removes_only_once_none_is_left() {
+        let sts = |replicas, deleting| FoundSts { kind: Backend::StatefulSet, replicas, deleting };
+        let pod = |n: &str, deleting| (n.to_string(), format!("uid-{n}"), deleting);
+        assert_eq!(sweep_step(&[sts(2, false)], &[pod("redis-4", false)]), SweepStep::Shrink(Backend::StatefulSet));
+        assert_eq!(
+            sweep_step(&[sts(0, false)], &[pod("redis-4", true), pod("redis-5", false)]),
+            SweepStep::DeletePods(vec![("redis-5".into(), "uid-redis-5".into())])
+        );
+        assert_eq!(sweep_step(&[sts(0, false)], &[pod("redis-4", true)]), SweepStep::Wait);
+        assert_eq!(sweep_step(&[sts(0, false)], &[]), SweepStep::Remove);
+        assert_eq!(sweep_step(&[sts(3, true)], &[]), SweepStep::Remove, "one being deleted already is not shrunk");
     }
 
     #[test]
@@ -117,9 +271,10 @@ mod tests {
             }
             s
         };
-        assert!(deletable(&svc(true, false)));
-        assert!(!deletable(&svc(false, false)), "the user's own Service of that name stays");
-        assert!(!deletable(&svc(true, true)));
+        assert!(deletable(&svc(true, false), "redis"));
+        assert!(!deletable(&svc(true, false), "kv"), "another federation's object of that name stays");
+        assert!(!deletable(&svc(false, false), "redis"), "the user's own Service of that name stays");
+        assert!(!deletable(&svc(true, true), "redis"));
     }
 
     #[test]
