@@ -124,6 +124,8 @@ mod tests {
                         ready_since: None,
                         trouble: None,
                         ip: None,
+                        owner: None,
+                        labelled: true,
                     };
                     (*k, p)
                 })

@@ -292,6 +292,8 @@ mod tests {
             ready_since: None,
             trouble: None,
             ip: Some(format!("10.0.0.{k}")),
+            owner: None,
+            labelled: true,
         }
     }
 

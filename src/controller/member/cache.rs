@@ -83,6 +83,14 @@ pub struct PodRecord {
     /// Its IP (`status.podIP`), once it has one: what spanset publishes for it in the other
     /// members (`spec.network`).
     pub ip: Option<String>,
+    /// The uid of the StatefulSet that controls it (its controller ownerReference), if one
+    /// does. A pod with an identity's name that the member's StatefulSet does not own (a
+    /// copied manifest, a restore) still runs that identity: it is counted like any other, but
+    /// spanset never releases it, and the federation's condition names it.
+    pub owner: Option<String>,
+    /// Whether it carries spanset's federation label. One without it (removed by hand) is
+    /// still the federation's, by its name: counted, and named.
+    pub labelled: bool,
 }
 
 impl PodRecord {
@@ -91,10 +99,19 @@ impl PodRecord {
         self.gates.iter().any(|g| g == IDENTITY_GATE)
     }
 
-    /// The record of a pod, with its ordinal, if it belongs to a federation's StatefulSet.
-    pub fn of(pod: &Pod) -> Option<(FederationKey, u32, PodRecord)> {
-        let name = pod.labels().get(FEDERATION)?.clone();
-        let ordinal: u32 = pod.name_any().strip_prefix(&format!("{name}-"))?.parse().ok()?;
+    /// The record of a pod, with its federation and ordinal, if it carries a federation's
+    /// identity: named `<federation>-<ordinal>` and either labelled with that federation, or in
+    /// a namespace where `known` says that federation is one (the label removed, or a bare pod
+    /// given an identity's name). A label is only a label, anyone may remove it: the name is
+    /// what the identity is (its DNS name, its claims), and the member's StatefulSet, named as
+    /// the federation, owns only pods so named.
+    pub fn of(pod: &Pod, known: impl Fn(&FederationKey) -> bool) -> Option<(FederationKey, u32, PodRecord)> {
+        let (set, ordinal) = statefulset_pod(pod.metadata.name.as_deref()?)?;
+        let key = FederationKey { namespace: pod.namespace().unwrap_or_default(), name: set.to_string() };
+        let labelled = pod.labels().get(FEDERATION).is_some_and(|f| *f == key.name);
+        if !labelled && !known(&key) {
+            return None;
+        }
         let status = pod.status.as_ref();
         let phase = match status.and_then(|s| s.phase.as_deref()) {
             Some("Pending") => PodPhase::Pending,
@@ -130,8 +147,64 @@ impl PodRecord {
             ready_since,
             trouble: if ready { None } else { trouble(pod) },
             ip: status.and_then(|s| s.pod_ip.clone()).filter(|ip| !ip.is_empty()),
+            owner: pod
+                .owner_references()
+                .iter()
+                .find(|r| r.controller == Some(true) && r.kind == "StatefulSet")
+                .map(|r| r.uid.clone()),
+            labelled,
         };
-        Some((FederationKey { namespace: pod.namespace().unwrap_or_default(), name }, ordinal, record))
+        Some((key, ordinal, record))
+    }
+
+    /// Why spanset's guards did not keep this pod, if they did not: the federation's label
+    /// was removed from it, or no StatefulSet made it (created by hand, a copied manifest, a
+    /// restore). spanset still counts it as running its ordinal; the federation's condition
+    /// names it, since only someone with the member's keys can end it.
+    pub fn stray(&self) -> Option<&'static str> {
+        if self.owner.is_none() {
+            Some("not made by a StatefulSet")
+        } else if !self.labelled {
+            Some("its spanset.dev/federation label was removed")
+        } else {
+            None
+        }
+    }
+
+    /// Whether the member StatefulSet `sts` (its uid) made this pod: spanset releases only
+    /// those, a pod someone else created with the identity's name waits for good.
+    pub fn owned_by(&self, sts: &str) -> bool {
+        self.owner.as_deref() == Some(sts)
+    }
+}
+
+/// The StatefulSet and ordinal a pod's name gives it: `<set>-<ordinal>`, the ordinal in the
+/// decimal a StatefulSet writes (no sign, no leading zero), the set's name not empty.
+pub fn statefulset_pod(name: &str) -> Option<(&str, u32)> {
+    let (set, ordinal) = name.rsplit_once('-')?;
+    let canonical = !ordinal.is_empty()
+        && ordinal.bytes().all(|b| b.is_ascii_digit())
+        && (ordinal == "0" || !ordinal.starts_with('0'));
+    (canonical && !set.is_empty()).then_some(())?;
+    Some((set, ordinal.parse().ok()?))
+}
+
+/// A pod as the pod watch delivered it, reduced at once to what spanset keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SeenPod {
+    /// A pod carrying a federation's identity: its federation, ordinal and record.
+    Ours(Box<(FederationKey, u32, PodRecord)>),
+    /// Another workload's pod: only its resourceVersion (a relist's bound).
+    Other(u64),
+}
+
+impl SeenPod {
+    /// Its resourceVersion.
+    pub fn rv(&self) -> u64 {
+        match self {
+            SeenPod::Ours(ours) => ours.2.rv,
+            SeenPod::Other(rv) => *rv,
+        }
     }
 }
 
@@ -784,9 +857,33 @@ impl MemberCache {
         touched
     }
 
+    /// What spanset keeps of a pod the watch or a list delivered: its record when it carries
+    /// the identity of a federation this member knows ([`PodRecord::of`]), else only its
+    /// resourceVersion. The pod watch sees every pod of the member (a label anyone may remove
+    /// cannot be what hides a pod from spanset), so most pods are another workload's: they
+    /// cost a look at their name and nothing kept.
+    pub fn seen_pod(&self, pod: &Pod) -> SeenPod {
+        match PodRecord::of(pod, |key| self.federations.contains_key(key)) {
+            Some(ours) => SeenPod::Ours(Box::new(ours)),
+            None => SeenPod::Other(rv_of(pod.metadata.resource_version.as_deref())),
+        }
+    }
+
     /// A pod was created or changed.
     pub fn pod_applied(&mut self, pod: &Pod) -> Option<FederationKey> {
-        let (key, ordinal, record) = PodRecord::of(pod)?;
+        let seen = self.seen_pod(pod);
+        self.pod_seen(seen)
+    }
+
+    /// A pod was created or changed, as [`Self::seen_pod`] kept it.
+    pub fn pod_seen(&mut self, seen: SeenPod) -> Option<FederationKey> {
+        let (key, ordinal, record) = match seen {
+            SeenPod::Ours(ours) => *ours,
+            SeenPod::Other(rv) => {
+                self.newest_rv = self.newest_rv.max(rv);
+                return None;
+            }
+        };
         self.newest_rv = self.newest_rv.max(record.rv);
         // Checked before any copy of what a report shares.
         let none = FederationCache::default();
@@ -805,7 +902,19 @@ impl MemberCache {
 
     /// A pod is gone (its kubelet confirmed, or it was force-deleted).
     pub fn pod_deleted(&mut self, pod: &Pod) -> Option<FederationKey> {
-        let (key, ordinal, record) = PodRecord::of(pod)?;
+        let seen = self.seen_pod(pod);
+        self.pod_gone(seen)
+    }
+
+    /// A pod is gone, as [`Self::seen_pod`] kept it.
+    pub fn pod_gone(&mut self, seen: SeenPod) -> Option<FederationKey> {
+        let (key, ordinal, record) = match seen {
+            SeenPod::Ours(ours) => *ours,
+            SeenPod::Other(rv) => {
+                self.newest_rv = self.newest_rv.max(rv);
+                return None;
+            }
+        };
         self.newest_rv = self.newest_rv.max(record.rv);
         let f = self.federation_mut(&key);
         if f.pods.get(&ordinal).is_some_and(|p| p.uid == record.uid) {
@@ -819,25 +928,38 @@ impl MemberCache {
     /// newer than everything listed are kept (they may postdate the list), the rest replaced;
     /// every confirmation is dropped, to be made again by an exact list.
     pub fn pods_relisted(&mut self, listed: &[Pod]) -> Vec<FederationKey> {
-        let records: Vec<(FederationKey, u32, PodRecord)> = listed.iter().filter_map(PodRecord::of).collect();
-        let bound = records.iter().map(|r| r.2.rv).max().unwrap_or(0);
+        let seen: Vec<SeenPod> = listed.iter().map(|p| self.seen_pod(p)).collect();
+        self.pods_seen_relisted(seen)
+    }
+
+    /// [`Self::pods_relisted`] of the pods as [`Self::seen_pod`] kept them (a relist buffers
+    /// these, not the objects: a member's every pod would otherwise be held at once).
+    pub fn pods_seen_relisted(&mut self, listed: Vec<SeenPod>) -> Vec<FederationKey> {
+        // Every pod listed bounds the list, ours or not.
+        let bound = listed.iter().map(SeenPod::rv).max().unwrap_or(0);
         for f in self.federations.values_mut() {
             let f = Arc::make_mut(f);
             f.pods.retain(|_, p| p.rv > bound);
             f.confirmed_for = None;
         }
-        for (key, ordinal, record) in records {
-            self.newest_rv = self.newest_rv.max(record.rv);
-            self.federation_mut(&key).pods.insert(ordinal, record);
+        self.newest_rv = self.newest_rv.max(bound);
+        for seen in listed {
+            if let SeenPod::Ours(ours) = seen {
+                let (key, ordinal, record) = *ours;
+                self.federation_mut(&key).pods.insert(ordinal, record);
+            }
         }
         self.pods_synced = true;
         self.federations.keys().cloned().collect()
     }
 
     /// Applies a quorum list of one federation's pods made at `list_rv`, after the StatefulSet
-    /// state `for_state`: exact as of `list_rv`, and a confirmation for that state.
+    /// state `for_state`: exact as of `list_rv`, and a confirmation for that state. The list
+    /// holds the namespace's pods, labelled or not: those with the federation's pod names are
+    /// its own.
     pub fn pods_confirmed(&mut self, key: &FederationKey, listed: &[Pod], list_rv: u64, for_state: StsState) {
-        let mine = listed.iter().filter_map(PodRecord::of).filter(|(k, ..)| k == key).map(|(_, k, r)| (k, r));
+        let mine = listed.iter().filter_map(|p| PodRecord::of(p, |k| k == key)).filter(|(k, ..)| k == key);
+        let mine: Vec<(u32, PodRecord)> = mine.map(|(_, k, r)| (k, r)).collect();
         self.records_confirmed(key, mine, list_rv, for_state);
     }
 
@@ -845,8 +967,9 @@ impl MemberCache {
     /// each pod read once (a controller starting with a thousand federations confirms them
     /// all with one list per member).
     pub fn pods_confirmed_all(&mut self, due: &[(FederationKey, StsState)], listed: &[Pod], list_rv: u64) {
+        let wanted: std::collections::HashSet<&FederationKey> = due.iter().map(|(k, _)| k).collect();
         let mut by_federation: HashMap<FederationKey, Vec<(u32, PodRecord)>> = HashMap::new();
-        for (key, ordinal, record) in listed.iter().filter_map(PodRecord::of) {
+        for (key, ordinal, record) in listed.iter().filter_map(|p| PodRecord::of(p, |k| wanted.contains(k))) {
             by_federation.entry(key).or_default().push((ordinal, record));
         }
         for (key, state) in due {
@@ -999,11 +1122,98 @@ mod tests {
 
     #[test]
     fn a_pod_is_filed_under_its_federation_by_label_and_name() {
-        let (k, ordinal, r) = PodRecord::of(&pod(4, "p", 7, true)).unwrap();
+        let unknown = |_: &FederationKey| false;
+        let (k, ordinal, r) = PodRecord::of(&pod(4, "p", 7, true), unknown).unwrap();
         assert_eq!((k, ordinal, r.ready, r.rv, r.node.as_deref()), (key(), 4, true, 7, Some("node-1")));
+        assert!(r.labelled);
         let mut unlabelled = pod(4, "p", 7, true);
         unlabelled.metadata.labels = None;
-        assert!(PodRecord::of(&unlabelled).is_none(), "pods of other workloads are not ours");
+        assert!(PodRecord::of(&unlabelled, unknown).is_none(), "pods of other workloads are not ours");
+        // The same pod where `redis` is a federation: its name is its identity, label or not.
+        let (k, ordinal, r) = PodRecord::of(&unlabelled, |k| *k == key()).expect("known by its name");
+        assert_eq!((k, ordinal, r.labelled), (key(), 4, false));
+        // A label naming another federation than the name does: the name decides.
+        let mut mislabelled = pod(4, "p", 7, true);
+        mislabelled.metadata.labels = Some([(FEDERATION.to_string(), "pg".to_string())].into());
+        assert!(PodRecord::of(&mislabelled, unknown).is_none());
+        assert_eq!(PodRecord::of(&mislabelled, |k| *k == key()).map(|(k, o, _)| (k, o)), Some((key(), 4)));
+    }
+
+    #[test]
+    fn a_pod_name_gives_its_statefulset_and_ordinal_only_as_a_statefulset_writes_it() {
+        assert_eq!(statefulset_pod("redis-3"), Some(("redis", 3)));
+        assert_eq!(statefulset_pod("redis-cluster-10"), Some(("redis-cluster", 10)));
+        assert_eq!(statefulset_pod("redis-0"), Some(("redis", 0)));
+        for name in ["redis-03", "redis-+3", "redis-", "-3", "redis", "redis-3a", "redis-99999999999"] {
+            assert_eq!(statefulset_pod(name), None, "{name}");
+        }
+    }
+
+    fn owned(mut p: Pod, sts_uid: &str) -> Pod {
+        p.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: "StatefulSet".into(),
+            name: "redis".into(),
+            uid: sts_uid.into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        p
+    }
+
+    #[test]
+    fn a_pod_whose_label_is_removed_stays_counted_and_a_bare_namesake_is_counted_too() {
+        let mut c = MemberCache::default();
+        c.sts_applied(&sts(1, 1, 3, 0, 4), Backend::StatefulSet);
+        let due = c.federations[&key()].confirmation_due().unwrap();
+        c.pods_confirmed(&key(), &[owned(pod(3, "p3", 4, true), "s-1")], 5, due);
+        let record = &c.federations[&key()].pods[&3];
+        assert!(record.owned_by("s-1") && record.labelled && record.stray().is_none());
+        // `kubectl label pod redis-3 spanset.dev/federation-`: a change, not a departure.
+        let mut hidden = owned(pod(3, "p3", 6, true), "s-1");
+        hidden.metadata.labels = Some([("app".to_string(), "redis".to_string())].into());
+        assert_eq!(c.pod_applied(&hidden), Some(key()));
+        let record = &c.federations[&key()].pods[&3];
+        assert_eq!((record.uid.as_str(), record.labelled), ("p3", false));
+        assert_eq!(record.stray(), Some("its spanset.dev/federation label was removed"));
+        // A confirming list sees it as well, and a relist of the watch.
+        c.pods_confirmed(
+            &key(),
+            std::slice::from_ref(&hidden),
+            7,
+            StsState::Present { uid: "s-1".into(), generation: 1 },
+        );
+        assert!(c.federations[&key()].pods.contains_key(&3));
+        c.pods_relisted(std::slice::from_ref(&hidden));
+        assert!(c.federations[&key()].pods.contains_key(&3));
+        // A bare pod with ordinal 0's name and no owner: counted, never owned.
+        let bare = pod(0, "b0", 8, true);
+        c.pod_applied(&bare);
+        let record = &c.federations[&key()].pods[&0];
+        assert!(!record.owned_by("s-1"));
+        assert_eq!(record.stray(), Some("not made by a StatefulSet"));
+        // Only its deletion takes it out.
+        c.pod_deleted(&hidden);
+        assert!(!c.federations[&key()].pods.contains_key(&3));
+        // Another workload's pod in the namespace is kept nowhere, though it moves the bound.
+        let mut web = pod(1, "w1", 20, true);
+        web.metadata.name = Some("web-1".into());
+        web.metadata.labels = None;
+        assert_eq!(c.seen_pod(&web), SeenPod::Other(20));
+        assert_eq!(c.pod_applied(&web), None);
+        assert!(!c.federations.contains_key(&FederationKey { namespace: "db".into(), name: "web".into() }));
+    }
+
+    #[test]
+    fn a_relist_bound_counts_the_pods_of_other_workloads() {
+        let mut c = MemberCache::default();
+        c.pod_applied(&pod(2, "p2", 30, true));
+        // Listed at a version past 30 (another workload's pod at 40): redis-2 is gone.
+        let mut web = pod(1, "w1", 40, true);
+        web.metadata.name = Some("web-1".into());
+        web.metadata.labels = None;
+        c.pods_relisted(&[web]);
+        assert!(!c.federations[&key()].pods.contains_key(&2), "deleted before the relist");
     }
 
     #[test]

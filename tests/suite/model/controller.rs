@@ -87,6 +87,9 @@ fn member_view(view: &View, now: Instant) -> MemberView {
                 ready_since: p.ready.then_some(jiff::Timestamp::UNIX_EPOCH),
                 trouble: None,
                 ip: None,
+                // The model's pods are all its StatefulSet's.
+                owner: sts.as_ref().map(|s| s.uid.clone()),
+                labelled: true,
             };
             (*k, record)
         })
