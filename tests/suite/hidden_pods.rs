@@ -5,7 +5,8 @@
 //! - with that guard's binding deleted (an administrator's emergency step), the label removed,
 //!   the pod's node cut off (its containers keep running) and the member's weight set to 0, the
 //!   pod's ordinal starts nowhere else while the hidden pod runs: spanset knows the pod by its
-//!   name, its `Degraded` condition names it, and the ordinal moves once the pod is really gone;
+//!   name (also a controller started while it hides), its `Degraded` condition names it, and
+//!   the ordinal moves once the pod is really gone;
 //! - a bare pod with redis-0's name and labels created in another member while redis-0 runs is
 //!   refused by the guards; with their bindings deleted it is accepted, and then the ledger
 //!   reports the identity running twice and spanset's `IdentityConflict` names the bare pod.
@@ -106,7 +107,7 @@ async fn removing_spanset_s_label_from_a_pod_is_refused_by_the_member() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_whose_label_was_removed_keeps_its_ordinal_from_starting_elsewhere() {
-    let (f, _c) = settled().await;
+    let (f, mut c) = settled().await;
     let east_pods: Api<Pod> = Api::namespaced(f.member("east").await, "default");
     let west_pods: Api<Pod> = Api::namespaced(f.member("west").await, "default");
     // East's highest ordinal, the one a move to west takes first.
@@ -126,7 +127,7 @@ async fn a_pod_whose_label_was_removed_keeps_its_ordinal_from_starting_elsewhere
     // its network, keeps running. Until spanset says it sees that pod, every look finds
     // ordinal 2 running nowhere but east and the ledger clean.
     let named = "redis-2 in east (its spanset.dev/federation label was removed)";
-    support::eventually("Degraded names the hidden pod while east's StatefulSet lets ordinal 2 go", || async {
+    let not_twice = || async {
         if let Some(p) = west_pods.get_opt("redis-2").await.expect("west's pods read") {
             let phase = p.status.and_then(|s| s.phase);
             assert_ne!(phase.as_deref(), Some("Running"), "ordinal 2 started in west while east's hidden pod runs");
@@ -134,11 +135,38 @@ async fn a_pod_whose_label_was_removed_keeps_its_ordinal_from_starting_elsewhere
         if let Some(v) = ledger_violation(&f) {
             panic!("the ledger found an identity running twice: {v}");
         }
+    };
+    support::eventually("Degraded names the hidden pod while east's StatefulSet lets ordinal 2 go", || async {
+        not_twice().await;
         let shrunk = f.member_slice("east", "redis").await.is_some_and(|(_, r)| r < 3);
         shrunk && condition(&f, "Degraded", "StrayPods").await.is_some_and(|m| m.contains(named))
     })
     .await;
     assert_eq!(f.member_slice("west", "redis").await, Some((3, 3)), "west's spec never gained ordinal 2");
+
+    // A controller that starts now never saw the pod labelled: its watches' first lists and its
+    // confirming lists find it by name alone. It takes over (stamping the members with its
+    // term) and is given every chance to act wrongly.
+    let term = || async {
+        let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(f.member("east").await, "default");
+        let sts = sts.get("redis").await.expect("east's StatefulSet");
+        sts.annotations().get("spanset.dev/term").and_then(|t| t.parse::<u64>().ok()).unwrap_or(0)
+    };
+    let old_term = term().await;
+    c.kill();
+    let next = Controller::start(&f.sandbox, "controller-2");
+    support::eventually("the new controller leads and has stamped east", || async {
+        not_twice().await;
+        term().await > old_term
+    })
+    .await;
+    tokio::task::block_in_place(|| next.wait_reconciles("redis", 5));
+    not_twice().await;
+    assert_eq!(f.member_slice("west", "redis").await, Some((3, 3)), "west's spec never gained ordinal 2");
+    support::eventually("the new controller names the hidden pod", || async {
+        condition(&f, "Degraded", "StrayPods").await.is_some_and(|m| m.contains(named))
+    })
+    .await;
     let still = east_pods.get("redis-2").await.expect("the hidden pod is still there");
     assert_eq!(still.uid(), hidden.uid());
 
