@@ -995,6 +995,22 @@ mod tests {
     }
 
     #[test]
+    fn one_list_of_every_pod_confirms_each_federation_with_its_unlabelled_pods() {
+        let other = |name: &str| FederationKey { namespace: "db".into(), name: name.into() };
+        let mut hidden = pod(1, "h1", 9, true);
+        hidden.metadata.labels = None;
+        let mut stranger = pod(0, "s0", 9, true);
+        (stranger.metadata.name, stranger.metadata.labels) = (Some("web-0".into()), None);
+        let due = [(key(), StsState::Absent), (other("pg"), StsState::Absent)];
+        let mut c = MemberCache::default();
+        c.pods_confirmed_all(&due, &[hidden, stranger], 10);
+        assert_eq!(c.federations[&key()].pods.keys().copied().collect::<Vec<_>>(), [1], "redis-1, by its name");
+        assert!(!c.federations[&key()].pods[&1].labelled);
+        assert!(c.federations[&other("pg")].pods.is_empty());
+        assert!(!c.federations.contains_key(&other("web")), "a pod of no federation is kept nowhere");
+    }
+
+    #[test]
     fn a_relist_bound_counts_the_pods_of_other_workloads() {
         let mut c = MemberCache::default();
         c.pod_applied(&pod(2, "p2", 30, true));
