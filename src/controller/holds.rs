@@ -125,6 +125,8 @@ mod tests {
                         ready_seen: None,
                         trouble: None,
                         ip: None,
+                        owner: None,
+                        labelled: true,
                     };
                     (*k, p)
                 })

@@ -293,6 +293,8 @@ mod tests {
             ready_seen: None,
             trouble: None,
             ip: Some(format!("10.0.0.{k}")),
+            owner: None,
+            labelled: true,
         }
     }
 

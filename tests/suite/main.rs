@@ -33,6 +33,7 @@ mod failover;
 mod faults;
 mod features;
 mod fencing;
+mod hidden_pods;
 mod hung_member;
 mod identity_gate;
 mod idle;

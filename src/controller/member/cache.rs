@@ -13,7 +13,6 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     sync::Arc,
-    time::{Duration, Instant},
 };
 
 use k8s_openapi::api::{
@@ -22,6 +21,7 @@ use k8s_openapi::api::{
 };
 use kube::{ResourceExt, api::DynamicObject};
 
+pub use super::pod_record::{PodPhase, PodRecord, REVISION_LABEL, SeenPod, statefulset_pod};
 use super::{
     budget::{BudgetRecord, cordoned},
     endpoints::SliceRecord,
@@ -29,7 +29,7 @@ use super::{
     workload::{observed_generation, ordinals_start, stored_slice},
 };
 use crate::{
-    controller::labels::{FEDERATION, FEDERATION_UID, IDENTITY_GATE, TEMPLATE_HASH, TERM},
+    controller::labels::{FEDERATION, FEDERATION_UID, TEMPLATE_HASH, TERM},
     plan::{Backend, Slice},
 };
 
@@ -38,165 +38,6 @@ use crate::{
 /// "newer than"; an unparsable one counts as 0, the oldest, which only delays confirmations.
 pub fn rv_of(meta_rv: Option<&str>) -> u64 {
     meta_rv.and_then(|v| v.parse().ok()).unwrap_or(0)
-}
-
-/// A pod's phase, as far as spanset cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodPhase {
-    /// Not yet running (scheduling, pulling, starting).
-    Pending,
-    /// Running.
-    Running,
-    /// Ended (Succeeded or Failed): its containers no longer run.
-    Ended,
-    /// Unknown or unreported.
-    Unknown,
-}
-
-/// What spanset keeps of a pod: enough to tell whether its identity runs here, and whether it
-/// is Ready. About a hundred bytes, against tens of kilobytes for the object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodRecord {
-    /// The pod's uid (one incarnation).
-    pub uid: String,
-    /// The node it is bound to.
-    pub node: Option<String>,
-    /// Its phase.
-    pub phase: PodPhase,
-    /// Running and Ready.
-    pub ready: bool,
-    /// Being deleted (still running until its kubelet confirms).
-    pub deleting: bool,
-    /// The resourceVersion of this record.
-    pub rv: u64,
-    /// Its scheduling gates (`spec.schedulingGates` names): while spanset's identity gate is
-    /// among them, the pod waits unscheduled for spanset's release.
-    pub gates: Vec<String>,
-    /// Its `controller-revision-hash` label: the member StatefulSet's revision it was made
-    /// (or updated in place) from. A rollout compares it with the member's `updateRevision`.
-    pub revision: Option<String>,
-    /// Its Ready condition's transition time, while Ready, as the member wrote it: on the
-    /// member's clock, so never compared with this process's; only a mark telling one Ready
-    /// period from the next (a pod that went unready and Ready again between two looks).
-    pub ready_since: Option<jiff::Timestamp>,
-    /// When this process first saw it Ready in its current Ready period, on this process's
-    /// monotonic clock: what `minReadySeconds` is judged on (see [`PodRecord::ready_for`]).
-    pub ready_seen: Option<Instant>,
-    /// While not Ready: what keeps it from running, in a few words (`container redis: waiting:
-    /// ImagePullBackOff: Back-off pulling image "redis:7.9"`), for a stuck rollout to name.
-    pub trouble: Option<String>,
-    /// Its IP (`status.podIP`), once it has one: what spanset publishes for it in the other
-    /// members (`spec.network`).
-    pub ip: Option<String>,
-}
-
-impl PodRecord {
-    /// How long this process has seen the pod Ready, at `now` (its monotonic clock): the pod
-    /// is available once that reaches `minReadySeconds`. One clock judges the whole duration,
-    /// so a member whose clock runs ahead or behind changes nothing. The watcher sees Ready
-    /// at or after the moment the member's kubelet set it (never before), so this counts a pod
-    /// available later than the member would, by the watch's delay (or, after this process
-    /// starts or relists, by the time the pod had been Ready already), and never earlier.
-    pub fn ready_for(&self, now: Instant) -> Option<Duration> {
-        self.ready_seen.filter(|_| self.ready).map(|t| now.saturating_duration_since(t))
-    }
-
-    /// Keeps the moment Ready was first seen from `old`, the record this one replaces, when
-    /// both show the same incarnation in the same Ready period.
-    fn keep_ready_seen(&mut self, old: Option<&PodRecord>) {
-        if let Some(old) = old
-            && self.ready
-            && old.ready
-            && old.uid == self.uid
-            && old.ready_since == self.ready_since
-        {
-            self.ready_seen = old.ready_seen.or(self.ready_seen);
-        }
-    }
-
-    /// Whether the pod still waits for spanset's release (carries the identity gate).
-    pub fn gated(&self) -> bool {
-        self.gates.iter().any(|g| g == IDENTITY_GATE)
-    }
-
-    /// The record of a pod, with its ordinal, if it belongs to a federation's StatefulSet.
-    pub fn of(pod: &Pod) -> Option<(FederationKey, u32, PodRecord)> {
-        let name = pod.labels().get(FEDERATION)?.clone();
-        let ordinal: u32 = pod.name_any().strip_prefix(&format!("{name}-"))?.parse().ok()?;
-        let status = pod.status.as_ref();
-        let phase = match status.and_then(|s| s.phase.as_deref()) {
-            Some("Pending") => PodPhase::Pending,
-            Some("Running") => PodPhase::Running,
-            Some("Succeeded" | "Failed") => PodPhase::Ended,
-            _ => PodPhase::Unknown,
-        };
-        let ready = phase == PodPhase::Running
-            && status
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        let deleting = pod.metadata.deletion_timestamp.is_some();
-        let ready_since = status
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
-            .and_then(|c| c.last_transition_time.as_ref())
-            .map(|t| t.0)
-            .filter(|_| ready);
-        let ready = ready && !deleting;
-        let record = PodRecord {
-            uid: pod.uid().unwrap_or_default(),
-            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-            phase,
-            ready,
-            deleting,
-            rv: rv_of(pod.metadata.resource_version.as_deref()),
-            gates: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.scheduling_gates.as_ref())
-                .map(|g| g.iter().map(|g| g.name.clone()).collect())
-                .unwrap_or_default(),
-            revision: pod.labels().get(REVISION_LABEL).cloned(),
-            ready_since,
-            // First seen Ready now, unless the record it replaces saw it so before.
-            ready_seen: ready.then(Instant::now),
-            trouble: if ready { None } else { trouble(pod) },
-            ip: status.and_then(|s| s.pod_ip.clone()).filter(|ip| !ip.is_empty()),
-        };
-        Some((FederationKey { namespace: pod.namespace().unwrap_or_default(), name }, ordinal, record))
-    }
-}
-
-/// The label a StatefulSet controller (apps/v1 and Kruise alike) puts on each pod: the name
-/// of the ControllerRevision the pod's spec comes from.
-pub const REVISION_LABEL: &str = "controller-revision-hash";
-
-/// Why a pod that is not Ready is not: the first container (init containers first) that is
-/// waiting or terminated, with its reason and message; else an unschedulable pod's reason;
-/// else its phase. Short, for a condition and an Event.
-fn trouble(pod: &Pod) -> Option<String> {
-    let status = pod.status.as_ref()?;
-    let containers = status.init_container_statuses.iter().flatten().chain(status.container_statuses.iter().flatten());
-    for c in containers.filter(|c| !c.ready) {
-        let state = c.state.as_ref();
-        if let Some(w) = state.and_then(|s| s.waiting.as_ref()).filter(|w| w.reason.is_some()) {
-            let msg = w.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
-            return Some(format!("container {}: waiting: {}{msg}", c.name, w.reason.as_deref().unwrap_or("")));
-        }
-        if let Some(t) = state.and_then(|s| s.terminated.as_ref()) {
-            let reason = t.reason.as_deref().unwrap_or("Terminated");
-            return Some(format!("container {}: terminated: {reason} (exit code {})", c.name, t.exit_code));
-        }
-    }
-    let unscheduled =
-        status.conditions.iter().flatten().find(|c| c.type_ == "PodScheduled" && c.status == "False").map(|c| match c
-            .reason
-            .as_deref()
-        {
-            // Waiting for a gate's owner (spanset's identity release, or another's): not stuck.
-            Some("SchedulingGated") => "scheduling gated".to_string(),
-            _ => format!("not scheduled: {}", c.message.as_deref().or(c.reason.as_deref()).unwrap_or("")),
-        });
-    unscheduled.or_else(|| status.phase.as_ref().map(|p| format!("phase {p}, not Ready")))
 }
 
 /// What spanset keeps of a PersistentVolumeClaim: enough to find an ordinal's claims and
@@ -815,9 +656,33 @@ impl MemberCache {
         touched
     }
 
+    /// What spanset keeps of a pod the watch or a list delivered: its record when it carries
+    /// the identity of a federation this member knows ([`PodRecord::of`]), else only its
+    /// resourceVersion. The pod watch sees every pod of the member (a label anyone may remove
+    /// cannot be what hides a pod from spanset), so most pods are another workload's: they
+    /// cost a look at their name and nothing kept.
+    pub fn seen_pod(&self, pod: &Pod) -> SeenPod {
+        match PodRecord::of(pod, |key| self.federations.contains_key(key)) {
+            Some(ours) => SeenPod::Ours(Box::new(ours)),
+            None => SeenPod::Other(rv_of(pod.metadata.resource_version.as_deref())),
+        }
+    }
+
     /// A pod was created or changed.
     pub fn pod_applied(&mut self, pod: &Pod) -> Option<FederationKey> {
-        let (key, ordinal, mut record) = PodRecord::of(pod)?;
+        let seen = self.seen_pod(pod);
+        self.pod_seen(seen)
+    }
+
+    /// A pod was created or changed, as [`Self::seen_pod`] kept it.
+    pub fn pod_seen(&mut self, seen: SeenPod) -> Option<FederationKey> {
+        let (key, ordinal, mut record) = match seen {
+            SeenPod::Ours(ours) => *ours,
+            SeenPod::Other(rv) => {
+                self.newest_rv = self.newest_rv.max(rv);
+                return None;
+            }
+        };
         self.newest_rv = self.newest_rv.max(record.rv);
         // Checked before any copy of what a report shares.
         let none = FederationCache::default();
@@ -837,7 +702,19 @@ impl MemberCache {
 
     /// A pod is gone (its kubelet confirmed, or it was force-deleted).
     pub fn pod_deleted(&mut self, pod: &Pod) -> Option<FederationKey> {
-        let (key, ordinal, record) = PodRecord::of(pod)?;
+        let seen = self.seen_pod(pod);
+        self.pod_gone(seen)
+    }
+
+    /// A pod is gone, as [`Self::seen_pod`] kept it.
+    pub fn pod_gone(&mut self, seen: SeenPod) -> Option<FederationKey> {
+        let (key, ordinal, record) = match seen {
+            SeenPod::Ours(ours) => *ours,
+            SeenPod::Other(rv) => {
+                self.newest_rv = self.newest_rv.max(rv);
+                return None;
+            }
+        };
         self.newest_rv = self.newest_rv.max(record.rv);
         let f = self.federation_mut(&key);
         if f.pods.get(&ordinal).is_some_and(|p| p.uid == record.uid) {
@@ -851,28 +728,45 @@ impl MemberCache {
     /// newer than everything listed are kept (they may postdate the list), the rest replaced;
     /// every confirmation is dropped, to be made again by an exact list.
     pub fn pods_relisted(&mut self, listed: &[Pod]) -> Vec<FederationKey> {
-        let mut records: Vec<(FederationKey, u32, PodRecord)> = listed.iter().filter_map(PodRecord::of).collect();
-        for (key, ordinal, record) in &mut records {
-            record.keep_ready_seen(self.federations.get(key).and_then(|f| f.pods.get(ordinal)));
+        let seen: Vec<SeenPod> = listed.iter().map(|p| self.seen_pod(p)).collect();
+        self.pods_seen_relisted(seen)
+    }
+
+    /// [`Self::pods_relisted`] of the pods as [`Self::seen_pod`] kept them (a relist buffers
+    /// these, not the objects: a member's every pod would otherwise be held at once).
+    pub fn pods_seen_relisted(&mut self, listed: Vec<SeenPod>) -> Vec<FederationKey> {
+        // Every pod listed bounds the list, ours or not.
+        let bound = listed.iter().map(SeenPod::rv).max().unwrap_or(0);
+        let mut listed = listed;
+        for seen in &mut listed {
+            if let SeenPod::Ours(ours) = seen {
+                let (key, ordinal, record) = &mut **ours;
+                record.keep_ready_seen(self.federations.get(key).and_then(|f| f.pods.get(ordinal)));
+            }
         }
-        let bound = records.iter().map(|r| r.2.rv).max().unwrap_or(0);
         for f in self.federations.values_mut() {
             let f = Arc::make_mut(f);
             f.pods.retain(|_, p| p.rv > bound);
             f.confirmed_for = None;
         }
-        for (key, ordinal, record) in records {
-            self.newest_rv = self.newest_rv.max(record.rv);
-            self.federation_mut(&key).pods.insert(ordinal, record);
+        self.newest_rv = self.newest_rv.max(bound);
+        for seen in listed {
+            if let SeenPod::Ours(ours) = seen {
+                let (key, ordinal, record) = *ours;
+                self.federation_mut(&key).pods.insert(ordinal, record);
+            }
         }
         self.pods_synced = true;
         self.federations.keys().cloned().collect()
     }
 
     /// Applies a quorum list of one federation's pods made at `list_rv`, after the StatefulSet
-    /// state `for_state`: exact as of `list_rv`, and a confirmation for that state.
+    /// state `for_state`: exact as of `list_rv`, and a confirmation for that state. The list
+    /// holds the namespace's pods, labelled or not: those with the federation's pod names are
+    /// its own.
     pub fn pods_confirmed(&mut self, key: &FederationKey, listed: &[Pod], list_rv: u64, for_state: StsState) {
-        let mine = listed.iter().filter_map(PodRecord::of).filter(|(k, ..)| k == key).map(|(_, k, r)| (k, r));
+        let mine = listed.iter().filter_map(|p| PodRecord::of(p, |k| k == key)).filter(|(k, ..)| k == key);
+        let mine: Vec<(u32, PodRecord)> = mine.map(|(_, k, r)| (k, r)).collect();
         self.records_confirmed(key, mine, list_rv, for_state);
     }
 
@@ -880,8 +774,9 @@ impl MemberCache {
     /// each pod read once (a controller starting with a thousand federations confirms them
     /// all with one list per member).
     pub fn pods_confirmed_all(&mut self, due: &[(FederationKey, StsState)], listed: &[Pod], list_rv: u64) {
+        let wanted: std::collections::HashSet<&FederationKey> = due.iter().map(|(k, _)| k).collect();
         let mut by_federation: HashMap<FederationKey, Vec<(u32, PodRecord)>> = HashMap::new();
-        for (key, ordinal, record) in listed.iter().filter_map(PodRecord::of) {
+        for (key, ordinal, record) in listed.iter().filter_map(|p| PodRecord::of(p, |k| wanted.contains(k))) {
             by_federation.entry(key).or_default().push((ordinal, record));
         }
         for (key, state) in due {
@@ -931,7 +826,10 @@ impl MemberCache {
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, Instant};
+
     use super::*;
+    use crate::controller::labels::IDENTITY_GATE;
 
     fn key() -> FederationKey {
         FederationKey { namespace: "db".into(), name: "redis".into() }
@@ -1036,11 +934,104 @@ mod tests {
 
     #[test]
     fn a_pod_is_filed_under_its_federation_by_label_and_name() {
-        let (k, ordinal, r) = PodRecord::of(&pod(4, "p", 7, true)).unwrap();
+        let unknown = |_: &FederationKey| false;
+        let (k, ordinal, r) = PodRecord::of(&pod(4, "p", 7, true), unknown).unwrap();
         assert_eq!((k, ordinal, r.ready, r.rv, r.node.as_deref()), (key(), 4, true, 7, Some("node-1")));
+        assert!(r.labelled);
         let mut unlabelled = pod(4, "p", 7, true);
         unlabelled.metadata.labels = None;
-        assert!(PodRecord::of(&unlabelled).is_none(), "pods of other workloads are not ours");
+        assert!(PodRecord::of(&unlabelled, unknown).is_none(), "pods of other workloads are not ours");
+        // The same pod where `redis` is a federation: its name is its identity, label or not.
+        let (k, ordinal, r) = PodRecord::of(&unlabelled, |k| *k == key()).expect("known by its name");
+        assert_eq!((k, ordinal, r.labelled), (key(), 4, false));
+        // A label naming another federation than the name does: the name decides.
+        let mut mislabelled = pod(4, "p", 7, true);
+        mislabelled.metadata.labels = Some([(FEDERATION.to_string(), "pg".to_string())].into());
+        assert!(PodRecord::of(&mislabelled, unknown).is_none());
+        assert_eq!(PodRecord::of(&mislabelled, |k| *k == key()).map(|(k, o, _)| (k, o)), Some((key(), 4)));
+    }
+
+    fn owned(mut p: Pod, sts_uid: &str) -> Pod {
+        p.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: "StatefulSet".into(),
+            name: "redis".into(),
+            uid: sts_uid.into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        p
+    }
+
+    #[test]
+    fn a_pod_whose_label_is_removed_stays_counted_and_a_bare_namesake_is_counted_too() {
+        let mut c = MemberCache::default();
+        c.sts_applied(&sts(1, 1, 3, 0, 4), Backend::StatefulSet);
+        let due = c.federations[&key()].confirmation_due().unwrap();
+        c.pods_confirmed(&key(), &[owned(pod(3, "p3", 4, true), "s-1")], 5, due);
+        let record = &c.federations[&key()].pods[&3];
+        assert!(record.owned_by("s-1") && record.labelled && record.stray().is_none());
+        // `kubectl label pod redis-3 spanset.dev/federation-`: a change, not a departure.
+        let mut hidden = owned(pod(3, "p3", 6, true), "s-1");
+        hidden.metadata.labels = Some([("app".to_string(), "redis".to_string())].into());
+        assert_eq!(c.pod_applied(&hidden), Some(key()));
+        let record = &c.federations[&key()].pods[&3];
+        assert_eq!((record.uid.as_str(), record.labelled), ("p3", false));
+        assert_eq!(record.stray(), Some("its spanset.dev/federation label was removed"));
+        // A confirming list sees it as well, and a relist of the watch.
+        c.pods_confirmed(
+            &key(),
+            std::slice::from_ref(&hidden),
+            7,
+            StsState::Present { uid: "s-1".into(), generation: 1 },
+        );
+        assert!(c.federations[&key()].pods.contains_key(&3));
+        c.pods_relisted(std::slice::from_ref(&hidden));
+        assert!(c.federations[&key()].pods.contains_key(&3));
+        // A bare pod with ordinal 0's name and no owner: counted, never owned.
+        let bare = pod(0, "b0", 8, true);
+        c.pod_applied(&bare);
+        let record = &c.federations[&key()].pods[&0];
+        assert!(!record.owned_by("s-1"));
+        assert_eq!(record.stray(), Some("not made by a StatefulSet"));
+        // Only its deletion takes it out.
+        c.pod_deleted(&hidden);
+        assert!(!c.federations[&key()].pods.contains_key(&3));
+        // Another workload's pod in the namespace is kept nowhere, though it moves the bound.
+        let mut web = pod(1, "w1", 20, true);
+        web.metadata.name = Some("web-1".into());
+        web.metadata.labels = None;
+        assert_eq!(c.seen_pod(&web), SeenPod::Other(20));
+        assert_eq!(c.pod_applied(&web), None);
+        assert!(!c.federations.contains_key(&FederationKey { namespace: "db".into(), name: "web".into() }));
+    }
+
+    #[test]
+    fn one_list_of_every_pod_confirms_each_federation_with_its_unlabelled_pods() {
+        let other = |name: &str| FederationKey { namespace: "db".into(), name: name.into() };
+        let mut hidden = pod(1, "h1", 9, true);
+        hidden.metadata.labels = None;
+        let mut stranger = pod(0, "s0", 9, true);
+        (stranger.metadata.name, stranger.metadata.labels) = (Some("web-0".into()), None);
+        let due = [(key(), StsState::Absent), (other("pg"), StsState::Absent)];
+        let mut c = MemberCache::default();
+        c.pods_confirmed_all(&due, &[hidden, stranger], 10);
+        assert_eq!(c.federations[&key()].pods.keys().copied().collect::<Vec<_>>(), [1], "redis-1, by its name");
+        assert!(!c.federations[&key()].pods[&1].labelled);
+        assert!(c.federations[&other("pg")].pods.is_empty());
+        assert!(!c.federations.contains_key(&other("web")), "a pod of no federation is kept nowhere");
+    }
+
+    #[test]
+    fn a_relist_bound_counts_the_pods_of_other_workloads() {
+        let mut c = MemberCache::default();
+        c.pod_applied(&pod(2, "p2", 30, true));
+        // Listed at a version past 30 (another workload's pod at 40): redis-2 is gone.
+        let mut web = pod(1, "w1", 40, true);
+        web.metadata.name = Some("web-1".into());
+        web.metadata.labels = None;
+        c.pods_relisted(&[web]);
+        assert!(!c.federations[&key()].pods.contains_key(&2), "deleted before the relist");
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod endpoints;
 pub mod health;
 pub mod identity;
 pub mod objects;
+pub mod pod_record;
 pub mod sharing;
 pub mod storage;
 pub mod supporting;

@@ -56,7 +56,8 @@ pub(super) fn member_writes(cx: &Scope<'_>, obs: &Observed, ok: &Ordinals, homes
 /// m is reachable, unfenced, and its StatefulSet is the one this process wrote in this term
 /// (stamped with it, spec not changed by anyone since) and selects k, an ordinal of the
 /// federation's range (a drift stamped as spanset's own is shrunk by the next plan); the pod
-/// carries the identity gate and is not being deleted; and every other member that counts
+/// carries the identity gate, is not being deleted and was made by that StatefulSet (a pod
+/// someone else created with the identity's name is never released); and every other member that counts
 /// (unfenced, or fenced but answering again: [`plan::steps::counts`]) is confirmed not to hold
 /// k in its spec nor to have a pod for k — the at-most-one rule's condition for a grow
 /// (`Holders::free_for`): each is observed since its last write (an unreachable member counts
@@ -87,7 +88,10 @@ fn releases(
             continue;
         }
         for (k, pod) in &f.pods {
-            if !pod.gated() || pod.deleting || !sts.slice.contains(*k) || !range.contains(k) {
+            // Only a pod its StatefulSet made: one created by someone else with the identity's
+            // name (a copied manifest, a restore) is no pod of spanset's to start.
+            if !pod.gated() || pod.deleting || !pod.owned_by(&sts.uid) || !sts.slice.contains(*k) || !range.contains(k)
+            {
                 continue;
             }
             // Its name must not answer twice: spanset's records here drop k's old address first.

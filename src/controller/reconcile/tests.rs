@@ -58,6 +58,8 @@ fn settled(f: &FederatedStatefulSet, start: u32, replicas: u32, term: u64) -> Me
                 ready_seen: Instant::now().checked_sub(Duration::from_secs(3600)),
                 trouble: None,
                 ip: None,
+                owner: Some(format!("sts-{start}")),
+                labelled: true,
             };
             (k, p)
         })
@@ -430,6 +432,33 @@ fn an_ordinal_running_in_two_members_is_named_with_both_in_a_condition() {
 }
 
 #[test]
+fn pods_outside_spanset_s_guards_are_counted_and_named() {
+    let f = fsts(&[("east", 1), ("west", 1)]);
+    // West runs a bare redis-1 (nobody's StatefulSet made it); east's redis-4 lost its label.
+    let west = reporting(settled(&f, 3, 3, 7), |v| {
+        let fed = Arc::make_mut(&mut v.federation);
+        let mut p = fed.pods[&3].clone();
+        p.uid = "bare-1".into();
+        p.owner = None;
+        fed.pods.insert(1, p);
+        fed.pods.get_mut(&4).unwrap().labelled = false;
+    });
+    let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), west)]);
+    let d = decide_now(&f, &members, 7);
+    assert_eq!(d.conflicts, [Conflict { ordinal: 1, members: vec!["east".into(), "west".into()] }]);
+    let c = d.status.conditions.iter().find(|c| c.type_ == types::IDENTITY_CONFLICT).expect("the condition");
+    assert_eq!(c.message, "redis-1 runs in east and west (in west: not made by a StatefulSet)");
+    let c = d.status.conditions.iter().find(|c| c.type_ == types::DEGRADED).expect("Degraded");
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "StrayPods"));
+    assert!(
+        c.message.contains("redis-1 in west (not made by a StatefulSet)")
+            && c.message.contains("redis-4 in west (its spanset.dev/federation label was removed)"),
+        "{}",
+        c.message
+    );
+}
+
+#[test]
 fn a_duplicate_member_gets_no_slice_is_not_observed_and_is_named_in_degraded() {
     let f = fsts(&[("east", 1), ("east-2", 1), ("west", 1)]);
     let why = r#"reaches the same cluster as MemberCluster "east" (clusterID u1)"#;
@@ -664,6 +693,7 @@ fn gated_pod(m: MemberInput, k: u32, other_gates: &[&str]) -> MemberInput {
     reporting(m, |v| {
         let mut gates = vec![IDENTITY_GATE.to_string()];
         gates.extend(other_gates.iter().map(|g| g.to_string()));
+        let owner = v.federation.sts.as_ref().map(|s| s.uid.clone());
         Arc::make_mut(&mut v.federation).pods.insert(
             k,
             PodRecord {
@@ -679,6 +709,8 @@ fn gated_pod(m: MemberInput, k: u32, other_gates: &[&str]) -> MemberInput {
                 ready_seen: None,
                 trouble: None,
                 ip: None,
+                owner,
+                labelled: true,
             },
         );
     })
@@ -717,6 +749,12 @@ fn a_gated_pod_is_released_once_no_other_member_holds_or_runs_its_ordinal() {
     });
     let members_deleting = BTreeMap::from([("east".into(), deleting), ("west".into(), settled(&f, 3, 3, 7))]);
     assert!(decide_now(&f, &members_deleting, 7).releases.is_empty());
+    // Not made by east's StatefulSet (a copied manifest that carried the gate): never.
+    let bare = reporting(members["east"].clone(), |v| {
+        Arc::make_mut(&mut v.federation).pods.get_mut(&2).unwrap().owner = None;
+    });
+    let members_bare = BTreeMap::from([("east".into(), bare), ("west".into(), settled(&f, 3, 3, 7))]);
+    assert!(decide_now(&f, &members_bare, 7).releases.is_empty());
     // Beyond the federation's range (a drift stamped as spanset's own): waits for the shrink.
     assert_eq!(f.spec.replicas, 6);
     let beyond = gated_pod(

@@ -46,7 +46,7 @@ pub(super) fn verdicts(cx: &Scope<'_>, round: &Round<'_>, standing: &Standing<'_
         Verdict::yes(types::CLUSTER_UNREACHABLE, "Unreachable", msg)
     });
     verdicts.push(updating(&round.avail.roll, on_delete(cx.fsts)));
-    verdicts.push(identity_conflict(&cx.name(), &round.avail.conflicts));
+    verdicts.push(identity_conflict(cx, &round.avail.conflicts));
     verdicts.push(match cx.replicas_held {
         Some((reason, message)) => Verdict::yes(types::REPLICAS_HELD, reason, message.clone()),
         None => Verdict::no(types::REPLICAS_HELD, "WithinBounds", ""),
@@ -149,7 +149,11 @@ fn degraded(cx: &Scope<'_>, round: &Round<'_>) -> Verdict {
         .unwrap_or_default();
     let excluded: Vec<String> = excluded.into_iter().chain(cx.duplicates.iter().cloned()).collect();
     let left: Vec<&str> = round.moves.left_behind.values().map(String::as_str).collect();
-    match (excluded.is_empty(), left.is_empty()) {
+    let strays = strays(cx);
+    let verdict = match (excluded.is_empty(), left.is_empty()) {
+        (true, true) if !strays.is_empty() => {
+            return Verdict::yes(types::DEGRADED, "StrayPods", strays_message(&strays));
+        }
         (true, true) => Verdict::no(types::DEGRADED, "AllMembersEligible", ""),
         (true, false) => Verdict::yes(types::DEGRADED, "VolumesLeftBehind", left.join("; ")),
         (false, true) => {
@@ -160,7 +164,21 @@ fn degraded(cx: &Scope<'_>, round: &Round<'_>) -> Verdict {
             "MembersExcluded",
             format!("no slice for {}; {}", excluded.join(", "), left.join("; ")),
         ),
+    };
+    if strays.is_empty() {
+        verdict
+    } else {
+        Verdict::yes(types::DEGRADED, &verdict.reason, format!("{}; {}", verdict.message, strays_message(&strays)))
     }
+}
+
+/// What `Degraded` says of the pods spanset's guards did not keep.
+fn strays_message(strays: &[String]) -> String {
+    format!(
+        "pods outside spanset's guards run ordinals of the federation, which start nowhere else while these exist \
+         (delete them in their member): {}",
+        strays.join(", ")
+    )
 }
 
 /// One excluded member, with why, as `Degraded` names it.
@@ -207,14 +225,43 @@ fn updating(roll: &Rollout, on_delete: bool) -> Verdict {
 }
 
 /// The `IdentityConflict` condition: True, naming every ordinal seen running in two members and
-/// where, while it lasts.
-fn identity_conflict(name: &str, conflicts: &[Conflict]) -> Verdict {
+/// where, while it lasts; a pod there that spanset's guards did not keep (its label removed,
+/// or no StatefulSet made it) is said to be one.
+fn identity_conflict(cx: &Scope<'_>, conflicts: &[Conflict]) -> Verdict {
     if conflicts.is_empty() {
         return Verdict::no(types::IDENTITY_CONFLICT, "NoConflict", "");
     }
-    let each: Vec<String> =
-        conflicts.iter().map(|c| format!("{name}-{} runs in {}", c.ordinal, c.members.join(" and "))).collect();
+    let name = cx.name();
+    let each: Vec<String> = conflicts
+        .iter()
+        .map(|c| {
+            let strays: Vec<String> = c
+                .members
+                .iter()
+                .filter_map(|m| Some(format!("in {m}: {}", cx.view_of(m)?.federation.pods.get(&c.ordinal)?.stray()?)))
+                .collect();
+            let strays = if strays.is_empty() { String::new() } else { format!(" ({})", strays.join("; ")) };
+            format!("{name}-{} runs in {}{strays}", c.ordinal, c.members.join(" and "))
+        })
+        .collect();
     Verdict::yes(types::IDENTITY_CONFLICT, "RunningTwice", each.join("; "))
+}
+
+/// The pods of the federation, in any member that reports, that spanset's guards did not keep
+/// ([`crate::controller::member::cache::PodRecord::stray`]): `redis-3 in east (its
+/// spanset.dev/federation label was removed)`.
+fn strays(cx: &Scope<'_>) -> Vec<String> {
+    let name = cx.name();
+    let mut out = Vec::new();
+    for (member, m) in cx.inp.members {
+        let Some(view) = m.view.as_ref() else { continue };
+        for (k, p) in &view.federation.pods {
+            if let Some(why) = p.stray() {
+                out.push(format!("{name}-{k} in {member} ({why})"));
+            }
+        }
+    }
+    out
 }
 
 /// Events of the conditions: a new hold of replicas; each pod the rollout's cursor lets

@@ -11,10 +11,7 @@ use kube::{
 };
 
 use super::{ClusterWatcher, PROBE_TIMEOUT, decide};
-use crate::controller::{
-    labels::FEDERATION,
-    member::{cache::rv_of, health::Failure, objects::FederationKey, workload::api_resource},
-};
+use crate::controller::member::{cache::rv_of, health::Failure, objects::FederationKey, workload::api_resource};
 
 /// The pause before a failed confirming list is tried again.
 const CONFIRM_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
@@ -22,7 +19,7 @@ const CONFIRM_RETRY: std::time::Duration = std::time::Duration::from_millis(500)
 impl ClusterWatcher {
     /// Lists the pods of the federations among `keys` whose StatefulSet changed since their
     /// last confirmation, with one quorum read (see [`crate::controller::member::cache`]): the
-    /// federation's own pods when one is due, every managed pod of the member when several are
+    /// pods of the federation's namespace when one is due, every pod of the member when several are
     /// (a controller starting with a thousand federations lists each member once, not a
     /// thousand times).
     pub(super) fn confirm_due(&mut self, keys: &[FederationKey], ctx: &mut Context<Self>) {
@@ -36,14 +33,15 @@ impl ClusterWatcher {
                 due.push((key.clone(), state));
             }
         }
-        let (api, lp): (Api<Pod>, ListParams) = match due.as_slice() {
+        // Without a label selector: a pod whose label was removed, or a bare pod given one of
+        // the federation's pod names, runs its identity all the same (the cache takes them by
+        // name). One federation's list reads its namespace; several read the whole member.
+        let api: Api<Pod> = match due.as_slice() {
             [] => return,
-            [(key, _)] => (
-                Api::namespaced(self.client.clone(), &key.namespace),
-                ListParams::default().labels(&format!("{FEDERATION}={}", key.name)),
-            ),
-            _ => (Api::all(self.client.clone()), ListParams::default().labels(FEDERATION)),
+            [(key, _)] => Api::namespaced(self.client.clone(), &key.namespace),
+            _ => Api::all(self.client.clone()),
         };
+        let lp = ListParams::default();
         self.metrics.api_request(&self.cluster, "list");
         ctx.spawn(async move { api.list(&lp).await }.into_actor(self).map(move |res, act, ctx| {
             for (key, _) in &due {

@@ -37,8 +37,14 @@ impl ClusterWatcher {
     pub(super) fn start_watches(&mut self, ctx: &mut Context<Self>) {
         let _ = self.watch_statefulsets(Backend::StatefulSet, ctx);
         let managed = || watcher::Config::default().labels(MANAGED_SELECTOR);
+        // Every pod, not only those labelled: a label anyone may remove must not hide a pod of
+        // a federation (the cache recognises them by name, and keeps nothing of the others).
         let pods: Api<Pod> = Api::all(self.client.clone());
-        ctx.add_stream(watcher(pods, managed()).backoff(RetryBackoff::default()).map(|e| Watched::Pod(Box::new(e))));
+        ctx.add_stream(
+            watcher(pods, watcher::Config::default())
+                .backoff(RetryBackoff::default())
+                .map(|e| Watched::Pod(Box::new(e))),
+        );
         // Claims carry the StatefulSet's selector labels, not spanset's: watch them all.
         let claims: Api<PersistentVolumeClaim> = Api::all(self.client.clone());
         ctx.add_stream(

@@ -12,7 +12,11 @@
 //!   new runs for the pods still bound to it and not being deleted.
 //!
 //! Pods of StatefulSets with the same name in the same namespace count as one identity per
-//! ordinal, whatever cluster they run in.
+//! ordinal, whatever cluster they run in. A pod carries an identity whoever made it: a pod its
+//! StatefulSet owns, one labelled with a federation (`spanset.dev/federation`) and named as its
+//! pods are (a copied manifest, a restore), and one with neither that bears the name of a
+//! StatefulSet's pod seen anywhere in the sandbox (its labels removed, created by hand). The
+//! ledger judges what ran, not who owned it.
 
 use std::collections::BTreeMap;
 
@@ -191,9 +195,12 @@ impl Ledger {
             .collect()
     }
 
-    /// Every incarnation so far.
+    /// Every incarnation so far, each with the identity its name gives it where nothing else
+    /// did ([`resolve_by_name`]).
     pub fn entries(&self) -> Vec<Incarnation> {
-        self.entries.lock().clone()
+        let mut entries = self.entries.lock().clone();
+        resolve_by_name(&mut entries);
+        entries
     }
 
     /// Every pair of incarnations of one identity whose running intervals overlap.
@@ -221,21 +228,58 @@ impl Ledger {
     }
 }
 
-/// The StatefulSet identity of a pod: its controller owner is a StatefulSet and its name ends in
-/// `-<ordinal>` after the set's name.
+/// The label spanset puts on every pod of a federation: the federation's (and its member
+/// StatefulSets') name.
+const FEDERATION_LABEL: &str = "spanset.dev/federation";
+
+/// The StatefulSet identity of a pod when it starts: its controller owner is a StatefulSet, or
+/// it carries a federation's label, and its name ends in `-<ordinal>` after that name. A pod
+/// with neither is given its identity by name later ([`resolve_by_name`]).
 pub fn identity_of(pod: &serde_json::Value) -> Option<Identity> {
-    let owner = pod.pointer("/metadata/ownerReferences")?.as_array()?.iter().find(|r| {
-        r.get("kind").and_then(|k| k.as_str()) == Some("StatefulSet")
-            && r.get("controller").and_then(|c| c.as_bool()) == Some(true)
-    })?;
-    let set = owner.get("name")?.as_str()?;
-    let name = pod.pointer("/metadata/name")?.as_str()?;
-    let ordinal = name.strip_prefix(set)?.strip_prefix('-')?.parse().ok()?;
-    Some(Identity {
+    let owner = pod.pointer("/metadata/ownerReferences").and_then(|r| r.as_array()).and_then(|refs| {
+        refs.iter().find(|r| {
+            r.get("kind").and_then(|k| k.as_str()) == Some("StatefulSet")
+                && r.get("controller").and_then(|c| c.as_bool()) == Some(true)
+        })
+    });
+    let set = match owner {
+        Some(owner) => owner.get("name")?.as_str()?,
+        None => pod.pointer("/metadata/labels")?.get(FEDERATION_LABEL)?.as_str()?,
+    };
+    let (named, ordinal) = ordinal_of(pod.pointer("/metadata/name")?.as_str()?)?;
+    (named == set).then(|| Identity {
         namespace: pod.pointer("/metadata/namespace").and_then(|n| n.as_str()).unwrap_or("").to_string(),
         statefulset: set.to_string(),
         ordinal,
     })
+}
+
+/// `<set>-<ordinal>` split, the ordinal as a StatefulSet writes it (decimal, no leading zero).
+fn ordinal_of(name: &str) -> Option<(&str, u32)> {
+    let (set, ordinal) = name.rsplit_once('-')?;
+    let canonical = !ordinal.is_empty()
+        && ordinal.bytes().all(|b| b.is_ascii_digit())
+        && (ordinal == "0" || !ordinal.starts_with('0'));
+    (canonical && !set.is_empty()).then_some(())?;
+    Some((set, ordinal.parse().ok()?))
+}
+
+/// Gives the incarnations without an identity the one their name bears, where a StatefulSet of
+/// that name in that namespace has pods in the ledger (in any cluster): a pod whose labels
+/// were removed and that no StatefulSet owns still runs the identity its name is.
+fn resolve_by_name(entries: &mut [Incarnation]) {
+    let sets: std::collections::BTreeSet<(String, String)> = entries
+        .iter()
+        .filter_map(|e| e.identity.as_ref())
+        .map(|id| (id.namespace.clone(), id.statefulset.clone()))
+        .collect();
+    for e in entries.iter_mut().filter(|e| e.identity.is_none()) {
+        if let Some((set, ordinal)) = ordinal_of(&e.pod)
+            && sets.contains(&(e.namespace.clone(), set.to_string()))
+        {
+            e.identity = Some(Identity { namespace: e.namespace.clone(), statefulset: set.to_string(), ordinal });
+        }
+    }
 }
 
 #[cfg(test)]
@@ -318,5 +362,38 @@ mod tests {
         assert_eq!(identity_of(&pod), Some(Identity { namespace: "ns".into(), statefulset: "web".into(), ordinal: 3 }));
         let stray = serde_json::json!({"metadata": {"name": "web-3", "namespace": "ns"}});
         assert_eq!(identity_of(&stray), None);
+        let other = serde_json::json!({"metadata": {"name": "web-3", "namespace": "ns",
+            "ownerReferences": [{"kind": "StatefulSet", "name": "db", "controller": true, "uid": "x", "apiVersion": "apps/v1"}]}});
+        assert_eq!(identity_of(&other), None, "a StatefulSet names only its own pods");
+    }
+
+    #[test]
+    fn a_pod_labelled_with_a_federation_carries_its_identity_without_an_owner() {
+        let bare = serde_json::json!({"metadata": {"name": "redis-0", "namespace": "default",
+            "labels": {"spanset.dev/federation": "redis", "app": "redis"}}});
+        let want = Identity { namespace: "default".into(), statefulset: "redis".into(), ordinal: 0 };
+        assert_eq!(identity_of(&bare), Some(want));
+        let misnamed = serde_json::json!({"metadata": {"name": "cache-0", "namespace": "default",
+            "labels": {"spanset.dev/federation": "redis"}}});
+        assert_eq!(identity_of(&misnamed), None);
+    }
+
+    #[test]
+    fn a_bare_pod_bearing_an_identity_s_name_overlaps_the_pod_of_that_identity() {
+        let l = Ledger::default();
+        l.started(inc("east", "u1", 10, None));
+        // Created by hand in west, no owner, no labels: named as east's pod.
+        let mut bare = inc("west", "u2", 15, None);
+        bare.identity = None;
+        l.started(bare);
+        // A pod of no StatefulSet the ledger knows stays without an identity.
+        let mut other = inc("west", "u3", 15, None);
+        (other.identity, other.pod) = (None, "job-1".into());
+        l.started(other);
+        let o = l.overlaps();
+        assert_eq!(o.len(), 1, "{o:?}");
+        assert_eq!((o[0].first.uid.as_str(), o[0].second.uid.as_str()), ("u1", "u2"));
+        assert_eq!(o[0].second.identity, o[0].first.identity);
+        assert_eq!(l.entries().iter().filter(|e| e.identity.is_none()).count(), 1);
     }
 }

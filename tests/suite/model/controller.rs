@@ -91,6 +91,9 @@ fn member_view(view: &View, now: Instant) -> MemberView {
                     .flatten(),
                 trouble: None,
                 ip: None,
+                // The model's pods are all its StatefulSet's.
+                owner: sts.as_ref().map(|s| s.uid.clone()),
+                labelled: true,
             };
             (*k, record)
         })

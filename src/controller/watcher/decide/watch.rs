@@ -14,7 +14,11 @@ use kube::{ResourceExt, api::DynamicObject, runtime::watcher};
 use crate::{
     controller::{
         labels::TERM,
-        member::{cache::MemberCache, objects::FederationKey, workload},
+        member::{
+            cache::{MemberCache, SeenPod},
+            objects::FederationKey,
+            workload,
+        },
     },
     plan::Backend,
 };
@@ -41,7 +45,9 @@ pub struct Relists {
     sts: Option<Vec<DynamicObject>>,
     /// The Advanced StatefulSet watch's (dropped when that API goes).
     pub advanced: Option<Vec<DynamicObject>>,
-    pods: Option<Vec<Pod>>,
+    /// Pods as the cache keeps them (the watch sees every pod of the member: the objects of a
+    /// relist are not held, only what spanset keeps of each).
+    pods: Option<Vec<SeenPod>>,
     claims: Option<Vec<PersistentVolumeClaim>>,
     budgets: Option<Vec<PodDisruptionBudget>>,
     nodes: Option<Vec<Node>>,
@@ -157,14 +163,10 @@ pub fn on_watched(cache: &mut MemberCache, relists: &mut Relists, item: Watched)
             }
             Err(e) => failed(sts_resource(kind), e),
         },
-        Watched::Pod(res) => {
-            let calls = Keyed {
-                applied: MemberCache::pod_applied,
-                deleted: MemberCache::pod_deleted,
-                relisted: MemberCache::pods_relisted,
-            };
-            keyed(cache, &mut relists.pods, "pods", *res, calls)
-        }
+        Watched::Pod(res) => match *res {
+            Ok(ev) => pod_event(cache, relists, ev),
+            Err(e) => failed("pods", e),
+        },
         Watched::Budget(res) => {
             let calls = Keyed {
                 applied: MemberCache::budget_applied,
@@ -250,6 +252,28 @@ fn heard<K>(resource: &'static str, ev: &watcher::Event<K>) -> Option<&'static s
 
 fn failed(resource: &'static str, e: watcher::Error) -> Seen {
     Seen { failed: Some((resource, e)), ..Seen::default() }
+}
+
+/// An event of the pod watch, which sees every pod of the member: each pod is reduced at once
+/// to what the cache keeps of it ([`MemberCache::seen_pod`]), so that a relist holds records,
+/// not objects.
+fn pod_event(cache: &mut MemberCache, relists: &mut Relists, ev: watcher::Event<Pod>) -> Seen {
+    use watcher::Event::*;
+    let heard = heard("pods", &ev);
+    let ev = match ev {
+        Init => Init,
+        InitDone => InitDone,
+        Apply(p) => Apply(cache.seen_pod(&p)),
+        InitApply(p) => InitApply(cache.seen_pod(&p)),
+        Delete(p) => Delete(cache.seen_pod(&p)),
+    };
+    let touched = match relist_step(&mut relists.pods, ev) {
+        Step::Applied(p) => Touched::Keys(cache.pod_seen(p).into_iter().collect()),
+        Step::Deleted(p) => Touched::Keys(cache.pod_gone(p).into_iter().collect()),
+        Step::Relisted(listed) => Touched::Keys(cache.pods_seen_relisted(listed)),
+        Step::Buffered => Touched::None,
+    };
+    Seen { heard, touched, ..Seen::default() }
 }
 
 fn sts_event(cache: &mut MemberCache, relists: &mut Relists, kind: Backend, ev: watcher::Event<DynamicObject>) -> Seen {

@@ -335,3 +335,135 @@ fn spanset_writes_only_its_own_disruption_budgets() {
     .expect("changes it");
     c.delete(&pdbs, "default", "redis", &opts).expect("and deletes it");
 }
+
+/// A pod's or claim's spanset labels and annotations are how spanset counts an identity's pods:
+/// spanset and the member's own controllers change them, nobody else (a removed label was how a
+/// pod hid from a selector).
+#[test]
+fn only_spanset_and_the_member_s_controllers_change_spanset_s_labels_on_pods_and_claims() {
+    let c = member();
+    let none = WriteOptions::default();
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data-redis-0", "labels": {"app": "redis", "spanset.dev/federation": "redis"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+    c.create(&rt(&c, "", "persistentvolumeclaims"), Some("default"), claim, &none).unwrap();
+    let web = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    c.create(&rt(&c, "", "pods"), Some("default"), web, &none).unwrap();
+    let pod = ("", "pods", "default", "redis-0");
+    let unlabel = |p: &mut Value| {
+        p["metadata"]["labels"].as_object_mut().unwrap().remove("spanset.dev/federation");
+    };
+    refused(
+        edit(&c, UserInfo::admin(), pod, unlabel),
+        "spanset-owner-labels",
+        "the spanset.dev/ labels and annotations of pod default/redis-0 are owned by spanset \
+         (FederatedStatefulSet default/redis in the host cluster): spanset counts the pods of each identity by them",
+    );
+    refused(
+        edit(&c, UserInfo::admin(), pod, |p| p["metadata"]["labels"]["spanset.dev/federation"] = json!("pg")),
+        "spanset-owner-labels",
+        "of pod default/redis-0 are owned by spanset",
+    );
+    refused(
+        edit(&c, UserInfo::admin(), pod, |p| p["metadata"]["annotations"] = json!({"spanset.dev/term": "9"})),
+        "spanset-owner-labels",
+        "of pod default/redis-0 are owned by spanset",
+    );
+    refused(
+        edit(&c, UserInfo::admin(), ("", "persistentvolumeclaims", "default", "data-redis-0"), unlabel),
+        "spanset-owner-labels",
+        "the spanset.dev/ labels and annotations of PersistentVolumeClaim default/data-redis-0 are owned by spanset",
+    );
+    // Nor is another workload's pod made to look like one of a federation's.
+    refused(
+        edit(&c, UserInfo::admin(), ("", "pods", "default", "web-0"), |p| {
+            p["metadata"]["labels"]["spanset.dev/federation"] = json!("web");
+        }),
+        "spanset-owner-labels",
+        "of pod default/web-0 are owned by spanset",
+    );
+    edit(&c, UserInfo::admin(), pod, |p| p["metadata"]["labels"]["team"] = json!("db")).expect("other labels are free");
+    edit(&c, spanset(), pod, |p| p["metadata"]["annotations"] = json!({"spanset.dev/term": "4"}))
+        .expect("spanset stamps its release");
+    for controller in [
+        UserInfo::service_account("kube-system", "statefulset-controller"),
+        UserInfo::service_account("kube-system", "generic-garbage-collector"),
+        UserInfo::named("system:kube-controller-manager", vec![]),
+    ] {
+        edit(&c, controller.clone(), pod, |p| p["metadata"]["annotations"]["spanset.dev/x"] = json!("1"))
+            .unwrap_or_else(|e| panic!("{}: {}", controller.name, e.message));
+    }
+    edit(
+        &c,
+        UserInfo::service_account("kube-system", "persistent-volume-binder"),
+        ("", "persistentvolumeclaims", "default", "data-redis-0"),
+        |p| p["metadata"]["annotations"] = json!({"spanset.dev/x": "1", "pv.kubernetes.io/bind-completed": "yes"}),
+    )
+    .expect("the volume binder");
+}
+
+/// Creates pod `name` in `default` as `who`, labelled with `label` (the federation) and gated or
+/// not, on member `c`.
+fn create_pod(c: &Cluster, who: UserInfo, name: &str, label: Option<&str>, gated: bool) -> Result<(), ApiError> {
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "c", "image": "redis:7"}]}});
+    if let Some(f) = label {
+        pod["metadata"]["labels"]["spanset.dev/federation"] = json!(f);
+    }
+    if gated {
+        pod["spec"]["schedulingGates"] = json!([{"name": "spanset.dev/identity"}]);
+    }
+    let opts = WriteOptions { user: Some(who), ..Default::default() };
+    c.create(&rt(c, "", "pods"), Some("default"), pod, &opts).map(|_| ())
+}
+
+/// A pod bearing a federation's identity, by label or by the name of a spanset StatefulSet's
+/// pod, is created behind spanset's identity gate unless the member's StatefulSet controller
+/// creates it.
+#[test]
+fn a_pod_bearing_an_identity_is_created_only_behind_spanset_s_gate() {
+    let c = member();
+    let admin = UserInfo::admin;
+    refused(
+        create_pod(&c, admin(), "redis-1", None, false),
+        "spanset-identity-gate-names",
+        "pod default/redis-1 bears the name of a pod of StatefulSet default/redis (FederatedStatefulSet \
+         default/redis in the host cluster) without the spanset.dev/identity scheduling gate: only spanset starts \
+         a pod of a federation, once no other cluster runs its ordinal",
+    );
+    // Labelled, in a name no spanset StatefulSet here has (its federation has no slice here).
+    refused(
+        create_pod(&c, admin(), "cache-0", Some("cache"), false),
+        "spanset-identity-gate",
+        "pod default/cache-0 carries the identity of FederatedStatefulSet default/cache (label \
+         spanset.dev/federation) without the spanset.dev/identity scheduling gate",
+    );
+    // Labelled and named both: refused, by one guard or the other.
+    let e = create_pod(&c, admin(), "redis-2", Some("redis"), false).expect_err("refused");
+    assert!(e.message.contains("pod default/redis-2") && e.message.contains("spanset.dev/identity"), "{}", e.message);
+    create_pod(&c, admin(), "redis-3", Some("redis"), true).expect("behind the gate it waits for spanset");
+    create_pod(&c, admin(), "redis-4", None, true).expect("behind the gate, unlabelled");
+    for other in ["web-1", "redis-04", "redis-cache-0", "redis-x", "redis"] {
+        create_pod(&c, admin(), other, None, false).unwrap_or_else(|e| panic!("{other}: {}", e.message));
+    }
+    let controller = UserInfo::service_account("kube-system", "statefulset-controller");
+    create_pod(&c, controller, "redis-5", Some("redis"), false).expect("the member's StatefulSet controller");
+    create_pod(&c, UserInfo::named("system:kube-controller-manager", vec![]), "redis-6", None, false)
+        .expect("the controller manager's shared identity");
+}
+
+#[test]
+fn a_pod_bearing_an_advanced_statefulset_s_pod_name_waits_behind_the_gate_too() {
+    let c = member_with(true);
+    let mut asts = sts("kv", true);
+    asts["apiVersion"] = json!("apps.kruise.io/v1beta1");
+    c.create(&rt(&c, "apps.kruise.io", "statefulsets"), Some("default"), asts, &WriteOptions::default()).unwrap();
+    refused(
+        create_pod(&c, UserInfo::admin(), "kv-0", None, false),
+        "spanset-identity-gate-names-kruise",
+        "pod default/kv-0 bears the name of a pod of Advanced StatefulSet default/kv",
+    );
+    let kruise = UserInfo::service_account("kruise-system", "kruise-manager");
+    create_pod(&c, kruise, "kv-1", Some("kv"), false).expect("OpenKruise's manager creates its pods");
+}
