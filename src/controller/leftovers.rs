@@ -18,10 +18,9 @@ use kube::{
 };
 
 use super::{
-    coordinator::MEMBER_CALL_TIMEOUT,
     events::{Note, Recorder},
     member::sharing::{self, Sharers},
-    messages::{SweepLeftover, Swept},
+    messages::{MEMBER_CALL_TIMEOUT, SweepLeftover, Swept},
     shards::Shards,
     watcher::{ClusterWatcher, decide::teardown::Removal},
 };

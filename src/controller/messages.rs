@@ -25,6 +25,12 @@ use k8s_openapi::api::{
 };
 use kube::api::DynamicObject;
 
+/// How long an actor waits for a watcher to carry out one call (a write, a dry run, the
+/// supporting objects, a sweep): a few request deadlines, so that a watcher that cannot answer
+/// never holds a reconcile, and with it every other member's writes and the status, without
+/// bound.
+pub const MEMBER_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A carried object, as [`EnsureSupporting`] carries it (defined where it is written).
 pub use super::member::supporting::Carried;
 use super::member::{

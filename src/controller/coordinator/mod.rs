@@ -1112,10 +1112,7 @@ async fn write_budgets(
     }
 }
 
-/// How long a coordinator waits for a watcher to carry out one call (a write, a dry run, the
-/// supporting objects): a few request deadlines, so that a watcher that cannot answer never
-/// holds a reconcile, and with it every other member's writes and the status, without bound.
-pub const MEMBER_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+pub use super::messages::MEMBER_CALL_TIMEOUT;
 
 /// Why a call to a watcher got no answer.
 fn call_failed(e: MailboxError) -> String {

@@ -1340,6 +1340,37 @@ fn a_fenced_member_heard_from_since_its_fence_holds_what_it_ran_once_silent_agai
 }
 
 #[test]
+fn a_grown_move_is_stuck_only_once_its_pod_cannot_run_not_while_it_starts() {
+    // Ordinal 2 grown into east (released from the gate), the placement still 2:1:1.
+    let mut f = fsts(&[("east", 2), ("west", 1), ("central", 1)]);
+    f.status = Some(FederatedStatefulSetStatus {
+        moves: moving(&[2], "west", "east", phases::STARTING),
+        homes: homes(&[("central", "4-5"), ("east", "0-1"), ("west", "2-3")]),
+        balanced_placement: None,
+        ..Default::default()
+    });
+    let progressing = |trouble: &str| {
+        let east = reporting(settled(&f, 0, 3, 7), |v| {
+            let pod = Arc::make_mut(&mut v.federation).pods.get_mut(&2).unwrap();
+            pod.ready = false;
+            pod.phase = PodPhase::Pending;
+            pod.trouble = Some(trouble.into());
+        });
+        let members = BTreeMap::from([
+            ("east".into(), east),
+            ("west".into(), settled(&f, 3, 1, 7)),
+            ("central".into(), settled(&f, 4, 2, 7)),
+        ]);
+        let d = decide_now(&f, &members, 7);
+        d.status.conditions.iter().find(|c| c.type_ == "Progressing").map(|c| c.reason.clone()).unwrap_or_default()
+    };
+    assert_ne!(progressing("phase Pending, not Ready"), "MoveStuck", "a pod starting is not stuck");
+    assert_ne!(progressing("container redis: waiting: ContainerCreating"), "MoveStuck");
+    assert_eq!(progressing("container redis: waiting: ImagePullBackOff: Back-off pulling image"), "MoveStuck");
+    assert_eq!(progressing("container redis: waiting: CrashLoopBackOff"), "MoveStuck");
+}
+
+#[test]
 fn a_grown_move_whose_pod_cannot_run_is_rolled_back_when_the_placement_returns() {
     // east 0-2 with ordinal 2 grown there (released from the gate, its image not pullable),
     // west 3, central 4-5; the placement goes back to 1:1:1.

@@ -126,8 +126,13 @@ fn stuck_move(cx: &Scope<'_>, round: &Round<'_>) -> Option<String> {
             return None;
         }
         let view = cx.view_of(&m.to)?;
-        // Released from the identity gate (a gated pod waits for spanset, not for the member).
+        // Released from the identity gate (a gated pod waits for spanset, not for the member),
+        // and kept by something that does not pass by itself: a pod still pulling its image or
+        // starting its containers is only slow, as every pod of every move is for a while.
         let trouble = view.federation.pods.get(k).filter(|p| !p.ready && !p.gated())?.trouble.clone()?;
+        if !crate::controller::rollout::stuck(&trouble) {
+            return None;
+        }
         Some(format!(
             "{}-{k} cannot run in {} ({trouble}): fix what keeps it there, or put the placement back and it \
              returns to {} on its own claims",

@@ -297,6 +297,23 @@ impl Federation {
         client_for(&self.sandbox.kubeconfig, name).await
     }
 
+    /// Deletes the member guards' bindings `names` in `member`, as an administrator steps in by
+    /// hand: what the guards refused is then accepted, and a test can show what spanset and the
+    /// ledger make of it.
+    pub async fn delete_guard_bindings(&self, member: &str, names: &[&str]) {
+        let resource = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding"),
+            "validatingadmissionpolicybindings",
+        );
+        let bindings: Api<kube::api::DynamicObject> = Api::all_with(self.member(member).await, &resource);
+        for name in names {
+            bindings
+                .delete(name, &Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("{member}: deleting {name}: {e}"));
+        }
+    }
+
     /// A client of a member acting as spanset does there: its member identity, from the
     /// kubeconfig `spanset join` left in the host (the administrator without `--auth`). The
     /// member's guards tell spanset's writes from everyone else's by this identity.
