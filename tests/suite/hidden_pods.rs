@@ -16,7 +16,7 @@ use crate::support;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, ResourceExt,
-    api::{DynamicObject, Patch, PatchParams},
+    api::{Patch, PatchParams},
 };
 use support::{
     Kubectl,
