@@ -5,7 +5,9 @@
 //! Terminating and says which member it waits for and the two ways on, until it is fenced;
 //! and a Secret two federations carry survives the deletion of one of them, and comes back
 //! at once when deleted by hand, with no new term and no spec change. No ordinal starts
-//! anywhere while a deletion runs (the ledger's incarnations, polled over the whole run).
+//! anywhere while a deletion runs (the ledger's incarnations, polled over the whole run), and
+//! each phase is held to its account: volumes provisioned, spanset's writes per member, nothing
+//! of the federation left in a member that answers.
 
 use crate::support;
 
@@ -17,7 +19,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams},
 };
 use serde_json::json;
 use spanset::api::{FederatedStatefulSet, Leftover, MemberCluster};
@@ -83,6 +85,32 @@ async fn holds(f: &Federation, member: &str, name: &str) -> Vec<String> {
     }
     if Api::<Secret>::namespaced(c, "default").get_opt("creds").await.unwrap().is_some() {
         out.push("Secret creds".into());
+    }
+    out
+}
+
+/// Every object in `member` labelled as federation `name`'s, of each kind spanset writes there
+/// or its StatefulSet makes (claims aside: they stay by the StatefulSet's retention policy,
+/// `Retain` here, for an operator to keep or delete). A list that fails fails the test: an
+/// error is not "nothing left".
+async fn labelled(f: &Federation, member: &str, name: &str) -> Vec<String> {
+    let c = f.member(member).await;
+    let lp = ListParams::default().labels(&format!("spanset.dev/federation={name}"));
+    let kinds = [
+        ("apps", "StatefulSet", "statefulsets"),
+        ("", "Pod", "pods"),
+        ("", "Service", "services"),
+        ("", "Secret", "secrets"),
+        ("", "ConfigMap", "configmaps"),
+        ("policy", "PodDisruptionBudget", "poddisruptionbudgets"),
+        ("discovery.k8s.io", "EndpointSlice", "endpointslices"),
+    ];
+    let mut out = Vec::new();
+    for (group, kind, plural) in kinds {
+        let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural);
+        let api: Api<DynamicObject> = Api::all_with(c.clone(), &resource);
+        let listed = api.list(&lp).await.unwrap_or_else(|e| panic!("{member}: listing {plural}: {e}"));
+        out.extend(listed.items.iter().map(|o| format!("{kind} {}", o.name_any())));
     }
     out
 }
@@ -162,6 +190,7 @@ async fn deleting_with_a_fenced_lost_member_finishes_and_the_member_is_swept_whe
     f.wait_settled("redis", &THIRDS, "initial slices").await;
     let uid = f.api().get("redis").await.unwrap().uid().unwrap();
 
+    let mark = f.sandbox.account();
     f.lose("central").await;
     unreachable(&f, "central").await;
     let out = f.spanset(&["fence", "central", "--reason", "datacenter flooded"]).await;
@@ -172,14 +201,33 @@ async fn deleting_with_a_fenced_lost_member_finishes_and_the_member_is_swept_whe
             && f.member_slice("west", "redis").await == Some((3, 3))
     })
     .await;
+    // The re-home's account: one fresh claim per re-homed ordinal (4 and 5), nothing sent to
+    // the fenced member.
+    let cost = f.sandbox.account().since(&mark);
+    let provisioned: u64 = ["east", "west"].iter().map(|m| cost.cluster(m).provisioned()).sum();
+    assert_eq!(provisioned, 2, "one volume per re-homed ordinal: {cost:?}");
+    assert_eq!(cost.cluster("central").by_actor("spanset").writes(), 0, "spanset wrote in fenced central: {cost:?}");
 
     let before = f.incarnations();
+    let mark = f.sandbox.account();
     f.api().delete("redis", &DeleteParams::default()).await.expect("deleted");
     deleted_while(&f, "redis", &before, || async {}).await;
     // East and west are clean; central's MemberCluster says what it still holds.
     for m in ["east", "west"] {
         assert_eq!(holds(&f, m, "redis").await, Vec::<String>::new(), "{m} clean");
+        assert_eq!(labelled(&f, m, "redis").await, Vec::<String>::new(), "nothing of redis left in {m}");
     }
+    // The deletion's account: in each member that answers, spanset deletes what it wrote
+    // (StatefulSet, Service, carried Secret, EndpointSlice: measured 4) and creates nothing;
+    // no volume is provisioned anywhere; fenced central receives nothing.
+    let cost = f.sandbox.account().since(&mark);
+    for m in ["east", "west"] {
+        let c = cost.cluster(m);
+        let spanset = c.by_actor("spanset");
+        assert_eq!((c.provisioned(), spanset.created), (0, 0), "{m}: {c:?}");
+        assert!(spanset.writes() <= 6, "{m}: spanset wrote {} times to delete redis: {c:?}", spanset.writes());
+    }
+    assert_eq!(cost.cluster("central").by_actor("spanset").writes(), 0, "spanset wrote in fenced central: {cost:?}");
     let record = leftovers(&f, "central").await;
     assert_eq!(record.len(), 1, "{record:?}");
     let l = &record[0];
@@ -190,7 +238,20 @@ async fn deleting_with_a_fenced_lost_member_finishes_and_the_member_is_swept_whe
         assert!(objects.contains(&(kind.to_string(), Some(name.to_string()))), "{kind} {name} in {objects:?}");
     }
 
+    let mark = f.sandbox.account();
     returns_and_is_swept(&f, "central", "redis", true, &before).await;
+    assert_eq!(labelled(&f, "central", "redis").await, Vec::<String>::new(), "nothing of redis left in central");
+    // The sweep's account: only central is written (its shrink, its pods, then its objects:
+    // measured 7 writes), nothing provisioned.
+    let cost = f.sandbox.account().since(&mark);
+    let central = cost.cluster("central").by_actor("spanset");
+    assert!(central.writes() <= 10, "spanset wrote {} times to sweep central: {cost:?}", central.writes());
+    for m in ["east", "west", "central"] {
+        assert_eq!(cost.cluster(m).provisioned(), 0, "{m}: {cost:?}");
+    }
+    for m in ["east", "west"] {
+        assert_eq!(cost.cluster(m).by_actor("spanset").writes(), 0, "the sweep wrote in {m}: {cost:?}");
+    }
     assert!(member_cluster(&f, "central").await.spec.fenced, "still fenced until an operator unfences");
     f.assert_ledger_clean();
 }
