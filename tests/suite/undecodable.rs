@@ -89,10 +89,21 @@ async fn wait_ready(f: &Federation, c: &Controller, name: &str) {
     }
 }
 
-async fn no_member_statefulset(f: &Federation, name: &str) {
-    for m in &f.members {
-        assert_eq!(f.member_slice(m, name).await, None, "{m} must hold no StatefulSet {name}");
+/// Asserts that no member holds a StatefulSet `name` (each read must succeed) and that no
+/// member received a write request for an object `name` from spanset's identity after the
+/// first `since` records of its audit (whether it was served or not).
+async fn nothing_written(f: &Federation, name: &str, since: &[usize]) {
+    for (m, since) in f.members.iter().zip(since) {
+        assert_eq!(f.member_slice_now(m, name).await, None, "{m} must hold no StatefulSet {name}");
+        let sent: Vec<String> =
+            f.spanset_write_requests(m, *since).into_iter().filter(|r| r.ends_with(&format!("/{name}"))).collect();
+        assert!(sent.is_empty(), "{m} received writes of {name} from spanset's identity: {sent:?}");
     }
+}
+
+/// How many records each member's audit holds now: a mark to judge later requests from.
+fn audit_marks(f: &Federation) -> Vec<usize> {
+    f.members.iter().map(|m| f.audit(m).len()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,8 +132,10 @@ async fn an_object_that_cannot_be_decoded_is_named_once_and_hides_no_other() {
     // Time passes: many reconciles of the others, and the status report's own write events.
     let before = c.log_text().len();
     c.wait_reconciles("default/second", 20);
-    no_member_statefulset(&f, "bad-backend").await;
-    no_member_statefulset(&f, "bad-weight").await;
+    // Over the whole run: the audit from its first record.
+    let start = vec![0; f.members.len()];
+    nothing_written(&f, "bad-backend", &start).await;
+    nothing_written(&f, "bad-weight", &start).await;
     let log = c.log_text();
     let about: Vec<&str> = log.lines().filter(|l| l.contains("bad-backend") || l.contains("bad-weight")).collect();
     let bytes: usize = about.iter().map(|l| l.len() + 1).sum();
@@ -164,8 +177,10 @@ async fn a_federation_edited_into_an_undecodable_object_freezes_and_can_still_be
         }
         out
     };
+    c.wait_quiet("default/redis");
     let written = generations().await;
-    let uids = (f.pod_uids("east", "redis").await, f.pod_uids("west", "redis").await);
+    let uids = (f.pod_uids_now("east", "redis").await, f.pod_uids_now("west", "redis").await);
+    let marks = audit_marks(&f);
 
     // Hand-edited into something the types cannot hold, while the controller runs.
     let edit = json!({"spec": {"replicas": "eight", "placement": {"clusters": [{"name": "east", "weight": 1}]}}});
@@ -176,7 +191,15 @@ async fn a_federation_edited_into_an_undecodable_object_freezes_and_can_still_be
     // would otherwise have moved west's ordinals).
     c.wait_reconciles("default/redis", 10);
     assert_eq!(generations().await, written, "no member StatefulSet was written");
-    assert_eq!((f.pod_uids("east", "redis").await, f.pod_uids("west", "redis").await), uids, "no pod restarted");
+    assert_eq!(
+        (f.pod_uids_now("east", "redis").await, f.pod_uids_now("west", "redis").await),
+        uids,
+        "no pod restarted"
+    );
+    for (m, since) in f.members.iter().zip(marks) {
+        let sent = f.spanset_write_requests(m, since);
+        assert!(sent.is_empty(), "{m} received writes from spanset's identity while redis could not be read: {sent:?}");
+    }
 
     // Deleted while it cannot be read: the member objects go and the finalizer is released.
     raw_api(&f).delete("redis", &DeleteParams::default()).await.unwrap();
