@@ -27,11 +27,11 @@ use support::{
 /// spanset's identity changed nothing in any member since `mark`: not a StatefulSet, nor a
 /// namespace, Service or carried object, not even one written and taken back.
 async fn nothing_written(f: &Federation, mark: &AccountReport, name: &str) {
+    let changed = f.sandbox.spanset_changes_since(mark, &f.members);
+    assert!(changed.is_empty(), "spanset wrote in the members while {name} was refused: {changed:?}");
     for m in &f.members {
         assert_eq!(f.member_slice_now(m, name).await, None, "{m} must hold no StatefulSet {name}");
     }
-    let changed = f.sandbox.spanset_changes_since(mark, &f.members);
-    assert!(changed.is_empty(), "spanset wrote in the members while {name} was refused: {changed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,7 +99,6 @@ async fn a_member_that_drops_ordinals_gets_no_slice_and_says_why() {
         mcs.get("west").await.unwrap().status.and_then(|s| s.keeps_ordinals) == Some(false)
     })
     .await;
-    assert_eq!(f.member_slice_now("west", "redis").await, None, "west holds no StatefulSet");
     let written: Vec<_> = f
         .sandbox
         .spanset_changes_since(&mark, &f.members)
@@ -107,6 +106,7 @@ async fn a_member_that_drops_ordinals_gets_no_slice_and_says_why() {
         .filter(|(m, resource, _)| m == "west" && resource == "statefulsets.apps")
         .collect();
     assert!(written.is_empty(), "no StatefulSet was ever written in west: {written:?}");
+    assert_eq!(f.member_slice_now("west", "redis").await, None, "west holds no StatefulSet");
     f.assert_ledger_clean();
 }
 

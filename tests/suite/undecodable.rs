@@ -94,10 +94,10 @@ async fn wait_ready(f: &Federation, c: &Controller, name: &str) {
 /// first `since` records of its audit (whether it was served or not).
 async fn nothing_written(f: &Federation, name: &str, since: &[usize]) {
     for (m, since) in f.members.iter().zip(since) {
-        assert_eq!(f.member_slice_now(m, name).await, None, "{m} must hold no StatefulSet {name}");
         let sent: Vec<String> =
             f.spanset_write_requests(m, *since).into_iter().filter(|r| r.ends_with(&format!("/{name}"))).collect();
         assert!(sent.is_empty(), "{m} received writes of {name} from spanset's identity: {sent:?}");
+        assert_eq!(f.member_slice_now(m, name).await, None, "{m} must hold no StatefulSet {name}");
     }
 }
 
@@ -190,16 +190,16 @@ async fn a_federation_edited_into_an_undecodable_object_freezes_and_can_still_be
     // Frozen: nothing written in any member while it cannot be read (the placement edit
     // would otherwise have moved west's ordinals).
     c.wait_reconciles("default/redis", 10);
+    for (m, since) in f.members.iter().zip(marks) {
+        let sent = f.spanset_write_requests(m, since);
+        assert!(sent.is_empty(), "{m} received writes from spanset's identity while redis could not be read: {sent:?}");
+    }
     assert_eq!(generations().await, written, "no member StatefulSet was written");
     assert_eq!(
         (f.pod_uids_now("east", "redis").await, f.pod_uids_now("west", "redis").await),
         uids,
         "no pod restarted"
     );
-    for (m, since) in f.members.iter().zip(marks) {
-        let sent = f.spanset_write_requests(m, since);
-        assert!(sent.is_empty(), "{m} received writes from spanset's identity while redis could not be read: {sent:?}");
-    }
 
     // Deleted while it cannot be read: the member objects go and the finalizer is released.
     raw_api(&f).delete("redis", &DeleteParams::default()).await.unwrap();
