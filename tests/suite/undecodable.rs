@@ -90,8 +90,9 @@ async fn wait_ready(f: &Federation, c: &Controller, name: &str) {
 }
 
 /// Asserts that no member holds a StatefulSet `name` (each read must succeed) and that no
-/// member received a write request for an object `name` from spanset's identity after the
-/// first `since` records of its audit (whether it was served or not).
+/// member received a write request naming an object `name` from spanset's identity after the
+/// first `since` records of its audit (whether it was served or not). A create names its
+/// object in its body only: the caller counts those.
 async fn nothing_written(f: &Federation, name: &str, since: &[usize]) {
     for (m, since) in f.members.iter().zip(since) {
         let sent: Vec<String> =
@@ -115,6 +116,7 @@ async fn an_object_that_cannot_be_decoded_is_named_once_and_hides_no_other() {
         .await;
     // Started after them (its first list holds them), with the default log filter as a user
     // runs it: kube's own warnings included.
+    let mark = f.sandbox.account();
     let c = Controller::start_with(&f.sandbox, "c1", &[("RUST_LOG", "")]);
     f.create(&f.placing("first", &["east", "west"])).await;
     // One created later still: every valid federation is seen and reconciled.
@@ -132,7 +134,15 @@ async fn an_object_that_cannot_be_decoded_is_named_once_and_hides_no_other() {
     // Time passes: many reconciles of the others, and the status report's own write events.
     let before = c.log_text().len();
     c.wait_reconciles("default/second", 20);
-    // Over the whole run: the audit from its first record.
+    // Over the whole run. A create carries its name in its body, not in its path, so the
+    // StatefulSets each member received are counted: first's and second's, nothing more.
+    let changed = f.sandbox.account().since(&mark);
+    for m in &f.members {
+        let created = changed.cluster(m).created("spanset", "statefulsets.apps");
+        let spanset = changed.cluster(m).writes.get("spanset").cloned().unwrap_or_default();
+        assert_eq!(created, 2, "{m} received StatefulSets of first and second only: spanset's writes {spanset:?}");
+    }
+    // And no other write request names them, from the audit's first record on.
     let start = vec![0; f.members.len()];
     nothing_written(&f, "bad-backend", &start).await;
     nothing_written(&f, "bad-weight", &start).await;

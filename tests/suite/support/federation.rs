@@ -277,7 +277,8 @@ impl Federation {
         doc["records"].as_array().cloned().unwrap_or_default()
     }
 
-    /// The write requests (`verb resource namespace/name`, dry runs included) that spanset's
+    /// The write requests (`verb resource.group namespace/name`, dry runs included; a create's
+    /// name is empty, as its path does not carry it) that spanset's
     /// member identity sent to `member` after the first `since` records of its audit: what a
     /// controller tried to write there, whether the member served it, refused it or found it
     /// conflicting. A test that says a controller "writes nothing" judges by this, as a write
@@ -296,14 +297,13 @@ impl Federation {
                 ["create", "update", "patch", "delete", "deletecollection"].contains(&r["verb"].as_str().unwrap_or(""))
             })
             .map(|r| {
-                let (verb, resource, ns, name) = (&r["verb"], &r["resource"], &r["namespace"], &r["name"]);
-                format!(
-                    "{} {} {}/{}",
-                    verb.as_str().unwrap_or(""),
-                    resource.as_str().unwrap_or(""),
-                    ns.as_str().unwrap_or(""),
-                    name.as_str().unwrap_or("")
-                )
+                let field = |k: &str| r[k].as_str().unwrap_or("").to_string();
+                let resource = match field("group").as_str() {
+                    "" => field("resource"),
+                    group => format!("{}.{group}", field("resource")),
+                };
+                // A create names its object in its body, not in its path: its name is empty.
+                format!("{} {resource} {}/{}", field("verb"), field("namespace"), field("name"))
             })
             .collect()
     }
