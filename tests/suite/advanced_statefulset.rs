@@ -36,10 +36,11 @@ fn federation(f: &Federation, name: &str, backend: Backend, clusters: &[&str], r
     fsts
 }
 
-/// The member's Advanced StatefulSet spec `(start, replicas, reserveOrdinals)`, if any.
+/// The member's Advanced StatefulSet spec `(start, replicas, reserveOrdinals)`, if any; a read
+/// that fails fails the test (it is never taken for "none there").
 async fn advanced_spec(member: &Client, name: &str) -> Option<(i64, i64, Value)> {
     let api = Api::<DynamicObject>::namespaced_with(member.clone(), "default", &advanced());
-    let o = api.get_opt(name).await.ok().flatten()?;
+    let o = api.get_opt(name).await.unwrap_or_else(|e| panic!("reading Advanced StatefulSet {name}: {e}"))?;
     let spec = &o.data["spec"];
     Some((
         spec["ordinals"]["start"].as_i64().unwrap_or(0),
@@ -158,8 +159,16 @@ async fn a_member_without_openkruise_gets_no_slice_and_the_condition_says_why() 
         seen == [Some(true), Some(true), Some(false)]
     })
     .await;
-    // Nothing was written for kv in north, and the apps/v1 federation runs there all the same.
-    assert!(f.pod_uids("north", "kv").await.is_empty());
+    // Nothing was written for kv in north: no write request of an Advanced StatefulSet (kv is
+    // the only one) nor one naming kv ever reached north from spanset's identity; and the
+    // apps/v1 federation runs there all the same.
+    let sent: Vec<String> = f
+        .spanset_write_requests("north", 0)
+        .into_iter()
+        .filter(|r| r.contains(" statefulsets.apps.kruise.io ") || r.ends_with("/kv"))
+        .collect();
+    assert!(sent.is_empty(), "north received writes of kv from spanset's identity: {sent:?}");
+    assert!(f.pod_uids_now("north", "kv").await.is_empty(), "no pod of kv in north");
     wait_running(&f, "plain", &[("north", &[0])], "an apps/v1 federation runs in north").await;
     f.assert_ledger_clean();
 }
@@ -167,10 +176,12 @@ async fn a_member_without_openkruise_gets_no_slice_and_the_condition_says_why() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_changed_under_running_members_blocks_and_writes_nothing() {
     let f = Federation::start_flags(&["east", "west"], &["--kruise"]).await;
-    let _c = Controller::start(&f.sandbox, "controller");
+    let c = Controller::start(&f.sandbox, "controller");
     f.create(&federation(&f, "db", Backend::StatefulSet, &["east", "west"], 2)).await;
     wait_running(&f, "db", &[("east", &[0]), ("west", &[1])], "db placed").await;
-    let before = f.placement("db").await;
+    c.wait_quiet("default/db");
+    let before = f.placement_now("db").await;
+    let marks: Vec<usize> = f.members.iter().map(|m| f.audit(m).len()).collect();
     // Today's schema refuses the change (`spec.backend is immutable`); a cluster whose CRD
     // predates that rule lets it through, and the controller must survive it.
     f.drop_crd_rule("spec.backend is immutable").await;
@@ -186,7 +197,12 @@ async fn a_backend_changed_under_running_members_blocks_and_writes_nothing() {
         })
     })
     .await;
-    assert_eq!(f.placement("db").await, before, "the pods run on, untouched");
+    c.wait_reconciles("default/db", 3);
+    for (m, since) in f.members.iter().zip(marks) {
+        let sent = f.spanset_write_requests(m, since);
+        assert!(sent.is_empty(), "{m} received writes from spanset's identity while db was blocked: {sent:?}");
+    }
+    assert_eq!(f.placement_now("db").await, before, "the pods run on, untouched");
     for m in ["east", "west"] {
         assert!(advanced_spec(&f.member(m).await, "db").await.is_none(), "no Advanced StatefulSet in {m}");
     }

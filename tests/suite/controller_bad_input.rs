@@ -1,6 +1,8 @@
 //! What only the controller can judge ends in a condition naming the problem, and nothing
 //! changes in any member: an unknown cluster, a template a member refuses (422), a member that
-//! drops `.spec.ordinals`, a kubeconfig Secret missing or unparsable.
+//! drops `.spec.ordinals`, a kubeconfig Secret missing or unparsable. "Nothing changes" is
+//! judged from what the members received from spanset's identity (the sandbox's resource
+//! account since a mark), and every read in an assertion fails the test when it fails.
 
 use crate::support;
 
@@ -16,22 +18,32 @@ use spanset::{
     api::{MemberCluster, MemberClusterSpec, SecretKeyRef},
     cli::sandbox::example,
 };
-use support::federation::{Controller, Federation};
+use support::{
+    account::AccountReport,
+    federation::{Controller, Federation},
+};
 
-async fn no_member_statefulset(f: &Federation, name: &str) {
+/// Asserts that no member holds a StatefulSet `name` (each read must succeed), and that
+/// spanset's identity changed nothing in any member since `mark`: not a StatefulSet, nor a
+/// namespace, Service or carried object, not even one written and taken back.
+async fn nothing_written(f: &Federation, mark: &AccountReport, name: &str) {
+    let changed = f.sandbox.spanset_changes_since(mark, &f.members);
+    assert!(changed.is_empty(), "spanset wrote in the members while {name} was refused: {changed:?}");
     for m in &f.members {
-        assert_eq!(f.member_slice(m, name).await, None, "{m} must hold no StatefulSet {name}");
+        assert_eq!(f.member_slice_now(m, name).await, None, "{m} must hold no StatefulSet {name}");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_cluster_is_named_and_nothing_is_written() {
     let f = Federation::start(&["east", "west"]).await;
-    let _c = Controller::start(&f.sandbox, "controller");
+    let mark = f.sandbox.account();
+    let c = Controller::start(&f.sandbox, "controller");
     f.create(&f.placing("lost", &["east", "nowhere"])).await;
     let msg = f.wait_condition("lost", "Blocked", "UnknownCluster").await;
     assert!(msg.contains("spec.placement.clusters[1].name") && msg.contains("nowhere"), "{msg}");
-    no_member_statefulset(&f, "lost").await;
+    c.wait_reconciles("default/lost", 3);
+    nothing_written(&f, &mark, "lost").await;
     support::eventually("a Warning Event naming the field", || async {
         f.events("lost").await.iter().any(|e| e.0 == "Warning" && e.1 == "UnknownCluster" && e.2 == msg)
     })
@@ -41,22 +53,29 @@ async fn an_unknown_cluster_is_named_and_nothing_is_written() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_a_member_refuses_changes_nothing_in_any_member() {
     let f = Federation::start(&["east", "west"]).await;
-    let _c = Controller::start(&f.sandbox, "controller");
+    let mark = f.sandbox.account();
+    let c = Controller::start(&f.sandbox, "controller");
     let mut bad = example(&f.members);
     bad.metadata.name = Some("bad".into());
     bad.spec.template.template.spec.as_mut().unwrap().containers[0].image = None;
     f.create(&bad).await;
     let msg = f.wait_condition("bad", "Blocked", "TemplateRefused").await;
     assert!(msg.contains("image") && msg.contains("422"), "{msg}");
-    no_member_statefulset(&f, "bad").await;
+    c.wait_reconciles("default/bad", 3);
+    nothing_written(&f, &mark, "bad").await;
 
     // A running federation whose template becomes unacceptable keeps what it runs.
     f.create(&example(&f.members)).await;
     f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3)], "initial slices").await;
+    c.wait_quiet("default/redis");
+    let mark = f.sandbox.account();
     let edit = serde_json::json!({"spec": {"template": {"template": {"spec": {"containers": [{"name": "redis"}]}}}}});
     f.api().patch("redis", &PatchParams::default(), &Patch::Merge(&edit)).await.unwrap();
     let msg = f.wait_condition("redis", "Blocked", "TemplateRefused").await;
     assert!(msg.contains("image"), "{msg}");
+    c.wait_reconciles("default/redis", 3);
+    let changed = f.sandbox.spanset_changes_since(&mark, &f.members);
+    assert!(changed.is_empty(), "spanset wrote in the members after the template became unacceptable: {changed:?}");
     for m in ["east", "west"] {
         let sts: Api<StatefulSet> = Api::namespaced(f.member(m).await, "default");
         let image = sts.get("redis").await.unwrap().spec.unwrap().template.spec.unwrap().containers[0].image.clone();
@@ -69,6 +88,7 @@ async fn a_template_a_member_refuses_changes_nothing_in_any_member() {
 async fn a_member_that_drops_ordinals_gets_no_slice_and_says_why() {
     let f = Federation::start(&["east", "west"]).await;
     f.sandbox.ctl_ok(&["drop-ordinals", "west", "true"]);
+    let mark = f.sandbox.account();
     let _c = Controller::start(&f.sandbox, "controller");
     f.create(&example(&f.members)).await;
     f.wait_settled("redis", &[("east", 0, 6)], "every ordinal in east").await;
@@ -79,7 +99,14 @@ async fn a_member_that_drops_ordinals_gets_no_slice_and_says_why() {
         mcs.get("west").await.unwrap().status.and_then(|s| s.keeps_ordinals) == Some(false)
     })
     .await;
-    assert_eq!(f.member_slice("west", "redis").await, None, "no StatefulSet was written in west");
+    let written: Vec<_> = f
+        .sandbox
+        .spanset_changes_since(&mark, &f.members)
+        .into_iter()
+        .filter(|(m, resource, _)| m == "west" && resource == "statefulsets.apps")
+        .collect();
+    assert!(written.is_empty(), "no StatefulSet was ever written in west: {written:?}");
+    assert_eq!(f.member_slice_now("west", "redis").await, None, "west holds no StatefulSet");
     f.assert_ledger_clean();
 }
 
@@ -100,7 +127,8 @@ async fn a_missing_or_unparsable_kubeconfig_secret_is_named_and_nothing_is_writt
     garbage.metadata.name = Some("garbled-kubeconfig".into());
     garbage.data = Some([("kubeconfig".to_string(), ByteString(b"{not: [a kubeconfig".to_vec()))].into());
     secrets.create(&PostParams::default(), &garbage).await.unwrap();
-    let _c = Controller::start(&f.sandbox, "controller");
+    let mark = f.sandbox.account();
+    let c = Controller::start(&f.sandbox, "controller");
     f.create(&f.placing("far", &["east", "far"])).await;
     let msg = f.wait_condition("far", "Blocked", "MemberUnusable").await;
     assert!(msg.contains("default/far-kubeconfig") && msg.contains("does not exist"), "{msg}");
@@ -108,6 +136,8 @@ async fn a_missing_or_unparsable_kubeconfig_secret_is_named_and_nothing_is_writt
     let msg = f.wait_condition("garbled", "Blocked", "MemberUnusable").await;
     assert!(msg.contains("default/garbled-kubeconfig") && msg.contains("cannot be parsed"), "{msg}");
     assert!(!msg.contains("not: [a kubeconfig"), "the Secret's content is never shown: {msg}");
-    no_member_statefulset(&f, "far").await;
-    no_member_statefulset(&f, "garbled").await;
+    c.wait_reconciles("default/far", 3);
+    c.wait_reconciles("default/garbled", 3);
+    nothing_written(&f, &mark, "far").await;
+    nothing_written(&f, &mark, "garbled").await;
 }

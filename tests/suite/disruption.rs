@@ -2,18 +2,13 @@
 //! real cluster: a budget's status follows its pods, an eviction past the budget is refused
 //! with 429 and deletes nothing, two evictions racing for the last disruption get it once, and
 //! the real kubectl's drain waits (retrying every 5 s) while the budget is spent and finishes
-//! once a pod is Ready again. Pods are watched over the whole of each test, and the identity
+//! once a pod is Ready again. How many pods were down at once is judged from the ledger's
+//! Ready spans over the whole of each test (every instant, not polled), and the identity
 //! ledger must stay clean.
 
 use crate::support;
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
-    },
-    time::Duration,
-};
+use std::sync::Arc;
 
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
@@ -29,7 +24,7 @@ use spanset::sim::{
     cluster::{Cluster, ClusterConfig},
     sandbox::fleet::Fleet,
 };
-use support::{Background, DEADLINE, Kubectl, Sandbox, eventually, wait_until};
+use support::{Background, DEADLINE, Kubectl, Sandbox, eventually, timeline, wait_until};
 
 const REFUSED: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
 
@@ -117,35 +112,13 @@ fn condition(pdb: &PodDisruptionBudget) -> (String, String) {
     (c.status, c.reason)
 }
 
-/// Polls the set's pods over the whole test: the most ever down at once (not Ready, deleting
-/// or missing), so a test fails on the first moment its budget was overspent.
-struct DownWatch {
-    stop: Arc<AtomicBool>,
-    worst: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl DownWatch {
-    fn start(pods: Api<Pod>, replicas: usize) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let worst = Arc::new(AtomicUsize::new(0));
-        let (stop2, worst2) = (stop.clone(), worst.clone());
-        let task = tokio::spawn(async move {
-            while !stop2.load(Ordering::SeqCst) {
-                if let Ok(list) = pods.list(&ListParams::default()).await {
-                    worst2.fetch_max(replicas.saturating_sub(up(&list.items)), Ordering::SeqCst);
-                }
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-        });
-        Self { stop, worst, task }
-    }
-
-    async fn worst(self) -> usize {
-        self.stop.store(true, Ordering::SeqCst);
-        self.task.await.unwrap();
-        self.worst.load(Ordering::SeqCst)
-    }
+/// The most ordinals of the set `web` (`0..replicas`) not Ready at one instant between `from`
+/// and now, with the first such instant and which, from the ledger's Ready spans: every
+/// instant counts, not only those a poll happened to see (at the sandbox's time factor a pod
+/// is down for a few tens of milliseconds).
+fn most_down(s: &Sim, replicas: u32, from: jiff::Timestamp) -> (usize, jiff::Timestamp, Vec<u32>) {
+    let runs = timeline::runs_of(&s.fleet.ledger, "web");
+    timeline::most_unavailable(&runs, 0..replicas, from, jiff::Timestamp::now())
 }
 
 fn api_error(r: Result<kube::core::Status, kube::Error>) -> kube::core::Status {
@@ -204,7 +177,7 @@ async fn an_eviction_past_the_budget_is_refused_with_429_and_deletes_nothing() {
     let s = sim().await;
     s.sets.create(&PostParams::default(), &web(3)).await.unwrap();
     all_up(&s, 3).await;
-    let watch = DownWatch::start(s.pods.clone(), 3);
+    let t0 = jiff::Timestamp::now();
     s.pdbs.create(&PostParams::default(), &budget("web", json!({"minAvailable": 3}))).await.unwrap();
     wait_counts(&s, "web", [3, 3, 3, 0]).await;
     let before = s.pods.get("web-0").await.unwrap();
@@ -254,7 +227,8 @@ async fn an_eviction_past_the_budget_is_refused_with_429_and_deletes_nothing() {
     assert_eq!((gone.code, gone.message.as_str()), (404, "pods \"nope\" not found"));
     all_up(&s, 3).await;
     assert!(s.pods.get("web-0").await.unwrap().uid() != before.uid(), "recreated");
-    assert!(watch.worst().await <= 1, "never more than the budget down");
+    let (most, at, which) = most_down(&s, 3, t0);
+    assert_eq!(most, 1, "never more than the budget down, and the one eviction allowed took one: {which:?} at {at}");
     assert!(s.fleet.ledger.overlaps().is_empty(), "{:?}", s.fleet.ledger.overlaps());
 }
 
@@ -294,7 +268,7 @@ async fn evictions_racing_for_the_last_disruption_get_it_once() {
     s.sets.create(&PostParams::default(), &web(5)).await.unwrap();
     all_up(&s, 5).await;
     s.pdbs.create(&PostParams::default(), &budget("web", json!({"maxUnavailable": 1}))).await.unwrap();
-    let watch = DownWatch::start(s.pods.clone(), 5);
+    let t0 = jiff::Timestamp::now();
     for round in 0..16 {
         wait_counts(&s, "web", [5, 4, 5, 1]).await;
         // Every pod at once, each request on its own connection and server task.
@@ -315,7 +289,8 @@ async fn evictions_racing_for_the_last_disruption_get_it_once() {
         assert_eq!(allowed, 1, "round {round}: exactly one eviction spends the one disruption allowed");
         all_up(&s, 5).await;
     }
-    assert_eq!(watch.worst().await, 1, "one pod down at a time");
+    let (most, at, which) = most_down(&s, 5, t0);
+    assert_eq!(most, 1, "one pod down at a time: {which:?} down at once at {at}");
     assert!(s.fleet.ledger.overlaps().is_empty(), "{:?}", s.fleet.ledger.overlaps());
 }
 

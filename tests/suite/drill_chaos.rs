@@ -213,7 +213,7 @@ async fn a_second_copy_of_a_pod_started_by_hand_mid_soak_fails_the_drill_naming_
     let other = f.members.iter().find(|m| **m != home).expect("another member").clone();
     // The member's guards refuse a pod with an identity's name made without spanset's gate;
     // an administrator takes them away first, as one restoring a copied manifest by hand might.
-    f.delete_guard_bindings(&other, &["spanset-identity-gate", "spanset-identity-gate-names"]).await;
+    f.delete_bindings(&other, &["spanset-identity-gate", "spanset-identity-gate-names"]).await;
     let client = f.member(&other).await;
     let sts = Api::<StatefulSet>::namespaced(client.clone(), "default").get("chaos").await.expect("chaos there");
     let template = sts.spec.as_ref().expect("a spec").template.clone();

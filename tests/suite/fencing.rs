@@ -1,6 +1,9 @@
 //! Leadership fences writes: a stale leader's member writes are refused with 409 once a newer
 //! term has stamped the object, it steps down when it sees the stamp, and a leader paused past
-//! its lease (SIGSTOP) writes nothing after it resumes while its successor moves ordinals.
+//! its lease (SIGSTOP) with a member write about to leave sends nothing after it resumes while
+//! its successor moves ordinals: judged from the requests the members received from spanset's
+//! identity, with the members' own term guard taken away so that the controller's rule is
+//! what is seen.
 
 use crate::support;
 
@@ -89,38 +92,93 @@ async fn a_stale_leaders_write_is_refused_with_409_and_it_steps_down_on_seeing_t
     assert_eq!(stored.metadata.annotations.unwrap()[TERM], "2");
 }
 
+/// A gauge or counter of a controller's `/metrics`, summed over the series whose line starts
+/// with `prefix` and mentions `label`.
+fn metric(c: &Controller, prefix: &str, label: &str) -> f64 {
+    c.metrics_text()
+        .lines()
+        .filter(|l| l.starts_with(prefix) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The term stamped on `redis` in each member, read strictly: a read that fails fails the test.
+async fn stamps(f: &Federation) -> Vec<Option<String>> {
+    let mut terms = Vec::new();
+    for m in &f.members {
+        let api: Api<StatefulSet> = Api::namespaced(f.member(m).await, "default");
+        let sts = api.get_opt("redis").await.unwrap_or_else(|e| panic!("{m}: reading StatefulSet redis: {e}"));
+        terms.push(sts.and_then(|s| s.metadata.annotations?.get(TERM).cloned()));
+    }
+    terms
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_paused_past_its_lease_writes_nothing_after_it_resumes() {
     let f = Federation::start(&["east", "west", "central"]).await;
-    let first = Controller::start(&f.sandbox, "first");
+    // The members' own guard against a lower term is taken away: what keeps the resumed
+    // leader's held write from being sent is the controller's rule alone.
+    for m in &f.members {
+        f.delete_bindings(m, &["spanset-member-term"]).await;
+    }
+    // The first leader holds the member writes of the round that records a move `Starting`
+    // until the file exists: it is paused with a write about to leave.
+    let go = f.sandbox.dir.path().join("go");
+    let failpoint = format!("hold-writes-Starting=return({})", go.display());
+    let first = Controller::start_with(&f.sandbox, "first", &[("FAILPOINTS", &failpoint)]);
     f.create(&example(&f.members)).await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "initial slices").await;
-    first.signal("-STOP");
-    let second = Controller::start(&f.sandbox, "second");
-    // The successor stamps every member object with its newer term before moving anything.
-    support::eventually("the successor's term on every member StatefulSet", || async {
-        let mut terms = Vec::new();
-        for m in ["east", "west", "central"] {
-            let api: Api<StatefulSet> = Api::namespaced(f.member(m).await, "default");
-            terms.push(api.get("redis").await.ok().and_then(|s| s.metadata.annotations?.get(TERM).cloned()));
-        }
-        terms.iter().all(|t| t.as_deref().is_some_and(|t| t != "1"))
-    })
-    .await;
     let body = serde_json::json!({"spec": {"placement": {"clusters": [
         {"name": "east", "weight": 1}, {"name": "west", "weight": 0}, {"name": "central", "weight": 0}]}}});
     f.api().patch("redis", &PatchParams::default(), &Patch::Merge(&body)).await.unwrap();
-    support::eventually("a move under way", || async { !f.status("redis").await.moves.is_empty() }).await;
-    let paused_log = first.log_text().len();
-    first.signal("-CONT");
-    f.wait_settled("redis", &[("east", 0, 6)], "the successor completed the migration").await;
-    support::eventually("the resumed process noticed it no longer leads", || async {
-        let log = first.log_text();
-        log[paused_log..].contains("lost leadership") || log[paused_log..].contains("not leading")
+    support::eventually("a move recorded Starting, its writes held", || async {
+        f.status("redis").await.moves.iter().any(|m| m.phase == "Starting")
     })
     .await;
-    let after = &first.log_text()[paused_log..];
-    assert!(!after.contains("wrote member StatefulSet"), "the paused leader wrote after resuming:\n{after}");
-    assert!(second.log_text().contains("leading"), "the successor led");
+    support::wait_until("the first leader holding its writes", support::DEADLINE, || {
+        first.log_text().contains("failpoint: holding the member writes")
+    });
+    // The held round is still under way: its end shows in the count once the process resumes.
+    let rounds_held = metric(&first, "spanset_reconciles_total{", "default/redis");
+    assert_eq!(metric(&first, "spanset_leader ", ""), 1.0, "the first process leads while it holds its writes");
+    first.signal("-STOP");
+
+    let second = Controller::start(&f.sandbox, "second");
+    // The successor stamps every member StatefulSet with its newer term before moving anything.
+    support::eventually("the successor's term on every member StatefulSet", || async {
+        stamps(&f).await.iter().all(|t| t.as_deref().is_some_and(|t| t != "1"))
+    })
+    .await;
+    f.wait_settled("redis", &[("east", 0, 6)], "the successor completed the migration").await;
+    // Then a quiet spell (no reconcile while the members are probed three times): from here
+    // on, nothing the successor has to do is left, so every write request a member receives
+    // from spanset's identity is the resumed process's.
+    second.wait_quiet("default/redis");
+    let marks: Vec<usize> = f.members.iter().map(|m| f.audit(m).len()).collect();
+    let account = f.sandbox.account();
+
+    std::fs::write(&go, "").expect("the failpoint's file");
+    first.signal("-CONT");
+    support::wait_until("the held round to end in the resumed process", support::DEADLINE, || {
+        metric(&first, "spanset_reconciles_total{", "default/redis") > rounds_held
+    });
+    support::wait_until("the resumed process to know it no longer leads", support::DEADLINE, || {
+        metric(&first, "spanset_leader ", "") == 0.0
+    });
+    // Every chance to act wrongly: a quiet spell of the resumed process too.
+    first.wait_reconciles("default/redis", 3);
+    second.wait_quiet("default/redis");
+
+    for (m, since) in f.members.iter().zip(marks) {
+        let sent = f.spanset_write_requests(m, since);
+        assert!(
+            sent.is_empty(),
+            "{m} received writes from spanset's identity after the paused leader resumed: {sent:?}"
+        );
+    }
+    let changed = f.sandbox.spanset_changes_since(&account, &f.members);
+    assert!(changed.is_empty(), "spanset changed member objects after the paused leader resumed: {changed:?}");
+    assert_eq!(metric(&second, "spanset_leader ", ""), 1.0, "the successor leads throughout");
+    assert!(metric(&second, "spanset_leader_term ", "") > 1.0, "in a newer term");
     f.assert_ledger_clean();
 }

@@ -103,7 +103,7 @@ async fn a_pod_whose_label_was_removed_keeps_its_ordinal_from_starting_elsewhere
     let node = hidden.spec.as_ref().and_then(|s| s.node_name.clone()).expect("redis-2 is scheduled");
 
     // The administrator's emergency step, then the label removed, the node's network lost.
-    f.delete_guard_bindings("east", &["spanset-owner-labels"]).await;
+    f.delete_bindings("east", &["spanset-owner-labels"]).await;
     let unlabel = serde_json::json!({"metadata": {"labels": {"spanset.dev/federation": null}}});
     east_pods.patch("redis-2", &PatchParams::default(), &Patch::Merge(&unlabel)).await.expect("label removed");
     f.sandbox.ctl_ok(&["node-down", "east", &node]);
@@ -208,7 +208,7 @@ async fn a_bare_pod_with_a_running_identity_s_name_is_refused_and_if_let_in_is_s
     assert!(ledger_violation(&f).is_none(), "nothing ran twice");
 
     // With the bindings deleted, the copy is accepted and runs beside east's redis-0.
-    f.delete_guard_bindings("west", &["spanset-identity-gate", "spanset-identity-gate-names"]).await;
+    f.delete_bindings("west", &["spanset-identity-gate", "spanset-identity-gate-names"]).await;
     k.ok_with_stdin(&["create", "-f", "-"], &bare_pod("redis-0", true));
     let west_pods: Api<Pod> = Api::namespaced(f.member("west").await, "default");
     support::eventually("west's bare redis-0 runs", || async {

@@ -1,8 +1,10 @@
 //! A federation a member refuses writes nothing in any member, at any moment: no namespace, no
 //! Service, no carried object, no StatefulSet (issue 22, item 5). Every member is polled over
-//! the whole time the controller has to act wrongly (several reconciles), not only at the end;
-//! then the fixed federation writes everything and settles. An update of a running federation
-//! to a refused template changes nothing already written.
+//! the whole time the controller has to act wrongly (several reconciles), not only at the end,
+//! every poll a successful read, and the resource account must show no write of spanset's
+//! identity in any member over that time; then the fixed federation writes everything and
+//! settles. An update of a running federation to a refused template changes nothing already
+//! written.
 
 use crate::support;
 
@@ -43,20 +45,25 @@ async fn condition(api: &Api<FederatedStatefulSet>, name: &str, type_: &str, rea
 }
 
 /// What spanset could have written for a federation in one member, as `kind namespace/name`:
-/// the namespace [`NS`], and anything labelled as spanset's in any namespace.
+/// the namespace [`NS`], and anything labelled as spanset's in any namespace. A read that fails
+/// fails the test: an error is never taken for "nothing there".
 async fn written(member: &Client) -> BTreeSet<String> {
     let ours = ListParams::default().labels("spanset.dev/federation");
     let mut seen = BTreeSet::new();
-    if Api::<Namespace>::all(member.clone()).get_opt(NS).await.ok().flatten().is_some() {
+    let ns = Api::<Namespace>::all(member.clone()).get_opt(NS).await;
+    if ns.unwrap_or_else(|e| panic!("reading Namespace {NS}: {e}")).is_some() {
         seen.insert(format!("Namespace {NS}"));
     }
-    for s in Api::<Service>::all(member.clone()).list(&ours).await.map(|l| l.items).unwrap_or_default() {
+    let services = Api::<Service>::all(member.clone()).list(&ours).await;
+    for s in services.unwrap_or_else(|e| panic!("listing Services: {e}")).items {
         seen.insert(format!("Service {}/{}", s.namespace().unwrap_or_default(), s.name_any()));
     }
-    for m in Api::<ConfigMap>::all(member.clone()).list(&ours).await.map(|l| l.items).unwrap_or_default() {
+    let maps = Api::<ConfigMap>::all(member.clone()).list(&ours).await;
+    for m in maps.unwrap_or_else(|e| panic!("listing ConfigMaps: {e}")).items {
         seen.insert(format!("ConfigMap {}/{}", m.namespace().unwrap_or_default(), m.name_any()));
     }
-    for s in Api::<StatefulSet>::all(member.clone()).list(&ours).await.map(|l| l.items).unwrap_or_default() {
+    let sets = Api::<StatefulSet>::all(member.clone()).list(&ours).await;
+    for s in sets.unwrap_or_else(|e| panic!("listing StatefulSets: {e}")).items {
         seen.insert(format!("StatefulSet {}/{}", s.namespace().unwrap_or_default(), s.name_any()));
     }
     seen
@@ -149,6 +156,7 @@ async fn a_template_a_member_refuses_writes_nothing_anywhere_until_fixed() {
     let mut bad = federation(&f, "badsel");
     // The selector does not select the pods the template makes: the members' apiservers refuse it.
     bad.spec.template.selector.match_labels = Some([("app".to_string(), "other".to_string())].into());
+    let mark = f.sandbox.account();
     let poller = Poller::start(&f).await;
     api.create(&PostParams::default(), &bad).await.expect("created");
     let msg = condition(&api, "badsel", "Blocked", "TemplateRefused").await;
@@ -159,6 +167,9 @@ async fn a_template_a_member_refuses_writes_nothing_anywhere_until_fixed() {
     let (rounds, seen) = poller.finish().await;
     assert!(rounds >= 2, "the members were polled {rounds} times");
     assert!(seen.is_empty(), "a refused federation wrote in members (seen over {rounds} polls): {seen:?}");
+    // Not only what the polls saw: nothing at all reached the members from spanset's identity.
+    let changed = f.sandbox.spanset_changes_since(&mark, &f.members);
+    assert!(changed.is_empty(), "a refused federation wrote in members: {changed:?}");
     assert!(
         c.log_text().lines().any(|l| l.contains("refused the template; nothing written in any member")),
         "the refusal is logged"
@@ -199,6 +210,8 @@ async fn a_running_federation_updated_to_a_refused_template_keeps_everything_as_
     }
     // Pod labels the selector no longer selects (the selector itself is immutable).
     let edit = serde_json::json!({"spec": {"template": {"template": {"metadata": {"labels": {"app": "other"}}}}}});
+    tokio::task::block_in_place(|| c.wait_quiet("redis"));
+    let mark = f.sandbox.account();
     let poller = Poller::start(&f).await;
     api.patch("redis", &PatchParams::default(), &Patch::Merge(&edit)).await.expect("edited");
     let msg = condition(&api, "redis", "Blocked", "TemplateRefused").await;
@@ -218,6 +231,8 @@ async fn a_running_federation_updated_to_a_refused_template_keeps_everything_as_
         })
         .collect();
     assert_eq!(seen, expected, "nothing new appeared anywhere over {rounds} polls");
+    let changed = f.sandbox.spanset_changes_since(&mark, &f.members);
+    assert!(changed.is_empty(), "spanset wrote in members after the template was refused: {changed:?}");
     for (m, was) in f.members.iter().zip(&before) {
         let member = f.member(m).await;
         assert_eq!(&versions(&member).await, was, "{m}: nothing already written changed");
@@ -271,6 +286,7 @@ async fn a_carried_object_a_member_refuses_writes_nothing_anywhere_until_allowed
     refuse_carried_config(&west).await;
     let c = Controller::start(&f.sandbox, "controller");
     let api = host_namespace(&f).await;
+    let mark = f.sandbox.account();
     let poller = Poller::start(&f).await;
     api.create(&PostParams::default(), &federation(&f, "carrier")).await.expect("created");
     let msg = condition(&api, "carrier", "Blocked", "CarriedObjectRefused").await;
@@ -278,7 +294,10 @@ async fn a_carried_object_a_member_refuses_writes_nothing_anywhere_until_allowed
     assert!(msg.contains("redis-conf may not be copied"), "the member's message: {msg}");
     tokio::task::block_in_place(|| c.wait_reconciles("carrier", 4));
     let (rounds, seen) = poller.finish().await;
+    assert!(rounds >= 2, "the members were polled {rounds} times");
     assert!(seen.is_empty(), "a refused federation wrote in members (seen over {rounds} polls): {seen:?}");
+    let changed = f.sandbox.spanset_changes_since(&mark, &f.members);
+    assert!(changed.is_empty(), "a refused federation wrote in members: {changed:?}");
 
     // West's administrator lifts the policy: everything is written once the refusal is checked
     // again.

@@ -89,10 +89,22 @@ async fn wait_ready(f: &Federation, c: &Controller, name: &str) {
     }
 }
 
-async fn no_member_statefulset(f: &Federation, name: &str) {
-    for m in &f.members {
-        assert_eq!(f.member_slice(m, name).await, None, "{m} must hold no StatefulSet {name}");
+/// Asserts that no member holds a StatefulSet `name` (each read must succeed) and that no
+/// member received a write request naming an object `name` from spanset's identity after the
+/// first `since` records of its audit (whether it was served or not). A create names its
+/// object in its body only: the caller counts those.
+async fn nothing_written(f: &Federation, name: &str, since: &[usize]) {
+    for (m, since) in f.members.iter().zip(since) {
+        let sent: Vec<String> =
+            f.spanset_write_requests(m, *since).into_iter().filter(|r| r.ends_with(&format!("/{name}"))).collect();
+        assert!(sent.is_empty(), "{m} received writes of {name} from spanset's identity: {sent:?}");
+        assert_eq!(f.member_slice_now(m, name).await, None, "{m} must hold no StatefulSet {name}");
     }
+}
+
+/// How many records each member's audit holds now: a mark to judge later requests from.
+fn audit_marks(f: &Federation) -> Vec<usize> {
+    f.members.iter().map(|m| f.audit(m).len()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,6 +116,7 @@ async fn an_object_that_cannot_be_decoded_is_named_once_and_hides_no_other() {
         .await;
     // Started after them (its first list holds them), with the default log filter as a user
     // runs it: kube's own warnings included.
+    let mark = f.sandbox.account();
     let c = Controller::start_with(&f.sandbox, "c1", &[("RUST_LOG", "")]);
     f.create(&f.placing("first", &["east", "west"])).await;
     // One created later still: every valid federation is seen and reconciled.
@@ -121,8 +134,18 @@ async fn an_object_that_cannot_be_decoded_is_named_once_and_hides_no_other() {
     // Time passes: many reconciles of the others, and the status report's own write events.
     let before = c.log_text().len();
     c.wait_reconciles("default/second", 20);
-    no_member_statefulset(&f, "bad-backend").await;
-    no_member_statefulset(&f, "bad-weight").await;
+    // Over the whole run. A create carries its name in its body, not in its path, so the
+    // StatefulSets each member received are counted: first's and second's, nothing more.
+    let changed = f.sandbox.account().since(&mark);
+    for m in &f.members {
+        let created = changed.cluster(m).created("spanset", "statefulsets.apps");
+        let spanset = changed.cluster(m).writes.get("spanset").cloned().unwrap_or_default();
+        assert_eq!(created, 2, "{m} received StatefulSets of first and second only: spanset's writes {spanset:?}");
+    }
+    // And no other write request names them, from the audit's first record on.
+    let start = vec![0; f.members.len()];
+    nothing_written(&f, "bad-backend", &start).await;
+    nothing_written(&f, "bad-weight", &start).await;
     let log = c.log_text();
     let about: Vec<&str> = log.lines().filter(|l| l.contains("bad-backend") || l.contains("bad-weight")).collect();
     let bytes: usize = about.iter().map(|l| l.len() + 1).sum();
@@ -164,8 +187,10 @@ async fn a_federation_edited_into_an_undecodable_object_freezes_and_can_still_be
         }
         out
     };
+    c.wait_quiet("default/redis");
     let written = generations().await;
-    let uids = (f.pod_uids("east", "redis").await, f.pod_uids("west", "redis").await);
+    let uids = (f.pod_uids_now("east", "redis").await, f.pod_uids_now("west", "redis").await);
+    let marks = audit_marks(&f);
 
     // Hand-edited into something the types cannot hold, while the controller runs.
     let edit = json!({"spec": {"replicas": "eight", "placement": {"clusters": [{"name": "east", "weight": 1}]}}});
@@ -175,8 +200,16 @@ async fn a_federation_edited_into_an_undecodable_object_freezes_and_can_still_be
     // Frozen: nothing written in any member while it cannot be read (the placement edit
     // would otherwise have moved west's ordinals).
     c.wait_reconciles("default/redis", 10);
+    for (m, since) in f.members.iter().zip(marks) {
+        let sent = f.spanset_write_requests(m, since);
+        assert!(sent.is_empty(), "{m} received writes from spanset's identity while redis could not be read: {sent:?}");
+    }
     assert_eq!(generations().await, written, "no member StatefulSet was written");
-    assert_eq!((f.pod_uids("east", "redis").await, f.pod_uids("west", "redis").await), uids, "no pod restarted");
+    assert_eq!(
+        (f.pod_uids_now("east", "redis").await, f.pod_uids_now("west", "redis").await),
+        uids,
+        "no pod restarted"
+    );
 
     // Deleted while it cannot be read: the member objects go and the finalizer is released.
     raw_api(&f).delete("redis", &DeleteParams::default()).await.unwrap();

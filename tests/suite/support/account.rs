@@ -25,6 +25,29 @@ impl Sandbox {
         read(&self.admin)
     }
 
+    /// What spanset's identity changed in each of `members` since `mark` (an earlier
+    /// [`Sandbox::account`]): `(member, resource, counts)` for every resource it created,
+    /// updated or deleted an object of (no-op updates and dry runs change nothing and are not
+    /// counted). Empty when it wrote nothing there, whatever the end state looks like: a write
+    /// undone later, or one to an object the test does not look at, still shows here.
+    pub fn spanset_changes_since(
+        &self,
+        mark: &AccountReport,
+        members: &[String],
+    ) -> Vec<(String, String, WriteCounts)> {
+        let changed = self.account().since(mark);
+        let mut out = Vec::new();
+        for m in members {
+            let cluster = changed.cluster(m);
+            for (resource, counts) in cluster.writes.get("spanset").into_iter().flatten() {
+                if counts.writes() > 0 {
+                    out.push((m.clone(), resource.clone(), *counts));
+                }
+            }
+        }
+        out
+    }
+
     /// The account of one cluster now.
     pub fn account_of(&self, cluster: &str) -> ClusterAccount {
         let report = self.account();

@@ -14,6 +14,9 @@ use spanset::api::{FederatedStatefulSet, FederatedStatefulSetStatus};
 
 use super::{DEADLINE, Sandbox};
 
+/// The user spanset's controller is in every member under `--auth` (`deploy/member/rbac.yaml`).
+pub const MEMBER_IDENTITY: &str = "system:serviceaccount:spanset-system:spanset-member";
+
 /// A `spanset run` process, logging to a file; killed on drop.
 pub struct Controller {
     child: Child,
@@ -147,6 +150,13 @@ impl Controller {
         });
     }
 
+    /// Waits for a quiet spell of `federation`: no reconcile of it while the members were
+    /// probed three times. After it, nothing the controller had to do for it is left, so a
+    /// test may take a mark and judge what is written after.
+    pub fn wait_quiet(&self, federation: &str) {
+        self.wait_reconciles(federation, u32::MAX);
+    }
+
     /// The controller's `/metrics` exposition now (it logs its address when it starts).
     pub fn metrics_text(&self) -> String {
         use std::io::{Read, Write};
@@ -247,10 +257,7 @@ impl Federation {
         }
         let mut out = Vec::new();
         for c in std::iter::once("host".to_string()).chain(self.members.iter().cloned()) {
-            let url = format!("{}/clusters/{c}/audit", self.sandbox.admin);
-            let Ok(res) = std::process::Command::new("curl").args(["-sf", &url]).output() else { continue };
-            let doc: serde_json::Value = serde_json::from_slice(&res.stdout).unwrap_or_default();
-            for r in doc["records"].as_array().into_iter().flatten() {
+            for r in self.audit(&c) {
                 let user = r["user"].as_str().unwrap_or("");
                 if r["allowed"] == false && user.starts_with("system:serviceaccount:spanset-system:") {
                     out.push(format!("{c}: {user} {} {} {} {}", r["verb"], r["resource"], r["subresource"], r["path"]));
@@ -258,6 +265,64 @@ impl Federation {
             }
         }
         out
+    }
+
+    /// Every request one cluster's apiserver has authorized or refused so far, oldest first
+    /// (its audit; empty without `--auth`): what the cluster received, whether it was served
+    /// or not.
+    pub fn audit(&self, cluster: &str) -> Vec<serde_json::Value> {
+        let url = format!("{}/clusters/{cluster}/audit", self.sandbox.admin);
+        let Ok(res) = std::process::Command::new("curl").args(["-sf", &url]).output() else { return Vec::new() };
+        let doc: serde_json::Value = serde_json::from_slice(&res.stdout).unwrap_or_default();
+        doc["records"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The write requests (`verb resource.group namespace/name`, dry runs included; a create's
+    /// name is empty, as its path does not carry it) that spanset's
+    /// member identity sent to `member` after the first `since` records of its audit: what a
+    /// controller tried to write there, whether the member served it, refused it or found it
+    /// conflicting. A test that says a controller "writes nothing" judges by this, as a write
+    /// refused by the member is still one the controller should not have sent.
+    pub fn spanset_write_requests(&self, member: &str, since: usize) -> Vec<String> {
+        let records = self.audit(member);
+        assert!(
+            self.sandbox.controller_kubeconfig.is_some(),
+            "only a sandbox with --auth tells spanset's requests apart in the audit"
+        );
+        records
+            .iter()
+            .skip(since)
+            .filter(|r| r["user"] == MEMBER_IDENTITY)
+            .filter(|r| {
+                ["create", "update", "patch", "delete", "deletecollection"].contains(&r["verb"].as_str().unwrap_or(""))
+            })
+            .map(|r| {
+                let field = |k: &str| r[k].as_str().unwrap_or("").to_string();
+                let resource = match field("group").as_str() {
+                    "" => field("resource"),
+                    group => format!("{}.{group}", field("resource")),
+                };
+                // A create names its object in its body, not in its path: its name is empty.
+                format!("{} {resource} {}/{}", field("verb"), field("namespace"), field("name"))
+            })
+            .collect()
+    }
+
+    /// Deletes a member's guard bindings `names` (`deploy/member/admission.yaml`), as an
+    /// administrator steps in by hand: how a test takes a member's own guard away, so that
+    /// what it sees is the controller's rule alone.
+    pub async fn delete_bindings(&self, member: &str, names: &[&str]) {
+        let resource = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding"),
+            "validatingadmissionpolicybindings",
+        );
+        let bindings: Api<kube::api::DynamicObject> = Api::all_with(self.member(member).await, &resource);
+        for name in names {
+            bindings
+                .delete(name, &Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("{member}: deleting {name}: {e}"));
+        }
     }
 
     /// Like [`Federation::start`] (shipped identities unless `SPANSET_TEST_AUTH=0`), with more
@@ -295,23 +360,6 @@ impl Federation {
     /// A client of a member.
     pub async fn member(&self, name: &str) -> Client {
         client_for(&self.sandbox.kubeconfig, name).await
-    }
-
-    /// Deletes the member guards' bindings `names` in `member`, as an administrator steps in by
-    /// hand: what the guards refused is then accepted, and a test can show what spanset and the
-    /// ledger make of it.
-    pub async fn delete_guard_bindings(&self, member: &str, names: &[&str]) {
-        let resource = kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding"),
-            "validatingadmissionpolicybindings",
-        );
-        let bindings: Api<kube::api::DynamicObject> = Api::all_with(self.member(member).await, &resource);
-        for name in names {
-            bindings
-                .delete(name, &Default::default())
-                .await
-                .unwrap_or_else(|e| panic!("{member}: deleting {name}: {e}"));
-        }
     }
 
     /// A client of a member acting as spanset does there: its member identity, from the
@@ -375,12 +423,25 @@ impl Federation {
         self.api().get(name).await.ok().and_then(|f| f.status).unwrap_or_default()
     }
 
-    /// The member StatefulSet's `(start, replicas)`, if it exists.
+    /// The member StatefulSet's `(start, replicas)`, if it exists; a read that fails (a member
+    /// cut off) answers `None`, which is right for waiting only: an assertion that nothing is
+    /// there reads with [`Federation::member_slice_now`].
     pub async fn member_slice(&self, member: &str, name: &str) -> Option<(i32, i32)> {
+        self.try_member_slice(member, name).await.ok().flatten()
+    }
+
+    /// Like [`Federation::member_slice`], failing the test when the member cannot be read, so
+    /// that an error is never taken for "nothing there".
+    pub async fn member_slice_now(&self, member: &str, name: &str) -> Option<(i32, i32)> {
+        self.try_member_slice(member, name)
+            .await
+            .unwrap_or_else(|e| panic!("{member}: reading StatefulSet {name}: {e}"))
+    }
+
+    async fn try_member_slice(&self, member: &str, name: &str) -> Result<Option<(i32, i32)>, kube::Error> {
         let api: Api<StatefulSet> = Api::namespaced(self.member(member).await, "default");
-        let sts = api.get_opt(name).await.ok().flatten()?;
-        let spec = sts.spec?;
-        Some((spec.ordinals.and_then(|o| o.start).unwrap_or(0), spec.replicas.unwrap_or(1)))
+        let Some(spec) = api.get_opt(name).await?.and_then(|s| s.spec) else { return Ok(None) };
+        Ok(Some((spec.ordinals.and_then(|o| o.start).unwrap_or(0), spec.replicas.unwrap_or(1))))
     }
 
     /// Waits until every member holds exactly `want` (`(member, start, replicas)`; members not
@@ -451,17 +512,33 @@ impl Federation {
         tokio::task::spawn_blocking(move || cmd.output().expect("spanset runs")).await.expect("spanset's thread")
     }
 
-    /// A federation's pods in `member`: ordinal → uid (running or terminating).
+    /// A federation's pods in `member`: ordinal → uid (running or terminating). A list that
+    /// fails answers none, which is right for waiting only: an assertion reads with
+    /// [`Federation::pod_uids_now`].
     pub async fn pod_uids(&self, member: &str, name: &str) -> std::collections::BTreeMap<u32, String> {
+        self.try_pod_uids(member, name).await.unwrap_or_default()
+    }
+
+    /// Like [`Federation::pod_uids`], failing the test when the member cannot be read.
+    pub async fn pod_uids_now(&self, member: &str, name: &str) -> std::collections::BTreeMap<u32, String> {
+        self.try_pod_uids(member, name).await.unwrap_or_else(|e| panic!("{member}: listing the pods of {name}: {e}"))
+    }
+
+    async fn try_pod_uids(
+        &self,
+        member: &str,
+        name: &str,
+    ) -> Result<std::collections::BTreeMap<u32, String>, kube::Error> {
         let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(self.member(member).await, "default");
         let lp = kube::api::ListParams::default().labels(&format!("spanset.dev/federation={name}"));
-        let list = api.list(&lp).await.map(|l| l.items).unwrap_or_default();
-        list.into_iter()
+        let list = api.list(&lp).await?.items;
+        Ok(list
+            .into_iter()
             .filter_map(|p| {
                 let k = p.metadata.name.as_deref()?.strip_prefix(&format!("{name}-"))?.parse().ok()?;
                 Some((k, p.metadata.uid.clone()?))
             })
-            .collect()
+            .collect())
     }
 
     /// Every member's pods of a federation: cluster → ordinal → uid.
@@ -472,6 +549,18 @@ impl Federation {
         let mut out = std::collections::BTreeMap::new();
         for m in &self.members {
             out.insert(m.clone(), self.pod_uids(m, name).await);
+        }
+        out
+    }
+
+    /// Like [`Federation::placement`], failing the test when a member cannot be read.
+    pub async fn placement_now(
+        &self,
+        name: &str,
+    ) -> std::collections::BTreeMap<String, std::collections::BTreeMap<u32, String>> {
+        let mut out = std::collections::BTreeMap::new();
+        for m in &self.members {
+            out.insert(m.clone(), self.pod_uids_now(m, name).await);
         }
         out
     }

@@ -35,6 +35,18 @@ pub fn runs(sandbox: &Sandbox, set: &str) -> Vec<Run> {
     let url = format!("{}/ledger", sandbox.admin);
     let out = std::process::Command::new("curl").args(["-sf", &url]).output().expect("curl runs");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the ledger is JSON");
+    runs_in(&doc, set)
+}
+
+/// Like [`runs`], from the ledger of a sandbox running inside the test (a `Fleet`'s), read
+/// as the admin API serves it.
+pub fn runs_of(ledger: &spanset::sim::cluster::ledger::Ledger, set: &str) -> Vec<Run> {
+    let doc = serde_json::json!({ "incarnations": ledger.entries() });
+    runs_in(&doc, set)
+}
+
+/// The runs of `set` in a ledger document (`{"incarnations": [...]}`).
+fn runs_in(doc: &serde_json::Value, set: &str) -> Vec<Run> {
     let ts = |v: &serde_json::Value| v.as_str().and_then(|s| s.parse::<Timestamp>().ok());
     let mut out: Vec<Run> = doc["incarnations"]
         .as_array()
