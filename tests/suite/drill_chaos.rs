@@ -11,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Api;
 use support::{Background, federation::Federation};
 
@@ -199,18 +199,49 @@ async fn a_wrong_marker_written_mid_soak_fails_the_drill_naming_the_ordinal() {
 /// A second copy of ordinal 0 started by hand in another member, mid-soak (a pod with the
 /// StatefulSet's identity that spanset never planned): the drill's ledger check must see the
 /// identity run twice and fail, naming it — the verdict is not clean by construction.
+/// The member where pod `<name>-<k>` runs (Running, not being deleted) while the federation
+/// moves nothing of `k`, and another member where no pod of that name exists.
+async fn running_and_elsewhere(f: &Federation, name: &str, k: u32) -> (String, String) {
+    let pod_name = format!("{name}-{k}");
+    let start = Instant::now();
+    loop {
+        let moving = f.status(name).await.moves.iter().any(|m| m.ordinal == k as i32);
+        let mut running = None;
+        let mut absent = None;
+        for m in &f.members {
+            let pods: Api<Pod> = Api::namespaced(f.member(m).await, "default");
+            match pods.get_opt(&pod_name).await.unwrap_or_else(|e| panic!("{m}: reading {pod_name}: {e}")) {
+                Some(p)
+                    if p.metadata.deletion_timestamp.is_none()
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") =>
+                {
+                    running = Some(m.clone())
+                }
+                Some(_) => {}
+                None => absent = absent.or(Some(m.clone())),
+            }
+        }
+        if let Some(found) = running.zip(absent).filter(|_| !moving) {
+            return found;
+        }
+        assert!(start.elapsed() < support::DEADLINE, "{pod_name} never ran still beside a member without it");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_copy_of_a_pod_started_by_hand_mid_soak_fails_the_drill_naming_the_identity() {
-    use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod};
+    use k8s_openapi::api::apps::v1::StatefulSet;
     use kube::api::PostParams;
     let _one = ONE_AT_A_TIME.lock().await;
     let f = Federation::start(&["east", "west", "central"]).await;
     let (mut drill, _stop) = short_soak_with_markers(&f);
-    // Ordinal 0 runs where its claim is; the copy goes to the next member, with the
-    // StatefulSet's template and a StatefulSet `chaos` as its controller owner — not the one
-    // there (whose controller would delete a pod outside its slice at once), a copy's own.
-    let (home, _) = volume_of(&f, 0).await;
-    let other = f.members.iter().find(|m| **m != home).expect("another member").clone();
+    // The copy goes to a member where ordinal 0 does not run, while it runs elsewhere and is
+    // not moving (a move might stop it before the copy starts). The copy is bare and carries
+    // no label: nothing the member runs adopts it or collects it, so it runs until the drill
+    // ends; it bears ordinal 0's identity by its name alone, which is what the ledger (and
+    // spanset) go by.
+    let (home, other) = running_and_elsewhere(&f, "chaos", 0).await;
     // The member's guards refuse a pod with an identity's name made without spanset's gate;
     // an administrator takes them away first, as one restoring a copied manifest by hand might.
     f.delete_bindings(&other, &["spanset-identity-gate", "spanset-identity-gate-names"]).await;
@@ -218,15 +249,7 @@ async fn a_second_copy_of_a_pod_started_by_hand_mid_soak_fails_the_drill_naming_
     let sts = Api::<StatefulSet>::namespaced(client.clone(), "default").get("chaos").await.expect("chaos there");
     let template = sts.spec.as_ref().expect("a spec").template.clone();
     let pod: Pod = serde_json::from_value(serde_json::json!({
-        "metadata": {
-            "name": "chaos-0",
-            "namespace": "default",
-            "labels": template.metadata.as_ref().and_then(|m| m.labels.clone()),
-            "ownerReferences": [{
-                "apiVersion": "apps/v1", "kind": "StatefulSet", "name": "chaos",
-                "uid": "started-by-hand", "controller": true,
-            }],
-        },
+        "metadata": {"name": "chaos-0", "namespace": "default"},
         "spec": {"containers": template.spec.as_ref().expect("a pod spec").containers},
     }))
     .expect("a pod");
@@ -238,6 +261,15 @@ async fn a_second_copy_of_a_pod_started_by_hand_mid_soak_fails_the_drill_naming_
     })
     .await;
     println!("started a copy of chaos-0 in {other} (it runs in {home})");
+    // Once the sandbox's ledger has it running twice, the administrator deletes the copy: the
+    // drill then converges (spanset starts nothing of ordinal 0 beside a copy it cannot end)
+    // and its own check of the whole run must still find the overlap.
+    support::eventually("the ledger sees ordinal 0 twice", || async {
+        let check = f.sandbox.ctl(&["ledger", "--check"]);
+        !check.status.success() && String::from_utf8_lossy(&check.stdout).contains("default/chaos ordinal 0")
+    })
+    .await;
+    pods.delete("chaos-0", &Default::default()).await.expect("the copy is deleted");
     let (code, report) = exit_and_report(&mut drill).await;
     assert_eq!(code, Some(1), "a ledger violation exits 1: {report}");
     let twice = report["ledgerViolations"].as_array().expect("a list");
