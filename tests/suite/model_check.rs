@@ -12,7 +12,8 @@
 //! once it has generated its budget of states, and fails unless it covered everything it could
 //! reach or at least its stated floor of distinct states ([`Limit::States`]). Each test states
 //! its floor and what its searches reach; a planted bug's first search finds it at a fixed
-//! point, well within its budget. All of them take about 4 minutes of CPU in a debug build.
+//! point, well within its budget. All of them take 3.7 to 4.6 minutes of CPU in a debug build
+//! (quiet to loaded).
 //!
 //! A deeper check, bounded by time (`SPANSET_MODEL_SECONDS` in all, faults per schedule in each
 //! search):
