@@ -434,8 +434,8 @@ fn an_unanswered_write_that_lands_after_a_read_never_runs_an_identity_twice() {
     let mut m = fault_placements(1, Rules::ALL, false);
     m.kinds = &[Fault::LostAnswer];
     let report = check(m, states(60_000, 13_000), Stop::AnyFailure);
-    assert!(report.complete, "every placement of one lost answer is searched, not a part of them");
     assert_safe(&report);
+    assert!(report.complete, "every placement of one lost answer is searched, not a part of them");
 }
 
 /// Regression: a move whose source had given its ordinal up was cancelled while its
