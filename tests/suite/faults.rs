@@ -83,16 +83,19 @@ async fn latency_delays_every_request() {
 #[tokio::test]
 async fn injected_500s_surface_and_503s_are_absorbed_by_the_client_retry() {
     let (_f, cluster, api) = sandbox().await;
-    cluster.faults.set_errors(Some(ErrorRate { rate: 1.0, code: 500 }));
+    cluster.faults.set_errors(Some(ErrorRate::seeded(1.0, 500)));
     match api.list(&ListParams::default()).await {
         Err(kube::Error::Api(s)) => assert_eq!((s.code, s.reason.as_str()), (500, "InternalError")),
         other => panic!("expected a 500, got {other:?}"),
     }
-    // kube-rs retries 503s by itself: at a 50% rate every request still succeeds.
-    cluster.faults.set_errors(Some(ErrorRate { rate: 0.5, code: 503 }));
-    for _ in 0..10 {
-        api.list(&ListParams::default()).await.expect("503s are retried");
+    // kube-rs retries 503s by itself. Every other request fails, starting with the first: each
+    // list is refused once and answered on its retry, none by luck of a draw.
+    cluster.faults.set_errors(Some(ErrorRate::even(0.5, 503)));
+    let injected = cluster.faults.injected();
+    for i in 0..10 {
+        api.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("list {i}: a 503 is retried, yet {e}"));
     }
+    assert_eq!(cluster.faults.injected() - injected, 10, "each of the ten lists was refused once, then retried");
 }
 
 #[tokio::test]
@@ -165,11 +168,30 @@ async fn a_member_that_drops_ordinals_is_caught_by_reading_back() {
 fn the_same_seed_injects_the_same_errors() {
     let draw = |seed| {
         let f = Faults::new(seed);
-        f.set_errors(Some(ErrorRate { rate: 0.3, code: 500 }));
+        f.set_errors(Some(ErrorRate::seeded(0.3, 500)));
         (0..200).map(|_| f.draw_error().is_some()).collect::<Vec<_>>()
     };
     assert_eq!(draw(7), draw(7));
     assert_ne!(draw(7), draw(8));
     let hits = draw(7).iter().filter(|x| **x).count();
     assert!((30..=90).contains(&hits), "about 30% of 200: {hits}");
+}
+
+/// The errors a seed injects do not depend on the uids and names the cluster drew meanwhile
+/// (the objects a run happens to create): they come from a generator of their own.
+#[test]
+fn injected_errors_do_not_depend_on_the_objects_created() {
+    let draw = |uids_between: usize| {
+        let f = Faults::for_cluster(7, "east");
+        f.set_errors(Some(ErrorRate::seeded(0.3, 500)));
+        (0..200)
+            .map(|_| {
+                for _ in 0..uids_between {
+                    f.random_uid();
+                }
+                f.draw_error().is_some()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(draw(0), draw(3));
 }

@@ -443,22 +443,10 @@ spec:
         ports: [{name: http, containerPort: 8080}]
 "#;
 
-/// `kubectl` on PATH, or `None` (skip) outside CI.
-fn kubectl(sandbox: &Sandbox) -> Option<Kubectl> {
-    let found =
-        std::process::Command::new("kubectl").args(["version", "--client"]).output().is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(std::env::var_os("CI").is_none(), "kubectl is required under CI");
-        eprintln!("skipping: kubectl not found on PATH");
-        return None;
-    }
-    Some(Kubectl::on_path(sandbox))
-}
-
 #[test]
 fn kubectl_lists_endpointslices_and_mcs_serves_service_exports_where_asked() {
     let sandbox = Sandbox::start_with("east,west", &["--mcs", "west"]);
-    let Some(mut k) = kubectl(&sandbox) else { return };
+    let Some(mut k) = Kubectl::installed(&sandbox) else { return };
     k.context = Some("east".into());
     k.ok_with_stdin(&["apply", "-f", "-"], WEB_YAML);
     wait_until("kubectl lists a slice with both pods", DEADLINE, || {

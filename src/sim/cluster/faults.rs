@@ -4,8 +4,10 @@
 //! or a power-off), failing readiness and images marked (un)pullable.
 //!
 //! Owned by the [`crate::sim::cluster::Cluster`]; read on every request by the server and handlers,
-//! written only by the admin API. Every random choice of the cluster (injected errors, uids,
-//! generated names) comes from its seeded generator, so a run with the same seed repeats.
+//! written only by the admin API. Every random choice of the cluster comes from its seeded
+//! generators, so a run with the same seed repeats: injected errors from one, uids and generated
+//! names from another, so that how many objects a run creates does not change which requests
+//! fail, nor the reverse.
 
 use std::{
     collections::BTreeMap,
@@ -35,6 +37,31 @@ pub struct ErrorRate {
     pub rate: f64,
     /// The HTTP code to answer with.
     pub code: u16,
+    /// Which requests get it.
+    pub spread: Spread,
+}
+
+/// How injected errors fall among the requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spread {
+    /// Each request draws from the cluster's seeded error generator: a chaos run's errors,
+    /// repeatable by seed.
+    Seeded,
+    /// Evenly, with no chance in it, starting with an error: at 0.5 every other request
+    /// fails, at 0.25 every fourth. For tests whose claim must not rest on a lucky draw.
+    Even,
+}
+
+impl ErrorRate {
+    /// Errors drawn from the cluster's seeded error generator.
+    pub fn seeded(rate: f64, code: u16) -> Self {
+        Self { rate, code, spread: Spread::Seeded }
+    }
+
+    /// Errors spread evenly (see [`Spread::Even`]).
+    pub fn even(rate: f64, code: u16) -> Self {
+        Self { rate, code, spread: Spread::Even }
+    }
 }
 
 /// How a node is out: what a StatefulSet fears depends on it (the book's at-most-one chapter).
@@ -67,7 +94,14 @@ pub struct Faults {
     errors: Mutex<Option<ErrorRate>>,
     drop_ordinals: AtomicBool,
     kruise_drops_ordinals: AtomicBool,
+    /// Uids, generated names and ClusterIPs.
     rng: Mutex<StdRng>,
+    /// Injected errors ([`Spread::Seeded`]), kept apart from `rng`.
+    error_rng: Mutex<StdRng>,
+    /// Requests that drew an error since the rate was set (for [`Spread::Even`]).
+    error_draws: AtomicU64,
+    /// Errors injected since the cluster started.
+    injected: AtomicU64,
     /// Bumped whenever the partition changes, so connections and watches can react.
     changed: watch::Sender<Partition>,
     /// Bumped on every fault change the simulated components act on (outages, forced
@@ -130,19 +164,32 @@ fn generator_key(seed: u64, name: &str) -> [u8; 32] {
     key
 }
 
+/// Mixed into a plain seed for the error generator, so that it and the other generator of
+/// [`Faults::new`] start from different seeds.
+const ERROR_STREAM: u64 = 0x6572_726f_7273_0001;
+
+/// The error generator's key, from the cluster's [`generator_key`]: its last byte flipped,
+/// which no key of `generator_key` has set (it is zero padding, or the top byte of a name's
+/// length), so it is no other cluster's key either.
+fn error_key(mut key: [u8; 32]) -> [u8; 32] {
+    key[31] ^= 0x80;
+    key
+}
+
 impl Faults {
-    /// No faults; errors drawn from `seed`.
+    /// No faults; random choices drawn from `seed`.
     pub fn new(seed: u64) -> Self {
-        Self::with_rng(StdRng::seed_from_u64(seed))
+        Self::with_rngs(StdRng::seed_from_u64(seed), StdRng::seed_from_u64(seed ^ ERROR_STREAM))
     }
 
     /// No faults; the random choices of cluster `name` in a sandbox seeded with `seed`, which
     /// repeat run to run and differ from those of every other cluster of the sandbox.
     pub fn for_cluster(seed: u64, name: &str) -> Self {
-        Self::with_rng(StdRng::from_seed(generator_key(seed, name)))
+        let key = generator_key(seed, name);
+        Self::with_rngs(StdRng::from_seed(key), StdRng::from_seed(error_key(key)))
     }
 
-    fn with_rng(rng: StdRng) -> Self {
+    fn with_rngs(rng: StdRng, error_rng: StdRng) -> Self {
         Self {
             partition: AtomicU8::new(0),
             latency_ms: AtomicU64::new(0),
@@ -150,6 +197,9 @@ impl Faults {
             drop_ordinals: AtomicBool::new(false),
             kruise_drops_ordinals: AtomicBool::new(false),
             rng: Mutex::new(rng),
+            error_rng: Mutex::new(error_rng),
+            error_draws: AtomicU64::new(0),
+            injected: AtomicU64::new(0),
             changed: watch::channel(Partition::None).0,
             pokes: watch::channel(0).0,
             nodes_down: Mutex::new(BTreeMap::new()),
@@ -251,15 +301,34 @@ impl Faults {
         self.latency_ms.store(ms, Ordering::SeqCst);
     }
 
-    /// Sets or clears the error injection.
+    /// Sets or clears the error injection; an even spread starts again with an error.
     pub fn set_errors(&self, errors: Option<ErrorRate>) {
-        *self.errors.lock() = errors;
+        let mut current = self.errors.lock();
+        self.error_draws.store(0, Ordering::SeqCst);
+        *current = errors;
     }
 
     /// The injected error for this request, if one is drawn.
     pub fn draw_error(&self) -> Option<u16> {
         let e = (*self.errors.lock())?;
-        (self.rng.lock().random::<f64>() < e.rate).then_some(e.code)
+        let hit = match e.spread {
+            Spread::Seeded => self.error_rng.lock().random::<f64>() < e.rate,
+            Spread::Even => {
+                // Request i fails when the running total of `rate` crosses an integer: the
+                // first does (at any rate above zero), then one in every 1/rate.
+                let i = self.error_draws.fetch_add(1, Ordering::SeqCst) as f64;
+                ((i + 1.0) * e.rate).ceil() > (i * e.rate).ceil()
+            }
+        };
+        hit.then(|| {
+            self.injected.fetch_add(1, Ordering::SeqCst);
+            e.code
+        })
+    }
+
+    /// How many requests were answered with an injected error since the cluster started.
+    pub fn injected(&self) -> u64 {
+        self.injected.load(Ordering::SeqCst)
     }
 
     /// Whether StatefulSet writes lose `.spec.ordinals`.
@@ -383,7 +452,7 @@ impl Faults {
             "partition": format!("{:?}", self.partition()),
             "latencyMs": self.latency_ms.load(Ordering::SeqCst),
             "clockOffsetMs": self.clock_offset_ms(),
-            "errors": (*self.errors.lock()).map(|e| serde_json::json!({"rate": e.rate, "code": e.code})),
+            "errors": (*self.errors.lock()).map(|e| serde_json::json!({"rate": e.rate, "code": e.code, "spread": format!("{:?}", e.spread)})),
             "dropOrdinals": self.drops_ordinals(),
             "kruiseDropsOrdinals": self.kruise_drops_ordinals(),
             "nodesDown": self.nodes_down.lock().keys().cloned().collect::<Vec<_>>(),

@@ -196,7 +196,7 @@ fn fault_action(cluster: &Cluster, action: &str, query: &BTreeMap<String, String
             if !(400..=599).contains(&code) {
                 return Err(format!("error code must be from 400 to 599, not {code}"));
             }
-            faults.set_errors((rate > 0.0).then_some(ErrorRate { rate, code }));
+            faults.set_errors((rate > 0.0).then_some(ErrorRate::seeded(rate, code)));
         }
         "cut-watches" => cluster.storage.close_watches(),
         "expire-watches" => {

@@ -5,6 +5,7 @@ pub mod account;
 pub mod dns;
 pub mod federation;
 pub mod prometheus;
+pub mod tally;
 pub mod timeline;
 
 use std::{
@@ -92,12 +93,9 @@ pub fn program(program: &str, package: &str) -> Option<PathBuf> {
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .map(|d| d.join(program))
         .find(|p| p.is_file());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{program} is not installed (apt-get install {package}), and CI is set"
-        );
-        eprintln!("skipped: {program} is not installed (apt-get install {package})");
+    match &found {
+        Some(_) => tally::found(program),
+        None => tally::missing(program, &format!("not on PATH: apt-get install {package}")),
     }
     found
 }
@@ -236,15 +234,13 @@ fn kubectl_dir() -> Option<PathBuf> {
 }
 
 /// The `kubectl.1.NN` binary for a minor version. Missing binaries fail loudly under CI and
-/// skip (returning `None`) elsewhere.
+/// skip (returning `None`) elsewhere, counted either way ([`tally`]).
 pub fn kubectl_binary(minor: u32) -> Option<PathBuf> {
-    let found = kubectl_dir().map(|d| d.join(format!("kubectl.1.{minor}"))).filter(|p| p.is_file());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "kubectl.1.{minor} is required under CI but was not found beside kubectl on PATH"
-        );
-        eprintln!("skipping: kubectl.1.{minor} not found beside kubectl on PATH");
+    let program = format!("kubectl.1.{minor}");
+    let found = kubectl_dir().map(|d| d.join(&program)).filter(|p| p.is_file());
+    match &found {
+        Some(_) => tally::found(&program),
+        None => tally::missing(&program, "not found beside kubectl on PATH"),
     }
     found
 }
@@ -264,6 +260,16 @@ impl Kubectl {
         let bin = kubectl_binary(minor)?;
         let cache = sandbox.dir.path().join(format!("cache-1.{minor}"));
         Some(Self { bin, kubeconfig: sandbox.kubeconfig.clone(), cache, context: None })
+    }
+
+    /// The `kubectl` on PATH against `sandbox`, or `None` when there is none (counted, and
+    /// failing under CI: [`tally`]).
+    pub fn installed(sandbox: &Sandbox) -> Option<Self> {
+        match kubectl_dir() {
+            Some(_) => tally::found("kubectl"),
+            None => tally::missing("kubectl", "not on PATH"),
+        }
+        kubectl_dir().map(|_| Self::on_path(sandbox))
     }
 
     /// The `kubectl` on PATH against `sandbox`.
