@@ -276,18 +276,18 @@ impl Metrics {
         self.watch_restarts.with_label_values(&[cluster]).inc();
     }
 
-    /// Whether a member answers (its probe's outcome); an answer also sets the member's last
-    /// contact time.
-    pub fn set_reachable(&self, cluster: &str, up: bool) {
+    /// Whether a member answers (its probe's outcome), and when it last answered: the contact
+    /// time is that answer's, not the moment it was judged, so that "how long since" reads the
+    /// member's silence (a member stays reachable for a while after its last answer).
+    pub fn set_reachable(&self, cluster: &str, up: bool, last_answer: Option<std::time::Instant>) {
         self.member_reachable.with_label_values(&[cluster]).set(i64::from(up));
         let _ = self.watch_restarts.with_label_values(&[cluster]);
         let _ = self.stale_writes.with_label_values(&[cluster]);
         let contact = self.last_contact.with_label_values(&[cluster]);
-        if up {
-            contact.set(unix_now());
-        } else if contact.get() == 0.0 {
+        match last_answer {
+            Some(t) => contact.set(unix_now() - t.elapsed().as_secs_f64()),
             // Never answered: the series exists (at 0), so "how long since" alerts see it.
-            contact.set(0.0);
+            None => contact.set(0.0),
         }
     }
 
@@ -564,7 +564,7 @@ mod tests {
     fn a_member_s_series_disappear_when_it_is_forgotten() {
         let m = Metrics::new();
         m.set_fenced("east", true);
-        m.set_reachable("east", true);
+        m.set_reachable("east", true, Some(std::time::Instant::now()));
         m.failover("east");
         m.member_http_request("east", "list", Some(200), 0.01);
         m.member_http_request("east", "get", Some(418), 0.01);
