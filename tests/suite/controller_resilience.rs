@@ -127,6 +127,9 @@ async fn a_member_partitioned_during_a_migration_holds_its_ordinals_until_healed
     tokio::task::block_in_place(|| c.wait_reconciles("redis", 3));
     let still: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
     assert!(moving.iter().all(|k| still.contains(k)), "central's moves {moving:?} still in flight before the heal");
+    let so_far = timeline::runs(&f.sandbox, "redis");
+    let early = timeline::started_elsewhere_before(&so_far, "central", &[4, 5], jiff::Timestamp::now());
+    assert!(early.is_empty(), "central's ordinals started elsewhere while it was cut off: {early:?}");
     assert_eq!(f.member_slice("west", "redis").await, Some((2, 2)), "west holds 2-3, not central's 4-5");
     let healed = jiff::Timestamp::now();
     f.sandbox.ctl_ok(&["heal", "central"]);

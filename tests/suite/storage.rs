@@ -123,10 +123,10 @@ async fn a_volume_tied_to_a_node_stops_its_move_naming_the_pv_and_nothing_is_del
     // The refused ordinal (5, the first to leave) is held: east never takes it, however many
     // reconciles the controller gets to act wrongly in; the ledger judges the whole run.
     tokio::task::block_in_place(|| c.wait_reconciles("redis", 3));
-    assert!(f.member_slice("east", "redis").await.is_some_and(|(s, r)| s + r <= 5));
     let runs = timeline::runs(&f.sandbox, "redis");
     let in_east: Vec<_> = runs.iter().filter(|r| r.cluster == "east" && r.ordinal == 5).collect();
     assert!(in_east.is_empty(), "ordinal 5 ran in east: {in_east:?}");
+    assert!(f.member_slice("east", "redis").await.is_some_and(|(s, r)| s + r <= 5));
     for (k, pv) in (3..6).zip(&pvs) {
         assert_eq!(volume_of(&f, "west", k).await.as_deref(), Some(pv.as_str()), "west keeps claim {k}");
         assert_eq!(marker(&f, "west", pv), format!("ordinal-{k}"));
