@@ -90,19 +90,22 @@ fn failed_gets(c: &Controller, member: &str) -> f64 {
         .sum()
 }
 
-/// Cuts `member` off for longer than a probe period (one of its probes fails) and shorter than
+/// Cuts `member` off for longer than a probe period (its next probe fails) and shorter than
 /// `threshold` seconds, once every member is Reachable; answers the member's `Reachable`
-/// condition and the federation's `ClusterUnreachable` from before. How long the member was
-/// silent is measured by the controller's own contact times, from the probe answer just before
-/// the cut to the first after it (other calls may have answered inside that span, never
-/// outside it); a blip that a loaded machine stretched to the threshold is not one, and is
-/// tried again: what the caller then asserts holds for a silence shorter than the threshold.
+/// condition and the federation's `ClusterUnreachable` from before. The silence is measured
+/// by the controller's own contact times (its last-contact metric moves with every answer):
+/// from the last answer before the cut (read while cut off) to the first seen after the heal,
+/// at least as long as the real one. A blip that a loaded machine stretched towards the
+/// threshold is not one, and is tried again: what the caller then asserts holds for a silence
+/// longer than a probe period and shorter than the threshold.
 async fn blip(
     f: &Federation,
     c: &Controller,
     member: &str,
     threshold: f64,
 ) -> ((String, String, String, String), (String, String, String, String)) {
+    let period = spanset::controller::watcher::PROBE_PERIOD.as_secs_f64();
+    let unix_now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
     for _ in 0..5 {
         support::eventually("every member Reachable, the federation's condition False", || async {
             let mut all = true;
@@ -116,17 +119,20 @@ async fn blip(
             reachable(f, member).await.unwrap(),
             condition(&f.status("redis").await.conditions, "ClusterUnreachable").unwrap(),
         );
-        // Cut right after a probe answered, so that the next one fails.
-        let earlier = c.last_contact(member);
-        support::eventually("a fresh probe answer", || async { c.last_contact(member) > earlier }).await;
-        let answered = c.last_contact(member);
         let failed = failed_gets(c, member);
         f.sandbox.ctl_ok(&["partition", member]);
-        support::eventually("a failed probe", || async { failed_gets(c, member) > failed }).await;
+        // Cut off (its connections closed): its last answer stays put from here on.
+        let last = c.last_contact(member);
+        // A call failed, and a probe period has passed without an answer: its next probe fails.
+        support::eventually("a failed call, and a probe period without an answer", || async {
+            failed_gets(c, member) > failed && unix_now() > last + period + 0.5
+        })
+        .await;
+        assert_eq!(c.last_contact(member), last, "{member} answered while cut off");
         f.sandbox.ctl_ok(&["heal", member]);
-        support::eventually("a probe answers again", || async { c.last_contact(member) > answered }).await;
-        let silence = c.last_contact(member) - answered;
-        println!("blip of {member}: {silence:.1} s between probe answers");
+        support::eventually("an answer again", || async { c.last_contact(member) > last }).await;
+        let silence = c.last_contact(member) - last;
+        println!("blip of {member}: {silence:.1} s without an answer");
         if silence < threshold - 0.5 {
             return before;
         }

@@ -77,7 +77,7 @@ impl ClusterWatcher {
     /// status and, when it changed, to every federation.
     fn judge_reachability(&mut self, ctx: &mut Context<Self>) {
         let up = self.health.reachable(Instant::now(), MEMBER_UNREACHABLE_AFTER);
-        self.metrics.set_reachable(&self.cluster, up, self.health.last_contact);
+        self.metrics.set_reachable(&self.cluster, up);
         self.report_status(ctx);
         // Coordinators judge reachability with their own thresholds, reading the member's last
         // answer from its contact clock when they plan: only a change of what every
@@ -151,7 +151,7 @@ impl ClusterWatcher {
                 tracing::warn!(cluster = %self.cluster, reason, message = %message, "member unreachable")
             }
         }
-        self.metrics.set_reachable(&self.cluster, is_up, self.health.last_contact);
+        self.metrics.set_reachable(&self.cluster, is_up);
         self.report_status(ctx);
         self.touched_all(ctx);
     }
