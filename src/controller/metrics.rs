@@ -276,19 +276,21 @@ impl Metrics {
         self.watch_restarts.with_label_values(&[cluster]).inc();
     }
 
-    /// Whether a member answers (its probe's outcome); an answer also sets the member's last
-    /// contact time.
+    /// Whether a member answers (its probe's outcome). Its last contact time is not touched
+    /// here but by [`Metrics::answered`], at each answer: a member stays reachable for a while
+    /// after its last answer, and "how long since" must read its silence.
     pub fn set_reachable(&self, cluster: &str, up: bool) {
         self.member_reachable.with_label_values(&[cluster]).set(i64::from(up));
         let _ = self.watch_restarts.with_label_values(&[cluster]);
         let _ = self.stale_writes.with_label_values(&[cluster]);
-        let contact = self.last_contact.with_label_values(&[cluster]);
-        if up {
-            contact.set(unix_now());
-        } else if contact.get() == 0.0 {
-            // Never answered: the series exists (at 0), so "how long since" alerts see it.
-            contact.set(0.0);
-        }
+        // Never answered: the series exists (at 0), so "how long since" alerts see it.
+        let _ = self.last_contact.with_label_values(&[cluster]);
+    }
+
+    /// A member answered a call now: its last contact time, as it happens (between probe
+    /// ticks too), so that "how long since" is exact to the answer.
+    pub fn answered(&self, cluster: &str) {
+        self.last_contact.with_label_values(&[cluster]).set(unix_now());
     }
 
     /// A member's MemberCluster was seen: whether it is fenced. Also starts its failover
@@ -565,6 +567,7 @@ mod tests {
         let m = Metrics::new();
         m.set_fenced("east", true);
         m.set_reachable("east", true);
+        m.answered("east");
         m.failover("east");
         m.member_http_request("east", "list", Some(200), 0.01);
         m.member_http_request("east", "get", Some(418), 0.01);

@@ -6,7 +6,10 @@ use crate::support;
 
 use kube::api::{Patch, PatchParams};
 use spanset::cli::sandbox::example;
-use support::federation::{Controller, Federation};
+use support::{
+    federation::{Controller, Federation},
+    timeline,
+};
 
 fn placement(clusters: &[(&str, i32)]) -> serde_json::Value {
     let clusters: Vec<serde_json::Value> =
@@ -93,19 +96,48 @@ async fn a_member_drained_by_weight_zero_and_one_added_take_the_ordinals_over() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_partitioned_during_a_migration_holds_its_ordinals_until_healed() {
     let f = Federation::start(&["east", "west", "central"]).await;
-    let _c = Controller::start(&f.sandbox, "controller");
+    // The round that records a move in phase Draining holds its member writes until `go`
+    // exists: central is cut off with its own move recorded and its shrink about to leave.
+    let go = f.sandbox.dir.path().join("go");
+    let hold = format!("hold-writes-Draining=return({})", go.display());
+    let c = Controller::start_with(&f.sandbox, "controller", &[("FAILPOINTS", &hold)]);
     f.create(&example(&f.members)).await;
     f.wait_settled("redis", &THIRDS, "initial slices").await;
-    f.sandbox.ctl_ok(&["partition", "central"]);
-    patch(&f, placement(&[("east", 1), ("west", 0), ("central", 0)])).await;
-    // West's ordinals arrive; central's cannot leave while nothing can be written there.
-    support::eventually("west's ordinals in east", || async {
-        f.status("redis").await.slices.iter().any(|s| s.cluster == "east" && s.replicas == 4 && s.ready_replicas == 4)
+    // Central's ordinals go to west (east keeps 0-1, west grows to 2-5): central is the only source.
+    patch(&f, placement(&[("east", 1), ("west", 2), ("central", 0)])).await;
+    let from_central = || async {
+        let moves = f.status("redis").await.moves;
+        moves.iter().filter(|m| m.from == "central").map(|m| (m.ordinal, m.phase.clone())).collect::<Vec<_>>()
+    };
+    support::eventually("a move from central recorded, Draining", || async {
+        from_central().await.iter().any(|m| m.1 == "Draining")
     })
     .await;
-    assert_eq!(f.member_slice("east", "redis").await, Some((0, 4)), "east holds 0-3, not central's 4-5");
+    let moving: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
+    // Only the API is cut off: central's pods keep running.
+    f.sandbox.ctl_ok(&["partition", "central"]);
+    std::fs::write(&go, "").expect("the held writes released");
+    let now_moving: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
+    assert!(moving.iter().all(|k| now_moving.contains(k)), "central's moves {moving:?} in flight after the cut");
+    support::eventually("central unreachable in the status", || async {
+        f.status("redis").await.conditions.iter().any(|c| c.type_ == "ClusterUnreachable" && c.status == "True")
+    })
+    .await;
+    // The controller gets reconciles to finish the move wrongly in; it may not before the heal.
+    tokio::task::block_in_place(|| c.wait_reconciles("redis", 3));
+    let still: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
+    assert!(moving.iter().all(|k| still.contains(k)), "central's moves {moving:?} still in flight before the heal");
+    let so_far = timeline::runs(&f.sandbox, "redis");
+    let early = timeline::started_elsewhere_before(&so_far, "central", &[4, 5], jiff::Timestamp::now());
+    assert!(early.is_empty(), "central's ordinals started elsewhere while it was cut off: {early:?}");
+    assert_eq!(f.member_slice("west", "redis").await, Some((2, 2)), "west holds 2-3, not central's 4-5");
+    let healed = jiff::Timestamp::now();
     f.sandbox.ctl_ok(&["heal", "central"]);
-    f.wait_settled("redis", &[("east", 0, 6)], "central's ordinals moved after the heal").await;
+    f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 4)], "central's ordinals moved after the heal").await;
+    // Over the whole run: 4 and 5 started in west only once central answered again.
+    let runs = timeline::runs(&f.sandbox, "redis");
+    let early = timeline::started_elsewhere_before(&runs, "central", &[4, 5], healed);
+    assert!(early.is_empty(), "central's ordinals started elsewhere before the heal at {healed}: {early:?}");
     f.assert_ledger_clean();
 }
 

@@ -4,7 +4,10 @@
 use crate::support;
 
 use spanset::cli::sandbox::example;
-use support::federation::{Controller, Federation};
+use support::{
+    federation::{Controller, Federation},
+    timeline,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evacuate_moves_every_ordinal_out_and_back_and_reports_each() {
@@ -91,7 +94,7 @@ fn evacuating_a_member_outside_the_placement_is_refused_naming_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_loss_detects_fences_rehomes_shrinks_on_return_and_keeps_the_ledger_clean() {
     let f = Federation::start(&["east", "west", "central"]).await;
-    let _c = Controller::start(&f.sandbox, "controller");
+    let c = Controller::start(&f.sandbox, "controller");
     let mut fsts = serde_json::to_value(example(&f.members)).unwrap();
     fsts["spec"]["failover"] = serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6});
     f.create(&serde_json::from_value(fsts).unwrap()).await;
@@ -99,17 +102,51 @@ async fn cluster_loss_detects_fences_rehomes_shrinks_on_return_and_keeps_the_led
     f.wait_settled("redis", &thirds, "initial slices").await;
     let admin = f.sandbox.admin.clone();
     let loss = ["drill", "cluster-loss", "central", "--fsts", "default/redis", "--admin", &admin, "-o", "json"];
-    let out = f.spanset(&[&loss[..], &["--timeout", "120"]].concat()).await;
+    // While the drill runs: when the federation's ClusterUnreachable turned True naming
+    // central, and when central last answered the controller's probe (frozen while it is lost).
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let drill = async {
+        let out = f.spanset(&[&loss[..], &["--timeout", "120"]].concat()).await;
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        out
+    };
+    let watch = async {
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            let status = f.status("redis").await;
+            let turned = status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "ClusterUnreachable" && c.status == "True" && c.message.contains("central"));
+            if let Some(turned) = turned {
+                return Some((turned.last_transition_time.0, c.last_contact("central")));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        None
+    };
+    let (out, detected) = tokio::join!(drill, watch);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("waiting: central detected unreachable"), "progress is shown: {stderr}");
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
     println!("{r}");
     assert_eq!(r["policy"], "Manual");
-    // Silence counts from the last answer, at most a probe period (2 s) before the loss.
-    let detection = r["detectionSeconds"].as_f64().unwrap();
-    assert!(detection >= 4.0, "not before unreachableAfterSeconds (6) less a probe period: {r}");
+    // Silence counts from the last answer: the condition turned (whole seconds) no earlier than
+    // unreachableAfterSeconds (6) after central's last answer, by the controller's own records.
+    let (turned, last) = detected.expect("the drill's loss seen in the federation's condition");
+    assert!(
+        turned.as_millisecond() as f64 / 1000.0 + 1.0 >= last + 6.0,
+        "ClusterUnreachable turned at {turned}, before 6 s of silence since central's last answer at {last}: {r}"
+    );
     assert!(r["fencedSeconds"].as_f64().unwrap() >= r["detectionSeconds"].as_f64().unwrap(), "{r}");
+    // Over the whole run, central's ordinals started elsewhere only after the drill fenced it
+    // (fenced-at holds whole seconds, rounded to the nearest), and after its pods had stopped.
+    let fenced = f.fenced_at("central").await;
+    let runs = timeline::runs(&f.sandbox, "redis");
+    let early =
+        timeline::started_elsewhere_before(&runs, "central", &[4, 5], fenced - jiff::SignedDuration::from_millis(500));
+    assert!(early.is_empty(), "central's ordinals started elsewhere before its fence at {fenced}: {early:?}");
+    assert!(runs.iter().any(|r| r.cluster != "central" && r.ordinal == 4), "4 re-homed: {runs:?}");
     for k in ["rehomeSeconds", "shrinkOnReturnSeconds", "backSeconds", "totalSeconds"] {
         assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
     }

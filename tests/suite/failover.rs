@@ -20,7 +20,10 @@ use spanset::{
     cli::sandbox::example,
     controller::reconcile::DEFAULT_UNREACHABLE_AFTER,
 };
-use support::federation::{Controller, Federation};
+use support::{
+    federation::{Controller, Federation},
+    timeline,
+};
 
 const THIRDS: [(&str, i32, i32); 3] = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
 
@@ -75,34 +78,82 @@ async fn events_about(f: &Federation, name: &str) -> Vec<(String, String, String
         .collect()
 }
 
+/// How many of the controller's GETs to a member (its probes among them) got no answer.
+fn failed_gets(c: &Controller, member: &str) -> f64 {
+    let labels = [format!("cluster=\"{member}\""), "code=\"error\"".into(), "verb=\"get\"".into()];
+    c.metrics_text()
+        .lines()
+        .filter(|l| {
+            l.starts_with("spanset_member_http_requests_total{") && labels.iter().all(|x| l.contains(x.as_str()))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Cuts `member` off for longer than a probe period (its next probe fails) and shorter than
+/// `threshold` seconds, once every member is Reachable; answers the member's `Reachable`
+/// condition and the federation's `ClusterUnreachable` from before. The silence is measured
+/// by the controller's own contact times (its last-contact metric moves with every answer):
+/// from the last answer before the cut (read while cut off) to the first seen after the heal,
+/// at least as long as the real one. A blip that a loaded machine stretched towards the
+/// threshold is not one, and is tried again: what the caller then asserts holds for a silence
+/// longer than a probe period and shorter than the threshold.
+async fn blip(
+    f: &Federation,
+    c: &Controller,
+    member: &str,
+    threshold: f64,
+) -> ((String, String, String, String), (String, String, String, String)) {
+    let period = spanset::controller::watcher::PROBE_PERIOD.as_secs_f64();
+    let unix_now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    for _ in 0..5 {
+        support::eventually("every member Reachable, the federation's condition False", || async {
+            let mut all = true;
+            for m in &f.members {
+                all &= reachable(f, m).await.is_some_and(|c| c.0 == "True");
+            }
+            all && condition(&f.status("redis").await.conditions, "ClusterUnreachable").is_some_and(|c| c.0 == "False")
+        })
+        .await;
+        let before = (
+            reachable(f, member).await.unwrap(),
+            condition(&f.status("redis").await.conditions, "ClusterUnreachable").unwrap(),
+        );
+        let failed = failed_gets(c, member);
+        f.sandbox.ctl_ok(&["partition", member]);
+        // Cut off (its connections closed): its last answer stays put from here on.
+        let last = c.last_contact(member);
+        // A call failed, and a probe period has passed without an answer: its next probe fails.
+        support::eventually("a failed call, and a probe period without an answer", || async {
+            failed_gets(c, member) > failed && unix_now() > last + period + 0.5
+        })
+        .await;
+        assert_eq!(c.last_contact(member), last, "{member} answered while cut off");
+        f.sandbox.ctl_ok(&["heal", member]);
+        support::eventually("an answer again", || async { c.last_contact(member) > last }).await;
+        let silence = c.last_contact(member) - last;
+        println!("blip of {member}: {silence:.1} s without an answer");
+        if silence < threshold - 0.5 {
+            return before;
+        }
+    }
+    panic!("five blips of {member} were each stretched to the {threshold} s threshold");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_and_refusing_members_are_detected_with_their_reasons_and_a_blip_flips_nothing() {
     let f = Federation::start(&["east", "west", "central"]).await;
-    let _c = Controller::start(&f.sandbox, "controller");
+    let c = Controller::start(&f.sandbox, "controller");
     f.create(&federation(&f.members, serde_json::json!({"unreachableAfterSeconds": 6}))).await;
     f.wait_settled("redis", &THIRDS, "initial slices").await;
-    support::eventually("every member Reachable", || async {
-        let mut all = true;
-        for m in ["east", "west", "central"] {
-            all &= reachable(&f, m).await.is_some_and(|c| c.0 == "True");
-        }
-        all
-    })
-    .await;
-    let before_member = reachable(&f, "west").await.unwrap();
     let fsts_conds = || async { f.status("redis").await.conditions };
-    let before_fsts = condition(&fsts_conds().await, "ClusterUnreachable").unwrap();
-    assert_eq!(before_fsts.0, "False");
-
-    // A blip longer than a probe period, shorter than the threshold.
-    f.sandbox.ctl_ok(&["partition", "west"]);
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    f.sandbox.ctl_ok(&["heal", "west"]);
+    let (before_member, before_fsts) = blip(&f, &c, "west", 6.0).await;
     // West takes part in a change after the blip: the controller has seen it answer again
     // (`onScale: Rebalance`, so that a scale re-divides by weight and west grows).
     let scale = serde_json::json!({"spec": {"replicas": 9, "placement": {"onScale": "Rebalance"}}});
     f.api().patch("redis", &PatchParams::default(), &Patch::Merge(scale)).await.unwrap();
     f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3), ("central", 6, 3)], "scaled to 9 after the blip").await;
+    // Whole seconds of lastTransitionTime: any flip and back would have changed them.
     assert_eq!(reachable(&f, "west").await.unwrap(), before_member, "a blip never flips the member's condition");
     assert_eq!(
         condition(&fsts_conds().await, "ClusterUnreachable").unwrap(),
@@ -119,16 +170,18 @@ async fn hung_and_refusing_members_are_detected_with_their_reasons_and_a_blip_fl
             .is_some_and(|c| c.0 == "True" && c.2.contains("central (Timeout)") && c.2.contains("west (Refused)"))
     })
     .await;
-    let detected = lost.elapsed();
-    println!("federation detection at unreachableAfterSeconds 6: {detected:?}");
-    // Silence counts from the last answer, at most a probe period (2 s) before the partition.
-    assert!(detected >= Duration::from_secs(4), "not before the threshold less a probe period: {detected:?}");
-    support::eventually("MemberCluster conditions name the reasons", || async {
-        let c = reachable(&f, "central").await.unwrap();
-        let w = reachable(&f, "west").await.unwrap();
-        c.0 == "False" && c.1 == "Timeout" && w.0 == "False" && w.1 == "Refused"
-    })
-    .await;
+    println!("federation detection at unreachableAfterSeconds 6: {:?}", lost.elapsed());
+    // Silence counts from the last answer: the condition turned once the first of the two had
+    // been silent for the threshold, never earlier. Both instants are the controller's own (the
+    // last probe answers it recorded, the transition it wrote), so no delay of this test's
+    // makes this pass or fail; lastTransitionTime holds whole seconds.
+    let turned: jiff::Timestamp =
+        condition(&fsts_conds().await, "ClusterUnreachable").unwrap().3.parse().expect("lastTransitionTime");
+    let last = c.last_contact("central").min(c.last_contact("west"));
+    assert!(
+        turned.as_millisecond() as f64 / 1000.0 + 1.0 >= last + 6.0,
+        "ClusterUnreachable turned at {turned}, before 6 s of silence since the last answer at {last}"
+    );
     println!("MemberCluster detection at the default {DEFAULT_UNREACHABLE_AFTER:?}: {:?}", lost.elapsed());
     // The lost members' ordinals stay where they are: east takes none of central's 6-8 (a
     // move from west may have started in the moment west still answered and central did not).
@@ -148,7 +201,7 @@ async fn hung_and_refusing_members_are_detected_with_their_reasons_and_a_blip_fl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_first_when_it_returns() {
     let f = Federation::start(&["east", "west", "central"]).await;
-    let _c = Controller::start(&f.sandbox, "controller");
+    let c = Controller::start(&f.sandbox, "controller");
     let mut fsts = federation(&f.members, serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6}));
     // As databases often do, the pods tolerate an unreachable node (here for ever): nothing
     // evicts central's pods before it returns, so each is still bound and not being deleted
@@ -178,11 +231,15 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
     // The healthy members keep what they hold (an unreachable member is no placement change:
     // onScale Keep), and central's ordinals 4 and 5 start nowhere until an operator fences it.
     wait_slices(&f, &[("east", 0, 2), ("west", 2, 2)], "4/6", "east and west keep theirs around central").await;
+    // The controller gets reconciles to act wrongly in before the fence; the ledger judges them
+    // once the ordinals are re-homed.
+    tokio::task::block_in_place(|| c.wait_reconciles("redis", 3));
     for m in ["east", "west"] {
         let (start, replicas) = f.member_slice(m, "redis").await.unwrap();
         assert!(start + replicas <= 4, "{m} holds none of central's ordinals before the fence");
     }
 
+    let fenced = jiff::Timestamp::now();
     let out = f.spanset(&["fence", "central", "--reason", "datacenter flooded"]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("membercluster/central fenced"));
@@ -217,6 +274,7 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
 
     // Re-homed among the healthy members (weights 1:1 of the rest).
     wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals re-homed").await;
+    assert_rehomed_after(&f, fenced);
     // Issue 19 item 14: central was never shrunk (it has not answered since); unfenced now, its
     // own StatefulSet controller would restart 4-5 when it returns. Refused, naming them.
     let refused = f.spanset(&["unfence", "central"]).await;
@@ -329,10 +387,11 @@ async fn automatic_policy_fences_a_lost_member_by_itself_and_says_so() {
     f.lose("central").await;
     wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals re-homed automatically").await;
     println!("automatic failover, loss to re-homed: {:?}", lost.elapsed());
-    assert!(
-        lost.elapsed() >= Duration::from_secs(6),
-        "not before unreachable (6 s) + fence (2 s), less a probe period of silence before the loss"
-    );
+    // Fenced once central had been silent for unreachable (6 s) + fence (2 s) since its last
+    // answer, and nothing of it started elsewhere before the fence.
+    let fenced = f.fenced_at("central").await;
+    assert_not_before(fenced, c.last_contact("central") + 8.0, "the fence, 8 s after central's last answer");
+    assert_rehomed_after(&f, fenced);
     let mc = member_cluster(&f, "central").await;
     assert!(mc.spec.fenced);
     assert!(mc.annotations().get("spanset.dev/fenced-by").is_some_and(|b| b.contains("automatic")), "{mc:?}");
@@ -361,14 +420,15 @@ async fn a_member_lost_while_no_controller_ran_is_fenced_automatically_by_the_ne
     first.terminate();
     // Central is lost while no controller runs: the next one never hears from it.
     f.lose("central").await;
-    let started = Instant::now();
+    let started = jiff::Timestamp::now();
     let _second = Controller::start(&f.sandbox, "second");
     // Until the fence, central's 4-5 are held where they were last seen, never grown elsewhere.
     wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central fenced and its ordinals re-homed").await;
-    assert!(
-        started.elapsed() >= Duration::from_secs(8),
-        "not before unreachable (6 s) + fence (2 s), counted from the watcher's start"
-    );
+    // Its watcher started after the process did: silence counted from there.
+    let fenced = f.fenced_at("central").await;
+    let from = started.as_millisecond() as f64 / 1000.0;
+    assert_not_before(fenced, from + 8.0, "the fence, unreachable (6 s) + fence (2 s) after the watcher's start");
+    assert_rehomed_after(&f, fenced);
     let mc = member_cluster(&f, "central").await;
     assert!(mc.spec.fenced && mc.annotations().get("spanset.dev/fenced-by").is_some_and(|b| b.contains("automatic")));
     f.assert_ledger_clean();
@@ -470,24 +530,62 @@ async fn a_node_failure_inside_a_member_is_not_cluster_loss_and_moves_nothing() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_lost_during_a_migration_is_fenced_and_the_migration_completes() {
     let f = Federation::start(&["east", "west", "central"]).await;
-    let _c = Controller::start(&f.sandbox, "controller");
+    // The round that records a move in phase Draining holds its member writes until `go`
+    // exists: central is lost with its own move recorded and its shrink about to leave.
+    let go = f.sandbox.dir.path().join("go");
+    let hold = format!("hold-writes-Draining=return({})", go.display());
+    let c = Controller::start_with(&f.sandbox, "controller", &[("FAILPOINTS", &hold)]);
     f.create(&federation(&f.members, serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6}))).await;
     f.wait_settled("redis", &THIRDS, "initial slices").await;
-    // Everything to east; central is lost once the first move is under way.
+    // Central's ordinals go to west (east keeps 0-1, west grows to 2-5): central is the only source.
     let body = serde_json::json!({"spec": {"placement": {"clusters": [
-        {"name": "east", "weight": 1}, {"name": "west", "weight": 0}, {"name": "central", "weight": 0}]}}});
+        {"name": "east", "weight": 1}, {"name": "west", "weight": 2}, {"name": "central", "weight": 0}]}}});
     f.api().patch("redis", &PatchParams::default(), &Patch::Merge(body)).await.unwrap();
-    support::eventually("a move under way", || async { !f.status("redis").await.moves.is_empty() }).await;
+    let from_central = || async {
+        let moves = f.status("redis").await.moves;
+        moves.iter().filter(|m| m.from == "central").map(|m| (m.ordinal, m.phase.clone())).collect::<Vec<_>>()
+    };
+    support::eventually("a move from central recorded, Draining", || async {
+        from_central().await.iter().any(|m| m.1 == "Draining")
+    })
+    .await;
+    let moving: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
     f.lose("central").await;
+    std::fs::write(&go, "").expect("the held writes released");
+    let now_moving: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
+    assert!(moving.iter().all(|k| now_moving.contains(k)), "central's moves {moving:?} in flight after the loss");
     support::eventually("central Unreachable", || async {
         reachable(&f, "central").await.is_some_and(|c| c.0 == "False")
     })
     .await;
+    // The controller gets reconciles to finish the move wrongly in; it may not before the fence.
+    tokio::task::block_in_place(|| c.wait_reconciles("redis", 3));
+    let still: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
+    assert!(moving.iter().all(|k| still.contains(k)), "central's moves {moving:?} still in flight before the fence");
+    let fenced = jiff::Timestamp::now();
     let out = f.spanset(&["fence", "central", "--reason", "lost mid-migration"]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    wait_slices(&f, &[("east", 0, 6), ("west", 0, 0)], "6/6", "every ordinal in east").await;
+    wait_slices(&f, &[("east", 0, 2), ("west", 2, 4)], "6/6", "central's ordinals in west").await;
     assert!(f.status("redis").await.moves.is_empty());
+    assert_rehomed_after(&f, fenced);
     f.assert_ledger_clean();
+}
+
+/// Asserts that a `fenced-at` annotation (whole seconds, rounded to the nearest) is no earlier
+/// than `earliest` (Unix seconds) allows.
+fn assert_not_before(fenced: jiff::Timestamp, earliest: f64, what: &str) {
+    let at = fenced.as_millisecond() as f64 / 1000.0;
+    assert!(at + 0.5 >= earliest, "{what}: fenced at {fenced}, {:.1} s too early", earliest - at);
+}
+
+/// Asserts over the whole run that central's ordinals 4 and 5 started elsewhere only after
+/// `fenced`, and did: the moment an operator fenced central, or its `fenced-at` annotation
+/// (whole seconds, rounded to the nearest: half a second is allowed).
+fn assert_rehomed_after(f: &Federation, fenced: jiff::Timestamp) {
+    let runs = timeline::runs(&f.sandbox, "redis");
+    let early = timeline::started_elsewhere_before(&runs, "central", &[4, 5], fenced - Duration::from_millis(500));
+    assert!(early.is_empty(), "central's ordinals started elsewhere before its fence at {fenced}: {early:?}");
+    assert!(runs.iter().any(|r| r.cluster != "central" && r.ordinal == 4), "4 re-homed: {runs:?}");
 }
 
 /// Whether a pod of that name exists in a member (running or terminating).
@@ -643,10 +741,16 @@ async fn a_new_leader_counts_silence_for_the_automatic_fence_only_from_its_own_l
         member_cluster(&f, "central").await.spec.fenced
     })
     .await;
-    let after = killed.elapsed();
-    println!("fenced {after:?} after the old leader died");
-    assert!(
-        after >= Duration::from_secs(16),
-        "not before unreachableAfterSeconds (6) + fenceAfterSeconds (10) of the new leader's own leadership: {after:?}"
-    );
+    println!("fenced {:?} after the old leader died", killed.elapsed());
+    // The second began leading when it stamped the Lease's acquireTime (just before its write
+    // took the Lease): the fence comes unreachableAfterSeconds (6) + fenceAfterSeconds (10) later.
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(f.host.clone(), f.lease_namespace())
+        .get("spanset-leader")
+        .await
+        .expect("the leader Lease");
+    let spec = lease.spec.expect("a Lease spec");
+    assert_eq!(spec.holder_identity.as_deref(), Some("second"), "the second leads");
+    let acquired = spec.acquire_time.expect("an acquireTime").0;
+    let from = acquired.as_millisecond() as f64 / 1000.0;
+    assert_not_before(f.fenced_at("central").await, from + 16.0, "the fence, 16 s into the new leader's term");
 }

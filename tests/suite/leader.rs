@@ -99,6 +99,65 @@ fn transitions(l: &Lease) -> Option<i32> {
     l.spec.as_ref().and_then(|s| s.lease_transitions)
 }
 
+/// One span an elector was seen leading: its name, term, first and last instant seen.
+type Span = (&'static str, u64, Instant, Instant);
+
+/// Each elector's leadership over time, from `term()` asked of every elector at once about
+/// every millisecond (as a writer asks it before each write). Two spans of different electors
+/// that share an instant mean both led then; a span may start a little late or end a little
+/// early, so a recording can miss the briefest overlap but never invents one.
+struct Leaderships {
+    spans: Arc<std::sync::Mutex<Vec<Span>>>,
+    task: JoinHandle<()>,
+}
+
+impl Leaderships {
+    fn record(electors: &[(&'static str, &Leadership)]) -> Self {
+        let electors: Vec<(&'static str, Leadership)> = electors.iter().map(|(n, l)| (*n, (*l).clone())).collect();
+        let spans = Arc::new(std::sync::Mutex::new(Vec::<Span>::new()));
+        let sink = spans.clone();
+        let task = tokio::spawn(async move {
+            let mut open: Vec<Option<usize>> = vec![None; electors.len()];
+            loop {
+                for (i, (name, l)) in electors.iter().enumerate() {
+                    let (term, now) = (l.term(), Instant::now());
+                    let mut spans = sink.lock().expect("spans lock");
+                    match (term, open[i]) {
+                        (Some(t), Some(j)) if spans[j].1 == t => spans[j].3 = now,
+                        (Some(t), _) => {
+                            spans.push((*name, t, now, now));
+                            open[i] = Some(spans.len() - 1);
+                        }
+                        (None, _) => open[i] = None,
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        Self { spans, task }
+    }
+
+    /// Stops recording; asserts that no two electors were ever seen leading at one instant,
+    /// and answers the spans in the order they began.
+    fn never_two_leaders(self) -> Vec<Span> {
+        self.task.abort();
+        let spans = self.spans.lock().expect("spans lock").clone();
+        for (i, a) in spans.iter().enumerate() {
+            for b in &spans[i + 1..] {
+                assert!(
+                    a.0 == b.0 || a.3 < b.2 || b.3 < a.2,
+                    "never two leaders: {} (term {}) and {} (term {}) both led at once: {spans:?}",
+                    a.0,
+                    a.1,
+                    b.0,
+                    b.1
+                );
+            }
+        }
+        spans
+    }
+}
+
 /// Waits until `l` leads and returns its term.
 async fn leads(what: &str, l: &Leadership) -> u64 {
     eventually(what, || async { l.term().is_some() }).await;
@@ -133,7 +192,10 @@ async fn one_of_two_electors_leads_in_term_one_and_the_other_takes_over_in_term_
     let (_fleet, client) = host().await;
     let a = start(&client, short("a"));
     let b = start(&client, short("b"));
+    let seen = Leaderships::record(&[("a", &a.leadership), ("b", &b.leadership)]);
     eventually("someone leads", || async { a.leadership.term().is_some() || b.leadership.term().is_some() }).await;
+    // The other campaigns while the leader renews: both get rounds to take the Lease wrongly in.
+    renewals(&client, 10).await;
     let (leader, follower, leader_id, follower_id) =
         if a.leadership.term().is_some() { (a, b, "a", "b") } else { (b, a, "b", "a") };
     assert_eq!(leader.leadership.term(), Some(1));
@@ -147,13 +209,17 @@ async fn one_of_two_electors_leads_in_term_one_and_the_other_takes_over_in_term_
     let mut rx = follower.leadership.subscribe();
     leader.task.abort();
     let term = next_term(&mut rx).await;
-    // The moment the successor leads, the old leader has already stopped by its own clock.
-    assert_eq!(old.term(), None, "the aborted leader still believed it led when {follower_id} took over");
     assert_eq!(term, 2);
     let l = lease(&client).await;
     assert_eq!((holder(&l).as_deref(), transitions(&l)), (Some(follower_id), Some(2)));
     // Its subscribers were told too, though its elector task is gone.
     tokio::time::timeout(DEADLINE, old_rx.wait_for(Option::is_none)).await.expect("told in time").unwrap();
+    // The successor renews on; the recording then shows that the old leader had stopped by its
+    // own clock before the successor led.
+    renewals(&client, 5).await;
+    let spans = seen.never_two_leaders();
+    let order: Vec<(&str, u64)> = spans.iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(order, [(leader_id, 1), (follower_id, 2)], "one leader, then the other: {spans:?}");
     drop(leader);
 }
 
@@ -215,16 +281,20 @@ async fn step_down_ends_leadership_at_once_and_the_lease_passes_on_in_a_higher_t
     let (_fleet, client) = host().await;
     let a = start(&client, short("a"));
     assert_eq!(leads("a leads", &a.leadership).await, 1);
+    let b = start(&client, short("b"));
+    let seen = Leaderships::record(&[("a", &a.leadership), ("b", &b.leadership)]);
     let mut rx = a.leadership.subscribe();
     a.leadership.step_down("member object default/web carries term 2");
     assert_eq!(a.leadership.term(), None, "immediately, before any task runs");
     assert_eq!(*rx.borrow_and_update(), None);
-    let b = start(&client, short("b"));
     // a waits the lease duration like any candidate; whoever wins does so in term 2.
     eventually("someone leads again", || async { a.leadership.term().is_some() || b.leadership.term().is_some() })
         .await;
     assert_eq!(a.leadership.term().or(b.leadership.term()), Some(2));
-    assert!(a.leadership.term().is_none() || b.leadership.term().is_none(), "never two leaders");
+    // Both campaign on while the winner renews, then the whole recording is judged.
+    renewals(&client, 10).await;
+    let spans = seen.never_two_leaders();
+    assert_eq!(spans.last().map(|s| s.1), Some(2), "term 2 leads at the end: {spans:?}");
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ impl ClusterWatcher {
         let now = Instant::now();
         self.health.answered(now);
         self.contact.note(now);
+        self.metrics.answered(&self.cluster);
     }
 
     /// A member call as an actor future that notes the member's answer when it succeeds.

@@ -157,6 +157,19 @@ impl Controller {
         self.wait_reconciles(federation, u32::MAX);
     }
 
+    /// When `cluster` last answered this controller's probe (Unix seconds, from
+    /// `spanset_member_last_contact_timestamp_seconds`): its silence counts from then or later
+    /// (other calls may have answered after it).
+    pub fn last_contact(&self, cluster: &str) -> f64 {
+        let series = format!("spanset_member_last_contact_timestamp_seconds{{cluster=\"{cluster}\"}} ");
+        let text = self.metrics_text();
+        let value = text
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .unwrap_or_else(|| panic!("no {series}in {text}"));
+        value.trim().parse().unwrap_or_else(|e| panic!("{series}{value}: {e}"))
+    }
+
     /// The controller's `/metrics` exposition now (it logs its address when it starts).
     pub fn metrics_text(&self) -> String {
         use std::io::{Read, Write};
@@ -603,6 +616,16 @@ impl Federation {
             .iter()
             .map(|e| format!("{}/{}", e["cluster"].as_str().unwrap_or_default(), e["uid"].as_str().unwrap_or_default()))
             .collect()
+    }
+
+    /// When MemberCluster `name` was last fenced: its `spanset.dev/fenced-at` annotation, which
+    /// holds whole seconds (rounded to the nearest one).
+    pub async fn fenced_at(&self, name: &str) -> jiff::Timestamp {
+        use kube::ResourceExt;
+        let mc =
+            Api::<spanset::api::MemberCluster>::all(self.host.clone()).get(name).await.expect("MemberCluster read");
+        let at = mc.annotations().get("spanset.dev/fenced-at").unwrap_or_else(|| panic!("{name} has no fenced-at"));
+        at.parse().unwrap_or_else(|e| panic!("{name}'s fenced-at {at:?}: {e}"))
     }
 
     /// Asserts that no ordinal ever ran in two clusters at once over the whole run.

@@ -141,3 +141,9 @@ pub fn ready_with(runs: &[Run], ordinal: u32, image: &str) -> Option<Timestamp> 
         .filter(|r| r.ordinal == ordinal && r.images.iter().any(|i| i == image))
         .find_map(|r| r.ready.first().map(|p| p.0))
 }
+
+/// The incarnations of `ordinals` that ran outside `cluster` and started before `t`: a test
+/// of "that member's ordinals start nowhere else until X" expects none, over the whole run.
+pub fn started_elsewhere_before<'r>(runs: &'r [Run], cluster: &str, ordinals: &[u32], t: Timestamp) -> Vec<&'r Run> {
+    runs.iter().filter(|r| r.cluster != cluster && ordinals.contains(&r.ordinal) && r.from < t).collect()
+}
