@@ -5,8 +5,8 @@
 //! to the last destination StatefulSet write that takes the lost member's ordinals, per
 //! re-homed ordinal. Pod starts and readiness, which are the members', are not in that share.
 //!
-//! Targets (issue 11): detection within one probe period (2 s) of the threshold; the
-//! controller's share ≤ 100 ms per ordinal.
+//! Targets: detection within one probe period (2 s) of the threshold; the controller's share
+//! ≤ 100 ms per ordinal.
 
 mod support;
 

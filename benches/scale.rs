@@ -12,9 +12,9 @@
 //! nothing, the idle controller (CPU, reconciles/s, member writes), its RSS and open
 //! descriptors (TCP sockets by member), spec change → every member written (p50/p99), a hung
 //! member's detection (and its return), and fence → every re-homing write issued. One line per
-//! figure as it comes (progress on stderr), then a markdown table and the targets at
-//! 100 × 1000. A phase that times out ends its cell, which says what it waited for; the grid
-//! goes on.
+//! figure as it comes (progress on stderr), then a markdown table and the targets spanset is
+//! held to at 100 × 1000 (idle CPU, memory, write latency, detection, re-homing). A phase that
+//! times out ends its cell, which says what it waited for; the grid goes on.
 //!
 //! `SCALE_REPLICAS=1,2,4` measures sharding instead: for each count, that many `spanset run
 //! --shards 4` replicas over the first cell of the grid (set `SCALE_MEMBERS` and
@@ -244,7 +244,7 @@ fn print_table(results: &[(Cell, Figures)]) {
     }
 }
 
-/// The targets at 100 members × 1000 federations, PASS/MISS each.
+/// The targets spanset is held to at 100 members × 1000 federations, PASS/MISS each.
 fn print_targets(results: &[(Cell, Figures)]) {
     println!();
     let Some((_, f)) = results.iter().find(|(c, _)| c.members == 100 && c.federations == 1000) else {

@@ -1,9 +1,9 @@
-//! Bounds that protect clusters from a mistyped `spec.replicas` (issue 22, item 3): a
-//! federation-wide ceiling the platform owns (`spanset run --max-federation-replicas`) and a
-//! largest change at once (`--max-replica-step`). A change beyond either is held at the
-//! replicas last accepted, with the condition `ReplicasHeld` saying how to lift it, while
-//! everything else (moves, failover, rollouts) goes on; a new federation above the ceiling has
-//! nothing to hold at and is `Blocked`.
+//! Bounds that protect clusters from a mistyped `spec.replicas`: a federation-wide ceiling the
+//! platform owns (`spanset run --max-federation-replicas`) and a largest change at once
+//! (`--max-replica-step`). A change beyond either is held at the replicas last accepted, with
+//! the condition `ReplicasHeld` saying how to lift it, while everything else (moves, failover,
+//! rollouts) goes on; a new federation above the ceiling has nothing to hold at and is
+//! `Blocked`.
 //!
 //! Pure: from the spec's replicas, what was accepted before, and the bounds.
 

@@ -3,7 +3,7 @@
 //! kube-apiserver does over TLS), so that all of a member's watches, lists, probes and writes
 //! share one connection rather than one each; idle HTTP/1.1 connections are few and closed
 //! after [`POOL_IDLE_TIMEOUT`]. kube's own builder offers HTTP/1.1 only and keeps every idle
-//! connection it ever opened (issue 24 measured 905 descriptors for 10 members).
+//! connection it ever opened (the scale benchmark measured 905 descriptors for 10 members).
 //!
 //! The layers are kube's, in kube's order: the server's base URI, authentication (tokens,
 //! exec plugins, refreshed as kube does), extra headers, and kube's retry of throttled

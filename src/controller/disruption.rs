@@ -1,7 +1,7 @@
-//! One disruption budget across clusters (`spec.disruption`, issue 20 item 5): each member gets
-//! a PodDisruptionBudget holding its share of what the federation's budget has left, so that
-//! node drains in several members together never take more of the federation down than the
-//! budget allows.
+//! One disruption budget across clusters (`spec.disruption`): each member gets a
+//! PodDisruptionBudget holding its share of what the federation's budget has left, so that node
+//! drains in several members together never take more of the federation down than the budget
+//! allows.
 //!
 //! - What is left: the budget minus every ordinal of the federation's range not available now
 //!   (not Ready where it is written, moving, about to be replaced by the rollout, or held by a

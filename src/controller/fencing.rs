@@ -126,9 +126,9 @@ fn slices_held(key: &str, status: Option<&FederatedStatefulSetStatus>, name: &st
 }
 
 /// Unfences a member as `by`. Refused, unless `force`, while a federation's status says the
-/// member's StatefulSets still hold ordinals (issue 19, item 14): those were re-homed while it
-/// was fenced, and a member that never answered since was never shrunk, so unfenced its own
-/// StatefulSet controller would restart them next to their new homes the moment it returns.
+/// member's StatefulSets still hold ordinals: those were re-homed while it was fenced, and a
+/// member that never answered since was never shrunk, so unfenced its own StatefulSet
+/// controller would restart them next to their new homes the moment it returns.
 pub async fn unfence(
     client: &Client,
     name: &str,

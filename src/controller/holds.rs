@@ -1,5 +1,6 @@
 //! What a federation still holds in one member cluster, so that deleting its MemberCluster
-//! never erases what spanset knows about that member (issue 19, item 3).
+//! never erases what spanset knows about that member: forgotten, its ordinals would start
+//! elsewhere while its pods may still run there.
 //!
 //! A MemberCluster carries the finalizer [`MEMBER_FINALIZER`](super::labels::MEMBER_FINALIZER)
 //! from the moment the leader sees it. When it is deleted, the supervisor asks every
@@ -152,8 +153,8 @@ mod tests {
 
     #[test]
     fn pods_still_terminating_in_a_member_hold_it_until_they_are_gone() {
-        // The issue's case: c left the placement, its StatefulSet is shrunk, its pods 4-5 are
-        // stuck Terminating on dead nodes and the moves wait for them.
+        // c left the placement, its StatefulSet is shrunk, its pods 4-5 are stuck Terminating
+        // on dead nodes and the moves wait for them.
         let mut f = fsts(&["a", "b"]);
         f.metadata.namespace = Some("default".into());
         f.status = Some(FederatedStatefulSetStatus {

@@ -866,7 +866,8 @@ mod tests {
 
     #[test]
     fn a_new_term_is_above_every_term_stamped_on_a_member() {
-        // Issue 19, item 15: members carry term 2; the Lease was deleted, renamed or is behind.
+        // Members carry term 2; the Lease was deleted, renamed or is behind. The new term must
+        // still be above every stamp, or its writes could not be told from the old leader's.
         let now = Instant::now();
         let me = Candidate { floor: 2, ..stranger() };
         assert_eq!(decide(None, &me, now, now, LEASE), Decision::Create { term: 3 });

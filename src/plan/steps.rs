@@ -106,10 +106,10 @@ impl<'a> Holders<'a> {
 
 /// Whether a cluster's spec and pods hold their ordinals against the other clusters: always,
 /// unless it is fenced and silent since its fence. A fence stands in for confirmations only
-/// while none can be had: a fenced member that answers again (issue 19, item 14) shows what
-/// really runs there — pods of its stale slice, or ones its own StatefulSet controller
-/// recreated before spanset's shrink lands — and grows elsewhere wait for them like for any
-/// member's, also once it falls silent again (found by the model checker).
+/// while none can be had: a fenced member that answers again shows what really runs there —
+/// pods of its stale slice, or ones its own StatefulSet controller recreated before spanset's
+/// shrink lands — and grows elsewhere wait for them like for any member's, also once it falls
+/// silent again (found by the model checker).
 pub fn counts(o: &ClusterObservation) -> bool {
     !o.fenced || o.reachable || o.answered_since_fence
 }

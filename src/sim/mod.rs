@@ -12,7 +12,7 @@
 //! - [`dns`]: each cluster's DNS server, answering for `cluster.local` from its store as
 //!   CoreDNS does.
 //!
-//! Sized for 100 members beside the controller (issue 24): a cluster's simulated components
+//! Sized for 100 members beside the controller on one host: a cluster's simulated components
 //! sleep until something changes, a fault is injected, or a deadline of their own comes due
 //! ([`cluster::controller_loop`]), so an idle sandbox costs almost nothing whatever its size;
 //! TLS listeners (`--tls`, `--auth`) offer HTTP/2 by ALPN, so one connection carries many

@@ -1,5 +1,5 @@
-//! `backend: AdvancedStatefulSet` end to end (issue 10): the controller writes OpenKruise
-//! Advanced StatefulSets (`apps.kruise.io/v1beta1`) in members whose discovery lists them, with
+//! `backend: AdvancedStatefulSet` end to end: the controller writes OpenKruise Advanced
+//! StatefulSets (`apps.kruise.io/v1beta1`) in members whose discovery lists them, with
 //! `reserveOrdinals` as the planner's any-set slice in its smallest form; an ordinal leaving a
 //! cluster goes straight to its new cluster without shifting a neighbour (pod uids of the
 //! others unchanged), where apps/v1 must shift one; a member without OpenKruise gets no slice

@@ -482,9 +482,9 @@ async fn the_same_seed_gives_the_same_uids() {
     assert_ne!(ua, uo);
 }
 
-/// Issue 9, shutdown time: a container exits a moment after SIGTERM (default 1 s simulated),
-/// not at the end of its 30 s grace period; a slow server (annotation) takes longer, and the
-/// grace period still caps it.
+/// Shutdown time: a container exits a moment after SIGTERM (default 1 s simulated), not at the
+/// end of its 30 s grace period; a slow server (annotation) takes longer, and the grace period
+/// still caps it.
 #[tokio::test]
 async fn containers_exit_promptly_on_sigterm_unless_annotated_slow_and_never_past_the_grace_period() {
     let config = ClusterConfig { time_factor: 0.05, ..ClusterConfig::named("c") };

@@ -1,10 +1,10 @@
-//! Connections bounded by members, not by work (issue 24, item 2): the client spanset builds
-//! for a cluster (`host_client`, the same for the host and every member) keeps a small,
-//! bounded pool of idle connections after a burst of concurrent requests, closes them once
-//! idle, and, over TLS, speaks HTTP/2 where the server offers it, so that many concurrent
-//! requests share one connection. Connections are counted from this process's own sockets
-//! (`/proc/self/fd` and `/proc/self/net/tcp`), the way the benchmark counts descriptors, and
-//! over TLS by the sandbox's own count of HTTP/2 connections (`spanset sim --tls`).
+//! Connections bounded by members, not by work: the client spanset builds for a cluster
+//! (`host_client`, the same for the host and every member) keeps a small, bounded pool of idle
+//! connections after a burst of concurrent requests, closes them once idle, and, over TLS,
+//! speaks HTTP/2 where the server offers it, so that many concurrent requests share one
+//! connection. Connections are counted from this process's own sockets (`/proc/self/fd` and
+//! `/proc/self/net/tcp`), the way the benchmark counts descriptors, and over TLS by the
+//! sandbox's own count of HTTP/2 connections (`spanset sim --tls`).
 
 use crate::support;
 

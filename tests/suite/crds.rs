@@ -108,8 +108,8 @@ fn the_cel_rules_refuse_what_they_should_when_evaluated() {
 
 #[test]
 fn storage_move_with_claims_deleted_on_scale_down_is_refused_naming_both_fields() {
-    // Issue 19, item 10: the source's shrink garbage-collects the moving ordinal's claim
-    // (whenScaled: Delete) before its volume can be handed over.
+    // The source's shrink garbage-collects the moving ordinal's claim (whenScaled: Delete)
+    // before its volume can be handed over.
     let with = |storage: &str, when_scaled: &str| {
         let mut f = example();
         f.spec.migration.storage = Some(serde_json::from_value(storage.into()).unwrap());

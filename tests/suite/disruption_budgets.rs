@@ -1,9 +1,9 @@
-//! One disruption budget across clusters (issue 20, item 5): with `spec.disruption`, spanset
-//! writes in every member holding part of the federation a PodDisruptionBudget with that
-//! member's share of what the federation's budget has left, given first where a drain waits.
-//! Two real `kubectl drain`s in two members at once never take more of the federation down
-//! than the budget — judged on the sandbox ledger's Ready spans at every instant — and both
-//! finish. Removing `spec.disruption` removes the budgets; so does deleting the federation.
+//! One disruption budget across clusters: with `spec.disruption`, spanset writes in every
+//! member holding part of the federation a PodDisruptionBudget with that member's share of what
+//! the federation's budget has left, given first where a drain waits. Two real `kubectl drain`s
+//! in two members at once never take more of the federation down than the budget — judged on
+//! the sandbox ledger's Ready spans at every instant — and both finish. Removing
+//! `spec.disruption` removes the budgets; so does deleting the federation.
 
 use crate::support;
 

@@ -275,8 +275,8 @@ async fn manual_policy_rehomes_a_lost_member_only_once_fenced_and_shrinks_it_fir
     // Re-homed among the healthy members (weights 1:1 of the rest).
     wait_slices(&f, &[("east", 0, 3), ("west", 3, 3)], "6/6", "central's ordinals re-homed").await;
     assert_rehomed_after(&f, fenced);
-    // Issue 19 item 14: central was never shrunk (it has not answered since); unfenced now, its
-    // own StatefulSet controller would restart 4-5 when it returns. Refused, naming them.
+    // Central was never shrunk (it has not answered since); unfenced now, its own StatefulSet
+    // controller would restart 4-5 when it returns. Refused, naming them.
     let refused = f.spanset(&["unfence", "central"]).await;
     assert_eq!(refused.status.code(), Some(1), "{refused:?}");
     let stderr = String::from_utf8_lossy(&refused.stderr);
@@ -611,8 +611,8 @@ async fn assert_not_twice(f: &Federation, when: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_member_is_kept_while_its_pods_may_still_run_and_goes_once_it_holds_nothing() {
-    // Issue 19 item 3: `kubectl delete mc central` used to erase what spanset knew of central,
-    // and 4-5 started in west while their pods still existed (stuck Terminating) in central.
+    // `kubectl delete mc central` used to erase what spanset knew of central, and 4-5 started
+    // in west while their pods still existed (stuck Terminating) in central.
     let f = Federation::start(&["east", "west", "central"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
     f.create(&federation(&f.members, serde_json::json!({"unreachableAfterSeconds": 6}))).await;
@@ -710,8 +710,8 @@ async fn a_deleted_member_is_kept_while_its_pods_may_still_run_and_goes_once_it_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_leader_counts_silence_for_the_automatic_fence_only_from_its_own_leadership() {
-    // Issue 19 item 12: a standby that has no route to central (the leader reaches it) must not
-    // fence it the moment it takes over, on the silence it counted as a standby.
+    // A standby that has no route to central (the leader reaches it) must not fence it the
+    // moment it takes over, on the silence it counted as a standby.
     let f = Federation::start_with(&["east", "west", "central"], &[]).await;
     let mut first = Controller::start(&f.sandbox, "first");
     let failover = serde_json::json!({"policy": "Automatic", "unreachableAfterSeconds": 6, "fenceAfterSeconds": 10});

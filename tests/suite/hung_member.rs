@@ -1,10 +1,10 @@
-//! A hung member freezes nothing (issue 19, item 2): six replicas 2/2/2 over east, west and
-//! central, Parallel; central hangs (connections accepted, never answered) at the moment the
-//! pod template changes, so a write to central is due. Then the federation is scaled to 8 over
-//! east and west only. Every member request has a deadline and a coordinator never waits on
-//! one member without bound: the status tells the truth all along (polled over the whole
-//! hang), the healthy members get their writes, and no ordinal central may run starts
-//! elsewhere until it answers again.
+//! A hung member freezes nothing: six replicas 2/2/2 over east, west and central, Parallel;
+//! central hangs (connections accepted, never answered) at the moment the pod template changes,
+//! so a write to central is due. Then the federation is scaled to 8 over east and west only.
+//! Every member request has a deadline and a coordinator never waits on one member without
+//! bound: the status tells the truth all along (polled over the whole hang), the healthy
+//! members get their writes, and no ordinal central may run starts elsewhere until it answers
+//! again.
 
 use crate::support;
 

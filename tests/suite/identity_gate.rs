@@ -1,11 +1,10 @@
-//! The identity gate end to end (issue 19, items 8 and 9): a member's own StatefulSet
-//! controller creates pods spanset did not ask for — a hand scale of a member StatefulSet, a
-//! lost member whose nodes and API come back together with its stale slice — and reverting the
-//! StatefulSet after the fact cannot keep an identity single. With `spec.identityGate`
-//! (default `Enabled`) such pods wait, unscheduled (`SchedulingGated`), until spanset has undone
-//! them; the ledger stays clean over the whole run. Each scenario also runs with the gate
-//! `Disabled`, where the same steps end in the ledger's violation: the gate is what keeps it
-//! clean.
+//! The identity gate end to end: a member's own StatefulSet controller creates pods spanset did
+//! not ask for — a hand scale of a member StatefulSet, a lost member whose nodes and API come
+//! back together with its stale slice — and reverting the StatefulSet after the fact cannot
+//! keep an identity single. With `spec.identityGate` (default `Enabled`) such pods wait,
+//! unscheduled (`SchedulingGated`), until spanset has undone them; the ledger stays clean over
+//! the whole run. Each scenario also runs with the gate `Disabled`, where the same steps end in
+//! the ledger's violation: the gate is what keeps it clean.
 
 use crate::support;
 
@@ -92,10 +91,10 @@ fn ledger_violation(f: &Federation) -> Option<String> {
         .then(|| String::from_utf8_lossy(&check.stdout).to_string() + &String::from_utf8_lossy(&check.stderr))
 }
 
-/// Item 8: nine replicas 3/3/3, and someone scales west's StatefulSet to 5 by hand. West's
-/// StatefulSet controller creates redis-6 at once, which central runs. Member requests to west
-/// are slowed (1.5 s each) so that spanset's revert lands well after that pod could start.
-/// Answers the federation and what west's watch saw of redis-6 and redis-7.
+/// A hand scale: nine replicas 3/3/3, and someone scales west's StatefulSet to 5 by hand.
+/// West's StatefulSet controller creates redis-6 at once, which central runs. Member requests
+/// to west are slowed (1.5 s each) so that spanset's revert lands well after that pod could
+/// start. Answers the federation and what west's watch saw of redis-6 and redis-7.
 async fn hand_scale(gate: IdentityGate) -> (Federation, Vec<Pod>) {
     let f = Federation::start(&["east", "west", "central"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
@@ -188,11 +187,11 @@ async fn creations(f: &Federation, member: &str, pod: &str) -> i32 {
         .sum()
 }
 
-/// Item 9: six replicas 2/2/2, Manual policy. West loses power (every node powered off) and
-/// its API;
-/// an operator fences it and its ordinals 2-3 are re-homed. Then its nodes restart and its API
-/// heals together — the nodes first, so that west's own StatefulSet controller has recreated
-/// its stale slice's pods before spanset can reach west to shrink it.
+/// A lost member returning with its stale slice: six replicas 2/2/2, Manual policy. West loses
+/// power (every node powered off) and its API; an operator fences it and its ordinals 2-3 are
+/// re-homed. Then its nodes restart and its API heals together — the nodes first, so that
+/// west's own StatefulSet controller has recreated its stale slice's pods before spanset can
+/// reach west to shrink it.
 async fn returning_member(gate: IdentityGate) -> Federation {
     let f = Federation::start(&["east", "west", "central"]).await;
     let _c = Controller::start(&f.sandbox, "controller");

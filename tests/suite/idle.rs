@@ -1,8 +1,8 @@
-//! Idle costs nothing (issue 24, item 1), end to end on the sandbox: once a federation is
-//! settled, the controller keeps probing its members (their last contact keeps advancing) and
-//! the watchers keep refreshing the MemberClusters' status, yet the federation is neither
-//! planned again nor woken to look at its members' silence; and a member that falls silent is
-//! still judged Unreachable, its coordinator told by the watcher once the member is quiet.
+//! Idle costs nothing, end to end on the sandbox: once a federation is settled, the controller
+//! keeps probing its members (their last contact keeps advancing) and the watchers keep
+//! refreshing the MemberClusters' status, yet the federation is neither planned again nor woken
+//! to look at its members' silence; and a member that falls silent is still judged Unreachable,
+//! its coordinator told by the watcher once the member is quiet.
 
 use crate::support;
 
@@ -53,8 +53,8 @@ async fn a_settled_federation_is_not_planned_again_while_its_members_are_only_pr
     // Within the deadline there must be a window of five probe periods of both members during
     // which the federation is not reconciled once, nor woken to look at its members' silence,
     // while a MemberCluster's status changes too (as its watcher's periodic refresh does).
-    // Before issue 24 every probe report and a two-second resync planned every federation
-    // again; until the quiet notice, each coordinator woke at its members' 10-s silence
+    // It once failed: every probe report and a two-second resync planned every federation
+    // again, and until the quiet notice each coordinator woke at its members' 10-s silence
     // threshold to learn that they had answered: no such window ever came.
     let mcs: kube::Api<MemberCluster> = kube::Api::all(f.host.clone());
     let start = Instant::now();
@@ -126,7 +126,7 @@ async fn a_controller_taking_over_many_federations_confirms_them_with_a_few_list
     first.kill();
     // A successor starts with every federation settled: each one's absence or presence in
     // each member must be confirmed by a quorum list before it is planned from. One list per
-    // federation and member (as before issue 24) would be 24 per member at least.
+    // federation and member (as the controller once did) would be 24 per member at least.
     let second = Controller::start(&f.sandbox, "many-2");
     support::eventually("the successor planned every federation", || async {
         second.log_text().contains("metrics_addr")

@@ -1,10 +1,10 @@
-//! The simulated OpenKruise (`spanset sim --kruise`, issue 10 item 1, in part): the Advanced
-//! StatefulSet CRD with its short name and printer columns, the documented `reserveOrdinals`
-//! examples replayed through kubectl — replicas 4 reserving [1] runs 0,2,3,4; reserving 3 as
-//! well runs 0,2,4,5; and with replicas 3, 0,2,4 —, specified deletion by label, scaling at
-//! `scaleStrategy.maxUnavailable` with pods held unready, the in-place image update (same uid,
-//! `InPlaceUpdateReady`) against a recreating env change and `ReCreate`, and, through kube-rs,
-//! `scaleStrategy.maxUnavailable` with `specified-delete`.
+//! The simulated OpenKruise (`spanset sim --kruise`): the Advanced StatefulSet CRD with its
+//! short name and printer columns, the documented `reserveOrdinals` examples replayed through
+//! kubectl — replicas 4 reserving [1] runs 0,2,3,4; reserving 3 as well runs 0,2,4,5; and with
+//! replicas 3, 0,2,4 —, specified deletion by label, scaling at `scaleStrategy.maxUnavailable`
+//! with pods held unready, the in-place image update (same uid, `InPlaceUpdateReady`) against a
+//! recreating env change and `ReCreate`, and, through kube-rs, `scaleStrategy.maxUnavailable`
+//! with `specified-delete`.
 
 use crate::support;
 

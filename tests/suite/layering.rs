@@ -60,11 +60,11 @@ fn the_sandbox_layers_point_inwards() {
 }
 
 /// The controller's top-level modules form no import cycle: each can be read, tested and
-/// changed from the ones below it (issue 21). Plain data (`messages`) names no actor, a
-/// constant or message lives in the layer that owns it, and a module never reaches back up
-/// to the actors that use it. Imports are collected from `use` trees (nested groups, `self`,
-/// globs, `as`) and from paths in code (`super::x::f()`, `crate::controller::x::T`), resolved
-/// from each file's module and the inline modules around them (`mod tests { use super::*; }`).
+/// changed from the ones below it. Plain data (`messages`) names no actor, a constant or
+/// message lives in the layer that owns it, and a module never reaches back up to the actors
+/// that use it. Imports are collected from `use` trees (nested groups, `self`, globs, `as`) and
+/// from paths in code (`super::x::f()`, `crate::controller::x::T`), resolved from each file's
+/// module and the inline modules around them (`mod tests { use super::*; }`).
 #[test]
 fn the_controller_s_modules_import_each_other_without_a_cycle() {
     let edges = imports::controller_imports(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/controller"));

@@ -1,7 +1,7 @@
-//! Structured logs (issue 12): `spanset run --log-format json` writes one JSON object per
-//! line, reconciles and member writes carry spans with the federation, cluster and ordinals,
-//! and neither a bearer token of the kubeconfig nor a carried Secret's data is ever logged,
-//! even at debug level for every crate.
+//! Structured logs: `spanset run --log-format json` writes one JSON object per line, reconciles
+//! and member writes carry spans with the federation, cluster and ordinals, and neither a
+//! bearer token of the kubeconfig nor a carried Secret's data is ever logged, even at debug
+//! level for every crate.
 
 use crate::support;
 

@@ -1,10 +1,10 @@
-//! One cluster, one MemberCluster (issue 22, item 4), end to end on the sandbox: a second
-//! MemberCluster reaching the same cluster as another (here through the very same kubeconfig
-//! Secret) is refused (`Reachable=False`, `DuplicateCluster`, naming the other and the id), gets
-//! no slice and is never written through. Before, a federation over both made that cluster's
-//! StatefulSet flap (each member wrote its own slice into the same object) while identity
-//! conflicts climbed. Each member's `status.clusterID` is the uid of its `kube-system`
-//! Namespace, read by spanset's least-privilege member identity.
+//! One cluster, one MemberCluster, end to end on the sandbox: a second MemberCluster reaching
+//! the same cluster as another (here through the very same kubeconfig Secret) is refused
+//! (`Reachable=False`, `DuplicateCluster`, naming the other and the id), gets no slice and is
+//! never written through. Before, a federation over both made that cluster's StatefulSet flap
+//! (each member wrote its own slice into the same object) while identity conflicts climbed.
+//! Each member's `status.clusterID` is the uid of its `kube-system` Namespace, read by
+//! spanset's least-privilege member identity.
 
 use crate::support;
 

@@ -1,7 +1,7 @@
-//! Issue 12, observability, checked against a real Prometheus (the Debian package
-//! `prometheus`, installed by `.ci/run`): the alert rules pass `promtool`, the dashboards are
-//! Grafana JSON whose every query returns data from a Prometheus scraping a sandbox while
-//! ordinals move, and the label sets stay bounded as federations come and go.
+//! Observability checked against a real Prometheus (the Debian package `prometheus`, installed
+//! by `.ci/run`): the alert rules pass `promtool`, the dashboards are Grafana JSON whose every
+//! query returns data from a Prometheus scraping a sandbox while ordinals move, and the label
+//! sets stay bounded as federations come and go.
 
 use crate::support;
 

@@ -1,7 +1,7 @@
-//! One StatefulSet's order and availability across clusters (issue 20, items 3 and 5):
-//! `OrderedReady` creates ordinal k only once every ordinal below it is Ready wherever it runs,
-//! and scales down highest first, one at a time; moves wait while the disruption budget is
-//! spent by pods unavailable anywhere. Judged on the sandbox ledger's runs and Ready spans.
+//! One StatefulSet's order and availability across clusters: `OrderedReady` creates ordinal k
+//! only once every ordinal below it is Ready wherever it runs, and scales down highest first,
+//! one at a time; moves wait while the disruption budget is spent by pods unavailable anywhere.
+//! Judged on the sandbox ledger's runs and Ready spans.
 
 use crate::support;
 

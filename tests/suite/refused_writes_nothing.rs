@@ -1,10 +1,9 @@
 //! A federation a member refuses writes nothing in any member, at any moment: no namespace, no
-//! Service, no carried object, no StatefulSet (issue 22, item 5). Every member is polled over
-//! the whole time the controller has to act wrongly (several reconciles), not only at the end,
-//! every poll a successful read, and the resource account must show no write of spanset's
-//! identity in any member over that time; then the fixed federation writes everything and
-//! settles. An update of a running federation to a refused template changes nothing already
-//! written.
+//! Service, no carried object, no StatefulSet. Every member is polled over the whole time the
+//! controller has to act wrongly (several reconciles), not only at the end, every poll a
+//! successful read, and the resource account must show no write of spanset's identity in any
+//! member over that time; then the fixed federation writes everything and settles. An update of
+//! a running federation to a refused template changes nothing already written.
 
 use crate::support;
 

@@ -1,4 +1,4 @@
-//! Bounds that protect clusters (issue 22, item 3): a `spec.replicas` above the controller's
+//! Bounds that protect clusters from a mistyped `spec.replicas`: a value above the controller's
 //! ceiling, or a change larger than its step, is held at the replicas accepted before with
 //! `ReplicasHeld` saying how to lift it; no pod beyond them ever starts (the ledger, over the
 //! whole run); an approval of exactly that value lifts the step; a new federation above the

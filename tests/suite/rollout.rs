@@ -1,6 +1,6 @@
-//! One rollout across clusters (issue 20, item 1): a template change replaces the federation's
-//! pods in decreasing ordinal order wherever they run, at most `maxUnavailable` of the whole
-//! federation unavailable at once, `partition` counted on global ordinals, `OnDelete` honoured.
+//! One rollout across clusters: a template change replaces the federation's pods in decreasing
+//! ordinal order wherever they run, at most `maxUnavailable` of the whole federation
+//! unavailable at once, `partition` counted on global ordinals, `OnDelete` honoured.
 //! Availability is judged from the sandbox ledger's Ready spans at every instant, never by
 //! polling.
 

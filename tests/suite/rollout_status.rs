@@ -1,8 +1,8 @@
-//! `spanset rollout status` (issue 20, item 2), the real binary against the sandbox with a
-//! controller: it follows a template change across three members to kubectl's complete line
-//! and exit 0; it ends a stuck rollout with exit 1 and the pod, cluster and container state;
-//! `--timeout` gives up with exit 1; `--watch=false` prints once; `OnDelete` has no rollout
-//! status, as with kubectl. `kubectl get fsts` shows the rollout's UP-TO-DATE and AVAILABLE.
+//! `spanset rollout status`, the real binary against the sandbox with a controller: it follows
+//! a template change across three members to kubectl's complete line and exit 0; it ends a
+//! stuck rollout with exit 1 and the pod, cluster and container state; `--timeout` gives up
+//! with exit 1; `--watch=false` prints once; `OnDelete` has no rollout status, as with kubectl.
+//! `kubectl get fsts` shows the rollout's UP-TO-DATE and AVAILABLE.
 
 use crate::support;
 

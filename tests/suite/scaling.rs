@@ -1,10 +1,10 @@
-//! Scaling keeps survivors (issue 20, item 4), end to end on the sandbox with both backends:
-//! with `spec.placement.onScale: Keep` (the default) a scale-down of 6 to 2 at weights 1:1:1
-//! removes ordinals 2-5 where they run and restarts nothing — ordinals 0 and 1 keep their pods,
-//! watched in every member at every poll, and no move is ever recorded — and a scale back to 6
-//! adds 2-5 without moving anything; with `Rebalance` the weights are followed again by moves,
-//! recorded in `status.moves` and Events. Every run ends with the ledger: no ordinal ran in two
-//! clusters at once, and the survivors ran as one incarnation each.
+//! Scaling keeps survivors, end to end on the sandbox with both backends: with
+//! `spec.placement.onScale: Keep` (the default) a scale-down of 6 to 2 at weights 1:1:1 removes
+//! ordinals 2-5 where they run and restarts nothing — ordinals 0 and 1 keep their pods, watched
+//! in every member at every poll, and no move is ever recorded — and a scale back to 6 adds 2-5
+//! without moving anything; with `Rebalance` the weights are followed again by moves, recorded
+//! in `status.moves` and Events. Every run ends with the ledger: no ordinal ran in two clusters
+//! at once, and the survivors ran as one incarnation each.
 
 use crate::support;
 

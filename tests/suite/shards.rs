@@ -1,8 +1,8 @@
-//! Federations sharded over several `spanset run --shards 4` replicas (issue 24, item 5): each
-//! shard led by one replica at a time through its own Lease, each replica holding its fair
-//! share, and shards handed over when replicas are killed and added — while ordinals move,
-//! with the sandbox's ledger (no ordinal ever running in two clusters) clean over the whole
-//! run, and every federation's fencing token raised before anything is written under it.
+//! Federations sharded over several `spanset run --shards 4` replicas: each shard led by one
+//! replica at a time through its own Lease, each replica holding its fair share, and shards
+//! handed over when replicas are killed and added — while ordinals move, with the sandbox's
+//! ledger (no ordinal ever running in two clusters) clean over the whole run, and every
+//! federation's fencing token raised before anything is written under it.
 
 use crate::support;
 

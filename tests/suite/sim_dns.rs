@@ -1,7 +1,7 @@
-//! Cluster DNS of the sandbox (issue 23, item 2): Services and EndpointSlices written with the
-//! real kube client, queried with the real `dig` (Debian's `dnsutils`) over UDP and TCP, and
-//! with hickory's client in-process; each cluster answers from its own store, and a write is
-//! visible to the next query.
+//! Cluster DNS of the sandbox: Services and EndpointSlices written with the real kube client,
+//! queried with the real `dig` (Debian's `dnsutils`) over UDP and TCP, and with hickory's
+//! client in-process; each cluster answers from its own store, and a write is visible to the
+//! next query.
 
 use crate::support;
 

@@ -1,7 +1,7 @@
-//! Issue 24: an idle simulated cluster costs nothing. Its components sleep until something
-//! changes or until a deadline of their own (here `minReadySeconds`, which nothing else
-//! announces), instead of sweeping on a short tick — so a sandbox of 100 members can sit idle
-//! beside the controller.
+//! An idle simulated cluster costs nothing. Its components sleep until something changes or
+//! until a deadline of their own (here `minReadySeconds`, which nothing else announces),
+//! instead of sweeping on a short tick — so a sandbox of 100 members can sit idle beside the
+//! controller.
 
 use crate::support;
 

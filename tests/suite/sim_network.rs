@@ -1,7 +1,7 @@
 //! The sandbox's pod network, through the real kube client and the real kubectl: pod IPs
 //! unique across the clusters of a sandbox and inside their nodes' pod CIDRs, Service
 //! ClusterIPs allocated as kube-apiserver allocates them, the EndpointSlice controller (what a
-//! headless Service's per-pod DNS names come from, issue 23), and the opt-in MCS API CRDs.
+//! headless Service's per-pod DNS names come from), and the opt-in MCS API CRDs.
 
 use crate::support;
 

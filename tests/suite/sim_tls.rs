@@ -1,7 +1,7 @@
-//! Issue 24: the sandbox serves HTTPS as kube-apiserver does — ALPN offers `h2` and
-//! `http/1.1` — with `spanset sim --tls` (no authentication) as with `--auth`. An HTTP/2 client
-//! multiplexes many watches over ONE connection (counted by the server, shown by the admin
-//! API); the real kubectl (which offers h2) gets, applies, watches and follows logs.
+//! The sandbox serves HTTPS as kube-apiserver does — ALPN offers `h2` and `http/1.1` — with
+//! `spanset sim --tls` (no authentication) as with `--auth`. An HTTP/2 client multiplexes many
+//! watches over ONE connection (counted by the server, shown by the admin API); the real
+//! kubectl (which offers h2) gets, applies, watches and follows logs.
 
 use crate::support;
 

@@ -221,8 +221,8 @@ async fn holds(f: &Federation, member: &str, start: i32, replicas: i32) -> bool 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_move_hands_volumes_over_while_an_unrelated_member_is_unreachable() {
-    // Issue 19, item 1: with c partitioned, the move of 0-1 from a to b went from Draining
-    // straight to Starting and b's pods started on fresh, empty volumes.
+    // With c partitioned, the move of 0-1 from a to b went from Draining straight to Starting
+    // and b's pods started on fresh, empty volumes.
     let f = Federation::start(&["a", "b", "c"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
     f.create(&four_over_abc(&f.members, "Move", None)).await;
@@ -257,8 +257,8 @@ async fn storage_move_hands_volumes_over_while_an_unrelated_member_is_unreachabl
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handover_whose_source_is_lost_holds_only_its_ordinal_until_the_fence() {
-    // Issue 19, item 11: a handover from a source that stopped answering failed every round
-    // and blocked every other write of the federation.
+    // A handover from a source that stopped answering failed every round and blocked every
+    // other write of the federation.
     let f = Federation::start(&["a", "b", "c"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
     // Parallel: with OrderedReady, c rightly waits for ordinal 1 to be Ready before it takes 4.
@@ -344,8 +344,8 @@ async fn lose_nodes(f: &Federation, member: &str, nodes: &[String]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_detached_ordinal_that_returns_never_starts_on_its_older_claim() {
-    // Issue 19, item 5: redis-1 came back to east on the claim it left there, holding data
-    // older than its run in west, and nothing said so.
+    // Once, redis-1 came back to east on the claim it left there, holding data older than its
+    // run in west, and nothing said so.
     let f = Federation::start(&["east", "west"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
     let mut fsts = serde_json::to_value(federation(&f.members, "Detached", None)).unwrap();
@@ -450,8 +450,8 @@ async fn spread_watching_redis_1_in_west(f: &Federation, check: impl Fn(Option<S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_storage_move_a_returning_ordinal_gets_its_current_volume_and_the_stale_claim_never_binds() {
-    // Issue 19, item 5: west holds an older claim for redis-1 (left from an earlier run
-    // there); the handover brings east's current volume and the older claim never binds.
+    // West holds an older claim for redis-1 (left from an earlier run there); the handover
+    // brings east's current volume and the older claim never binds.
     let (f, _c, stale) = both_in_east_with_an_older_claim_in_west("Move").await;
     let current = until("east's claim for 1 bound", || volume_of(&f, "east", 1)).await;
     f.sandbox.ctl_ok(&["volume", "east", &current, "--write", "current"]);

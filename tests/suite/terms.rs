@@ -1,6 +1,6 @@
-//! Terms keep growing past what the Lease remembers (issue 19, item 15): the stamps in the
-//! members are a record of past terms too, so a new leader takes a term above every stamp it
-//! sees, whether the Lease was deleted or renamed; and a write refused as stale says so loudly.
+//! Terms keep growing past what the Lease remembers: the stamps in the members are a record of
+//! past terms too, so a new leader takes a term above every stamp it sees, whether the Lease
+//! was deleted or renamed; and a write refused as stale says so loudly.
 
 use crate::support;
 
@@ -131,11 +131,11 @@ async fn reported_unreachable(f: &Federation, cluster: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_leader_s_grow_still_in_flight_to_a_member_the_new_leader_cannot_reach_starts_nothing_twice() {
-    // Issue 19, item 13. The old leader records ordinal 1 moving east → central (Starting) and
-    // sends central its grow; central hangs, so the grow stays in flight. The old leader is
-    // paused, a standby that had listed central before the hang takes over and cannot reach
-    // it, and the operator sends ordinal 1 to west instead. When central answers again, the
-    // old grow lands there. Nothing of that may make ordinal 1 run in two clusters.
+    // The old leader records ordinal 1 moving east → central (Starting) and sends central its
+    // grow; central hangs, so the grow stays in flight. The old leader is paused, a standby
+    // that had listed central before the hang takes over and cannot reach it, and the operator
+    // sends ordinal 1 to west instead. When central answers again, the old grow lands there.
+    // Nothing of that may make ordinal 1 run in two clusters.
     let f = Federation::start(&["east", "west", "central"]).await;
     let go = f.sandbox.dir.path().join("go");
     let failpoint = format!("hold-writes-Starting=return({})", go.display());

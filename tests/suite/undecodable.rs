@@ -1,8 +1,8 @@
-//! The controller survives objects it cannot decode (issue 22, item 2): stored under an older
-//! CRD without the schema's rules, a FederatedStatefulSet whose `backend` or `weight` the types
-//! cannot hold gets `Blocked`/`InvalidSpec` naming the field, once, one log line, and never
-//! hides the federations beside it; one edited into such a state freezes (nothing written in
-//! any member) and can still be deleted.
+//! The controller survives objects it cannot decode: stored under an older CRD without the
+//! schema's rules, a FederatedStatefulSet whose `backend` or `weight` the types cannot hold
+//! gets `Blocked`/`InvalidSpec` naming the field, once, one log line, and never hides the
+//! federations beside it; one edited into such a state freezes (nothing written in any member)
+//! and can still be deleted.
 
 use crate::support;
 

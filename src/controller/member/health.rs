@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 /// Default of `failover.unreachableAfterSeconds`: how long a member may stay silent before it
 /// counts as unreachable (also the MemberCluster's `Reachable` threshold). Ten seconds is five
 /// probe periods and two probe timeouts, so one slow answer never flips it, and it leaves room
-/// under the 15 s in which a lost member is promised to show (issue 24) for the judgement's
-/// status write on a busy host. Unreachable only stops writes to the member; what acts on a
-/// loss (a fence, by hand or after `fenceAfterSeconds`) waits longer.
+/// under the 15 s in which a lost member is promised to show (at 100 members too) for the
+/// judgement's status write on a busy host. Unreachable only stops writes to the member; what
+/// acts on a loss (a fence, by hand or after `fenceAfterSeconds`) waits longer.
 pub const DEFAULT_UNREACHABLE_AFTER: Duration = Duration::from_secs(10);
 
 /// Why the latest call to a member failed, as the `Reachable` condition's reason.

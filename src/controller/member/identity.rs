@@ -1,8 +1,8 @@
-//! One cluster, one MemberCluster (issue 22, item 4). A member's identity is the uid of its
-//! `kube-system` Namespace, the cluster id of the multi-cluster Services API (KEP-2149). Two
-//! MemberClusters that reach the same cluster would each write the same StatefulSet with a
-//! different slice (it flaps) and each report the other's pods as its own (identity
-//! conflicts), so only one of them is used; the other is refused (`DuplicateCluster`).
+//! One cluster, one MemberCluster. A member's identity is the uid of its `kube-system`
+//! Namespace, the cluster id of the multi-cluster Services API (KEP-2149). Two MemberClusters
+//! that reach the same cluster would each write the same StatefulSet with a different slice (it
+//! flaps) and each report the other's pods as its own (identity conflicts), so only one of them
+//! is used; the other is refused (`DuplicateCluster`).
 //!
 //! Which one is kept, deterministically and without ever switching a member in use:
 //! 1. one already in use (admitted in this process) is never displaced;

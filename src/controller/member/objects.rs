@@ -64,7 +64,7 @@ fn stable_hash(bytes: &[u8]) -> String {
 /// federation label added to the pod template so that pods can be watched by label, and to the
 /// claim templates, so that the claims a member's StatefulSet controller creates are marked
 /// spanset's (the members' `spanset-member-scope` admission policy lets spanset's identity
-/// retire only objects it manages; issue 19 item 5).
+/// retire only objects it manages, such as a claim left behind by a move).
 fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
     let t = &fsts.spec.template;
     let mut template = t.template.clone();

@@ -118,9 +118,9 @@ pub(super) fn incompatibility(view: &MemberView, backend: Backend) -> Option<&'s
 /// leader's write may still be in flight to them (sent before it stopped, delivered when the
 /// member answers again), and nothing this leader writes can fence it off until its own stamp
 /// lands there. What they were last seen to hold confirms nothing, so they count as not
-/// observed since their last write, which holds every grow (issue 19, item 13). A member this
-/// leader stamped is different: a late write of an earlier term, conditional on an older
-/// resourceVersion, can only be refused there. Answers their names.
+/// observed since their last write, which holds every grow. A member this leader stamped is
+/// different: a late write of an earlier term, conditional on an older resourceVersion, can
+/// only be refused there. Answers their names.
 pub(super) fn unstamped_unreachable(obs: &mut Observed, inp: &Inputs<'_>) -> Vec<String> {
     let mut out = Vec::new();
     for (name, o) in obs.iter_mut().filter(|(_, o)| !o.reachable && !o.fenced) {
@@ -135,12 +135,11 @@ pub(super) fn unstamped_unreachable(obs: &mut Observed, inp: &Inputs<'_>) -> Vec
 
 /// Members that the automatic policy fences now: unfenced, holding something of this
 /// federation (in the placement, or in the observation with a slice or pods there: a member
-/// removed from the placement while lost still holds its ordinals, issue 19 item 16), and
-/// silent for `unreachableAfterSeconds` + `fenceAfterSeconds`. Silence is counted from the
-/// last answer, or from the watcher's start when the member never answered this process, and
-/// never from before this process began leading (issue 19 item 12): a standby's watcher may
-/// have had no route to a member that the old leader reached, and its count says nothing
-/// about that member's pods.
+/// removed from the placement while lost still holds its ordinals), and silent for
+/// `unreachableAfterSeconds` + `fenceAfterSeconds`. Silence is counted from the last answer, or
+/// from the watcher's start when the member never answered this process, and never from before
+/// this process began leading: a standby's watcher may have had no route to a member that the
+/// old leader reached, and its count says nothing about that member's pods.
 pub(super) fn automatic_fences(
     fsts: &FederatedStatefulSet,
     inp: &Inputs<'_>,

@@ -38,8 +38,7 @@ pub(super) struct Standing<'a> {
     /// Placement members with no report yet.
     pub missing: Vec<&'a str>,
     /// Unfenced members that cannot be reached and hold something: they may run anything of
-    /// the federation, with any template, so the federation is not done while one does
-    /// (issue 19, item 2).
+    /// the federation, with any template, so the federation is not done while one does.
     pub holding_unreachable: Vec<&'a str>,
 }
 

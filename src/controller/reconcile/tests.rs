@@ -277,8 +277,8 @@ fn a_member_silent_since_its_watcher_started_is_fenced_automatically_but_not_one
 
 #[test]
 fn a_new_leader_counts_silence_for_an_automatic_fence_only_from_its_own_leadership() {
-    // Issue 19 item 12: this process's watcher has not reached west for a minute while it
-    // was a standby (the old leader did); it has led for two seconds only.
+    // This process's watcher has not reached west for a minute while it was a standby (the old
+    // leader did); it has led for two seconds only.
     let mut f = fsts(&[("east", 1), ("west", 1)]);
     f.spec.failover.policy = Some(FailoverPolicy::Automatic);
     f.spec.failover.fence_after_seconds = Some(10);
@@ -313,8 +313,8 @@ fn a_new_leader_counts_silence_for_an_automatic_fence_only_from_its_own_leadersh
 
 #[test]
 fn a_lost_member_removed_from_the_placement_is_still_fenced_automatically() {
-    // Issue 19 item 16: central holds 4-5 but is no longer in the placement; it was lost,
-    // and after a restart it has never answered. Unfenced, it blocks every grow.
+    // Central holds 4-5 but is no longer in the placement; it was lost, and after a restart it
+    // has never answered. Unfenced, it blocks every grow.
     let mut f = fsts(&[("east", 1), ("west", 1)]);
     f.spec.failover.policy = Some(FailoverPolicy::Automatic);
     f.spec.failover.fence_after_seconds = Some(10);
@@ -351,8 +351,8 @@ fn a_lost_member_removed_from_the_placement_is_still_fenced_automatically() {
 
 #[test]
 fn pods_of_a_fenced_member_that_answers_again_block_their_grow_elsewhere() {
-    // Issue 19 item 14: west was fenced while lost, answers again and has been shrunk, but
-    // its pods 3-5 still exist (still running, or terminating): east waits for them.
+    // West was fenced while lost, answers again and has been shrunk, but its pods 3-5 still
+    // exist (still running, or terminating): east waits for them.
     let f = fsts(&[("east", 1), ("west", 1)]);
     let back = |pods: bool| {
         let mut m = reporting(settled(&f, 3, 3, 8), |v| {
@@ -886,8 +886,8 @@ fn a_member_not_confirmed_since_its_last_write_blocks_every_release() {
 
 #[test]
 fn a_federation_with_a_silent_member_holding_a_slice_is_not_ready() {
-    // Issue 19, item 2: central hangs with its slice (and whatever template it runs);
-    // everything else is as targeted. The status must not say Ready, nor count its pods.
+    // Central hangs with its slice (and whatever template it runs); everything else is as
+    // targeted. The status must not say Ready, nor count its pods.
     let f = fsts(&[("east", 1), ("central", 1)]);
     let mut central = settled(&f, 3, 3, 7);
     let mut view = (**central.view.as_ref().unwrap()).clone();
@@ -904,9 +904,9 @@ fn a_federation_with_a_silent_member_holding_a_slice_is_not_ready() {
 
 #[test]
 fn a_silent_member_not_yet_stamped_by_this_leader_holds_every_grow() {
-    // Issue 19, item 13: west was last seen holding nothing, but in term 6; the leader of
-    // term 6 may have sent it a grow that has not landed yet. Term 7 cannot stamp west, so
-    // nothing it saw there confirms anything.
+    // West was last seen holding nothing, but in term 6; the leader of term 6 may have sent it
+    // a grow that has not landed yet. Term 7 cannot stamp west, so nothing it saw there
+    // confirms anything.
     let f = fsts(&[("east", 1), ("west", 1)]);
     let mut west = settled(&f, 3, 0, 6);
     let mut view = (**west.view.as_ref().unwrap()).clone();
@@ -925,7 +925,7 @@ fn a_silent_member_not_yet_stamped_by_this_leader_holds_every_grow() {
     assert_eq!(written_slices(&d), vec![("east".to_string(), Some(0), Some(6))]);
 }
 
-// === storage of recorded moves (issue 19, items 1, 5 and 11) ===
+// === storage of recorded moves: volumes handed over, left claims, unreachable sources ===
 
 /// `m` with claims `data-redis-k` for `ordinals`, bound to `vol-<prefix>-k`.
 fn with_claims(m: MemberInput, ordinals: &[u32], prefix: &str) -> MemberInput {
@@ -986,9 +986,9 @@ fn grows_b(d: &Decision) -> bool {
 
 #[test]
 fn a_moved_ordinal_is_handed_its_volumes_while_an_unrelated_member_is_unreachable() {
-    // Issue 19, item 1: c (unreachable, observed since its last write) takes no part in
-    // the move of 0-1 from a to b. The planner lets b grow past c; the move went straight
-    // from Draining to Starting and b's pods started on empty claims.
+    // Member c (unreachable, observed since its last write) takes no part in the move of 0-1
+    // from a to b. The planner lets b grow past c; the move went straight from Draining to
+    // Starting and b's pods started on empty claims.
     let mut f = four_over_abc(StorageMode::Move, phases::DRAINING);
     let a = with_claims(settled(&f, 0, 0, 7), &[0, 1], "a");
     let c = unreachable(settled(&f, 2, 2, 7));
@@ -1014,8 +1014,8 @@ fn a_moved_ordinal_is_handed_its_volumes_while_an_unrelated_member_is_unreachabl
 
 #[test]
 fn a_handover_from_an_unreachable_source_holds_only_its_ordinals_and_says_why() {
-    // Issue 19, item 11: the source a stopped answering after the release. Nothing is sent
-    // to it (it would fail every round), 0-1 wait, and c still grows into ordinal 4.
+    // The source a stopped answering after the release. Nothing is sent to it (it would fail
+    // every round), 0-1 wait, and c still grows into ordinal 4.
     let mut f = four_over_abc(StorageMode::Move, phases::RELEASED);
     f.spec.replicas = 5;
     f.spec.placement.clusters[1].max_replicas = Some(2);
@@ -1035,8 +1035,8 @@ fn a_handover_from_an_unreachable_source_holds_only_its_ordinals_and_says_why() 
 
 #[test]
 fn a_fenced_source_keeps_its_volumes_by_the_rules_of_failover_and_a_condition_says_so() {
-    // Issue 19, item 11: a is fenced: its workloads are declared dead and nothing is sent
-    // to it; 0-1 start in b on fresh claims, as a failover's re-homed ordinals do.
+    // The source a is fenced: its workloads are declared dead and nothing is sent to it; 0-1
+    // start in b on fresh claims, as a failover's re-homed ordinals do.
     let mut f = four_over_abc(StorageMode::Move, phases::RELEASED);
     let mut a = unreachable(with_claims(settled(&f, 0, 0, 7), &[0, 1], "a"));
     a.fenced = true;
@@ -1177,8 +1177,8 @@ fn an_ordinal_going_back_where_it_came_from_keeps_its_claims() {
 
 #[test]
 fn storage_move_with_claims_deleted_on_scale_down_blocks_every_write_naming_both_fields() {
-    // Issue 19, item 10: a federation stored before the CRD's rule. The source's shrink
-    // would garbage-collect the moving ordinal's claim before its handover.
+    // A federation stored before the CRD's rule. The source's shrink would garbage-collect the
+    // moving ordinal's claim before its handover.
     let mut f = fsts(&[("east", 1), ("west", 0)]);
     f.spec.migration.storage = Some(StorageMode::Move);
     f.spec.template.persistent_volume_claim_retention_policy =
@@ -1200,8 +1200,7 @@ fn storage_move_with_claims_deleted_on_scale_down_blocks_every_write_naming_both
 
 #[test]
 fn a_54_character_name_blocks_every_write_naming_the_label_limit() {
-    // Issue 22, item 2: stored without the CRD's rule, its member pods would fail the
-    // 63-character label limit.
+    // Stored without the CRD's rule, its member pods would fail the 63-character label limit.
     let mut f = fsts(&[("east", 1), ("west", 0)]);
     f.metadata.name = Some("a".repeat(54));
     let members = BTreeMap::from([("east".into(), settled(&f, 0, 3, 7)), ("west".into(), settled(&f, 3, 3, 7))]);

@@ -428,8 +428,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_refused_as_stale_is_counted_and_the_writer_steps_down() {
-        // Issue 19, item 15: a leader whose term is below what a member carries (seen before
-        // its term began) used to have every write refused with a debug line only.
+        // A leader whose term is below what a member carries (seen before its term began) used
+        // to have every write refused with a debug line only.
         let leadership = Leadership::fixed(1);
         let metrics = Arc::new(Metrics::new());
         let mut w = watcher(leadership.clone(), metrics.clone());

@@ -1,8 +1,8 @@
 //! Loopback listeners: one server per simulated cluster, plain HTTP/1.1 with keep-alive and
 //! chunked streaming, as kube-rs and kubectl need (k8s-api.md A.1); over TLS, HTTP/2 too when
 //! the client offers it by ALPN (`h2` before `http/1.1`, as kube-apiserver), so that many
-//! watches share one connection (issue 24). Accepted connections are counted in
-//! [`crate::sim::cluster::Counters`].
+//! watches share one connection, as a controller of 100 members needs. Accepted connections are
+//! counted in [`crate::sim::cluster::Counters`].
 
 use std::{net::SocketAddr, sync::Arc};
 

@@ -2,8 +2,8 @@
 //! any change to its objects (coalesced), by a change of its injected faults, or by a deadline
 //! the sweep itself asked for ([`Wake`]: a pod start finishing, a grace period ending, a node
 //! timeout, `minReadySeconds`…) — and otherwise asleep, so that an idle cluster costs nothing
-//! (issue 24: a sandbox of 100 members beside the controller). A long [`SAFETY_TICK`] only
-//! bounds the harm of a deadline some component forgot to ask for. A watch dropped by the
+//! (a sandbox of 100 members runs beside the controller on one host). A long [`SAFETY_TICK`]
+//! only bounds the harm of a deadline some component forgot to ask for. A watch dropped by the
 //! storage (as too slow, or by a fault) is simply re-registered: sweeps read the whole state,
 //! so nothing is lost.
 

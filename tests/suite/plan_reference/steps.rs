@@ -57,7 +57,7 @@ impl<'a> Holders<'a> {
         let mut written: BTreeMap<Ordinal, Vec<&str>> = BTreeMap::new();
         let mut running: BTreeMap<Ordinal, Vec<&str>> = BTreeMap::new();
         let mut unconfirmed = Vec::new();
-        // A fenced cluster counts again once it answers (issue 19, item 14).
+        // A fenced cluster counts again once it answers: what it really runs holds ordinals.
         for (name, o) in obs.iter().filter(|(_, o)| !o.fenced || o.reachable) {
             for k in o.written.ordinals() {
                 written.entry(k).or_default().push(name);
@@ -65,8 +65,8 @@ impl<'a> Holders<'a> {
             for &k in &o.pods {
                 running.entry(k).or_default().push(name);
             }
-            // Issue 11's relaxation, kept in step with the range planner: an unreachable
-            // member observed since its last write blocks only what it holds or runs.
+            // Kept in step with the range planner: an unreachable member observed since its
+            // last write blocks only what it holds or runs (its spec is the one last observed).
             if !o.observed_since_write {
                 unconfirmed.push(name.as_str());
             }
