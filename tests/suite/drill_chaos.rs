@@ -365,7 +365,7 @@ fn bad_flags_exit_2_naming_the_flag() {
     assert!(err.contains("--duration"), "{err}");
 }
 
-/// The long soak behind the README's figures, not part of the suite:
+/// The long soak behind the figures in docs/failover.md, not part of the suite:
 /// `SPANSET_CHAOS_DURATION=1h SPANSET_CHAOS_SEED=1 cargo test --test suite
 /// drill_chaos::long_soak -- --ignored --nocapture` (prints the report).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,5 @@
 //! The cargo features that keep the sandbox and the failpoints out of the production image
-//! (README, "Cargo features"): the production build (`--no-default-features`, as the
+//! (docs/development.md, "Cargo features"): the production build (`--no-default-features`, as the
 //! `Dockerfile` builds it) compiles, has neither, and every test or bench that needs the
 //! sandbox says so in `Cargo.toml`, so that cargo skips it in that build (the test suite is
 //! one binary, so its `[[test]]` entry requires what any of its modules needs).

@@ -43,7 +43,7 @@ fn the_planner_does_no_io_and_knows_no_actors_or_clients() {
     assert!(found.is_empty(), "the planner is not pure:\n{}", found.join("\n"));
 }
 
-/// The sandbox's layers (README, "Code: src/sim/"): the store knows nothing of HTTP or of the
+/// The sandbox's layers (docs/sandbox.md): the store knows nothing of HTTP or of the
 /// sandbox around it; the simulated components write through the store, never through the
 /// HTTP layer; and neither the API server nor the cluster reaches up into the sandbox.
 #[test]

@@ -2,7 +2,7 @@
 //! replicas (deciding with the real `reconcile::decide`, carrying out `effects::stages`), two
 //! members with their StatefulSet controllers, kubelets, nodes and volumes, lost answers,
 //! partitions and stalled watches, and checks the safety properties at every state and
-//! convergence once the faults stop (see README, "Safety, model-checked"). Each safety rule is
+//! convergence once the faults stop (see docs/safety.md). Each safety rule is
 //! switched off in one test that requires a counterexample; some are found only in worlds the
 //! default searches leave out (late StatefulSet syncs, partitions that last), which are also
 //! checked with every rule on.
@@ -302,7 +302,7 @@ fn returns_all_at_once(gated: bool) -> Spanset {
 }
 
 /// A cluster that loses power whole (nothing evicts its pods) and returns wherever the search
-/// places it, under the fence's promise as the README states it: its machines come back only
+/// places it, under the fence's promise as docs/failover.md states it: its machines come back only
 /// once spanset has shrunk it, or once nothing there would run on its own. Found by this
 /// placement: a fenced member heard running pods again (its machines back before the shrink)
 /// that fell silent again was trusted to its fence once more, and its ordinals grew elsewhere

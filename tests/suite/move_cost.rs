@@ -115,7 +115,7 @@ async fn the_readme_migration_there_and_back_leaves_one_released_volume_per_depa
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The account of the round trip (eight moved ordinals): one volume per arrival, nothing
-    // else provisioned; spanset's writes within the budget the README states per moved
+    // else provisioned; spanset's writes within the budget docs/failover.md states per moved
     // ordinal (measured: about 10 in the members and 11 in the host); three Events per move.
     let cost = f.sandbox.account().since(&before);
     let moved = 8;

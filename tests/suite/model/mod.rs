@@ -674,7 +674,7 @@ impl Spanset {
                 if mem.node == Node::Up {
                     return None;
                 }
-                // The fence's promise (README, "Failover"): the operator brings a fenced member's
+                // The fence's promise (docs/failover.md): the operator brings a fenced member's
                 // machines back only once spanset has shrunk it, or once nothing there would run
                 // on its own — every pod evicted (Terminating: its kubelet stops it), and with
                 // identity gates off a slice holding nothing (its StatefulSet controller would
