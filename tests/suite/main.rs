@@ -27,6 +27,7 @@ mod credentials;
 mod deploy;
 mod disruption;
 mod disruption_budgets;
+mod doc_links;
 mod drill;
 mod drill_chaos;
 mod failover;
