@@ -62,6 +62,7 @@ mod refused_writes_nothing;
 mod replica_bounds;
 mod rollout;
 mod rollout_status;
+mod runbooks;
 mod sandbox_cli;
 mod scaling;
 mod shards;
