@@ -1,12 +1,15 @@
 //! Comments say why in words a reader can follow: none points at the project's internal tracker
 //! ("see" the word issue or item followed by a number), which no reader of the code can open.
-//! The check reads every text file of the code, its tests, benches, docs and deployment files;
-//! it builds its pattern from parts, so that its own source passes it too.
+//! The check reads every text file of the code, its tests, benches, docs and deployment files,
+//! and the README; it builds its pattern from parts, so that its own source passes it too.
 
 use std::path::{Path, PathBuf};
 
 /// The trees read: the code and everything shipped or read beside it.
 const TREES: [&str; 7] = ["src", "tests", "benches", "docs", "deploy", "dashboards", "examples"];
+
+/// The files read beside the trees: the front page, the build and CI.
+const FILES: [&str; 3] = ["README.md", "Cargo.toml", ".ci/run"];
 
 /// The words that, followed by a number, cite a tracker entry.
 const WORDS: [&str; 2] = ["issue", "item"];
@@ -76,14 +79,17 @@ fn no_comment_cites_the_internal_tracker() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut found = Vec::new();
     let mut read = 0;
-    for tree in TREES {
-        for (path, text) in text_files(&root.join(tree)) {
-            read += 1;
-            for (i, line) in text.lines().enumerate() {
-                if let Some(cited) = citation(line) {
-                    let file = path.strip_prefix(root).unwrap_or(&path).display();
-                    found.push(format!("{file}:{}: {cited:?} in {}", i + 1, line.trim()));
-                }
+    let files = FILES.iter().map(|f| {
+        let path = root.join(f);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{f}: {e}"));
+        (path, text)
+    });
+    for (path, text) in TREES.iter().flat_map(|tree| text_files(&root.join(tree))).chain(files) {
+        read += 1;
+        for (i, line) in text.lines().enumerate() {
+            if let Some(cited) = citation(line) {
+                let file = path.strip_prefix(root).unwrap_or(&path).display();
+                found.push(format!("{file}:{}: {cited:?} in {}", i + 1, line.trim()));
             }
         }
     }
