@@ -6,6 +6,7 @@ mod example;
 mod federated_statefulset;
 mod member_cluster;
 mod network;
+pub mod reference;
 mod strategy;
 
 pub use example::example;

@@ -14,6 +14,7 @@ mod support;
 mod account;
 mod admission;
 mod advanced_statefulset;
+mod api_reference;
 mod blog_migration;
 mod book_scenarios;
 mod citations;
