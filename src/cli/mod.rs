@@ -18,6 +18,7 @@ pub mod sim;
 #[cfg(feature = "sim")]
 pub mod sim_ctl;
 pub mod status;
+pub mod version;
 
 /// spanset runs one StatefulSet across several Kubernetes clusters.
 #[derive(Debug, Parser)]
@@ -64,6 +65,8 @@ pub enum Command {
     Join(join::JoinArgs),
     /// Remove a member cluster that no federation places ordinals in.
     Unjoin(join::UnjoinArgs),
+    /// Print the version, the commit it was built from and the cargo features compiled in.
+    Version(version::VersionArgs),
 }
 
 /// Parses the command line; a bad flag prints one line and exits 2 (help and version exit 0).
@@ -135,7 +138,9 @@ mod tests {
         for sandbox in ["sim", "sim-ctl", "sandbox"] {
             assert_eq!(names.contains(&sandbox), cfg!(feature = "sim"), "{sandbox} in {names:?}");
         }
-        for always in ["run", "status", "rollout", "fence", "unfence", "drill", "join", "unjoin", "plan", "crd"] {
+        for always in
+            ["run", "status", "rollout", "fence", "unfence", "drill", "join", "unjoin", "plan", "crd", "version"]
+        {
             assert!(names.contains(&always), "{always} missing from {names:?}");
         }
         let drill = cli.find_subcommand("drill").expect("drill");

@@ -79,3 +79,4 @@ mod teardown;
 mod terms;
 mod undecodable;
 mod uninstall;
+mod version_cli;
