@@ -4,6 +4,7 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod completion;
 pub mod crd;
 pub mod drill;
 pub mod fence;
@@ -65,6 +66,8 @@ pub enum Command {
     Join(join::JoinArgs),
     /// Remove a member cluster that no federation places ordinals in.
     Unjoin(join::UnjoinArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completion(completion::CompletionArgs),
     /// Print the version, the commit it was built from and the cargo features compiled in.
     Version(version::VersionArgs),
 }
@@ -138,9 +141,20 @@ mod tests {
         for sandbox in ["sim", "sim-ctl", "sandbox"] {
             assert_eq!(names.contains(&sandbox), cfg!(feature = "sim"), "{sandbox} in {names:?}");
         }
-        for always in
-            ["run", "status", "rollout", "fence", "unfence", "drill", "join", "unjoin", "plan", "crd", "version"]
-        {
+        for always in [
+            "run",
+            "status",
+            "rollout",
+            "fence",
+            "unfence",
+            "drill",
+            "join",
+            "unjoin",
+            "plan",
+            "crd",
+            "version",
+            "completion",
+        ] {
             assert!(names.contains(&always), "{always} missing from {names:?}");
         }
         let drill = cli.find_subcommand("drill").expect("drill");

@@ -16,6 +16,7 @@ mod admission;
 mod advanced_statefulset;
 mod blog_migration;
 mod book_scenarios;
+mod completion_cli;
 mod connections;
 mod controller;
 mod controller_bad_input;
