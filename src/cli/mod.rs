@@ -9,6 +9,7 @@ pub mod crd;
 pub mod drill;
 pub mod fence;
 pub mod join;
+pub mod output;
 pub mod plan;
 pub mod rollout;
 pub mod run;
@@ -162,5 +163,26 @@ mod tests {
         assert_eq!(drills.contains(&"cluster-loss"), cfg!(feature = "sim"), "{drills:?}");
         assert_eq!(drills.contains(&"chaos"), cfg!(feature = "sim"), "{drills:?}");
         assert!(drills.contains(&"evacuate"), "{drills:?}");
+    }
+
+    #[test]
+    fn every_command_printing_a_report_takes_the_same_output_formats() {
+        let mut commands = vec![
+            vec!["status"],
+            vec!["plan", "-f", "fsts.yaml"],
+            vec!["drill", "evacuate", "east", "--fsts", "default/redis"],
+        ];
+        if cfg!(feature = "sim") {
+            commands.push(vec!["drill", "cluster-loss", "east", "--fsts", "default/redis", "--admin", "http://x"]);
+            commands.push(vec!["drill", "chaos", "--admin", "http://x"]);
+        }
+        for command in &commands {
+            for format in ["table", "wide", "json", "yaml"] {
+                let argv = [&["spanset"][..], command, &["-o", format]].concat();
+                if let Err(e) = Cli::try_parse_from(&argv) {
+                    panic!("{argv:?} is refused: {e}");
+                }
+            }
+        }
     }
 }
