@@ -46,8 +46,10 @@ mod tests {
     #[test]
     fn yaml_is_the_json_document_and_wide_asks_the_table_for_more() {
         let doc = serde_json::json!({"federation": "default/redis", "moves": [{"ordinal": 3, "seconds": 1.5}]});
-        let from_yaml: serde_json::Value =
-            serde_yaml::from_str(&render(Format::Yaml, &doc, |_| unreachable!())).unwrap();
+        let yaml_text = render(Format::Yaml, &doc, |_| unreachable!());
+        // JSON parses as YAML too: this must be YAML's block style.
+        assert!(yaml_text.starts_with("federation: default/redis\n"), "{yaml_text}");
+        let from_yaml: serde_json::Value = serde_yaml::from_str(&yaml_text).unwrap();
         let from_json: serde_json::Value =
             serde_json::from_str(&render(Format::Json, &doc, |_| unreachable!())).unwrap();
         assert_eq!(from_yaml, doc);

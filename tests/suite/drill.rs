@@ -23,6 +23,11 @@ async fn evacuate_moves_every_ordinal_out_and_back_and_reports_each() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("out: ") && stderr.contains("back: "), "progress is shown: {stderr}");
     // The report as YAML (the cluster-loss drill below reads it as JSON): the same document.
+    assert!(
+        String::from_utf8_lossy(&out.stdout).lines().any(|l| l == "federation: default/redis"),
+        "not YAML's block style: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let report: serde_json::Value = serde_yaml::from_slice(&out.stdout).expect("a YAML report");
     let moves = report["ordinals"].as_array().unwrap();
     let of = |half: &str| -> Vec<(i64, String, String)> {
