@@ -1,5 +1,5 @@
 # A static, non-root image of spanset (the controller and its tools in one binary).
-# Build: docker build -t ghcr.io/spanset/spanset:0.1.0 .
+# Build: docker build --build-arg SPANSET_GIT_COMMIT=$(git rev-parse --short HEAD) -t ghcr.io/spanset/spanset:0.1.0 .
 # Built with --no-default-features: the production binary has neither the sandbox (feature
 # `sim`: the API simulator and the sim, sim-ctl, sandbox and drill cluster-loss commands) nor
 # the crash failpoints (feature `failpoints`, which an environment variable could trigger).
@@ -7,6 +7,9 @@ FROM rust:1-alpine AS build
 RUN apk add --no-cache musl-dev
 WORKDIR /src
 COPY . .
+# `.git` stays out of the build context, so `spanset version` names the commit only when it is
+# passed: --build-arg SPANSET_GIT_COMMIT=$(git rev-parse --short HEAD) (else `unknown`).
+ARG SPANSET_GIT_COMMIT=
 RUN cargo build --release --locked --no-default-features --bin spanset \
  && cp target/release/spanset /spanset
 

@@ -53,6 +53,8 @@ fn main() {
         Command::Drill(args) => runtime().block_on(cli::drill::run(args)),
         Command::Join(args) => runtime().block_on(cli::join::run_join(args)),
         Command::Unjoin(args) => runtime().block_on(cli::join::run_unjoin(args)),
+        Command::Version(args) => cli::version::run(args),
+        Command::Completion(args) => cli::completion::run(args),
     };
     std::process::exit(code);
 }

@@ -6,7 +6,7 @@
 //! An ordinal counts as unavailable while it is recorded in `status.moves` (from its release
 //! in the source until its pod is Ready in the destination), as the controller stores it; the
 //! drill polls the status every 100 ms, so figures are exact to about that. Progress goes to
-//! stderr; the report to stdout as a table or, with `-o json`, as one document. Exit codes: 0
+//! stderr; the report to stdout as a table or, with `-o json` or `-o yaml`, as one document. Exit codes: 0
 //! done, 1 refused or failed (the placement is restored when it was changed), 2 bad flags.
 
 use std::{
@@ -43,14 +43,7 @@ async fn admin(url: &str, action: crate::cli::sim_ctl::Action) -> Result<String,
         .map_err(|e| format!("admin request: {e}"))?
 }
 
-/// Output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Aligned text.
-    Table,
-    /// One JSON document.
-    Json,
-}
+pub use super::output::Format;
 
 /// Flags of `spanset drill`.
 #[derive(Debug, clap::Args)]
@@ -288,10 +281,8 @@ fn table(r: &Report) -> String {
 }
 
 fn print<T: Serialize>(format: Format, report: &T, table: impl FnOnce(&T) -> String) {
-    match format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(report).expect("a report serializes")),
-        Format::Table => print!("{}", table(report)),
-    }
+    // No drill has columns beyond its table, so `wide` prints the table.
+    print!("{}", super::output::render(format, report, |_wide| table(report)));
 }
 
 /// Runs `spanset drill`; a cluster-loss drill whose ledger shows a violation exits 1.

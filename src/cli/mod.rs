@@ -4,10 +4,12 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod completion;
 pub mod crd;
 pub mod drill;
 pub mod fence;
 pub mod join;
+pub mod output;
 pub mod plan;
 pub mod rollout;
 pub mod run;
@@ -18,6 +20,7 @@ pub mod sim;
 #[cfg(feature = "sim")]
 pub mod sim_ctl;
 pub mod status;
+pub mod version;
 
 /// spanset runs one StatefulSet across several Kubernetes clusters.
 #[derive(Debug, Parser)]
@@ -64,6 +67,10 @@ pub enum Command {
     Join(join::JoinArgs),
     /// Remove a member cluster that no federation places ordinals in.
     Unjoin(join::UnjoinArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completion(completion::CompletionArgs),
+    /// Print the version, the commit it was built from and the cargo features compiled in.
+    Version(version::VersionArgs),
 }
 
 /// Parses the command line; a bad flag prints one line and exits 2 (help and version exit 0).
@@ -135,7 +142,20 @@ mod tests {
         for sandbox in ["sim", "sim-ctl", "sandbox"] {
             assert_eq!(names.contains(&sandbox), cfg!(feature = "sim"), "{sandbox} in {names:?}");
         }
-        for always in ["run", "status", "rollout", "fence", "unfence", "drill", "join", "unjoin", "plan", "crd"] {
+        for always in [
+            "run",
+            "status",
+            "rollout",
+            "fence",
+            "unfence",
+            "drill",
+            "join",
+            "unjoin",
+            "plan",
+            "crd",
+            "version",
+            "completion",
+        ] {
             assert!(names.contains(&always), "{always} missing from {names:?}");
         }
         let drill = cli.find_subcommand("drill").expect("drill");
@@ -143,5 +163,26 @@ mod tests {
         assert_eq!(drills.contains(&"cluster-loss"), cfg!(feature = "sim"), "{drills:?}");
         assert_eq!(drills.contains(&"chaos"), cfg!(feature = "sim"), "{drills:?}");
         assert!(drills.contains(&"evacuate"), "{drills:?}");
+    }
+
+    #[test]
+    fn every_command_printing_a_report_takes_the_same_output_formats() {
+        let mut commands = vec![
+            vec!["status"],
+            vec!["plan", "-f", "fsts.yaml"],
+            vec!["drill", "evacuate", "east", "--fsts", "default/redis"],
+        ];
+        if cfg!(feature = "sim") {
+            commands.push(vec!["drill", "cluster-loss", "east", "--fsts", "default/redis", "--admin", "http://x"]);
+            commands.push(vec!["drill", "chaos", "--admin", "http://x"]);
+        }
+        for command in &commands {
+            for format in ["table", "wide", "json", "yaml"] {
+                let argv = [&["spanset"][..], command, &["-o", format]].concat();
+                if let Err(e) = Cli::try_parse_from(&argv) {
+                    panic!("{argv:?} is refused: {e}");
+                }
+            }
+        }
     }
 }

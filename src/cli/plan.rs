@@ -1,4 +1,4 @@
-//! `spanset plan -f FSTS.yaml [--current CURRENT.yaml] [-o table|json]`: prints the target
+//! `spanset plan -f FSTS.yaml [--current CURRENT.yaml] [-o table|wide|json|yaml]`: prints the target
 //! slices and every step to reach them, without touching any cluster.
 //!
 //! CURRENT.yaml describes what the member clusters hold now (see `examples/current.yaml`):
@@ -26,14 +26,7 @@ use crate::{
     plan::{self, ClusterObservation, Observed, Ordinals, Slice, Step},
 };
 
-/// Output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Aligned text.
-    Table,
-    /// One JSON object with `slices` and `steps`.
-    Json,
-}
+use super::output::{self, Format};
 
 /// Flags of `spanset plan`.
 #[derive(Debug, clap::Args)]
@@ -48,7 +41,7 @@ pub struct PlanArgs {
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     pub output: Format,
     /// Most steps the table lists: beyond it, the first and last halves with the number left
-    /// out between them (0 lists every step; `-o json` always has every step). A migration of
+    /// out between them (0 lists every step; `-o json` and `-o yaml` always have every step). A migration of
     /// n ordinals between apps/v1 slices takes 2n steps.
     #[arg(long, default_value_t = 40)]
     pub max_steps: usize,
@@ -178,25 +171,27 @@ fn plan_files(args: &PlanArgs) -> Result<String, Vec<String>> {
     let balanced = fsts.status.as_ref().and_then(|s| s.balanced_placement.as_deref());
     let (target, steps) =
         plan::plan_to_completion_balanced(&desired, &obs, balanced).map_err(|e| vec![e.to_string()])?;
+    let document = || {
+        let slices: Vec<_> = target
+            .target
+            .iter()
+            .map(|(cluster, s)| {
+                let mut v = json!({"cluster": cluster, "start": s.start, "replicas": s.replicas});
+                if !s.reserved.is_empty() {
+                    v["reservedOrdinals"] = json!(s.reserved.iter().collect::<Vec<_>>());
+                }
+                v
+            })
+            .collect();
+        let excluded: Vec<_> =
+            target.excluded.iter().map(|(c, why)| json!({"cluster": c, "reason": format!("{why:?}")})).collect();
+        json!({"slices": slices, "excluded": excluded, "steps": steps})
+    };
     Ok(match args.output {
-        Format::Json => {
-            let slices: Vec<_> = target
-                .target
-                .iter()
-                .map(|(cluster, s)| {
-                    let mut v = json!({"cluster": cluster, "start": s.start, "replicas": s.replicas});
-                    if !s.reserved.is_empty() {
-                        v["reservedOrdinals"] = json!(s.reserved.iter().collect::<Vec<_>>());
-                    }
-                    v
-                })
-                .collect();
-            let excluded: Vec<_> =
-                target.excluded.iter().map(|(c, why)| json!({"cluster": c, "reason": format!("{why:?}")})).collect();
-            let doc = json!({"slices": slices, "excluded": excluded, "steps": steps});
-            format!("{}\n", serde_json::to_string_pretty(&doc).expect("JSON values always serialize"))
-        }
-        Format::Table => {
+        Format::Json => output::json(&document()),
+        Format::Yaml => output::yaml(&document()),
+        // A plan has no columns beyond its table.
+        Format::Table | Format::Wide => {
             let mut out = String::from("CLUSTER          START  REPLICAS  RESERVED\n");
             for (cluster, s) in &target.target {
                 let reserved = if s.reserved.is_empty() { "-".to_string() } else { ordinals_text(&s.reserved) };

@@ -168,11 +168,11 @@ async fn status(args: &StatusArgs, target: &Target) -> Result<String, String> {
     Ok(match args.output {
         Format::Json => {
             let doc = json!({"federations": federations.iter().map(Federation::to_json).collect::<Vec<_>>()});
-            format!("{}\n", serde_json::to_string_pretty(&doc).expect("JSON values always serialize"))
+            super::output::json(&doc)
         }
         Format::Yaml => {
             let doc = json!({"federations": federations.iter().map(Federation::to_json).collect::<Vec<_>>()});
-            serde_yaml::to_string(&doc).expect("JSON values always render as YAML")
+            super::output::yaml(&doc)
         }
         Format::Name => federations.iter().map(|f| format!("federatedstatefulset.spanset.dev/{}\n", f.name)).collect(),
         Format::Table | Format::Wide if federations.is_empty() => {

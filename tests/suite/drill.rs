@@ -18,11 +18,17 @@ async fn evacuate_moves_every_ordinal_out_and_back_and_reports_each() {
     f.wait_settled("redis", &thirds, "initial slices").await;
     let before = f.api().get("redis").await.unwrap().spec.placement;
     let out =
-        f.spanset(&["drill", "evacuate", "central", "--fsts", "default/redis", "-o", "json", "--timeout", "120"]).await;
+        f.spanset(&["drill", "evacuate", "central", "--fsts", "default/redis", "-o", "yaml", "--timeout", "120"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("out: ") && stderr.contains("back: "), "progress is shown: {stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    // The report as YAML (the cluster-loss drill below reads it as JSON): the same document.
+    assert!(
+        String::from_utf8_lossy(&out.stdout).lines().any(|l| l == "federation: default/redis"),
+        "not YAML's block style: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let report: serde_json::Value = serde_yaml::from_slice(&out.stdout).expect("a YAML report");
     let moves = report["ordinals"].as_array().unwrap();
     let of = |half: &str| -> Vec<(i64, String, String)> {
         let mut v: Vec<_> = moves

@@ -1,4 +1,4 @@
-//! `spanset plan` end to end: the target and steps as a table and as JSON, and the same
+//! `spanset plan` end to end: the target and steps as a table, as JSON and as YAML, and the same
 //! field-naming errors as the controller for an impossible spec, with exit code 1.
 
 use std::process::Command;
@@ -48,6 +48,33 @@ fn plan_prints_the_blogs_migration_as_json_and_table() {
         text.contains("12 steps:") && text.contains("1. shrink source to start=0 replicas=5 (releases [5])"),
         "{text}"
     );
+}
+
+#[test]
+fn plan_prints_the_same_document_as_yaml_and_the_table_as_wide() {
+    let plan = |format: &str| {
+        let out = spanset(&[
+            "plan",
+            "-f",
+            "examples/federatedstatefulset.yaml",
+            "--current",
+            "examples/current.yaml",
+            "-o",
+            format,
+        ]);
+        assert!(out.status.success(), "-o {format}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let json: serde_json::Value = serde_json::from_str(&plan("json")).expect("JSON");
+    let yaml_text = plan("yaml");
+    // JSON parses as YAML too: the YAML must be block style, not the JSON text.
+    assert!(yaml_text.starts_with("slices:") || yaml_text.starts_with("excluded:"), "{yaml_text}");
+    let yaml: serde_json::Value = serde_yaml::from_str(&yaml_text).expect("YAML");
+    assert_eq!(json["steps"].as_array().map(Vec::len), Some(12), "{json}");
+    assert_eq!(yaml, json, "-o yaml is the JSON document");
+    let table = plan("table");
+    assert!(table.starts_with("CLUSTER "), "{table}");
+    assert_eq!(plan("wide"), table, "a plan has no extra columns: -o wide is the table");
 }
 
 #[test]
