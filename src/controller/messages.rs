@@ -222,6 +222,11 @@ pub struct DeleteFederation {
     pub exported: bool,
     /// The term the delete was planned in.
     pub term: u64,
+    /// The uid of the federation being deleted, as the deciding leader read it: only objects
+    /// labelled with it (or with no uid label, as older spanset wrote them) are deleted, so a
+    /// teardown sent late, by a leader since replaced, can never remove the objects of a
+    /// federation re-created under the same name.
+    pub uid: Option<String>,
     /// The other federations that keep its Service or carried objects in this member, as the
     /// host says: those objects are released, not deleted.
     pub sharers: super::member::sharing::Sharers,

@@ -233,6 +233,7 @@ pub async fn carry_out(fsts: &FederatedStatefulSet, r: Round<'_>, out: &mut Outc
             carried: removal.carried.clone(),
             exported: removal.exported,
             term: r.term,
+            uid: fsts.uid(),
             sharers: sharing::sharers(&federations, &key.name, cluster),
         };
         Some(async move { (cluster.clone(), w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await) })

@@ -48,13 +48,30 @@ where
     delete(api, name, &dp, true).await.map(|_| ())
 }
 
-/// Deletes the object of that name if it is `federation`'s and not being deleted already.
-pub async fn delete_if_ours<K>(api: &Api<K>, name: &str, federation: &str, dp: &DeleteParams) -> Result<(), kube::Error>
+/// Deletes the object of that name if it is `federation`'s (the incarnation `uid`, where the
+/// object says which) and not being deleted already; conditional on the uid and version read,
+/// so that an object changed or replaced since is judged again, never deleted on this read.
+pub async fn delete_if_ours<K>(
+    api: &Api<K>,
+    name: &str,
+    federation: &str,
+    uid: Option<&str>,
+    dp: &DeleteParams,
+) -> Result<(), kube::Error>
 where
     K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     match api.get_opt(name).await? {
-        Some(obj) if deletable(&obj, federation) => delete(api, name, dp, false).await.map(|_| ()),
+        Some(obj) if deletable(&obj, federation, uid) => {
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: obj.meta().uid.clone(),
+                    resource_version: obj.meta().resource_version.clone(),
+                }),
+                ..dp.clone()
+            };
+            delete(api, name, &dp, false).await.map(|_| ())
+        }
         _ => Ok(()),
     }
 }

@@ -100,10 +100,10 @@ impl Handler<DeleteFederation> for ClusterWatcher {
         let client = self.client.clone();
         let key = msg.key;
         let cached = self.cache.federations.get(&key).cloned().unwrap_or_default();
-        let (service, sharers) = (msg.service, msg.sharers);
+        let (service, sharers, uid) = (msg.service, msg.sharers, msg.uid);
         let work = async move {
             for step in steps {
-                tear_down(&client, &key, &service, &sharers, step).await?;
+                tear_down(&client, &key, uid.as_deref(), &service, &sharers, step).await?;
             }
             Ok::<(), kube::Error>(())
         };
@@ -173,7 +173,7 @@ async fn sweep(
     if !decide::teardown::sweep_applies(msg, &uids) {
         // Only what this federation shares with others is released; the rest is a namesake's.
         for step in steps.into_iter().filter(|s| matches!(s, Teardown::Shared { .. })) {
-            tear_down(client, key, &removal.service, &msg.sharers, step).await?;
+            tear_down(client, key, Some(msg.leftover.uid.as_str()), &removal.service, &msg.sharers, step).await?;
         }
         return Ok(Swept::Removed);
     }
@@ -216,7 +216,7 @@ async fn sweep(
         SweepStep::Wait => Ok(Swept::Waiting),
         SweepStep::Remove => {
             for step in steps {
-                tear_down(client, key, &removal.service, &msg.sharers, step).await?;
+                tear_down(client, key, Some(msg.leftover.uid.as_str()), &removal.service, &msg.sharers, step).await?;
             }
             Ok(Swept::Removed)
         }
@@ -231,11 +231,13 @@ fn shrunk(mut sts: DynamicObject, term: u64) -> DynamicObject {
     sts
 }
 
-/// Performs one step of a federation's teardown (`service`: its headless Service's name;
-/// `sharers`: who else keeps its shared objects there).
+/// Performs one step of a federation's teardown (`uid`: the deleted federation's, whose objects
+/// alone are deleted; `service`: its headless Service's name; `sharers`: who else keeps its
+/// shared objects there).
 async fn tear_down(
     client: &Client,
     key: &FederationKey,
+    uid: Option<&str>,
     service: &str,
     sharers: &Sharers,
     step: Teardown,
@@ -246,11 +248,12 @@ async fn tear_down(
     match step {
         Teardown::Workload(kind) => {
             let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &api_resource(kind));
-            delete_if_ours(&api, &key.name, leaving, &dp).await
+            delete_if_ours(&api, &key.name, leaving, uid, &dp).await
         }
         Teardown::Owned { kind, name } => match kind.as_str() {
             "PodDisruptionBudget" => {
-                delete_if_ours(&Api::<PodDisruptionBudget>::namespaced(client.clone(), ns), &name, leaving, &dp).await
+                delete_if_ours(&Api::<PodDisruptionBudget>::namespaced(client.clone(), ns), &name, leaving, uid, &dp)
+                    .await
             }
             _ => Ok(()),
         },
@@ -271,7 +274,7 @@ async fn tear_down(
             let lp =
                 ListParams::default().labels(&format!("{FEDERATION}={},{SLICE_MANAGED_BY}={SLICE_MANAGER}", key.name));
             for slice in slices.list_metadata(&lp).await?.items {
-                delete_if_ours(&slices, &slice.metadata.name.unwrap_or_default(), leaving, &dp).await?;
+                delete_if_ours(&slices, &slice.metadata.name.unwrap_or_default(), leaving, uid, &dp).await?;
             }
             Ok(())
         }

@@ -11,7 +11,7 @@ use super::{Refusal, Standing, gate::gate};
 use crate::{
     api::{Leftover, LeftoverObject},
     controller::{
-        labels::FEDERATION,
+        labels::{FEDERATION, FEDERATION_UID},
         member::{cache::FederationCache, sharing},
         messages::{DeleteFederation, SweepLeftover},
     },
@@ -116,9 +116,15 @@ pub fn plan_teardown(
 
 /// Whether an object found under a teardown's name is deleted: only spanset's of `federation`
 /// (labelled with its name), and not one being deleted already.
-pub fn deletable<K: Resource>(found: &K, federation: &str) -> bool {
-    let ours = found.meta().labels.as_ref().and_then(|l| l.get(FEDERATION)).is_some_and(|f| f == federation);
-    ours && found.meta().deletion_timestamp.is_none()
+pub fn deletable<K: Resource>(found: &K, federation: &str, uid: Option<&str>) -> bool {
+    let labels = found.meta().labels.as_ref();
+    let ours = labels.and_then(|l| l.get(FEDERATION)).is_some_and(|f| f == federation);
+    // Labelled with another incarnation's uid: a federation re-created under the same name.
+    let namesake = match (uid, labels.and_then(|l| l.get(FEDERATION_UID))) {
+        (Some(deleting), Some(labelled)) => labelled != deleting,
+        _ => false,
+    };
+    ours && !namesake && found.meta().deletion_timestamp.is_none()
 }
 
 /// The teardown's answer: whether the StatefulSets and pods are all gone from the member.
@@ -193,6 +199,7 @@ mod tests {
             carried: vec![("Secret".into(), "creds".into())],
             exported,
             term: 4,
+            uid: Some("u-1".into()),
             sharers: Default::default(),
         }
     }
@@ -271,10 +278,20 @@ mod tests {
             }
             s
         };
-        assert!(deletable(&svc(true, false), "redis"));
-        assert!(!deletable(&svc(true, false), "kv"), "another federation's object of that name stays");
-        assert!(!deletable(&svc(false, false), "redis"), "the user's own Service of that name stays");
-        assert!(!deletable(&svc(true, true), "redis"));
+        assert!(deletable(&svc(true, false), "redis", None));
+        assert!(!deletable(&svc(true, false), "kv", None), "another federation's object of that name stays");
+        assert!(!deletable(&svc(false, false), "redis", None), "the user's own Service of that name stays");
+        assert!(!deletable(&svc(true, true), "redis", None));
+        // The uid label: the deleted federation's objects go, a namesake's stay; an object
+        // written before the label existed goes by its name.
+        let with_uid = |uid: &str| {
+            let mut s = svc(true, false);
+            s.metadata.labels.get_or_insert_with(Default::default).insert(FEDERATION_UID.into(), uid.into());
+            s
+        };
+        assert!(deletable(&with_uid("u-1"), "redis", Some("u-1")));
+        assert!(!deletable(&with_uid("u-2"), "redis", Some("u-1")), "a re-created namesake's object stays");
+        assert!(deletable(&svc(true, false), "redis", Some("u-1")), "an object without the uid label");
     }
 
     #[test]
