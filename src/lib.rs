@@ -4,7 +4,8 @@
 //! Modules: `sim` is the sandbox (a Kubernetes API simulator on loopback; only with the cargo
 //! feature `sim`, which the default build has and the production image leaves out); [`cli`] the
 //! command line; [`controller`] the controller (supervisor, watchers, coordinators, leadership);
-//! [`plan`] the pure planner; [`api`] the CRDs; [`human`] Kubernetes' human-readable durations.
+//! [`plan`] the pure planner; [`api`] the CRDs; [`human`] Kubernetes' human-readable durations;
+//! [`pod_name`] the StatefulSet pod-name rule the controller and the sandbox share.
 #![forbid(unsafe_code)]
 
 pub mod api;
@@ -12,5 +13,6 @@ pub mod cli;
 pub mod controller;
 pub mod human;
 pub mod plan;
+pub mod pod_name;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
+pub use crate::pod_name::statefulset_pod;
+
 use super::{cache::rv_of, objects::FederationKey};
 use crate::controller::labels::{FEDERATION, IDENTITY_GATE};
 
@@ -180,17 +182,6 @@ impl PodRecord {
     }
 }
 
-/// The StatefulSet and ordinal a pod's name gives it: `<set>-<ordinal>`, the ordinal in the
-/// decimal a StatefulSet writes (no sign, no leading zero), the set's name not empty.
-pub fn statefulset_pod(name: &str) -> Option<(&str, u32)> {
-    let (set, ordinal) = name.rsplit_once('-')?;
-    let canonical = !ordinal.is_empty()
-        && ordinal.bytes().all(|b| b.is_ascii_digit())
-        && (ordinal == "0" || !ordinal.starts_with('0'));
-    (canonical && !set.is_empty()).then_some(())?;
-    Some((set, ordinal.parse().ok()?))
-}
-
 /// A pod as the pod watch delivered it, reduced at once to what spanset keeps.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SeenPod {
@@ -241,19 +232,4 @@ fn trouble(pod: &Pod) -> Option<String> {
             _ => format!("not scheduled: {}", c.message.as_deref().or(c.reason.as_deref()).unwrap_or("")),
         });
     unscheduled.or_else(|| status.phase.as_ref().map(|p| format!("phase {p}, not Ready")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_pod_name_gives_its_statefulset_and_ordinal_only_as_a_statefulset_writes_it() {
-        assert_eq!(statefulset_pod("redis-3"), Some(("redis", 3)));
-        assert_eq!(statefulset_pod("redis-cluster-10"), Some(("redis-cluster", 10)));
-        assert_eq!(statefulset_pod("redis-0"), Some(("redis", 0)));
-        for name in ["redis-03", "redis-+3", "redis-", "-3", "redis", "redis-3a", "redis-99999999999"] {
-            assert_eq!(statefulset_pod(name), None, "{name}");
-        }
-    }
 }

@@ -246,22 +246,12 @@ pub fn identity_of(pod: &serde_json::Value) -> Option<Identity> {
         Some(owner) => owner.get("name")?.as_str()?,
         None => pod.pointer("/metadata/labels")?.get(FEDERATION_LABEL)?.as_str()?,
     };
-    let (named, ordinal) = ordinal_of(pod.pointer("/metadata/name")?.as_str()?)?;
+    let (named, ordinal) = crate::pod_name::statefulset_pod(pod.pointer("/metadata/name")?.as_str()?)?;
     (named == set).then(|| Identity {
         namespace: pod.pointer("/metadata/namespace").and_then(|n| n.as_str()).unwrap_or("").to_string(),
         statefulset: set.to_string(),
         ordinal,
     })
-}
-
-/// `<set>-<ordinal>` split, the ordinal as a StatefulSet writes it (decimal, no leading zero).
-fn ordinal_of(name: &str) -> Option<(&str, u32)> {
-    let (set, ordinal) = name.rsplit_once('-')?;
-    let canonical = !ordinal.is_empty()
-        && ordinal.bytes().all(|b| b.is_ascii_digit())
-        && (ordinal == "0" || !ordinal.starts_with('0'));
-    (canonical && !set.is_empty()).then_some(())?;
-    Some((set, ordinal.parse().ok()?))
 }
 
 /// Gives the incarnations without an identity the one their name bears, where a StatefulSet of
@@ -274,7 +264,7 @@ fn resolve_by_name(entries: &mut [Incarnation]) {
         .map(|id| (id.namespace.clone(), id.statefulset.clone()))
         .collect();
     for e in entries.iter_mut().filter(|e| e.identity.is_none()) {
-        if let Some((set, ordinal)) = ordinal_of(&e.pod)
+        if let Some((set, ordinal)) = crate::pod_name::statefulset_pod(&e.pod)
             && sets.contains(&(e.namespace.clone(), set.to_string()))
         {
             e.identity = Some(Identity { namespace: e.namespace.clone(), statefulset: set.to_string(), ordinal });
