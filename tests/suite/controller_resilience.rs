@@ -105,19 +105,11 @@ async fn a_member_partitioned_during_a_migration_holds_its_ordinals_until_healed
     f.wait_settled("redis", &THIRDS, "initial slices").await;
     // Central's ordinals go to west (east keeps 0-1, west grows to 2-5): central is the only source.
     patch(&f, placement(&[("east", 1), ("west", 2), ("central", 0)])).await;
-    let from_central = || async {
-        let moves = f.status("redis").await.moves;
-        moves.iter().filter(|m| m.from == "central").map(|m| (m.ordinal, m.phase.clone())).collect::<Vec<_>>()
-    };
-    support::eventually("a move from central recorded, Draining", || async {
-        from_central().await.iter().any(|m| m.1 == "Draining")
-    })
-    .await;
-    let moving: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
+    let moving = f.wait_moving_from("redis", "central", "Draining").await;
     // Only the API is cut off: central's pods keep running.
     f.sandbox.ctl_ok(&["partition", "central"]);
     std::fs::write(&go, "").expect("the held writes released");
-    let now_moving: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
+    let now_moving = f.moving_from("redis", "central").await;
     assert!(moving.iter().all(|k| now_moving.contains(k)), "central's moves {moving:?} in flight after the cut");
     support::eventually("central unreachable in the status", || async {
         f.status("redis").await.conditions.iter().any(|c| c.type_ == "ClusterUnreachable" && c.status == "True")
@@ -125,7 +117,7 @@ async fn a_member_partitioned_during_a_migration_holds_its_ordinals_until_healed
     .await;
     // The controller gets reconciles to finish the move wrongly in; it may not before the heal.
     tokio::task::block_in_place(|| c.wait_reconciles("redis", 3));
-    let still: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
+    let still = f.moving_from("redis", "central").await;
     assert!(moving.iter().all(|k| still.contains(k)), "central's moves {moving:?} still in flight before the heal");
     let so_far = timeline::runs(&f.sandbox, "redis");
     let early = timeline::started_elsewhere_before(&so_far, "central", &[4, 5], jiff::Timestamp::now());

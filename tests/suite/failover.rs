@@ -541,18 +541,10 @@ async fn a_member_lost_during_a_migration_is_fenced_and_the_migration_completes(
     let body = serde_json::json!({"spec": {"placement": {"clusters": [
         {"name": "east", "weight": 1}, {"name": "west", "weight": 2}, {"name": "central", "weight": 0}]}}});
     f.api().patch("redis", &PatchParams::default(), &Patch::Merge(body)).await.unwrap();
-    let from_central = || async {
-        let moves = f.status("redis").await.moves;
-        moves.iter().filter(|m| m.from == "central").map(|m| (m.ordinal, m.phase.clone())).collect::<Vec<_>>()
-    };
-    support::eventually("a move from central recorded, Draining", || async {
-        from_central().await.iter().any(|m| m.1 == "Draining")
-    })
-    .await;
-    let moving: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
+    let moving = f.wait_moving_from("redis", "central", "Draining").await;
     f.lose("central").await;
     std::fs::write(&go, "").expect("the held writes released");
-    let now_moving: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
+    let now_moving = f.moving_from("redis", "central").await;
     assert!(moving.iter().all(|k| now_moving.contains(k)), "central's moves {moving:?} in flight after the loss");
     support::eventually("central Unreachable", || async {
         reachable(&f, "central").await.is_some_and(|c| c.0 == "False")
@@ -560,7 +552,7 @@ async fn a_member_lost_during_a_migration_is_fenced_and_the_migration_completes(
     .await;
     // The controller gets reconciles to finish the move wrongly in; it may not before the fence.
     tokio::task::block_in_place(|| c.wait_reconciles("redis", 3));
-    let still: Vec<i32> = from_central().await.iter().map(|m| m.0).collect();
+    let still = f.moving_from("redis", "central").await;
     assert!(moving.iter().all(|k| still.contains(k)), "central's moves {moving:?} still in flight before the fence");
     let fenced = jiff::Timestamp::now();
     let out = f.spanset(&["fence", "central", "--reason", "lost mid-migration"]).await;

@@ -375,6 +375,22 @@ impl Federation {
         client_for(&self.sandbox.kubeconfig, name).await
     }
 
+    /// The ordinals of federation `name` moving out of `member` now (its recorded moves whose
+    /// source it is).
+    pub async fn moving_from(&self, name: &str, member: &str) -> Vec<i32> {
+        self.status(name).await.moves.iter().filter(|m| m.from == member).map(|m| m.ordinal).collect()
+    }
+
+    /// Waits until a move of federation `name` out of `member` is recorded in `phase`, and
+    /// answers the ordinals moving out of it then: how a fault test finds its risky moment.
+    pub async fn wait_moving_from(&self, name: &str, member: &str, phase: &str) -> Vec<i32> {
+        super::eventually(&format!("a move from {member} recorded, {phase}"), || async {
+            self.status(name).await.moves.iter().any(|m| m.from == member && m.phase == phase)
+        })
+        .await;
+        self.moving_from(name, member).await
+    }
+
     /// A client of a member acting as spanset does there: its member identity, from the
     /// kubeconfig `spanset join` left in the host (the administrator without `--auth`). The
     /// member's guards tell spanset's writes from everyone else's by this identity.
