@@ -17,7 +17,7 @@ use std::{
 use futures::StreamExt;
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
-    core::v1::{Event, Node, Pod},
+    core::v1::{Event, Pod},
 };
 use kube::{
     Api, ResourceExt,
@@ -199,15 +199,7 @@ async fn returning_member(gate: IdentityGate) -> Federation {
     f.create(&federation(&f, 6, gate, manual)).await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "thirds").await;
     let created_before = creations(&f, "west", "redis-2").await + creations(&f, "west", "redis-3").await;
-    let nodes: Vec<String> = Api::<Node>::all(f.member("west").await)
-        .list(&ListParams::default())
-        .await
-        .expect("west's nodes")
-        .items
-        .iter()
-        .map(|n| n.name_any())
-        .filter(|n| n.starts_with("node-"))
-        .collect();
+    let nodes = f.node_names("west").await;
     for n in &nodes {
         f.sandbox.ctl_ok(&["node-down", "west", n, "--power-off"]);
     }

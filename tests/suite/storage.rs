@@ -5,9 +5,9 @@
 
 use crate::support;
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::{
-    Api, ResourceExt,
+    Api,
     api::{Patch, PatchParams},
 };
 use spanset::{api::FederatedStatefulSet, cli::sandbox::example};
@@ -267,15 +267,7 @@ async fn a_handover_whose_source_is_lost_holds_only_its_ordinal_until_the_fence(
     f.create(&fsts).await;
     f.wait_settled("redis", &[("a", 0, 2), ("c", 2, 2)], "a and c").await;
     let pvs = marked(&f, "a", 0..2).await;
-    let nodes: Vec<String> = Api::<Node>::all(f.member("a").await)
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|n| n.name_any())
-        .filter(|n| n.starts_with("node-"))
-        .collect();
+    let nodes = f.node_names("a").await;
     // Each request to a takes 1.5 s, so that the handover (three requests per claim) is still
     // running when a is cut off: the test acts inside the risky moment, not after it.
     f.sandbox.ctl_ok(&["latency", "a", "1500"]);

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
-    core::v1::{Node, Pod, Secret, Service},
+    core::v1::{Pod, Secret, Service},
 };
 use kube::{
     Api, ResourceExt,
@@ -141,15 +141,7 @@ where
 /// it). Then waits until nothing of `name` is left there and the record is cleared; no pod
 /// incarnation starts anywhere meanwhile.
 async fn returns_and_is_swept(f: &Federation, member: &str, name: &str, powered_off: bool, before: &BTreeSet<String>) {
-    let node_names: Vec<String> = Api::<Node>::all(f.member("east").await)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|n| n.name_any())
-        .filter(|n| n.starts_with("node-"))
-        .collect();
+    let node_names = f.node_names("east").await;
     let mark = writes(f, member, 0).1;
     f.sandbox.ctl_ok(&["heal", member]);
     let pods: Api<Pod> = Api::namespaced(f.member(member).await, "default");

@@ -594,17 +594,21 @@ impl Federation {
         out
     }
 
-    /// Powers off every node of a member (its pods die with them), then cuts it off: a real
-    /// loss, the one a fence asserts.
-    pub async fn lose(&self, member: &str) {
+    /// The names of a member's simulated worker nodes (`node-*`), read from its API: what a test
+    /// takes down or brings back. A read that fails fails the test.
+    pub async fn node_names(&self, member: &str) -> Vec<String> {
         use k8s_openapi::api::core::v1::Node;
         use kube::{ResourceExt, api::ListParams};
         let nodes: Api<Node> = Api::all(self.member(member).await);
-        for n in nodes.list(&ListParams::default()).await.expect("nodes listed").items {
-            let name = n.name_any();
-            if name.starts_with("node-") {
-                self.sandbox.ctl_ok(&["node-down", member, &name, "--power-off"]);
-            }
+        let listed = nodes.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{member}'s nodes: {e}"));
+        listed.items.iter().map(|n| n.name_any()).filter(|n| n.starts_with("node-")).collect()
+    }
+
+    /// Powers off every node of a member (its pods die with them), then cuts it off: a real
+    /// loss, the one a fence asserts.
+    pub async fn lose(&self, member: &str) {
+        for name in self.node_names(member).await {
+            self.sandbox.ctl_ok(&["node-down", member, &name, "--power-off"]);
         }
         // The sandbox records the pods as stopped at the power-off.
         let start = Instant::now();
