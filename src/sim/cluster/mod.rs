@@ -23,6 +23,7 @@ pub mod ledger;
 pub mod logs;
 pub mod network;
 pub mod node_events;
+pub mod processes;
 pub mod statefulset;
 pub mod volumes;
 
@@ -30,7 +31,7 @@ use std::{sync::Arc, time::Duration};
 
 use tokio::sync::Notify;
 
-use self::{disks::VolumeStore, faults::Faults, ledger::Ledger, logs::LogStore};
+use self::{disks::VolumeStore, faults::Faults, ledger::Ledger, logs::LogStore, processes::Processes};
 use crate::sim::store::{
     account::Account,
     audit::AuditLog,
@@ -95,6 +96,9 @@ pub struct ClusterConfig {
     /// for a cluster made alone, or its own per index in a sandbox (set by `Fleet::start`), so
     /// that pod IPs are unique across the clusters of a sandbox as a flat network needs.
     pub pod_network: Option<std::net::Ipv4Addr>,
+    /// Images whose containers run real processes (`--run-images`, by bare name: `redis`);
+    /// empty: every container is simulated.
+    pub run_images: Vec<String>,
 }
 
 /// Pod annotation: simulated seconds its containers take to exit on SIGTERM (to model a slow
@@ -124,6 +128,7 @@ impl ClusterConfig {
             kruise: false,
             mcs: false,
             pod_network: None,
+            run_images: Vec::new(),
         }
     }
 
@@ -172,6 +177,8 @@ pub struct Cluster {
     pub account: Account,
     /// What the simulated containers wrote, for `kubectl logs`.
     pub logs: LogStore,
+    /// The containers that run real processes, and how to join them.
+    pub processes: Processes,
     /// The ClusterIP allocator's lock (see [`crate::sim::store::service_ips`]).
     pub service_ips: ServiceIps,
     /// Counts of requests served and controller sweeps made (tests read them to see client
@@ -223,6 +230,7 @@ impl Cluster {
             counters: Counters::default(),
             service_ips: ServiceIps::default(),
             logs: LogStore::default(),
+            processes: Processes::new(config.run_images.clone()),
             admin_token: config.auth.then(|| tokens.issue_admin()),
             tokens,
             audit: AuditLog::default(),
