@@ -2,8 +2,13 @@
 //! a data marker that the admin API reads and writes, so a test can prove the same data arrived
 //! after a move. Apart from the PersistentVolume controller ([`super::volumes`]) so that a
 //! cluster can hold the shared store without depending on its controller.
+//!
+//! A volume mounted by a container that runs a real process (see [`super::processes`]) also
+//! has a directory on this machine, made when first asked for: since the volume identity
+//! travels with a PersistentVolume handed to another cluster (`storage: Move`), so does the
+//! directory and what the process wrote there.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, path::PathBuf};
 
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -25,6 +30,8 @@ pub struct Volume {
 pub struct VolumeStore {
     volumes: Mutex<BTreeMap<String, Volume>>,
     next: Mutex<u64>,
+    /// Where volume directories live, made on first use and removed with the store.
+    dir: Mutex<Option<tempfile::TempDir>>,
 }
 
 impl VolumeStore {
@@ -37,9 +44,27 @@ impl VolumeStore {
         id
     }
 
-    /// Removes a volume (reclaim policy Delete).
+    /// Removes a volume (reclaim policy Delete), with its directory if it has one.
     pub fn destroy(&self, id: &str) {
         self.volumes.lock().remove(id);
+        if let Some(dir) = self.dir.lock().as_ref() {
+            let _ = std::fs::remove_dir_all(dir.path().join(id));
+        }
+    }
+
+    /// The directory holding a volume's files, made if it is not there yet; an error if there
+    /// is no such volume or the directory cannot be made.
+    pub fn directory(&self, id: &str) -> std::io::Result<PathBuf> {
+        if !self.volumes.lock().contains_key(id) {
+            return Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("no volume {id}")));
+        }
+        let mut dir = self.dir.lock();
+        if dir.is_none() {
+            *dir = Some(tempfile::Builder::new().prefix("spanset-volumes-").tempdir()?);
+        }
+        let path = dir.as_ref().map(|d| d.path().join(id)).unwrap_or_default();
+        std::fs::create_dir_all(&path)?;
+        Ok(path)
     }
 
     /// One volume.

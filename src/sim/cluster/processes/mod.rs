@@ -1,12 +1,37 @@
 //! The process runtime of a simulated cluster: containers whose image is listed as runnable
 //! (`spanset sim --run-images redis,etcd`) run for real on this machine, each in private mount,
-//! PID and UTS namespaces where its volume mounts are the directories of its PersistentVolumes;
-//! every other container stays simulated. The kubelet starts and stops them; `kubectl logs`
-//! shows what they print and `kubectl exec` runs commands beside them.
+//! PID and UTS namespaces where its volume mounts are the directories of its PersistentVolumes
+//! ([`launch`], [`spec`]); every other container stays simulated. The kubelet starts them,
+//! reads their state (running, probed ready, exited with a code), signals them (SIGTERM at
+//! deletion, SIGKILL at the grace period or when their node powers off) and restarts them;
+//! `kubectl logs` shows what they print and `kubectl exec` runs commands beside them.
+//!
+//! Each pod's IP is a loopback address of its own (the sandbox's pod networks are in 127/8 when
+//! it runs processes), which its servers bind; its `/etc/resolv.conf` names its cluster's DNS
+//! server on port 53 of [`nameserver`].
 
-use std::collections::HashMap;
+pub mod launch;
+pub mod probes;
+pub mod spec;
+
+use std::{
+    collections::HashMap,
+    io::BufRead,
+    net::Ipv4Addr,
+    path::PathBuf,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use parking_lot::Mutex;
+use rustix::process::Signal;
+use serde_json::Value;
+
+use self::probes::{ProbeState, Probes, Target};
+use crate::sim::{
+    cluster::{Cluster, logs::ContainerLog},
+    store::object,
+};
 
 /// Why a command cannot be run in a container (`kubectl exec`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,20 +51,140 @@ pub enum ExecRefusal {
     NotRunning(String),
 }
 
-/// The runnable images of a cluster and its running container processes.
-#[derive(Default)]
+/// How a container's process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exit {
+    /// Its exit code, or 128 + the signal that killed it.
+    pub code: i32,
+    /// When it started.
+    pub started: jiff::Timestamp,
+    /// When it ended.
+    pub finished: jiff::Timestamp,
+}
+
+impl Exit {
+    /// The reason the kubelet gives a terminated container.
+    pub fn reason(&self) -> &'static str {
+        if self.code == 0 { "Completed" } else { "Error" }
+    }
+}
+
+/// What the kubelet sees of a container's process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// Running since `started`; `ready` by its readiness probe; `unhealthy` when a startup or
+    /// liveness probe failed its threshold.
+    Running {
+        /// When it started.
+        started: jiff::Timestamp,
+        /// Whether its probes say it is ready.
+        ready: bool,
+        /// Whether its probes ask for a restart.
+        unhealthy: bool,
+    },
+    /// It ended.
+    Exited(Exit),
+}
+
+/// One running (or ended, not yet forgotten) container process.
+struct Instance {
+    node: String,
+    /// The `unshare` process, our child.
+    pid: u32,
+    started: jiff::Timestamp,
+    exit: Arc<Mutex<Option<Exit>>>,
+    env: Vec<(String, String)>,
+    probes: Arc<ProbeState>,
+    probe_task: Option<tokio::task::JoinHandle<()>>,
+    /// When a SIGTERMed process is killed.
+    kill_at: Option<Instant>,
+}
+
+impl Instance {
+    fn exited(&self) -> bool {
+        self.exit.lock().is_some()
+    }
+
+    /// The container's first process (PID 1 of its namespace), as this machine numbers it.
+    fn inner_pid(&self) -> Option<u32> {
+        let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.pid)).ok()?;
+        children.split_whitespace().next()?.parse().ok()
+    }
+
+    fn signal(&self, signal: Signal) {
+        if self.exited() {
+            return;
+        }
+        let pid = |n: u32| rustix::process::Pid::from_raw(n as i32);
+        if let Some(inner) = self.inner_pid().and_then(pid) {
+            let _ = rustix::process::kill_process(inner, signal);
+        }
+        if signal == Signal::KILL
+            && let Some(own) = pid(self.pid)
+        {
+            let _ = rustix::process::kill_process(own, signal);
+        }
+    }
+
+    /// SIGKILL, then waits (briefly) until the process is reaped.
+    fn kill_and_wait(&self) {
+        self.signal(Signal::KILL);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.exited() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Some(task) = &self.probe_task {
+            task.abort();
+        }
+        self.kill_and_wait();
+    }
+}
+
+/// The runnable images of a cluster and its container processes.
 pub struct Processes {
     /// Image names (the repository's last path element, without tag or digest) that run real
     /// processes.
     run_images: Vec<String>,
-    /// (pod uid, container) → the host PID of the container's first process.
-    running: Mutex<HashMap<(String, String), u32>>,
+    /// (pod uid, container) → its current process.
+    instances: Mutex<HashMap<(String, String), Instance>>,
+    /// The containers' directories (roots, `/etc` files, the pods' own volumes).
+    dir: Mutex<Option<tempfile::TempDir>>,
+    /// Counts starts, so that each instance gets a directory of its own.
+    starts: std::sync::atomic::AtomicU64,
+}
+
+impl Default for Processes {
+    fn default() -> Self {
+        Self::new(Vec::new())
+    }
+}
+
+/// The address of a cluster's DNS server for its containers (port 53), in its pod network:
+/// `a.b.0.53` of `a.b.0.0/16` (node CIDRs start at `a.b.1.0/24`).
+pub fn nameserver(pod_network: Ipv4Addr) -> Ipv4Addr {
+    let [a, b, ..] = pod_network.octets();
+    Ipv4Addr::new(a, b, 0, 53)
 }
 
 impl Processes {
     /// A runtime running the listed images for real.
     pub fn new(run_images: Vec<String>) -> Self {
-        Self { run_images, running: Mutex::default() }
+        Self {
+            run_images,
+            instances: Mutex::default(),
+            dir: Mutex::default(),
+            starts: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Whether this cluster runs any image for real.
+    pub fn enabled(&self) -> bool {
+        !self.run_images.is_empty()
     }
 
     /// Whether an image runs real processes: its name (`redis` of `docker.io/library/redis:7`)
@@ -48,22 +193,220 @@ impl Processes {
         self.run_images.iter().any(|i| i == image_name(image))
     }
 
-    /// The command line that runs a command inside a running container's namespaces and root
-    /// (what `kubectl exec` runs): append the command's own argv to it.
+    /// The command line that runs a command inside a running container's namespaces and root,
+    /// with its environment (what `kubectl exec` and `exec` probes run): append the command's
+    /// own argv to it.
     pub fn exec_prefix(&self, pod_uid: &str, container: &str, image: &str) -> Result<Vec<String>, ExecRefusal> {
         if !self.runnable(image) {
             return Err(ExecRefusal::Simulated { container: container.to_string(), image: image.to_string() });
         }
-        let pid = self
-            .running
-            .lock()
-            .get(&(pod_uid.to_string(), container.to_string()))
-            .copied()
-            .ok_or_else(|| ExecRefusal::NotRunning(container.to_string()))?;
-        Ok(["nsenter", "--target", &pid.to_string(), "--mount", "--uts", "--pid", "--root", "--wd", "--"]
-            .map(str::to_string)
-            .to_vec())
+        let instances = self.instances.lock();
+        let not_running = || ExecRefusal::NotRunning(container.to_string());
+        let i = instances.get(&(pod_uid.to_string(), container.to_string())).ok_or_else(not_running)?;
+        let pid = i.inner_pid().filter(|_| !i.exited()).ok_or_else(not_running)?;
+        Ok(prefix(pid, &i.env))
     }
+
+    fn base_dir(&self) -> std::io::Result<PathBuf> {
+        let mut dir = self.dir.lock();
+        if dir.is_none() {
+            *dir = Some(tempfile::Builder::new().prefix("spanset-containers-").tempdir()?);
+        }
+        Ok(dir.as_ref().map(|d| d.path().to_path_buf()).unwrap_or_default())
+    }
+
+    /// Starts (or restarts) a container of a pod with IP `ip` on `node`, its output going to
+    /// `log`; an error says what in the spec or on this machine stopped it.
+    pub fn start(
+        &self,
+        cluster: &Cluster,
+        pod: &Value,
+        container: &str,
+        ip: &str,
+        log: Arc<ContainerLog>,
+    ) -> Result<(), String> {
+        let uid = object::uid(pod).to_string();
+        let key = (uid.clone(), container.to_string());
+        // The previous instance is gone before the next one starts.
+        let previous = self.instances.lock().remove(&key);
+        drop(previous);
+        let base = self.base_dir().map_err(|e| format!("cannot make the containers' directory: {e}"))?;
+        let pod_dir = base.join(&uid);
+        let seq = self.starts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = pod_dir.join(format!("{container}-{seq}"));
+        let launch = spec::launch(cluster, pod, container, ip, &pod_dir)?;
+        let c = spec::container(pod, container).cloned().unwrap_or_default();
+        let probes = Probes::of(&c).map_err(|e| e.to_string())?;
+        launch::prepare(&launch, &dir).map_err(|e| format!("cannot prepare the container's directory: {e}"))?;
+        let mut child = launch::spawn(launch::command(&launch::script(&launch, &dir)))
+            .map_err(|e| format!("cannot start unshare: {e}"))?;
+        let started = jiff::Timestamp::now();
+        let exit = Arc::new(Mutex::new(None));
+        let readers: Vec<_> = [
+            child.stdout.take().map(|o| Box::new(o) as Box<dyn std::io::Read + Send>),
+            child.stderr.take().map(|e| Box::new(e) as Box<dyn std::io::Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|out| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(out).lines() {
+                    match line {
+                        Ok(line) => log.write(line),
+                        Err(_) => break,
+                    }
+                }
+            })
+        })
+        .collect();
+        let pid = child.id();
+        {
+            let exit = exit.clone();
+            std::thread::spawn(move || {
+                let status = child.wait();
+                for r in readers {
+                    let _ = r.join();
+                }
+                use std::os::unix::process::ExitStatusExt;
+                let code = match status {
+                    Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
+                    Err(_) => 255,
+                };
+                *exit.lock() = Some(Exit { code, started, finished: jiff::Timestamp::now() });
+                log.exit();
+            });
+        }
+        let state = Arc::new(ProbeState::default());
+        let probe_task = tokio::runtime::Handle::try_current().ok().and_then(|handle| {
+            let target =
+                Target { ip: ip.parse().ok()?, exec_prefix: Vec::new(), time_factor: cluster.config.time_factor };
+            let (state, env, pid_of) = (state.clone(), launch::environment(&launch), pid);
+            Some(handle.spawn(async move {
+                // An exec probe joins the container's first process, known once it runs.
+                let mut target = target;
+                for _ in 0..200 {
+                    let inner = std::fs::read_to_string(format!("/proc/{pid_of}/task/{pid_of}/children"))
+                        .ok()
+                        .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse::<u32>().ok()));
+                    if let Some(inner) = inner {
+                        target.exec_prefix = prefix(inner, &env);
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                probes::run(probes, target, state).await;
+            }))
+        });
+        let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").to_string();
+        let env = launch::environment(&launch);
+        let instance = Instance { node, pid, started, exit, env, probes: state, probe_task, kill_at: None };
+        self.instances.lock().insert(key, instance);
+        Ok(())
+    }
+
+    /// The state of a container's process, if it has one.
+    pub fn state(&self, pod_uid: &str, container: &str) -> Option<State> {
+        let instances = self.instances.lock();
+        let i = instances.get(&(pod_uid.to_string(), container.to_string()))?;
+        if let Some(exit) = i.exit.lock().clone() {
+            return Some(State::Exited(exit));
+        }
+        use std::sync::atomic::Ordering::SeqCst;
+        Some(State::Running {
+            started: i.started,
+            ready: i.probes.started.load(SeqCst) && i.probes.ready.load(SeqCst),
+            unhealthy: i.probes.unhealthy.load(SeqCst),
+        })
+    }
+
+    /// SIGTERMs every process of a pod, to be SIGKILLed after `grace` ([`Processes::enforce`]).
+    pub fn terminate_pod(&self, pod_uid: &str, grace: Duration) {
+        let mut instances = self.instances.lock();
+        for ((uid, _), i) in instances.iter_mut() {
+            if uid == pod_uid && i.kill_at.is_none() {
+                i.signal(Signal::TERM);
+                i.kill_at = Some(Instant::now() + grace);
+            }
+        }
+    }
+
+    /// SIGKILLs the processes whose grace period after SIGTERM is over.
+    pub fn enforce(&self, now: Instant) {
+        for i in self.instances.lock().values() {
+            if i.kill_at.is_some_and(|at| at <= now) {
+                i.signal(Signal::KILL);
+            }
+        }
+    }
+
+    /// Kills a container's process at once (a failed liveness probe, a new image).
+    pub fn kill(&self, pod_uid: &str, container: &str) {
+        if let Some(i) = self.instances.lock().get(&(pod_uid.to_string(), container.to_string())) {
+            i.kill_and_wait();
+        }
+    }
+
+    /// Whether a pod still has a process running.
+    pub fn running(&self, pod_uid: &str) -> bool {
+        self.instances.lock().iter().any(|((uid, _), i)| uid == pod_uid && !i.exited())
+    }
+
+    /// Whether any container's process is running (the kubelet then watches them closely).
+    pub fn any(&self) -> bool {
+        self.instances.lock().values().any(|i| !i.exited())
+    }
+
+    /// Kills every process on a node at once (it lost power); their pods' directories stay.
+    pub fn kill_node(&self, node: &str) {
+        let gone: Vec<Instance> = {
+            let mut instances = self.instances.lock();
+            let keys: Vec<_> = instances.iter().filter(|(_, i)| i.node == node).map(|(k, _)| k.clone()).collect();
+            keys.into_iter().filter_map(|k| instances.remove(&k)).collect()
+        };
+        drop(gone);
+    }
+
+    /// Kills and forgets a pod's processes and removes its directory (the pod is gone).
+    pub fn forget_pod(&self, pod_uid: &str) {
+        let gone: Vec<Instance> = {
+            let mut instances = self.instances.lock();
+            let keys: Vec<_> = instances.keys().filter(|(uid, _)| uid == pod_uid).cloned().collect();
+            keys.into_iter().filter_map(|k| instances.remove(&k)).collect()
+        };
+        drop(gone);
+        if let Some(dir) = self.dir.lock().as_ref() {
+            let _ = std::fs::remove_dir_all(dir.path().join(pod_uid));
+        }
+    }
+
+    /// The pods that have processes, with their nodes.
+    pub fn pods(&self) -> Vec<(String, String)> {
+        let mut pods: Vec<(String, String)> =
+            self.instances.lock().iter().map(|((uid, _), i)| (uid.clone(), i.node.clone())).collect();
+        pods.sort();
+        pods.dedup();
+        pods
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        // Every process ends with its cluster.
+        let all: Vec<Instance> = self.instances.lock().drain().map(|(_, i)| i).collect();
+        drop(all);
+    }
+}
+
+/// The argv prefix that joins a container's namespaces and root, with its environment.
+fn prefix(inner_pid: u32, env: &[(String, String)]) -> Vec<String> {
+    let mut argv: Vec<String> =
+        ["nsenter", "--target", &inner_pid.to_string(), "--mount", "--uts", "--pid", "--root", "--wd", "--"]
+            .map(str::to_string)
+            .to_vec();
+    argv.extend(["/usr/bin/env".to_string(), "-i".to_string()]);
+    argv.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+    argv
 }
 
 /// The name of an image without registry, path, tag or digest: `redis` of
@@ -87,5 +430,10 @@ mod tests {
         assert!(!p.runnable("redis-exporter:1"));
         assert!(matches!(p.exec_prefix("u", "c", "nginx"), Err(ExecRefusal::Simulated { .. })));
         assert_eq!(p.exec_prefix("u", "c", "redis"), Err(ExecRefusal::NotRunning("c".into())));
+    }
+
+    #[test]
+    fn a_clusters_nameserver_is_in_its_own_pod_network() {
+        assert_eq!(nameserver(Ipv4Addr::new(127, 101, 0, 0)), Ipv4Addr::new(127, 101, 0, 53));
     }
 }

@@ -1,0 +1,235 @@
+//! How one container's process is started: `unshare` makes private mount, PID and UTS
+//! namespaces (and a user namespace when the sandbox is not root), a short shell script builds
+//! the container's root there — the machine's own directories bound in, a fresh `/proc`, `/tmp`
+//! and `/run`, the pod's `/etc/hosts` and `/etc/resolv.conf`, each volume mount bound to its
+//! directory — and `chroot` runs the command as the namespace's first process. Nothing of that
+//! is visible outside, and when that first process ends the kernel ends every process of the
+//! namespace.
+//!
+//! Processes are started from one thread that lives as long as the sandbox, through `setpriv
+//! --pdeathsig KILL`: if the sandbox is killed (even by SIGKILL) `unshare` gets SIGKILL, and its
+//! `--kill-child` passes it on to the container, so nothing is left behind.
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{OnceLock, mpsc},
+};
+
+/// A volume of the container: a directory of this machine seen at `path` inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// The directory on this machine.
+    pub host: PathBuf,
+    /// Where the container sees it (`volumeMounts[].mountPath`).
+    pub path: String,
+    /// `volumeMounts[].readOnly`.
+    pub read_only: bool,
+}
+
+/// Everything needed to start one container's process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// The pod's hostname (its `spec.hostname`, else its name).
+    pub hostname: String,
+    /// The command and its arguments, `$(VAR)` references already expanded.
+    pub argv: Vec<String>,
+    /// The container's environment, in order.
+    pub env: Vec<(String, String)>,
+    /// `workingDir`, or `/`.
+    pub working_dir: String,
+    /// Volume mounts.
+    pub mounts: Vec<Mount>,
+    /// Files put over the machine's own in the container's `/etc`: `hosts`, `resolv.conf`,
+    /// `hostname`, with their contents.
+    pub etc: Vec<(String, String)>,
+}
+
+/// The search path a container gets when its environment names none (the OCI default).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Top-level directories the container does not share with the machine: made fresh.
+const OWN: [&str; 5] = ["proc", "sys", "dev", "tmp", "run"];
+
+/// Quotes a word for the shell.
+pub fn sh_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// The environment the process starts with: the container's, and `PATH` and `HOSTNAME` where
+/// it names none.
+pub fn environment(launch: &Launch) -> Vec<(String, String)> {
+    let mut env = launch.env.clone();
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env.insert(0, ("PATH".into(), DEFAULT_PATH.into()));
+    }
+    if !env.iter().any(|(k, _)| k == "HOSTNAME") {
+        env.push(("HOSTNAME".into(), launch.hostname.clone()));
+    }
+    env
+}
+
+/// The script that builds the container's root at `dir/root` and runs its command there
+/// (`etc` files are written under `dir/etc` first by [`prepare`]).
+pub fn script(launch: &Launch, dir: &Path) -> String {
+    let root = dir.join("root");
+    let r = sh_quote(&root.to_string_lossy());
+    let mut s = String::from("set -e\n");
+    s += &format!("R={r}\nmount -t tmpfs -o mode=755 spanset-root \"$R\"\n");
+    // The machine's top-level entries: links copied, directories bound (with what is mounted
+    // under them), files ignored; the container's own ones made fresh below.
+    let own = OWN.join("|");
+    s += &format!(
+        "for e in /*; do n=${{e#/}}; case \"$n\" in {own}) continue;; esac\n\
+         if [ -L \"$e\" ]; then ln -s \"$(readlink \"$e\")\" \"$R/$n\"\n\
+         elif [ -d \"$e\" ]; then mkdir \"$R/$n\"; mount --rbind \"$e\" \"$R/$n\"; fi; done\n"
+    );
+    s += "mkdir \"$R/proc\" \"$R/sys\" \"$R/dev\" \"$R/tmp\" \"$R/run\"\n";
+    s += "mount -t proc proc \"$R/proc\"\nmount --rbind /sys \"$R/sys\"\nmount --rbind /dev \"$R/dev\"\n";
+    s += "mount -t tmpfs -o mode=1777 tmpfs \"$R/tmp\"\nmount -t tmpfs -o mode=755 tmpfs \"$R/run\"\n";
+    for (name, _) in &launch.etc {
+        let file = sh_quote(&dir.join("etc").join(name).to_string_lossy());
+        let target = sh_quote(&format!("/etc/{name}"));
+        s += &format!("[ -e \"$R\"{target} ] || touch \"$R\"{target}\nmount --bind {file} \"$R\"{target}\n");
+    }
+    for m in &launch.mounts {
+        let host = sh_quote(&m.host.to_string_lossy());
+        let path = sh_quote(&m.path);
+        s += &format!("mkdir -p \"$R\"{path}\nmount --bind {host} \"$R\"{path}\n");
+        if m.read_only {
+            s += &format!("mount -o remount,bind,ro \"$R\"{path}\n");
+        }
+    }
+    s += &format!("hostname {}\n", sh_quote(&launch.hostname));
+    let env: Vec<String> = environment(launch).iter().map(|(k, v)| sh_quote(&format!("{k}={v}"))).collect();
+    let argv: Vec<String> = launch.argv.iter().map(|a| sh_quote(a)).collect();
+    // `cd` inside the new root, then the command replaces the shell: it is the namespace's
+    // first process, which signals reach and whose exit ends the container.
+    s += &format!(
+        "exec chroot \"$R\" /usr/bin/env -i {} /bin/sh -c 'cd \"$0\" || exit 1; exec \"$@\"' {} {}\n",
+        env.join(" "),
+        sh_quote(&launch.working_dir),
+        argv.join(" ")
+    );
+    s
+}
+
+/// Makes the container's directory: its root mount point and its `/etc` files.
+pub fn prepare(launch: &Launch, dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir.join("root"))?;
+    std::fs::create_dir_all(dir.join("etc"))?;
+    for (name, content) in &launch.etc {
+        std::fs::write(dir.join("etc").join(name), content)?;
+    }
+    Ok(())
+}
+
+/// The `unshare` command that runs `script`: private mount, UTS and PID namespaces, the child
+/// killed with `unshare`, and a user namespace mapping the caller to root when the sandbox does
+/// not run as root.
+pub fn command(script: &str) -> Command {
+    // The parent-death signal is set by `setpriv` and kept across its exec of `unshare`.
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--pdeathsig",
+        "KILL",
+        "unshare",
+        "--mount",
+        "--uts",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--propagation",
+        "private",
+    ]);
+    if !running_as_root() {
+        cmd.args(["--user", "--map-root-user"]);
+    }
+    cmd.args(["--", "/bin/sh", "-c", script]);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd
+}
+
+/// Whether the sandbox runs as root (else it needs unprivileged user namespaces).
+pub fn running_as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+type Request = (Command, mpsc::Sender<io::Result<Child>>);
+
+/// Starts a command from the sandbox's spawning thread (the parent-death signal [`command`] sets
+/// fires when the thread that forked ends).
+pub fn spawn(cmd: Command) -> io::Result<Child> {
+    static SPAWNER: OnceLock<mpsc::Sender<Request>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Request>();
+        // The parent-death signal fires when the thread that forked ends, so one thread that
+        // never ends does every fork.
+        std::thread::Builder::new()
+            .name("sim-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("a thread can be started");
+        tx
+    });
+    let (tx, rx) = mpsc::channel();
+    spawner.send((cmd, tx)).map_err(|_| io::Error::other("the spawning thread is gone"))?;
+    rx.recv().map_err(|_| io::Error::other("the spawning thread is gone"))?
+}
+
+/// What is missing for running real processes on this machine, if anything: `unshare`,
+/// `nsenter` and `chroot`, and namespaces the kernel lets this user make.
+pub fn preflight() -> Result<(), String> {
+    for program in ["setpriv", "unshare", "nsenter", "chroot", "mount"] {
+        let found = std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()));
+        if !found {
+            return Err(format!("--run-images needs `{program}` (util-linux/coreutils) on PATH"));
+        }
+    }
+    let mut probe = command("mount -t tmpfs none /mnt 2>/dev/null || mount -t tmpfs none /tmp");
+    probe.stdout(Stdio::null()).stderr(Stdio::piped());
+    let out = spawn(probe).and_then(Child::wait_with_output).map_err(|e| format!("cannot run unshare: {e}"))?;
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        let user = if running_as_root() { "root" } else { "this user (no unprivileged user namespaces?)" };
+        return Err(format!(
+            "--run-images needs private mount, PID and UTS namespaces, which the kernel refuses to {user}: {why}"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_quoted_for_the_shell() {
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn the_script_mounts_each_volume_and_runs_the_quoted_command() {
+        let launch = Launch {
+            hostname: "redis-0".into(),
+            argv: vec!["redis-server".into(), "--save".into(), "it's".into()],
+            env: vec![("A".into(), "1 2".into())],
+            working_dir: "/data".into(),
+            mounts: vec![Mount { host: "/v/vol-1".into(), path: "/data".into(), read_only: true }],
+            etc: vec![("hosts".into(), "127.0.0.1 localhost\n".into())],
+        };
+        let s = script(&launch, Path::new("/c"));
+        assert!(s.contains("mount --bind '/v/vol-1' \"$R\"'/data'"), "{s}");
+        assert!(s.contains("remount,bind,ro"), "{s}");
+        assert!(s.contains("mount --bind '/c/etc/hosts' \"$R\"'/etc/hosts'"), "{s}");
+        assert!(s.contains("'PATH=/usr/local/sbin"), "a default PATH: {s}");
+        assert!(s.contains("'A=1 2'") && s.contains("'HOSTNAME=redis-0'"), "{s}");
+        assert!(s.trim_end().ends_with(r"'/data' 'redis-server' '--save' 'it'\''s'"), "{s}");
+    }
+}

@@ -1,0 +1,354 @@
+//! The kubelet's probes of a container that runs a real process: `startupProbe`,
+//! `readinessProbe` and `livenessProbe`, each `exec`, `tcpSocket` or `httpGet`, run on their
+//! period against the process, their results kept where the kubelet's sweep reads them
+//! ([`ProbeState`]): Ready follows the readiness probe (after the startup probe passed), and a
+//! startup or liveness probe that fails `failureThreshold` times in a row asks for a restart.
+//!
+//! Delays and periods are simulated time (scaled by the cluster's time factor, as every other
+//! delay of the sandbox); each probe's own timeout is real time, for the process answers in it.
+
+use std::{
+    net::{IpAddr, SocketAddr},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use serde_json::Value;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+
+/// What a probe does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Runs a command in the container; exit 0 passes.
+    Exec(Vec<String>),
+    /// Opens a TCP connection to the port.
+    Tcp {
+        /// The host (`tcpSocket.host`), else the pod IP.
+        host: Option<String>,
+        /// The port.
+        port: u16,
+    },
+    /// GETs a path; a status from 200 to 399 passes.
+    Http {
+        /// The host (`httpGet.host`), else the pod IP.
+        host: Option<String>,
+        /// The port.
+        port: u16,
+        /// The path.
+        path: String,
+    },
+}
+
+/// One probe of a container, as its spec gives it (with the API's defaults).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    /// What it does.
+    pub action: Action,
+    /// `initialDelaySeconds` (0).
+    pub initial_delay: Duration,
+    /// `periodSeconds` (10).
+    pub period: Duration,
+    /// `timeoutSeconds` (1).
+    pub timeout: Duration,
+    /// `successThreshold` (1).
+    pub success_threshold: u32,
+    /// `failureThreshold` (3).
+    pub failure_threshold: u32,
+}
+
+/// The probes of one container.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Probes {
+    /// `startupProbe`.
+    pub startup: Option<Probe>,
+    /// `readinessProbe`.
+    pub readiness: Option<Probe>,
+    /// `livenessProbe`.
+    pub liveness: Option<Probe>,
+}
+
+/// Why a probe in the spec cannot be run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct ProbeError {
+    /// The field, e.g. `readinessProbe.tcpSocket.port`.
+    pub field: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl Probes {
+    /// The probes of a container spec; named ports are looked up in its `ports`.
+    pub fn of(container: &Value) -> Result<Self, ProbeError> {
+        let one = |field: &str| container.get(field).map(|p| Probe::parse(field, p, container)).transpose();
+        Ok(Self { startup: one("startupProbe")?, readiness: one("readinessProbe")?, liveness: one("livenessProbe")? })
+    }
+}
+
+impl Probe {
+    fn parse(field: &str, p: &Value, container: &Value) -> Result<Self, ProbeError> {
+        let secs = |k: &str, default: u64| Duration::from_secs(p.get(k).and_then(Value::as_u64).unwrap_or(default));
+        let count = |k: &str, default: u32| p.get(k).and_then(Value::as_u64).map_or(default, |n| n as u32).max(1);
+        let port = |at: &str, v: Option<&Value>| -> Result<u16, ProbeError> {
+            let err = |reason: String| ProbeError { field: format!("{field}.{at}.port"), reason };
+            match v {
+                Some(Value::Number(n)) => {
+                    n.as_u64().and_then(|n| u16::try_from(n).ok()).ok_or_else(|| err(format!("{n} is not a port")))
+                }
+                Some(Value::String(name)) => named_port(container, name)
+                    .or_else(|| name.parse().ok())
+                    .ok_or_else(|| err(format!("no container port is named {name:?}"))),
+                _ => Err(err("required".into())),
+            }
+        };
+        let host = |v: &Value| v.get("host").and_then(Value::as_str).filter(|h| !h.is_empty()).map(str::to_string);
+        let action = if let Some(exec) = p.get("exec") {
+            let argv: Vec<String> = exec
+                .get("command")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .unwrap_or_default();
+            if argv.is_empty() {
+                return Err(ProbeError { field: format!("{field}.exec.command"), reason: "required".into() });
+            }
+            Action::Exec(argv)
+        } else if let Some(tcp) = p.get("tcpSocket") {
+            Action::Tcp { host: host(tcp), port: port("tcpSocket", tcp.get("port"))? }
+        } else if let Some(http) = p.get("httpGet") {
+            let path = http.get("path").and_then(Value::as_str).unwrap_or("/").to_string();
+            Action::Http { host: host(http), port: port("httpGet", http.get("port"))?, path }
+        } else {
+            return Err(ProbeError {
+                field: field.to_string(),
+                reason: "needs one of exec, tcpSocket or httpGet (grpc is not run by the sandbox)".into(),
+            });
+        };
+        Ok(Self {
+            action,
+            initial_delay: secs("initialDelaySeconds", 0),
+            period: secs("periodSeconds", 10),
+            timeout: secs("timeoutSeconds", 1),
+            success_threshold: count("successThreshold", 1),
+            failure_threshold: count("failureThreshold", 3),
+        })
+    }
+}
+
+/// The number of the container port of that name.
+fn named_port(container: &Value, name: &str) -> Option<u16> {
+    container
+        .get("ports")?
+        .as_array()?
+        .iter()
+        .find(|p| p.get("name").and_then(Value::as_str) == Some(name))?
+        .get("containerPort")?
+        .as_u64()
+        .and_then(|n| u16::try_from(n).ok())
+}
+
+/// What the probes found so far, read by the kubelet's sweep.
+#[derive(Debug, Default)]
+pub struct ProbeState {
+    /// The startup probe passed (or there is none).
+    pub started: AtomicBool,
+    /// The readiness probe passes (or there is none and the container started).
+    pub ready: AtomicBool,
+    /// A startup or liveness probe failed its threshold: the container must be restarted.
+    pub unhealthy: AtomicBool,
+}
+
+/// How a probe reaches the container.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The pod IP.
+    pub ip: IpAddr,
+    /// The argv prefix that runs a command inside the container (for `exec`).
+    pub exec_prefix: Vec<String>,
+    /// The cluster's real time per simulated time.
+    pub time_factor: f64,
+}
+
+impl Target {
+    fn scaled(&self, d: Duration) -> Duration {
+        d.mul_f64(self.time_factor.max(0.0)).max(Duration::from_millis(50))
+    }
+}
+
+/// Runs the probes of one container until the task is aborted (the container stopped).
+pub async fn run(probes: Probes, target: Target, state: Arc<ProbeState>) {
+    if let Some(startup) = &probes.startup {
+        if !until_threshold(startup, &target, true).await {
+            state.unhealthy.store(true, Ordering::SeqCst);
+            return;
+        }
+    }
+    state.started.store(true, Ordering::SeqCst);
+    let readiness = async {
+        match &probes.readiness {
+            None => {
+                state.ready.store(true, Ordering::SeqCst);
+                std::future::pending::<()>().await
+            }
+            Some(p) => {
+                tokio::time::sleep(target.scaled(p.initial_delay)).await;
+                let (mut ok, mut bad) = (0u32, 0u32);
+                loop {
+                    if once(&p.action, &target, p.timeout).await {
+                        (ok, bad) = (ok + 1, 0);
+                        if ok >= p.success_threshold {
+                            state.ready.store(true, Ordering::SeqCst);
+                        }
+                    } else {
+                        (ok, bad) = (0, bad + 1);
+                        if bad >= p.failure_threshold {
+                            state.ready.store(false, Ordering::SeqCst);
+                        }
+                    }
+                    tokio::time::sleep(target.scaled(p.period)).await;
+                }
+            }
+        }
+    };
+    let liveness = async {
+        match &probes.liveness {
+            None => std::future::pending::<()>().await,
+            Some(p) => {
+                if !until_threshold(p, &target, false).await {
+                    state.unhealthy.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+    };
+    tokio::select! {
+        () = readiness => {}
+        () = liveness => {}
+    }
+}
+
+/// Probes on the period until the failure threshold is reached (false), or — when
+/// `stop_on_success` — until the first success (true).
+async fn until_threshold(p: &Probe, target: &Target, stop_on_success: bool) -> bool {
+    tokio::time::sleep(target.scaled(p.initial_delay)).await;
+    let mut bad = 0;
+    loop {
+        if once(&p.action, target, p.timeout).await {
+            bad = 0;
+            if stop_on_success {
+                return true;
+            }
+        } else {
+            bad += 1;
+            if bad >= p.failure_threshold {
+                return false;
+            }
+        }
+        tokio::time::sleep(target.scaled(p.period)).await;
+    }
+}
+
+/// Runs one probe; whether it passed within its timeout.
+pub async fn once(action: &Action, target: &Target, timeout: Duration) -> bool {
+    let attempt = async {
+        match action {
+            Action::Exec(argv) => {
+                let mut cmd = tokio::process::Command::new(&target.exec_prefix[0]);
+                cmd.args(&target.exec_prefix[1..]).args(argv);
+                cmd.stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .kill_on_drop(true);
+                cmd.status().await.is_ok_and(|s| s.success())
+            }
+            Action::Tcp { host, port } => TcpStream::connect(address(host, target, *port)).await.is_ok(),
+            Action::Http { host, port, path } => http_ok(address(host, target, *port), path).await,
+        }
+    };
+    tokio::time::timeout(timeout.max(Duration::from_millis(100)), attempt).await.unwrap_or(false)
+}
+
+fn address(host: &Option<String>, target: &Target, port: u16) -> SocketAddr {
+    let ip = host.as_deref().and_then(|h| h.parse().ok()).unwrap_or(target.ip);
+    SocketAddr::new(ip, port)
+}
+
+/// Whether a GET of the path answers 200–399.
+async fn http_ok(addr: SocketAddr, path: &str) -> bool {
+    let Ok(mut stream) = TcpStream::connect(addr).await else { return false };
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: kube-probe/1.33\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut head = [0u8; 32];
+    let Ok(n) = stream.read(&mut head).await else { return false };
+    let line = String::from_utf8_lossy(&head[..n]);
+    line.split_whitespace().nth(1).and_then(|c| c.parse::<u16>().ok()).is_some_and(|c| (200..400).contains(&c))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn probes_take_the_apis_defaults_and_named_ports() {
+        let c = json!({
+            "ports": [{"name": "redis", "containerPort": 6379}],
+            "readinessProbe": {"tcpSocket": {"port": "redis"}},
+            "livenessProbe": {"exec": {"command": ["redis-cli", "ping"]}, "periodSeconds": 5, "failureThreshold": 0},
+        });
+        let p = Probes::of(&c).unwrap();
+        let r = p.readiness.unwrap();
+        assert_eq!(r.action, Action::Tcp { host: None, port: 6379 });
+        assert_eq!((r.period, r.timeout, r.failure_threshold), (Duration::from_secs(10), Duration::from_secs(1), 3));
+        let l = p.liveness.unwrap();
+        assert_eq!(l.action, Action::Exec(vec!["redis-cli".into(), "ping".into()]));
+        assert_eq!((l.period, l.failure_threshold), (Duration::from_secs(5), 1), "a threshold is at least 1");
+        assert!(p.startup.is_none());
+    }
+
+    #[test]
+    fn a_probe_that_cannot_run_is_named_by_its_field() {
+        let e = Probes::of(&json!({"readinessProbe": {"tcpSocket": {"port": "nope"}}})).unwrap_err();
+        assert_eq!(e.field, "readinessProbe.tcpSocket.port");
+        let e = Probes::of(&json!({"livenessProbe": {"grpc": {"port": 1}}})).unwrap_err();
+        assert_eq!(e.field, "livenessProbe");
+    }
+
+    #[tokio::test]
+    async fn tcp_and_http_probes_pass_only_against_a_listener_that_answers() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = [0u8; 256];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let ok = String::from_utf8_lossy(&buf[..n]).starts_with("GET /healthz ");
+                let status = if ok { "200 OK" } else { "503 Service Unavailable" };
+                let _ = s.write_all(format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n").as_bytes()).await;
+            }
+        });
+        let target = Target { ip: "127.0.0.1".parse().unwrap(), exec_prefix: vec![], time_factor: 1.0 };
+        let t = Duration::from_secs(5);
+        assert!(once(&Action::Tcp { host: None, port }, &target, t).await);
+        assert!(once(&Action::Http { host: None, port, path: "/healthz".into() }, &target, t).await);
+        assert!(!once(&Action::Http { host: None, port, path: "/other".into() }, &target, t).await, "a 503 fails");
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        assert!(!once(&Action::Tcp { host: None, port: closed }, &target, t).await, "nothing listens");
+    }
+
+    #[tokio::test]
+    async fn an_exec_probe_passes_on_exit_zero() {
+        let target = Target { ip: "127.0.0.1".parse().unwrap(), exec_prefix: vec!["sh".into()], time_factor: 1.0 };
+        let t = Duration::from_secs(5);
+        assert!(once(&Action::Exec(vec!["-c".into(), "exit 0".into()]), &target, t).await);
+        assert!(!once(&Action::Exec(vec!["-c".into(), "exit 1".into()]), &target, t).await);
+    }
+}

@@ -1,0 +1,284 @@
+//! What a pod's spec asks of one container that runs a real process, read as the kubelet
+//! reads it: the command (`command` replaces the image's entrypoint, `args` follow), the
+//! environment (values, `fieldRef`s, ConfigMap and Secret keys, with `$(VAR)` references
+//! expanded), and each volume mount's directory: a PersistentVolume's (the sandbox volume the
+//! bound PV names), an `emptyDir` of the pod, or the keys of a ConfigMap or Secret written out.
+
+use std::{collections::BTreeMap, path::Path};
+
+use base64::Engine;
+use serde_json::Value;
+
+use super::launch::{Launch, Mount};
+use crate::sim::{
+    cluster::{Cluster, volumes},
+    store::object,
+};
+
+/// What the sandbox runs for an image whose container gives no `command`: the program the
+/// image's entrypoint would be, else the image's own name.
+pub fn entrypoint(image: &str) -> String {
+    match super::image_name(image) {
+        "redis" => "redis-server".into(),
+        "etcd" => "etcd".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Expands `$(VAR)` from `env` as the kubelet does: `$$` is a literal `$`, and a reference to
+/// an unknown variable stays as written.
+pub fn expand(text: &str, env: &[(String, String)]) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out += &rest[..at];
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(end) = inner.find(')')
+            && let Some((_, v)) = env.iter().rev().find(|(k, _)| *k == inner[..end])
+        {
+            out += v;
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out + rest
+}
+
+/// The container of that name in the pod's spec.
+pub fn container<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
+    pod.pointer("/spec/containers")?.as_array()?.iter().find(|c| c["name"] == name)
+}
+
+fn get(cluster: &Cluster, plural: &str, ns: &str, name: &str) -> Option<std::sync::Arc<Value>> {
+    cluster.storage.get(&(String::new(), plural.to_string()), ns, name)
+}
+
+/// A key of a ConfigMap (`data`, or `binaryData` decoded) or Secret (`data` decoded, or
+/// `stringData`).
+fn key_of(cluster: &Cluster, kind: &str, ns: &str, name: &str, key: &str) -> Option<Vec<u8>> {
+    let obj = get(cluster, kind, ns, name)?;
+    let b64 = |v: &Value| v.as_str().and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok());
+    match kind {
+        "configmaps" => obj
+            .pointer("/data")
+            .and_then(|d| d.get(key))
+            .and_then(Value::as_str)
+            .map(|s| s.as_bytes().to_vec())
+            .or_else(|| obj.pointer("/binaryData").and_then(|d| d.get(key)).and_then(b64)),
+        _ => obj.pointer("/data").and_then(|d| d.get(key)).and_then(b64),
+    }
+}
+
+/// Every key of a ConfigMap or Secret, decoded.
+fn keys_of(cluster: &Cluster, kind: &str, ns: &str, name: &str) -> Option<BTreeMap<String, Vec<u8>>> {
+    let obj = get(cluster, kind, ns, name)?;
+    let mut keys = BTreeMap::new();
+    for field in ["data", "binaryData"] {
+        for (k, _) in obj.get(field).and_then(Value::as_object).into_iter().flatten() {
+            if let Some(v) = key_of(cluster, kind, ns, name, k) {
+                keys.insert(k.clone(), v);
+            }
+        }
+    }
+    Some(keys)
+}
+
+/// The value of a `fieldRef` the kubelet fills in.
+fn field(pod: &Value, path: &str, ip: &str) -> Result<String, String> {
+    let s = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    Ok(match path {
+        "metadata.name" => s("/metadata/name"),
+        "metadata.namespace" => s("/metadata/namespace"),
+        "metadata.uid" => s("/metadata/uid"),
+        "spec.nodeName" => s("/spec/nodeName"),
+        "spec.serviceAccountName" => s("/spec/serviceAccountName"),
+        "status.podIP" => ip.to_string(),
+        "status.hostIP" => s("/status/hostIP"),
+        other => {
+            if let Some(label) = other.strip_prefix("metadata.labels['").and_then(|l| l.strip_suffix("']")) {
+                return Ok(object::labels(pod).and_then(|l| l.get(label)).and_then(Value::as_str).unwrap_or("").into());
+            }
+            return Err(format!("fieldRef.fieldPath {other} is not filled in by the sandbox"));
+        }
+    })
+}
+
+/// The container's environment, in order, each value's `$(VAR)`s expanded from those before it.
+fn environment(cluster: &Cluster, pod: &Value, c: &Value, ip: &str) -> Result<Vec<(String, String)>, String> {
+    let ns = object::namespace(pod);
+    let mut env: Vec<(String, String)> = Vec::new();
+    for (i, e) in c.get("env").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let name = e["name"].as_str().unwrap_or("").to_string();
+        let at = format!("env[{i}] ({name})");
+        let value = if let Some(v) = e.get("value").and_then(Value::as_str) {
+            expand(v, &env)
+        } else if let Some(from) = e.get("valueFrom") {
+            if let Some(path) = from.pointer("/fieldRef/fieldPath").and_then(Value::as_str) {
+                field(pod, path, ip).map_err(|why| format!("{at}: {why}"))?
+            } else if let Some(r) = from.get("configMapKeyRef").or_else(|| from.get("secretKeyRef")) {
+                let kind = if from.get("configMapKeyRef").is_some() { "configmaps" } else { "secrets" };
+                let (obj, key) = (r["name"].as_str().unwrap_or(""), r["key"].as_str().unwrap_or(""));
+                match key_of(cluster, kind, ns, obj, key) {
+                    Some(v) => String::from_utf8_lossy(&v).into_owned(),
+                    None if r["optional"] == true => continue,
+                    None => return Err(format!("{at}: key {key} of {kind} {ns}/{obj} not found")),
+                }
+            } else {
+                return Err(format!("{at}: valueFrom is not filled in by the sandbox"));
+            }
+        } else {
+            String::new()
+        };
+        env.push((name, value));
+    }
+    Ok(env)
+}
+
+/// Writes the keys of a ConfigMap or Secret volume (or its `items`) into `dir`.
+fn write_keys(keys: &BTreeMap<String, Vec<u8>>, items: Option<&Value>, dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let chosen: Vec<(String, String)> = match items.and_then(Value::as_array) {
+        Some(items) => items
+            .iter()
+            .filter_map(|i| Some((i["key"].as_str()?.to_string(), i["path"].as_str()?.to_string())))
+            .collect(),
+        None => keys.keys().map(|k| (k.clone(), k.clone())).collect(),
+    };
+    for (key, path) in chosen {
+        if let Some(v) = keys.get(&key) {
+            let file = dir.join(path.trim_start_matches('/'));
+            if let Some(parent) = file.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(file, v)?;
+        }
+    }
+    Ok(())
+}
+
+/// The directory on this machine for one of the pod's volumes (`pod_dir` holds the pod's own:
+/// `emptyDir`s and written-out ConfigMaps and Secrets).
+fn volume_dir(cluster: &Cluster, pod: &Value, volume: &Value, pod_dir: &Path) -> Result<std::path::PathBuf, String> {
+    let ns = object::namespace(pod);
+    let name = volume["name"].as_str().unwrap_or("");
+    let at = |why: String| format!("volume {name}: {why}");
+    if let Some(claim) = volume.pointer("/persistentVolumeClaim/claimName").and_then(Value::as_str) {
+        let pvc =
+            get(cluster, "persistentvolumeclaims", ns, claim).ok_or_else(|| at(format!("claim {claim} not found")))?;
+        let pv_name = pvc
+            .pointer("/spec/volumeName")
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| at(format!("claim {claim} is not bound")))?;
+        let pv = get(cluster, "persistentvolumes", "", pv_name).ok_or_else(|| at(format!("PV {pv_name} not found")))?;
+        let id = volumes::volume_of(&pv).ok_or_else(|| at(format!("PV {pv_name} is not a sandbox volume")))?;
+        return cluster.volumes.directory(id).map_err(|e| at(format!("directory of {id}: {e}")));
+    }
+    let own = pod_dir.join("volumes").join(name);
+    if volume.get("emptyDir").is_some() {
+        std::fs::create_dir_all(&own).map_err(|e| at(e.to_string()))?;
+        return Ok(own);
+    }
+    for (field, kind, key) in [("configMap", "configmaps", "name"), ("secret", "secrets", "secretName")] {
+        if let Some(src) = volume.get(field) {
+            let obj = src[key].as_str().unwrap_or("");
+            let keys = match keys_of(cluster, kind, ns, obj) {
+                Some(keys) => keys,
+                None if src["optional"] == true => BTreeMap::new(),
+                None => return Err(at(format!("{kind} {ns}/{obj} not found"))),
+            };
+            write_keys(&keys, src.get("items"), &own).map_err(|e| at(e.to_string()))?;
+            return Ok(own);
+        }
+    }
+    Err(at("only persistentVolumeClaim, emptyDir, configMap and secret volumes are mounted for real processes".into()))
+}
+
+/// The launch of one container of a pod with IP `ip`; `pod_dir` holds the pod's own volumes.
+pub fn launch(cluster: &Cluster, pod: &Value, name: &str, ip: &str, pod_dir: &Path) -> Result<Launch, String> {
+    let c = container(pod, name).ok_or_else(|| format!("no container {name}"))?;
+    let env = environment(cluster, pod, c, ip)?;
+    let strings = |k: &str| -> Vec<String> {
+        c.get(k)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|s| expand(s, &env))
+            .collect()
+    };
+    let mut argv = strings("command");
+    if argv.is_empty() {
+        argv.push(entrypoint(c["image"].as_str().unwrap_or("")));
+    }
+    argv.extend(strings("args"));
+    let volumes: Vec<&Value> = pod.pointer("/spec/volumes").and_then(Value::as_array).into_iter().flatten().collect();
+    let mut mounts = Vec::new();
+    for (i, m) in c.get("volumeMounts").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let vname = m["name"].as_str().unwrap_or("");
+        let volume = volumes
+            .iter()
+            .find(|v| v["name"] == vname)
+            .ok_or_else(|| format!("volumeMounts[{i}]: no volume named {vname}"))?;
+        let mut host = volume_dir(cluster, pod, volume, pod_dir)?;
+        if let Some(sub) = m.get("subPath").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            host = host.join(sub.trim_start_matches('/'));
+            std::fs::create_dir_all(&host).map_err(|e| format!("volumeMounts[{i}].subPath: {e}"))?;
+        }
+        let path = m["mountPath"].as_str().unwrap_or("").to_string();
+        if !path.starts_with('/') {
+            return Err(format!("volumeMounts[{i}].mountPath: {path:?} is not absolute"));
+        }
+        mounts.push(Mount { host, path, read_only: m["readOnly"] == true });
+    }
+    let pod_name = object::name(pod);
+    let hostname = pod.pointer("/spec/hostname").and_then(Value::as_str).unwrap_or(pod_name).to_string();
+    let ns = object::namespace(pod);
+    let fqdn = pod
+        .pointer("/spec/subdomain")
+        .and_then(Value::as_str)
+        .map(|sub| format!("{hostname}.{sub}.{ns}.svc.cluster.local "))
+        .unwrap_or_default();
+    let hosts = format!("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n{ip}\t{fqdn}{hostname}\n");
+    let resolv = format!(
+        "nameserver {}\nsearch {ns}.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
+        super::nameserver(cluster.config.pod_network())
+    );
+    Ok(Launch {
+        hostname: hostname.clone(),
+        argv,
+        env,
+        working_dir: c.get("workingDir").and_then(Value::as_str).unwrap_or("/").to_string(),
+        mounts,
+        etc: vec![
+            ("hosts".into(), hosts),
+            ("resolv.conf".into(), resolv),
+            ("hostname".into(), format!("{hostname}\n")),
+        ],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_expand_as_the_kubelet_expands_them() {
+        let env = vec![("POD_IP".to_string(), "127.100.1.2".to_string()), ("A".to_string(), "x".to_string())];
+        assert_eq!(expand("--bind $(POD_IP) --a=$(A)$(A)", &env), "--bind 127.100.1.2 --a=xx");
+        assert_eq!(expand("$$(POD_IP) $(NOPE) $ $(", &env), "$(POD_IP) $(NOPE) $ $(");
+    }
+
+    #[test]
+    fn an_image_without_a_command_runs_its_known_entrypoint() {
+        assert_eq!(entrypoint("redis:7.0"), "redis-server");
+        assert_eq!(entrypoint("quay.io/coreos/etcd:v3.4"), "etcd");
+        assert_eq!(entrypoint("busybox"), "busybox");
+    }
+}
