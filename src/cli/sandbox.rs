@@ -57,6 +57,10 @@ pub struct SandboxArgs {
     /// members (alone: every member; with names, `--mcs east,west`: those).
     #[arg(long, value_name = "CLUSTERS", num_args = 0..=1, value_delimiter = ',')]
     pub mcs: Option<Vec<String>>,
+    /// Images whose containers run real processes on this machine (as `spanset sim
+    /// --run-images`), comma-separated bare names, e.g. `redis,etcd`.
+    #[arg(long, value_name = "IMAGES", value_delimiter = ',')]
+    pub run_images: Vec<String>,
 }
 
 /// The ServiceAccount the controller runs as in the host (`deploy/rbac.yaml`).
@@ -150,6 +154,7 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
         tls: false,
         kruise: args.kruise.clone(),
         mcs: args.mcs.clone(),
+        run_images: args.run_images.clone(),
     })
 }
 
@@ -181,6 +186,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
             auth: args.auth,
             kruise: n != HOST && super::sim::named_in(&args.kruise, n),
             mcs: n != HOST && super::sim::named_in(&args.mcs, n),
+            run_images: args.run_images.clone(),
             ..ClusterConfig::named(n)
         })
         .collect();

@@ -54,6 +54,13 @@ pub struct SimArgs {
     /// names (`--mcs east,west`), in those.
     #[arg(long, value_name = "CLUSTERS", num_args = 0..=1, require_equals = false, value_delimiter = ',')]
     pub mcs: Option<Vec<String>>,
+    /// Images whose containers run real processes on this machine, comma-separated, by bare
+    /// name (`redis` runs `redis:7` and `docker.io/library/redis`): each in its own mount, PID
+    /// and UTS namespaces, its volume mounts the directories of its volumes, its pod IP a
+    /// loopback address of its own. Needs root (or unprivileged user namespaces) and the
+    /// programs on PATH; every other image stays simulated.
+    #[arg(long, value_name = "IMAGES", value_delimiter = ',')]
+    pub run_images: Vec<String>,
 }
 
 /// Checks the flags beyond what clap can; the error is one line for [`super::usage_error`].
@@ -74,6 +81,11 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
             if !args.clusters.contains(name) {
                 return Err(format!("{flag}: no cluster named {name:?} in --clusters"));
             }
+        }
+    }
+    for image in &args.run_images {
+        if image.is_empty() || image.contains(['/', ':', '@']) {
+            return Err(format!("--run-images: {image:?} is not a bare image name (like redis or etcd)"));
         }
     }
     if let Some(base) = args.port_base
@@ -102,6 +114,7 @@ fn configs(args: &SimArgs) -> Vec<ClusterConfig> {
             tls: args.tls,
             kruise: named_in(&args.kruise, n),
             mcs: named_in(&args.mcs, n),
+            run_images: args.run_images.clone(),
             ..ClusterConfig::named(n)
         })
         .collect()
@@ -156,6 +169,7 @@ mod tests {
             tls: false,
             kruise: None,
             mcs: None,
+            run_images: Vec::new(),
         }
     }
 

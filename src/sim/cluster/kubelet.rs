@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::sim::{
     cluster::{
+        container_processes,
         controller_loop::Wake,
         faults::NodeOutage,
         images::{self, Pull, Pulls},
@@ -565,11 +566,15 @@ fn ip_for(pod: &Value, node: &str, timers: &mut Timers) -> Option<String> {
     timers.ips.allocate(node_index(node)).map(|ip| ip.to_string())
 }
 
-/// Starts a new log instance for each container of a pod (or only those named), with its
-/// first lines.
-fn start_logs(cluster: &Cluster, pod: &Value, node: &str, only: Option<&[String]>) {
+/// Starts each container of a pod with IP `ip` (or only those named): a real process for a
+/// runnable image, else a new simulated log instance with its first lines.
+fn start_containers(cluster: &Cluster, pod: &Value, node: &str, ip: &str, only: Option<&[String]>) {
     for (name, image) in containers(pod) {
         if only.is_some_and(|names| !names.contains(&name)) {
+            continue;
+        }
+        if cluster.processes.runnable(&image) {
+            container_processes::start(cluster, pod, &name, ip);
             continue;
         }
         let log = cluster.logs.start(object::uid(pod), &name);
@@ -580,6 +585,11 @@ fn start_logs(cluster: &Cluster, pod: &Value, node: &str, only: Option<&[String]
         ));
         log.write("[sim] started; waiting for readiness");
     }
+}
+
+/// The pod's IP as its status shows it.
+fn pod_ip(pod: &Value) -> &str {
+    pod.pointer("/status/podIP").and_then(Value::as_str).unwrap_or("")
 }
 
 /// Whether the pod's Ready condition is True.
@@ -603,10 +613,17 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 timers.since.insert(uid.clone(), (Stage::Terminating, now));
                 if phase == "Running" {
                     timers.events.killing(cluster, pod, node);
-                    for log in cluster.logs.of_pod(&uid) {
-                        log.write(format!("[sim] received SIGTERM (grace period {grace}s); shutting down"));
+                    for (name, image) in containers(pod) {
+                        if cluster.processes.runnable(&image) {
+                            continue;
+                        }
+                        if let Some(log) = cluster.logs.get(&uid, &name, false) {
+                            log.write(format!("[sim] received SIGTERM (grace period {grace}s); shutting down"));
+                        }
                     }
                 }
+                // Real processes get SIGTERM now and SIGKILL at the end of the grace period.
+                cluster.processes.terminate_pod(&uid, cfg.real(Duration::from_secs(grace)));
                 now
             }
         };
@@ -618,7 +635,16 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map(Duration::from_secs_f64)
             .unwrap_or(cfg.container_shutdown);
-        if wake.due(since, cfg.real(shutdown.min(Duration::from_secs(grace))), now) {
+        // A pod whose containers all run real processes is done when they are; simulated ones
+        // take their shutdown time.
+        let simulated = containers(pod).iter().any(|(_, image)| !cluster.processes.runnable(image));
+        let processes_done = !cluster.processes.running(&uid);
+        if !processes_done {
+            cluster.processes.enforce(now);
+            wake.at(now + container_processes::POLL);
+        }
+        let simulated_done = !simulated || wake.due(since, cfg.real(shutdown.min(Duration::from_secs(grace))), now);
+        if processes_done && simulated_done {
             let res = (String::new(), "pods".to_string());
             let removed = cluster.storage.remove(pods_rt, &res, object::namespace(pod), object::name(pod), |cur| {
                 if object::uid(cur) == uid {
@@ -629,10 +655,16 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             });
             if let Ok(last) = &removed {
                 cluster.account.record(pods_rt, &Component::Kubelet.into(), Verb::Removed, last);
-                for log in cluster.logs.of_pod(&uid) {
-                    log.write("[sim] exited with code 0");
-                    log.exit();
+                for (name, image) in containers(pod) {
+                    if cluster.processes.runnable(&image) {
+                        continue;
+                    }
+                    if let Some(log) = cluster.logs.get(&uid, &name, false) {
+                        log.write("[sim] exited with code 0");
+                        log.exit();
+                    }
                 }
+                cluster.processes.forget_pod(&uid);
                 cluster.logs.forget_pod(&uid);
                 cluster.ledger.stopped(&cfg.name, &uid, jiff::Timestamp::now());
                 cluster.gc_wake.notify_one();
@@ -665,7 +697,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 if write_status(cluster, pods_rt, pod, |p| set_running(p, &ip, &host)) {
                     timers.since.insert(uid.clone(), (Stage::Running, now));
                     timers.events.containers_started(cluster, pod, node);
-                    start_logs(cluster, pod, node, None);
+                    start_containers(cluster, pod, node, &ip, None);
                     cluster.ledger.started(Incarnation {
                         cluster: cfg.name.clone(),
                         namespace: object::namespace(pod).to_string(),
@@ -714,7 +746,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                         timers.events.container_restarted(cluster, pod, node, name, pulled.contains(name));
                     }
                     record_pull_failures(cluster, pod, node, &found, timers);
-                    start_logs(cluster, pod, node, Some(&pulled));
+                    start_containers(cluster, pod, node, pod_ip(pod), Some(&pulled));
                 }
                 return;
             }
@@ -737,7 +769,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                         }
                         if !started.is_empty() {
                             timers.since.insert(uid.clone(), (Stage::Running, now));
-                            start_logs(cluster, pod, node, Some(&started));
+                            start_containers(cluster, pod, node, pod_ip(pod), Some(&started));
                         }
                     }
                     return;
@@ -745,9 +777,14 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             }
             let (_, since) = *timers.since.entry(uid.clone()).or_insert((Stage::Running, now));
             let forced = cluster.faults.pod_ready(object::namespace(pod), object::name(pod));
+            // Real processes are ready when their probes say so; simulated containers after the
+            // cluster's delay.
+            let real_ready = container_processes::runnable(cluster, pod).is_empty()
+                || container_processes::sync(cluster, pods_rt, pod, wake);
+            let simulated = containers(pod).iter().any(|(_, image)| !cluster.processes.runnable(image));
+            let natural = || real_ready && (!simulated || wake.due(since, cfg.real(cfg.pod_ready_delay), now));
             // A container waiting for its image is not ready, whatever its probe would say.
-            let containers_want =
-                stuck.is_empty() && forced.unwrap_or_else(|| wake.due(since, cfg.real(cfg.pod_ready_delay), now));
+            let containers_want = stuck.is_empty() && forced.unwrap_or_else(natural);
             // Ready needs every readiness gate's condition too, and follows it both ways.
             let gates = gates_pass(pod);
             let want = containers_want && gates;
@@ -766,8 +803,12 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 } else {
                     "[sim] not ready: failing readiness"
                 };
-                for log in cluster.logs.of_pod(&uid) {
-                    log.write(line);
+                for (name, image) in containers(pod) {
+                    if !cluster.processes.runnable(&image) {
+                        if let Some(log) = cluster.logs.get(&uid, &name, false) {
+                            log.write(line);
+                        }
+                    }
                 }
             }
         }
@@ -785,6 +826,7 @@ fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], time
     for (node, outage) in cluster.faults.outages() {
         if outage.kind == NodeOutage::PoweredOff {
             cluster.ledger.stop_on_node(&cfg.name, &node, outage.at);
+            cluster.processes.kill_node(&node);
         }
     }
     let now = Instant::now();
@@ -817,7 +859,7 @@ fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], time
             timers.since.insert(object::uid(p).to_string(), (Stage::Running, now));
             // The containers died with the machine; new instances start (the old logs become
             // `--previous`).
-            start_logs(cluster, p, &node, None);
+            start_containers(cluster, p, &node, pod_ip(p), None);
         }
     }
     let live: std::collections::HashSet<&str> = pods.iter().map(|p| object::uid(p)).collect();
@@ -825,6 +867,13 @@ fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], time
     for (uid, node) in cluster.ledger.open_in(&cfg.name) {
         if !live.contains(uid.as_str()) && cluster.faults.node_down_since(&node).is_none() {
             cluster.ledger.stopped(&cfg.name, &uid, gone);
+        }
+    }
+    // The processes of a pod whose object is gone (force-deleted, maybe while its node was
+    // away) are killed by a live kubelet.
+    for (uid, node) in cluster.processes.pods() {
+        if !live.contains(uid.as_str()) && cluster.faults.node_down_since(&node).is_none() {
+            cluster.processes.forget_pod(&uid);
         }
     }
 }

@@ -7,6 +7,7 @@
 //! real controllers write through the API server.
 
 pub mod components;
+pub mod container_processes;
 pub mod controller_loop;
 pub mod crd_finalizer;
 pub mod disks;

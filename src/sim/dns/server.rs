@@ -2,7 +2,11 @@
 //! request handler that classifies the name ([`super::name`]), reads the cluster's store at
 //! query time ([`super::lookup`]) and sends the records [`super::answer`] builds.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    net::{Ipv4Addr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
 
 use hickory_proto::op::{Edns, Header, HeaderCounts, MessageType, Metadata, OpCode, ResponseCode};
 use hickory_server::{
@@ -34,7 +38,13 @@ pub struct DnsServer {
 impl DnsServer {
     /// Serves `cluster`'s records on 127.0.0.1:`port` (0: a free port), UDP and TCP.
     pub async fn start(cluster: Arc<Cluster>, port: u16) -> std::io::Result<Self> {
-        let (udp, tcp) = bind_pair(port).await?;
+        Self::start_on(cluster, Ipv4Addr::LOCALHOST, port).await
+    }
+
+    /// Serves `cluster`'s records on `ip`:`port` (0: a free port), UDP and TCP: the cluster's
+    /// containers that run real processes find it on port 53 of an address of their network.
+    pub async fn start_on(cluster: Arc<Cluster>, ip: Ipv4Addr, port: u16) -> std::io::Result<Self> {
+        let (udp, tcp) = bind_pair(ip, port).await?;
         let addr = udp.local_addr()?;
         let mut server = Server::new(Handler { cluster });
         server.register_socket(udp);
@@ -50,11 +60,11 @@ impl Drop for DnsServer {
     }
 }
 
-/// A UDP socket and a TCP listener on the same loopback port.
-async fn bind_pair(port: u16) -> std::io::Result<(UdpSocket, TcpListener)> {
+/// A UDP socket and a TCP listener on the same port of a loopback address.
+async fn bind_pair(ip: Ipv4Addr, port: u16) -> std::io::Result<(UdpSocket, TcpListener)> {
     let mut last = None;
     for _ in 0..if port == 0 { BIND_ATTEMPTS } else { 1 } {
-        let udp = UdpSocket::bind(("127.0.0.1", port)).await?;
+        let udp = UdpSocket::bind((ip, port)).await?;
         match TcpListener::bind(udp.local_addr()?).await {
             Ok(tcp) => return Ok((udp, tcp)),
             Err(e) => last = Some(e),

@@ -11,7 +11,7 @@ use crate::sim::{
     cluster::{
         disks::VolumeStore,
         ledger::Ledger,
-        network, {Cluster, ClusterConfig, components},
+        network, processes, {Cluster, ClusterConfig, components},
     },
     dns::server::DnsServer,
     sandbox::{
@@ -37,6 +37,9 @@ pub enum FleetError {
     /// TLS for clusters that enforce authentication could not be set up.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// Real processes (`--run-images`) cannot run on this machine.
+    #[error("cannot run real processes: {0}")]
+    Processes(String),
 }
 
 /// The token the kubeconfig gives the user of a `--tls` cluster that enforces no
@@ -56,6 +59,9 @@ pub struct Fleet {
     pub ca_pem: Option<String>,
     /// Each cluster's DNS server, in the order of `servers`.
     pub dns: Vec<DnsServer>,
+    /// The DNS servers the containers of real processes query (port 53 of an address of
+    /// their cluster's pod network), for the clusters that run any.
+    pub container_dns: Vec<DnsServer>,
 }
 
 async fn bind(cluster: &str, port: u16) -> Result<TcpListener, FleetError> {
@@ -80,9 +86,14 @@ impl Fleet {
             true => Some(SandboxTls::generate()?),
             false => None,
         };
+        if configs.iter().any(|c| !c.run_images.is_empty()) {
+            processes::launch::preflight().map_err(FleetError::Processes)?;
+        }
         for (i, mut config) in configs.into_iter().enumerate() {
-            // Disjoint pod networks: a flat network across the clusters needs unique pod IPs.
-            config.pod_network.get_or_insert(network::sandbox_pod_network(i));
+            // Disjoint pod networks: a flat network across the clusters needs unique pod IPs;
+            // in 127/8 when pods run real processes, whose servers bind their pod IP.
+            let runs = !config.run_images.is_empty();
+            config.pod_network.get_or_insert(network::sandbox_pod_network(i, runs));
             let listener = bind(&config.name, port_at(i)).await?;
             let server_tls = tls.as_ref().filter(|_| config.serves_tls()).map(|t| t.server.clone());
             let cluster = Cluster::in_sandbox(config, ledger.clone(), volumes.clone());
@@ -117,6 +128,17 @@ impl Fleet {
             })?;
             dns.push(server);
         }
+        let mut container_dns = Vec::new();
+        for s in servers.iter().filter(|s| s.cluster.processes.enabled()) {
+            let ip = processes::nameserver(s.cluster.config.pod_network());
+            let server = DnsServer::start_on(s.cluster.clone(), ip, 53).await.map_err(|e| {
+                FleetError::Processes(format!(
+                    "containers of {} need its DNS server on {ip}:53, which cannot be bound ({e}): run as root, or lower net.ipv4.ip_unprivileged_port_start to 53",
+                    s.cluster.config.name
+                ))
+            })?;
+            container_dns.push(server);
+        }
         let dns_addrs = servers.iter().zip(&dns).map(|(s, d)| (s.cluster.config.name.clone(), d.addr)).collect();
         let sandbox = admin::Sandbox {
             clusters: Arc::new(clusters),
@@ -125,7 +147,7 @@ impl Fleet {
             dns: dns_addrs,
         };
         let admin = tokio::spawn(admin::serve(admin_listener, Arc::new(sandbox)));
-        Ok(Self { servers, admin_addr, admin, ledger, ca_pem: tls.map(|t| t.ca_pem), dns })
+        Ok(Self { servers, admin_addr, admin, ledger, ca_pem: tls.map(|t| t.ca_pem), dns, container_dns })
     }
 
     /// `(name, url)` of each cluster, in order.

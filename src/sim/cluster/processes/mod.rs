@@ -305,6 +305,26 @@ impl Processes {
         Ok(())
     }
 
+    /// Records a container whose process could not be started as one that exited at once with
+    /// code 128 (what a container runtime's StartError reports), so that it is retried on the
+    /// back-off like any other exit.
+    pub fn failed(&self, pod_uid: &str, container: &str, why: &str) {
+        let now = jiff::Timestamp::now();
+        let exit = Arc::new(Mutex::new(Some(Exit { code: 128, started: now, finished: now })));
+        tracing::debug!(pod_uid, container, why, "container start failed");
+        let instance = Instance {
+            node: String::new(),
+            pid: 0,
+            started: now,
+            exit,
+            env: Vec::new(),
+            probes: Arc::default(),
+            probe_task: None,
+            kill_at: None,
+        };
+        self.instances.lock().insert((pod_uid.to_string(), container.to_string()), instance);
+    }
+
     /// The state of a container's process, if it has one.
     pub fn state(&self, pod_uid: &str, container: &str) -> Option<State> {
         let instances = self.instances.lock();

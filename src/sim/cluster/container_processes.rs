@@ -1,0 +1,182 @@
+//! The kubelet's side of containers that run real processes (see [`super::processes`]): it
+//! starts them with the pod, shows in `status.containerStatuses` what their processes do
+//! (running since, ready by their probes, terminated with an exit code), restarts them by the
+//! pod's `restartPolicy` with the kubelet's back-off (10 s doubling to 5 min, in simulated time),
+//! and kills the ones a startup or liveness probe gave up on.
+//!
+//! Apart from [`super::kubelet`], which keeps simulating every other container and calls in here
+//! for the runnable ones.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{
+    Cluster,
+    controller_loop::Wake,
+    processes::{Exit, State},
+};
+use crate::sim::store::{actor::Component, object, registry::Subresource, resources::ResourceType};
+
+/// How often the kubelet looks at running processes (their probes and exits) while a pod has
+/// any: they change outside the store, which is what wakes it otherwise.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// The kubelet's first restart back-off; it doubles per restart up to [`MAX_BACK_OFF`].
+const BACK_OFF: Duration = Duration::from_secs(10);
+/// The kubelet's longest restart back-off (`MaxContainerBackOff`).
+const MAX_BACK_OFF: Duration = Duration::from_secs(300);
+
+/// The containers of a pod that run real processes, with their images.
+pub fn runnable(cluster: &Cluster, pod: &Value) -> Vec<String> {
+    pod.pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| cluster.processes.runnable(c["image"].as_str().unwrap_or("")))
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Starts one container's process with a new log instance; a start that fails is shown as a
+/// process that exited at once (code 128, as a runtime's StartError), and its log says why.
+pub fn start(cluster: &Cluster, pod: &Value, container: &str, ip: &str) {
+    let log = cluster.logs.start(object::uid(pod), container);
+    if let Err(why) = cluster.processes.start(cluster, pod, container, ip, log.clone()) {
+        log.write(format!("[sandbox] cannot start container {container}: {why}"));
+        log.exit();
+        tracing::warn!(cluster = %cluster.config.name, pod = %object::name(pod), container, error = %why, "container start");
+        cluster.processes.failed(object::uid(pod), container, &why);
+    }
+}
+
+/// The back-off before the restart that follows `restarts` earlier ones.
+fn back_off(restarts: u32) -> Duration {
+    BACK_OFF.saturating_mul(1u32.checked_shl(restarts.min(16)).unwrap_or(u32::MAX)).min(MAX_BACK_OFF)
+}
+
+/// Whether a container that ended with `code` is started again under the pod's policy.
+fn restarts(pod: &Value, code: i32) -> bool {
+    match pod.pointer("/spec/restartPolicy").and_then(Value::as_str).unwrap_or("Always") {
+        "Never" => false,
+        "OnFailure" => code != 0,
+        _ => true,
+    }
+}
+
+fn status_of<'a>(pod: &'a Value, container: &str) -> Option<&'a Value> {
+    pod.pointer("/status/containerStatuses")?.as_array()?.iter().find(|c| c["name"] == container)
+}
+
+fn terminated(exit: &Exit, container_id: &Value) -> Value {
+    json!({"terminated": {"exitCode": exit.code, "reason": exit.reason(),
+        "startedAt": object::format_time(exit.started), "finishedAt": object::format_time(exit.finished),
+        "containerID": container_id}})
+}
+
+/// Brings the pod's runnable containers and their statuses to what their processes do;
+/// whether all of them are ready (their probes pass). Asks for the next look while any runs.
+pub fn sync(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, wake: &Wake) -> bool {
+    let uid = object::uid(pod);
+    let ip = pod.pointer("/status/podIP").and_then(Value::as_str).unwrap_or("").to_string();
+    let now = Instant::now();
+    let mut all_ready = true;
+    let mut statuses: Vec<(String, Value)> = Vec::new();
+    for name in runnable(cluster, pod) {
+        let shown = status_of(pod, &name).cloned().unwrap_or_else(|| json!({"name": name}));
+        let restart_count = shown["restartCount"].as_u64().unwrap_or(0) as u32;
+        let mut next = shown.clone();
+        match cluster.processes.state(uid, &name) {
+            None => {
+                // A pod the kubelet runs but whose process is not there (the sandbox's process
+                // runtime was enabled later): started now.
+                start(cluster, pod, &name, &ip);
+                all_ready = false;
+            }
+            Some(State::Running { started, ready, unhealthy }) => {
+                if unhealthy {
+                    if let Some(log) = cluster.logs.get(uid, &name, false) {
+                        log.write("[sandbox] probe failed its threshold; killing the container to restart it");
+                    }
+                    cluster.processes.kill(uid, &name);
+                    all_ready = false;
+                    continue;
+                }
+                next["state"] = json!({"running": {"startedAt": object::format_time(started)}});
+                next["started"] = json!(true);
+                next["ready"] = json!(ready);
+                all_ready &= ready;
+            }
+            Some(State::Exited(exit)) => {
+                all_ready = false;
+                next["ready"] = json!(false);
+                next["started"] = json!(false);
+                if restarts(pod, exit.code) {
+                    let due = exit_instant(&exit) + cluster.config.real(back_off(restart_count));
+                    if now >= due {
+                        next["lastState"] = terminated(&exit, &shown["containerID"]);
+                        next["restartCount"] = json!(restart_count + 1);
+                        next["state"] = json!({"running": {"startedAt": object::now_rfc3339()}});
+                        start(cluster, pod, &name, &ip);
+                    } else {
+                        wake.at(due);
+                        next["lastState"] = terminated(&exit, &shown["containerID"]);
+                        let message =
+                            format!("back-off restarting failed container {name} in pod {}", object::name(pod));
+                        next["state"] = json!({"waiting": {"reason": "CrashLoopBackOff", "message": message}});
+                    }
+                } else {
+                    next["state"] = terminated(&exit, &shown["containerID"]);
+                }
+            }
+        }
+        if next != shown {
+            statuses.push((name, next));
+        }
+    }
+    if !statuses.is_empty() {
+        let written = cluster.update_incarnation(pods_rt, pod, Subresource::Status, Component::Kubelet, |p| {
+            if let Some(cs) = p.pointer_mut("/status/containerStatuses").and_then(Value::as_array_mut) {
+                for c in cs.iter_mut() {
+                    if let Some((_, s)) = statuses.iter().find(|(n, _)| c["name"] == n.as_str()) {
+                        *c = s.clone();
+                    }
+                }
+            }
+        });
+        if let Err(e) = written {
+            tracing::debug!(cluster = %cluster.config.name, pod = %object::name(pod), error = %e, "container statuses");
+        }
+    }
+    if cluster.processes.running(uid) {
+        wake.at(now + POLL);
+    }
+    all_ready
+}
+
+/// The instant on this machine's monotonic clock when a process ended.
+fn exit_instant(exit: &Exit) -> Instant {
+    let ago = jiff::Timestamp::now().duration_since(exit.finished);
+    let ago = Duration::try_from(ago).unwrap_or_default();
+    Instant::now().checked_sub(ago).unwrap_or_else(Instant::now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_back_off_doubles_from_ten_seconds_to_five_minutes() {
+        let secs: Vec<u64> = (0..7).map(|n| back_off(n).as_secs()).collect();
+        assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(back_off(40), MAX_BACK_OFF);
+    }
+
+    #[test]
+    fn the_restart_policy_decides_who_starts_again() {
+        let pod = |policy: &str| json!({"spec": {"restartPolicy": policy}});
+        assert!(restarts(&pod("Always"), 0) && restarts(&json!({}), 0));
+        assert!(restarts(&pod("OnFailure"), 1) && !restarts(&pod("OnFailure"), 0));
+        assert!(!restarts(&pod("Never"), 1));
+    }
+}
