@@ -62,6 +62,7 @@ mod ordering;
 mod plan_cli;
 mod plan_differential;
 mod plan_props;
+mod processes;
 mod refused_writes_nothing;
 mod replica_bounds;
 mod rollout;

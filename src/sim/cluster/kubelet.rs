@@ -779,8 +779,8 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             let forced = cluster.faults.pod_ready(object::namespace(pod), object::name(pod));
             // Real processes are ready when their probes say so; simulated containers after the
             // cluster's delay.
-            let real_ready = container_processes::runnable(cluster, pod).is_empty()
-                || container_processes::sync(cluster, pods_rt, pod, wake);
+            let probed = !container_processes::runnable(cluster, pod).is_empty();
+            let real_ready = !probed || container_processes::sync(cluster, pods_rt, pod, wake);
             let simulated = containers(pod).iter().any(|(_, image)| !cluster.processes.runnable(image));
             let natural = || real_ready && (!simulated || wake.due(since, cfg.real(cfg.pod_ready_delay), now));
             // A container waiting for its image is not ready, whatever its probe would say.
@@ -789,8 +789,11 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             let gates = gates_pass(pod);
             let want = containers_want && gates;
             let containers_now = condition_true(pod, "ContainersReady");
-            let change = (want != is_ready(pod) && (forced.is_some() || want || !gates))
-                || (containers_want != containers_now && (forced.is_some() || containers_want));
+            // Simulated containers, once ready, stay so unless a fault says otherwise; real ones
+            // follow their probes both ways.
+            let follows = forced.is_some() || probed;
+            let change = (want != is_ready(pod) && (follows || want || !gates))
+                || (containers_want != containers_now && (follows || containers_want));
             let written =
                 change && write_status(cluster, pods_rt, pod, |p| set_ready(p, containers_want, want, cluster.clock()));
             if written {

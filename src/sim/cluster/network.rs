@@ -29,12 +29,12 @@ const FIRST_HOST: u8 = 2;
 const LAST_HOST: u8 = 254;
 
 /// The pod `/16` of the `i`th cluster of a sandbox: `10.(100+i).0.0`, so that the clusters of
-/// one sandbox never share a pod IP (wrapping after 156 clusters, far beyond any test) — or
-/// `127.(100+i).0.0` when its pods run real processes (`loopback`): every address of 127/8 is
-/// this machine's own, so each pod's servers bind an address of their own and reach the others
-/// at theirs.
-pub fn sandbox_pod_network(i: usize, loopback: bool) -> Ipv4Addr {
-    Ipv4Addr::new(if loopback { 127 } else { 10 }, 100 + (i % 156) as u8, 0, 0)
+/// one sandbox never share a pod IP (wrapping after 156 clusters, far beyond any test). A
+/// cluster whose pods run real processes takes a `/16` of 127/8 instead (see
+/// `sandbox::fleet`): every address there is this machine's own, so each pod's servers bind an
+/// address of their own and reach the others at theirs.
+pub fn sandbox_pod_network(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 100 + (i % 156) as u8, 0, 0)
 }
 
 /// The `/24` pod CIDR of the node with index `node` (`node-j` → `j`) in the cluster's `/16`,
@@ -105,13 +105,12 @@ mod tests {
 
     #[test]
     fn the_clusters_of_a_sandbox_get_disjoint_networks_and_nodes_their_own_24() {
-        assert_eq!(sandbox_pod_network(0, false), Ipv4Addr::new(10, 100, 0, 0));
-        assert_eq!(sandbox_pod_network(2, false), Ipv4Addr::new(10, 102, 0, 0));
-        assert_eq!(node_pod_cidr(sandbox_pod_network(1, false), 3), "10.101.3.0/24");
-        assert_eq!(sandbox_pod_network(1, true), Ipv4Addr::new(127, 101, 0, 0), "loopback for real processes");
+        assert_eq!(sandbox_pod_network(0), Ipv4Addr::new(10, 100, 0, 0));
+        assert_eq!(sandbox_pod_network(2), Ipv4Addr::new(10, 102, 0, 0));
+        assert_eq!(node_pod_cidr(sandbox_pod_network(1), 3), "10.101.3.0/24");
         assert_eq!(node_pod_cidr(DEFAULT_POD_NETWORK, 2), "10.244.2.0/24");
-        let mut east = PodIps::new(sandbox_pod_network(0, false));
-        let mut west = PodIps::new(sandbox_pod_network(1, false));
+        let mut east = PodIps::new(sandbox_pod_network(0));
+        let mut west = PodIps::new(sandbox_pod_network(1));
         assert_eq!(east.allocate(1), Some("10.100.1.2".parse().unwrap()));
         assert_eq!(west.allocate(1), Some("10.101.1.2".parse().unwrap()));
     }

@@ -41,10 +41,16 @@ impl DnsServer {
         Self::start_on(cluster, Ipv4Addr::LOCALHOST, port).await
     }
 
-    /// Serves `cluster`'s records on `ip`:`port` (0: a free port), UDP and TCP: the cluster's
-    /// containers that run real processes find it on port 53 of an address of their network.
+    /// Serves `cluster`'s records on `ip`:`port` (0: a free port), UDP and TCP.
     pub async fn start_on(cluster: Arc<Cluster>, ip: Ipv4Addr, port: u16) -> std::io::Result<Self> {
         let (udp, tcp) = bind_pair(ip, port).await?;
+        Self::serve(cluster, udp, tcp)
+    }
+
+    /// Serves `cluster`'s records on sockets already bound (see [`bind_pair`]): the cluster's
+    /// containers that run real processes find it on port 53 of an address of their network,
+    /// which is bound before the cluster exists to claim that network.
+    pub fn serve(cluster: Arc<Cluster>, udp: UdpSocket, tcp: TcpListener) -> std::io::Result<Self> {
         let addr = udp.local_addr()?;
         let mut server = Server::new(Handler { cluster });
         server.register_socket(udp);
@@ -61,7 +67,7 @@ impl Drop for DnsServer {
 }
 
 /// A UDP socket and a TCP listener on the same port of a loopback address.
-async fn bind_pair(ip: Ipv4Addr, port: u16) -> std::io::Result<(UdpSocket, TcpListener)> {
+pub async fn bind_pair(ip: Ipv4Addr, port: u16) -> std::io::Result<(UdpSocket, TcpListener)> {
     let mut last = None;
     for _ in 0..if port == 0 { BIND_ATTEMPTS } else { 1 } {
         let udp = UdpSocket::bind((ip, port)).await?;

@@ -2,9 +2,16 @@
 //! embed): one API server per cluster on 127.0.0.1, plus the admin API, plus one DNS server per
 //! cluster.
 
-use std::{collections::BTreeMap, net::SocketAddr, sync::Arc};
+use std::{
+    collections::BTreeMap,
+    net::{Ipv4Addr, SocketAddr},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UdpSocket};
 
 use crate::sim::{
     api::server::{self, ServerHandle},
@@ -13,7 +20,7 @@ use crate::sim::{
         ledger::Ledger,
         network, processes, {Cluster, ClusterConfig, components},
     },
-    dns::server::DnsServer,
+    dns::{self, server::DnsServer},
     sandbox::{
         admin, kubeconfig,
         tls::{SandboxTls, TlsError},
@@ -72,6 +79,36 @@ async fn bind(cluster: &str, port: u16) -> Result<TcpListener, FleetError> {
     })
 }
 
+/// Claims a `/16` of 127/8 for the pods of a cluster that runs real processes: the first, from
+/// `127.100.0.0` on, whose DNS address for containers ([`processes::nameserver`], port 53) this
+/// process can bind — holding that port is the claim, so sandboxes side by side on one machine
+/// (tests run many) never share a pod IP.
+async fn claim_loopback_network() -> Result<(Ipv4Addr, UdpSocket, TcpListener), FleetError> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let first = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut last = None;
+    for k in 0..CLAIMABLE {
+        let net = Ipv4Addr::new(127, (100 + (first + k) % CLAIMABLE) as u8, 0, 0);
+        match dns::server::bind_pair(processes::nameserver(net), 53).await {
+            Ok((udp, tcp)) => return Ok((net, udp, tcp)),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(FleetError::Processes(format!(
+                    "the containers' DNS server needs port 53 of {} ({e}): run as root, or lower net.ipv4.ip_unprivileged_port_start to 53",
+                    processes::nameserver(net)
+                )));
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(FleetError::Processes(format!(
+        "every pod network 127.100.0.0/16 to 127.255.0.0/16 is taken by another sandbox ({})",
+        last.map(|e| e.to_string()).unwrap_or_default()
+    )))
+}
+
+/// How many `/16`s of 127/8 sandboxes running real processes may take (127.100 to 127.255).
+const CLAIMABLE: usize = 156;
+
 impl Fleet {
     /// Starts one API server per config, on `port_base + i` (or free ports), the admin API on
     /// `port_base + n`, and each cluster's DNS server (UDP and TCP) on `port_base + n + 1 + i`.
@@ -89,11 +126,18 @@ impl Fleet {
         if configs.iter().any(|c| !c.run_images.is_empty()) {
             processes::launch::preflight().map_err(FleetError::Processes)?;
         }
+        let mut container_sockets = Vec::new();
         for (i, mut config) in configs.into_iter().enumerate() {
-            // Disjoint pod networks: a flat network across the clusters needs unique pod IPs;
-            // in 127/8 when pods run real processes, whose servers bind their pod IP.
-            let runs = !config.run_images.is_empty();
-            config.pod_network.get_or_insert(network::sandbox_pod_network(i, runs));
+            // Disjoint pod networks: a flat network across the clusters needs unique pod IPs.
+            // Pods that run real processes bind their pod IP, so their cluster takes a /16 of
+            // 127/8 that no other sandbox on this machine holds: the one whose DNS address for
+            // containers it could bind.
+            if !config.run_images.is_empty() && config.pod_network.is_none() {
+                let (net, udp, tcp) = claim_loopback_network().await?;
+                config.pod_network = Some(net);
+                container_sockets.push((udp, tcp));
+            }
+            config.pod_network.get_or_insert(network::sandbox_pod_network(i));
             let listener = bind(&config.name, port_at(i)).await?;
             let server_tls = tls.as_ref().filter(|_| config.serves_tls()).map(|t| t.server.clone());
             let cluster = Cluster::in_sandbox(config, ledger.clone(), volumes.clone());
@@ -129,13 +173,11 @@ impl Fleet {
             dns.push(server);
         }
         let mut container_dns = Vec::new();
-        for s in servers.iter().filter(|s| s.cluster.processes.enabled()) {
-            let ip = processes::nameserver(s.cluster.config.pod_network());
-            let server = DnsServer::start_on(s.cluster.clone(), ip, 53).await.map_err(|e| {
-                FleetError::Processes(format!(
-                    "containers of {} need its DNS server on {ip}:53, which cannot be bound ({e}): run as root, or lower net.ipv4.ip_unprivileged_port_start to 53",
-                    s.cluster.config.name
-                ))
+        for (s, (udp, tcp)) in servers.iter().filter(|s| s.cluster.processes.enabled()).zip(container_sockets) {
+            let server = DnsServer::serve(s.cluster.clone(), udp, tcp).map_err(|source| FleetError::Bind {
+                cluster: format!("{} (DNS for containers)", s.cluster.config.name),
+                port: 53,
+                source,
             })?;
             container_dns.push(server);
         }

@@ -180,6 +180,11 @@ impl Sandbox {
         Self { child, dir, kubeconfig, admin, banner, controller_kubeconfig: None }
     }
 
+    /// The sandbox's process id (to kill it as a crash would).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Runs `spanset sim-ctl --admin <this sandbox> ARGS`.
     pub fn ctl(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_spanset"))

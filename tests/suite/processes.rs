@@ -1,0 +1,344 @@
+//! The sandbox's process runtime: containers of `--run-images` images run as real processes —
+//! real Redis servers on their own loopback pod IPs, their data on their volumes' directories,
+//! Ready by their probes, stopped by SIGTERM at deletion, restarted when they exit, killed with
+//! a powered-off node and with the sandbox itself.
+
+use std::{
+    path::PathBuf,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, LogParams, PostParams},
+};
+use serde_json::json;
+use spanset::sim::{
+    cluster::{ClusterConfig, faults::NodeOutage},
+    sandbox::fleet::Fleet,
+};
+
+use crate::support::{DEADLINE, Sandbox, eventually, program};
+
+/// A fleet whose clusters run `images` for real.
+async fn fleet(names: &[&str], images: &[&str]) -> (Fleet, Vec<Client>) {
+    let configs = names
+        .iter()
+        .map(|n| ClusterConfig {
+            time_factor: 0.05,
+            run_images: images.iter().map(|i| i.to_string()).collect(),
+            ..ClusterConfig::named(n)
+        })
+        .collect();
+    let fleet = Fleet::start(configs, None).await.expect("sandbox starts");
+    let clients = fleet
+        .servers
+        .iter()
+        .map(|s| Client::try_from(kube::Config::new(s.url().parse().unwrap())).expect("client"))
+        .collect();
+    (fleet, clients)
+}
+
+/// The programs these tests run, or `None` (skipped outside CI) when one is missing.
+fn redis() -> Option<PathBuf> {
+    program("redis-server", "redis-server")?;
+    program("redis-cli", "redis-tools")
+}
+
+/// `redis-cli -h IP ARGS`, its output trimmed.
+fn redis_cli(ip: &str, args: &[&str]) -> String {
+    let out = Command::new("redis-cli").args(["-h", ip]).args(args).output().expect("redis-cli runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A headless Service and a StatefulSet of `replicas` Redis servers with append-only files on
+/// their volumes, Ready when they answer PING.
+async fn redis_statefulset(client: &Client, replicas: i32, grace: i64) {
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "redis"},
+        "spec": {"clusterIP": "None", "selector": {"app": "redis"}, "ports": [{"name": "redis", "port": 6379}]},
+    });
+    Api::<k8s_openapi::api::core::v1::Service>::default_namespaced(client.clone())
+        .create(&PostParams::default(), &serde_json::from_value(service).unwrap())
+        .await
+        .unwrap();
+    let sts = json!({
+        "metadata": {"name": "redis"},
+        "spec": {
+            "serviceName": "redis", "replicas": replicas,
+            "selector": {"matchLabels": {"app": "redis"}},
+            "template": {
+                "metadata": {"labels": {"app": "redis"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": grace,
+                    "containers": [{
+                        "name": "redis", "image": "redis:7.0",
+                        "args": ["--bind", "$(POD_IP)", "--dir", "/data", "--appendonly", "yes", "--save", ""],
+                        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                        "ports": [{"name": "redis", "containerPort": 6379}],
+                        "readinessProbe": {"exec": {"command": ["sh", "-c", "redis-cli -h $POD_IP ping | grep -q PONG"]}, "periodSeconds": 2},
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    }],
+                },
+            },
+            "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}],
+        },
+    });
+    Api::<StatefulSet>::default_namespaced(client.clone())
+        .create(&PostParams::default(), &serde_json::from_value(sts).unwrap())
+        .await
+        .unwrap();
+}
+
+fn ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn ip(p: &Pod) -> String {
+    p.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default()
+}
+
+/// Waits until `name` exists, is Ready, and (if given) is not the pod of uid `not`.
+async fn ready_pod(pods: &Api<Pod>, name: &str, not: Option<&str>) -> Pod {
+    eventually(&format!("{name} Ready"), || async {
+        pods.get_opt(name).await.ok().flatten().is_some_and(|p| ready(&p) && p.uid().as_deref() != not)
+    })
+    .await;
+    pods.get(name).await.unwrap()
+}
+
+/// Live processes (not zombies) whose command line contains `marker`.
+fn live_processes_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+            !zombie && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(marker)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn redis_servers_run_on_their_pod_ips_resolve_each_other_and_keep_their_data_across_a_replacement() {
+    if redis().is_none() {
+        return;
+    }
+    let (fleet, clients) = fleet(&["solo"], &["redis"]).await;
+    let client = clients[0].clone();
+    // A grace period far beyond any deadline here: a pod gone in time was stopped by SIGTERM.
+    redis_statefulset(&client, 2, 100_000).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let r0 = ready_pod(&pods, "redis-0", None).await;
+    let r1 = ready_pod(&pods, "redis-1", None).await;
+    let (ip0, ip1) = (ip(&r0), ip(&r1));
+    assert!(ip0.starts_with("127.") && ip1.starts_with("127.") && ip0 != ip1, "own loopback IPs: {ip0} {ip1}");
+    // The servers are real and bound to their pod IPs.
+    assert_eq!(redis_cli(&ip0, &["set", "greeting", "hello"]), "OK");
+    assert_eq!(redis_cli(&ip0, &["get", "greeting"]), "hello");
+    assert_eq!(redis_cli(&ip1, &["get", "greeting"]), "", "redis-1 is another server");
+
+    // Inside a container: its hostname, its cluster's DNS through resolv.conf, its volume.
+    let cluster = &fleet.servers[0].cluster;
+    let prefix = cluster.processes.exec_prefix(&r0.uid().unwrap(), "redis", "redis:7.0").expect("redis-0 runs");
+    // Asynchronous: the cluster's DNS server answers on this test's own runtime.
+    let inside = |script: &str| {
+        let mut cmd = tokio::process::Command::new(&prefix[0]);
+        cmd.args(&prefix[1..]).args(["sh", "-c", script]);
+        async move { String::from_utf8_lossy(&cmd.output().await.unwrap().stdout).trim().to_string() }
+    };
+    assert_eq!(inside("hostname").await, "redis-0");
+    // The name is published once the EndpointSlice controller lists redis-1 ready.
+    let lookup = "getent hosts redis-1.redis | cut -d' ' -f1";
+    let start = Instant::now();
+    while inside(lookup).await != ip1 {
+        assert!(start.elapsed() < DEADLINE, "redis-1.redis resolves through the cluster DNS to {ip1}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(inside("redis-cli -h redis-1.redis.default.svc.cluster.local ping").await, "PONG");
+    assert!(inside("ls /data").await.contains("appendonlydir"), "the append-only file is on the volume");
+    assert!(
+        inside("tr '\\0' ' ' < /proc/1/cmdline").await.starts_with("redis-server"),
+        "a PID namespace of its own, the server its first process"
+    );
+
+    // Its output is `kubectl logs`.
+    let logs = pods.logs("redis-0", &LogParams::default()).await.unwrap();
+    assert!(logs.contains("Ready to accept connections"), "{logs}");
+
+    // A replacement (SIGTERM, then a new pod on the same claim) finds the data.
+    let old = r0.uid().unwrap();
+    pods.delete("redis-0", &DeleteParams::default()).await.unwrap();
+    let r0 = ready_pod(&pods, "redis-0", Some(&old)).await;
+    assert_eq!(redis_cli(&ip(&r0), &["get", "greeting"]), "hello", "the data came back from the volume");
+    assert!(!cluster.processes.running(&old), "the old pod's process is gone (the pod object went only once it was)");
+    assert!(cluster.ledger.overlaps().is_empty(), "{:?}", cluster.ledger.overlaps());
+    drop(fleet);
+}
+
+#[tokio::test]
+async fn a_container_that_exits_is_restarted_with_back_off_and_its_previous_log_kept() {
+    if program("sh", "dash").is_none() {
+        return;
+    }
+    let (fleet, clients) = fleet(&["solo"], &["busybox"]).await;
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    let pod = json!({
+        "metadata": {"name": "crash"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "echo run $(date +%s%N); exit 3"]}]},
+    });
+    pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
+    eventually("two restarts", || async {
+        let p = pods.get("crash").await.unwrap();
+        let s = &p.status.unwrap().container_statuses.unwrap_or_default();
+        s.first().is_some_and(|c| c.restart_count >= 2)
+    })
+    .await;
+    let p = pods.get("crash").await.unwrap();
+    let c = p.status.unwrap().container_statuses.unwrap().remove(0);
+    let last = c.last_state.and_then(|s| s.terminated).expect("the last run's termination");
+    assert_eq!((last.exit_code, last.reason.as_deref()), (3, Some("Error")));
+    assert!(!c.ready);
+    let previous = pods.logs("crash", &LogParams { previous: true, ..LogParams::default() }).await.unwrap();
+    assert!(previous.starts_with("run "), "the previous instance's output: {previous:?}");
+    drop(fleet);
+}
+
+#[tokio::test]
+async fn readiness_follows_the_probe_and_a_failed_liveness_probe_restarts_the_container() {
+    if program("sh", "dash").is_none() {
+        return;
+    }
+    let (fleet, clients) = fleet(&["solo"], &["busybox"]).await;
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    let pod = json!({
+        "metadata": {"name": "probed"},
+        "spec": {"containers": [{
+            "name": "c", "image": "busybox",
+            "command": ["sh", "-c", "trap 'exit 0' TERM; touch /tmp/ready; while :; do sleep 0.1; done"],
+            "readinessProbe": {"exec": {"command": ["test", "-f", "/tmp/ready"]}, "periodSeconds": 1, "failureThreshold": 1},
+            "livenessProbe": {"exec": {"command": ["test", "!", "-f", "/tmp/dead"]}, "periodSeconds": 1, "failureThreshold": 2},
+        }]},
+    });
+    pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
+    let p = ready_pod(&pods, "probed", None).await;
+    let cluster = &fleet.servers[0].cluster;
+    let uid = p.uid().unwrap();
+    let run = |script: &str| {
+        let prefix = cluster.processes.exec_prefix(&uid, "c", "busybox").expect("running");
+        let ok = Command::new(&prefix[0]).args(&prefix[1..]).args(["sh", "-c", script]).status().unwrap();
+        assert!(ok.success(), "{script}");
+    };
+    run("rm /tmp/ready");
+    eventually("not Ready once the readiness probe fails", || async { !ready(&pods.get("probed").await.unwrap()) })
+        .await;
+    run("touch /tmp/ready");
+    let p = ready_pod(&pods, "probed", None).await;
+    let restarts = |p: &Pod| p.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0].restart_count;
+    assert_eq!(restarts(&p), 0, "readiness alone restarts nothing");
+    run("touch /tmp/dead");
+    eventually("restarted by the liveness probe", || async { restarts(&pods.get("probed").await.unwrap()) == 1 }).await;
+    // The new instance has a fresh /tmp: ready again, and alive.
+    let p = ready_pod(&pods, "probed", None).await;
+    assert_eq!(p.uid().unwrap(), uid, "the same pod, its container restarted");
+    drop(fleet);
+}
+
+#[tokio::test]
+async fn a_powered_off_node_kills_its_processes_at_once_and_a_lost_network_leaves_them_running() {
+    if redis().is_none() {
+        return;
+    }
+    let (fleet, clients) = fleet(&["solo"], &["redis"]).await;
+    let client = clients[0].clone();
+    redis_statefulset(&client, 2, 30).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let r0 = ready_pod(&pods, "redis-0", None).await;
+    let r1 = ready_pod(&pods, "redis-1", None).await;
+    let node = |p: &Pod| p.spec.as_ref().unwrap().node_name.clone().unwrap();
+    assert_ne!(node(&r0), node(&r1), "spread over nodes");
+    let faults = &fleet.servers[0].cluster.faults;
+
+    // Network lost: the node goes Unknown, and the server answers all along.
+    faults.node_out(&node(&r1), NodeOutage::Unreachable);
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let start = Instant::now();
+    loop {
+        assert_eq!(redis_cli(&ip(&r1), &["ping"]), "PONG", "redis-1 runs while its node is out of reach");
+        let n = nodes.get(&node(&r1)).await.unwrap();
+        let unknown = n.status.unwrap().conditions.unwrap().iter().any(|c| c.type_ == "Ready" && c.status == "Unknown");
+        if unknown {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "node marked Unknown");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(redis_cli(&ip(&r1), &["ping"]), "PONG");
+
+    // Power off: the server is gone at once.
+    faults.node_out(&node(&r0), NodeOutage::PoweredOff);
+    eventually("redis-0 stopped with its machine", || async { redis_cli(&ip(&r0), &["ping"]) != "PONG" }).await;
+    assert!(!fleet.servers[0].cluster.processes.running(&r0.uid().unwrap()));
+    assert_eq!(redis_cli(&ip(&r1), &["ping"]), "PONG", "the other node's server is untouched");
+
+    // Power on: the pod's container starts again, on its volume.
+    faults.node_back(&node(&r0));
+    eventually("redis-0 back after power-on", || async { redis_cli(&ip(&r0), &["ping"]) == "PONG" }).await;
+    drop(fleet);
+}
+
+#[test]
+fn nothing_the_sandbox_ran_outlives_it_even_when_it_is_killed() {
+    if program("sh", "dash").is_none() || program("kubectl", "kubectl").is_none() {
+        return;
+    }
+    let sandbox = Sandbox::start_with("solo", &["--run-images", "busybox"]);
+    let marker = format!("spanset-orphan-check-{}", std::process::id());
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper"},
+        "spec": {"containers": [{"name": "c", "image": "busybox",
+            "command": ["sh", "-c", format!("sleep 100000 & sleep 100001; echo {marker}")]}]},
+    });
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&sandbox.kubeconfig)
+        .args(["create", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(pod.to_string().as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success());
+    let start = Instant::now();
+    while live_processes_with(&marker).is_empty() {
+        assert!(start.elapsed() < DEADLINE, "the container's shell started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sleepers = |n: &str| live_processes_with(&format!("sleep {n}"));
+    while sleepers("100000").is_empty() || sleepers("100001").is_empty() {
+        assert!(start.elapsed() < DEADLINE, "both of its children started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = sandbox.pid();
+    Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    let start = Instant::now();
+    while !(live_processes_with(&marker).is_empty() && sleepers("100000").is_empty() && sleepers("100001").is_empty()) {
+        assert!(start.elapsed() < DEADLINE, "the container's processes ended with the sandbox");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(sandbox);
+}
