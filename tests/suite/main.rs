@@ -63,6 +63,7 @@ mod plan_cli;
 mod plan_differential;
 mod plan_props;
 mod processes;
+mod redis_cluster;
 mod refused_writes_nothing;
 mod replica_bounds;
 mod rollout;

@@ -13,7 +13,7 @@ use kube::{
 use spanset::{api::FederatedStatefulSet, cli::sandbox::example};
 use support::{
     federation::{Controller, Federation},
-    timeline,
+    timeline, until,
 };
 
 fn federation(members: &[String], storage: &str, class: Option<&str>) -> FederatedStatefulSet {
@@ -39,22 +39,6 @@ async fn everything_to_east(f: &Federation) {
     let body = serde_json::json!({"spec": {"placement": {"clusters": [
         {"name": "east", "weight": 1}, {"name": "west", "weight": 0}]}}});
     f.api().patch("redis", &PatchParams::default(), &Patch::Merge(body)).await.unwrap();
-}
-
-/// Polls `get` until it answers something; panics with `what` after the deadline.
-async fn until<T, F, Fut>(what: &str, mut get: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(v) = get().await {
-            return v;
-        }
-        assert!(start.elapsed() < support::DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
 }
 
 /// West's ordinals 3-5 with a data marker on each volume; answers their PV names.

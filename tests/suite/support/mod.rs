@@ -70,6 +70,23 @@ where
     }
 }
 
+/// Polls `get` every 20 ms until it answers something, which it returns; panics with `what`
+/// after [`DEADLINE`].
+pub async fn until<T, F, Fut>(what: &str, mut get: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = get().await {
+            return v;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out after {DEADLINE:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A port `p` with `p..p+n` free a moment ago for TCP and UDP (bound, then released), below
 /// the kernel's ephemeral range (32768 and up by default): another test's outgoing connection
 /// can take a released ephemeral port as its local port, but never one of these.
