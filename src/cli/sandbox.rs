@@ -35,9 +35,15 @@ pub struct SandboxArgs {
     /// Where the controller's /metrics, /healthz and /readyz listen.
     #[arg(long, default_value = "127.0.0.1:9464")]
     pub metrics_addr: SocketAddr,
-    /// Do not create the example federation `redis`.
+    /// Do not create the example federation.
     #[arg(long)]
     pub no_example: bool,
+    /// Which example federation to create: `redis` (six simulated pods over the members,
+    /// weights 1:1:1), or `redis-cluster`, the start-ordinal blog's Redis Cluster of six real
+    /// `redis-server` processes in `east` (`examples/redis-cluster.yaml`; implies
+    /// `--run-images redis` and needs Debian's redis-server and redis-tools).
+    #[arg(long, value_enum, default_value_t = Example::Redis)]
+    pub example: Example,
     /// Run no controller in the sandbox: for `spanset drill chaos --controllers N`, which starts
     /// (and kills and pauses) its own, or for controllers started by hand with `spanset run`.
     #[arg(long)]
@@ -61,6 +67,41 @@ pub struct SandboxArgs {
     /// --run-images`), comma-separated bare names, e.g. `redis,etcd`.
     #[arg(long, value_name = "IMAGES", value_delimiter = ',')]
     pub run_images: Vec<String>,
+}
+
+/// The example federations `spanset sandbox` can start with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Example {
+    /// Six simulated pods, spread 1:1:1.
+    Redis,
+    /// The blog's Redis Cluster: six real Redis nodes in `east`.
+    RedisCluster,
+}
+
+impl Example {
+    /// Images the example runs for real.
+    pub fn run_images(self) -> &'static [&'static str] {
+        match self {
+            Example::Redis => &[],
+            Example::RedisCluster => &["redis"],
+        }
+    }
+
+    /// The members the example places ordinals on by name.
+    pub fn members(self) -> &'static [&'static str] {
+        match self {
+            Example::Redis => &[],
+            Example::RedisCluster => &["east", "west"],
+        }
+    }
+
+    /// The example's manifest, if it is one of `examples/`.
+    pub fn manifest(self) -> Option<&'static str> {
+        match self {
+            Example::Redis => None,
+            Example::RedisCluster => Some(include_str!("../../examples/redis-cluster.yaml")),
+        }
+    }
 }
 
 /// The ServiceAccount the controller runs as in the host (`deploy/rbac.yaml`).
@@ -134,12 +175,38 @@ pub async fn join_members(host: &Client, members: &[String]) -> anyhow::Result<(
     Ok(())
 }
 
+/// The images run for real: those asked for, and those the example needs.
+fn run_images(args: &SandboxArgs) -> Vec<String> {
+    let mut images = args.run_images.clone();
+    if !args.no_example {
+        for image in args.example.run_images() {
+            if !images.iter().any(|i| i == image) {
+                images.push(image.to_string());
+            }
+        }
+    }
+    images
+}
+
 fn check(args: &SandboxArgs) -> Result<(), String> {
     if args.clusters.is_empty() {
         return Err("--clusters: at least one member is required".into());
     }
     if args.clusters.iter().any(|c| c == HOST) {
         return Err(format!("--clusters: {HOST:?} is the host cluster's name"));
+    }
+    if !args.no_example {
+        for m in args.example.members() {
+            if !args.clusters.iter().any(|c| c == m) {
+                return Err(format!(
+                    "--example {}: places its nodes on {}; --clusters must name {m}",
+                    clap::ValueEnum::to_possible_value(&args.example)
+                        .map(|v| v.get_name().to_string())
+                        .unwrap_or_default(),
+                    args.example.members().join(" and ")
+                ));
+            }
+        }
     }
     let mut all = vec![HOST.to_string()];
     all.extend(args.clusters.iter().cloned());
@@ -154,7 +221,7 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
         tls: false,
         kruise: args.kruise.clone(),
         mcs: args.mcs.clone(),
-        run_images: args.run_images.clone(),
+        run_images: run_images(args),
     })
 }
 
@@ -186,7 +253,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
             auth: args.auth,
             kruise: n != HOST && super::sim::named_in(&args.kruise, n),
             mcs: n != HOST && super::sim::named_in(&args.mcs, n),
-            run_images: args.run_images.clone(),
+            run_images: run_images(&args),
             ..ClusterConfig::named(n)
         })
         .collect();
@@ -208,7 +275,10 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     };
     if !args.no_example {
         let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), "default");
-        let mut fsts = example(&args.clusters);
+        let mut fsts = match args.example.manifest() {
+            Some(yaml) => serde_yaml::from_str(yaml)?,
+            None => example(&args.clusters),
+        };
         if args.kruise.is_some() {
             fsts.spec.backend = crate::api::Backend::AdvancedStatefulSet;
         }

@@ -102,11 +102,7 @@ async fn client(seeds: Arc<Mutex<Vec<String>>>, history: Arc<Mutex<History>>, st
     while !stop.load(Ordering::SeqCst) {
         let seed = {
             let seeds = seeds.lock();
-            if seeds.is_empty() {
-                None
-            } else {
-                Some(seeds[(i as usize) % seeds.len()].clone())
-            }
+            if seeds.is_empty() { None } else { Some(seeds[(i as usize) % seeds.len()].clone()) }
         };
         let Some(seed) = seed else {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -208,10 +204,8 @@ async fn the_blogs_redis_cluster_moves_node_by_node_to_west_keeping_ids_slots_an
         assert!(check.contains(&format!("{}:6379", ip)), "the others know its new address:\n{check}");
         assert_eq!(check.matches("M: ").count(), 3, "no failover during the move:\n{check}");
         let acked = history.lock().acked.len();
-        support::until("the client writes again", || async {
-            (history.lock().acked.len() > acked + 3).then_some(())
-        })
-        .await;
+        support::until("the client writes again", || async { (history.lock().acked.len() > acked + 3).then_some(()) })
+            .await;
     }
     stop.store(true, Ordering::SeqCst);
     writer.await.unwrap();
