@@ -1,0 +1,89 @@
+//! `kubectl exec` against the sandbox: the refusals reach the user in words that say what to
+//! do — a simulated container has no process to join, kubectl 1.29 and older (SPDY) are told
+//! that 1.30+ is needed, a missing pod or container is worded as the apiserver words it — and
+//! running a command needs `create` on `pods/exec`, over WebSocket too.
+
+use crate::support;
+
+use support::{DEADLINE, Kubectl, Sandbox, wait_until};
+
+const POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},
+  "spec":{"containers":[{"name":"c","image":"nginx:1.25"}]}}"#;
+
+const SIMULATED: &str = "container c runs the simulated image nginx:1.25; only images listed in --run-images run real processes that exec can join";
+
+/// A sandbox under `--auth` (so RBAC is enforced) with the pod `web` scheduled on a node.
+fn sandbox_with_pod(k: &Kubectl) {
+    k.ok_with_stdin(&["apply", "-f", "-"], POD);
+    wait_until("web is scheduled", DEADLINE, || {
+        !k.ok(&["get", "pod", "web", "-o", "jsonpath={.spec.nodeName}"]).trim().is_empty()
+    });
+}
+
+fn stderr_of(k: &Kubectl, args: &[&str]) -> String {
+    k.fails(args)
+}
+
+fn exec_refusals_reach_the_user(minor: u32) {
+    let sandbox = Sandbox::start_with("solo", &["--auth"]);
+    let Some(k) = Kubectl::new(minor, &sandbox) else {
+        return;
+    };
+    let v = format!("kubectl 1.{minor}");
+    sandbox_with_pod(&k);
+
+    let simulated = stderr_of(&k, &["exec", "web", "--", "echo", "hi"]);
+    assert!(simulated.contains(SIMULATED), "{v}: {simulated}");
+    let missing = stderr_of(&k, &["exec", "nope", "--", "true"]);
+    assert!(missing.contains(r#"pods "nope" not found"#), "{v}: {missing}");
+    let container = stderr_of(&k, &["exec", "web", "-c", "sidecar", "--", "true"]);
+    assert!(container.contains("container sidecar is not valid for pod web"), "{v}: {container}");
+
+    // A role that may read pods and `get` pods/exec, as the WebSocket GET asks, may not run
+    // commands: exec is `create` on pods/exec.
+    k.ok(&["create", "serviceaccount", "viewer"]);
+    let token = k.ok(&["create", "token", "viewer", "--duration", "10m"]);
+    let as_viewer = |args: &[&str]| {
+        let mut all = vec!["--token", token.trim()];
+        all.extend_from_slice(args);
+        stderr_of(&k, &all)
+    };
+    k.ok(&["create", "role", "pod-viewer", "--verb=get,list", "--resource=pods,pods/exec"]);
+    k.ok(&["create", "rolebinding", "viewer", "--role=pod-viewer", "--serviceaccount=default:viewer"]);
+    let forbidden = as_viewer(&["exec", "web", "--", "true"]);
+    assert!(
+        forbidden.contains(
+            r#"User "system:serviceaccount:default:viewer" cannot create resource "pods/exec" in API group "" in the namespace "default""#
+        ),
+        "{v}: {forbidden}"
+    );
+    k.ok(&["create", "role", "pod-exec", "--verb=create", "--resource=pods/exec"]);
+    k.ok(&["create", "rolebinding", "exec", "--role=pod-exec", "--serviceaccount=default:viewer"]);
+    let allowed = as_viewer(&["exec", "web", "--", "true"]);
+    assert!(allowed.contains(SIMULATED), "{v}: with create on pods/exec the request reaches the pod: {allowed}");
+}
+
+#[test]
+fn kubectl_exec_refusals_1_33() {
+    exec_refusals_reach_the_user(33);
+}
+
+#[test]
+fn kubectl_exec_refusals_1_30() {
+    exec_refusals_reach_the_user(30);
+}
+
+/// kubectl 1.29 speaks SPDY, which the sandbox does not serve: it says so, and what to use.
+#[test]
+fn kubectl_1_29_is_told_to_use_1_30_or_newer() {
+    let sandbox = Sandbox::start_with("solo", &["--auth"]);
+    let Some(k) = Kubectl::new(29, &sandbox) else {
+        return;
+    };
+    sandbox_with_pod(&k);
+    let refused = stderr_of(&k, &["exec", "web", "--", "true"]);
+    assert!(refused.contains("this sandbox serves exec over WebSocket only"), "{refused}");
+    assert!(refused.contains("use kubectl 1.30 or newer"), "{refused}");
+    let missing = stderr_of(&k, &["exec", "nope", "--", "true"]);
+    assert!(missing.contains(r#"pods "nope" not found"#), "{missing}");
+}
