@@ -27,7 +27,7 @@ use super::{
     response::{self, Body},
 };
 use crate::sim::{
-    cluster::Cluster,
+    cluster::{Cluster, faults::Partition},
     store::{
         error::{ApiError, ApiResult},
         object,
@@ -115,7 +115,12 @@ pub fn serve(cluster: &Arc<Cluster>, ns: &str, name: &str, parts: &Parts) -> Api
             prefix.extend(opts.command.iter().cloned());
             prefix
         });
-    accept(parts, argv.map_err(|refusal| ApiError::bad_request(refusal.to_string())), opts.streams)
+    // A refused partition cuts every connection of the cluster, this one too.
+    let mut partition = cluster.faults.subscribe();
+    let cut = async move {
+        let _ = partition.wait_for(|p| *p == Partition::Refuse).await;
+    };
+    accept(parts, argv.map_err(|refusal| ApiError::bad_request(refusal.to_string())), opts.streams, cut)
 }
 
 /// The image of a pod's container (or init container).
@@ -131,9 +136,15 @@ fn image_of<'a>(pod: &'a Value, container: &str) -> &'a str {
 
 /// Accepts a WebSocket upgrade request for the remotecommand protocol: answers `101` with the
 /// chosen subprotocol and, once hyper hands over the connection, runs a [`session`] of `argv`
-/// (or reports its refusal on the error stream). The pod checks are the caller's; tests call
-/// this directly to run ordinary programs.
-pub fn accept(parts: &Parts, argv: Result<Vec<String>, ApiError>, streams: Streams) -> ApiResult<Response<Body>> {
+/// (or reports its refusal on the error stream) until it ends or `cut` completes (the
+/// connection is then dropped and the command killed). The pod checks are the caller's; tests
+/// call this directly to run ordinary programs.
+pub fn accept(
+    parts: &Parts,
+    argv: Result<Vec<String>, ApiError>,
+    streams: Streams,
+    cut: impl Future<Output = ()> + Send + 'static,
+) -> ApiResult<Response<Body>> {
     let offers = parts.headers.get_all(header::SEC_WEBSOCKET_PROTOCOL).iter().filter_map(|v| v.to_str().ok());
     let protocol = Protocol::choose(offers).ok_or_else(|| {
         ApiError::bad_request(format!(
@@ -157,7 +168,10 @@ pub fn accept(parts: &Parts, argv: Result<Vec<String>, ApiError>, streams: Strea
         match on_upgrade.await {
             Ok(upgraded) => {
                 let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
-                session::run(ws, protocol, argv, streams).await;
+                tokio::select! {
+                    _ = session::run(ws, protocol, argv, streams) => {}
+                    _ = cut => tracing::debug!("exec session cut"),
+                }
             }
             Err(e) => tracing::debug!(error = %e, "exec upgrade failed"),
         }

@@ -33,7 +33,15 @@ async fn server() -> std::net::SocketAddr {
                     let refusal = url::form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
                         .find(|(k, _)| k == "refuse")
                         .map(|(_, v)| ApiError::bad_request(v.into_owned()));
-                    accept(&parts, refusal.map_or(Ok(o.command), Err), o.streams)
+                    // `cut=true`: the session is cut as soon as it starts, as a refused
+                    // partition cuts it.
+                    let cut = parts.uri.query().is_some_and(|q| q.contains("cut=true"));
+                    let until = async move {
+                        if !cut {
+                            std::future::pending::<()>().await
+                        }
+                    };
+                    accept(&parts, refusal.map_or(Ok(o.command), Err), o.streams, until)
                 });
                 Ok::<_, std::convert::Infallible>(answer.unwrap_or_else(|e| response::error(&e)))
             });
@@ -150,6 +158,14 @@ async fn a_client_that_goes_away_takes_its_command_with_it() {
     let addr = server().await;
     let q = query(&["sh", "-c", "echo $$; exec sleep 1000"], "stdout=true");
     let (mut ws, _) = open(addr, &q, "v5.channel.k8s.io").await;
+    let pid = first_line_pid(&mut ws).await;
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    drop(ws);
+    killed(&pid).await;
+}
+
+/// The pid a command prints first (`echo $$`) on stdout, reading until the line ends.
+async fn first_line_pid(ws: &mut WebSocketStream<TcpStream>) -> String {
     let mut pid = String::new();
     while !pid.ends_with('\n') {
         match tokio::time::timeout(DEADLINE, ws.next()).await.expect("output in time") {
@@ -160,16 +176,42 @@ async fn a_client_that_goes_away_takes_its_command_with_it() {
             other => panic!("the session ended early: {other:?}"),
         }
     }
-    let proc = format!("/proc/{}", pid.trim());
-    assert!(std::path::Path::new(&proc).exists());
-    drop(ws);
+    pid.trim().to_string()
+}
+
+/// Waits until a process is gone (or a zombie: killed, not yet reaped).
+async fn killed(pid: &str) {
+    let stat = format!("/proc/{pid}/stat");
     let gone = async {
-        // A killed child that is reaped leaves no /proc entry (tokio reaps orphaned children).
-        while std::fs::read_to_string(format!("{proc}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+        while std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z ")) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    tokio::time::timeout(DEADLINE, gone).await.expect("the command was killed when its client left");
+    tokio::time::timeout(DEADLINE, gone).await.expect("the command was killed");
+}
+
+#[tokio::test]
+async fn a_cut_session_takes_its_command_with_it() {
+    let addr = server().await;
+    let q = format!("{}&cut=true", query(&["sh", "-c", "echo $$; exec sleep 1000"], "stdout=true"));
+    let (mut ws, _) = open(addr, &q, "v5.channel.k8s.io").await;
+    // The cut may come before the command prints; then it never ran, which is as good.
+    let ended = tokio::time::timeout(DEADLINE, async {
+        let mut pid = String::new();
+        while let Some(Ok(m)) = ws.next().await {
+            if let Message::Binary(b) = m
+                && b.first() == Some(&channel::STDOUT)
+            {
+                pid.push_str(&String::from_utf8_lossy(&b[1..]));
+            }
+        }
+        pid
+    })
+    .await
+    .expect("the cut ended the connection");
+    if !ended.trim().is_empty() {
+        killed(ended.trim()).await;
+    }
 }
 
 #[tokio::test]
