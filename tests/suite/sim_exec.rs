@@ -13,16 +13,12 @@ const POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},
 
 const SIMULATED: &str = "container c runs the simulated image nginx:1.25; only images listed in --run-images run real processes that exec can join";
 
-/// A sandbox under `--auth` (so RBAC is enforced) with the pod `web` scheduled on a node.
+/// Creates the pod `web` (one simulated container `c`) and waits until it is on a node.
 fn sandbox_with_pod(k: &Kubectl) {
     k.ok_with_stdin(&["apply", "-f", "-"], POD);
     wait_until("web is scheduled", DEADLINE, || {
         !k.ok(&["get", "pod", "web", "-o", "jsonpath={.spec.nodeName}"]).trim().is_empty()
     });
-}
-
-fn stderr_of(k: &Kubectl, args: &[&str]) -> String {
-    k.fails(args)
 }
 
 fn exec_refusals_reach_the_user(minor: u32) {
@@ -33,11 +29,11 @@ fn exec_refusals_reach_the_user(minor: u32) {
     let v = format!("kubectl 1.{minor}");
     sandbox_with_pod(&k);
 
-    let simulated = stderr_of(&k, &["exec", "web", "--", "echo", "hi"]);
+    let simulated = k.fails(&["exec", "web", "--", "echo", "hi"]);
     assert!(simulated.contains(SIMULATED), "{v}: {simulated}");
-    let missing = stderr_of(&k, &["exec", "nope", "--", "true"]);
+    let missing = k.fails(&["exec", "nope", "--", "true"]);
     assert!(missing.contains(r#"pods "nope" not found"#), "{v}: {missing}");
-    let container = stderr_of(&k, &["exec", "web", "-c", "sidecar", "--", "true"]);
+    let container = k.fails(&["exec", "web", "-c", "sidecar", "--", "true"]);
     assert!(container.contains("container sidecar is not valid for pod web"), "{v}: {container}");
 
     // A role that may read pods and `get` pods/exec, as the WebSocket GET asks, may not run
@@ -47,7 +43,7 @@ fn exec_refusals_reach_the_user(minor: u32) {
     let as_viewer = |args: &[&str]| {
         let mut all = vec!["--token", token.trim()];
         all.extend_from_slice(args);
-        stderr_of(&k, &all)
+        k.fails(&all)
     };
     k.ok(&["create", "role", "pod-viewer", "--verb=get,list", "--resource=pods,pods/exec"]);
     k.ok(&["create", "rolebinding", "viewer", "--role=pod-viewer", "--serviceaccount=default:viewer"]);
@@ -82,10 +78,10 @@ fn kubectl_1_29_is_told_to_use_1_30_or_newer() {
         return;
     };
     sandbox_with_pod(&k);
-    let refused = stderr_of(&k, &["exec", "web", "--", "true"]);
+    let refused = k.fails(&["exec", "web", "--", "true"]);
     assert!(refused.contains("this sandbox serves exec over WebSocket only"), "{refused}");
     assert!(refused.contains("use kubectl 1.30 or newer"), "{refused}");
-    let missing = stderr_of(&k, &["exec", "nope", "--", "true"]);
+    let missing = k.fails(&["exec", "nope", "--", "true"]);
     assert!(missing.contains(r#"pods "nope" not found"#), "{missing}");
 }
 
