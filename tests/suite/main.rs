@@ -77,6 +77,7 @@ mod sim_cli;
 mod sim_discovery;
 mod sim_dns;
 mod sim_events_logs;
+mod sim_exec;
 mod sim_idle;
 mod sim_network;
 mod sim_tls;

@@ -82,6 +82,19 @@ pub fn attributes(method: &Method, path: &str, route: &Route, query: Option<&str
     }
 }
 
+/// The second check a WebSocket `GET` on `pods/exec`, `pods/attach` or `pods/portforward`
+/// needs: `create` on that subresource, as an SPDY `POST` needs (the apiserver's
+/// `AuthorizePodWebsocketUpgradeCreatePermission`), so that a read-only role (`get` on
+/// `pods/*`) cannot run commands in pods.
+pub fn connect_also_creates(a: &Attributes) -> Option<Attributes> {
+    let connect = a.resource_request
+        && a.verb == "get"
+        && a.group.is_empty()
+        && a.resource == "pods"
+        && matches!(a.subresource.as_str(), "exec" | "attach" | "portforward");
+    connect.then(|| Attributes { verb: "create".into(), ..a.clone() })
+}
+
 fn strings(v: &Value, key: &str) -> Vec<String> {
     v.get(key)
         .and_then(Value::as_array)
@@ -331,6 +344,21 @@ mod tests {
                 .message
                 .ends_with(r#"cannot create resource "pods/eviction" in API group "" in the namespace "x""#)
         );
+    }
+
+    #[test]
+    fn an_exec_needs_create_on_pods_exec_over_websocket_too() {
+        let ws = attrs(Method::GET, "/api/v1/namespaces/x/pods/web-0/exec?command=sh&stdout=true");
+        let create = connect_also_creates(&ws).expect("a WebSocket exec is checked as a create too");
+        assert_eq!((create.verb.as_str(), create.subresource.as_str()), ("create", "exec"));
+        let reader =
+            json!({"apiGroups": [""], "resources": ["pods", "pods/exec", "pods/log"], "verbs": ["get", "list"]});
+        assert!(rule_allows(&reader, &ws), "the GET itself is a get");
+        assert!(!rule_allows(&reader, &create), "but a read-only role may not run commands");
+        let spdy = attrs(Method::POST, "/api/v1/namespaces/x/pods/web-0/exec?command=sh");
+        assert_eq!(spdy.verb, "create");
+        assert!(connect_also_creates(&spdy).is_none(), "a POST is already a create");
+        assert!(connect_also_creates(&attrs(Method::GET, "/api/v1/namespaces/x/pods/web-0/log")).is_none());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::sim::{
     api::{
-        auth, discovery, eviction, impersonation, list, logs,
+        auth, discovery, eviction, exec, impersonation, list, logs,
         negotiate::{self, Output},
         openapi,
         patch::{self, PatchError},
@@ -72,7 +72,8 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
             Err(e) => return response::error(&e),
         };
         let attrs = auth::attributes(&parts.method, parts.uri.path(), &route, parts.uri.query());
-        if let Err(e) = auth::authorize(&cluster, &user, &attrs) {
+        let checks = [Some(attrs.clone()), auth::connect_also_creates(&attrs)];
+        if let Some(e) = checks.iter().flatten().find_map(|a| auth::authorize(&cluster, &user, a).err()) {
             return response::error(&e);
         }
         user
@@ -319,6 +320,9 @@ async fn resource(
         }
         (&Method::GET, Some(name), Some("log")) if rt.group.is_empty() && rt.plural == "pods" => {
             logs::serve(cluster, obj_ns, name, parts.uri.query())
+        }
+        (&Method::GET | &Method::POST, Some(name), Some("exec")) if rt.group.is_empty() && rt.plural == "pods" => {
+            exec::serve(cluster, obj_ns, name, parts)
         }
         (&Method::GET, Some(name), Some("scale")) if rt.scale.is_some() => {
             Ok(response::json(200, &scale::get(cluster, &rt, obj_ns, name)?))

@@ -104,8 +104,9 @@ fn container_names(pod: &Value, field: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The container a request names, checked as the apiserver's `LogLocation` checks it.
-fn container_of(pod: &Value, asked: Option<&str>) -> ApiResult<String> {
+/// The container a request names, checked as the apiserver's `LogLocation` (and, alike,
+/// `ExecLocation`) checks it.
+pub(super) fn container_of(pod: &Value, asked: Option<&str>) -> ApiResult<String> {
     let name = object::name(pod);
     let containers = container_names(pod, "containers");
     let init = container_names(pod, "initContainers");

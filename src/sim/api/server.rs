@@ -2,7 +2,8 @@
 //! chunked streaming, as kube-rs and kubectl need (k8s-api.md A.1); over TLS, HTTP/2 too when
 //! the client offers it by ALPN (`h2` before `http/1.1`, as kube-apiserver), so that many
 //! watches share one connection, as a controller of 100 members needs. Accepted connections are
-//! counted in [`crate::sim::cluster::Counters`].
+//! counted in [`crate::sim::cluster::Counters`]. HTTP/1.1 connections may be upgraded (the
+//! WebSocket of `kubectl exec`).
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -162,7 +163,7 @@ async fn serve_connection<IO>(
     let conn: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), hyper::Error>> + Send>> = if h2 {
         Box::pin(hyper::server::conn::http2::Builder::new(TokioExecutor::new()).serve_connection(io, svc))
     } else {
-        Box::pin(hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(io, svc))
+        Box::pin(hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(io, svc).with_upgrades())
     };
     // The connection ends with the server, or abruptly when a refused partition starts.
     tokio::select! {
