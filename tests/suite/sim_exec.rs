@@ -100,7 +100,12 @@ async fn a_runnable_container_not_running_is_refused_on_the_error_stream() {
     let url = fleet.servers[0].url();
     let client = Client::try_from(kube::Config::new(url.parse().unwrap())).expect("client");
     let pods: Api<Pod> = Api::default_namespaced(client);
-    let pod = serde_json::from_str(&POD.replace("nginx:1.25", "redis:7")).unwrap();
+    // Bound to a node whose kubelet is gone: on a node, never started.
+    fleet.servers[0].cluster.faults.node_out("node-1", spanset::sim::cluster::faults::NodeOutage::Unreachable);
+    let pod = serde_json::from_str(
+        &POD.replace("nginx:1.25", "redis:7").replace(r#""spec":{"#, r#""spec":{"nodeName":"node-1","#),
+    )
+    .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
     support::eventually("web is scheduled", || async {
         pods.get("web").await.is_ok_and(|p| p.spec.and_then(|s| s.node_name).is_some())
@@ -129,4 +134,44 @@ async fn a_runnable_container_not_running_is_refused_on_the_error_stream() {
     let status: serde_json::Value = serde_json::from_slice(&status).expect("a JSON Status on stream 3");
     assert_eq!(status["status"], "Failure");
     assert_eq!(status["message"], "container c is not running");
+}
+
+/// The success path with the real kubectl: commands run inside a container of a runnable image
+/// (its hostname, its first process), with stdin, stdout, stderr and the exit code.
+fn exec_runs_in_a_real_container(minor: u32) {
+    if support::program("sh", "dash").is_none() {
+        return;
+    }
+    let sandbox = Sandbox::start_with("solo", &["--run-images", "busybox"]);
+    let Some(k) = Kubectl::new(minor, &sandbox) else {
+        return;
+    };
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},
+      "spec":{"containers":[{"name":"c","image":"busybox",
+        "command":["sh","-c","trap 'exit 0' TERM; while :; do sleep 1; done"]}]}}"#;
+    k.ok_with_stdin(&["apply", "-f", "-"], pod);
+    wait_until("web is Ready", DEADLINE, || {
+        k.ok(&["get", "pod", "web", "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]).trim()
+            == "True"
+    });
+    let v = format!("kubectl 1.{minor}");
+    assert_eq!(k.ok(&["exec", "web", "--", "hostname"]).trim(), "web", "{v}");
+    let first = k.ok(&["exec", "web", "--", "sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline"]);
+    assert!(first.starts_with("sh -c trap"), "{v}: the container's own first process: {first}");
+    assert_eq!(k.ok_with_stdin(&["exec", "-i", "web", "--", "wc", "-l"], "a\nb\n").trim(), "2", "{v}");
+    let out = k.run(&["exec", "web", "--", "sh", "-c", "echo out; echo err >&2; exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{v}: the command's exit code");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "out", "{v}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("err") && err.contains("command terminated with exit code 3"), "{v}: {err}");
+}
+
+#[test]
+fn kubectl_exec_runs_in_a_real_container_1_33() {
+    exec_runs_in_a_real_container(33);
+}
+
+#[test]
+fn kubectl_exec_runs_in_a_real_container_1_30() {
+    exec_runs_in_a_real_container(30);
 }
