@@ -807,10 +807,10 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                     "[sim] not ready: failing readiness"
                 };
                 for (name, image) in containers(pod) {
-                    if !cluster.processes.runnable(&image) {
-                        if let Some(log) = cluster.logs.get(&uid, &name, false) {
-                            log.write(line);
-                        }
+                    if !cluster.processes.runnable(&image)
+                        && let Some(log) = cluster.logs.get(&uid, &name, false)
+                    {
+                        log.write(line);
                     }
                 }
             }

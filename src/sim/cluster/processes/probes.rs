@@ -182,11 +182,11 @@ impl Target {
 
 /// Runs the probes of one container until the task is aborted (the container stopped).
 pub async fn run(probes: Probes, target: Target, state: Arc<ProbeState>) {
-    if let Some(startup) = &probes.startup {
-        if !until_threshold(startup, &target, true).await {
-            state.unhealthy.store(true, Ordering::SeqCst);
-            return;
-        }
+    if let Some(startup) = &probes.startup
+        && !until_threshold(startup, &target, true).await
+    {
+        state.unhealthy.store(true, Ordering::SeqCst);
+        return;
     }
     state.started.store(true, Ordering::SeqCst);
     let readiness = async {
