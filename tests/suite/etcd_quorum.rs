@@ -346,7 +346,9 @@ async fn an_etcd_quorum_across_three_clusters_keeps_serving_through_a_rollout_an
         let cost = to.since(from);
         let members: u64 = MEMBERS.iter().map(|m| cost.cluster(m).by_actor("spanset").writes()).sum();
         let host = cost.cluster("host");
-        (members, host.by_actor("spanset").writes(), host.events.clone())
+        // Its leader Lease is renewed on a clock, whatever happens: not what the change cost.
+        let lease = host.of("spanset", "leases.coordination.k8s.io").writes();
+        (members, host.by_actor("spanset").writes() - lease, host.events.clone())
     };
     let (roll_members, roll_host, roll_events) = phase(&before, &mid);
     let (move_members, move_host, move_events) = phase(&mid, &end);
@@ -356,8 +358,9 @@ async fn an_etcd_quorum_across_three_clusters_keeps_serving_through_a_rollout_an
         test_start.elapsed()
     );
     // The budget: docs/failover.md's 16 writes per moved ordinal in the members and in the
-    // host, and the same per replaced pod of the rollout (measured: about 11 and 8 per
-    // replaced pod, 14 and 13 for the move); one `RollingUpdate` Event per replaced pod and a
+    // host, and the same per replaced pod of the rollout (measured: about 10 and 5 per
+    // replaced pod, 14 and 10 for the move, the same on a machine loaded by three runs at
+    // once); one `RollingUpdate` Event per replaced pod and a
     // `MoveStarted` and `MoveFinished` for the move (its claim handed over, none retired).
     assert!(roll_members <= 3 * 16 && roll_host <= 3 * 16, "the rollout cost {roll_members} / {roll_host} writes");
     assert!(move_members <= 16 && move_host <= 16, "the move cost {move_members} / {move_host} writes");
