@@ -630,7 +630,7 @@ async fn valid_objects_round_trip_with_their_defaults_and_bad_status_writes_are_
     let api = Which::Fss.api(&client);
     let (_, k) = kubectls.last().expect("kubectl");
     // The shipped examples pass kubectl's strict validation, and round-trip unchanged.
-    for file in ["federatedstatefulset.yaml", "advanced-statefulset.yaml"] {
+    for file in ["federatedstatefulset.yaml", "advanced-statefulset.yaml", "etcd.yaml"] {
         let path = format!("{}/examples/{file}", env!("CARGO_MANIFEST_DIR"));
         let example = std::fs::read_to_string(&path).expect("the example");
         let out = k.run_with_stdin(&["apply", "--validate=strict", "-f", "-"], &example);

@@ -33,6 +33,7 @@ mod disruption_budgets;
 mod doc_links;
 mod drill;
 mod drill_chaos;
+mod etcd_quorum;
 mod failover;
 mod faults;
 mod features;

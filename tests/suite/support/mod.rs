@@ -3,7 +3,9 @@
 
 pub mod account;
 pub mod dns;
+pub mod etcd;
 pub mod federation;
+pub mod linearizable;
 pub mod prometheus;
 pub mod tally;
 pub mod timeline;
