@@ -139,6 +139,22 @@ async fn client(seeds: Arc<Mutex<Vec<String>>>, history: Arc<Mutex<History>>, st
     }
 }
 
+/// Prints what each node says of the cluster and its last log lines: why a step is stuck.
+async fn diagnose(kubeconfig: &std::path::Path) {
+    for member in ["east", "west"] {
+        let client = support::federation::client_for(kubeconfig, member).await;
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        for p in pods.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default() {
+            let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
+            let (nodes, _) = redis_cli(&["-h", &ip, "cluster", "nodes"]).await;
+            let log = pods.logs(&p.name_any(), &Default::default()).await.unwrap_or_default();
+            let tail: Vec<&str> = log.lines().filter(|l| !l.contains("WARNING")).collect();
+            let tail = tail[tail.len().saturating_sub(25)..].join("\n");
+            eprintln!("==== {member}/{} {ip}\n{nodes}\n---- log\n{tail}", p.name_any());
+        }
+    }
+}
+
 async fn weights(f: &Federation, east: i32, west: i32) {
     let body = serde_json::json!({"spec": {"placement": {"clusters": [
         {"name": "east", "weight": east}, {"name": "west", "weight": west}]}}});
@@ -147,12 +163,26 @@ async fn weights(f: &Federation, east: i32, west: i32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_blogs_redis_cluster_moves_node_by_node_to_west_keeping_ids_slots_and_every_acknowledged_write() {
+    migrate_to_west("Move").await;
+}
+
+/// With `storage: Detached` a node arrives on a fresh volume: a primary hands its slots to its
+/// replica before it leaves, and the new node joins as a replica, resyncing from its primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_detached_storage_each_node_rejoins_as_a_fresh_replica_and_every_acknowledged_write_stays() {
+    migrate_to_west("Detached").await;
+}
+
+/// The blog's migration with `migration.storage` set to `storage`, judged as the module says.
+async fn migrate_to_west(storage: &str) {
     if program("redis-server", "redis-server").is_none() || program("redis-cli", "redis-tools").is_none() {
         return;
     }
+    let moves = storage == "Move";
     let f = Federation::start_flags(&["east", "west"], &["--run-images", "redis"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
-    let fsts: FederatedStatefulSet = serde_yaml::from_str(EXAMPLE).expect("the example parses");
+    let mut fsts: FederatedStatefulSet = serde_yaml::from_str(EXAMPLE).expect("the example parses");
+    fsts.spec.migration.storage = serde_json::from_value(serde_json::json!(storage)).unwrap();
     f.create(&fsts).await;
     f.wait_settled(NAME, &[("east", 0, 6)], "six nodes in east").await;
 
@@ -188,7 +218,15 @@ async fn the_blogs_redis_cluster_moves_node_by_node_to_west_keeping_ids_slots_an
         } else {
             vec![("west", 0, 6)]
         };
+        let watchdog = {
+            let kubeconfig = f.sandbox.kubeconfig.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                diagnose(&kubeconfig).await;
+            })
+        };
         f.wait_settled(NAME, &want, &format!("{in_west} in west")).await;
+        watchdog.abort();
         let west = support::until(&format!("node {moved} Ready in west"), || async {
             let west = ready_ips(&f, "west").await;
             west.contains_key(&moved).then_some(west)
@@ -197,12 +235,19 @@ async fn the_blogs_redis_cluster_moves_node_by_node_to_west_keeping_ids_slots_an
         let ip = &west[&moved];
         assert!(!ips.values().any(|old| old == ip), "node {moved} answers from a new address, {ip}");
         *seeds.lock() = all_ips(&f).await.into_values().collect();
-        // Redis's own view: every slot served, no node failing; the moved node is itself.
+        // Redis's own view: every slot served by three primaries with a replica each, no node
+        // failing; with Move the moved node is itself, with Detached a new node in its place
+        // and its former self forgotten.
         let check = cluster_check_passes(ip).await;
         let (id, _) = redis_cli(&["-h", ip, "cluster", "myid"]).await;
-        assert_eq!(id, ids[&moved], "node {moved} rejoined under its own node ID");
+        if moves {
+            assert_eq!(id, ids[&moved], "node {moved} rejoined under its own node ID");
+        } else {
+            assert_ne!(id, ids[&moved], "node {moved} arrived on a fresh volume: a new node");
+            assert!(!check.contains(&ids[&moved]), "its former node is forgotten:\n{check}");
+        }
         assert!(check.contains(&format!("{}:6379", ip)), "the others know its new address:\n{check}");
-        assert_eq!(check.matches("M: ").count(), 3, "no failover during the move:\n{check}");
+        assert_eq!(check.matches("M: ").count() + check.matches("S: ").count(), 6, "six nodes:\n{check}");
         let acked = history.lock().acked.len();
         support::until("the client writes again", || async { (history.lock().acked.len() > acked + 3).then_some(()) })
             .await;
@@ -219,7 +264,7 @@ async fn the_blogs_redis_cluster_moves_node_by_node_to_west_keeping_ids_slots_an
         assert_eq!(v, format!("value-{k}"), "acknowledged key:{k} reads back");
     }
     println!(
-        "client: {} writes acknowledged, {} refused (while a primary moved); {} reads checked, {} refused",
+        "{storage}: client: {} writes acknowledged, {} refused (while a primary moved); {} reads checked, {} refused",
         h.acked.len(),
         h.failed,
         h.reads,
@@ -229,7 +274,8 @@ async fn the_blogs_redis_cluster_moves_node_by_node_to_west_keeping_ids_slots_an
     // spanset's books: nothing ran twice; each node's volume was handed over, none made anew.
     let cost = f.sandbox.account().since(&before);
     let west = cost.cluster("west");
-    assert_eq!(west.provisioned(), 0, "Move hands the volumes over; nothing provisioned: {west:?}");
+    let arrivals = if moves { 0 } else { 6 };
+    assert_eq!(west.provisioned(), arrivals, "Move hands volumes over, Detached makes one per arrival: {west:?}");
     let spanset_writes = west.by_actor("spanset").writes() + cost.cluster("east").by_actor("spanset").writes();
     assert!(spanset_writes <= 16 * 6, "spanset wrote {spanset_writes} times in the members for six moves");
     f.assert_ledger_clean();

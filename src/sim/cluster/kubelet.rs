@@ -622,8 +622,10 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                         }
                     }
                 }
-                // Real processes get SIGTERM now and SIGKILL at the end of the grace period.
-                cluster.processes.terminate_pod(&uid, cfg.real(Duration::from_secs(grace)));
+                // Real processes get SIGTERM now and SIGKILL at the end of the grace period, in
+                // real time: a real program needs real time to shut down (hand its role over,
+                // flush its files), whatever the cluster's time factor.
+                cluster.processes.terminate_pod(&uid, Duration::from_secs(grace));
                 now
             }
         };
