@@ -39,9 +39,11 @@ pub struct SandboxArgs {
     #[arg(long)]
     pub no_example: bool,
     /// Which example federation to create: `redis` (six simulated pods over the members,
-    /// weights 1:1:1), or `redis-cluster`, the start-ordinal blog's Redis Cluster of six real
+    /// weights 1:1:1); `redis-cluster`, the start-ordinal blog's Redis Cluster of six real
     /// `redis-server` processes in `east` (`examples/redis-cluster.yaml`; implies
-    /// `--run-images redis` and needs Debian's redis-server and redis-tools).
+    /// `--run-images redis`, needs Debian's redis-server and redis-tools); or `etcd`, three real
+    /// etcd members, one per cluster (`examples/etcd.yaml`; implies `--run-images etcd`, needs
+    /// etcd-server and etcd-client).
     #[arg(long, value_enum, default_value_t = Example::Redis)]
     pub example: Example,
     /// Run no controller in the sandbox: for `spanset drill chaos --controllers N`, which starts
@@ -76,6 +78,8 @@ pub enum Example {
     Redis,
     /// The blog's Redis Cluster: six real Redis nodes in `east`.
     RedisCluster,
+    /// An etcd quorum: three real etcd members, one in each of `east`, `west`, `central`.
+    Etcd,
 }
 
 impl Example {
@@ -84,6 +88,7 @@ impl Example {
         match self {
             Example::Redis => &[],
             Example::RedisCluster => &["redis"],
+            Example::Etcd => &["etcd"],
         }
     }
 
@@ -92,6 +97,7 @@ impl Example {
         match self {
             Example::Redis => &[],
             Example::RedisCluster => &["east", "west"],
+            Example::Etcd => &["east", "west", "central"],
         }
     }
 
@@ -100,6 +106,7 @@ impl Example {
         match self {
             Example::Redis => None,
             Example::RedisCluster => Some(include_str!("../../examples/redis-cluster.yaml")),
+            Example::Etcd => Some(include_str!("../../examples/etcd.yaml")),
         }
     }
 }
