@@ -161,6 +161,9 @@ struct Load {
     acked: Vec<u64>,
     /// Reads that answered another value, or nil, for an acknowledged key.
     wrong: Vec<String>,
+    /// The longest time between two successful answers: how long the data was out of reach.
+    longest_gap: Duration,
+    last_success: Option<Instant>,
 }
 
 impl Load {
@@ -170,9 +173,17 @@ impl Load {
 
     fn record(&mut self, took: Duration, failure: Option<Failure>) {
         self.latencies.push(took);
+        if failure.is_none() {
+            let now = Instant::now();
+            if let Some(last) = self.last_success {
+                self.longest_gap = self.longest_gap.max(now - last);
+            }
+            self.last_success = Some(now);
+        }
         if let Some(f) = failure {
             let kind = match f {
-                Failure::Connection(_) => "connection refused or broken".to_string(),
+                Failure::Connection(_) => "connection lost mid-request".to_string(),
+                Failure::Unreachable(_) => "no node reachable".to_string(),
                 Failure::Timeout => "no answer in 2 s".to_string(),
                 Failure::Refused(e) => e.split_whitespace().next().unwrap_or("error").to_string(),
                 Failure::Redirects => "redirect loop".to_string(),
@@ -430,13 +441,14 @@ fn print(label: &str, side: &Side) {
     let l = &side.load;
     let slow = l.latencies.iter().filter(|d| **d > SLOW).count();
     println!(
-        "{label}: six nodes moved in {:.1} s{}; client: {} requests, {} failed {:?}, {slow} slower than {}; {} writes acknowledged, all read back",
+        "{label}: six nodes moved in {:.1} s{}; client: {} requests, {} failed {:?}, {slow} slower than {}, longest without a success {}; {} writes acknowledged, all read back",
         side.took.as_secs_f64(),
         side.kubectl_calls.map(|c| format!(" ({c} kubectl calls)")).unwrap_or_default(),
         l.latencies.len(),
         l.failed_total(),
         l.failed,
         ms(SLOW),
+        ms(l.longest_gap),
         l.acked.len(),
     );
 }
@@ -494,6 +506,7 @@ fn main() {
                 format!("{} / {} / {}", ms(percentile(&h, 0.5)), ms(percentile(&h, 0.99)), ms(h[h.len() - 1])),
                 format!("{} / {} / {}", ms(percentile(&s, 0.5)), ms(percentile(&s, 0.99)), ms(s[s.len() - 1])),
             );
+            row("longest time without a successful request", ms(hand.load.longest_gap), ms(spanset.load.longest_gap));
             row(
                 "acknowledged writes, all read back",
                 hand.load.acked.len().to_string(),

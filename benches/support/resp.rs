@@ -2,11 +2,18 @@
 //! Spawning `redis-cli -c` per request costs about 5 ms of its own, which would drown the
 //! latencies being measured; this client speaks RESP on kept connections, knows which node
 //! serves each slot from the `MOVED` redirects it was given, and follows `MOVED` and `ASK` as a
-//! cluster client does. It does not retry: a request refused (a connection refused, an error
-//! such as `CLUSTERDOWN`, no answer in time) is reported as failed, so that the figures count
-//! what a client saw while the cluster moved.
+//! cluster client does. A node that refuses the connection (gone: it moved) is skipped for the
+//! next seed, as a cluster client refreshes its view of the nodes; nothing else is retried: a
+//! request that reached a node and was refused (`CLUSTERDOWN`, `TRYAGAIN`), lost its
+//! connection before the answer (its outcome unknown), or had no answer in time is reported
+//! as failed, so that the figures count what a client saw while the cluster moved.
 
-use std::{collections::HashMap, net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, hash_map::Entry},
+    net::SocketAddr,
+    sync::Arc,
+    time::Duration,
+};
 
 use parking_lot::Mutex;
 use tokio::{
@@ -30,8 +37,10 @@ pub enum Reply {
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
-    /// No connection, or it broke (the node is away).
+    /// The connection broke after the request left: its outcome is unknown.
     Connection(String),
+    /// No node known accepted a connection.
+    Unreachable(String),
     /// No answer within the client's timeout.
     Timeout,
     /// Redis answered with an error.
@@ -40,6 +49,12 @@ pub enum Failure {
     Redirects,
     /// No node known to ask.
     NoNode,
+}
+
+/// How an exchange with a node failed: before the request left (no connection), or after.
+enum Exchange {
+    Connect(std::io::Error),
+    Broken(std::io::Error),
 }
 
 /// The hash slot of a key (CRC16-XMODEM modulo 16384; the benchmark's keys have no hash tags).
@@ -99,10 +114,21 @@ impl ClusterClient {
             None => self.seed().ok_or(Failure::NoNode)?,
         };
         let mut asking = false;
-        for _ in 0..5 {
+        let (mut redirects, mut skipped) = (0, 0);
+        loop {
             let reply = match self.exchange(addr, asking, args).await {
                 Ok(r) => r,
-                Err(e) => {
+                Err(Exchange::Connect(e)) => {
+                    // Never reached: ask another node, as long as there are untried seeds.
+                    self.slots.remove(&slot);
+                    skipped += 1;
+                    if skipped > self.seeds.lock().len() {
+                        return Err(Failure::Unreachable(e.to_string()));
+                    }
+                    addr = self.seed().ok_or(Failure::NoNode)?;
+                    continue;
+                }
+                Err(Exchange::Broken(e)) => {
                     self.conns.remove(&addr);
                     self.slots.remove(&slot);
                     return Err(Failure::Connection(e.to_string()));
@@ -119,22 +145,31 @@ impl ClusterClient {
                         asking = true;
                     }
                     addr = target;
+                    redirects += 1;
+                    if redirects > 5 {
+                        return Err(Failure::Redirects);
+                    }
                 }
                 Reply::Error(e) => return Err(Failure::Refused(e)),
                 ok => return Ok(ok),
             }
         }
-        Err(Failure::Redirects)
     }
 
     /// One command on the kept connection to `addr` (made if need be), `ASKING` first if asked.
-    async fn exchange(&mut self, addr: SocketAddr, asking: bool, args: &[&[u8]]) -> std::io::Result<Reply> {
-        if !self.conns.contains_key(&addr) {
-            let stream = TcpStream::connect(addr).await?;
-            stream.set_nodelay(true)?;
-            self.conns.insert(addr, BufStream::new(stream));
-        }
-        let conn = self.conns.get_mut(&addr).expect("connection just made");
+    async fn exchange(&mut self, addr: SocketAddr, asking: bool, args: &[&[u8]]) -> Result<Reply, Exchange> {
+        let conn = match self.conns.entry(addr) {
+            Entry::Occupied(kept) => kept.into_mut(),
+            Entry::Vacant(slot) => {
+                let stream = TcpStream::connect(addr).await.map_err(Exchange::Connect)?;
+                stream.set_nodelay(true).map_err(Exchange::Connect)?;
+                slot.insert(BufStream::new(stream))
+            }
+        };
+        Self::send(conn, asking, args).await.map_err(Exchange::Broken)
+    }
+
+    async fn send(conn: &mut BufStream<TcpStream>, asking: bool, args: &[&[u8]]) -> std::io::Result<Reply> {
         if asking {
             write_command(conn, &[b"ASKING"]).await?;
         }
