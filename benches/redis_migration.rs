@@ -1,5 +1,5 @@
 //! The start-ordinal blog's migration on real Redis, by hand against spanset
-//! (`cargo bench --bench redis_migration`, about three minutes): the six-node Redis Cluster of
+//! (`cargo bench --bench redis_migration`, about 70 s): the six-node Redis Cluster of
 //! `examples/redis-cluster.yaml` (`redis-server` running for real in the sandbox, each node on
 //! its own loopback pod IP, its volume a directory) moves from one cluster to another, once by
 //! the blog's kubectl steps, scripted, once by spanset, each in a fresh in-process sandbox,
@@ -20,7 +20,8 @@
 //!   and the example's script resolves `redis-cluster-N.redis-cluster` only to form the cluster
 //!   (all six in `source`) and to join a node arriving on a fresh volume (never here: each
 //!   node's volume goes with it); ordinal 0, which polls its peers' names after it starts,
-//!   moves last, when all its peers are in `destination` with it.
+//!   moves last, when all its peers are in `destination` with it. The headless Service
+//!   publishes not-Ready addresses, since the nodes resolve each other before any is Ready.
 //! - **spanset** (`east` → `west`): the example's FederatedStatefulSet (east 1, west 0), then one
 //!   patch to east 0, west 1; spanset sequences the six moves (`maxConcurrentMoves: 1`,
 //!   `storage: Move`) and creates the Service itself.
