@@ -111,6 +111,14 @@ impl Instance {
         children.split_whitespace().next()?.parse().ok()
     }
 
+    /// The container's first process, once it runs the container's command: its root is the
+    /// container's (the setup script has `chroot`ed), so its hostname and mounts are in place.
+    fn entered(&self) -> Option<u32> {
+        let pid = self.inner_pid()?;
+        let root = std::fs::read_link(format!("/proc/{pid}/root")).ok()?;
+        (root != std::path::Path::new("/")).then_some(pid)
+    }
+
     fn signal(&self, signal: Signal) {
         if self.exited() {
             return;
@@ -203,7 +211,7 @@ impl Processes {
         let instances = self.instances.lock();
         let not_running = || ExecRefusal::NotRunning(container.to_string());
         let i = instances.get(&(pod_uid.to_string(), container.to_string())).ok_or_else(not_running)?;
-        let pid = i.inner_pid().filter(|_| !i.exited()).ok_or_else(not_running)?;
+        let pid = i.entered().filter(|_| !i.exited()).ok_or_else(not_running)?;
         Ok(prefix(pid, &i.env))
     }
 
@@ -283,12 +291,17 @@ impl Processes {
                 Target { ip: ip.parse().ok()?, exec_prefix: Vec::new(), time_factor: cluster.config.time_factor };
             let (state, env, pid_of) = (state.clone(), launch::environment(&launch), pid);
             Some(handle.spawn(async move {
-                // An exec probe joins the container's first process, known once it runs.
+                // An exec probe joins the container's first process, once it runs the
+                // container's command (its root changed).
                 let mut target = target;
-                for _ in 0..200 {
+                for _ in 0..500 {
                     let inner = std::fs::read_to_string(format!("/proc/{pid_of}/task/{pid_of}/children"))
                         .ok()
-                        .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse::<u32>().ok()));
+                        .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse::<u32>().ok()))
+                        .filter(|p| {
+                            std::fs::read_link(format!("/proc/{p}/root"))
+                                .is_ok_and(|root| root != std::path::Path::new("/"))
+                        });
                     if let Some(inner) = inner {
                         target.exec_prefix = prefix(inner, &env);
                         break;
@@ -335,7 +348,7 @@ impl Processes {
         use std::sync::atomic::Ordering::SeqCst;
         Some(State::Running {
             started: i.started,
-            ready: i.probes.started.load(SeqCst) && i.probes.ready.load(SeqCst),
+            ready: i.probes.started.load(SeqCst) && i.probes.ready.load(SeqCst) && i.entered().is_some(),
             unhealthy: i.probes.unhealthy.load(SeqCst),
         })
     }
