@@ -1,5 +1,5 @@
 //! The start-ordinal blog's migration on real Redis, by hand against spanset
-//! (`cargo bench --bench redis_migration`, about 70 s): the six-node Redis Cluster of
+//! (`cargo bench --bench redis_migration`, under a minute): the six-node Redis Cluster of
 //! `examples/redis-cluster.yaml` (`redis-server` running for real in the sandbox, each node on
 //! its own loopback pod IP, its volume a directory) moves from one cluster to another, once by
 //! the blog's kubectl steps, scripted, once by spanset, each in a fresh in-process sandbox,
