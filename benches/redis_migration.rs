@@ -276,6 +276,8 @@ struct Side {
     took: Duration,
     load: Load,
     kubectl_calls: Option<u64>,
+    /// By hand: where the time went, summed over the six steps.
+    phases: Vec<(&'static str, Duration)>,
 }
 
 /// Runs `migration` with the client writing and reading throughout; answers its time and what
@@ -360,28 +362,43 @@ async fn by_hand(bin: &Path) -> Side {
     }
 
     let calls_before = src.count() + dst.count();
+    let phases = Mutex::new(vec![
+        ("scale-down until the pod is gone", Duration::ZERO),
+        ("PV and claim handed over", Duration::ZERO),
+        ("grow until the pod is Ready", Duration::ZERO),
+        ("until the cluster check passes", Duration::ZERO),
+    ]);
     let steps = async {
         for k in (0..6u32).rev() {
             let pod = pod(k);
+            let mut t = Instant::now();
+            let mut lap = |phase: usize| {
+                phases.lock()[phase].1 += t.elapsed();
+                t = Instant::now();
+            };
             src.ok(&["patch", "sts", NAME, "-p", &format!(r#"{{"spec": {{"replicas": {k}}}}}"#)]).await;
             src.until("the source pod to terminate", &pod, false).await;
+            lap(0);
             let pv_name = &pv_of[k as usize];
             src.ok(&["patch", "pv", pv_name, "-p", r#"{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}"#]).await;
             let pv = strip(src.json(&["get", "pv", pv_name]).await);
             dst.ok_with(&["create", "-f", "-"], Some(&pv.to_string())).await;
             let pvc = strip(src.json(&["get", "pvc", &format!("data-{pod}")]).await);
             dst.ok_with(&["create", "-f", "-"], Some(&pvc.to_string())).await;
+            lap(1);
             let grow = format!(r#"{{"spec": {{"ordinals": {{"start": {k}}}, "replicas": {}}}}}"#, 6 - k);
             dst.ok(&["patch", "sts", NAME, "-p", &grow]).await;
             dst.until("the destination pod to be ready", &pod, true).await;
+            lap(2);
             let ip = dst.ok(&["get", "pod", &pod, "-o", "jsonpath={.status.podIP}"]).await;
             cluster_check_passes(ip.trim()).await;
+            lap(3);
         }
     };
     let (took, load) = measured([source, destination], ["source", "destination"], steps).await;
     let calls = src.count() + dst.count() - calls_before;
     assert!(sb.fleet.ledger.overlaps().is_empty(), "by hand: no ordinal ran twice at once");
-    Side { took, load, kubectl_calls: Some(calls) }
+    Side { took, load, kubectl_calls: Some(calls), phases: phases.into_inner() }
 }
 
 /// The example's FederatedStatefulSet in `east`, then one patch moving it to `west`.
@@ -422,7 +439,7 @@ async fn by_spanset() -> Side {
     let (took, load) = measured([east, west.clone()], ["east", "west"], migration).await;
     assert!(sb.fleet.ledger.overlaps().is_empty(), "spanset: no ordinal ran twice at once");
     running.stop().await;
-    Side { took, load, kubectl_calls: None }
+    Side { took, load, kubectl_calls: None, phases: Vec::new() }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -452,6 +469,10 @@ fn print(label: &str, side: &Side) {
         ms(l.longest_gap),
         l.acked.len(),
     );
+    if !side.phases.is_empty() {
+        let phases: Vec<String> = side.phases.iter().map(|(p, d)| format!("{p} {:.1} s", d.as_secs_f64())).collect();
+        println!("    (the six steps' time by phase: {})", phases.join("; "));
+    }
 }
 
 fn row(figure: &str, by_hand: String, spanset: String) {
