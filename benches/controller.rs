@@ -46,7 +46,7 @@ use spanset::{
 };
 use support::{
     DEADLINE, Sandbox, client,
-    kubectl::{Kubectl, kubectl_binary, strip},
+    kubectl::{BlogSteps, Kubectl, kubectl_binary, strip},
     light_template, settled, wait_settled,
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
@@ -465,21 +465,13 @@ async fn blog_by_kubectl(bin: &Path, move_storage: bool) -> (Duration, u64, bool
 
     let calls_before = src.count() + dst.count();
     let t0 = Instant::now();
+    let blog = BlogSteps { src: &src, dst: &dst, sts: "redis-redis-cluster", claim_template: "redis-data", total: 6 };
     for k in (0..6u32).rev() {
-        let pod = format!("redis-redis-cluster-{k}");
-        src.ok(&["patch", "sts", "redis-redis-cluster", "-p", &format!(r#"{{"spec": {{"replicas": {k}}}}}"#)]).await;
-        src.until("the source pod to terminate", &pod, false).await;
+        blog.scale_down(k).await;
         if move_storage {
-            let pv_name = &pv_of[k as usize];
-            src.ok(&["patch", "pv", pv_name, "-p", r#"{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}"#]).await;
-            let pv = strip(src.json(&["get", "pv", pv_name]).await);
-            dst.ok_with(&["create", "-f", "-"], Some(&pv.to_string())).await;
-            let pvc = strip(src.json(&["get", "pvc", &format!("redis-data-redis-redis-cluster-{k}")]).await);
-            dst.ok_with(&["create", "-f", "-"], Some(&pvc.to_string())).await;
+            blog.hand_over(k, &pv_of[k as usize]).await;
         }
-        let grow = format!(r#"{{"spec": {{"ordinals": {{"start": {k}}}, "replicas": {}}}}}"#, 6 - k);
-        dst.ok(&["patch", "sts", "redis-redis-cluster", "-p", &grow]).await;
-        dst.until("the destination pod to be ready", &pod, true).await;
+        blog.grow(k).await;
     }
     let took = t0.elapsed();
     let calls = src.count() + dst.count() - calls_before;

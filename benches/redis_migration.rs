@@ -66,7 +66,7 @@ use serde_json::{Value, json};
 use spanset::api::FederatedStatefulSet;
 use support::{
     DEADLINE, Sandbox,
-    kubectl::{Kubectl, kubectl_binary, strip},
+    kubectl::{BlogSteps, Kubectl, kubectl_binary},
     resp::{ClusterClient, Failure, Reply},
     settled, wait_settled,
 };
@@ -368,6 +368,7 @@ async fn by_hand(bin: &Path) -> Side {
         ("grow until the pod is Ready", Duration::ZERO),
         ("until the cluster check passes", Duration::ZERO),
     ]);
+    let blog = BlogSteps { src: &src, dst: &dst, sts: NAME, claim_template: "data", total: 6 };
     let steps = async {
         for k in (0..6u32).rev() {
             let pod = pod(k);
@@ -376,19 +377,11 @@ async fn by_hand(bin: &Path) -> Side {
                 phases.lock()[phase].1 += t.elapsed();
                 t = Instant::now();
             };
-            src.ok(&["patch", "sts", NAME, "-p", &format!(r#"{{"spec": {{"replicas": {k}}}}}"#)]).await;
-            src.until("the source pod to terminate", &pod, false).await;
+            blog.scale_down(k).await;
             lap(0);
-            let pv_name = &pv_of[k as usize];
-            src.ok(&["patch", "pv", pv_name, "-p", r#"{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}"#]).await;
-            let pv = strip(src.json(&["get", "pv", pv_name]).await);
-            dst.ok_with(&["create", "-f", "-"], Some(&pv.to_string())).await;
-            let pvc = strip(src.json(&["get", "pvc", &format!("data-{pod}")]).await);
-            dst.ok_with(&["create", "-f", "-"], Some(&pvc.to_string())).await;
+            blog.hand_over(k, &pv_of[k as usize]).await;
             lap(1);
-            let grow = format!(r#"{{"spec": {{"ordinals": {{"start": {k}}}, "replicas": {}}}}}"#, 6 - k);
-            dst.ok(&["patch", "sts", NAME, "-p", &grow]).await;
-            dst.until("the destination pod to be ready", &pod, true).await;
+            blog.grow(k).await;
             lap(2);
             let ip = dst.ok(&["get", "pod", &pod, "-o", "jsonpath={.status.podIP}"]).await;
             cluster_check_passes(ip.trim()).await;

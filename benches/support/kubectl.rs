@@ -135,3 +135,51 @@ pub fn strip(mut obj: Value) -> Value {
     obj.as_object_mut().expect("object").remove("status");
     obj
 }
+
+/// The start-ordinal blog's steps for one ordinal, highest first, between a StatefulSet
+/// `sts` of `total` replicas in the source and its namesake in the destination (the blog's
+/// procedure, shared by the benchmarks that replay it).
+pub struct BlogSteps<'a> {
+    /// kubectl for the source cluster.
+    pub src: &'a Kubectl,
+    /// kubectl for the destination cluster.
+    pub dst: &'a Kubectl,
+    /// The StatefulSet's name in both.
+    pub sts: &'a str,
+    /// Its claim template's name (the claims are `<template>-<sts>-<ordinal>`).
+    pub claim_template: &'a str,
+    /// Its replicas, all told.
+    pub total: u32,
+}
+
+impl BlogSteps<'_> {
+    fn pod(&self, k: u32) -> String {
+        format!("{}-{k}", self.sts)
+    }
+
+    /// Scales the source down to `k` replicas and waits for ordinal `k`'s pod to go.
+    pub async fn scale_down(&self, k: u32) {
+        let down = format!(r#"{{"spec": {{"replicas": {k}}}}}"#);
+        self.src.ok(&["patch", "sts", self.sts, "-p", &down]).await;
+        self.src.until("the source pod to terminate", &self.pod(k), false).await;
+    }
+
+    /// Ordinal `k`'s volume `pv` set to `Retain`, then it and its claim re-created in the
+    /// destination (the PV's `claimRef` naming the claim).
+    pub async fn hand_over(&self, k: u32, pv: &str) {
+        let retain = r#"{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}"#;
+        self.src.ok(&["patch", "pv", pv, "-p", retain]).await;
+        let pv = strip(self.src.json(&["get", "pv", pv]).await);
+        self.dst.ok_with(&["create", "-f", "-"], Some(&pv.to_string())).await;
+        let claim = format!("{}-{}", self.claim_template, self.pod(k));
+        let pvc = strip(self.src.json(&["get", "pvc", &claim]).await);
+        self.dst.ok_with(&["create", "-f", "-"], Some(&pvc.to_string())).await;
+    }
+
+    /// Grows the destination down to ordinal `k` (`ordinals.start`) and waits for its pod Ready.
+    pub async fn grow(&self, k: u32) {
+        let grow = format!(r#"{{"spec": {{"ordinals": {{"start": {k}}}, "replicas": {}}}}}"#, self.total - k);
+        self.dst.ok(&["patch", "sts", self.sts, "-p", &grow]).await;
+        self.dst.until("the destination pod to be ready", &self.pod(k), true).await;
+    }
+}
