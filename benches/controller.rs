@@ -44,7 +44,11 @@ use spanset::{
     },
     plan::Backend,
 };
-use support::{DEADLINE, Sandbox, client, light_template, settled, wait_settled};
+use support::{
+    DEADLINE, Sandbox, client,
+    kubectl::{BlogSteps, Kubectl, kubectl_binary, strip},
+    light_template, settled, wait_settled,
+};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tracing_subscriber::{Layer, layer::SubscriberExt, util::SubscriberInitExt};
 
@@ -429,113 +433,12 @@ fn blog_sts(start: u32, replicas: u32) -> String {
     BLOG_STS.replace("REPLICAS", &replicas.to_string()).replace("START", &start.to_string())
 }
 
-/// `kubectl.1.33` beside the `kubectl` on PATH (what the tests use), else that `kubectl`.
-fn kubectl_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    let on_path = std::env::split_paths(&path).map(|d| d.join("kubectl")).find(|p| p.is_file())?;
-    let pinned = std::fs::canonicalize(&on_path).ok().and_then(|p| p.parent().map(|d| d.join("kubectl.1.33")));
-    Some(pinned.filter(|p| p.is_file()).unwrap_or(on_path))
-}
-
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    cache: PathBuf,
-    context: String,
-    calls: std::sync::atomic::AtomicU64,
-}
-
-impl Kubectl {
-    async fn run(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut cmd = tokio::process::Command::new(&self.bin);
-        cmd.arg("--kubeconfig").arg(&self.kubeconfig).arg("--cache-dir").arg(&self.cache);
-        cmd.args(["--request-timeout=30s", "--context", &self.context]).args(args);
-        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-        let mut child = cmd.spawn().expect("kubectl runs");
-        if let Some(input) = stdin {
-            let mut pipe = child.stdin.take().expect("piped stdin");
-            pipe.write_all(input.as_bytes()).await.expect("stdin written");
-        }
-        child.wait_with_output().await.expect("kubectl finishes")
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        self.ok_with(args, None).await
-    }
-
-    async fn ok_with(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let out = self.run(args, stdin).await;
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    async fn json(&self, args: &[&str]) -> Value {
-        let mut a = args.to_vec();
-        a.extend_from_slice(&["-o", "json"]);
-        serde_json::from_str(&self.ok(&a).await).expect("kubectl -o json")
-    }
-
-    async fn pod_ready(&self, pod: &str) -> bool {
-        let jp = "jsonpath={.status.phase} {.status.conditions[?(@.type==\"Ready\")].status}";
-        let out = self.run(&["get", "pod", pod, "-o", jp], None).await;
-        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "Running True"
-    }
-
-    async fn pod_gone(&self, pod: &str) -> bool {
-        let out = self.run(&["get", "pod", pod, "-o", "name", "--ignore-not-found"], None).await;
-        out.status.success() && out.stdout.is_empty()
-    }
-
-    /// Polls `what` with kubectl until it holds (a script's loop: no pause beyond kubectl's own
-    /// time, which is tens of milliseconds).
-    async fn until(&self, what: &str, pod: &str, ready: bool) {
-        let start = Instant::now();
-        loop {
-            let ok = if ready { self.pod_ready(pod).await } else { self.pod_gone(pod).await };
-            if ok {
-                return;
-            }
-            assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-/// Removes what the blog removes before re-creating an object in another cluster.
-fn strip(mut obj: Value) -> Value {
-    let meta = obj["metadata"].as_object_mut().expect("metadata");
-    for k in ["uid", "resourceVersion", "creationTimestamp", "managedFields", "annotations"] {
-        meta.remove(k);
-    }
-    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
-        && let Some(claim) = spec.get_mut("claimRef").and_then(Value::as_object_mut)
-    {
-        claim.remove("uid");
-        claim.remove("resourceVersion");
-    }
-    obj.as_object_mut().expect("object").remove("status");
-    obj
-}
-
 /// The blog's procedure with kubectl in a fresh sandbox; answers (time, kubectl calls) of the
 /// per-ordinal loop (the source's 6 Ready pods and the destination's empty StatefulSet and
 /// Secret are set up before the clock starts). `move_storage`: the blog's PV/PVC hand-over.
 async fn blog_by_kubectl(bin: &Path, move_storage: bool) -> (Duration, u64, bool) {
     let sb = Sandbox::start(&["source".to_string(), "destination".to_string()], TIME_FACTOR, false).await;
-    let k = |ctx: &str| Kubectl {
-        bin: bin.to_path_buf(),
-        kubeconfig: sb.kubeconfig.clone(),
-        cache: sb.dir().join("kubectl-cache"),
-        context: ctx.into(),
-        calls: Default::default(),
-    };
+    let k = |ctx: &str| Kubectl::new(bin, &sb.kubeconfig, sb.dir().join("kubectl-cache"), ctx);
     let (src, dst) = (k("source"), k("destination"));
     src.ok_with(&["apply", "-f", "-"], Some(&blog_sts(0, 6))).await;
     src.ok(&["create", "secret", "generic", "redis-redis-cluster", "--from-literal=password=s3cret"]).await;
@@ -560,29 +463,18 @@ async fn blog_by_kubectl(bin: &Path, move_storage: bool) -> (Duration, u64, bool
     let secret = strip(src.json(&["get", "secret", "redis-redis-cluster"]).await);
     dst.ok_with(&["create", "-f", "-"], Some(&secret.to_string())).await;
 
-    let calls_before =
-        src.calls.load(std::sync::atomic::Ordering::Relaxed) + dst.calls.load(std::sync::atomic::Ordering::Relaxed);
+    let calls_before = src.count() + dst.count();
     let t0 = Instant::now();
+    let blog = BlogSteps { src: &src, dst: &dst, sts: "redis-redis-cluster", claim_template: "redis-data", total: 6 };
     for k in (0..6u32).rev() {
-        let pod = format!("redis-redis-cluster-{k}");
-        src.ok(&["patch", "sts", "redis-redis-cluster", "-p", &format!(r#"{{"spec": {{"replicas": {k}}}}}"#)]).await;
-        src.until("the source pod to terminate", &pod, false).await;
+        blog.scale_down(k).await;
         if move_storage {
-            let pv_name = &pv_of[k as usize];
-            src.ok(&["patch", "pv", pv_name, "-p", r#"{"spec":{"persistentVolumeReclaimPolicy":"Retain"}}"#]).await;
-            let pv = strip(src.json(&["get", "pv", pv_name]).await);
-            dst.ok_with(&["create", "-f", "-"], Some(&pv.to_string())).await;
-            let pvc = strip(src.json(&["get", "pvc", &format!("redis-data-redis-redis-cluster-{k}")]).await);
-            dst.ok_with(&["create", "-f", "-"], Some(&pvc.to_string())).await;
+            blog.hand_over(k, &pv_of[k as usize]).await;
         }
-        let grow = format!(r#"{{"spec": {{"ordinals": {{"start": {k}}}, "replicas": {}}}}}"#, 6 - k);
-        dst.ok(&["patch", "sts", "redis-redis-cluster", "-p", &grow]).await;
-        dst.until("the destination pod to be ready", &pod, true).await;
+        blog.grow(k).await;
     }
     let took = t0.elapsed();
-    let calls = src.calls.load(std::sync::atomic::Ordering::Relaxed)
-        + dst.calls.load(std::sync::atomic::Ordering::Relaxed)
-        - calls_before;
+    let calls = src.count() + dst.count() - calls_before;
     (took, calls, sb.fleet.ledger.overlaps().is_empty())
 }
 

@@ -3,6 +3,9 @@
 //! started in this process with the default lease settings of `spanset run`.
 #![allow(dead_code)]
 
+pub mod kubectl;
+pub mod resp;
+
 use std::{
     path::{Path, PathBuf},
     time::{Duration, Instant},
@@ -38,15 +41,25 @@ impl Sandbox {
 
     /// Like [`Sandbox::start`], with OpenKruise in the members `kruise` names.
     pub async fn start_with(members: &[String], time_factor: f64, join: bool, kruise: impl Fn(&str) -> bool) -> Self {
+        Self::start_configured(members, time_factor, join, |c| c.kruise = kruise(&c.name)).await
+    }
+
+    /// Like [`Sandbox::start`], each cluster's settings changed by `configure` (real processes:
+    /// `run_images`).
+    pub async fn start_configured(
+        members: &[String],
+        time_factor: f64,
+        join: bool,
+        configure: impl Fn(&mut ClusterConfig),
+    ) -> Self {
         let names: Vec<String> = std::iter::once("host".to_string()).chain(members.iter().cloned()).collect();
         let configs = names
             .iter()
             .enumerate()
-            .map(|(i, n)| ClusterConfig {
-                time_factor,
-                seed: 1 + i as u64,
-                kruise: kruise(n),
-                ..ClusterConfig::named(n)
+            .map(|(i, n)| {
+                let mut config = ClusterConfig { time_factor, seed: 1 + i as u64, ..ClusterConfig::named(n) };
+                configure(&mut config);
+                config
             })
             .collect();
         let fleet = Fleet::start(configs, None).await.expect("sandbox starts");
