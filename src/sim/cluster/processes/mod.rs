@@ -385,11 +385,6 @@ impl Processes {
         self.instances.lock().iter().any(|((uid, _), i)| uid == pod_uid && !i.exited())
     }
 
-    /// Whether any container's process is running (the kubelet then watches them closely).
-    pub fn any(&self) -> bool {
-        self.instances.lock().values().any(|i| !i.exited())
-    }
-
     /// Kills every process on a node at once (it lost power); their pods' directories stay.
     pub fn kill_node(&self, node: &str) {
         let gone: Vec<Instance> = {
