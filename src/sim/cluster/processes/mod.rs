@@ -107,16 +107,12 @@ impl Instance {
 
     /// The container's first process (PID 1 of its namespace), as this machine numbers it.
     fn inner_pid(&self) -> Option<u32> {
-        let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.pid)).ok()?;
-        children.split_whitespace().next()?.parse().ok()
+        first_child(self.pid)
     }
 
-    /// The container's first process, once it runs the container's command: its root is the
-    /// container's (the setup script has `chroot`ed), so its hostname and mounts are in place.
+    /// The container's first process, once it runs the container's command.
     fn entered(&self) -> Option<u32> {
-        let pid = self.inner_pid()?;
-        let root = std::fs::read_link(format!("/proc/{pid}/root")).ok()?;
-        (root != std::path::Path::new("/")).then_some(pid)
+        entered(self.pid)
     }
 
     fn signal(&self, signal: Signal) {
@@ -295,14 +291,7 @@ impl Processes {
                 // container's command (its root changed).
                 let mut target = target;
                 for _ in 0..500 {
-                    let inner = std::fs::read_to_string(format!("/proc/{pid_of}/task/{pid_of}/children"))
-                        .ok()
-                        .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse::<u32>().ok()))
-                        .filter(|p| {
-                            std::fs::read_link(format!("/proc/{p}/root"))
-                                .is_ok_and(|root| root != std::path::Path::new("/"))
-                        });
-                    if let Some(inner) = inner {
+                    if let Some(inner) = entered(pid_of) {
                         target.exec_prefix = prefix(inner, &env);
                         break;
                     }
@@ -424,6 +413,21 @@ impl Drop for Processes {
         let all: Vec<Instance> = self.instances.lock().drain().map(|(_, i)| i).collect();
         drop(all);
     }
+}
+
+/// The first child of a process (`unshare`'s child: the container's first process).
+fn first_child(pid: u32) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
+}
+
+/// The first process of the container `unshare` (`pid`) runs, once it runs the container's
+/// command: its root is the container's (the setup script has `chroot`ed), so its hostname and
+/// mounts are in place.
+fn entered(pid: u32) -> Option<u32> {
+    let inner = first_child(pid)?;
+    let root = std::fs::read_link(format!("/proc/{inner}/root")).ok()?;
+    (root != std::path::Path::new("/")).then_some(inner)
 }
 
 /// The argv prefix that joins a container's namespaces and root, with its environment.
