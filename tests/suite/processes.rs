@@ -32,13 +32,7 @@ async fn fleet(names: &[&str], images: &[&str]) -> (Fleet, Vec<Client>) {
             ..ClusterConfig::named(n)
         })
         .collect();
-    let fleet = Fleet::start(configs, None).await.expect("sandbox starts");
-    let clients = fleet
-        .servers
-        .iter()
-        .map(|s| Client::try_from(kube::Config::new(s.url().parse().unwrap())).expect("client"))
-        .collect();
-    (fleet, clients)
+    crate::support::fleet_with_clients(configs).await
 }
 
 /// The programs these tests run, or `None` (skipped outside CI) when one is missing.

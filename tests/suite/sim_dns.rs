@@ -42,13 +42,7 @@ fn quiet(name: &str) -> ClusterConfig {
 }
 
 async fn fleet(names: &[&str]) -> (Fleet, Vec<KubeClient>) {
-    let fleet = Fleet::start(names.iter().map(|n| quiet(n)).collect(), None).await.expect("sandbox starts");
-    let clients = fleet
-        .servers
-        .iter()
-        .map(|s| KubeClient::try_from(kube::Config::new(s.url().parse().unwrap())).expect("client"))
-        .collect();
-    (fleet, clients)
+    crate::support::fleet_with_clients(names.iter().map(|n| quiet(n)).collect()).await
 }
 
 fn dns_of(fleet: &Fleet, cluster: &str) -> SocketAddr {

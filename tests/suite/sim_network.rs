@@ -29,13 +29,7 @@ const CONTROLLER: &str = "endpointslice-controller.k8s.io";
 
 async fn fleet(names: &[&str]) -> (Fleet, Vec<Client>) {
     let configs = names.iter().map(|n| ClusterConfig { time_factor: 0.01, ..ClusterConfig::named(n) }).collect();
-    let fleet = Fleet::start(configs, None).await.expect("sandbox starts");
-    let clients = fleet
-        .servers
-        .iter()
-        .map(|s| Client::try_from(kube::Config::new(s.url().parse().unwrap())).expect("client"))
-        .collect();
-    (fleet, clients)
+    crate::support::fleet_with_clients(configs).await
 }
 
 /// A StatefulSet `web` whose containers take 100 simulated seconds (1 s real) to stop, so that

@@ -72,6 +72,19 @@ where
     }
 }
 
+/// Starts in-process clusters with these settings, and a kube client of each, in order.
+pub async fn fleet_with_clients(
+    configs: Vec<spanset::sim::cluster::ClusterConfig>,
+) -> (spanset::sim::sandbox::fleet::Fleet, Vec<kube::Client>) {
+    let fleet = spanset::sim::sandbox::fleet::Fleet::start(configs, None).await.expect("sandbox starts");
+    let clients = fleet
+        .servers
+        .iter()
+        .map(|s| kube::Client::try_from(kube::Config::new(s.url().parse().unwrap())).expect("client"))
+        .collect();
+    (fleet, clients)
+}
+
 /// Polls `get` every 20 ms until it answers something, which it returns; panics with `what`
 /// after [`DEADLINE`].
 pub async fn until<T, F, Fut>(what: &str, mut get: F) -> T
