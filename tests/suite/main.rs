@@ -65,6 +65,7 @@ mod plan_differential;
 mod plan_props;
 mod processes;
 mod redis_cluster;
+mod redis_drill;
 mod refused_writes_nothing;
 mod replica_bounds;
 mod rollout;

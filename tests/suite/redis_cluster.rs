@@ -12,148 +12,23 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::{
-    Api, ResourceExt,
-    api::{ListParams, Patch, PatchParams},
-};
+use kube::api::{Patch, PatchParams};
 use parking_lot::Mutex;
 use spanset::api::FederatedStatefulSet;
 
 use crate::support::{
-    self, DEADLINE,
+    self,
     federation::{Controller, Federation},
     program,
+    redis::{History, all_ips, client, cluster_check_passes, diagnose, ready_ips, redis_cli},
 };
 
 const EXAMPLE: &str = include_str!("../../examples/redis-cluster.yaml");
 const NAME: &str = "redis-cluster";
-
-/// `redis-cli ARGS` (no cluster redirects unless asked), stdout and whether it exited 0; a
-/// call that hangs counts as failed after a few seconds.
-async fn redis_cli(args: &[&str]) -> (String, bool) {
-    let mut cmd = tokio::process::Command::new("redis-cli");
-    cmd.args(args).kill_on_drop(true).stdin(std::process::Stdio::null());
-    match tokio::time::timeout(Duration::from_secs(5), cmd.output()).await {
-        Ok(Ok(out)) => (String::from_utf8_lossy(&out.stdout).trim().to_string(), out.status.success()),
-        _ => (String::new(), false),
-    }
-}
-
-/// Ordinal → pod IP of the federation's Ready pods in one member.
-async fn ready_ips(f: &Federation, member: &str) -> BTreeMap<u32, String> {
-    let pods: Api<Pod> = Api::namespaced(f.member(member).await, "default");
-    let list = pods.list(&ListParams::default().labels("app=redis-cluster")).await.map(|l| l.items).unwrap_or_default();
-    list.into_iter()
-        .filter(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-                && p.metadata.deletion_timestamp.is_none()
-        })
-        .filter_map(|p| {
-            let ordinal = p.name_any().rsplit('-').next()?.parse().ok()?;
-            Some((ordinal, p.status?.pod_ip?))
-        })
-        .collect()
-}
-
-/// Every Ready node's IP, east and west together.
-async fn all_ips(f: &Federation) -> BTreeMap<u32, String> {
-    let mut ips = ready_ips(f, "east").await;
-    ips.extend(ready_ips(f, "west").await);
-    ips
-}
-
-/// Waits until `redis-cli --cluster check` through `ip` passes and shows three primaries with a
-/// replica each; answers its output.
-async fn cluster_check_passes(ip: &str) -> String {
-    let start = Instant::now();
-    loop {
-        let (out, ok) = redis_cli(&["--cluster", "check", &format!("{ip}:6379")]).await;
-        let pairs = out.lines().filter(|l| l.contains(" slots | 1 slaves.")).count();
-        if ok && pairs == 3 && out.contains("[OK] All 16384 slots covered.") && !out.contains("[ERR]") {
-            return out;
-        }
-        assert!(start.elapsed() < DEADLINE, "redis-cli --cluster check through {ip} never passed:\n{out}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// What the client did: each write's key and whether it was acknowledged, and reads that
-/// returned something other than the value written.
-#[derive(Default)]
-struct History {
-    acked: Vec<u64>,
-    failed: u64,
-    wrong_reads: Vec<String>,
-    reads: u64,
-    failed_reads: u64,
-}
-
-/// Writes `key:i = value-i` for i = 0, 1, … through any known node (following cluster
-/// redirects), and reads back an earlier acknowledged key after each write, until `stop`.
-async fn client(seeds: Arc<Mutex<Vec<String>>>, history: Arc<Mutex<History>>, stop: Arc<AtomicBool>) {
-    let mut i: u64 = 0;
-    while !stop.load(Ordering::SeqCst) {
-        let seed = {
-            let seeds = seeds.lock();
-            if seeds.is_empty() { None } else { Some(seeds[(i as usize) % seeds.len()].clone()) }
-        };
-        let Some(seed) = seed else {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            continue;
-        };
-        let (out, _) = redis_cli(&["-c", "-h", &seed, "set", &format!("key:{i}"), &format!("value-{i}")]).await;
-        let acked = out == "OK";
-        let earlier = {
-            let mut h = history.lock();
-            if acked {
-                h.acked.push(i);
-            } else {
-                h.failed += 1;
-            }
-            h.acked.get(h.acked.len() / 2).copied()
-        };
-        if let Some(k) = earlier {
-            let (got, ok) = redis_cli(&["-c", "-h", &seed, "get", &format!("key:{k}")]).await;
-            let mut h = history.lock();
-            // An answer is the value, another value, or nil (printed as nothing): the last two
-            // lose an acknowledged write. Anything else is an error (the cluster refusing while
-            // a node moves), which is a failed read, not a wrong one.
-            if ok && (got.is_empty() || got.starts_with("value-")) {
-                h.reads += 1;
-                if got != format!("value-{k}") {
-                    h.wrong_reads.push(format!("key:{k} read {got:?}"));
-                }
-            } else {
-                h.failed_reads += 1;
-            }
-        }
-        i += 1;
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Prints what each node says of the cluster and its last log lines: why a step is stuck.
-async fn diagnose(kubeconfig: &std::path::Path) {
-    for member in ["east", "west"] {
-        let client = support::federation::client_for(kubeconfig, member).await;
-        let pods: Api<Pod> = Api::namespaced(client, "default");
-        for p in pods.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default() {
-            let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
-            let (nodes, _) = redis_cli(&["-h", &ip, "cluster", "nodes"]).await;
-            let log = pods.logs(&p.name_any(), &Default::default()).await.unwrap_or_default();
-            let tail: Vec<&str> = log.lines().filter(|l| !l.contains("WARNING")).collect();
-            let tail = tail[tail.len().saturating_sub(25)..].join("\n");
-            eprintln!("==== {member}/{} {ip}\n{nodes}\n---- log\n{tail}", p.name_any());
-        }
-    }
-}
+const MEMBERS: &[&str] = &["east", "west"];
 
 async fn weights(f: &Federation, east: i32, west: i32) {
     let body = serde_json::json!({"spec": {"placement": {"clusters": [
@@ -210,7 +85,7 @@ async fn migrate_to_west(storage: &str) {
     let seeds = Arc::new(Mutex::new(ips.values().cloned().collect::<Vec<_>>()));
     let history = Arc::new(Mutex::new(History::default()));
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = tokio::spawn(client(seeds.clone(), history.clone(), stop.clone()));
+    let writer = tokio::spawn(client(seeds.clone(), history.clone(), stop.clone(), 0));
     let before = f.sandbox.account();
 
     // The blog's steps, by spanset: one more ordinal in west each time, from the highest.
@@ -226,7 +101,7 @@ async fn migrate_to_west(storage: &str) {
             let kubeconfig = f.sandbox.kubeconfig.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_secs(60)).await;
-                diagnose(&kubeconfig).await;
+                diagnose(&kubeconfig, MEMBERS).await;
             })
         };
         f.wait_settled(NAME, &want, &format!("{in_west} in west")).await;
@@ -238,7 +113,7 @@ async fn migrate_to_west(storage: &str) {
         .await;
         let ip = &west[&moved];
         assert!(!ips.values().any(|old| old == ip), "node {moved} answers from a new address, {ip}");
-        *seeds.lock() = all_ips(&f).await.into_values().collect();
+        *seeds.lock() = all_ips(&f, MEMBERS).await.into_values().collect();
         // Redis's own view: every slot served by three primaries with a replica each, no node
         // failing; with Move the moved node is itself, with Detached a new node in its place
         // and its former self forgotten.
@@ -260,7 +135,7 @@ async fn migrate_to_west(storage: &str) {
     writer.await.unwrap();
 
     // Every acknowledged write reads back, through the cluster as it is now.
-    let seed = all_ips(&f).await[&0].clone();
+    let seed = all_ips(&f, MEMBERS).await[&0].clone();
     let h = std::mem::take(&mut *history.lock());
     assert!(h.wrong_reads.is_empty(), "reads returned other values: {:?}", h.wrong_reads);
     for k in &h.acked {

@@ -7,6 +7,7 @@ pub mod etcd;
 pub mod federation;
 pub mod linearizable;
 pub mod prometheus;
+pub mod redis;
 pub mod tally;
 pub mod timeline;
 
