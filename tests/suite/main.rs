@@ -30,6 +30,7 @@ mod credentials;
 mod deploy;
 mod disruption;
 mod disruption_budgets;
+mod doc_flags;
 mod doc_links;
 mod drill;
 mod drill_chaos;
