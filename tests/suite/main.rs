@@ -32,6 +32,7 @@ mod disruption;
 mod disruption_budgets;
 mod doc_flags;
 mod doc_links;
+mod doc_manifests;
 mod drill;
 mod drill_chaos;
 mod etcd_quorum;
