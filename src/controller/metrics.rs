@@ -37,6 +37,7 @@ pub struct Metrics {
     slice_replicas: IntGaugeVec,
     slice_start: IntGaugeVec,
     identity_conflicts: IntCounterVec,
+    identity_conflict: IntGaugeVec,
     stale_writes: IntCounterVec,
     leader: IntGauge,
     leader_term: IntGauge,
@@ -226,6 +227,13 @@ impl Metrics {
                 "Times one ordinal was seen running in two members (must stay 0)",
                 &["federation"],
             ),
+            identity_conflict: gauge(
+                &registry,
+                "identity_conflict",
+                "1 while the federation's IdentityConflict condition is True (an ordinal runs in two members \
+                 now), else 0",
+                &["federation"],
+            ),
             stale_writes: counter(
                 &registry,
                 "stale_writes_refused_total",
@@ -373,6 +381,7 @@ impl Metrics {
             self.moves_in_flight.with_label_values(&[federation, phase]).set(n);
         }
         let _ = self.identity_conflicts.with_label_values(&[federation]);
+        let _ = self.identity_conflict.with_label_values(&[federation]);
         let _ = self.moves.with_label_values(&[federation, "done"]);
         if fresh {
             self.federations.set(all.len() as i64);
@@ -382,6 +391,13 @@ impl Metrics {
     /// One ordinal seen running in two members.
     pub fn identity_conflict(&self, federation: &str) {
         self.identity_conflicts.with_label_values(&[federation]).inc();
+    }
+
+    /// Whether an ordinal of the federation runs in two members now (its IdentityConflict
+    /// condition): a gauge that goes back to 0 when the conflict ends, so that an alert on it
+    /// resolves, where the counter above only ever grows.
+    pub fn identity_conflict_now(&self, federation: &str, conflicting: bool) {
+        self.identity_conflict.with_label_values(&[federation]).set(i64::from(conflicting));
     }
 
     /// How many shards this process leads (with one shard: 1 while it leads), and the term
@@ -467,6 +483,7 @@ impl Metrics {
         }
         self.federations.set(self.slice_clusters.lock().len() as i64);
         let _ = self.identity_conflicts.remove_label_values(&[federation]);
+        let _ = self.identity_conflict.remove_label_values(&[federation]);
         let _ = self.reconcile_duration.remove_label_values(&[federation]);
         for result in ["ok", "error"] {
             let _ = self.reconciles.remove_label_values(&[federation, result]);
@@ -534,6 +551,30 @@ mod tests {
         assert_eq!(series_of(&m.render(), r#"drill="evacuate""#), 0, "a new drill replaces the last one's figures");
         m.forget_federation("default/a");
         assert_eq!(series_of(&m.render(), "spanset_drill_seconds"), 0);
+    }
+
+    #[test]
+    fn the_identity_conflict_gauge_is_1_while_a_conflict_lasts_and_back_to_0_when_it_ends() {
+        let m = Metrics::new();
+        m.federation_state("default/a", &[], std::iter::empty());
+        let now =
+            |m: &Metrics| m.render().lines().find(|l| l.starts_with("spanset_identity_conflict{")).map(str::to_string);
+        assert_eq!(now(&m).as_deref(), Some(r#"spanset_identity_conflict{federation="default/a"} 0"#));
+        m.identity_conflict_now("default/a", true);
+        m.identity_conflict("default/a");
+        assert_eq!(now(&m).as_deref(), Some(r#"spanset_identity_conflict{federation="default/a"} 1"#));
+        m.identity_conflict_now("default/a", false);
+        assert_eq!(
+            now(&m).as_deref(),
+            Some(r#"spanset_identity_conflict{federation="default/a"} 0"#),
+            "the conflict ended"
+        );
+        assert!(
+            m.render().contains(r#"spanset_identity_conflicts_total{federation="default/a"} 1"#),
+            "the count stays"
+        );
+        m.forget_federation("default/a");
+        assert_eq!(now(&m), None, "a forgotten federation has no series");
     }
 
     #[test]

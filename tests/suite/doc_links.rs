@@ -12,38 +12,7 @@ use std::{
     path::{Component, Path, PathBuf},
 };
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `text` with every line of a fenced code block (fences included) blanked, byte for byte, so
-/// offsets and line numbers stay those of the file.
-fn without_fences(text: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len());
-    let mut open: Option<(char, usize)> = None;
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim_start();
-        let fence = |c: char| trimmed.chars().take_while(|&x| x == c).count();
-        let blank = match open {
-            Some((c, n)) => {
-                if fence(c) >= n && trimmed.trim_start_matches(c).trim().is_empty() {
-                    open = None;
-                }
-                true
-            }
-            None => {
-                for c in ['`', '~'] {
-                    if fence(c) >= 3 {
-                        open = Some((c, fence(c)));
-                    }
-                }
-                open.is_some()
-            }
-        };
-        out.extend(line.bytes().map(|b| if blank && b != b'\n' { b' ' } else { b }));
-    }
-    out
-}
+use crate::support::docs::{markdown_files, root, without_fences};
 
 /// Whether the line starting at `at` holds only whitespace (a paragraph ends there).
 fn blank_line_at(bytes: &[u8], at: usize) -> bool {
@@ -272,25 +241,6 @@ fn broken_links(root: &Path, file: &Path) -> Vec<String> {
         }
     }
     problems
-}
-
-/// `README.md` and every Markdown file under `docs/`, relative to `root`.
-fn markdown_files(root: &Path) -> Vec<PathBuf> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(root.join(dir)) else { return };
-        for entry in entries {
-            let path = dir.join(entry.expect("directory entry").file_name());
-            if root.join(&path).is_dir() {
-                walk(root, &path, out);
-            } else if path.extension().is_some_and(|e| e == "md") {
-                out.push(path);
-            }
-        }
-    }
-    let mut out = vec![PathBuf::from("README.md")];
-    walk(root, Path::new("docs"), &mut out);
-    out.sort();
-    out
 }
 
 #[test]

@@ -184,7 +184,7 @@ fn bare_pod(name: &str, labelled: bool) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bare_pod_with_a_running_identity_s_name_is_refused_and_if_let_in_is_seen_by_spanset_and_the_ledger() {
-    let (f, _c) = settled().await;
+    let (f, c) = settled().await;
     let mut k = Kubectl::on_path(&f.sandbox);
     k.context = Some("west".into());
     // West's guards: by label, and by name (west has its own StatefulSet redis).
@@ -234,4 +234,17 @@ async fn a_bare_pod_with_a_running_identity_s_name_is_refused_and_if_let_in_is_s
     .await;
     let degraded = condition(&f, "Degraded", "StrayPods").await.expect("Degraded names it too");
     assert!(degraded.contains("redis-0 in west (not made by a StatefulSet)"), "{degraded}");
+    // The gauge the SpansetIdentityConflict alert reads is 1 while the conflict lasts and goes
+    // back to 0 when the copy is gone, so the alert resolves; the counter keeps the occurrence.
+    let gauge = r#"spanset_identity_conflict{federation="default/redis"}"#;
+    let counter = r#"spanset_identity_conflicts_total{federation="default/redis"}"#;
+    support::wait_until("the identity conflict gauge at 1", support::DEADLINE, || c.sample(gauge) == Some(1.0));
+    k.ok(&["delete", "pod", "redis-0", "--grace-period=0", "--force"]);
+    support::eventually("IdentityConflict is False again", || async {
+        let status = f.status("redis").await;
+        status.conditions.iter().any(|c| c.type_ == "IdentityConflict" && c.status == "False")
+    })
+    .await;
+    support::wait_until("the identity conflict gauge back at 0", support::DEADLINE, || c.sample(gauge) == Some(0.0));
+    assert!(c.sample(counter).is_some_and(|n| n >= 1.0), "the occurrence stays counted: {:?}", c.sample(counter));
 }

@@ -7,8 +7,9 @@
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
-    process::Command,
 };
+
+use crate::support::docs::spanset_help;
 
 /// Where the runbooks live, relative to the repository (and so in every `runbook_url`).
 const DIR: &str = "docs/runbooks";
@@ -129,27 +130,17 @@ fn spanset_commands(text: &str) -> Vec<String> {
     out
 }
 
-/// `spanset ARGS --help`: its text if the subcommand exists.
-fn help(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_spanset")).args(args).arg("--help").output().expect("spanset runs");
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-}
-
 /// What is wrong with one `spanset` command line: a subcommand that does not exist, or a flag
 /// its `--help` does not list.
 fn check_command(command: &str) -> Result<(), String> {
     let words: Vec<&str> = command.split_whitespace().skip(1).collect();
     let mut path: Vec<&str> = Vec::new();
-    let mut text = help(&[]).map_err(|e| format!("spanset --help: {e}"))?;
+    let mut text = spanset_help(&[]).map_err(|e| format!("spanset --help: {e}"))?;
     // Down the subcommands while the one reached has some.
     while text.contains("\nCommands:\n") {
         let Some(next) = words.get(path.len()) else { return Err("no subcommand given".into()) };
         path.push(next);
-        text = help(&path).map_err(|e| format!("no subcommand `spanset {}`: {e}", path.join(" ")))?;
+        text = spanset_help(&path).map_err(|e| format!("no subcommand `spanset {}`: {e}", path.join(" ")))?;
     }
     for word in &words[path.len()..] {
         let Some(flag) = word.strip_prefix('-') else { continue };

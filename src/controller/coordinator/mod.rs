@@ -6,6 +6,7 @@
 
 mod access;
 mod deletion;
+mod failures;
 pub mod ownership;
 mod publish;
 mod silence;
@@ -143,6 +144,8 @@ pub struct Coordinator {
     wakes: wakes::Wakes,
     /// Ordinals the last reconcile saw running in two members.
     conflicting: std::collections::BTreeSet<u32>,
+    /// The reconciles failed since the last that finished, for the log.
+    failures: failures::Failures,
     /// Counted in `workqueue_depth`.
     queued: bool,
     ensured: HashSet<(String, u64, String, String)>,
@@ -213,6 +216,7 @@ impl Coordinator {
             planned_at: None,
             wakes: wakes::Wakes::default(),
             conflicting: Default::default(),
+            failures: Default::default(),
             queued: false,
             ensured: HashSet::new(),
             supporting_digest: String::new(),
@@ -375,8 +379,15 @@ impl Coordinator {
                 act.again = true;
                 act.wake_after(REFUSAL_RECHECK, ctx);
             }
-            if let Some(e) = &outcome.error {
-                tracing::debug!(federation = %act.key, error = %e, "reconcile did not finish; retrying");
+            match &outcome.error {
+                Some(e) if act.failures.failed(e, Instant::now()) => {
+                    tracing::warn!(federation = %act.key, error = %e, "reconcile did not finish; retrying")
+                }
+                Some(e) => tracing::debug!(federation = %act.key, error = %e, "reconcile did not finish again; retrying"),
+                None => match act.failures.finished() {
+                    0 => {}
+                    failed => tracing::info!(federation = %act.key, failed, "reconcile finished after failures"),
+                },
             }
             if let Some(r) = &outcome.access_refused {
                 tracing::warn!(federation = %act.key, reason = r.reason, refusal = %r.message, "a member refuses spanset's writes; nothing moves there");
@@ -606,6 +617,7 @@ impl Coordinator {
             self.metrics.identity_conflict(&name);
         }
         self.conflicting = decision.conflicts.iter().map(|c| c.ordinal).collect();
+        self.metrics.identity_conflict_now(&name, !decision.conflicts.is_empty());
         let slices: Vec<(String, i64, i64, i64)> = decision
             .status
             .slices

@@ -161,13 +161,16 @@ impl Controller {
     /// `spanset_member_last_contact_timestamp_seconds`): its silence counts from then or later
     /// (other calls may have answered after it).
     pub fn last_contact(&self, cluster: &str) -> f64 {
-        let series = format!("spanset_member_last_contact_timestamp_seconds{{cluster=\"{cluster}\"}} ");
+        let series = format!("spanset_member_last_contact_timestamp_seconds{{cluster=\"{cluster}\"}}");
+        self.sample(&series).unwrap_or_else(|| panic!("no {series} in {}", self.metrics_text()))
+    }
+
+    /// The value of one series of `/metrics` now, written as exposed (`name{label="v"}`), if
+    /// it is there; panics on a value that is no number.
+    pub fn sample(&self, series: &str) -> Option<f64> {
         let text = self.metrics_text();
-        let value = text
-            .lines()
-            .find_map(|l| l.strip_prefix(series.as_str()))
-            .unwrap_or_else(|| panic!("no {series}in {text}"));
-        value.trim().parse().unwrap_or_else(|e| panic!("{series}{value}: {e}"))
+        let value = text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))?;
+        Some(value.trim().parse().unwrap_or_else(|e| panic!("{series} {value}: {e}")))
     }
 
     /// The controller's `/metrics` exposition now (it logs its address when it starts).

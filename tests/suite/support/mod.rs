@@ -3,6 +3,7 @@
 
 pub mod account;
 pub mod dns;
+pub mod docs;
 pub mod etcd;
 pub mod federation;
 pub mod linearizable;
