@@ -43,10 +43,6 @@ async fn the_blogs_redis_cluster_moves_node_by_node_to_west_keeping_ids_slots_an
 
 /// With `storage: Detached` a node arrives on a fresh volume: a primary hands its slots to its
 /// replica before it leaves, and the new node joins as a replica, resyncing from its primary.
-/// Not in the default run: about one run in four, a primary leaves without its replica (itself
-/// a fresh node) having taken over, and Redis does not fail it over either, so the migration
-/// stalls; run it with `--ignored` while that is open.
-#[ignore = "a primary's handoff to a freshly joined replica sometimes fails and Redis does not fail it over"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_detached_storage_each_node_rejoins_as_a_fresh_replica_and_every_acknowledged_write_stays() {
     migrate_to_west("Detached").await;
