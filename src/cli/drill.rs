@@ -29,6 +29,8 @@ pub mod chaos;
 #[cfg(feature = "sim")]
 mod loss;
 #[cfg(feature = "sim")]
+pub mod picture;
+#[cfg(feature = "sim")]
 pub use chaos::{ChaosArgs, ChaosReport};
 #[cfg(feature = "sim")]
 pub use loss::{LossArgs, LossReport, cluster_loss};
@@ -44,6 +46,23 @@ async fn admin(url: &str, action: crate::cli::sim_ctl::Action) -> Result<String,
 }
 
 pub use super::output::Format;
+
+/// Writes a sandbox drill's picture where `--report` asked (nothing without it); answers
+/// whether all went well, having named the path on stderr either way.
+#[cfg(feature = "sim")]
+fn write_picture(drill: &str, path: Option<&std::path::Path>, render: impl FnOnce() -> String) -> bool {
+    let Some(path) = path else { return true };
+    match picture::write(path, &render()) {
+        Ok(()) => {
+            eprintln!("report: {}", path.display());
+            true
+        }
+        Err(e) => {
+            eprintln!("spanset: drill {drill}: {e}");
+            false
+        }
+    }
+}
 
 /// Flags of `spanset drill`.
 #[derive(Debug, clap::Args)]
