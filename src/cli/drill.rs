@@ -313,6 +313,19 @@ pub async fn run(args: DrillArgs) -> i32 {
         #[cfg(feature = "sim")]
         Drill::Chaos(a) => (&a.kubeconfig, &a.context),
     };
+    // A page that could not be kept is known before a long drill runs for it.
+    #[cfg(feature = "sim")]
+    {
+        let report = match &args.drill {
+            Drill::Evacuate(_) => None,
+            Drill::ClusterLoss(a) => a.report.as_deref(),
+            Drill::Chaos(a) => a.report.as_deref(),
+        };
+        if let Some(Err(e)) = report.map(picture::check_writable) {
+            eprintln!("spanset: drill: {e}");
+            return 1;
+        }
+    }
     let client = match crate::controller::app::host_client(kubeconfig.as_deref(), context.as_deref()).await {
         Ok(c) => c,
         Err(e) => {

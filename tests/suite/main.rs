@@ -33,6 +33,7 @@ mod disruption_budgets;
 mod doc_links;
 mod drill;
 mod drill_chaos;
+mod drill_report;
 mod etcd_quorum;
 mod failover;
 mod faults;

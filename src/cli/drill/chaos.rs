@@ -427,12 +427,6 @@ pub(super) async fn run(client: &Client, a: &ChaosArgs) -> i32 {
             }
         };
     }
-    if let Some(path) = &a.report
-        && let Err(e) = picture::check_writable(path)
-    {
-        eprintln!("spanset: drill chaos: {e}");
-        return 1;
-    }
     // On SIGINT or SIGTERM the soak is dropped, and with it the controllers it started.
     let outcome = tokio::select! {
         r = chaos(client, a) => r,
