@@ -26,7 +26,7 @@ struct Shown {
 /// The lanes of the DOM: ordinal → its segments in page order.
 fn lanes(dom: &str) -> BTreeMap<u32, Vec<Shown>> {
     let segment = Regex::new(
-        r#"<g class="segment[^"]*" data-cluster="([^"]*)" data-fill="([^"]*)"><rect class="run" x="([0-9.]+)""#,
+        r#"<g class="segment[^"]*" data-cluster="([^"]*)"><rect class="run" x="([0-9.]+)" [^>]*fill="([^"]*)""#,
     )
     .unwrap();
     let mut out = BTreeMap::new();
@@ -36,7 +36,7 @@ fn lanes(dom: &str) -> BTreeMap<u32, Vec<Shown>> {
         let ordinal: u32 = block[..block.find('"').unwrap()].parse().unwrap();
         let shown = segment
             .captures_iter(block)
-            .map(|c| Shown { cluster: c[1].to_string(), fill: c[2].to_string(), x: c[3].parse().unwrap() })
+            .map(|c| Shown { cluster: c[1].to_string(), x: c[2].parse().unwrap(), fill: c[3].to_string() })
             .collect();
         assert!(out.insert(ordinal, shown).is_none(), "ordinal {ordinal} has two lanes");
     }
