@@ -142,7 +142,8 @@ fn lane_svg(out: &mut String, lane: &Lane, y: f64, scale: &Scale, colours: &[(St
         let _ = write!(
             out,
             r##"<g class="{class}" data-cluster="{cluster}"><rect class="run" x="{x0:.2}" y="{sy:.1}" width="{w:.2}" height="{sh:.1}" fill="{fill}"/>"##,
-            w = (x1 - x0).max(1.0),
+            // A violation may last a few milliseconds: still wide enough to see.
+            w = (x1 - x0).max(if s.overlap { 4.0 } else { 1.0 }),
         );
         for (a, b) in &s.ready {
             let (ra, rb) = (scale.x(*a), scale.x(*b));
