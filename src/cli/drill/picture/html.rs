@@ -248,7 +248,7 @@ table.figures { border-collapse: collapse; margin-top: 16px; font-size: 14px; }
 .problems { color: #b00020; }
 "#;
 
-/// The page.
+/// The whole page, as `--report` writes it: pure, so that its shape is tested without a drill.
 pub fn render(p: &Picture) -> String {
     let span = p.until.duration_since(p.from).as_secs_f64().max(0.001);
     let scale = Scale { from: p.from, span };
