@@ -99,6 +99,7 @@ async fn figures() {
     let args = LossArgs {
         cluster: "central".into(),
         admin: format!("http://{}", sb.fleet.admin_addr),
+        report: None,
         on: DrillOn {
             fsts: "default/redis".into(),
             output: Format::Json,
@@ -107,7 +108,7 @@ async fn figures() {
             context: Some("host".into()),
         },
     };
-    let report = cluster_loss(&host, &args).await.expect("the drill completes");
+    let (report, _) = cluster_loss(&host, &args).await.expect("the drill completes");
     let fence = fenced_at.lock().unwrap().expect("the fence was seen");
     // The lost member held the top third: its share of the re-home ends at the first
     // destination write whose slice takes the last of those ordinals.

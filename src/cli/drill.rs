@@ -29,6 +29,8 @@ pub mod chaos;
 #[cfg(feature = "sim")]
 mod loss;
 #[cfg(feature = "sim")]
+pub mod picture;
+#[cfg(feature = "sim")]
 pub use chaos::{ChaosArgs, ChaosReport};
 #[cfg(feature = "sim")]
 pub use loss::{LossArgs, LossReport, cluster_loss};
@@ -44,6 +46,23 @@ async fn admin(url: &str, action: crate::cli::sim_ctl::Action) -> Result<String,
 }
 
 pub use super::output::Format;
+
+/// Writes a sandbox drill's picture where `--report` asked (nothing without it); answers
+/// whether all went well, having named the path on stderr either way.
+#[cfg(feature = "sim")]
+fn write_picture(drill: &str, path: Option<&std::path::Path>, render: impl FnOnce() -> String) -> bool {
+    let Some(path) = path else { return true };
+    match picture::write(path, &render()) {
+        Ok(()) => {
+            eprintln!("report: {}", path.display());
+            true
+        }
+        Err(e) => {
+            eprintln!("spanset: drill {drill}: {e}");
+            false
+        }
+    }
+}
 
 /// Flags of `spanset drill`.
 #[derive(Debug, clap::Args)]
@@ -294,6 +313,19 @@ pub async fn run(args: DrillArgs) -> i32 {
         #[cfg(feature = "sim")]
         Drill::Chaos(a) => (&a.kubeconfig, &a.context),
     };
+    // A page that could not be kept is known before a long drill runs for it.
+    #[cfg(feature = "sim")]
+    {
+        let report = match &args.drill {
+            Drill::Evacuate(_) => None,
+            Drill::ClusterLoss(a) => a.report.as_deref(),
+            Drill::Chaos(a) => a.report.as_deref(),
+        };
+        if let Some(Err(e)) = report.map(picture::check_writable) {
+            eprintln!("spanset: drill: {e}");
+            return 1;
+        }
+    }
     let client = match crate::controller::app::host_client(kubeconfig.as_deref(), context.as_deref()).await {
         Ok(c) => c,
         Err(e) => {

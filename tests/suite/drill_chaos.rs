@@ -7,6 +7,7 @@
 use crate::support;
 
 use std::{
+    path::Path,
     process::Command,
     time::{Duration, Instant},
 };
@@ -132,10 +133,13 @@ impl Drop for StopOnDrop {
 }
 
 /// A 20-second drill (seed 3, one controller of its own) against `f`, once it has written its
-/// markers; a failing test stops it on the way out.
-fn short_soak_with_markers(f: &Federation) -> (Background, StopOnDrop) {
+/// markers, drawing its picture at `report` if given; a failing test stops it on the way out.
+fn short_soak_with_markers(f: &Federation, report: Option<&Path>) -> (Background, StopOnDrop) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_spanset"));
     cmd.args(chaos_args(f, "3", "20s", "1")).arg("--kubeconfig").arg(&f.sandbox.kubeconfig).args(["--context", "host"]);
+    if let Some(page) = report {
+        cmd.arg("--report").arg(page);
+    }
     let drill = Background::spawn(cmd);
     let stop = StopOnDrop(drill.pid());
     support::wait_until("the drill wrote its markers", Duration::from_secs(240), || {
@@ -182,7 +186,7 @@ async fn volume_of(f: &Federation, k: u32) -> (String, String) {
 async fn a_wrong_marker_written_mid_soak_fails_the_drill_naming_the_ordinal() {
     let _one = ONE_AT_A_TIME.lock().await;
     let f = Federation::start(&["east", "west", "central"]).await;
-    let (mut drill, _stop) = short_soak_with_markers(&f);
+    let (mut drill, _stop) = short_soak_with_markers(&f, None);
     // Ordinal 0 stays whatever the replicas: the drill never forgets its marker.
     let (cluster, pv) = volume_of(&f, 0).await;
     f.sandbox.ctl_ok(&["volume", &cluster, &pv, "--write", "tampered"]);
@@ -235,7 +239,12 @@ async fn a_second_copy_of_a_pod_started_by_hand_mid_soak_fails_the_drill_naming_
     use kube::api::PostParams;
     let _one = ONE_AT_A_TIME.lock().await;
     let f = Federation::start(&["east", "west", "central"]).await;
-    let (mut drill, _stop) = short_soak_with_markers(&f);
+    // Kept under target/ for a person to look at after the run.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("drill-report");
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("chaos-two-copies.html");
+    let _ = std::fs::remove_file(&page);
+    let (mut drill, _stop) = short_soak_with_markers(&f, Some(&page));
     // The copy goes to a member where ordinal 0 does not run, while it runs elsewhere and is
     // not moving (a move might stop it before the copy starts). The copy is bare and carries
     // no label: nothing the member runs adopts it or collects it, so it runs until the drill
@@ -278,6 +287,20 @@ async fn a_second_copy_of_a_pod_started_by_hand_mid_soak_fails_the_drill_naming_
         "{report}"
     );
     assert!(report["verdict"].as_str().unwrap().contains("ledger violation"), "{report}");
+
+    // The picture shows it too: the copy's run drawn apart in ordinal 0's lane, in the member
+    // it was started in, and the verdict failed; the soak's faults and its heal are marked.
+    let html = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("no report at {}: {e}", page.display()));
+    let lane0 = &html[html.find(r#"data-ordinal="0""#).expect("a lane for ordinal 0")..];
+    let lane0 = &lane0[..lane0.find(r#"<g class="lane""#).unwrap_or(lane0.len())];
+    assert!(lane0.contains(&format!(r#"<g class="segment overlap" data-cluster="{other}">"#)), "{lane0}");
+    assert!(html.contains(r#"<td id="verdict" class="failed">"#), "{html}");
+    assert!(html.contains("default/chaos ordinal 0 ran in two places"), "the violation is listed: {html}");
+    let faults: u64 = report["faults"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
+    assert_eq!(html.matches(r#"<g class="mark fault minor""#).count() as u64, faults, "a line per fault: {html}");
+    for phase in ["soak begins", "heal everything"] {
+        assert!(html.contains(&format!(r#"data-label="{phase}""#)), "{phase}: {html}");
+    }
 }
 
 /// The processes whose parent is `pid`.

@@ -35,6 +35,7 @@ mod doc_links;
 mod doc_manifests;
 mod drill;
 mod drill_chaos;
+mod drill_report;
 mod etcd_quorum;
 mod failover;
 mod faults;

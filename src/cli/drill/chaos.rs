@@ -5,7 +5,8 @@
 //! ([`controllers`]), SIGKILLs with restart and pauses past the lease. Each ordinal's volume
 //! carries a data marker ([`markers`]) checked after every completed move and at the end. Then
 //! it heals everything, waits for the federation to converge and reports faults by kind, spec
-//! changes, moves completed, the time to converge, the markers checked and the ledger's verdict.
+//! changes, moves completed, the time to converge, the markers checked and the ledger's verdict;
+//! with `--report FILE.html`, also as a picture ([`super::picture`]).
 //!
 //! The federation: with `--fsts NS/NAME`, that one, which must have `migration.storage: Move`
 //! (the markers prove that a moved ordinal's data came with it); without, the drill creates
@@ -33,6 +34,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use jiff::Timestamp;
 use kube::{Api, Client, ResourceExt, api::PostParams};
 use serde_json::json;
 
@@ -41,10 +43,14 @@ use self::{
     controllers::{Controllers, Launch},
     markers::Markers,
     report::{ClusterCost, table, verdict},
-    schedule::{Shape, Step},
+    schedule::{Category, Shape, Step},
     soak::Soak,
 };
-use super::{Format, admin, parse_key, print, record};
+use super::{
+    Format, admin, parse_key,
+    picture::{self, Mark, MarkKind, Seen},
+    print, record,
+};
 use crate::api::{FederatedStatefulSet, MemberCluster, StorageMode};
 use crate::sim::store::account::report::AccountReport;
 
@@ -93,6 +99,10 @@ pub struct ChaosArgs {
     /// Report format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     pub output: Format,
+    /// Also write the run as one self-contained HTML page: a lane per ordinal coloured by
+    /// the member it ran in, every fault, the heal and convergence, the verdict and figures.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
     /// Kubeconfig of the sandbox (default: $KUBECONFIG, then ~/.kube/config).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -218,8 +228,9 @@ async fn account(admin_url: &str) -> Option<AccountReport> {
     serde_json::from_str(&body).map_err(|e| eprintln!("account: {e}")).ok()
 }
 
-/// Runs the chaos drill; `Err` is a failure to set up or run it.
-pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, String> {
+/// Runs the chaos drill; answers its report and what it saw over time (for the picture), or
+/// `Err` for a failure to set up or run it.
+pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<(ChaosReport, Seen), String> {
     let seed = args.seed.unwrap_or_else(rand::random);
     eprintln!("seed {seed}");
     let account_before = account(&args.admin).await;
@@ -287,12 +298,18 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
     refused::say(&refused, &BTreeMap::new());
     eprintln!("soak: {} steps over {}s", steps.len(), args.duration.as_secs());
     let start = Instant::now();
-    soak.since = Some(jiff::Timestamp::now());
+    let started_at = Timestamp::now();
+    soak.since = Some(started_at);
+    let mut marks = vec![Mark::new(started_at, MarkKind::Phase, "soak begins")];
     let mut next = 0;
     let mut last_round = Instant::now();
     while next < steps.len() || start.elapsed() < args.duration {
         let elapsed = start.elapsed().as_millis() as u64;
         while next < steps.len() && steps[next].at_ms <= elapsed {
+            if let Some((Category::Fault, _)) = steps[next].action.kind() {
+                let fault = steps[next].action.to_string();
+                marks.push(Mark { minor: true, ..Mark::new(Timestamp::now(), MarkKind::Fault, fault) });
+            }
             soak.perform(&steps[next]).await;
             next += 1;
         }
@@ -305,8 +322,12 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
     }
     let duration = start.elapsed().as_secs_f64();
     eprintln!("heal: every member, node and controller");
+    marks.push(Mark::new(Timestamp::now(), MarkKind::Fault, "heal everything"));
     soak.heal_all().await;
     let converge = soak.settle(args.converge_timeout).await;
+    if converge.is_some() {
+        marks.push(Mark::new(Timestamp::now(), MarkKind::Phase, "converged"));
+    }
     // The final round: every ordinal, wherever it runs.
     if converge.is_some() {
         soak.markers.check_all(soak.replicas);
@@ -353,7 +374,43 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<ChaosReport, Str
         cost,
     };
     report.verdict = verdict(&report);
-    Ok(report)
+    let until = Timestamp::now();
+    let seen = Seen {
+        from: started_at - (until.duration_since(started_at) / 20).max(jiff::SignedDuration::from_secs(1)),
+        until,
+        marks,
+        ledger,
+        namespace: ns,
+        name,
+        members: shape.members.keys().cloned().collect(),
+        replicas: soak.replicas.max(0) as u32,
+    };
+    Ok((report, seen))
+}
+
+/// The soak's picture: its figures and verdict beside where each ordinal ran.
+fn chaos_picture(r: &ChaosReport, seen: &Seen) -> picture::Picture {
+    let sum = |m: &BTreeMap<String, u64>| m.values().sum::<u64>().to_string();
+    let figures = vec![
+        ("seed".to_string(), r.seed.to_string()),
+        ("soak".into(), picture::seconds(r.duration_seconds)),
+        ("controllers of its own".into(), r.controllers.to_string()),
+        ("faults".into(), format!("{} ({:.1} per minute)", sum(&r.faults), r.faults_per_minute)),
+        ("spec changes".into(), sum(&r.spec_changes)),
+        ("moves completed".into(), r.moves_completed.to_string()),
+        ("converged after the heal".into(), r.converge_seconds.map_or("never".into(), picture::seconds)),
+        ("markers written".into(), r.markers_written.to_string()),
+        ("markers checked".into(), r.markers_checked.to_string()),
+        ("steps that failed".into(), r.injection_errors.len().to_string()),
+        ("ledger violations".into(), r.ledger_violations.len().to_string()),
+        ("marker violations".into(), r.marker_violations.len().to_string()),
+    ];
+    let title = format!("chaos on {} (seed {})", r.federation, r.seed);
+    let problems = (r.ledger_violations.iter().map(|v| format!("ledger violation: {v}")))
+        .chain(r.marker_violations.iter().map(|v| format!("marker violation: {v}")))
+        .chain(r.refused_members.iter().map(|m| format!("refused member (not soaked): {m}")))
+        .collect();
+    picture::Picture { problems, ..seen.picture(title, r.verdict.clone(), !r.failed(), figures) }
 }
 
 /// Runs `spanset drill chaos` and prints its report: exit 1 on a violation or no convergence.
@@ -376,13 +433,16 @@ pub(super) async fn run(client: &Client, a: &ChaosArgs) -> i32 {
         _ = crate::cli::wait_for_signal() => Err("interrupted: the controllers it started are stopped, faults in force stay".into()),
     };
     match outcome {
-        Ok(report) => {
+        Ok((report, seen)) => {
             let key = report.federation.clone();
             let mut stages = vec![("total", report.duration_seconds)];
             stages.extend(report.converge_seconds.map(|s| ("converge", s)));
             record(client, &key, "chaos", "", &stages).await;
             print(a.output, &report, table);
-            i32::from(report.failed())
+            let written = super::write_picture("chaos", a.report.as_deref(), || {
+                picture::html::render(&chaos_picture(&report, &seen))
+            });
+            i32::from(report.failed() || !written)
         }
         Err(e) => {
             eprintln!("spanset: drill chaos: {e}");

@@ -2,15 +2,25 @@
 //! member's nodes and API through the sandbox's admin API), so it exists only with the cargo
 //! feature `sim`. It loses a member for real, fences it (Manual) or waits for the automatic
 //! fence, waits for the re-homing, heals it, checks the shrink on return, unfences it, and
-//! reports each stage's time and the ledger's verdict.
+//! reports each stage's time and the ledger's verdict; with `--report FILE.html`, also as a
+//! picture ([`super::picture`]).
 
 use crate::cli::sim_ctl::Action as Admin;
-use std::time::{Duration, Instant};
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use jiff::Timestamp;
 
 use kube::{Api, Client};
 use serde::Serialize;
 
-use super::{DrillOn, admin, parse_key, print, record, settle};
+use super::{
+    DrillOn, admin, parse_key,
+    picture::{self, Mark, MarkKind, Seen},
+    print, record, settle,
+};
 use crate::api::FederatedStatefulSet;
 
 /// Flags of `spanset drill cluster-loss`.
@@ -21,6 +31,10 @@ pub struct LossArgs {
     /// The sandbox admin API (`admin:` line of `spanset sandbox` or `spanset sim`).
     #[arg(long, value_name = "URL")]
     pub admin: String,
+    /// Also write the run as one self-contained HTML page: a lane per ordinal coloured by
+    /// the member it ran in, the fault and phases, the verdict and figures.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
     /// The federation, the host and the report.
     #[command(flatten)]
     pub on: DrillOn,
@@ -72,8 +86,9 @@ where
     }
 }
 
-/// Runs the cluster-loss drill against a sandbox.
-pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport, String> {
+/// Runs the cluster-loss drill against a sandbox; answers its report and what it saw over
+/// time (for the picture).
+pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<(LossReport, Seen), String> {
     use kube::api::DynamicObject;
 
     use crate::{
@@ -96,6 +111,8 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
     let member = member_client(client, args.on.kubeconfig.as_deref(), &mc.spec).await?;
     settle(&api, &name, "before", cluster, false, timeout).await?;
     let started = Instant::now();
+    let started_at = Timestamp::now();
+    let mut marks = vec![Mark::new(started_at, MarkKind::Fault, "nodes powered off")];
 
     // Loss: its nodes die with their pods, then its API goes. The sandbox names the machines
     // (spanset's member identity may not list Nodes, and needs not).
@@ -126,6 +143,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
     .await?;
     admin(&args.admin, Admin::Partition { cluster: cluster.to_string(), hang: false }).await?;
     let lost = Instant::now();
+    marks.push(Mark::new(Timestamp::now(), MarkKind::Fault, "API partitioned"));
     wait_for(&format!("{cluster} detected unreachable"), timeout, || async {
         let f = api.get(&name).await.map_err(|e| e.to_string())?;
         Ok(f.status
@@ -136,6 +154,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
     })
     .await?;
     let detection = lost.elapsed().as_secs_f64();
+    marks.push(Mark::new(Timestamp::now(), MarkKind::Phase, "detected"));
     if automatic {
         wait_for(&format!("{cluster} fenced automatically"), timeout, || async {
             Ok(mcs.get(cluster).await.map_err(|e| e.to_string())?.spec.fenced)
@@ -153,6 +172,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
         eprintln!("{line}");
     }
     let fenced = lost.elapsed().as_secs_f64();
+    marks.push(Mark::new(Timestamp::now(), MarkKind::Phase, "fenced"));
     let rehome = wait_for("every replica Ready in the other members", timeout, || async {
         let f = api.get(&name).await.map_err(|e| e.to_string())?;
         let s = f.status.unwrap_or_default();
@@ -160,9 +180,11 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
         Ok(s.moves.is_empty() && elsewhere == replicas)
     })
     .await?;
+    marks.push(Mark::new(Timestamp::now(), MarkKind::Phase, "re-homed"));
 
     // Return: the API first, so that spanset shrinks the member before its nodes restart.
     admin(&args.admin, Admin::Heal { cluster: cluster.to_string() }).await?;
+    marks.push(Mark::new(Timestamp::now(), MarkKind::Fault, "API healed"));
     // The member StatefulSet of the federation's backend (apps/v1 or Advanced StatefulSet).
     let backend = crate::controller::member::objects::backend(&f);
     let sts: Api<DynamicObject> = Api::namespaced_with(member.clone(), &ns, &workload::api_resource(backend));
@@ -181,9 +203,11 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
             Ok(empty && !left)
         })
         .await?;
+    marks.push(Mark::new(Timestamp::now(), MarkKind::Phase, "shrunk"));
     for n in &nodes {
         admin(&args.admin, Admin::NodeUp { cluster: cluster.to_string(), node: n.clone() }).await?;
     }
+    marks.push(Mark::new(Timestamp::now(), MarkKind::Fault, "nodes powered on"));
     let mut events = Recorder::for_component(client.clone(), "spanset.dev/drill", "drill".into());
     // Unfencing waits for the federation's status to show the member holding nothing too
     // (`unfence` refuses a member whose StatefulSets the status still shows holding ordinals).
@@ -194,15 +218,18 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
     .await?;
     eprintln!("{}", fencing::unfence(client, cluster, "spanset drill", false, &mut events).await?);
     let back = Instant::now();
+    marks.push(Mark::new(Timestamp::now(), MarkKind::Phase, "unfenced"));
     settle(&api, &name, "back", cluster, false, timeout).await?;
     let back = back.elapsed().as_secs_f64();
+    let until = Timestamp::now();
+    marks.push(Mark::new(until, MarkKind::Phase, "back"));
     let ledger: serde_json::Value = serde_json::from_str(&admin(&args.admin, Admin::Ledger { check: false }).await?)
         .map_err(|e| format!("ledger: {e}"))?;
     let violations = ledger["violations"]
         .as_array()
         .map(|v| v.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
         .unwrap_or_default();
-    Ok(LossReport {
+    let report = LossReport {
         federation: format!("{ns}/{name}"),
         cluster: cluster.to_string(),
         policy: if automatic { "Automatic" } else { "Manual" }.into(),
@@ -213,7 +240,37 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<LossReport
         back_seconds: back,
         total_seconds: started.elapsed().as_secs_f64(),
         ledger_violations: violations,
-    })
+    };
+    let seen = Seen {
+        from: started_at - (until.duration_since(started_at) / 20).max(jiff::SignedDuration::from_secs(1)),
+        until,
+        marks,
+        ledger,
+        namespace: ns,
+        name,
+        members: f.spec.placement.clusters.iter().map(|c| c.name.clone()).collect(),
+        replicas: replicas.max(0) as u32,
+    };
+    Ok((report, seen))
+}
+
+/// The drill's picture: its figures and verdict beside where each ordinal ran.
+fn loss_picture(r: &LossReport, seen: &Seen) -> picture::Picture {
+    let clean = r.ledger_violations.is_empty();
+    let verdict =
+        if clean { "clean".to_string() } else { format!("{} ledger violation(s)", r.ledger_violations.len()) };
+    let figures = vec![
+        ("policy".to_string(), r.policy.clone()),
+        ("detected unreachable".into(), picture::seconds(r.detection_seconds)),
+        ("fenced".into(), picture::seconds(r.fenced_seconds)),
+        ("re-homed (after the fence)".into(), picture::seconds(r.rehome_seconds)),
+        ("shrunk on return (after the heal)".into(), picture::seconds(r.shrink_on_return_seconds)),
+        ("back (after the unfence)".into(), picture::seconds(r.back_seconds)),
+        ("total".into(), picture::seconds(r.total_seconds)),
+        ("ledger violations".into(), r.ledger_violations.len().to_string()),
+    ];
+    let title = format!("cluster-loss {} in {}", r.cluster, r.federation);
+    picture::Picture { problems: r.ledger_violations.clone(), ..seen.picture(title, verdict, clean, figures) }
 }
 
 fn loss_table(r: &LossReport) -> String {
@@ -257,7 +314,7 @@ fn loss_table(r: &LossReport) -> String {
 /// Runs `spanset drill cluster-loss` and prints its report; a ledger violation exits 1.
 pub(super) async fn run(client: &Client, a: &LossArgs) -> i32 {
     match cluster_loss(client, a).await {
-        Ok(report) => {
+        Ok((report, seen)) => {
             let stages = [
                 ("detection", report.detection_seconds),
                 ("fenced", report.fenced_seconds),
@@ -268,7 +325,10 @@ pub(super) async fn run(client: &Client, a: &LossArgs) -> i32 {
             ];
             record(client, &a.on.fsts, "cluster-loss", &a.cluster, &stages).await;
             print(a.on.output, &report, loss_table);
-            i32::from(!report.ledger_violations.is_empty())
+            let written = super::write_picture("cluster-loss", a.report.as_deref(), || {
+                picture::html::render(&loss_picture(&report, &seen))
+            });
+            i32::from(!report.ledger_violations.is_empty() || !written)
         }
         Err(e) => {
             eprintln!("spanset: drill cluster-loss: {e}");

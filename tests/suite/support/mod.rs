@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod account;
+pub mod chromium;
 pub mod dns;
 pub mod docs;
 pub mod etcd;
