@@ -22,4 +22,5 @@ pub mod api;
 pub mod cluster;
 pub mod dns;
 pub mod sandbox;
+pub mod scratch;
 pub mod store;

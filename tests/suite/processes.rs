@@ -335,4 +335,109 @@ fn nothing_the_sandbox_ran_outlives_it_even_when_it_is_killed() {
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(sandbox);
+    // Its scratch directories (the containers' roots) could not be removed by it; the next
+    // sandbox that runs a container removes them.
+    let left = || -> Vec<String> {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with(&format!("spanset-containers-{pid}-")))
+            .collect()
+    };
+    assert!(!left().is_empty(), "a killed sandbox leaves its containers' directory");
+    let next = Sandbox::start_with("solo", &["--run-images", "busybox"]);
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&next.kubeconfig)
+        .args(["run", "next", "--image", "busybox", "--restart", "Never", "--command", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let start = Instant::now();
+    while !left().is_empty() {
+        assert!(start.elapsed() < DEADLINE, "the next sandbox removed {:?}", left());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// As a normal user the containers run in user namespaces of their own (mapped to root inside),
+/// and probes and `kubectl exec` enter them through their user namespace. The sandbox runs as
+/// `nobody` inside a network namespace of the test's own, where the test lets unprivileged
+/// processes bind port 53 (the containers' DNS) without changing the machine's setting: one
+/// real Redis server becomes Ready by its exec probe, answers `kubectl exec`, and its processes
+/// belong to `nobody` outside.
+#[test]
+fn as_a_normal_user_containers_run_in_user_namespaces_probes_and_exec_enter_them() {
+    if redis().is_none() || program("kubectl", "kubectl").is_none() || program("ip", "iproute2").is_none() {
+        return;
+    }
+    if !spanset::sim::cluster::processes::launch::running_as_root() {
+        eprintln!("skipped: the test sets up its network namespace as root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let manifest = dir.path().join("redis.yaml");
+    std::fs::write(
+        &manifest,
+        r#"apiVersion: v1
+kind: Service
+metadata: {name: redis}
+spec: {clusterIP: None, selector: {app: redis}, ports: [{name: redis, port: 6379}]}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: redis}
+spec:
+  replicas: 1
+  serviceName: redis
+  selector: {matchLabels: {app: redis}}
+  template:
+    metadata: {labels: {app: redis}}
+    spec:
+      containers:
+      - name: redis
+        image: redis:7
+        env:
+        - name: POD_IP
+          valueFrom: {fieldRef: {fieldPath: status.podIP}}
+        command: [sh, -c, 'exec redis-server --bind "$POD_IP" --dir /data --save "" --appendonly yes']
+        readinessProbe:
+          exec: {command: [sh, -c, 'redis-cli -h "$POD_IP" ping | grep -q PONG']}
+          periodSeconds: 1
+        volumeMounts: [{name: data, mountPath: /data}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+"#,
+    )
+    .unwrap();
+    // Everything inside one network namespace: the sandbox as nobody, kubectl as root.
+    let script = r#"
+set -eu
+ip link set lo up
+sysctl -qw net.ipv4.ip_unprivileged_port_start=53
+kc="$DIR/kubeconfig"
+setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$DIR" "$BIN" sim --clusters east \
+  --kubeconfig "$kc" --time-factor 0.05 --run-images redis > "$DIR/sim.out" 2>&1 &
+sim=$!
+trap 'kill $sim 2>/dev/null; wait $sim 2>/dev/null || true' EXIT
+for i in $(seq 1 600); do [ -s "$kc" ] && kubectl --kubeconfig "$kc" get ns default >/dev/null 2>&1 && break; sleep 0.2; done
+kubectl --kubeconfig "$kc" apply -f "$DIR/redis.yaml" >/dev/null
+kubectl --kubeconfig "$kc" wait --for=condition=Ready pod/redis-0 --timeout=180s >/dev/null \
+  || { cat "$DIR/sim.out"; kubectl --kubeconfig "$kc" describe pod redis-0; exit 1; }
+echo "exec: $(kubectl --kubeconfig "$kc" exec redis-0 -- sh -c 'echo "$(id -u) $(redis-cli -h "$POD_IP" ping)"')"
+echo "owners: $(ps -o user= -C redis-server | sort -u | tr '\n' ' ')"
+"#;
+    let out = Command::new("unshare")
+        .args(["--net", "--", "sh", "-c", script])
+        .env("DIR", dir.path())
+        .env("BIN", env!("CARGO_BIN_EXE_spanset"))
+        .output()
+        .expect("unshare runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.lines().any(|l| l == "exec: 0 PONG"), "exec enters the container as its root: {stdout}\n{stderr}");
+    assert!(stdout.lines().any(|l| l.trim() == "owners: nobody"), "the server runs as nobody outside: {stdout}");
 }

@@ -60,7 +60,7 @@ impl VolumeStore {
         }
         let mut dir = self.dir.lock();
         if dir.is_none() {
-            *dir = Some(tempfile::Builder::new().prefix("spanset-volumes-").tempdir()?);
+            *dir = Some(crate::sim::scratch::make("volumes")?);
         }
         let path = dir.as_ref().map(|d| d.path().join(id)).unwrap_or_default();
         std::fs::create_dir_all(&path)?;

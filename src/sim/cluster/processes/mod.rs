@@ -214,7 +214,7 @@ impl Processes {
     fn base_dir(&self) -> std::io::Result<PathBuf> {
         let mut dir = self.dir.lock();
         if dir.is_none() {
-            *dir = Some(tempfile::Builder::new().prefix("spanset-containers-").tempdir()?);
+            *dir = Some(crate::sim::scratch::make("containers")?);
         }
         Ok(dir.as_ref().map(|d| d.path().to_path_buf()).unwrap_or_default())
     }
@@ -430,12 +430,17 @@ fn entered(pid: u32) -> Option<u32> {
     (root != std::path::Path::new("/")).then_some(inner)
 }
 
-/// The argv prefix that joins a container's namespaces and root, with its environment.
+/// The argv prefix that joins a container's namespaces and root, with its environment. Not
+/// as root, the container's namespaces belong to its user namespace, which must be entered
+/// first (as its root) for the others to be joined at all.
 fn prefix(inner_pid: u32, env: &[(String, String)]) -> Vec<String> {
-    let mut argv: Vec<String> =
-        ["nsenter", "--target", &inner_pid.to_string(), "--mount", "--uts", "--pid", "--root", "--wd", "--"]
-            .map(str::to_string)
-            .to_vec();
+    let mut argv: Vec<String> = vec!["nsenter".into(), "--target".into(), inner_pid.to_string()];
+    if !launch::running_as_root() {
+        // Keeping its own IDs, which the container's user namespace maps to its root:
+        // changing them would call setgroups, which that namespace denies.
+        argv.extend(["--user".into(), "--preserve-credentials".into()]);
+    }
+    argv.extend(["--mount", "--uts", "--pid", "--root", "--wd", "--"].map(str::to_string));
     argv.extend(["/usr/bin/env".to_string(), "-i".to_string()]);
     argv.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
     argv
