@@ -368,7 +368,11 @@ fn nothing_the_sandbox_ran_outlives_it_even_when_it_is_killed() {
 /// belong to `nobody` outside.
 #[test]
 fn as_a_normal_user_containers_run_in_user_namespaces_probes_and_exec_enter_them() {
-    if redis().is_none() || program("kubectl", "kubectl").is_none() || program("ip", "iproute2").is_none() {
+    if redis().is_none()
+        || program("kubectl", "kubectl").is_none()
+        || program("ip", "iproute2").is_none()
+        || program("ps", "procps").is_none()
+    {
         return;
     }
     if !spanset::sim::cluster::processes::launch::running_as_root() {
@@ -416,7 +420,7 @@ spec:
     let script = r#"
 set -eu
 ip link set lo up
-sysctl -qw net.ipv4.ip_unprivileged_port_start=53
+echo 53 > /proc/sys/net/ipv4/ip_unprivileged_port_start
 kc="$DIR/kubeconfig"
 setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$DIR" "$BIN" sim --clusters east \
   --kubeconfig "$kc" --time-factor 0.05 --run-images redis > "$DIR/sim.out" 2>&1 &
