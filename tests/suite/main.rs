@@ -92,3 +92,4 @@ mod terms;
 mod undecodable;
 mod uninstall;
 mod version_cli;
+mod version_skew;
