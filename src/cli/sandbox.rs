@@ -139,7 +139,10 @@ pub async fn secure(host: &Client, kubeconfig: &std::path::Path, members: &[Stri
             token_seconds: 365 * 24 * 3600,
             region: None,
         };
-        join::join(host, &member, &args).await.map_err(|e| anyhow::anyhow!("join {m}: {e}"))?;
+        let joined = join::join(host, &member, &args).await.map_err(|e| anyhow::anyhow!("join {m}: {e}"))?;
+        for what in joined.not_installed {
+            eprintln!("spanset: join {m}: not installed: {what}");
+        }
     }
     let (token, _) = join::mint(host, CONTROLLER_ACCOUNT, 365 * 24 * 3600).await.map_err(anyhow::Error::msg)?;
     let cluster = join::cluster_entry(kubeconfig, HOST).map_err(anyhow::Error::msg)?;

@@ -40,6 +40,7 @@ mod failover;
 mod faults;
 mod features;
 mod fencing;
+mod guards_by_version;
 mod hidden_pods;
 mod hung_member;
 mod identity_gate;
