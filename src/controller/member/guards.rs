@@ -47,7 +47,10 @@ pub fn guards(f: &GuardFacts) -> Vec<MemberGuard> {
         Some(true) => out.push(guard(
             ADMISSION_POLICIES,
             true,
-            format!("{POLICY_GROUP_VERSION} serves {POLICY_RESOURCE}: the member's own guards (spanset join) can hold"),
+            format!(
+                "{POLICY_GROUP_VERSION} serves {POLICY_RESOURCE}: the member's own guards hold once installed \
+                 (spanset join installs them; spanset cannot read them back)"
+            ),
         )),
         Some(false) => out.push(guard(
             ADMISSION_POLICIES,
