@@ -94,6 +94,12 @@ pub struct MemberClusterStatus {
     /// `backend: AdvancedStatefulSet`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serves_advanced_stateful_sets: Option<bool>,
+    /// What spanset can count on in this member, one entry per guard it relies on
+    /// (`AdmissionPolicies`, `IdentityGate`, `StartOrdinals`), each saying whether it is in
+    /// force and why: a member of an older Kubernetes release lacks some (docs/version-skew.md).
+    /// Absent while the member's version and discovery are unread.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guards: Vec<MemberGuard>,
     /// The member's cluster id: the uid of its `kube-system` Namespace, as the multi-cluster
     /// Services API (KEP-2149, ClusterProperty `cluster.clusterset.k8s.io`) identifies a
     /// cluster. Two MemberClusters with the same id reach the same cluster: only one is used.
@@ -106,6 +112,20 @@ pub struct MemberClusterStatus {
     /// its pods, removes its objects and clears its entry. Written by spanset only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub leftovers: Vec<Leftover>,
+}
+
+/// One guard spanset relies on in a member, and whether the member keeps it (see
+/// [`MemberClusterStatus::guards`]).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberGuard {
+    /// `AdmissionPolicies` (the member's ValidatingAdmissionPolicies), `IdentityGate` (pod
+    /// scheduling gates) or `StartOrdinals` (StatefulSet `.spec.ordinals`).
+    pub name: String,
+    /// Whether the member keeps it.
+    pub in_force: bool,
+    /// Why: what the member's version or discovery showed, and what is lost without it.
+    pub message: String,
 }
 
 /// One deleted federation's objects left in a member (see [`MemberClusterStatus::leftovers`]):

@@ -5,7 +5,8 @@
 //! `spanset-system`, ServiceAccount `spanset-member`, its ClusterRole and binding — and
 //! `deploy/member/admission.yaml`, the member's own guards (ValidatingAdmissionPolicies: only
 //! spanset changes its StatefulSets, a stale leader's write is refused, spanset's identity
-//! writes only what spanset manages), mints a
+//! writes only what spanset manages; a member before Kubernetes 1.30 serves no such policies
+//! and is joined without them, saying so on stderr), mints a
 //! token for that ServiceAccount through the TokenRequest API, and writes into the host a
 //! Secret holding a kubeconfig for that identity plus the `MemberCluster` pointing at it. Run
 //! again, it rotates the token in place (the controller picks the new Secret up without a
@@ -40,7 +41,11 @@ use serde_json::{Value, json};
 
 use crate::{
     api::{MemberCluster, MemberClusterSpec, SecretKeyRef},
-    controller::{host_client, labels::MEMBER_FINALIZER},
+    controller::{
+        host_client,
+        labels::MEMBER_FINALIZER,
+        member::guards::{POLICY_GROUP_VERSION, POLICY_RESOURCE, serves_admission_policies},
+    },
 };
 
 /// The member-side identity and permissions, as shipped in `deploy/member/`.
@@ -120,6 +125,8 @@ pub struct Joined {
     pub secret: String,
     /// When the minted token expires (RFC 3339).
     pub expires: String,
+    /// What the member could not be given, and why (its release lacks it): said, not failed.
+    pub not_installed: Vec<String>,
 }
 
 fn docs(text: &str, source: &str) -> Result<Vec<Value>, String> {
@@ -238,9 +245,24 @@ pub async fn join(host: &Client, member: &Client, args: &JoinArgs) -> Result<Joi
     }
     let cluster = cluster_entry(&args.kubeconfig, &args.context)?;
     apply_manifest(member, MEMBER_RBAC, "deploy/member/rbac.yaml").await.map_err(|e| format!("in the member: {e}"))?;
-    apply_manifest(member, MEMBER_ADMISSION, "deploy/member/admission.yaml")
+    // The member's own guards need ValidatingAdmissionPolicies (Kubernetes 1.30 and later):
+    // an older member is joined without them, and told so, rather than refused.
+    let mut not_installed = Vec::new();
+    let serves = serves_admission_policies(member)
         .await
-        .map_err(|e| format!("in the member: {e}"))?;
+        .map_err(|e| format!("in the member: cannot read discovery of {POLICY_GROUP_VERSION}: {e}"))?;
+    if serves {
+        apply_manifest(member, MEMBER_ADMISSION, "deploy/member/admission.yaml")
+            .await
+            .map_err(|e| format!("in the member: {e}"))?;
+    } else {
+        let version = member.apiserver_version().await.map(|v| v.git_version).unwrap_or_else(|_| "unknown".into());
+        not_installed.push(format!(
+            "the member's admission policies (deploy/member/admission.yaml): Kubernetes {version} does not serve \
+             {POLICY_RESOURCE} in {POLICY_GROUP_VERSION} (1.30 and later do); nothing in the member refuses others' \
+             changes to spanset's objects or a stale leader's write there (see docs/version-skew.md)"
+        ));
+    }
     let (token, expires) =
         mint(member, MEMBER_ACCOUNT, args.token_seconds).await.map_err(|e| format!("in the member: {e}"))?;
     let kubeconfig = identity_kubeconfig(&args.name, cluster, MEMBER_ACCOUNT, &token);
@@ -279,7 +301,7 @@ pub async fn join(host: &Client, member: &Client, args: &JoinArgs) -> Result<Joi
     mcs.patch(&args.name, &PatchParams::apply(MANAGER), &Patch::Apply(&mc))
         .await
         .map_err(|e| format!("cannot write MemberCluster {} in the host: {e}", args.name))?;
-    Ok(Joined { secret: format!("{}/{secret_name}", args.namespace), expires })
+    Ok(Joined { secret: format!("{}/{secret_name}", args.namespace), expires, not_installed })
 }
 
 /// What the federations still have in a member, per the host: their placement naming it, a
@@ -454,6 +476,9 @@ pub async fn run_join(args: JoinArgs) -> i32 {
                 "membercluster/{} joined: {SYSTEM_NAMESPACE}/{MEMBER_ACCOUNT} in context {}, token valid until {}, kubeconfig in Secret {}",
                 args.name, args.context, j.expires, j.secret
             );
+            for what in &j.not_installed {
+                eprintln!("spanset: join {}: not installed: {what}", args.name);
+            }
             0
         }
         Err(e) => {

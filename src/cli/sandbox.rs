@@ -69,6 +69,11 @@ pub struct SandboxArgs {
     /// --run-images`), comma-separated bare names, e.g. `redis,etcd`.
     #[arg(long, value_name = "IMAGES", value_delimiter = ',')]
     pub run_images: Vec<String>,
+    /// The Kubernetes release a cluster answers as (as `spanset sim --cluster-version`),
+    /// comma-separated `NAME=1.MINOR.PATCH`, e.g. `east=1.29.8`: a member before 1.30 gets
+    /// no admission policies, and MemberCluster status says which guards it lacks.
+    #[arg(long, value_name = "NAME=VERSION", value_delimiter = ',')]
+    pub cluster_version: Vec<String>,
 }
 
 /// The example federations `spanset sandbox` can start with.
@@ -134,7 +139,10 @@ pub async fn secure(host: &Client, kubeconfig: &std::path::Path, members: &[Stri
             token_seconds: 365 * 24 * 3600,
             region: None,
         };
-        join::join(host, &member, &args).await.map_err(|e| anyhow::anyhow!("join {m}: {e}"))?;
+        let joined = join::join(host, &member, &args).await.map_err(|e| anyhow::anyhow!("join {m}: {e}"))?;
+        for what in joined.not_installed {
+            eprintln!("spanset: join {m}: not installed: {what}");
+        }
     }
     let (token, _) = join::mint(host, CONTROLLER_ACCOUNT, 365 * 24 * 3600).await.map_err(anyhow::Error::msg)?;
     let cluster = join::cluster_entry(kubeconfig, HOST).map_err(anyhow::Error::msg)?;
@@ -229,6 +237,7 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
         kruise: args.kruise.clone(),
         mcs: args.mcs.clone(),
         run_images: run_images(args),
+        cluster_version: args.cluster_version.clone(),
     })
 }
 
@@ -261,6 +270,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
             kruise: n != HOST && super::sim::named_in(&args.kruise, n),
             mcs: n != HOST && super::sim::named_in(&args.mcs, n),
             run_images: run_images(&args),
+            release: super::sim::release_of(&args.cluster_version, n),
             ..ClusterConfig::named(n)
         })
         .collect();

@@ -8,7 +8,7 @@
 use std::{io::Write, path::PathBuf};
 
 use crate::sim::{
-    cluster::ClusterConfig,
+    cluster::{ClusterConfig, release::Release},
     sandbox::{fleet::Fleet, kubeconfig},
 };
 
@@ -61,6 +61,12 @@ pub struct SimArgs {
     /// programs on PATH; every other image stays simulated.
     #[arg(long, value_name = "IMAGES", value_delimiter = ',')]
     pub run_images: Vec<String>,
+    /// The Kubernetes release a cluster answers as, comma-separated `NAME=1.MINOR.PATCH`
+    /// (`east=1.27.16,west=1.30.4`; 1.27 to 1.33, others v1.33.1): its `/version`, the API
+    /// versions discovery lists (no ValidatingAdmissionPolicy before 1.30) and the behaviour
+    /// it keeps, as docs/version-skew.md lists.
+    #[arg(long, value_name = "NAME=VERSION", value_delimiter = ',')]
+    pub cluster_version: Vec<String>,
 }
 
 /// Checks the flags beyond what clap can; the error is one line for [`super::usage_error`].
@@ -83,6 +89,7 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
             }
         }
     }
+    releases(&args.cluster_version, &args.clusters)?;
     for image in &args.run_images {
         if image.is_empty() || image.contains(['/', ':', '@']) {
             return Err(format!("--run-images: {image:?} is not a bare image name (like redis or etcd)"));
@@ -94,6 +101,36 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
         return Err(format!("--port-base: {base} leaves no room for {} ports", 2 * args.clusters.len() + 1));
     }
     Ok(())
+}
+
+/// The release of each cluster `--cluster-version` names (`NAME=1.MINOR.PATCH`), checked
+/// against the clusters there are; the error is one line naming the flag.
+pub fn releases(entries: &[String], clusters: &[String]) -> Result<Vec<(String, Release)>, String> {
+    let mut out: Vec<(String, Release)> = Vec::new();
+    for entry in entries {
+        let Some((name, version)) = entry.split_once('=') else {
+            return Err(format!("--cluster-version: {entry:?} is not NAME=VERSION (like west=1.30.4)"));
+        };
+        if !clusters.iter().any(|c| c == name) {
+            return Err(format!("--cluster-version: no cluster named {name:?} in --clusters"));
+        }
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(format!("--cluster-version: cluster {name:?} is given twice"));
+        }
+        let release = Release::parse(version).map_err(|e| format!("--cluster-version {name}: {e}"))?;
+        out.push((name.to_string(), release));
+    }
+    Ok(out)
+}
+
+/// The release `--cluster-version` gives `cluster` (already checked), else the newest.
+pub fn release_of(entries: &[String], cluster: &str) -> Release {
+    entries
+        .iter()
+        .filter_map(|e| e.split_once('='))
+        .find(|(name, _)| *name == cluster)
+        .and_then(|(_, version)| Release::parse(version).ok())
+        .unwrap_or_default()
 }
 
 /// Whether a per-cluster flag (`--kruise`, `--mcs`) applies to `cluster`: alone it means every
@@ -115,6 +152,7 @@ fn configs(args: &SimArgs) -> Vec<ClusterConfig> {
             kruise: named_in(&args.kruise, n),
             mcs: named_in(&args.mcs, n),
             run_images: args.run_images.clone(),
+            release: release_of(&args.cluster_version, n),
             ..ClusterConfig::named(n)
         })
         .collect()
@@ -170,7 +208,34 @@ mod tests {
             kruise: None,
             mcs: None,
             run_images: Vec::new(),
+            cluster_version: Vec::new(),
         }
+    }
+
+    #[test]
+    fn cluster_versions_name_a_cluster_once_and_a_supported_release() {
+        let mut a = args(&["east", "west"], None);
+        a.cluster_version = vec!["east=1.27.16".into(), "west=v1.30.4".into()];
+        assert!(check(&a).is_ok());
+        let configs = configs(&a);
+        assert_eq!(configs[0].release.git_version(), "v1.27.16");
+        assert_eq!(configs[1].release.git_version(), "v1.30.4");
+        a.cluster_version = vec!["east=1.29.1".into()];
+        assert_eq!(configs_of(&a), ["v1.29.1", "v1.33.1"], "a cluster not named answers as the newest");
+        let refused = |entries: &[&str]| {
+            let mut a = args(&["east", "west"], None);
+            a.cluster_version = entries.iter().map(|e| e.to_string()).collect();
+            check(&a).unwrap_err()
+        };
+        assert_eq!(refused(&["north=1.30.0"]), "--cluster-version: no cluster named \"north\" in --clusters");
+        assert!(refused(&["east=1.26.15"]).starts_with("--cluster-version east: 1.26.15: only releases 1.27 to 1.33"));
+        assert!(refused(&["east=1.34.0"]).contains("only releases 1.27 to 1.33"));
+        assert!(refused(&["east"]).contains("is not NAME=VERSION"));
+        assert!(refused(&["east=1.30.0", "east=1.31.0"]).contains("given twice"));
+    }
+
+    fn configs_of(a: &SimArgs) -> Vec<String> {
+        configs(a).iter().map(|c| c.release.git_version()).collect()
     }
 
     #[test]

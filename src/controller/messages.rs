@@ -40,6 +40,17 @@ use super::member::{
 };
 use crate::{api::FederatedStatefulSet, plan::Backend};
 
+impl MemberView {
+    /// What the view shows of the member's guards (docs/version-skew.md).
+    pub fn guard_facts(&self) -> crate::controller::member::guards::GuardFacts {
+        crate::controller::member::guards::GuardFacts {
+            minor: self.server_minor,
+            serves_policies: self.serves_policies,
+            keeps_ordinals: self.keeps_ordinals,
+        }
+    }
+}
+
 /// What one member's watcher knows of one federation, and of the member's health.
 #[derive(Debug, Clone, Default)]
 pub struct MemberView {
@@ -67,6 +78,10 @@ pub struct MemberView {
     pub serves_advanced: Option<bool>,
     /// The member's `gitVersion`.
     pub server_version: Option<String>,
+    /// The minor version of its `/version` (`None` until read).
+    pub server_minor: Option<u32>,
+    /// Whether its discovery lists ValidatingAdmissionPolicies (`None` until read).
+    pub serves_policies: Option<bool>,
     /// The newest resourceVersion the watcher had seen when it made this report: the
     /// observation is at least this recent.
     pub rv: u64,

@@ -22,6 +22,9 @@ pub mod types {
     /// An ordinal is seen running in two members at once (must never be True): the message
     /// names each such ordinal and the members.
     pub const IDENTITY_CONFLICT: &str = "IdentityConflict";
+    /// A placement member lacks a guard spanset relies on (an older Kubernetes release): the
+    /// message names each such member, its version and what the federation loses there.
+    pub const GUARDS_MISSING: &str = "GuardsMissing";
     /// A change of `spec.replicas` beyond the controller's bounds is held: the message says
     /// at which replicas and how to lift it.
     pub const REPLICAS_HELD: &str = "ReplicasHeld";

@@ -94,11 +94,17 @@ async fn a_member_that_drops_ordinals_gets_no_slice_and_says_why() {
     f.wait_settled("redis", &[("east", 0, 6)], "every ordinal in east").await;
     let msg = f.wait_condition("redis", "Degraded", "MembersExcluded").await;
     assert!(msg.contains("west") && msg.contains("Incompatible"), "{msg}");
+    assert!(msg.contains("Kubernetes v1.33.1"), "the member's version is named: {msg}");
     let mcs: Api<MemberCluster> = Api::all(f.host.clone());
-    support::eventually("west's MemberCluster says it drops ordinals", || async {
-        mcs.get("west").await.unwrap().status.and_then(|s| s.keeps_ordinals) == Some(false)
+    support::eventually("west's MemberCluster says it drops ordinals, and lacks that guard", || async {
+        let status = mcs.get("west").await.unwrap().status.unwrap_or_default();
+        let lacks = status.guards.iter().any(|g| g.name == "StartOrdinals" && !g.in_force);
+        status.keeps_ordinals == Some(false) && lacks
     })
     .await;
+    let missing = f.wait_condition("redis", "GuardsMissing", "GuardsMissing").await;
+    assert!(missing.contains("west (v1.33.1) lacks StartOrdinals"), "{missing}");
+    assert!(!missing.contains("east"), "east keeps every guard: {missing}");
     let written: Vec<_> = f
         .sandbox
         .spanset_changes_since(&mark, &f.members)

@@ -128,3 +128,38 @@ fn bad_input_is_named() {
     let out = spanset(&sandbox, &["join", "east", "--kubeconfig", &kubeconfig]);
     assert_eq!(out.status.code(), Some(2), "a missing --context is a usage error");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_installs_the_admission_policies_a_member_serves_and_names_those_it_cannot() {
+    let sandbox = Sandbox::start_with("host,east,west", &["--auth", "--cluster-version", "west=1.29.8"]);
+    let host = client_for(&sandbox.kubeconfig, "host").await;
+    spanset::cli::sandbox::install_crds(&host).await.unwrap();
+    let kubeconfig = sandbox.kubeconfig.to_str().unwrap().to_string();
+    let policies = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy"),
+        "validatingadmissionpolicies",
+    );
+    for (member, release) in [("east", "v1.33.1"), ("west", "v1.29.8")] {
+        let join = ["join", member, "--kubeconfig", &kubeconfig, "--context", member, "--host-context", "host"];
+        let out = spanset(&sandbox, &join);
+        assert!(out.status.success(), "{member}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).starts_with(&format!("membercluster/{member} joined: ")), "{}", text(&out.stdout));
+        let admin = client_for(&sandbox.kubeconfig, member).await;
+        let installed = Api::<kube::api::DynamicObject>::all_with(admin, &policies).list(&ListParams::default()).await;
+        let err = text(&out.stderr);
+        if member == "east" {
+            assert_eq!(err, "", "east serves every guard");
+            assert!(installed.expect("east serves policies").items.len() >= 8, "east has spanset's policies");
+        } else {
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.starts_with(&format!(
+                    "spanset: join west: not installed: the member's admission policies (deploy/member/admission.yaml): \
+                     Kubernetes {release} does not serve validatingadmissionpolicies in admissionregistration.k8s.io/v1"
+                )),
+                "{err}"
+            );
+            assert!(matches!(installed, Err(kube::Error::Api(e)) if e.code == 404), "west serves no policies");
+        }
+    }
+}

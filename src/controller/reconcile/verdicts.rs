@@ -1,6 +1,7 @@
 //! Stage 7a: the conditions of the round, each a verdict with its reason: `Blocked` (no
 //! placement), `Ready` and `Progressing` (with the first of the reasons the federation is not
-//! done), `Degraded`, `ClusterUnreachable`, `Updating`, `IdentityConflict`, `ReplicasHeld`;
+//! done), `Degraded`, `ClusterUnreachable`, `Updating`, `IdentityConflict`, `GuardsMissing`,
+//! `ReplicasHeld`;
 //! and the events they announce.
 
 use kube::ResourceExt;
@@ -15,7 +16,7 @@ use crate::{
     api::FederatedStatefulSet,
     controller::{
         events::Note,
-        member::objects::on_delete,
+        member::{guards::guards, objects::on_delete},
         rollout::Rollout,
         status::{Verdict, types},
     },
@@ -47,6 +48,7 @@ pub(super) fn verdicts(cx: &Scope<'_>, round: &Round<'_>, standing: &Standing<'_
     });
     verdicts.push(updating(&round.avail.roll, on_delete(cx.fsts)));
     verdicts.push(identity_conflict(cx, &round.avail.conflicts));
+    verdicts.push(guards_missing(cx));
     verdicts.push(match cx.replicas_held {
         Some((reason, message)) => Verdict::yes(types::REPLICAS_HELD, reason, message.clone()),
         None => Verdict::no(types::REPLICAS_HELD, "WithinBounds", ""),
@@ -143,6 +145,25 @@ fn stuck_move(cx: &Scope<'_>, round: &Round<'_>) -> Option<String> {
     })
 }
 
+/// The `GuardsMissing` condition: each placement member whose release lacks a guard spanset
+/// relies on, with its version and what the federation loses there (members not read yet are
+/// not named).
+fn guards_missing(cx: &Scope<'_>) -> Verdict {
+    let mut lacking = Vec::new();
+    for c in &cx.placement {
+        let Some(view) = cx.view_of(c) else { continue };
+        let version = view.server_version.clone().unwrap_or_else(|| "version unread".into());
+        for g in guards(&view.guard_facts()).into_iter().filter(|g| !g.in_force) {
+            lacking.push(format!("{c} ({version}) lacks {}: {}", g.name, g.message));
+        }
+    }
+    if lacking.is_empty() {
+        Verdict::no(types::GUARDS_MISSING, "AllGuardsInForce", "")
+    } else {
+        Verdict::yes(types::GUARDS_MISSING, "GuardsMissing", lacking.join("; "))
+    }
+}
+
 /// The `Degraded` condition: members the plan excludes (and duplicates), and volumes left
 /// behind in fenced members.
 fn degraded(cx: &Scope<'_>, round: &Round<'_>) -> Verdict {
@@ -191,7 +212,10 @@ fn exclusion(cx: &Scope<'_>, c: &str, e: &Exclusion) -> String {
     let why = cx.view_of(c).and_then(|v| incompatibility(&v, cx.backend));
     let left: Ordinals = cx.view_of(c).map(|v| v.federation.pods.keys().copied().collect()).unwrap_or_default();
     match (e, why) {
-        (Exclusion::Incompatible, Some(why)) => format!("{c} (Incompatible: {why})"),
+        (Exclusion::Incompatible, Some(why)) => match cx.view_of(c).and_then(|v| v.server_version.clone()) {
+            Some(version) => format!("{c} (Incompatible: {why}; Kubernetes {version})"),
+            None => format!("{c} (Incompatible: {why})"),
+        },
         (Exclusion::Fenced, _) if !left.is_empty() => {
             format!(
                 "{c} (Fenced; it still reports pods of ordinals {}, counted nowhere)",

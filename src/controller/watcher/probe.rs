@@ -1,5 +1,6 @@
 //! The member's probe, every [`PROBE_PERIOD`]: its version, and once each its identity, whether
-//! it keeps `.spec.ordinals` and whether it serves Advanced StatefulSets. What a probe asks and
+//! it keeps `.spec.ordinals`, whether it serves ValidatingAdmissionPolicies and whether it
+//! serves Advanced StatefulSets. What a probe asks and
 //! what its answers mean are [`super::decide::health`]'s; this sends it and notes the result.
 
 use std::time::{Duration, Instant};
@@ -21,14 +22,21 @@ use super::{
 use crate::controller::{
     labels::{FEDERATION, FIELD_MANAGER, MANAGED_BY, MANAGER},
     member::{
+        guards::{minor_of, serves_admission_policies},
         health::Failure,
         workload::{KRUISE_GROUP, KRUISE_VERSION},
     },
     messages::Identified,
 };
 
-/// What one probe learnt besides the version: each `None` when not asked.
-type Learnt = (String, Option<Result<String, String>>, Option<bool>, Option<bool>);
+/// What one probe learnt: the version, then each `None` when not asked.
+struct Learnt {
+    version: k8s_openapi::apimachinery::pkg::version::Info,
+    identity: Option<Result<String, String>>,
+    keeps: Option<bool>,
+    advanced: Option<bool>,
+    policies: Option<bool>,
+}
 
 impl ClusterWatcher {
     /// Every [`PROBE_PERIOD`]: judges the member's health (so that detection lands within one
@@ -89,6 +97,7 @@ impl ClusterWatcher {
     pub(super) fn probe(&mut self, ctx: &mut Context<Self>) {
         let client = self.client.clone();
         let asks = probe_asks(self.identity.is_some(), self.keeps_ordinals, self.cache.serves_advanced, self.probes);
+        let ask_policies = self.serves_policies.is_none();
         self.probes += 1;
         self.metrics.api_request(&self.cluster, "get");
         self.probing = true;
@@ -100,7 +109,10 @@ impl ClusterWatcher {
             // stores nothing: a member that drops it never gets a slice.
             let keeps = if asks.ordinals { Some(probe_ordinals(&client).await?) } else { None };
             let advanced = if asks.advanced { Some(serves_advanced(&client).await?) } else { None };
-            Ok::<Learnt, kube::Error>((version.git_version, identity, keeps, advanced))
+            // Whether the member's own guards can exist there, asked once: discovery of
+            // admissionregistration.k8s.io/v1 (served from Kubernetes 1.30).
+            let policies = if ask_policies { Some(serves_admission_policies(&client).await?) } else { None };
+            Ok::<Learnt, kube::Error>(Learnt { version, identity, keeps, advanced, policies })
         };
         ctx.spawn(async move { tokio::time::timeout(PROBE_TIMEOUT, call).await }.into_actor(self).map(
             |res, act, ctx| {
@@ -118,9 +130,13 @@ impl ClusterWatcher {
     }
 
     /// A probe answered.
-    fn learnt(&mut self, (version, identity, keeps, advanced): Learnt, ctx: &mut Context<Self>) {
+    fn learnt(&mut self, Learnt { version, identity, keeps, advanced, policies }: Learnt, ctx: &mut Context<Self>) {
         self.contact_ok();
-        self.server_version = Some(version);
+        self.server_minor = minor_of(&version.minor);
+        self.server_version = Some(version.git_version);
+        if policies.is_some() {
+            self.serves_policies = policies;
+        }
         if let Some(identity) = identity {
             self.identified(identity, ctx);
         }

@@ -9,14 +9,11 @@ use crate::sim::{cluster::Cluster, store::resources::ResourceType};
 
 /// The `version.Info` document.
 pub fn version(cluster: &Cluster) -> Value {
-    let v = cluster.config.git_version.trim_start_matches('v');
-    let mut parts = v.split('.');
-    let major = parts.next().unwrap_or("1");
-    let minor = parts.next().unwrap_or("0");
+    let release = cluster.config.release;
     json!({
-        "major": major,
-        "minor": minor,
-        "gitVersion": cluster.config.git_version,
+        "major": "1",
+        "minor": release.minor.to_string(),
+        "gitVersion": release.git_version(),
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2025-05-15T00:00:00Z",

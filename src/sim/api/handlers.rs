@@ -90,11 +90,11 @@ pub async fn handle(cluster: Arc<Cluster>, server_address: String, req: http::Re
         Route::Api | Route::Apis if parts.method != Method::GET => {
             response::error(&ApiError::method_not_allowed(parts.method.as_str()))
         }
-        Route::Api => match negotiate::discovery(accept).version() {
+        Route::Api => match negotiate::discovery(accept, cluster.config.release.serves_discovery_v2()).version() {
             None => response::json(200, &discovery::api_versions(&server_address)),
             Some(dv) => aggregated(&discovery::aggregated(&cluster, true, dv), dv, if_none_match),
         },
-        Route::Apis => match negotiate::discovery(accept).version() {
+        Route::Apis => match negotiate::discovery(accept, cluster.config.release.serves_discovery_v2()).version() {
             None => response::json(200, &discovery::api_group_list(&cluster)),
             Some(dv) => aggregated(&discovery::aggregated(&cluster, false, dv), dv, if_none_match),
         },

@@ -92,14 +92,15 @@ impl Discovery {
     }
 }
 
-/// Picks the discovery form: the first aggregated version offered, else legacy.
-pub fn discovery(accept: Option<&str>) -> Discovery {
+/// Picks the discovery form: the first aggregated version offered that the server serves
+/// (`v2` only when `serves_v2`, from 1.30), else legacy.
+pub fn discovery(accept: Option<&str>, serves_v2: bool) -> Discovery {
     for r in parse_accept(accept.unwrap_or("")) {
         if r.mime != "application/json" {
             continue;
         }
         match (r.param("g"), r.param("v"), r.param("as")) {
-            (Some("apidiscovery.k8s.io"), Some("v2"), Some("APIGroupDiscoveryList")) => {
+            (Some("apidiscovery.k8s.io"), Some("v2"), Some("APIGroupDiscoveryList")) if serves_v2 => {
                 return Discovery::AggregatedV2;
             }
             (Some("apidiscovery.k8s.io"), Some("v2beta1"), Some("APIGroupDiscoveryList")) => {
@@ -123,10 +124,11 @@ mod tests {
 
     #[test]
     fn discovery_follows_the_first_offer() {
-        assert_eq!(discovery(Some(KUBECTL_127)), Discovery::AggregatedV2Beta1);
-        assert_eq!(discovery(Some(KUBECTL_133)), Discovery::AggregatedV2);
-        assert_eq!(discovery(Some("application/json, */*")), Discovery::Legacy);
-        assert_eq!(discovery(None), Discovery::Legacy);
+        assert_eq!(discovery(Some(KUBECTL_127), true), Discovery::AggregatedV2Beta1);
+        assert_eq!(discovery(Some(KUBECTL_133), true), Discovery::AggregatedV2);
+        assert_eq!(discovery(Some(KUBECTL_133), false), Discovery::AggregatedV2Beta1, "a 1.29 server has no v2");
+        assert_eq!(discovery(Some("application/json, */*"), true), Discovery::Legacy);
+        assert_eq!(discovery(None, true), Discovery::Legacy);
     }
 
     #[test]

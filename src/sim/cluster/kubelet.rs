@@ -127,7 +127,7 @@ fn register_nodes(cluster: &Cluster) {
             "status": {
                 "conditions": [ready_condition("True", "KubeletReady", "kubelet is posting ready status")],
                 "addresses": [{"type": "InternalIP", "address": host_ip(&name)}, {"type": "Hostname", "address": name}],
-                "nodeInfo": {"kubeletVersion": cluster.config.git_version, "kubeProxyVersion": cluster.config.git_version,
+                "nodeInfo": {"kubeletVersion": cluster.config.release.git_version(), "kubeProxyVersion": cluster.config.release.git_version(),
                              "containerRuntimeVersion": "containerd://1.7.0", "operatingSystem": "linux", "architecture": "amd64",
                              "osImage": "Ubuntu 22.04.4 LTS", "kernelVersion": "5.15.0-105-generic"},
                 "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
@@ -203,7 +203,8 @@ fn sweep(cluster: &Cluster, timers: &mut Timers, wake: &Wake) {
         if node.is_empty() {
             // A gated pod is not considered at all (no FailedScheduling either) until its last
             // scheduling gate is removed, as the scheduler's SchedulingGates plugin does.
-            if !object::is_deleting(pod) && !scheduling_gated(pod) {
+            let held = cluster.config.release.honours_scheduling_gates() && scheduling_gated(pod);
+            if !object::is_deleting(pod) && !held {
                 schedule(cluster, &pods_rt, pod, &nodes, &mut load, timers);
             }
             continue;

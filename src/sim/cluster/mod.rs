@@ -25,6 +25,7 @@ pub mod logs;
 pub mod network;
 pub mod node_events;
 pub mod processes;
+pub mod release;
 pub mod statefulset;
 pub mod volumes;
 
@@ -47,8 +48,9 @@ use crate::sim::store::{
 pub struct ClusterConfig {
     /// The cluster's name (kubeconfig context, cluster and user).
     pub name: String,
-    /// `gitVersion` reported by `/version`.
-    pub git_version: String,
+    /// The Kubernetes release the cluster answers as: its `/version`, what discovery lists and
+    /// what behaviour it keeps (`spanset sim --cluster-version`).
+    pub release: release::Release,
     /// History and watcher buffer sizes.
     pub limits: StorageLimits,
     /// How often a watch that asked for bookmarks gets one (kube-apiserver: a minute,
@@ -111,7 +113,7 @@ impl ClusterConfig {
     pub fn named(name: &str) -> Self {
         Self {
             name: name.to_string(),
-            git_version: "v1.33.1".into(),
+            release: release::Release::default(),
             limits: StorageLimits::default(),
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
@@ -237,7 +239,7 @@ impl Cluster {
             audit: AuditLog::default(),
             account: Account::default(),
             storage: Storage::new(config.limits),
-            resources: ResourceTable::default(),
+            resources: ResourceTable::for_release(config.release),
             // Keyed by the name too, so clusters of one sandbox never draw the same uids.
             faults: Faults::for_cluster(config.seed, &config.name),
             config,

@@ -410,10 +410,10 @@ impl Cluster {
     }
 
     /// Silently drops fields the simulated server does not keep, like an apiserver without the
-    /// feature gate (fault injection: `drop-ordinals`).
+    /// feature gate: a release before start ordinals, or the fault `drop-ordinals`.
     fn drop_unsupported_fields(&self, rt: &ResourceType, obj: &mut Value) {
         let drops = match (rt.group.as_str(), rt.plural.as_str()) {
-            ("apps", "statefulsets") => self.faults.drops_ordinals(),
+            ("apps", "statefulsets") => self.faults.drops_ordinals() || !self.config.release.keeps_start_ordinals(),
             ("apps.kruise.io", "statefulsets") => self.faults.kruise_drops_ordinals(),
             _ => false,
         };

@@ -7,7 +7,10 @@ use std::{collections::BTreeMap, sync::Arc};
 use parking_lot::RwLock;
 use serde_json::Value;
 
-use crate::sim::store::schema::CrdSchema;
+use crate::sim::{
+    cluster::release::Release,
+    store::{admission, schema::CrdSchema},
+};
 
 /// Where a resource's `/scale` subresource reads and writes replicas.
 #[derive(Debug, Clone, PartialEq)]
@@ -315,8 +318,29 @@ pub struct ResourceTable {
 }
 
 impl Default for ResourceTable {
+    /// The table of the newest simulated release.
     fn default() -> Self {
-        let types = builtins().into_iter().map(|t| ((t.group.clone(), t.plural.clone()), Arc::new(t))).collect();
+        Self::for_release(Release::default())
+    }
+}
+
+/// Whether a release serves a built-in resource as installed (feature gates at their defaults):
+/// ValidatingAdmissionPolicies and their bindings only from 1.30, where they are GA.
+fn served_in(release: Release, rt: &ResourceType) -> bool {
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        (admission::GROUP, admission::POLICIES | admission::BINDINGS) => release.serves_admission_policies(),
+        _ => true,
+    }
+}
+
+impl ResourceTable {
+    /// The built-in resources `release` serves, before any CRD is installed.
+    pub fn for_release(release: Release) -> Self {
+        let types = builtins()
+            .into_iter()
+            .filter(|t| served_in(release, t))
+            .map(|t| ((t.group.clone(), t.plural.clone()), Arc::new(t)))
+            .collect();
         Self { types: RwLock::new(types) }
     }
 }

@@ -6,7 +6,10 @@ use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Namespace};
 use kube::runtime::watcher;
 
 use super::CallFailure;
-use crate::controller::member::health::Failure;
+use crate::controller::member::{
+    guards::{GuardFacts, guards},
+    health::Failure,
+};
 
 /// How often a member that does not serve Advanced StatefulSets is asked again (OpenKruise
 /// may be installed later), in probes.
@@ -163,6 +166,8 @@ pub struct MemberFacts<'a> {
     pub keeps_ordinals: Option<bool>,
     /// Whether it serves Advanced StatefulSets.
     pub serves_advanced: Option<bool>,
+    /// What decides its guards.
+    pub guards: GuardFacts,
 }
 
 /// The status facts: a member that reaches the same cluster as another one is not Reachable
@@ -184,6 +189,7 @@ pub fn member_facts(f: &MemberFacts<'_>) -> serde_json::Value {
         "keepsOrdinals": f.keeps_ordinals,
         "servesAdvancedStatefulSets": f.serves_advanced,
         "clusterID": f.identity.clone().flatten(),
+        "guards": guards(&f.guards),
     })
 }
 

@@ -94,6 +94,7 @@ fn a_member_reaching_another_s_cluster_is_reported_as_a_duplicate() {
             server_version: &version,
             keeps_ordinals: Some(true),
             serves_advanced: Some(false),
+            guards: GuardFacts { minor: Some(31), serves_policies: Some(true), keeps_ordinals: Some(true) },
         })
     };
     let dup = facts(&duplicate);
@@ -102,6 +103,13 @@ fn a_member_reaching_another_s_cluster_is_reported_as_a_duplicate() {
     let fine = facts(&Ok(()));
     assert_eq!(fine["conditions"][0]["status"], "True");
     assert_eq!(fine["clusterID"], "u-1");
+    let said: Vec<(&str, bool)> = fine["guards"]
+        .as_array()
+        .expect("the guards")
+        .iter()
+        .map(|g| (g["name"].as_str().unwrap_or(""), g["inForce"] == true))
+        .collect();
+    assert_eq!(said, [("AdmissionPolicies", true), ("IdentityGate", true), ("StartOrdinals", true)]);
     assert!(condition_turns(Some(&fine), &dup));
     assert!(!report_due(Some(&fine), &fine, true), "unchanged and fresh: not written again");
     assert!(report_due(Some(&fine), &fine, false), "the last contact is refreshed");

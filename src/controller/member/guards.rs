@@ -1,0 +1,128 @@
+//! The guards spanset relies on in a member, and whether the member's Kubernetes release keeps
+//! them: its admission policies (served from 1.30), its identity gate (pod scheduling gates,
+//! on by default from 1.27) and its slices' start ordinals (on by default from 1.27). A member
+//! of an older release lacks some; spanset says so rather than believe it is guarded
+//! (docs/version-skew.md).
+
+use kube::Client;
+
+use crate::api::MemberGuard;
+
+/// The member's ValidatingAdmissionPolicies (`deploy/member/admission.yaml`).
+pub const ADMISSION_POLICIES: &str = "AdmissionPolicies";
+/// Pod scheduling gates, which hold a pod of a moving ordinal until spanset lifts its gate.
+pub const IDENTITY_GATE: &str = "IdentityGate";
+/// StatefulSet `.spec.ordinals`, which a slice needs.
+pub const START_ORDINALS: &str = "StartOrdinals";
+
+/// The API group and version serving ValidatingAdmissionPolicies as spanset writes them.
+pub const POLICY_GROUP_VERSION: &str = "admissionregistration.k8s.io/v1";
+/// Their resource there.
+pub const POLICY_RESOURCE: &str = "validatingadmissionpolicies";
+/// The first minor release with pod scheduling gates on by default (PodSchedulingReadiness beta).
+pub const GATES_SINCE_MINOR: u32 = 27;
+
+/// What a member showed that decides its guards; `None` while unread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GuardFacts {
+    /// The minor version of `/version` (`27` of `"27"` or `"27+"`).
+    pub minor: Option<u32>,
+    /// Whether discovery lists ValidatingAdmissionPolicies in [`POLICY_GROUP_VERSION`].
+    pub serves_policies: Option<bool>,
+    /// Whether it keeps `.spec.ordinals` of StatefulSets.
+    pub keeps_ordinals: Option<bool>,
+}
+
+/// The minor version of a `/version` answer: its leading digits (providers append `+`).
+pub fn minor_of(minor: &str) -> Option<u32> {
+    let digits: String = minor.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The guards the facts decide, in a fixed order; those still unknown are left out.
+pub fn guards(f: &GuardFacts) -> Vec<MemberGuard> {
+    let guard = |name: &str, in_force: bool, message: String| MemberGuard { name: name.into(), in_force, message };
+    let mut out = Vec::new();
+    match f.serves_policies {
+        Some(true) => out.push(guard(
+            ADMISSION_POLICIES,
+            true,
+            format!(
+                "{POLICY_GROUP_VERSION} serves {POLICY_RESOURCE}: the member's own guards hold once installed \
+                 (spanset join installs them; spanset cannot read them back)"
+            ),
+        )),
+        Some(false) => out.push(guard(
+            ADMISSION_POLICIES,
+            false,
+            format!(
+                "{POLICY_GROUP_VERSION} does not serve {POLICY_RESOURCE} (Kubernetes 1.30 and later do): nothing in the \
+                 member refuses others' changes to spanset's StatefulSets and gates, pods created with a federation's \
+                 identity, or a stale leader's late write; only the controller reverts what it finds"
+            ),
+        )),
+        None => {}
+    }
+    if let Some(minor) = f.minor {
+        out.push(if minor >= GATES_SINCE_MINOR {
+            guard(IDENTITY_GATE, true, format!("Kubernetes 1.{minor} holds pods at their scheduling gates"))
+        } else {
+            guard(
+                IDENTITY_GATE,
+                false,
+                format!(
+                    "Kubernetes 1.{minor} does not hold pods at scheduling gates by default (1.{GATES_SINCE_MINOR} and \
+                     later do): a moving ordinal's pod could start before its old one is gone"
+                ),
+            )
+        });
+    }
+    match f.keeps_ordinals {
+        Some(true) => out.push(guard(START_ORDINALS, true, "the member keeps StatefulSet .spec.ordinals".into())),
+        Some(false) => out.push(guard(
+            START_ORDINALS,
+            false,
+            "the member drops StatefulSet .spec.ordinals: it gets no slice".into(),
+        )),
+        None => {}
+    }
+    out
+}
+
+/// Whether the member's discovery lists ValidatingAdmissionPolicies in
+/// [`POLICY_GROUP_VERSION`]: a 404 for the group version means it does not; other failures
+/// are the caller's to judge.
+pub async fn serves_admission_policies(client: &Client) -> Result<bool, kube::Error> {
+    match client.list_api_group_resources(POLICY_GROUP_VERSION).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == POLICY_RESOURCE)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_provider_suffix_is_read_past() {
+        assert_eq!(minor_of("27"), Some(27));
+        assert_eq!(minor_of("30+"), Some(30));
+        assert_eq!(minor_of(""), None);
+    }
+
+    #[test]
+    fn each_guard_is_said_once_known_and_in_force_only_when_kept() {
+        assert!(guards(&GuardFacts::default()).is_empty(), "nothing read, nothing said");
+        let old = GuardFacts { minor: Some(29), serves_policies: Some(false), keeps_ordinals: Some(true) };
+        let said: Vec<(String, bool)> = guards(&old).into_iter().map(|g| (g.name, g.in_force)).collect();
+        assert_eq!(
+            said,
+            [(ADMISSION_POLICIES.into(), false), (IDENTITY_GATE.into(), true), (START_ORDINALS.into(), true)]
+        );
+        let new = GuardFacts { minor: Some(33), serves_policies: Some(true), keeps_ordinals: Some(true) };
+        assert!(guards(&new).iter().all(|g| g.in_force));
+        let ancient = GuardFacts { minor: Some(26), serves_policies: Some(false), keeps_ordinals: Some(false) };
+        assert!(guards(&ancient).iter().all(|g| !g.in_force));
+    }
+}

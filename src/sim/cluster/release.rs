@@ -1,0 +1,118 @@
+//! The Kubernetes release a simulated cluster answers as (`spanset sim --cluster-version
+//! NAME=1.MINOR.PATCH`): what `/version` says, which API versions discovery lists, and which
+//! behaviour spanset leans on the cluster keeps. Members of a federation are upgraded one at a
+//! time, so a sandbox must be able to hold members of different releases side by side; each
+//! difference modelled here is listed, with its source, in `docs/version-skew.md`.
+
+use std::fmt;
+
+/// The oldest minor release a simulated cluster can answer as: the first with pod scheduling
+/// gates and StatefulSet start ordinals on by default, without which spanset cannot run there.
+pub const OLDEST_MINOR: u32 = 27;
+/// The newest minor release a simulated cluster can answer as.
+pub const NEWEST_MINOR: u32 = 33;
+
+/// A Kubernetes release `1.MINOR.PATCH`, within [`OLDEST_MINOR`]..=[`NEWEST_MINOR`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Release {
+    /// The minor version (`27` of `1.27.16`).
+    pub minor: u32,
+    /// The patch version (`16` of `1.27.16`).
+    pub patch: u32,
+}
+
+impl Default for Release {
+    /// The release every cluster answered as before releases could be chosen.
+    fn default() -> Self {
+        Self { minor: NEWEST_MINOR, patch: 1 }
+    }
+}
+
+impl fmt::Display for Release {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "1.{}.{}", self.minor, self.patch)
+    }
+}
+
+impl Release {
+    /// Reads `1.MINOR.PATCH` (a leading `v` is allowed); the error says what is wrong and which
+    /// releases are supported.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bare = text.strip_prefix('v').unwrap_or(text);
+        let parts: Vec<&str> = bare.split('.').collect();
+        let number = |s: &str| s.parse::<u32>().ok().filter(|_| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+        let (major, minor, patch) = match parts.as_slice() {
+            [major, minor, patch] => (number(major), number(minor), number(patch)),
+            _ => (None, None, None),
+        };
+        let (Some(major), Some(minor), Some(patch)) = (major, minor, patch) else {
+            return Err(format!("{text:?} is not a release like 1.30.4"));
+        };
+        if major != 1 || !(OLDEST_MINOR..=NEWEST_MINOR).contains(&minor) {
+            return Err(format!("{text}: only releases 1.{OLDEST_MINOR} to 1.{NEWEST_MINOR} are simulated"));
+        }
+        Ok(Self { minor, patch })
+    }
+
+    /// `gitVersion` of `/version` (and the kubelets' version on their Nodes).
+    pub fn git_version(&self) -> String {
+        format!("v{self}")
+    }
+
+    /// Whether `admissionregistration.k8s.io/v1` serves ValidatingAdmissionPolicy and its
+    /// bindings (GA in 1.30). Before, v1beta1 (1.28–1.29) and v1alpha1 (1.26–1.27) were off by
+    /// default, so a cluster as installed serves none: the policies cannot be created and guard
+    /// nothing.
+    pub fn serves_admission_policies(&self) -> bool {
+        self.minor >= 30
+    }
+
+    /// Whether aggregated discovery is served as `apidiscovery.k8s.io/v2` (GA in 1.30); before
+    /// that only `v2beta1` (on by default from 1.27).
+    pub fn serves_discovery_v2(&self) -> bool {
+        self.minor >= 30
+    }
+
+    /// Whether the scheduler holds a pod while its `spec.schedulingGates` are set
+    /// (PodSchedulingReadiness: beta and on by default in 1.27, GA in 1.30). True of every
+    /// simulated release; kept as a rule so that the floor is said where it is relied on.
+    pub fn honours_scheduling_gates(&self) -> bool {
+        self.minor >= 27
+    }
+
+    /// Whether StatefulSets keep `.spec.ordinals` (StatefulSetStartOrdinal: beta and on by
+    /// default in 1.27, GA in 1.31). True of every simulated release, like
+    /// [`Release::honours_scheduling_gates`]; a server dropping it is still modelled by the
+    /// `drop-ordinals` fault.
+    pub fn keeps_start_ordinals(&self) -> bool {
+        self.minor >= 27
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_supported_releases_and_names_the_range_otherwise() {
+        assert_eq!(Release::parse("1.27.16"), Ok(Release { minor: 27, patch: 16 }));
+        assert_eq!(Release::parse("v1.30.4").map(|r| r.git_version()), Ok("v1.30.4".to_string()));
+        assert_eq!(Release::parse("1.33.0").map(|r| r.to_string()), Ok("1.33.0".to_string()));
+        for old_or_new in ["1.26.15", "1.34.0", "2.30.0"] {
+            let e = Release::parse(old_or_new).unwrap_err();
+            assert!(e.contains("only releases 1.27 to 1.33"), "{old_or_new}: {e}");
+        }
+        for bad in ["1.30", "1.30.x", "", "1..30.1", "1.30.+1", "1.30.4.1"] {
+            assert!(Release::parse(bad).unwrap_err().contains("is not a release like"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn admission_policies_and_discovery_v2_arrive_in_1_30() {
+        let at = |minor| Release { minor, patch: 0 };
+        assert!(!at(27).serves_admission_policies() && !at(29).serves_admission_policies());
+        assert!(at(30).serves_admission_policies() && at(33).serves_admission_policies());
+        assert!(!at(29).serves_discovery_v2() && at(30).serves_discovery_v2());
+        assert!(at(27).honours_scheduling_gates() && at(27).keeps_start_ordinals());
+    }
+}
