@@ -95,6 +95,12 @@ pub struct RunArgs {
     /// read, since the parent may die before this process reads it).
     #[arg(long, hide = true, value_name = "PID")]
     pub exit_with_parent: Option<u32>,
+    /// Test only: the controller version this process stamps on what it writes and compares
+    /// with the versions it reads (default: this binary's), so that one binary can play two
+    /// versions of a rolling update. Never set it in production: a wrong version makes replicas
+    /// step down for good, or undo a newer one's writes.
+    #[arg(long, hide = true, env = crate::controller::written_by::VERSION_OVERRIDE_ENV, value_name = "X.Y.Z")]
+    pub written_by_version: Option<String>,
 }
 
 /// How logs are written.
@@ -120,6 +126,11 @@ pub fn run(args: RunArgs) -> i32 {
             Ok(l) => l,
             Err(e) => super::usage_error(&e),
         };
+        if let Some(version) = &args.written_by_version
+            && let Err(e) = crate::controller::written_by::set_version(version)
+        {
+            super::usage_error(&format!("--written-by-version: {e}"));
+        }
         let opts = RunOptions {
             kubeconfig: args.kubeconfig,
             context: args.context,

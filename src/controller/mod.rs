@@ -47,3 +47,4 @@ pub mod supervisor;
 pub mod undecodable;
 pub mod uninstall;
 pub mod watcher;
+pub mod written_by;

@@ -27,7 +27,7 @@ use kube::{
 
 use super::{
     effects::{self, Stage},
-    events::Recorder,
+    events::{Note, Recorder},
     fencing,
     labels::{FIELD_MANAGER, FINALIZER, LAST_DRILL},
     leader::Leadership,
@@ -47,6 +47,7 @@ use super::{
     safety::Rules,
     spans,
     watcher::{ClusterWatcher, MemberHandle, MembersChanged},
+    written_by,
 };
 use crate::{api::FederatedStatefulSet, plan::Backend};
 
@@ -304,6 +305,12 @@ impl Coordinator {
             // A placement naming a member not listed yet is not "unknown": wait for the list.
             return self.set_queued(false);
         }
+        // A federation whose token a newer controller version raised is that version's: this
+        // process stops leading for good rather than raise it back (see `written_by`).
+        if let Some(newer) = written_by::newer_writer(self.fsts.annotations(), written_by::version()) {
+            self.superseded_by(&newer);
+            return self.set_queued(false);
+        }
         // Nothing is written in a term before the federation's token is raised to it.
         match ownership::standing(&self.fsts, term, &self.leadership.owner()) {
             ownership::Standing::Owned => {}
@@ -439,6 +446,26 @@ impl Coordinator {
                 act.wake_after(after, ctx);
             }
         }));
+    }
+
+    /// The federation's owner token was raised by a newer controller version: stop leading in
+    /// every shard, and say so once (a warning, an Event on the federation, a metric).
+    fn superseded_by(&self, newer: &written_by::Newer) {
+        let message = format!(
+            "FederatedStatefulSet {} was written by spanset {}, newer than this process's {}: this process stops leading \
+             and writes nothing more (roll the controller forward, or see the upgrade page to roll back)",
+            self.key, newer.theirs, newer.mine
+        );
+        if !self.leadership.supersede(&message) {
+            return;
+        }
+        tracing::warn!(federation = %self.key, theirs = %newer.theirs, mine = %newer.mine,
+            "an object written by a newer controller version: stepping down for good, writing nothing");
+        self.metrics.superseded(&newer.theirs);
+        let (recorder, fsts) = (self.recorder.clone(), self.fsts.clone());
+        actix::spawn(async move {
+            recorder.lock().await.record(&fsts, &Note::warning("NewerControllerVersion", message)).await;
+        });
     }
 
     /// Raises the federation's token to `term` before anything is written in it (see
