@@ -57,6 +57,7 @@ mod least_privilege;
 mod logs;
 mod member_forbidden;
 mod member_identity;
+mod mixed_versions;
 mod model_check;
 mod move_cost;
 mod network_identity;

@@ -300,15 +300,16 @@ impl Coordinator {
             self.set_queued(true);
             return;
         }
+        // A federation whose token a newer controller version raised is that version's: this
+        // process stops leading for good rather than raise it back (see `written_by`). Judged
+        // leading or not, so that a standby replica says why it will never lead.
+        if let Some(newer) = written_by::newer_writer(self.fsts.annotations(), written_by::version()) {
+            self.superseded_by(&newer);
+            return self.set_queued(false);
+        }
         let Some(term) = self.leadership.term() else { return self.set_queued(false) };
         if !self.members_listed {
             // A placement naming a member not listed yet is not "unknown": wait for the list.
-            return self.set_queued(false);
-        }
-        // A federation whose token a newer controller version raised is that version's: this
-        // process stops leading for good rather than raise it back (see `written_by`).
-        if let Some(newer) = written_by::newer_writer(self.fsts.annotations(), written_by::version()) {
-            self.superseded_by(&newer);
             return self.set_queued(false);
         }
         // Nothing is written in a term before the federation's token is raised to it.
@@ -449,18 +450,18 @@ impl Coordinator {
     }
 
     /// The federation's owner token was raised by a newer controller version: stop leading in
-    /// every shard, and say so once (a warning, an Event on the federation, a metric).
+    /// every shard, and say so (a warning once per process; an Event on the federation, whose
+    /// repeats the recorder folds; a metric).
     fn superseded_by(&self, newer: &written_by::Newer) {
         let message = format!(
             "FederatedStatefulSet {} was written by spanset {}, newer than this process's {}: this process stops leading \
              and writes nothing more (roll the controller forward, or see the upgrade page to roll back)",
             self.key, newer.theirs, newer.mine
         );
-        if !self.leadership.supersede(&message) {
-            return;
+        if self.leadership.supersede(&message) {
+            tracing::warn!(federation = %self.key, theirs = %newer.theirs, mine = %newer.mine,
+                "an object written by a newer controller version: stepping down for good, writing nothing");
         }
-        tracing::warn!(federation = %self.key, theirs = %newer.theirs, mine = %newer.mine,
-            "an object written by a newer controller version: stepping down for good, writing nothing");
         self.metrics.superseded(&newer.theirs);
         let (recorder, fsts) = (self.recorder.clone(), self.fsts.clone());
         actix::spawn(async move {

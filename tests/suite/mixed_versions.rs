@@ -1,0 +1,150 @@
+//! Mixed controller versions during a rolling update: one binary run as two versions
+//! (`SPANSET_TEST_WRITER_VERSION`). The newer leads and writes; once it is gone, the older
+//! replica must not take over and undo its writes: it meets the newer version's stamps and
+//! steps down for good, and nothing it could write changes, judged over the whole window.
+
+use crate::support;
+
+use std::sync::{
+    Arc, Mutex,
+    atomic::{AtomicBool, Ordering},
+};
+
+use k8s_openapi::api::{apps::v1::StatefulSet, coordination::v1::Lease, core::v1::Event};
+use kube::{Api, ResourceExt};
+use spanset::{
+    api::FederatedStatefulSet,
+    cli::sandbox::example,
+    controller::written_by::{VERSION_OVERRIDE_ENV, WRITTEN_BY},
+};
+use support::federation::{Controller, Federation};
+
+const HALVES: [(&str, i32, i32); 2] = [("east", 0, 3), ("west", 3, 3)];
+/// Far above this crate's version, so the override is the newer one whatever the release.
+const NEWER: &str = "999.0.0";
+
+/// What the poll reads: each member's StatefulSets, the federations, the leader Lease.
+#[derive(Clone)]
+struct Watched {
+    members: Vec<(String, Api<StatefulSet>)>,
+    federations: Api<FederatedStatefulSet>,
+    leases: Api<Lease>,
+}
+
+impl Watched {
+    async fn of(f: &Federation) -> Self {
+        let mut members = Vec::new();
+        for m in &f.members {
+            members.push((m.clone(), Api::namespaced(f.member(m).await, "default")));
+        }
+        Self { members, federations: f.api(), leases: Api::namespaced(f.host.clone(), f.lease_namespace()) }
+    }
+}
+
+/// What a poll saw that the newer version's objects must never show: another writer's
+/// version on a member StatefulSet or on the federation, or the older replica holding the Lease.
+async fn violations(w: &Watched) -> Vec<String> {
+    let mut seen = Vec::new();
+    for (m, api) in &w.members {
+        if let Ok(Some(sts)) = api.get_opt("redis").await {
+            let by = sts.annotations().get(WRITTEN_BY).cloned();
+            if by.as_deref() != Some(NEWER) {
+                seen.push(format!("{m}: StatefulSet redis written by {by:?}"));
+            }
+        }
+    }
+    if let Ok(fsts) = w.federations.get("redis").await {
+        let by = fsts.annotations().get(WRITTEN_BY).cloned();
+        if by.as_deref() != Some(NEWER) {
+            seen.push(format!("the federation's owner token raised by {by:?}"));
+        }
+    }
+    if let Ok(lease) = w.leases.get("spanset-leader").await {
+        let holder = lease.spec.and_then(|s| s.holder_identity);
+        if holder.as_deref() == Some("older") {
+            seen.push("the older replica holds the Lease".into());
+        }
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_replica_steps_down_on_a_newer_version_s_objects_and_writes_nothing() {
+    let f = Federation::start(&["east", "west"]).await;
+    let mut newer = Controller::start_with(&f.sandbox, "newer", &[(VERSION_OVERRIDE_ENV, NEWER)]);
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &HALVES, "the newer version's slices").await;
+    let watched = Watched::of(&f).await;
+    support::eventually("every object the newer version wrote carries its version", || async {
+        violations(&watched).await.is_empty()
+    })
+    .await;
+
+    // The rolling update's other replica: this binary's own, older version, on standby.
+    let older = Controller::start(&f.sandbox, "older");
+    // From here to the end, the objects are polled: one moment of an older write fails.
+    let (stop, log) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(Vec::<String>::new())));
+    let poller = {
+        let (stop, log, watched) = (stop.clone(), log.clone(), watched.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let seen = violations(&watched).await;
+                // Each kind of violation once, in the order first seen.
+                {
+                    let mut log = log.lock().expect("poll log");
+                    for v in seen {
+                        if !log.contains(&v) {
+                            log.push(v);
+                        }
+                    }
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        })
+    };
+    // It has read the members (they answered its probes), the newer version's objects with them.
+    support::wait_until("the older replica to hear from every member", support::DEADLINE, || {
+        older.log_text().contains("metrics_addr")
+            && f.members.iter().all(|m| {
+                older.sample(&format!("spanset_member_last_contact_timestamp_seconds{{cluster=\"{m}\"}}")).is_some()
+            })
+    });
+    let marks: Vec<usize> = f.members.iter().map(|m| f.audit(m).len()).collect();
+    let account = f.sandbox.account();
+    newer.kill();
+
+    // The newer leader is gone and its Lease lapses after 3 s: a quiet spell of six seconds of
+    // member probes gives the older replica every chance to take it and write.
+    older.wait_quiet("default/redis");
+    older.wait_quiet("default/redis");
+    stop.store(true, Ordering::SeqCst);
+    poller.await.expect("the poller ran");
+
+    let seen = log.lock().expect("poll log").clone();
+    assert!(seen.is_empty(), "the older replica undid the newer version's writes: {seen:?}");
+    for (m, since) in f.members.iter().zip(marks) {
+        let sent = f.spanset_write_requests(m, since);
+        assert!(sent.is_empty(), "{m} received writes after the newer version stopped: {sent:?}");
+    }
+    let changed = f.sandbox.spanset_changes_since(&account, &f.members);
+    assert!(changed.is_empty(), "spanset changed member objects after the newer version stopped: {changed:?}");
+    let said = older.log_text();
+    assert!(
+        said.contains(&format!("newer than this process's {}", env!("CARGO_PKG_VERSION"))),
+        "the older replica names both versions: {said}"
+    );
+    let gauge = format!("spanset_superseded_by_newer_version{{version=\"{NEWER}\"}}");
+    assert_eq!(older.sample(&gauge), Some(1.0), "the metric says why it stepped down");
+    assert_eq!(older.sample("spanset_leader"), Some(0.0), "it does not lead");
+    let events: Api<Event> = Api::namespaced(f.host.clone(), "default");
+    support::eventually("an Event on the federation names both versions", || async {
+        events.list(&Default::default()).await.is_ok_and(|l| {
+            l.items.iter().any(|e| {
+                e.reason.as_deref() == Some("NewerControllerVersion")
+                    && e.message.as_deref().is_some_and(|m| m.contains(NEWER) && m.contains(env!("CARGO_PKG_VERSION")))
+            })
+        })
+    })
+    .await;
+    f.assert_ledger_clean();
+}
