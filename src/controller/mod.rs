@@ -15,6 +15,7 @@ pub mod app;
 pub mod bounds;
 pub mod connection;
 pub mod coordinator;
+pub mod crd_check;
 pub mod disruption;
 pub mod effects;
 pub mod events;

@@ -24,6 +24,7 @@ mod controller;
 mod controller_bad_input;
 mod controller_resilience;
 mod crd_deletion;
+mod crd_schema;
 mod crd_validation;
 mod crds;
 mod credentials;
