@@ -4,7 +4,14 @@
 //! it). So every object spanset writes carries [`WRITTEN_BY`] beside its term stamp, and a
 //! leader that reads a version newer than its own stops leading (see [`newer_writer`]).
 
-use std::{cmp::Ordering, collections::BTreeMap, sync::OnceLock};
+use std::{
+    cmp::Ordering,
+    collections::BTreeMap,
+    sync::{
+        OnceLock,
+        atomic::{AtomicBool, Ordering as Atomic},
+    },
+};
 
 /// Annotation: the version of the spanset controller that last wrote the object.
 pub const WRITTEN_BY: &str = "spanset.dev/written-by";
@@ -14,6 +21,24 @@ pub const WRITTEN_BY: &str = "spanset.dev/written-by";
 pub const VERSION_OVERRIDE_ENV: &str = "SPANSET_TEST_WRITER_VERSION";
 
 static VERSION: OnceLock<String> = OnceLock::new();
+
+/// Set by `spanset run --accept-downgrade`: a deliberate rollback, whose older version must
+/// lead over a newer version's stamps.
+static ACCEPT_DOWNGRADE: AtomicBool = AtomicBool::new(false);
+
+/// Makes this process lead over objects a newer version wrote (`--accept-downgrade`).
+pub fn accept_downgrade() {
+    ACCEPT_DOWNGRADE.store(true, Atomic::SeqCst);
+}
+
+/// What this process obeys: [`newer_writer`] against its own version, unless it was told to
+/// accept a downgrade.
+pub fn newer_than_this(annotations: &BTreeMap<String, String>) -> Option<Newer> {
+    if ACCEPT_DOWNGRADE.load(Atomic::SeqCst) {
+        return None;
+    }
+    newer_writer(annotations, version())
+}
 
 /// Sets this process's version (test only, before anything is written); an invalid version is
 /// refused with the reason. Later calls keep the first value.

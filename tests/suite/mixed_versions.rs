@@ -148,3 +148,37 @@ async fn an_older_replica_steps_down_on_a_newer_version_s_objects_and_writes_not
     .await;
     f.assert_ledger_clean();
 }
+
+/// The version on every member StatefulSet and on the federation (`None` where absent).
+async fn versions(w: &Watched) -> Vec<Option<String>> {
+    let mut out = Vec::new();
+    for (_, api) in &w.members {
+        let sts = api.get_opt("redis").await.ok().flatten();
+        out.push(sts.and_then(|s| s.annotations().get(WRITTEN_BY).cloned()));
+    }
+    let fsts = w.federations.get("redis").await.ok();
+    out.push(fsts.and_then(|s| s.annotations().get(WRITTEN_BY).cloned()));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deliberate_rollback_with_accept_downgrade_leads_and_restamps() {
+    let f = Federation::start(&["east", "west"]).await;
+    let mut newer = Controller::start_with(&f.sandbox, "newer", &[(VERSION_OVERRIDE_ENV, NEWER)]);
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &HALVES, "the newer version's slices").await;
+    let watched = Watched::of(&f).await;
+    support::eventually("the newer version's stamps", || async {
+        versions(&watched).await.iter().all(|v| v.as_deref() == Some(NEWER))
+    })
+    .await;
+    newer.kill();
+    let older = Controller::start_full(&f.sandbox, "rolled-back", &[], &["--accept-downgrade"]);
+    support::eventually("the older version leads and stamps its own version everywhere", || async {
+        versions(&watched).await.iter().all(|v| v.as_deref() == Some(env!("CARGO_PKG_VERSION")))
+    })
+    .await;
+    assert!(older.log_text().contains("--accept-downgrade"), "it warns that it leads over newer stamps");
+    assert_eq!(older.sample("spanset_leader"), Some(1.0));
+    f.assert_ledger_clean();
+}

@@ -303,7 +303,7 @@ impl Coordinator {
         // A federation whose token a newer controller version raised is that version's: this
         // process stops leading for good rather than raise it back (see `written_by`). Judged
         // leading or not, so that a standby replica says why it will never lead.
-        if let Some(newer) = written_by::newer_writer(self.fsts.annotations(), written_by::version()) {
+        if let Some(newer) = written_by::newer_than_this(self.fsts.annotations()) {
             self.superseded_by(&newer);
             return self.set_queued(false);
         }

@@ -19,7 +19,7 @@ use crate::{
             objects::FederationKey,
             workload,
         },
-        written_by::{self, Newer, newer_writer},
+        written_by::{Newer, newer_than_this},
     },
     plan::Backend,
 };
@@ -285,7 +285,7 @@ fn sts_event(cache: &mut MemberCache, relists: &mut Relists, kind: Backend, ev: 
     let (mut stamp, mut drops_ordinals, mut newer) = (None, None, None);
     if let watcher::Event::Apply(s) | watcher::Event::InitApply(s) = &ev {
         stamp = stamp_of(s);
-        newer = newer_writer(s.annotations(), written_by::version())
+        newer = newer_than_this(s.annotations())
             .map(|n| (format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()), n));
         // spanset always writes `.spec.ordinals`: one without it was dropped by the member.
         if workload::ordinals_start(s).is_none() {
