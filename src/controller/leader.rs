@@ -329,8 +329,9 @@ impl Leadership {
         self.inner.superseded.borrow().clone()
     }
 
-    /// Waits until this process is superseded (see [`Leadership::supersede`]).
-    async fn until_superseded(&self) {
+    /// Waits until this process is superseded (see [`Leadership::supersede`]): what ends its
+    /// electors' campaigns and its presence among the replicas.
+    pub async fn until_superseded(&self) {
         let mut rx = self.inner.superseded.subscribe();
         let _ = rx.wait_for(Option::is_some).await;
     }

@@ -182,3 +182,31 @@ async fn a_deliberate_rollback_with_accept_downgrade_leads_and_restamps() {
     assert_eq!(older.sample("spanset_leader"), Some(1.0));
     f.assert_ledger_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superseded_replica_leaves_the_count_so_the_newer_one_leads_every_shard() {
+    let f = Federation::start(&["east", "west"]).await;
+    if f.sandbox.controller_kubeconfig.is_some() {
+        use spanset::cli::join;
+        join::apply_manifest(&f.host, join::SHARDS_RBAC, "deploy/rbac-shards.yaml").await.expect("shard permissions");
+    }
+    let shards = crate::shards::SHARDS.to_string();
+    let _newer = Controller::start_full(&f.sandbox, "newer", &[(VERSION_OVERRIDE_ENV, NEWER)], &["--shards", &shards]);
+    f.create(&example(&f.members)).await;
+    f.wait_settled("redis", &HALVES, "the newer version's slices").await;
+    let older = Controller::start_full(&f.sandbox, "older", &[], &["--shards", &shards]);
+    support::wait_until("the older replica to stand aside", support::DEADLINE, || {
+        older.log_text().contains("newer than this process's")
+    });
+    // Counted as a live replica, it would keep the newer one at half the shards, the other
+    // half led by nobody.
+    let all = std::collections::BTreeMap::from([("newer".to_string(), crate::shards::SHARDS as usize)]);
+    let leases: Api<Lease> = Api::namespaced(f.host.clone(), f.lease_namespace());
+    support::eventually("the older replica's presence gone and the newer one leading every shard", || async {
+        let held = leases.list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
+        let present = held.iter().any(|l| l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some("older"));
+        !present && crate::shards::shares(&f).await.as_ref() == Some(&all)
+    })
+    .await;
+    f.assert_ledger_clean();
+}
