@@ -95,6 +95,18 @@ pub struct RunArgs {
     /// read, since the parent may die before this process reads it).
     #[arg(long, hide = true, value_name = "PID")]
     pub exit_with_parent: Option<u32>,
+    /// Test only: the controller version this process stamps on what it writes and compares
+    /// with the versions it reads (default: this binary's), so that one binary can play two
+    /// versions of a rolling update. Never set it in production: a wrong version makes replicas
+    /// step down for good, or undo a newer one's writes.
+    #[arg(long, hide = true, env = crate::controller::written_by::VERSION_OVERRIDE_ENV, value_name = "X.Y.Z")]
+    pub written_by_version: Option<String>,
+    /// Lead even over objects a newer controller version wrote (`spanset.dev/written-by`),
+    /// which otherwise make this process stand aside for good: for a deliberate rollback only
+    /// (docs/operations/upgrade.md). Remove it before the next upgrade: while it is set, this
+    /// version undoes what a newer one writes.
+    #[arg(long)]
+    pub accept_downgrade: bool,
 }
 
 /// How logs are written.
@@ -120,6 +132,28 @@ pub fn run(args: RunArgs) -> i32 {
             Ok(l) => l,
             Err(e) => super::usage_error(&e),
         };
+        if let Some(version) = &args.written_by_version
+            && let Err(e) = crate::controller::written_by::set_version(version)
+        {
+            super::usage_error(&format!("--written-by-version: {e}"));
+        }
+        if args.accept_downgrade {
+            tracing::warn!("--accept-downgrade: leading over objects written by newer controller versions");
+            crate::controller::written_by::accept_downgrade();
+        }
+        // The CRDs first: a CRD older than this binary would prune what it writes.
+        match app::host_client(args.kubeconfig.as_deref(), args.context.as_deref()).await {
+            Ok(host) => {
+                if let Err(e) = crate::controller::crd_check::check(&host).await {
+                    eprintln!("spanset: {e}");
+                    return 1;
+                }
+            }
+            Err(e) => {
+                eprintln!("spanset: {e:#}");
+                return 1;
+            }
+        }
         let opts = RunOptions {
             kubeconfig: args.kubeconfig,
             context: args.context,

@@ -131,7 +131,17 @@ pub async fn start_on(opts: RunOptions, metrics_listener: std::net::TcpListener)
                 tasks.push(tokio::spawn(task));
             }
             if let Some(share) = share {
-                tasks.push(tokio::spawn(run_presence(api.clone(), settings.clone(), share, until_stopped())));
+                // A replica superseded by a newer version leads nothing more: it leaves the
+                // count, or the others would keep shards for it that nobody leads.
+                let superseded = shards.cluster_duties().clone();
+                let stopped = until_stopped();
+                let gone = async move {
+                    tokio::select! {
+                        () = stopped => {}
+                        () = superseded.until_superseded() => {}
+                    }
+                };
+                tasks.push(tokio::spawn(run_presence(api.clone(), settings.clone(), share, gone)));
             }
             (shards, Some((stop, tasks)))
         }

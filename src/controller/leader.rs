@@ -152,6 +152,10 @@ struct Inner {
     owner: Mutex<String>,
     /// Whether every member's stamps have been seen (see [`Leadership::set_stamps_known`]).
     stamps_known: watch::Sender<bool>,
+    /// Why this process no longer campaigns: it met an object written by a newer version of
+    /// the controller (see [`Leadership::supersede`]); shared like the floor, since one newer
+    /// writer supersedes every shard of this process.
+    superseded: Arc<watch::Sender<Option<String>>>,
 }
 
 #[derive(Default)]
@@ -189,20 +193,25 @@ impl Leadership {
 
     fn with_state(state: State, term: Option<u64>) -> Self {
         let floor = Arc::new(AtomicU64::new(0));
-        Self::with_floor(state, term, floor)
+        Self::with_floor(state, term, floor, Arc::new(watch::channel(None).0))
     }
 
-    fn with_floor(state: State, term: Option<u64>, floor: Arc<AtomicU64>) -> Self {
+    fn with_floor(
+        state: State,
+        term: Option<u64>,
+        floor: Arc<AtomicU64>,
+        superseded: Arc<watch::Sender<Option<String>>>,
+    ) -> Self {
         let (tx, _) = watch::channel(term);
         let (stamps_known, _) = watch::channel(true);
         let owner = Mutex::new(String::from("spanset"));
-        Self { inner: Arc::new(Inner { state: Mutex::new(state), tx, floor, stamps_known, owner }) }
+        Self { inner: Arc::new(Inner { state: Mutex::new(state), tx, floor, stamps_known, owner, superseded }) }
     }
 
     /// Another leadership (not leading) of this process, for another shard's Lease: it shares
     /// this one's floor, so that a term any shard takes is above every stamp this process saw.
     pub fn sharing_floor(&self) -> Self {
-        Self::with_floor(State::default(), None, self.inner.floor.clone())
+        Self::with_floor(State::default(), None, self.inner.floor.clone(), self.inner.superseded.clone())
     }
 
     /// Names who leads through this leadership (`identity, shard 2 of 4`), for the owner record
@@ -254,6 +263,10 @@ impl Leadership {
     /// the monotonic clock on every call, so a process resumed after a long pause sees `None`
     /// at once, before the watchdog or the elector run.
     pub fn term(&self) -> Option<u64> {
+        if self.inner.superseded.borrow().is_some() {
+            self.end();
+            return None;
+        }
         let mut st = self.inner.state.lock();
         let (term, deadline) = st.leading?;
         match deadline {
@@ -293,6 +306,34 @@ impl Leadership {
             drop(st);
             warn!(term, reason, "stepping down from leadership");
         }
+    }
+
+    /// An object written by a newer version of the controller was read (`reason` names it and
+    /// both versions): this process stops leading at once, in every shard, and never
+    /// campaigns again (its electors release their Leases), so that it cannot undo what the
+    /// newer version wrote. Returns true the first time only, for the caller to say so once.
+    pub fn supersede(&self, reason: &str) -> bool {
+        let first = self.inner.superseded.send_if_modified(|s| {
+            if s.is_some() {
+                return false;
+            }
+            *s = Some(reason.to_string());
+            true
+        });
+        self.step_down(reason);
+        first
+    }
+
+    /// Why this process was superseded by a newer version, if it was.
+    pub fn superseded(&self) -> Option<String> {
+        self.inner.superseded.borrow().clone()
+    }
+
+    /// Waits until this process is superseded (see [`Leadership::supersede`]): what ends its
+    /// electors' campaigns and its presence among the replicas.
+    pub async fn until_superseded(&self) {
+        let mut rx = self.inner.superseded.subscribe();
+        let _ = rx.wait_for(Option::is_some).await;
     }
 
     /// Records that this process is about to write member object `namespace/name` in cluster
@@ -580,19 +621,28 @@ pub async fn run_shard_elector(
             );
         },
     }
+    let superseded = elector.leadership.clone();
+    let superseded = superseded.until_superseded();
+    tokio::pin!(superseded);
     loop {
         let pause = tokio::select! {
             biased;
             () = &mut shutdown => break,
+            () = &mut superseded => break,
             pause = elector.round() => pause,
         };
         tokio::select! {
             biased;
             () = &mut shutdown => break,
+            () = &mut superseded => break,
             () = tokio::time::sleep(pause) => {}
         }
     }
     elector.release().await;
+    if let Some(reason) = elector.leadership.superseded() {
+        warn!(lease = %elector.s.name, %reason, "a newer version of the controller writes here: this process no longer campaigns");
+        shutdown.await;
+    }
 }
 
 /// One round's outcome.
@@ -920,6 +970,25 @@ mod tests {
         l.observe_stamp(4);
         l.observe_stamp(2);
         assert_eq!(l.floor(), 4);
+    }
+
+    #[tokio::test]
+    async fn a_newer_writer_ends_leadership_in_every_shard_for_good() {
+        let l = Leadership::new();
+        let other_shard = l.sharing_floor();
+        l.lead_for_tests(3);
+        other_shard.lead_for_tests(4);
+        assert!(l.supersede("east: db/redis was written by 0.3.0, this process is 0.2.0"));
+        assert!(!other_shard.supersede("again"), "said once");
+        assert_eq!(l.term(), None);
+        assert_eq!(other_shard.term(), None, "every shard of the process stops");
+        assert_eq!(
+            other_shard.superseded().as_deref(),
+            Some("east: db/redis was written by 0.3.0, this process is 0.2.0")
+        );
+        l.lead_for_tests(5);
+        assert_eq!(l.term(), None, "even a later acquisition does not lead");
+        tokio::time::timeout(Duration::from_secs(600), other_shard.until_superseded()).await.unwrap();
     }
 
     #[tokio::test]

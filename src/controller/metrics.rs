@@ -39,6 +39,7 @@ pub struct Metrics {
     identity_conflicts: IntCounterVec,
     identity_conflict: IntGaugeVec,
     stale_writes: IntCounterVec,
+    superseded: IntGaugeVec,
     leader: IntGauge,
     leader_term: IntGauge,
     shards: IntGauge,
@@ -241,6 +242,13 @@ impl Metrics {
                  process is a stale leader and steps down)",
                 &["cluster"],
             ),
+            superseded: gauge(
+                &registry,
+                "superseded_by_newer_version",
+                "1 once this process met an object written by a newer controller version (label `version`) and \
+                 stopped leading for good; roll forward, or see docs/operations/upgrade.md to roll back",
+                &["version"],
+            ),
             reconcile_duration,
             move_duration,
             move_handoff,
@@ -416,6 +424,12 @@ impl Metrics {
     /// newer than the writer's.
     pub fn stale_write_refused(&self, cluster: &str) {
         self.stale_writes.with_label_values(&[cluster]).inc();
+    }
+
+    /// This process met an object written by controller version `theirs`, newer than its own,
+    /// and stopped leading for good.
+    pub fn superseded(&self, theirs: &str) {
+        self.superseded.with_label_values(&[theirs]).set(1);
     }
 
     /// Removes the series of a member that is gone.

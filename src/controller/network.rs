@@ -30,7 +30,6 @@ use kube::ResourceExt;
 /// [`super::messages::WriteEndpointSlice`].
 pub use super::messages::SliceChange;
 use super::{
-    labels::TERM,
     member::{
         endpoints::{EndpointRecord, SERVICE_NAME, SLICE_MANAGED_BY, SLICE_MANAGER, SliceRecord},
         objects::{headless_service, ownership_labels},
@@ -163,7 +162,7 @@ pub fn endpoint_slice(
             name: Some(slice_name(&fsts.name_any(), chunk)),
             namespace: fsts.namespace(),
             labels: Some(labels),
-            annotations: Some(BTreeMap::from([(TERM.to_string(), term.to_string())])),
+            annotations: Some(crate::controller::written_by::stamps(term)),
             ..Default::default()
         },
         address_type: "IPv4".into(),
@@ -267,7 +266,7 @@ pub fn service_export(fsts: &FederatedStatefulSet, term: u64) -> Option<kube::ap
     let mut export = kube::api::DynamicObject::new(&fsts.spec.template.service_name, &service_export_resource());
     export.metadata.namespace = fsts.namespace();
     export.metadata.labels = Some(ownership_labels(fsts));
-    export.metadata.annotations = Some(BTreeMap::from([(TERM.to_string(), term.to_string())]));
+    export.metadata.annotations = Some(crate::controller::written_by::stamps(term));
     Some(export)
 }
 
@@ -378,6 +377,7 @@ mod tests {
         assert_eq!(v["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"], "spanset.dev");
         assert_eq!(v["metadata"]["labels"]["spanset.dev/federation"], "redis");
         assert_eq!(v["metadata"]["annotations"]["spanset.dev/term"], "3");
+        assert_eq!(v["metadata"]["annotations"]["spanset.dev/written-by"], crate::controller::written_by::version());
         assert_eq!(v["addressType"], "IPv4");
         assert_eq!(v["ports"], serde_json::json!([{"name": "redis", "port": 6379, "protocol": "TCP"}]));
         w.apply(&writes);

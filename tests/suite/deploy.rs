@@ -161,10 +161,12 @@ fn the_install_is_two_applies_and_deleting_the_controller_leaves_crds_and_federa
     assert_eq!(as_sa(&["auth", "can-i", "delete", "federatedstatefulsets.spanset.dev", "-A"]), "no");
     assert_eq!(as_sa(&["auth", "can-i", "update", "leases/spanset-leader", "-n", "spanset-system"]), "yes");
     assert_eq!(as_sa(&["auth", "can-i", "update", "leases/other", "-n", "spanset-system"]), "no");
-    // The federations' CRD is read by name (is it being deleted?), and nothing else of CRDs.
+    // spanset's two CRDs are read by name (are they complete? is one being deleted?), and
+    // nothing else of CRDs.
     let crd = "customresourcedefinitions.apiextensions.k8s.io";
     assert_eq!(as_sa(&["auth", "can-i", "get", &format!("{crd}/federatedstatefulsets.spanset.dev")]), "yes");
-    assert_eq!(as_sa(&["auth", "can-i", "get", &format!("{crd}/memberclusters.spanset.dev")]), "no");
+    assert_eq!(as_sa(&["auth", "can-i", "get", &format!("{crd}/memberclusters.spanset.dev")]), "yes");
+    assert_eq!(as_sa(&["auth", "can-i", "get", &format!("{crd}/other.example.com")]), "no");
     assert_eq!(as_sa(&["auth", "can-i", "delete", &format!("{crd}/federatedstatefulsets.spanset.dev")]), "no");
 
     // A federation exists; the controller is uninstalled: the CRDs and the federation stay.

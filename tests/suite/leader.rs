@@ -298,6 +298,26 @@ async fn step_down_ends_leadership_at_once_and_the_lease_passes_on_in_a_higher_t
 }
 
 #[tokio::test]
+async fn a_leader_superseded_by_a_newer_version_releases_the_lease_and_never_campaigns_again() {
+    let (_fleet, client) = host().await;
+    let mut a = start(&client, short("a"));
+    assert_eq!(leads("a leads", &a.leadership).await, 1);
+    let seen = Leaderships::record(&[("a", &a.leadership)]);
+    a.leadership
+        .supersede("east: StatefulSet default/web was written by spanset 9.0.0, newer than this process's 0.1.0");
+    assert_eq!(a.leadership.term(), None, "immediately, before any task runs");
+    eventually("the lease is released", || async { holder(&lease(&client).await).is_none() }).await;
+    // A successor takes the released Lease at once; `a` stays out through its renewals.
+    let b = start(&client, short("b"));
+    assert_eq!(leads("b leads", &b.leadership).await, 2);
+    renewals(&client, 10).await;
+    assert_eq!(holder(&lease(&client).await).as_deref(), Some("b"));
+    let spans = seen.never_two_leaders();
+    assert!(spans.iter().all(|s| s.1 == 1), "a led in no later term: {spans:?}");
+    a.stop().await;
+}
+
+#[tokio::test]
 async fn a_leader_cut_off_from_the_api_stops_by_its_deadline_and_comes_back_in_a_new_term() {
     let (fleet, client) = host().await;
     let a = start(&client, short("a"));

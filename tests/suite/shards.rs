@@ -31,7 +31,7 @@ use support::{
     federation::{Controller, Federation},
 };
 
-const SHARDS: u32 = 4;
+pub(crate) const SHARDS: u32 = 4;
 const NAMES: [&str; 6] = ["s0", "s1", "s2", "s3", "s4", "s5"];
 
 fn federation(name: &str, east: i32, west: i32) -> FederatedStatefulSet {
@@ -80,7 +80,7 @@ async fn holders(f: &Federation) -> BTreeMap<u32, String> {
 }
 
 /// How many shards each replica holds, when every shard is held.
-async fn shares(f: &Federation) -> Option<BTreeMap<String, usize>> {
+pub(crate) async fn shares(f: &Federation) -> Option<BTreeMap<String, usize>> {
     let held = holders(f).await;
     if held.len() != SHARDS as usize {
         return None;

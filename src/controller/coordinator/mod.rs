@@ -27,7 +27,7 @@ use kube::{
 
 use super::{
     effects::{self, Stage},
-    events::Recorder,
+    events::{Note, Recorder},
     fencing,
     labels::{FIELD_MANAGER, FINALIZER, LAST_DRILL},
     leader::Leadership,
@@ -47,6 +47,7 @@ use super::{
     safety::Rules,
     spans,
     watcher::{ClusterWatcher, MemberHandle, MembersChanged},
+    written_by,
 };
 use crate::{api::FederatedStatefulSet, plan::Backend};
 
@@ -148,6 +149,9 @@ pub struct Coordinator {
     failures: failures::Failures,
     /// Counted in `workqueue_depth`.
     queued: bool,
+    /// Whether this federation's Event said that a newer controller version supersedes this
+    /// process (said once per process, not at every reconcile asked for).
+    said_superseded: bool,
     ensured: HashSet<(String, u64, String, String)>,
     /// Digest of the carried Secrets' and ConfigMaps' content last read from the host, and of
     /// the network mode: a change makes every member's supporting objects due again, so
@@ -218,6 +222,7 @@ impl Coordinator {
             conflicting: Default::default(),
             failures: Default::default(),
             queued: false,
+            said_superseded: false,
             ensured: HashSet::new(),
             supporting_digest: String::new(),
             busy: false,
@@ -298,6 +303,18 @@ impl Coordinator {
             self.again = true;
             self.set_queued(true);
             return;
+        }
+        // A federation whose token a newer controller version raised is that version's: this
+        // process stops leading for good rather than raise it back (see `written_by`). Judged
+        // leading or not, so that a standby replica says why it will never lead.
+        if let Some(newer) = written_by::newer_than_this(self.fsts.annotations()) {
+            self.superseded_by(&newer);
+            return self.set_queued(false);
+        }
+        // Superseded by what a watcher saw in a member: said on this federation too.
+        if let Some(reason) = self.leadership.superseded() {
+            self.say_superseded(reason);
+            return self.set_queued(false);
         }
         let Some(term) = self.leadership.term() else { return self.set_queued(false) };
         if !self.members_listed {
@@ -439,6 +456,34 @@ impl Coordinator {
                 act.wake_after(after, ctx);
             }
         }));
+    }
+
+    /// The federation's owner token was raised by a newer controller version: stop leading in
+    /// every shard, and say so (a warning once per process; an Event on the federation, whose
+    /// repeats the recorder folds; a metric).
+    fn superseded_by(&mut self, newer: &written_by::Newer) {
+        let message = format!(
+            "FederatedStatefulSet {} was written by spanset {}, newer than this process's {}: this process stops leading \
+             and writes nothing more (roll the controller forward, or see the upgrade page to roll back)",
+            self.key, newer.theirs, newer.mine
+        );
+        if self.leadership.supersede(&message) {
+            tracing::warn!(federation = %self.key, theirs = %newer.theirs, mine = %newer.mine,
+                "an object written by a newer controller version: stepping down for good, writing nothing");
+        }
+        self.metrics.superseded(&newer.theirs);
+        self.say_superseded(message);
+    }
+
+    /// Records the `NewerControllerVersion` Event on this federation, once per process.
+    fn say_superseded(&mut self, message: String) {
+        if std::mem::replace(&mut self.said_superseded, true) {
+            return;
+        }
+        let (recorder, fsts) = (self.recorder.clone(), self.fsts.clone());
+        actix::spawn(async move {
+            recorder.lock().await.record(&fsts, &Note::warning("NewerControllerVersion", message)).await;
+        });
     }
 
     /// Raises the federation's token to `term` before anything is written in it (see

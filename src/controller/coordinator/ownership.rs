@@ -19,7 +19,13 @@ use kube::{
 };
 use serde_json::json;
 
-use crate::{api::FederatedStatefulSet, controller::labels::FINALIZER};
+use crate::{
+    api::FederatedStatefulSet,
+    controller::{
+        labels::FINALIZER,
+        written_by::{self, WRITTEN_BY},
+    },
+};
 
 /// Annotation on a FederatedStatefulSet: the term of the process that acts for it.
 pub const OWNER_TERM: &str = "spanset.dev/owner-term";
@@ -77,7 +83,7 @@ pub enum Raised {
 pub fn raise_patch(fsts: &FederatedStatefulSet, term: u64, owner: &str) -> serde_json::Value {
     let mut patch = json!({"metadata": {
         "resourceVersion": fsts.resource_version(),
-        "annotations": {OWNER_TERM: term.to_string(), OWNER: owner},
+        "annotations": {OWNER_TERM: term.to_string(), OWNER: owner, WRITTEN_BY: written_by::version()},
     }});
     let has = fsts.finalizers().iter().any(|f| f == FINALIZER);
     if fsts.metadata.deletion_timestamp.is_none() && !has {
@@ -142,6 +148,7 @@ mod tests {
         let new = fsts(&[]);
         let p = raise_patch(&new, 4, "me");
         assert_eq!(p["metadata"]["annotations"][OWNER_TERM], "4");
+        assert_eq!(p["metadata"]["annotations"][WRITTEN_BY], written_by::version());
         assert_eq!(p["metadata"]["finalizers"], json!([FINALIZER]));
         let mut deleting = fsts(&[]);
         deleting.metadata.deletion_timestamp =

@@ -18,10 +18,7 @@ use super::{
     cache::rv_of,
     objects::{FederationKey, ownership_labels},
 };
-use crate::{
-    api::FederatedStatefulSet,
-    controller::labels::{FEDERATION, TERM},
-};
+use crate::{api::FederatedStatefulSet, controller::labels::FEDERATION};
 
 /// What spanset keeps of its PodDisruptionBudget in a member: its spec as far as spanset writes
 /// it, never its status (which the member's disruption controller keeps, and which alone
@@ -87,7 +84,7 @@ pub fn disruption_budget(fsts: &FederatedStatefulSet, min_available: u32, term: 
             name: Some(fsts.name_any()),
             namespace: fsts.namespace(),
             labels: Some(ownership_labels(fsts)),
-            annotations: Some(BTreeMap::from([(TERM.to_string(), term.to_string())])),
+            annotations: Some(crate::controller::written_by::stamps(term)),
             ..Default::default()
         },
         spec: Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
@@ -123,6 +120,7 @@ mod tests {
         assert_eq!(v["metadata"]["labels"]["app.kubernetes.io/managed-by"], "spanset");
         assert_eq!(v["metadata"]["labels"]["spanset.dev/federation-uid"], "u-1");
         assert_eq!(v["metadata"]["annotations"]["spanset.dev/term"], "7");
+        assert_eq!(v["metadata"]["annotations"]["spanset.dev/written-by"], crate::controller::written_by::version());
         assert_eq!(
             v["spec"],
             serde_json::json!({"minAvailable": 1,

@@ -17,7 +17,7 @@ use super::workload::api_resource;
 use crate::{
     api::{FederatedStatefulSet, IdentityGate},
     controller::labels::{
-        FEDERATION, FEDERATION_NAMESPACE, FEDERATION_UID, IDENTITY_GATE, MANAGED_BY, MANAGER, TEMPLATE_HASH, TERM,
+        FEDERATION, FEDERATION_NAMESPACE, FEDERATION_UID, IDENTITY_GATE, MANAGED_BY, MANAGER, TEMPLATE_HASH,
     },
     plan::{Backend, Ordinal, Slice},
 };
@@ -200,10 +200,11 @@ pub fn statefulset_at(fsts: &FederatedStatefulSet, slice: &Slice, term: u64, cur
             name: Some(fsts.name_any()),
             namespace: fsts.namespace(),
             labels: Some(ownership_labels(fsts)),
-            annotations: Some(BTreeMap::from([
-                (TERM.to_string(), term.to_string()),
-                (TEMPLATE_HASH.to_string(), template_hash(fsts)),
-            ])),
+            annotations: Some({
+                let mut annotations = crate::controller::written_by::stamps(term);
+                annotations.insert(TEMPLATE_HASH.to_string(), template_hash(fsts));
+                annotations
+            }),
             ..Default::default()
         },
         spec: Some(spec),
@@ -337,7 +338,9 @@ placement:
         let labels = sts.metadata.labels.as_ref().unwrap();
         assert_eq!(labels[FEDERATION_UID], "u-1");
         assert_eq!(labels[FEDERATION_NAMESPACE], "db");
-        assert_eq!(sts.metadata.annotations.as_ref().unwrap()[TERM], "7");
+        let annotations = sts.metadata.annotations.as_ref().unwrap();
+        assert_eq!(annotations[crate::controller::labels::TERM], "7");
+        assert_eq!(annotations[crate::controller::written_by::WRITTEN_BY], crate::controller::written_by::version());
         let pod_labels = &spec["template"]["metadata"]["labels"];
         assert_eq!(pod_labels[FEDERATION], "redis", "pods carry the federation label for the watchers");
         assert_eq!(pod_labels["app"], "redis", "the user's labels stay");

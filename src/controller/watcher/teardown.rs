@@ -24,7 +24,7 @@ use super::{
 };
 use crate::{
     controller::{
-        labels::{FEDERATION, FEDERATION_UID, FIELD_MANAGER, TERM},
+        labels::{FEDERATION, FEDERATION_UID, FIELD_MANAGER},
         member::{
             endpoints::{SLICE_MANAGED_BY, SLICE_MANAGER},
             objects::FederationKey,
@@ -227,7 +227,7 @@ async fn sweep(
 /// on the version read, which it carries).
 fn shrunk(mut sts: DynamicObject, term: u64) -> DynamicObject {
     sts.data["spec"]["replicas"] = serde_json::json!(0);
-    sts.annotations_mut().insert(TERM.into(), term.to_string());
+    sts.annotations_mut().extend(crate::controller::written_by::stamps(term));
     sts
 }
 

@@ -27,6 +27,7 @@ use crate::{
     controller::{
         labels::MANAGED_SELECTOR,
         member::{objects::FederationKey, workload::api_resource},
+        written_by::Newer,
     },
     plan::Backend,
 };
@@ -130,6 +131,20 @@ impl ClusterWatcher {
         }
     }
 
+    /// A StatefulSet here was written by a newer controller version: this process stops leading
+    /// in every shard and campaigns no more (see `Leadership::supersede`).
+    fn newer_writer(&self, object: &str, newer: &Newer) {
+        let reason = format!(
+            "{}: StatefulSet {object} was written by spanset {}, newer than this process's {}",
+            self.cluster, newer.theirs, newer.mine
+        );
+        if self.leadership.cluster_duties().supersede(&reason) {
+            tracing::warn!(cluster = %self.cluster, object, theirs = %newer.theirs, mine = %newer.mine,
+                "an object written by a newer controller version: stepping down for good, writing nothing");
+            self.metrics.superseded(&newer.theirs);
+        }
+    }
+
     /// Whether the member keeps `.spec.ordinals` of one API's StatefulSets.
     pub(super) fn keeps_ordinals_of(&mut self, kind: Backend) -> &mut Option<bool> {
         match kind {
@@ -180,6 +195,11 @@ impl StreamHandler<Watched> for ClusterWatcher {
             self.contact_ok();
             self.health.denied.remove(resource);
             self.metrics.watch_event(&self.cluster, resource);
+        }
+        // Before the term: a newer version's object stops this process even where its term is
+        // older (an older replica may take the Lease after the newer one left it).
+        if let Some((object, newer)) = seen.newer {
+            self.newer_writer(&object, &newer);
         }
         if let Some(stamp) = seen.stamp {
             self.check_stamp(stamp);

@@ -15,6 +15,7 @@ use crate::controller::{
     },
     messages::{DeletePods, ReleasePod, WriteBudget, WriteEndpointSlice, WriteError},
     network::SliceChange,
+    written_by::{self, WRITTEN_BY},
 };
 
 /// The merge patch that releases a gated pod: the uid and resourceVersion it was judged at
@@ -31,7 +32,7 @@ pub fn release_patch(msg: &ReleasePod) -> serde_json::Value {
         "metadata": {
             "uid": msg.uid,
             "resourceVersion": msg.rv.to_string(),
-            "annotations": {TERM: msg.term.to_string()},
+            "annotations": {TERM: msg.term.to_string(), WRITTEN_BY: written_by::version()},
         },
         "spec": {"schedulingGates": gates},
     })
@@ -238,7 +239,7 @@ mod tests {
         assert_eq!(
             release_patch(&release(vec![])),
             serde_json::json!({
-                "metadata": {"uid": "u-3", "resourceVersion": "42", "annotations": {TERM: "9"}},
+                "metadata": {"uid": "u-3", "resourceVersion": "42", "annotations": {TERM: "9", WRITTEN_BY: written_by::version()}},
                 "spec": {"schedulingGates": null},
             })
         );

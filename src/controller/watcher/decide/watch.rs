@@ -19,6 +19,7 @@ use crate::{
             objects::FederationKey,
             workload,
         },
+        written_by::{Newer, newer_than_this},
     },
     plan::Backend,
 };
@@ -104,6 +105,9 @@ pub struct Seen {
     pub touched: Touched,
     /// A term stamp to check.
     pub stamp: Option<Stamp>,
+    /// A StatefulSet written by a newer controller version (`namespace/name`, the versions):
+    /// this process must stop leading before it writes there.
+    pub newer: Option<(String, Newer)>,
     /// A StatefulSet of this API came back without `.spec.ordinals`: the member drops it.
     pub drops_ordinals: Option<Backend>,
     /// The Advanced StatefulSet watch found no such resource: OpenKruise was removed.
@@ -278,9 +282,11 @@ fn pod_event(cache: &mut MemberCache, relists: &mut Relists, ev: watcher::Event<
 
 fn sts_event(cache: &mut MemberCache, relists: &mut Relists, kind: Backend, ev: watcher::Event<DynamicObject>) -> Seen {
     let heard = heard(sts_resource(kind), &ev);
-    let (mut stamp, mut drops_ordinals) = (None, None);
+    let (mut stamp, mut drops_ordinals, mut newer) = (None, None, None);
     if let watcher::Event::Apply(s) | watcher::Event::InitApply(s) = &ev {
         stamp = stamp_of(s);
+        newer = newer_than_this(s.annotations())
+            .map(|n| (format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()), n));
         // spanset always writes `.spec.ordinals`: one without it was dropped by the member.
         if workload::ordinals_start(s).is_none() {
             drops_ordinals = Some(kind);
@@ -296,7 +302,7 @@ fn sts_event(cache: &mut MemberCache, relists: &mut Relists, kind: Backend, ev: 
         Step::Relisted(listed) => Touched::Keys(cache.sts_relisted(&listed, kind)),
         Step::Buffered => Touched::None,
     };
-    Seen { heard, touched, stamp, drops_ordinals, ..Seen::default() }
+    Seen { heard, touched, stamp, newer, drops_ordinals, ..Seen::default() }
 }
 
 /// The term stamp a managed StatefulSet carries, if any.

@@ -97,6 +97,25 @@ fn a_statefulset_s_term_stamp_is_checked_and_an_impossible_one_named() {
 }
 
 #[test]
+fn a_statefulset_written_by_a_newer_version_is_named_even_in_a_relist() {
+    use crate::controller::written_by::{Newer, WRITTEN_BY, version};
+    let (mut cache, mut relists) = (MemberCache::default(), Relists::default());
+    let by = |v: &str| {
+        let mut s = sts("3", true);
+        s.annotations_mut().insert(WRITTEN_BY.into(), v.into());
+        s
+    };
+    let item = |ev| Watched::Sts(Backend::StatefulSet, Box::new(Ok(ev)));
+    let seen = on_watched(&mut cache, &mut relists, item(Event::Apply(by(version()))));
+    assert_eq!(seen.newer, None, "its own version");
+    let seen = on_watched(&mut cache, &mut relists, item(Event::Apply(sts("3", true))));
+    assert_eq!(seen.newer, None, "written before the stamp existed");
+    let seen = on_watched(&mut cache, &mut relists, item(Event::InitApply(by("999.0.0"))));
+    let newer = Newer { theirs: "999.0.0".into(), mine: version().into() };
+    assert_eq!(seen.newer, Some(("db/redis".into(), newer)), "seen while listing, before any campaign");
+}
+
+#[test]
 fn a_statefulset_without_its_ordinals_shows_the_member_drops_them() {
     let (mut cache, mut relists) = (MemberCache::default(), Relists::default());
     let item = |e| Watched::Sts(Backend::AdvancedStatefulSet, Box::new(Ok(e)));
