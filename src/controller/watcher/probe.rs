@@ -133,10 +133,13 @@ impl ClusterWatcher {
     fn learnt(&mut self, Learnt { version, identity, keeps, advanced, policies }: Learnt, ctx: &mut Context<Self>) {
         self.contact_ok();
         self.server_minor = minor_of(&version.minor);
-        self.server_version = Some(version.git_version);
         if policies.is_some() {
             self.serves_policies = policies;
+        } else if upgraded(self.server_version.as_deref(), &version.git_version) {
+            // An upgraded (or downgraded) member may serve the policies now: asked again.
+            self.serves_policies = None;
         }
+        self.server_version = Some(version.git_version);
         if let Some(identity) = identity {
             self.identified(identity, ctx);
         }
@@ -271,5 +274,23 @@ mod crossing_tests {
         // Already past it (the tick judges now), or never heard from (nothing to cross).
         assert_eq!(until_crossing(Some(now - Duration::from_secs(16)), now, after, period), None);
         assert_eq!(until_crossing(None, now, after, period), None);
+    }
+}
+
+/// Whether a member's release changed since the last answer (not on the first one): what was
+/// asked of it once, as whether it serves the admission policies, is asked again.
+fn upgraded(before: Option<&str>, now: &str) -> bool {
+    before.is_some_and(|b| b != now)
+}
+
+#[cfg(test)]
+mod release_tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_release_asks_again_the_first_answer_does_not() {
+        assert!(!upgraded(None, "v1.29.8"));
+        assert!(!upgraded(Some("v1.29.8"), "v1.29.8"));
+        assert!(upgraded(Some("v1.29.8"), "v1.30.4"));
     }
 }
