@@ -376,7 +376,7 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<(ChaosReport, Se
     report.verdict = verdict(&report);
     let until = Timestamp::now();
     let seen = Seen {
-        from: started_at - (until.duration_since(started_at) / 20).max(jiff::SignedDuration::from_secs(1)),
+        from: Seen::lead_in(started_at, until),
         until,
         marks,
         ledger,

@@ -242,7 +242,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<(LossRepor
         ledger_violations: violations,
     };
     let seen = Seen {
-        from: started_at - (until.duration_since(started_at) / 20).max(jiff::SignedDuration::from_secs(1)),
+        from: Seen::lead_in(started_at, until),
         until,
         marks,
         ledger,

@@ -38,6 +38,12 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// Where a picture of a drill that started at `started` and ended at `until` begins: a
+    /// twentieth of its length earlier (a second at least), to show the steady state before.
+    pub fn lead_in(started: Timestamp, until: Timestamp) -> Timestamp {
+        started - (until.duration_since(started) / 20).max(jiff::SignedDuration::from_secs(1))
+    }
+
     /// The picture of what was seen, with the drill's own heading, verdict and figures.
     pub fn picture(&self, title: String, verdict: String, clean: bool, figures: Vec<(String, String)>) -> Picture {
         let lanes = lanes::lanes(&self.ledger, &self.namespace, &self.name, (self.from, self.until), 0..self.replicas);
