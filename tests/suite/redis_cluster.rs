@@ -22,8 +22,7 @@ use spanset::api::FederatedStatefulSet;
 use crate::support::{
     self,
     federation::{Controller, Federation},
-    program,
-    redis::{History, all_ips, client, cluster_check_passes, diagnose, ready_ips, redis_cli},
+    redis::{History, all_ips, client, cluster_check_passes, diagnose, programs, ready_ips, redis_cli, six_ready},
 };
 
 const EXAMPLE: &str = include_str!("../../examples/redis-cluster.yaml");
@@ -50,7 +49,7 @@ async fn with_detached_storage_each_node_rejoins_as_a_fresh_replica_and_every_ac
 
 /// The blog's migration with `migration.storage` set to `storage`, judged as the module says.
 async fn migrate_to_west(storage: &str) {
-    if program("redis-server", "redis-server").is_none() || program("redis-cli", "redis-tools").is_none() {
+    if !programs() {
         return;
     }
     let moves = storage == "Move";
@@ -62,11 +61,7 @@ async fn migrate_to_west(storage: &str) {
     f.wait_settled(NAME, &[("east", 0, 6)], "six nodes in east").await;
 
     // The cluster forms itself once all six answer: three primaries, three replicas.
-    let ips = support::until("six Ready nodes", || async {
-        let ips = ready_ips(&f, "east").await;
-        (ips.len() == 6).then_some(ips)
-    })
-    .await;
+    let ips = six_ready(&f, &["east"], "six Ready nodes").await;
     let check = cluster_check_passes(&ips[&0]).await;
     assert_eq!(check.matches("M: ").count(), 3, "three primaries:\n{check}");
     assert_eq!(check.matches("S: ").count(), 3, "three replicas:\n{check}");
@@ -133,11 +128,7 @@ async fn migrate_to_west(storage: &str) {
     // Every acknowledged write reads back, through the cluster as it is now.
     let seed = all_ips(&f, MEMBERS).await[&0].clone();
     let h = std::mem::take(&mut *history.lock());
-    assert!(h.wrong_reads.is_empty(), "reads returned other values: {:?}", h.wrong_reads);
-    for k in &h.acked {
-        let (v, _) = redis_cli(&["-c", "-h", &seed, "get", &format!("key:{k}")]).await;
-        assert_eq!(v, format!("value-{k}"), "acknowledged key:{k} reads back");
-    }
+    h.assert_every_acknowledged_write_reads_back(&seed).await;
     println!(
         "{storage}: client: {} writes acknowledged, {} refused (while a primary moved); {} reads checked, {} refused",
         h.acked.len(),

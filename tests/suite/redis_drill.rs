@@ -24,8 +24,7 @@ use spanset::api::FederatedStatefulSet;
 use crate::support::{
     self,
     federation::{Controller, Federation},
-    program,
-    redis::{History, all_ips, client, cluster_check_passes, diagnose, ready_ips, redis_cli},
+    redis::{History, all_ips, client, cluster_check_passes, diagnose, programs, ready_ips, redis_cli, six_ready},
 };
 
 const EXAMPLE: &str = include_str!("../../examples/redis-cluster.yaml");
@@ -46,7 +45,7 @@ async fn cluster_nodes(ip: &str) -> Vec<(String, String, String, usize)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_a_cluster_fails_its_primary_over_inside_redis_and_its_return_leaves_no_duplicate_node() {
-    if program("redis-server", "redis-server").is_none() || program("redis-cli", "redis-tools").is_none() {
+    if !programs() {
         return;
     }
     let f = Federation::start_flags(MEMBERS, &["--run-images", "redis"]).await;
@@ -60,11 +59,7 @@ async fn losing_a_cluster_fails_its_primary_over_inside_redis_and_its_return_lea
     let thirds = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
     f.wait_settled(NAME, &thirds, "two nodes per cluster").await;
 
-    let ips = support::until("six Ready nodes", || async {
-        let ips = all_ips(&f, MEMBERS).await;
-        (ips.len() == 6).then_some(ips)
-    })
-    .await;
+    let ips = six_ready(&f, MEMBERS, "six Ready nodes").await;
     cluster_check_passes(&ips[&2]).await;
     // The example's formation: primaries 0, 2, 4, each replicated from another cluster.
     let mut ids = std::collections::BTreeMap::new();
@@ -148,11 +143,7 @@ async fn losing_a_cluster_fails_its_primary_over_inside_redis_and_its_return_lea
 
     // Back in east, thirds again: Redis healthy, six nodes, one per name, none failing.
     f.wait_settled(NAME, &thirds, "thirds again").await;
-    let ips = support::until("six Ready nodes again", || async {
-        let ips = all_ips(&f, MEMBERS).await;
-        (ips.len() == 6).then_some(ips)
-    })
-    .await;
+    let ips = six_ready(&f, MEMBERS, "six Ready nodes again").await;
     assert_eq!(ready_ips(&f, "east").await.len(), 2, "east holds its two nodes again");
     *seeds.lock() = ips.values().cloned().collect();
     let check = cluster_check_passes(&ips[&4]).await;
@@ -186,11 +177,7 @@ async fn losing_a_cluster_fails_its_primary_over_inside_redis_and_its_return_lea
     stop.store(true, Ordering::SeqCst);
     writer.await.unwrap();
     let h = std::mem::take(&mut *history.lock());
-    assert!(h.wrong_reads.is_empty(), "reads returned other values: {:?}", h.wrong_reads);
-    for k in &h.acked {
-        let (v, _) = redis_cli(&["-c", "-h", &ips[&2], "get", &format!("key:{k}")]).await;
-        assert_eq!(v, format!("value-{k}"), "acknowledged key:{k} reads back");
-    }
+    h.assert_every_acknowledged_write_reads_back(&ips[&2]).await;
     println!(
         "client: {} writes acknowledged, {} refused; {} reads checked, {} refused",
         h.acked.len(),

@@ -184,3 +184,28 @@ pub async fn diagnose(kubeconfig: &std::path::Path, members: &[&str]) {
         }
     }
 }
+
+/// Whether `redis-server` and `redis-cli` are here (else the test is skipped, or fails under CI).
+pub fn programs() -> bool {
+    super::program("redis-server", "redis-server").is_some() && super::program("redis-cli", "redis-tools").is_some()
+}
+
+/// Waits until six nodes of the federation are Ready in `members`; answers ordinal → IP.
+pub async fn six_ready(f: &Federation, members: &[&str], what: &str) -> BTreeMap<u32, String> {
+    super::until(what, || async {
+        let ips = all_ips(f, members).await;
+        (ips.len() == 6).then_some(ips)
+    })
+    .await
+}
+
+impl History {
+    /// No read returned another value, and every acknowledged write reads back through `seed`.
+    pub async fn assert_every_acknowledged_write_reads_back(&self, seed: &str) {
+        assert!(self.wrong_reads.is_empty(), "reads returned other values: {:?}", self.wrong_reads);
+        for k in &self.acked {
+            let (v, _) = redis_cli(&["-c", "-h", seed, "get", &format!("key:{k}")]).await;
+            assert_eq!(v, format!("value-{k}"), "acknowledged key:{k} reads back");
+        }
+    }
+}
