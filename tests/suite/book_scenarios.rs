@@ -516,3 +516,58 @@ async fn containers_exit_promptly_on_sigterm_unless_annotated_slow_and_never_pas
     })
     .await;
 }
+
+/// A StatefulSet deleted with its pods orphaned and created again with a field the apiserver
+/// refuses to update (here a claim template's label) takes its running pods and revisions back:
+/// the same pod uids, owned by the new set, no pod restarted (judged on the ledger), and no pod
+/// rolled, as the template is the same.
+#[tokio::test]
+async fn a_set_recreated_over_its_orphaned_pods_adopts_them_and_restarts_none() {
+    let s = sim().await;
+    s.sets.create(&PostParams::default(), &quiz(3, json!({}))).await.unwrap();
+    eventually("three ready pods", || async { ready_pods(&s).await == ["quiz-0", "quiz-1", "quiz-2"] }).await;
+    let uids =
+        |pods: Vec<Pod>| -> Vec<(String, String)> { pods.iter().map(|p| (p.name_any(), p.uid().unwrap())).collect() };
+    let before = uids(s.pods.list(&ListParams::default()).await.unwrap().items);
+    let refused = s
+        .sets
+        .patch(
+            "quiz",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"volumeClaimTemplates": [{"metadata": {"name": "data", "labels": {"team": "a"}}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}})),
+        )
+        .await
+        .expect_err("claim templates cannot be updated");
+    assert!(refused.to_string().contains("Forbidden"), "{refused}");
+    s.sets
+        .delete(
+            "quiz",
+            &DeleteParams { propagation_policy: Some(kube::api::PropagationPolicy::Orphan), ..DeleteParams::default() },
+        )
+        .await
+        .unwrap();
+    eventually("the set gone and its pods orphaned", || async {
+        s.sets.get_opt("quiz").await.unwrap().is_none()
+            && s.pods.list(&ListParams::default()).await.unwrap().items.iter().all(|p| p.owner_references().is_empty())
+    })
+    .await;
+    let mut recreated = quiz(3, json!({}));
+    recreated.spec.as_mut().unwrap().volume_claim_templates.as_mut().unwrap()[0].metadata.labels =
+        Some([("team".to_string(), "a".to_string())].into());
+    let new = s.sets.create(&PostParams::default(), &recreated).await.unwrap();
+    let new_uid = new.uid().unwrap();
+    eventually("every pod owned by the new set", || async {
+        let pods = s.pods.list(&ListParams::default()).await.unwrap().items;
+        pods.len() == 3
+            && pods.iter().all(|p| p.owner_references().iter().any(|r| r.uid == new_uid && r.controller == Some(true)))
+    })
+    .await;
+    settle(&s.cluster, 3).await;
+    assert_eq!(uids(s.pods.list(&ListParams::default()).await.unwrap().items), before, "the same pods, adopted");
+    let runs = timeline::runs_of(&s.fleet.ledger, "quiz");
+    assert_eq!(runs.len(), 3, "one incarnation per ordinal over the whole run: {runs:?}");
+    assert!(runs.iter().all(|r| r.until.is_none()), "none stopped: {runs:?}");
+    let status = s.sets.get("quiz").await.unwrap().status.unwrap();
+    assert_eq!(status.ready_replicas, Some(3));
+    assert_eq!(status.current_revision, status.update_revision, "the adopted revision is the set's");
+}

@@ -6,6 +6,7 @@
 //! component holds an `Arc<Cluster>` and writes through [`crate::sim::store::registry`], as
 //! real controllers write through the API server.
 
+pub mod adoption;
 pub mod components;
 pub mod container_processes;
 pub mod controller_loop;

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::sim::{
     cluster::{
-        Cluster,
+        Cluster, adoption,
         controller_loop::Wake,
         events::{EventType, Occurrence, Recorder, Style},
         inplace::{self, Policy},
@@ -119,7 +119,19 @@ fn sweep(cluster: &Cluster, events: &mut Recorder, retries: &mut Retries, wake: 
         by: Component::Kruise,
     });
     // Read once per sweep, not once per set: a sweep costs O(objects), not O(sets × objects).
-    let snapshot = Snapshot::read(cluster);
+    let mut snapshot = Snapshot::read(cluster);
+    // Orphans are adopted first, so that a set recreated over running pods syncs with them.
+    if !snapshot.orphan_pods.is_empty() || !snapshot.orphan_revisions.is_empty() {
+        let mut adopted = 0;
+        for k in std::iter::once(&k).chain(kruise.as_ref()) {
+            let (sets, _) = cluster.storage.list(&k.sets.storage_key(), None);
+            adopted += adoption::adopt(cluster, &k.revisions, &sets, &snapshot.orphan_revisions, k.by);
+            adopted += adoption::adopt(cluster, &k.pods, &sets, &snapshot.orphan_pods, k.by);
+        }
+        if adopted > 0 {
+            snapshot = Snapshot::read(cluster);
+        }
+    }
     let mut seen = std::collections::HashSet::new();
     for k in std::iter::once(&k).chain(kruise.as_ref()) {
         let (sets, _) = cluster.storage.list(&k.sets.storage_key(), None);
@@ -192,6 +204,9 @@ fn controller_uid(obj: &Value) -> Option<&str> {
 struct Snapshot {
     pods: HashMap<String, Vec<Arc<Value>>>,
     revisions: HashMap<String, Vec<Arc<Value>>>,
+    /// Pods and ControllerRevisions with no controller, for the sets to adopt.
+    orphan_pods: Vec<Arc<Value>>,
+    orphan_revisions: Vec<Arc<Value>>,
     pvcs: HashMap<String, HashMap<String, Arc<Value>>>,
     none: HashMap<String, Arc<Value>>,
 }
@@ -200,23 +215,22 @@ impl Snapshot {
     fn read(cluster: &Cluster) -> Self {
         let by_controller = |res: (String, String)| {
             let mut out: HashMap<String, Vec<Arc<Value>>> = HashMap::new();
+            let mut orphans = Vec::new();
             for obj in cluster.storage.list(&res, None).0 {
-                if let Some(uid) = controller_uid(&obj) {
-                    out.entry(uid.to_string()).or_default().push(obj.clone());
+                match controller_uid(&obj) {
+                    Some(uid) => out.entry(uid.to_string()).or_default().push(obj.clone()),
+                    None => orphans.push(obj.clone()),
                 }
             }
-            out
+            (out, orphans)
         };
         let mut pvcs: HashMap<String, HashMap<String, Arc<Value>>> = HashMap::new();
         for pvc in cluster.storage.list(&(String::new(), "persistentvolumeclaims".into()), None).0 {
             pvcs.entry(object::namespace(&pvc).to_string()).or_default().insert(object::name(&pvc).to_string(), pvc);
         }
-        Snapshot {
-            pods: by_controller((String::new(), "pods".into())),
-            revisions: by_controller(("apps".into(), "controllerrevisions".into())),
-            pvcs,
-            none: HashMap::new(),
-        }
+        let (pods, orphan_pods) = by_controller((String::new(), "pods".into()));
+        let (revisions, orphan_revisions) = by_controller(("apps".into(), "controllerrevisions".into()));
+        Snapshot { pods, revisions, orphan_pods, orphan_revisions, pvcs, none: HashMap::new() }
     }
 
     fn owned(map: &HashMap<String, Vec<Arc<Value>>>, uid: &str) -> impl Iterator<Item = Arc<Value>> {
@@ -243,8 +257,7 @@ fn revision_hash(template: &Value, collision_count: i64) -> String {
 }
 
 fn set_owner_ref(set: &Value) -> Value {
-    let api_version = set["apiVersion"].as_str().filter(|v| !v.is_empty()).unwrap_or("apps/v1");
-    json!({"apiVersion": api_version, "kind": "StatefulSet", "name": object::name(set), "uid": object::uid(set), "controller": true, "blockOwnerDeletion": true})
+    adoption::controller_ref(set)
 }
 
 /// Finds or creates the ControllerRevision for the set's current template; returns its name and
