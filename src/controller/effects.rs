@@ -63,7 +63,7 @@ mod tests {
     fn write() -> StsWrite {
         let object = serde_json::from_value(serde_json::json!({"apiVersion": "apps/v1", "kind": "StatefulSet"}))
             .expect("an object");
-        StsWrite { cluster: "a".into(), object, expected_rv: Some(1), new_template: false }
+        StsWrite { cluster: "a".into(), object, expected_rv: Some(1), new_template: false, recreate: false }
     }
 
     #[test]

@@ -196,6 +196,9 @@ pub struct WriteStatefulSet {
     pub term: u64,
     /// Server-side dry run: validate only (nothing is stored).
     pub dry_run: bool,
+    /// Delete the stored object with its pods orphaned and create it again, rather than
+    /// replace it (see [`crate::controller::member::ungated`]).
+    pub recreate: bool,
 }
 
 /// Creates what a federation's pods need besides their StatefulSet, where missing or

@@ -55,6 +55,7 @@ async fn a_stale_leaders_write_is_refused_with_409_and_it_steps_down_on_seeing_t
         expected_rv: rv,
         term: 1,
         dry_run: false,
+        recreate: false,
     };
     let created = watcher.send(write(Slice::empty(), None)).await.unwrap().expect("term 1 creates the StatefulSet");
     // A new leader (term 2) stamps the object.

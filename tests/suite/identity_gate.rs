@@ -273,3 +273,80 @@ async fn without_the_gate_a_lost_member_returning_all_at_once_runs_identities_tw
     let report = ledger_violation(&f).expect("the ledger sees west's stale ordinals twice");
     assert!(report.contains("redis-2") || report.contains("redis-3"), "{report}");
 }
+
+/// Turning the gate on for a running federation restarts nothing: its pods were made without
+/// the gate, which matters only when a pod is created, so each member StatefulSet is recreated
+/// with the gate over its orphaned pods, which it adopts and holds (see
+/// `spanset::controller::member::ungated`). A pod made afterwards — here one deleted by hand —
+/// waits behind the gate until spanset releases it: recreating (rather than replacing) is what
+/// keeps the member from making it again from the old template.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turning_the_gate_on_restarts_no_pod_and_a_pod_made_afterwards_waits_for_it() {
+    let f = Federation::start(&["east", "west"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    f.create(&federation(&f, 4, IdentityGate::Disabled, serde_json::json!({}))).await;
+    let halves = [("east", 0, 2), ("west", 2, 2)];
+    f.wait_settled("redis", &halves, "two halves, ungated").await;
+    let mut before = BTreeSet::new();
+    let mut uids = Vec::new();
+    for m in &f.members {
+        let sts: Api<StatefulSet> = Api::namespaced(f.member(m).await, "default");
+        uids.push(sts.get("redis").await.unwrap().uid());
+        let pods: Api<Pod> = Api::namespaced(f.member(m).await, "default");
+        before.extend(pods.list(&ListParams::default()).await.unwrap().items.iter().map(|p| p.uid().unwrap()));
+    }
+    let east: Api<Pod> = Api::namespaced(f.member("east").await, "default");
+    let (seen, recording) = record_pods(east.clone());
+
+    f.api()
+        .patch(
+            "redis",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"identityGate": "Enabled"}})),
+        )
+        .await
+        .expect("the gate turned on");
+    for m in &f.members {
+        let sts: Api<StatefulSet> = Api::namespaced(f.member(m).await, "default");
+        support::eventually(&format!("{m}: written with the gate, holding its pods"), || async {
+            sts.get_opt("redis").await.ok().flatten().is_some_and(|s| {
+                let gated =
+                    s.spec.as_ref().and_then(|s| s.template.spec.as_ref()).and_then(|p| p.scheduling_gates.as_ref());
+                gated.is_some_and(|g| g.iter().any(|g| g.name == "spanset.dev/identity"))
+                    && s.annotations().contains_key("spanset.dev/ungated-revision")
+            })
+        })
+        .await;
+    }
+    f.wait_settled("redis", &halves, "two halves, gated").await;
+    let mut after = BTreeSet::new();
+    for m in &f.members {
+        let pods: Api<Pod> = Api::namespaced(f.member(m).await, "default");
+        after.extend(pods.list(&ListParams::default()).await.unwrap().items.iter().map(|p| p.uid().unwrap()));
+    }
+    assert_eq!(after, before, "the same four pods, adopted by the recreated StatefulSets");
+    let runs = support::timeline::runs(&f.sandbox, "redis");
+    assert!(runs.len() == 4 && runs.iter().all(|r| r.until.is_none()), "no pod restarted: {runs:?}");
+
+    let old = east.get("redis-1").await.unwrap().uid();
+    east.delete("redis-1", &Default::default()).await.expect("redis-1 deleted by hand");
+    support::eventually("a new redis-1 Ready", || async {
+        east.get_opt("redis-1").await.ok().flatten().is_some_and(|p| {
+            p.uid() != old
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+    })
+    .await;
+    drop(recording);
+    let new: Vec<Pod> =
+        seen.lock().unwrap().iter().filter(|p| p.name_any() == "redis-1" && p.uid() != old).cloned().collect();
+    assert!(new.iter().any(scheduling_gated), "the new redis-1 waited behind the gate: {new:#?}");
+    f.assert_ledger_clean();
+    for (m, old) in f.members.iter().zip(&uids) {
+        let sts: Api<StatefulSet> = Api::namespaced(f.member(m).await, "default");
+        assert_ne!(sts.get("redis").await.unwrap().uid(), *old, "{m}: the StatefulSet was recreated");
+    }
+}

@@ -95,5 +95,6 @@ mod teardown;
 mod terms;
 mod undecodable;
 mod uninstall;
+mod upgrade;
 mod version_cli;
 mod version_skew;

@@ -1183,7 +1183,15 @@ fn call_failed(e: MailboxError) -> String {
 
 /// The message that makes (or, with `dry_run`, only validates) a decided StatefulSet write.
 fn write_message(w: &StsWrite, key: &FederationKey, kind: Backend, term: u64, dry_run: bool) -> WriteStatefulSet {
-    WriteStatefulSet { key: key.clone(), object: w.object.clone(), kind, expected_rv: w.expected_rv, term, dry_run }
+    WriteStatefulSet {
+        key: key.clone(),
+        object: w.object.clone(),
+        kind,
+        expected_rv: w.expected_rv,
+        term,
+        dry_run,
+        recreate: w.recreate,
+    }
 }
 
 /// Records a member's 401 or 403, with what it means (see [`access`]).

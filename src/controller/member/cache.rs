@@ -114,6 +114,10 @@ pub struct StsRecord {
     /// labelled with it runs the stored template); kept across a new generation that changed
     /// nothing of the template (a new partition or slice), since that keeps the revision.
     pub update_revision: Option<String>,
+    /// The stored pod template, only when it lacks the identity gate (see [`super::ungated`]).
+    pub ungated_template: Option<std::sync::Arc<serde_json::Value>>,
+    /// The revision of the pods held since the gate was added (see [`super::ungated`]).
+    pub ungated_revision: Option<String>,
 }
 
 impl StsRecord {
@@ -147,6 +151,8 @@ impl StsRecord {
                 .and_then(|v| v.as_str())
                 .filter(|_| observed_generation(sts) >= sts.metadata.generation.unwrap_or(0))
                 .map(str::to_string),
+            ungated_template: super::ungated::ungated_template(sts),
+            ungated_revision: ann(super::ungated::UNGATED_REVISION),
         };
         Some((FederationKey { namespace: sts.namespace().unwrap_or_default(), name: sts.name_any() }, record))
     }
@@ -860,6 +866,8 @@ mod tests {
             deleting: false,
             partition: 0,
             update_revision: None,
+            ungated_template: None,
+            ungated_revision: None,
         };
         let present = |uid: &str, generation: i64| StsState::Present { uid: uid.into(), generation };
         let stss = [None, Some(record("a", 2, 2)), Some(record("a", 3, 2)), Some(record("b", 2, 2))];

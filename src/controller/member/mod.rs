@@ -13,4 +13,5 @@ pub mod pod_record;
 pub mod sharing;
 pub mod storage;
 pub mod supporting;
+pub mod ungated;
 pub mod workload;

@@ -99,6 +99,12 @@ fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
     }
 }
 
+/// The pod template as written in every member (the federation's, with spanset's label and
+/// gate), as JSON.
+pub fn pod_template(fsts: &FederatedStatefulSet) -> serde_json::Value {
+    serde_json::to_value(spec_without_slice(fsts).template).unwrap_or_default()
+}
+
 /// Whether the federation's pods carry the identity gate (`spec.identityGate`, default
 /// `Enabled`).
 pub fn gated(fsts: &FederatedStatefulSet) -> bool {

@@ -114,7 +114,10 @@ fn pod_states(
                 *k,
                 PodState {
                     cluster: name.clone(),
-                    updated: current_template && p.revision.is_some() && p.revision == sts.update_revision,
+                    // A pod held since the identity gate was added runs the template too.
+                    updated: current_template
+                        && p.revision.is_some()
+                        && (p.revision == sts.update_revision || p.revision == sts.ungated_revision),
                     available,
                     ready,
                     deleting: p.deleting,

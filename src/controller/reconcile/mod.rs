@@ -184,6 +184,9 @@ pub struct StsWrite {
     pub expected_rv: Option<u64>,
     /// Whether the write changes the template (a dry run goes first).
     pub new_template: bool,
+    /// Whether the write recreates the StatefulSet with its pods orphaned, rather than
+    /// replacing it (see [`crate::controller::member::ungated`]).
+    pub recreate: bool,
 }
 
 /// A gated pod that may run now: its identity gate is removed (the pod's other gates stay),

@@ -14,7 +14,11 @@ use super::{
 use crate::{
     api::{FederatedStatefulSet, FederatedStatefulSetStatus},
     controller::{
-        member::objects::{statefulset_at, template_hash},
+        member::{
+            cache::StsRecord,
+            objects::{member_partition, pod_template, statefulset_at, template_hash},
+            ungated,
+        },
         messages::MemberView,
     },
     plan::{self, Backend, Ordinal, Slice},
@@ -80,9 +84,31 @@ impl<'a> Scope<'a> {
         self.desired.start..self.desired.start + self.desired.replicas
     }
 
-    /// The member StatefulSet holding `slice`, stamped with the term and the rollout's cursor.
-    pub fn statefulset(&self, slice: &Slice, cursor: Ordinal) -> DynamicObject {
-        statefulset_at(self.fsts, slice, self.inp.term, cursor)
+    /// The member StatefulSet holding `slice`, stamped with the term and the rollout's cursor,
+    /// written over `stored`: it keeps holding the pods made before the identity gate (see
+    /// [`ungated`]). Answers whether the write must recreate the StatefulSet.
+    pub fn statefulset(&self, slice: &Slice, cursor: Ordinal, stored: Option<&StsRecord>) -> (DynamicObject, bool) {
+        let mut object = statefulset_at(self.fsts, slice, self.inp.term, cursor);
+        let held = stored.and_then(|s| self.held(s));
+        if let Some(revision) = &held {
+            ungated::hold(&mut object, revision);
+        }
+        (object, stored.is_some_and(|s| ungated::begins(s, held.as_ref())))
+    }
+
+    /// The revision of the pods a write over `stored` holds (see [`ungated`]).
+    pub fn held(&self, stored: &StsRecord) -> Option<String> {
+        ungated::held_revision(self.fsts, stored, &self.hash, || pod_template(self.fsts))
+    }
+
+    /// The partition a write over `stored` holding `slice` gives the member (see
+    /// [`member_partition`] and [`ungated::held_partition`]).
+    pub fn partition(&self, stored: &StsRecord, slice: &Slice, cursor: Ordinal) -> Option<i32> {
+        let partition = member_partition(self.fsts, slice, cursor);
+        match self.held(stored) {
+            Some(_) => ungated::held_partition(partition, slice.replicas),
+            None => partition,
+        }
     }
 
     /// The federation's name (its pods are `{name}-{ordinal}`).

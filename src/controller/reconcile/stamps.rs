@@ -6,10 +6,7 @@
 //! stamps.
 
 use super::{Inputs, PodDelete, StsWrite, scope::Scope};
-use crate::{
-    controller::member::objects::member_partition,
-    plan::{ClusterObservation, Observed, Ordinal, Slice},
-};
+use crate::plan::{ClusterObservation, Observed, Ordinal, Slice};
 
 /// The stamps of this round.
 pub(super) struct Stamps {
@@ -50,11 +47,10 @@ pub(super) fn stamps(cx: &Scope<'_>, obs: &Observed, cursor: Ordinal) -> Stamps 
 /// starting, so a missing StatefulSet may be created).
 fn stamp(cx: &Scope<'_>, name: &str, o: &ClusterObservation, cursor: Ordinal, may_create: bool) -> Option<StsWrite> {
     let view = cx.view_of(name).expect("observed members have views");
-    let write = |slice: &Slice, expected_rv: Option<u64>, new_template: bool| StsWrite {
-        cluster: name.to_string(),
-        object: cx.statefulset(slice, cursor),
-        expected_rv,
-        new_template,
+    let stored = view.federation.sts.as_deref();
+    let write = |slice: &Slice, expected_rv: Option<u64>, new_template: bool| {
+        let (object, recreate) = cx.statefulset(slice, cursor, stored);
+        StsWrite { cluster: name.to_string(), object, expected_rv, new_template, recreate }
     };
     match &view.federation.sts {
         Some(s) if s.deleting => None,
@@ -75,7 +71,7 @@ fn stamp(cx: &Scope<'_>, name: &str, o: &ClusterObservation, cursor: Ordinal, ma
             if (s.term != Some(cx.inp.term) && cx.inp.rules.term_check)
                 || s.template_hash.as_deref() != Some(cx.hash.as_str())
                 || !view.federation.spec_is_ours()
-                || member_partition(cx.fsts, &s.slice, cursor).is_some_and(|p| p != s.partition) =>
+                || cx.partition(s, &s.slice, cursor).is_some_and(|p| p != s.partition) =>
         {
             Some(write(&s.slice, Some(s.rv), s.template_hash.as_deref() != Some(cx.hash.as_str())))
         }

@@ -47,11 +47,13 @@ pub(super) fn write(cx: &Scope<'_>, planning: &Planning, moves: &mut Moves, curs
             Step::Grow { acquires, .. } if record_orphans(cx, moves, cluster, acquires) => continue,
             Step::Grow { acquires, .. } => out.grows.extend(record_grows(moves, cluster, acquires)),
         }
+        let (object, recreate) = cx.statefulset(step.slice(), cursor, Some(s));
         out.writes.push(StsWrite {
             cluster: cluster.to_string(),
-            object: cx.statefulset(step.slice(), cursor),
+            object,
             expected_rv: Some(s.rv),
             new_template: false,
+            recreate,
         });
     }
     out

@@ -42,6 +42,8 @@ fn settled(f: &FederatedStatefulSet, start: u32, replicas: u32, term: u64) -> Me
         deleting: false,
         partition: 0,
         update_revision: Some("rev-1".into()),
+        ungated_template: None,
+        ungated_revision: None,
     };
     let pods = (start..start + replicas)
         .map(|k| {

@@ -70,6 +70,8 @@ fn member_view(view: &View, now: Instant) -> MemberView {
         deleting: false,
         partition: s.partition,
         update_revision: (s.observed >= s.generation).then(|| s.revision()),
+        ungated_template: None,
+        ungated_revision: None,
     });
     let pods = view
         .pods

@@ -7,6 +7,7 @@ pub mod dns;
 pub mod docs;
 pub mod etcd;
 pub mod federation;
+pub mod fixtures;
 pub mod linearizable;
 pub mod prometheus;
 pub mod redis;

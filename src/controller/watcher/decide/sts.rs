@@ -33,6 +33,28 @@ pub enum StsCall {
         /// The precondition.
         expected_rv: u64,
     },
+    /// The member refused the replace because it changes a field a StatefulSet cannot change
+    /// (what an older spanset wrote lacks what this one writes there, such as the claim
+    /// templates' label): delete it with its pods orphaned, conditional on the version planned
+    /// on and only if it selects its pods as the new one will, then create it again. The
+    /// member's StatefulSet controller adopts the running pods; none restarts.
+    Recreate {
+        /// The precondition of the delete.
+        expected_rv: u64,
+    },
+    /// The dry run of [`StsCall::Recreate`]: a create of the same name, which the member
+    /// answers with a conflict only once the object passed its validation and admission.
+    DryRecreate,
+}
+
+/// The words a member's apiserver uses when an update changes a StatefulSet's immutable
+/// fields (`ValidateStatefulSetUpdate`): `spec: Forbidden: updates to statefulset spec for
+/// fields other than 'replicas', 'ordinals', 'template', … are forbidden`.
+const IMMUTABLE_FIELDS: &str = "updates to statefulset spec for fields other than";
+
+/// Whether a failure is the member refusing a change of a StatefulSet's immutable fields.
+pub fn immutable_fields_refused(failure: &CallFailure) -> bool {
+    failure.is(422) && failure.message.contains(IMMUTABLE_FIELDS)
 }
 
 /// What a StatefulSet write does before its first call.
@@ -53,6 +75,8 @@ pub fn plan_sts_write(standing: &Standing<'_>, msg: &WriteStatefulSet) -> Result
     gate(standing, msg.term)?;
     let (call, verb) = match msg.expected_rv {
         None => (StsCall::Create, "create"),
+        Some(_) if msg.recreate && msg.dry_run => (StsCall::DryRecreate, "create"),
+        Some(expected_rv) if msg.recreate => (StsCall::Recreate { expected_rv }, "delete"),
         Some(expected_rv) => (StsCall::Replace { expected_rv }, "update"),
     };
     Ok(StsPlan { note_write: !msg.dry_run, call, verb })
@@ -75,9 +99,31 @@ pub enum AfterFailure {
 pub fn after_sts_failure(call: StsCall, dry_run: bool, failure: &CallFailure, namespace_missing: bool) -> AfterFailure {
     match call {
         StsCall::Create if dry_run && namespace_missing => AfterFailure::Call(StsCall::StandInCreate),
-        StsCall::StandInCreate if failure.is(409) => AfterFailure::Echoed,
+        StsCall::StandInCreate | StsCall::DryRecreate if failure.is(409) => AfterFailure::Echoed,
+        StsCall::Replace { .. } if dry_run && immutable_fields_refused(failure) => {
+            AfterFailure::Call(StsCall::DryRecreate)
+        }
+        StsCall::Replace { expected_rv } if immutable_fields_refused(failure) => {
+            AfterFailure::Call(StsCall::Recreate { expected_rv })
+        }
         _ => AfterFailure::Failed,
     }
+}
+
+/// Why a member StatefulSet cannot be recreated over its pods, if it cannot: the stored one
+/// is not the version planned on, or selects its pods otherwise than the new one (they would
+/// be left orphaned, and the new one would fail to create pods of their names).
+pub fn recreate_refusal(stored: &DynamicObject, new: &DynamicObject, expected_rv: u64) -> Option<String> {
+    let rv = rv_of(stored.metadata.resource_version.as_deref());
+    if rv != expected_rv {
+        return Some(format!("changed since it was read (resourceVersion {rv}, planned on {expected_rv})"));
+    }
+    let (old, wanted) = (&stored.data["spec"]["selector"], &new.data["spec"]["selector"]);
+    (old != wanted).then(|| {
+        format!(
+            "spec.selector: the member's StatefulSet selects its pods by {old}, this version by {wanted}; recreated, it would not adopt them"
+        )
+    })
 }
 
 /// How a StatefulSet write ended, as its handler saw it.
@@ -218,6 +264,7 @@ mod tests {
             expected_rv,
             term: 3,
             dry_run,
+            recreate: false,
         }
     }
 
@@ -257,6 +304,62 @@ mod tests {
             after_sts_failure(StsCall::StandInCreate, true, &answered(422, "invalid"), false),
             AfterFailure::Failed
         );
+    }
+
+    #[test]
+    fn a_change_of_immutable_fields_recreates_the_statefulset_and_its_dry_run_creates_one_of_the_name() {
+        let immutable = answered(
+            422,
+            "StatefulSet.apps \"redis\" is invalid: spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+        );
+        let replace = StsCall::Replace { expected_rv: 7 };
+        assert_eq!(
+            after_sts_failure(replace, false, &immutable, false),
+            AfterFailure::Call(StsCall::Recreate { expected_rv: 7 })
+        );
+        assert_eq!(after_sts_failure(replace, true, &immutable, false), AfterFailure::Call(StsCall::DryRecreate));
+        assert_eq!(
+            after_sts_failure(StsCall::DryRecreate, true, &answered(409, "already exists"), false),
+            AfterFailure::Echoed
+        );
+        let other = answered(422, "spec.template.spec.containers[0].image: Required value");
+        assert_eq!(
+            after_sts_failure(replace, false, &other, false),
+            AfterFailure::Failed,
+            "any other refusal stays one"
+        );
+        assert_eq!(
+            after_sts_failure(StsCall::Recreate { expected_rv: 7 }, false, &immutable, false),
+            AfterFailure::Failed,
+            "a recreate is tried once"
+        );
+    }
+
+    #[test]
+    fn a_write_asked_to_recreate_deletes_first_and_its_dry_run_creates() {
+        let mut msg = write(Some(7), false);
+        msg.recreate = true;
+        let plan = plan_sts_write(&standing(Some(3), 3), &msg).expect("allowed");
+        assert_eq!(plan.call, StsCall::Recreate { expected_rv: 7 });
+        msg.dry_run = true;
+        assert_eq!(plan_sts_write(&standing(Some(3), 3), &msg).expect("allowed").call, StsCall::DryRecreate);
+        msg.expected_rv = None;
+        assert_eq!(
+            plan_sts_write(&standing(Some(3), 3), &msg).expect("allowed").call,
+            StsCall::Create,
+            "nothing to delete"
+        );
+    }
+
+    #[test]
+    fn a_statefulset_is_recreated_only_at_the_version_planned_on_and_selecting_its_pods_alike() {
+        let stored = object(7, Some(2));
+        let mut new = object(0, Some(2));
+        assert_eq!(recreate_refusal(&stored, &new, 7), None);
+        assert!(recreate_refusal(&stored, &new, 6).is_some_and(|why| why.starts_with("changed")));
+        new.data["spec"]["selector"] = serde_json::json!({"matchLabels": {"app": "other"}});
+        let why = recreate_refusal(&stored, &new, 7).expect("another selector");
+        assert!(why.starts_with("spec.selector") && why.contains("would not adopt"), "{why}");
     }
 
     #[test]
