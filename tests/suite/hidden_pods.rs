@@ -7,7 +7,9 @@
 //!   pod's ordinal starts nowhere else while the hidden pod runs: spanset knows the pod by its
 //!   name (also a controller started while it hides), its `Degraded` condition names it, and
 //!   the ordinal moves once the pod is really gone;
-//! - a bare pod with redis-0's name and labels created in another member while redis-0 runs is
+//! - a bare pod with redis-0's name and the federation's label created in another member while
+//!   redis-0 runs (not the StatefulSet's selector: west's StatefulSet would adopt such a pod and
+//!   delete it, as outside its slice, as kube-controller-manager's does) is
 //!   refused by the guards; with their bindings deleted it is accepted, and then the ledger
 //!   reports the identity running twice and spanset's `IdentityConflict` names the bare pod.
 
@@ -175,7 +177,8 @@ async fn a_pod_whose_label_was_removed_keeps_its_ordinal_from_starting_elsewhere
 
 /// A bare pod with `name` and the federation's labels (a copied manifest), no gate.
 fn bare_pod(name: &str, labelled: bool) -> String {
-    let labels = if labelled { r#"{"app": "redis", "spanset.dev/federation": "redis"}"# } else { r#"{"app": "x"}"# };
+    // `app: copy`: outside the StatefulSets' selector (`app: redis`), so no member adopts it.
+    let labels = if labelled { r#"{"app": "copy", "spanset.dev/federation": "redis"}"# } else { r#"{"app": "x"}"# };
     format!(
         r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{name}", "namespace": "default", "labels": {labels}}},
             "spec": {{"containers": [{{"name": "redis", "image": "redis:7"}}]}}}}"#
