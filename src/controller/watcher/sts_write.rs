@@ -53,7 +53,6 @@ impl Handler<WriteStatefulSet> for ClusterWatcher {
             if recreated {
                 tracing::info!(cluster = %act.cluster, federation = %msg.key,
                     "recreated the member StatefulSet with its pods orphaned: a field it cannot change differed from what this version writes");
-                act.metrics.api_request(&act.cluster, "delete");
                 // What follows the delete is a create: that is what may still land.
                 msg.expected_rv = None;
             }
