@@ -108,7 +108,7 @@ async fn ready_pod(pods: &Api<Pod>, name: &str, not: Option<&str>) -> Pod {
 }
 
 /// Live processes (not zombies) whose command line contains `marker`.
-fn live_processes_with(marker: &str) -> Vec<u32> {
+pub(crate) fn live_processes_with(marker: &str) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
