@@ -134,7 +134,8 @@ fn a_failing_init_container_backs_off_and_fails_the_pod_under_never_and_the_main
     let s = &p["status"]["initContainerStatuses"][0];
     assert_eq!(s["lastState"]["terminated"]["exitCode"], 3, "{s}");
     assert_eq!(p["status"]["phase"], "Pending");
-    assert_eq!(k.ok(&["logs", "crashing", "-c", "setup"]).trim(), "cannot set up");
+    // The previous run's output (the current one may not have printed yet).
+    assert_eq!(k.ok(&["logs", "crashing", "-c", "setup", "--previous"]).trim(), "cannot set up");
 
     wait_until("the Never pod failed", DEADLINE, || pod(&k, "once")["status"]["phase"] == "Failed");
     assert_eq!(columns(&k, "once").0, "Init:Error");
@@ -223,13 +224,15 @@ fn on_a_1_28_member_an_init_container_is_never_a_sidecar_and_blocks_the_pod() {
     wait_until("the main container runs once the helper ended", DEADLINE, || !live_processes_with(&main).is_empty());
 }
 
-/// A pod of two containers, `target` (which says when SIGTERM reaches it) and `tool`.
+/// A pod of two containers, `target` (which says when SIGTERM reaches it, and alone mounts a
+/// volume at `/mine`) and `tool`.
 fn two_containers(name: &str, share: bool, target: &str) -> String {
     format!(
         r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{name}"}},
-  "spec": {{"shareProcessNamespace": {share}, "restartPolicy": "Never",
+  "spec": {{"shareProcessNamespace": {share}, "restartPolicy": "Never", "volumes": [{{"name": "v", "emptyDir": {{}}}}],
     "containers": [
-      {{"name": "target", "image": "busybox", "command": ["sh", "-c", "trap 'echo got TERM; exit 0' TERM; while :; do sleep 0.05; done", "{target}"]}},
+      {{"name": "target", "image": "busybox", "volumeMounts": [{{"name": "v", "mountPath": "/mine"}}],
+        "command": ["sh", "-c", "trap 'echo got TERM; exit 0' TERM; while :; do sleep 0.05; done", "{target}"]}},
       {{"name": "tool", "image": "busybox", "command": ["sh", "-c", "while :; do sleep 0.1; done"]}}]}}}}"#
     )
 }
@@ -259,7 +262,10 @@ fn a_shared_process_namespace_lets_one_container_signal_anothers_process_and_onl
     let first = k.ok(&["exec", "private", "-c", "tool", "--", "sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline"]);
     assert!(first.starts_with("sh -c while"), "tool's own process is PID 1 of its namespace: {first}");
 
-    // Shared: PID 1 is the pod's holder (as the pause container), and `tool` stops `target`.
+    // Shared: each container keeps its own mounts, and exec joins the one named.
+    let mounts = |c: &str| k.run(&["exec", "shared", "-c", c, "--", "test", "-d", "/mine"]).status.success();
+    assert!(mounts("target") && !mounts("tool"), "only target mounts /mine");
+    // PID 1 is the pod's holder (as the pause container), and `tool` stops `target`.
     let first = k.ok(&["exec", "shared", "-c", "tool", "--", "sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline"]);
     assert!(first.contains("sleep 3600"), "the holder is PID 1 of the shared namespace: {first}");
     assert_eq!(k.ok(&["exec", "shared", "-c", "tool", "--", "sh", "-c", &kill_script(&shared)]).trim(), "1");
@@ -267,7 +273,6 @@ fn a_shared_process_namespace_lets_one_container_signal_anothers_process_and_onl
         pod(&k, "shared")["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     });
     assert_eq!(k.ok(&["logs", "shared", "-c", "target"]).trim(), "got TERM");
-    // Each container keeps its own root: exec still joins the one asked for.
     assert_eq!(k.ok(&["exec", "shared", "-c", "tool", "--", "hostname"]).trim(), "shared");
     assert!(live_processes_with(&shared).is_empty());
 }

@@ -26,7 +26,7 @@ use super::{
     controller_loop::Wake,
     processes::State,
 };
-use crate::sim::store::object;
+use crate::sim::store::{actor::Component, object, registry::Subresource, resources::ResourceType};
 
 /// What one init container's process is doing, as the decision of what to start next needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +120,7 @@ pub fn has_runnable(cluster: &Cluster, pod: &Value) -> bool {
 
 /// Where a pod's init stage stands after a [`sync`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Progress {
+enum Progress {
     /// Still initializing.
     Initializing,
     /// Every init container is done: the main containers start.
@@ -139,14 +139,14 @@ fn fresh(name: &str, image: &str) -> Value {
 }
 
 /// The `initContainerStatuses` of a pod none of whose init containers has started.
-pub fn waiting(pod: &Value) -> Vec<Value> {
+fn waiting(pod: &Value) -> Vec<Value> {
     init_containers(pod).iter().map(|(name, image, _)| fresh(name, image)).collect()
 }
 
 /// Takes the pod's init stage one step (starting the next init container, or restarting one)
 /// and returns where it stands with the `initContainerStatuses` to show, in spec order. Asks
 /// for the next look while a process runs or a back-off is pending.
-pub fn sync(cluster: &Cluster, pod: &Value, ip: &str, wake: &Wake) -> (Progress, Vec<Value>) {
+fn sync(cluster: &Cluster, pod: &Value, ip: &str, wake: &Wake) -> (Progress, Vec<Value>) {
     let uid = object::uid(pod);
     let now = Instant::now();
     let never = pod.pointer("/spec/restartPolicy").and_then(Value::as_str) == Some("Never");
@@ -226,11 +226,50 @@ pub fn sync(cluster: &Cluster, pod: &Value, ip: &str, wake: &Wake) -> (Progress,
     (progress, statuses)
 }
 
+/// Runs a Pending pod's init stage on IP `ip` of node address `host_ip`, writing what it shows;
+/// once every init container is done, returns their final statuses (for the write that starts
+/// the main containers), else `None`. The pod shows its IP before the first init container
+/// starts, so that they all run on it; a pod failed under `Never` stops what still runs (its
+/// sidecars).
+pub fn stage(
+    cluster: &Cluster,
+    pods_rt: &ResourceType,
+    pod: &Value,
+    ip: &str,
+    host_ip: &str,
+    wake: &Wake,
+) -> Option<Vec<Value>> {
+    let write = |statuses: Vec<Value>, failed: bool| {
+        let written = cluster.update_incarnation(pods_rt, pod, Subresource::Status, Component::Kubelet, |p| {
+            set_initializing(p, statuses, ip, host_ip, failed)
+        });
+        if let Err(e) = written {
+            tracing::debug!(cluster = %cluster.config.name, pod = %object::name(pod), error = %e, "init statuses");
+        }
+    };
+    if pod.pointer("/status/podIP").and_then(Value::as_str).is_none_or(str::is_empty) {
+        write(waiting(pod), false);
+        return None;
+    }
+    let (progress, statuses) = sync(cluster, pod, ip, wake);
+    match progress {
+        Progress::Initialized => return Some(statuses),
+        Progress::Failed => {
+            let now = Instant::now();
+            cluster.processes.terminate(object::uid(pod), |_| true, now);
+            cluster.processes.enforce(now);
+        }
+        Progress::Initializing => {}
+    }
+    write(statuses, progress == Progress::Failed);
+    None
+}
+
 /// Shows a pod in its init stage: its sandbox up (IPs, start time), `inits` as its
 /// `initContainerStatuses`, its main containers waiting (`PodInitializing`), and its
 /// `Initialized` condition False naming the init containers not done — or the pod `Failed`
 /// when `failed`.
-pub fn set_initializing(pod: &mut Value, inits: Vec<Value>, ip: &str, host_ip: &str, failed: bool) {
+fn set_initializing(pod: &mut Value, inits: Vec<Value>, ip: &str, host_ip: &str, failed: bool) {
     let now = object::now_rfc3339();
     let pending: Vec<String> = inits
         .iter()

@@ -711,30 +711,13 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 }
                 let Some(ip) = ip_for(pod, node, timers) else { return };
                 let host = host_ip(node);
+                // Runnable init containers first: the main containers start once they are done.
                 let mut inits = None;
                 if init_containers::has_runnable(cluster, pod) {
-                    // The init stage runs on the pod's IP, so the pod shows it first.
-                    if pod_ip(pod).is_empty() {
-                        let fresh = init_containers::waiting(pod);
-                        let _ = write_status(cluster, pods_rt, pod, |p| {
-                            init_containers::set_initializing(p, fresh, &ip, &host, false)
-                        });
-                        return;
+                    match init_containers::stage(cluster, pods_rt, pod, &ip, &host, wake) {
+                        Some(done) => inits = Some(done),
+                        None => return,
                     }
-                    let (progress, statuses) = init_containers::sync(cluster, pod, &ip, wake);
-                    if progress != init_containers::Progress::Initialized {
-                        let failed = progress == init_containers::Progress::Failed;
-                        if failed {
-                            // What still runs (its sidecars) stops with the failed pod.
-                            cluster.processes.terminate(&uid, |_| true, now);
-                            cluster.processes.enforce(now);
-                        }
-                        let _ = write_status(cluster, pods_rt, pod, |p| {
-                            init_containers::set_initializing(p, statuses, &ip, &host, failed)
-                        });
-                        return;
-                    }
-                    inits = Some(statuses);
                 }
                 if write_status(cluster, pods_rt, pod, |p| {
                     if let Some(inits) = inits {
