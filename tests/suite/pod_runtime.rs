@@ -199,6 +199,40 @@ fn a_native_sidecar_runs_beside_the_main_container_is_restarted_when_it_exits_an
 }
 
 #[test]
+fn a_sidecar_with_a_startup_probe_holds_the_next_container_until_the_probe_passes() {
+    let Some((_sandbox, k)) = sandbox(&[]) else { return };
+    let main = marker("main-after-probed-sidecar");
+    let manifest = format!(
+        r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "probed-helper"}},
+  "spec": {{"initContainers": [{{"name": "helper", "image": "busybox", "restartPolicy": "Always",
+      "command": ["sh", "-c", "while :; do echo tick; sleep 0.02; done"],
+      "startupProbe": {{"exec": {{"command": ["test", "-e", "/tmp/up"]}}, "periodSeconds": 1, "failureThreshold": 1000}}}}],
+    "containers": [{{"name": "main", "image": "busybox", "command": ["sh", "-c", "while :; do sleep 0.1; done", "{main}"]}}]}}}}"#
+    );
+    k.ok_with_stdin(&["apply", "-f", "-"], &manifest);
+    // Until its probe passes, the sidecar runs, is not started, and the main container waits.
+    let start = Instant::now();
+    loop {
+        assert!(live_processes_with(&main).is_empty(), "the main container started before the sidecar's probe passed");
+        let p = pod(&k, "probed-helper");
+        let s = &p["status"]["initContainerStatuses"][0];
+        let ticks = k.run(&["logs", "probed-helper", "-c", "helper"]);
+        let ticks = String::from_utf8_lossy(&ticks.stdout).lines().count();
+        if ticks > 0 {
+            assert_eq!(s["started"], false, "{s}");
+        }
+        if ticks >= 100 {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "the helper kept running ({ticks} ticks)");
+    }
+    assert_eq!(columns(&k, "probed-helper").0, "Init:0/1");
+    k.ok(&["exec", "probed-helper", "-c", "helper", "--", "touch", "/tmp/up"]);
+    wait_until("the main container runs once the probe passed", DEADLINE, || !live_processes_with(&main).is_empty());
+    wait_until("Running, both ready", DEADLINE, || columns(&k, "probed-helper").1 == "2/2");
+}
+
+#[test]
 fn on_a_1_28_member_an_init_container_is_never_a_sidecar_and_blocks_the_pod() {
     let Some((_sandbox, k)) = sandbox(&["--cluster-version", "solo=1.28.9"]) else { return };
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
