@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::{
     processes::live_processes_with,
-    support::{DEADLINE, Kubectl, Sandbox, program, wait_until},
+    support::{Background, DEADLINE, Kubectl, Sandbox, program, wait_until},
 };
 
 /// A sandbox running `busybox` images for real (with `flags`), and kubectl on it; `None` when
@@ -82,10 +82,24 @@ fn init_containers_run_in_order_each_to_its_end_before_the_main_container_starts
     assert!(p["status"]["initContainerStatuses"][0]["state"]["running"].is_object(), "{p}");
     assert_eq!(p["status"]["initContainerStatuses"][1]["state"]["waiting"]["reason"], "PodInitializing", "{p}");
 
+    // Every status the pod goes through from here, as `kubectl get -w` prints them.
+    let mut watch = k.command();
+    watch.args(["get", "pod", "ordered", "--watch", "--no-headers"]);
+    let watch = Background::spawn(watch);
+    watch.wait_for_line("the watch's first row", |l| l.contains("Init:0/2"));
     // (The exec may end with `first`, whose namespace ends with it: its status says nothing.)
     k.run(&["exec", "ordered", "-c", "first", "--", "touch", "/w/go"]);
     wait_until("the main container runs", DEADLINE, || !live_processes_with(&main).is_empty());
-    wait_until("the pod is Running", DEADLINE, || columns(&k, "ordered").0 == "Running");
+    watch.wait_for_line("Running", |l| l.split_whitespace().nth(2) == Some("Running"));
+    let statuses: Vec<String> =
+        watch.lines().iter().filter_map(|l| l.split_whitespace().nth(2).map(str::to_string)).collect();
+    let mut seen = statuses.clone();
+    seen.dedup();
+    assert_eq!(
+        seen,
+        ["Init:0/2", "Init:1/2", "PodInitializing", "Running"],
+        "as kubectl shows a kubelet's: {statuses:?}"
+    );
     // The main container found both init containers' work, in order, before its own.
     let out = k.ok(&["logs", "ordered", "-c", "main"]);
     assert_eq!(out.lines().collect::<Vec<_>>(), ["first", "second", "main"], "{out}");

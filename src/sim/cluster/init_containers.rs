@@ -119,7 +119,7 @@ pub fn has_runnable(cluster: &Cluster, pod: &Value) -> bool {
 }
 
 /// Where a pod's init stage stands after a [`sync`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Progress {
     /// Still initializing.
     Initializing,
@@ -227,10 +227,11 @@ fn sync(cluster: &Cluster, pod: &Value, ip: &str, wake: &Wake) -> (Progress, Vec
 }
 
 /// Runs a Pending pod's init stage on IP `ip` of node address `host_ip`, writing what it shows;
-/// once every init container is done, returns their final statuses (for the write that starts
-/// the main containers), else `None`. The pod shows its IP before the first init container
-/// starts, so that they all run on it; a pod failed under `Never` stops what still runs (its
-/// sidecars).
+/// once every init container is done and the pod showed it (`Initialized` True, its main
+/// containers still `PodInitializing`, as a kubelet shows them before it starts them), returns
+/// their final statuses for the write that starts the main containers; else `None`. The pod
+/// shows its IP before the first init container starts, so that they all run on it; a pod
+/// failed under `Never` stops what still runs (its sidecars).
 pub fn stage(
     cluster: &Cluster,
     pods_rt: &ResourceType,
@@ -239,37 +240,45 @@ pub fn stage(
     host_ip: &str,
     wake: &Wake,
 ) -> Option<Vec<Value>> {
-    let write = |statuses: Vec<Value>, failed: bool| {
+    let write = |statuses: Vec<Value>, progress: Progress| {
         let written = cluster.update_incarnation(pods_rt, pod, Subresource::Status, Component::Kubelet, |p| {
-            set_initializing(p, statuses, ip, host_ip, failed)
+            set_initializing(p, statuses, ip, host_ip, progress)
         });
         if let Err(e) = written {
             tracing::debug!(cluster = %cluster.config.name, pod = %object::name(pod), error = %e, "init statuses");
         }
     };
     if pod.pointer("/status/podIP").and_then(Value::as_str).is_none_or(str::is_empty) {
-        write(waiting(pod), false);
+        write(waiting(pod), Progress::Initializing);
         return None;
     }
     let (progress, statuses) = sync(cluster, pod, ip, wake);
     match progress {
-        Progress::Initialized => return Some(statuses),
+        Progress::Initialized if initialized(pod) => return Some(statuses),
         Progress::Failed => {
             let now = Instant::now();
             cluster.processes.terminate(object::uid(pod), |_| true, now);
             cluster.processes.enforce(now);
         }
-        Progress::Initializing => {}
+        Progress::Initialized | Progress::Initializing => {}
     }
-    write(statuses, progress == Progress::Failed);
+    write(statuses, progress);
     None
+}
+
+/// Whether the pod's `Initialized` condition is True.
+fn initialized(pod: &Value) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Initialized" && c["status"] == "True"))
 }
 
 /// Shows a pod in its init stage: its sandbox up (IPs, start time), `inits` as its
 /// `initContainerStatuses`, its main containers waiting (`PodInitializing`), and its
-/// `Initialized` condition False naming the init containers not done — or the pod `Failed`
-/// when `failed`.
-fn set_initializing(pod: &mut Value, inits: Vec<Value>, ip: &str, host_ip: &str, failed: bool) {
+/// `Initialized` condition False naming the init containers not done — True once `progress`
+/// says they all are, and the pod `Failed` when one failed under `Never`.
+fn set_initializing(pod: &mut Value, inits: Vec<Value>, ip: &str, host_ip: &str, progress: Progress) {
+    let failed = progress == Progress::Failed;
     let now = object::now_rfc3339();
     let pending: Vec<String> = inits
         .iter()
@@ -303,8 +312,11 @@ fn set_initializing(pod: &mut Value, inits: Vec<Value>, ip: &str, host_ip: &str,
         status["containerStatuses"] = json!(waiting);
     }
     let names: Vec<&str> = mains.iter().map(|(n, _)| n.as_str()).collect();
-    let initialized = json!({"type": "Initialized", "status": "False", "reason": "ContainersNotInitialized",
-        "message": format!("containers with incomplete status: [{}]", pending.join(" ")), "lastTransitionTime": now});
+    let initialized = match progress {
+        Progress::Initialized => json!({"type": "Initialized", "status": "True", "lastTransitionTime": now}),
+        _ => json!({"type": "Initialized", "status": "False", "reason": "ContainersNotInitialized",
+            "message": format!("containers with incomplete status: [{}]", pending.join(" ")), "lastTransitionTime": now}),
+    };
     let unready = format!("containers with unready status: [{}]", names.join(" "));
     let mut conditions: Vec<Value> = status["conditions"].as_array().cloned().unwrap_or_default();
     for c in [
@@ -313,7 +325,7 @@ fn set_initializing(pod: &mut Value, inits: Vec<Value>, ip: &str, host_ip: &str,
         json!({"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": unready, "lastTransitionTime": now}),
     ] {
         match conditions.iter_mut().find(|e| e["type"] == c["type"]) {
-            Some(e) if e["message"] != c["message"] => *e = c,
+            Some(e) if e["status"] != c["status"] || e["message"] != c["message"] => *e = c,
             Some(_) => {}
             None => conditions.push(c),
         }
