@@ -1,5 +1,7 @@
 //! The kubelet's side of containers that run real processes (see [`super::processes`]): it
-//! starts them with the pod, shows in `status.containerStatuses` what their processes do
+//! starts them with the pod (after its init containers: [`super::init_containers`]), keeps its
+//! sidecars running beside them, shows in `status.containerStatuses` (and, for sidecars,
+//! `status.initContainerStatuses`) what their processes do
 //! (running since, ready by their probes, terminated with an exit code), restarts them by the
 //! pod's `restartPolicy` with the kubelet's back-off (10 s doubling to 5 min, in simulated time),
 //! and kills the ones a startup or liveness probe gave up on.

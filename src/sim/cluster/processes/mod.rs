@@ -1,7 +1,9 @@
 //! The process runtime of a simulated cluster: containers whose image is listed as runnable
 //! (`spanset sim --run-images redis,etcd`) run for real on this machine, each in private mount,
 //! PID and UTS namespaces where its volume mounts are the directories of its PersistentVolumes
-//! ([`launch`], [`spec`]); every other container stays simulated. The kubelet starts them,
+//! ([`launch`], [`spec`]) — or, in a pod with `shareProcessNamespace`, in one PID namespace of
+//! the pod's, held by a process of its own as the pause container holds it — with what an
+//! in-cluster API client needs ([`in_cluster`]); every other container stays simulated. The kubelet starts them,
 //! reads their state (running, probed ready, exited with a code), signals them (SIGTERM at
 //! deletion, SIGKILL at the grace period or when their node powers off) and restarts them;
 //! `kubectl logs` shows what they print and `kubectl exec` runs commands beside them.
