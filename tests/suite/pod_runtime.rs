@@ -159,16 +159,18 @@ fn a_failing_init_container_backs_off_and_fails_the_pod_under_never_and_the_main
     assert!(live_processes_with(&main).is_empty());
 }
 
-/// A pod of a sidecar (an init container that runs until the file `quit` exists) and a main
-/// container, both writing to a shared log on this machine when they stop. Its `restartPolicy`
-/// is `Never`, which a sidecar ignores.
+/// A pod of two sidecars (init containers that run until the file `quit` exists) and a main
+/// container, all writing to a shared log on this machine when they stop (the later ones
+/// taking their time). Its `restartPolicy` is `Never`, which a sidecar ignores.
 fn sidecar_pod(name: &str, log: &std::path::Path, quit: &str, sidecar_marker: &str, main_marker: &str) -> String {
     let log = log.display();
     format!(
         r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{name}"}},
   "spec": {{"terminationGracePeriodSeconds": 30, "restartPolicy": "Never",
     "initContainers": [{{"name": "helper", "image": "busybox", "restartPolicy": "Always",
-      "command": ["sh", "-c", "trap 'echo helper stopped >> {log}; exit 0' TERM; echo helper up; until [ -e {quit} ]; do sleep 0.05; done", "{sidecar_marker}"]}}],
+      "command": ["sh", "-c", "trap 'echo helper stopped >> {log}; exit 0' TERM; echo helper up; until [ -e {quit} ]; do sleep 0.05; done", "{sidecar_marker}"]}},
+      {{"name": "second-helper", "image": "busybox", "restartPolicy": "Always",
+      "command": ["sh", "-c", "trap 'sleep 0.3; echo second-helper stopped >> {log}; exit 0' TERM; until [ -e {quit} ]; do sleep 0.05; done"]}}],
     "containers": [{{"name": "main", "image": "busybox",
       "command": ["sh", "-c", "trap 'sleep 0.5; echo main stopped >> {log}; exit 0' TERM; while :; do sleep 0.05; done", "{main_marker}"]}}]}}}}"#
     )
@@ -184,8 +186,8 @@ fn a_native_sidecar_runs_beside_the_main_container_is_restarted_when_it_exits_an
     wait_until("both run", DEADLINE, || {
         !live_processes_with(&helper).is_empty() && !live_processes_with(&main).is_empty()
     });
-    wait_until("Running, both ready", DEADLINE, || {
-        columns(&k, "with-helper").0 == "Running" && columns(&k, "with-helper").1 == "2/2"
+    wait_until("Running, all three ready", DEADLINE, || {
+        columns(&k, "with-helper").0 == "Running" && columns(&k, "with-helper").1 == "3/3"
     });
     let p = pod(&k, "with-helper");
     let s = &p["status"]["initContainerStatuses"][0];
@@ -203,13 +205,18 @@ fn a_native_sidecar_runs_beside_the_main_container_is_restarted_when_it_exits_an
     assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0, "the main container was not restarted");
     assert_eq!(k.ok(&["logs", "with-helper", "-c", "helper"]).trim(), "helper up");
 
-    // Deleted: the main container stops first (it takes its time), then the sidecar.
+    // Deleted: the main container stops first (it takes its time), then the sidecars, the last
+    // one first.
     k.ok(&["delete", "pod", "with-helper", "--wait=false"]);
     wait_until("both stopped", DEADLINE, || {
         live_processes_with(&helper).is_empty() && live_processes_with(&main).is_empty()
     });
     let stops = std::fs::read_to_string(&log).unwrap_or_default();
-    assert_eq!(stops.lines().collect::<Vec<_>>(), ["main stopped", "helper stopped"], "{stops}");
+    assert_eq!(
+        stops.lines().collect::<Vec<_>>(),
+        ["main stopped", "second-helper stopped", "helper stopped"],
+        "{stops}"
+    );
 }
 
 #[test]
@@ -262,7 +269,7 @@ fn on_a_1_28_member_an_init_container_is_never_a_sidecar_and_blocks_the_pod() {
     let mut looks = 0;
     while looks < 10 {
         assert!(live_processes_with(&main).is_empty(), "the main container started beside an init container");
-        assert_eq!(columns(&k, "old").0, "Init:0/1");
+        assert_eq!(columns(&k, "old").0, "Init:0/2");
         looks += 1;
         assert!(start.elapsed() < DEADLINE);
     }

@@ -10,7 +10,8 @@
 //!   `restartPolicy` is `Never`, which fails the pod.
 //! - An init container with `restartPolicy: Always` is a sidecar: once it runs (and its
 //!   `startupProbe`, if any, passed) the next one starts; it keeps running beside the main
-//!   containers, restarted whenever it exits, and is stopped after them.
+//!   containers, restarted whenever it exits, and is stopped after them (the sidecars in the
+//!   reverse of their order).
 //!
 //! Init containers of simulated images (in a pod that has a runnable one) complete at once.
 //! Pods whose init containers are all simulated keep the sandbox's old behaviour: their init

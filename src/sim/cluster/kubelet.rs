@@ -637,12 +637,15 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 now
             }
         };
-        // Sidecars are stopped once every other container has exited, within the same grace
-        // period ("Sidecar Containers", kubernetes.io).
+        // Sidecars are stopped once every other container has exited, one at a time in the
+        // reverse of their order in the spec, within the same grace period ("Sidecar
+        // Containers", kubernetes.io).
         let sidecars = init_containers::sidecars(pod);
         let is_sidecar = |c: &str| sidecars.iter().any(|s| s == c);
-        if !cluster.processes.running_of(&uid, |c| !is_sidecar(c)) {
-            cluster.processes.terminate(&uid, is_sidecar, since + Duration::from_secs(grace));
+        if !cluster.processes.running_of(&uid, |c| !is_sidecar(c))
+            && let Some(last) = sidecars.iter().rev().find(|s| cluster.processes.running_of(&uid, |c| c == s.as_str()))
+        {
+            cluster.processes.terminate(&uid, |c| c == last, since + Duration::from_secs(grace));
         }
         // The containers exit after their shutdown time, or are killed at the grace period.
         let shutdown = pod
