@@ -108,7 +108,7 @@ async fn ready_pod(pods: &Api<Pod>, name: &str, not: Option<&str>) -> Pod {
 }
 
 /// Live processes (not zombies) whose command line contains `marker`.
-fn live_processes_with(marker: &str) -> Vec<u32> {
+pub(crate) fn live_processes_with(marker: &str) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -365,7 +365,8 @@ fn nothing_the_sandbox_ran_outlives_it_even_when_it_is_killed() {
 /// `nobody` inside a network namespace of the test's own, where the test lets unprivileged
 /// processes bind port 53 (the containers' DNS) without changing the machine's setting: one
 /// real Redis server becomes Ready by its exec probe, answers `kubectl exec`, and its processes
-/// belong to `nobody` outside.
+/// belong to `nobody` outside. A pod sharing its PID namespace works there too: its init
+/// container runs first, and one container signals another's process.
 #[test]
 fn as_a_normal_user_containers_run_in_user_namespaces_probes_and_exec_enter_them() {
     if redis().is_none()
@@ -413,6 +414,22 @@ spec:
   volumeClaimTemplates:
   - metadata: {name: data}
     spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: shared}
+spec:
+  shareProcessNamespace: true
+  restartPolicy: Never
+  volumes: [{name: w, emptyDir: {}}]
+  initContainers:
+  - {name: setup, image: busybox, command: [sh, -c, 'echo set up > /w/setup'], volumeMounts: [{name: w, mountPath: /w}]}
+  containers:
+  - name: target
+    image: busybox
+    command: [sh, -c, 'cat /w/setup; trap "echo got TERM; exit 0" TERM; while :; do sleep 0.1; done', shared-target]
+    volumeMounts: [{name: w, mountPath: /w}]
+  - {name: tool, image: busybox, command: [sh, -c, 'while :; do sleep 0.1; done']}
 "#,
     )
     .unwrap();
@@ -423,7 +440,7 @@ ip link set lo up
 echo 53 > /proc/sys/net/ipv4/ip_unprivileged_port_start
 kc="$DIR/kubeconfig"
 setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$DIR" "$BIN" sim --clusters east \
-  --kubeconfig "$kc" --time-factor 0.05 --run-images redis > "$DIR/sim.out" 2>&1 &
+  --kubeconfig "$kc" --time-factor 0.05 --run-images redis,busybox > "$DIR/sim.out" 2>&1 &
 sim=$!
 trap 'kill $sim 2>/dev/null; wait $sim 2>/dev/null || true' EXIT
 for i in $(seq 1 600); do [ -s "$kc" ] && kubectl --kubeconfig "$kc" get ns default >/dev/null 2>&1 && break; sleep 0.2; done
@@ -433,6 +450,15 @@ kubectl --kubeconfig "$kc" wait --for=condition=Ready pod/redis-0 --timeout=180s
 echo "exec: $(kubectl --kubeconfig "$kc" exec redis-0 -- sh -c 'echo "$(id -u) $(redis-cli -h "$POD_IP" ping)"')"
 # Other tests' servers (root's) may run beside it: this sandbox's is the one of nobody.
 echo "nobody's servers: $(pgrep -c -u nobody -x redis-server)"
+kubectl --kubeconfig "$kc" wait --for=condition=Ready pod/shared --timeout=180s >/dev/null
+# The marker in two quoted halves: the killing shell's own command line does not hold it.
+echo "signalled: $(kubectl --kubeconfig "$kc" exec shared -c tool -- sh -c \
+  'for p in /proc/[0-9]*; do tr "\0" " " < $p/cmdline 2>/dev/null | grep -q "shared-""target" && kill -TERM ${p#/proc/} && echo ${p#/proc/}; done | wc -l')"
+for i in $(seq 1 600); do
+  code=$(kubectl --kubeconfig "$kc" get pod shared -o 'jsonpath={.status.containerStatuses[?(@.name=="target")].state.terminated.exitCode}')
+  [ "$code" = 0 ] && break; sleep 0.2
+done
+echo "target: $(kubectl --kubeconfig "$kc" logs shared -c target | tr '\n' ' ')"
 "#;
     let out = Command::new("unshare")
         .args(["--net", "--", "sh", "-c", script])
@@ -445,4 +471,9 @@ echo "nobody's servers: $(pgrep -c -u nobody -x redis-server)"
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.lines().any(|l| l == "exec: 0 PONG"), "exec enters the container as its root: {stdout}\n{stderr}");
     assert!(stdout.lines().any(|l| l == "nobody's servers: 1"), "the server runs as nobody outside: {stdout}");
+    assert!(stdout.lines().any(|l| l == "signalled: 1"), "one container signals another's process: {stdout}\n{stderr}");
+    assert!(
+        stdout.lines().any(|l| l == "target: set up got TERM "),
+        "after its init container, the target got the signal: {stdout}\n{stderr}"
+    );
 }

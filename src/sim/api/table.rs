@@ -148,10 +148,19 @@ fn pod_summary(pod: &Value, now: jiff::Timestamp) -> PodSummary {
     let mut last = last_restart(&init_statuses);
     let mut ready = 0;
     let mut initializing = false;
-    let init_total = arr("/spec/initContainers").len();
+    let init_specs = arr("/spec/initContainers");
+    let init_total = init_specs.len();
+    // Sidecars (restartable init containers) count among the pod's containers, and their
+    // restarts among the pod's once it is initialized.
+    let sidecar = |c: &Value| init_specs.iter().any(|s| s["name"] == c["name"] && s["restartPolicy"] == "Always");
+    let sidecars: Vec<Value> = init_statuses.iter().filter(|c| sidecar(c)).cloned().collect();
     for (i, c) in init_statuses.iter().enumerate() {
         let terminated = c.pointer("/state/terminated").filter(|t| !t.is_null());
         let waiting = c.pointer("/state/waiting/reason").and_then(Value::as_str).unwrap_or("");
+        if terminated.is_none_or(|t| t["exitCode"].as_i64().unwrap_or(0) != 0) && sidecar(c) && c["started"] == true {
+            ready += usize::from(c["ready"] == true);
+            continue;
+        }
         reason = match terminated {
             Some(t) if t["exitCode"].as_i64().unwrap_or(0) == 0 => continue,
             Some(t) if !s(t, "/reason").is_empty() => format!("Init:{}", s(t, "/reason")),
@@ -164,8 +173,8 @@ fn pod_summary(pod: &Value, now: jiff::Timestamp) -> PodSummary {
         break;
     }
     if !initializing || has_condition(pod, "Initialized") {
-        restarts = 0;
-        last = None;
+        restarts = count_restarts(&sidecars);
+        last = last_restart(&sidecars);
         let mut has_running = false;
         for c in statuses.iter().rev() {
             restarts += c["restartCount"].as_i64().unwrap_or(0);
@@ -199,7 +208,7 @@ fn pod_summary(pod: &Value, now: jiff::Timestamp) -> PodSummary {
         Some(t) if restarts != 0 => format!("{restarts} ({} ago)", human_duration(now.duration_since(t))),
         _ => restarts.to_string(),
     };
-    PodSummary { reason, ready, total: arr("/spec/containers").len(), restarts }
+    PodSummary { reason, ready, total: arr("/spec/containers").len() + sidecars.len(), restarts }
 }
 
 fn pod_row(pod: &Value, now: jiff::Timestamp) -> Vec<Value> {
@@ -1055,6 +1064,28 @@ mod tests {
             "conditions": [{"type": "Ready", "status": "False"}],
             "containerStatuses": [{"ready": true, "state": {"running": {}}}, {"state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}));
         assert_eq!(pod_cells(sidecar_done)[2], "NotReady");
+        let with_sidecar = |status: Value| {
+            json!({"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                   "spec": {"initContainers": [{"name": "s", "restartPolicy": "Always"}, {"name": "i"}],
+                            "containers": [{"name": "a"}]},
+                   "status": status})
+        };
+        let sidecar_up =
+            json!({"name": "s", "started": true, "ready": true, "restartCount": 2, "state": {"running": {}}});
+        let initializing = with_sidecar(json!({"phase": "Pending", "initContainerStatuses": [sidecar_up,
+            {"name": "i", "state": {"running": {}}}]}));
+        assert_eq!(pod_cells(initializing)[2], "Init:1/2", "a started sidecar lets the count go on");
+        let running = with_sidecar(
+            json!({"phase": "Running", "conditions": [{"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"}],
+            "initContainerStatuses": [sidecar_up, {"name": "i", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+            "containerStatuses": [{"name": "a", "ready": true, "restartCount": 1, "state": {"running": {}}}]}),
+        );
+        let cells = pod_cells(running);
+        assert_eq!(
+            (&cells[1], &cells[2], &cells[3]),
+            (&json!("2/2"), &json!("Running"), &json!("3")),
+            "the sidecar counts"
+        );
     }
 
     #[test]

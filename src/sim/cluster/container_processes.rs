@@ -1,5 +1,7 @@
 //! The kubelet's side of containers that run real processes (see [`super::processes`]): it
-//! starts them with the pod, shows in `status.containerStatuses` what their processes do
+//! starts them with the pod (after its init containers: [`super::init_containers`]), keeps its
+//! sidecars running beside them, shows in `status.containerStatuses` (and, for sidecars,
+//! `status.initContainerStatuses`) what their processes do
 //! (running since, ready by their probes, terminated with an exit code), restarts them by the
 //! pod's `restartPolicy` with the kubelet's back-off (10 s doubling to 5 min, in simulated time),
 //! and kills the ones a startup or liveness probe gave up on.
@@ -14,6 +16,7 @@ use serde_json::{Value, json};
 use super::{
     Cluster,
     controller_loop::Wake,
+    init_containers,
     processes::{Exit, State},
 };
 use crate::sim::store::{actor::Component, object, registry::Subresource, resources::ResourceType};
@@ -36,6 +39,37 @@ pub fn runnable(cluster: &Cluster, pod: &Value) -> Vec<String> {
         .filter(|c| cluster.processes.runnable(c["image"].as_str().unwrap_or("")))
         .filter_map(|c| c["name"].as_str().map(str::to_string))
         .collect()
+}
+
+/// The containers of a running pod that run real processes and that the kubelet keeps
+/// running: its main containers, then its sidecars (init containers with `restartPolicy:
+/// Always`, restarted whatever their exit), each with the status list that shows it.
+fn kept(cluster: &Cluster, pod: &Value) -> Vec<(&'static str, String, bool)> {
+    let mains = runnable(cluster, pod).into_iter().map(|n| ("containerStatuses", n, false));
+    let sidecars = init_containers::init_containers(pod)
+        .into_iter()
+        .filter(|(_, image, sidecar)| *sidecar && cluster.processes.runnable(image))
+        .map(|(n, ..)| ("initContainerStatuses", n, true));
+    mains.chain(sidecars).collect()
+}
+
+/// Whether a running pod has containers that run real processes (main ones or sidecars).
+pub fn any_kept(cluster: &Cluster, pod: &Value) -> bool {
+    !kept(cluster, pod).is_empty()
+}
+
+/// Kills a container a startup or liveness probe gave up on, saying so in its log.
+pub fn kill_unhealthy(cluster: &Cluster, uid: &str, name: &str) {
+    if let Some(log) = cluster.logs.get(uid, name, false) {
+        log.write("[sandbox] probe failed its threshold; killing the container to restart it");
+    }
+    cluster.processes.kill(uid, name);
+}
+
+/// When a container that ended (`exit`) after `restarts` earlier restarts may start again:
+/// the kubelet's back-off after its end.
+pub fn restart_due(cluster: &Cluster, exit: &Exit, restarts: u32) -> Instant {
+    exit_instant(exit) + cluster.config.real(back_off(restarts))
 }
 
 /// Starts one container's process with a new log instance; a start that fails is shown as a
@@ -64,11 +98,12 @@ fn restarts(pod: &Value, code: i32) -> bool {
     }
 }
 
-fn status_of<'a>(pod: &'a Value, container: &str) -> Option<&'a Value> {
-    pod.pointer("/status/containerStatuses")?.as_array()?.iter().find(|c| c["name"] == container)
+fn status_of<'a>(pod: &'a Value, list: &str, container: &str) -> Option<&'a Value> {
+    pod.pointer(&format!("/status/{list}"))?.as_array()?.iter().find(|c| c["name"] == container)
 }
 
-fn terminated(exit: &Exit, container_id: &Value) -> Value {
+/// `state.terminated` of a container whose process ended.
+pub fn terminated(exit: &Exit, container_id: &Value) -> Value {
     json!({"terminated": {"exitCode": exit.code, "reason": exit.reason(),
         "startedAt": object::format_time(exit.started), "finishedAt": object::format_time(exit.finished),
         "containerID": container_id}})
@@ -81,9 +116,9 @@ pub fn sync(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, wake: &Wake)
     let ip = pod.pointer("/status/podIP").and_then(Value::as_str).unwrap_or("").to_string();
     let now = Instant::now();
     let mut all_ready = true;
-    let mut statuses: Vec<(String, Value)> = Vec::new();
-    for name in runnable(cluster, pod) {
-        let shown = status_of(pod, &name).cloned().unwrap_or_else(|| json!({"name": name}));
+    let mut statuses: Vec<(&str, String, Value)> = Vec::new();
+    for (list, name, sidecar) in kept(cluster, pod) {
+        let shown = status_of(pod, list, &name).cloned().unwrap_or_else(|| json!({"name": name}));
         let restart_count = shown["restartCount"].as_u64().unwrap_or(0) as u32;
         let mut next = shown.clone();
         match cluster.processes.state(uid, &name) {
@@ -93,17 +128,14 @@ pub fn sync(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, wake: &Wake)
                 start(cluster, pod, &name, &ip);
                 all_ready = false;
             }
-            Some(State::Running { started, ready, unhealthy }) => {
+            Some(State::Running { started, started_up, ready, unhealthy }) => {
                 if unhealthy {
-                    if let Some(log) = cluster.logs.get(uid, &name, false) {
-                        log.write("[sandbox] probe failed its threshold; killing the container to restart it");
-                    }
-                    cluster.processes.kill(uid, &name);
+                    kill_unhealthy(cluster, uid, &name);
                     all_ready = false;
                     continue;
                 }
                 next["state"] = json!({"running": {"startedAt": object::format_time(started)}});
-                next["started"] = json!(true);
+                next["started"] = json!(if sidecar { started_up } else { true });
                 next["ready"] = json!(ready);
                 all_ready &= ready;
             }
@@ -111,8 +143,8 @@ pub fn sync(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, wake: &Wake)
                 all_ready = false;
                 next["ready"] = json!(false);
                 next["started"] = json!(false);
-                if restarts(pod, exit.code) {
-                    let due = exit_instant(&exit) + cluster.config.real(back_off(restart_count));
+                if sidecar || restarts(pod, exit.code) {
+                    let due = restart_due(cluster, &exit, restart_count);
                     if now >= due {
                         next["lastState"] = terminated(&exit, &shown["containerID"]);
                         next["restartCount"] = json!(restart_count + 1);
@@ -131,16 +163,15 @@ pub fn sync(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, wake: &Wake)
             }
         }
         if next != shown {
-            statuses.push((name, next));
+            statuses.push((list, name, next));
         }
     }
     if !statuses.is_empty() {
         let written = cluster.update_incarnation(pods_rt, pod, Subresource::Status, Component::Kubelet, |p| {
-            if let Some(cs) = p.pointer_mut("/status/containerStatuses").and_then(Value::as_array_mut) {
-                for c in cs.iter_mut() {
-                    if let Some((_, s)) = statuses.iter().find(|(n, _)| c["name"] == n.as_str()) {
-                        *c = s.clone();
-                    }
+            for (list, name, s) in &statuses {
+                let shown = p.pointer_mut(&format!("/status/{list}")).and_then(Value::as_array_mut);
+                if let Some(c) = shown.and_then(|cs| cs.iter_mut().find(|c| c["name"] == name.as_str())) {
+                    *c = s.clone();
                 }
             }
         });

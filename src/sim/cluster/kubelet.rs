@@ -34,6 +34,7 @@ use crate::sim::{
         controller_loop::Wake,
         faults::NodeOutage,
         images::{self, Pull, Pulls},
+        init_containers,
         ledger::{self, Incarnation},
         network::{self, PodIps},
         node_events::{NodeEvents, Unfit},
@@ -625,11 +626,27 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 }
                 // Real processes get SIGTERM now and SIGKILL at the end of the grace period, in
                 // real time: a real program needs real time to shut down (hand its role over,
-                // flush its files), whatever the cluster's time factor.
-                cluster.processes.terminate_pod(&uid, Duration::from_secs(grace));
+                // flush its files), whatever the cluster's time factor. Sidecars wait for the
+                // others (below).
+                let sidecars = init_containers::sidecars(pod);
+                cluster.processes.terminate(
+                    &uid,
+                    |c| !sidecars.iter().any(|s| s == c),
+                    now + Duration::from_secs(grace),
+                );
                 now
             }
         };
+        // Sidecars are stopped once every other container has exited, one at a time in the
+        // reverse of their order in the spec, within the same grace period ("Sidecar
+        // Containers", kubernetes.io).
+        let sidecars = init_containers::sidecars(pod);
+        let is_sidecar = |c: &str| sidecars.iter().any(|s| s == c);
+        if !cluster.processes.running_of(&uid, |c| !is_sidecar(c))
+            && let Some(last) = sidecars.iter().rev().find(|s| cluster.processes.running_of(&uid, |c| c == s.as_str()))
+        {
+            cluster.processes.terminate(&uid, |c| c == last, since + Duration::from_secs(grace));
+        }
         // The containers exit after their shutdown time, or are killed at the grace period.
         let shutdown = pod
             .pointer(&format!("/metadata/annotations/{}", SHUTDOWN_ANNOTATION.replace('/', "~1")))
@@ -697,7 +714,20 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 }
                 let Some(ip) = ip_for(pod, node, timers) else { return };
                 let host = host_ip(node);
-                if write_status(cluster, pods_rt, pod, |p| set_running(p, &ip, &host)) {
+                // Runnable init containers first: the main containers start once they are done.
+                let mut inits = None;
+                if init_containers::has_runnable(cluster, pod) {
+                    match init_containers::stage(cluster, pods_rt, pod, &ip, &host, wake) {
+                        Some(done) => inits = Some(done),
+                        None => return,
+                    }
+                }
+                if write_status(cluster, pods_rt, pod, |p| {
+                    if let Some(inits) = inits {
+                        p["status"]["initContainerStatuses"] = json!(inits);
+                    }
+                    set_running(p, &ip, &host)
+                }) {
                     timers.since.insert(uid.clone(), (Stage::Running, now));
                     timers.events.containers_started(cluster, pod, node);
                     start_containers(cluster, pod, node, &ip, None);
@@ -782,7 +812,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
             let forced = cluster.faults.pod_ready(object::namespace(pod), object::name(pod));
             // Real processes are ready when their probes say so; simulated containers after the
             // cluster's delay.
-            let probed = !container_processes::runnable(cluster, pod).is_empty();
+            let probed = container_processes::any_kept(cluster, pod);
             let real_ready = !probed || container_processes::sync(cluster, pods_rt, pod, wake);
             let simulated = containers(pod).iter().any(|(_, image)| !cluster.processes.runnable(image));
             let natural = || real_ready && (!simulated || wake.due(since, cfg.real(cfg.pod_ready_delay), now));

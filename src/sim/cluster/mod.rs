@@ -19,6 +19,7 @@ pub mod faults;
 pub mod furniture;
 pub mod gc;
 pub mod images;
+pub mod init_containers;
 pub mod inplace;
 pub mod kubelet;
 pub mod ledger;
@@ -188,6 +189,19 @@ pub struct Cluster {
     /// Counts of requests served and controller sweeps made (tests read them to see client
     /// behaviour, and to wait for "N more sweeps" instead of sleeping).
     pub counters: Counters,
+    /// Where the cluster's API listens, once its sandbox has bound it: what the kubelet tells
+    /// the containers of real processes (`KUBERNETES_SERVICE_HOST`, the service-account CA),
+    /// so that in-cluster clients reach their own member.
+    pub api_endpoint: std::sync::OnceLock<ApiEndpoint>,
+}
+
+/// How a container reaches its cluster's API server.
+#[derive(Debug, Clone)]
+pub struct ApiEndpoint {
+    /// The listener's address (loopback).
+    pub addr: std::net::SocketAddr,
+    /// The CA that signed its certificate, PEM, when it serves HTTPS.
+    pub ca_pem: Option<String>,
 }
 
 /// Counts of requests and controller sweeps, for tests and diagnostics.
@@ -245,6 +259,7 @@ impl Cluster {
             faults: Faults::for_cluster(config.seed, &config.name),
             config,
             gc_wake: Arc::new(Notify::new()),
+            api_endpoint: std::sync::OnceLock::new(),
         }
     }
 }

@@ -87,6 +87,15 @@ impl Release {
     pub fn keeps_start_ordinals(&self) -> bool {
         self.minor >= 27
     }
+
+    /// Whether init containers may be sidecars (`restartPolicy: Always` on an init container;
+    /// SidecarContainers: alpha and off by default in 1.28, beta and on by default from 1.29).
+    /// Before, the apiserver does not keep the field — 1.28 drops it as a field of a disabled
+    /// gate, 1.27 does not know it — so such a container is an ordinary init container, which
+    /// must exit before the next one starts.
+    pub fn runs_sidecars(&self) -> bool {
+        self.minor >= 29
+    }
 }
 
 #[cfg(test)]
@@ -114,5 +123,6 @@ mod tests {
         assert!(at(30).serves_admission_policies() && at(33).serves_admission_policies());
         assert!(!at(29).serves_discovery_v2() && at(30).serves_discovery_v2());
         assert!(at(27).honours_scheduling_gates() && at(27).keeps_start_ordinals());
+        assert!(!at(27).runs_sidecars() && !at(28).runs_sidecars() && at(29).runs_sidecars());
     }
 }

@@ -141,6 +141,10 @@ impl Fleet {
             let listener = bind(&config.name, port_at(i)).await?;
             let server_tls = tls.as_ref().filter(|_| config.serves_tls()).map(|t| t.server.clone());
             let cluster = Cluster::in_sandbox(config, ledger.clone(), volumes.clone());
+            if let Ok(addr) = listener.local_addr() {
+                let ca_pem = tls.as_ref().filter(|_| server_tls.is_some()).map(|t| t.ca_pem.clone());
+                let _ = cluster.api_endpoint.set(crate::sim::cluster::ApiEndpoint { addr, ca_pem });
+            }
             servers.push(
                 {
                     let components = components::spawn(&cluster);

@@ -410,7 +410,8 @@ impl Cluster {
     }
 
     /// Silently drops fields the simulated server does not keep, like an apiserver without the
-    /// feature gate: a release before start ordinals, or the fault `drop-ordinals`.
+    /// feature gate: a release before start ordinals, or the fault `drop-ordinals`; an init
+    /// container's `restartPolicy` before sidecars.
     fn drop_unsupported_fields(&self, rt: &ResourceType, obj: &mut Value) {
         let drops = match (rt.group.as_str(), rt.plural.as_str()) {
             ("apps", "statefulsets") => self.faults.drops_ordinals() || !self.config.release.keeps_start_ordinals(),
@@ -419,6 +420,20 @@ impl Cluster {
         };
         if drops && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
             spec.remove("ordinals");
+        }
+        if !self.config.release.runs_sidecars() {
+            // The pod spec itself, or the pod template of a workload.
+            let spec = match (rt.group.as_str(), rt.plural.as_str()) {
+                ("", "pods") => obj.get_mut("spec"),
+                ("", "podtemplates") => obj.pointer_mut("/template/spec"),
+                (_, "statefulsets" | "deployments" | "replicasets" | "daemonsets" | "jobs")
+                | ("", "replicationcontrollers") => obj.pointer_mut("/spec/template/spec"),
+                _ => None,
+            };
+            let inits = spec.and_then(|s| s.get_mut("initContainers")).and_then(Value::as_array_mut);
+            for c in inits.into_iter().flatten().filter_map(Value::as_object_mut) {
+                c.remove("restartPolicy");
+            }
         }
     }
 

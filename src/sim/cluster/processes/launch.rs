@@ -96,9 +96,14 @@ pub fn script(launch: &Launch, dir: &Path) -> String {
     for m in &launch.mounts {
         let host = sh_quote(&m.host.to_string_lossy());
         let path = sh_quote(&m.path);
-        s += &format!("mkdir -p \"$R\"{path}\nmount --bind {host} \"$R\"{path}\n");
+        // The mount point is made and resolved inside the new root, so that a path through a
+        // link (`/var/run` → `/run`) lands where the container will look, not on the machine.
+        s += &format!(
+            "d=$(chroot \"$R\" /bin/sh -c 'mkdir -p \"$1\" && readlink -f \"$1\"' - {path})\n\
+             mount --bind {host} \"$R$d\"\n"
+        );
         if m.read_only {
-            s += &format!("mount -o remount,bind,ro \"$R\"{path}\n");
+            s += "mount -o remount,bind,ro \"$R$d\"\n";
         }
     }
     s += &format!("hostname {}\n", sh_quote(&launch.hostname));
@@ -146,6 +151,41 @@ pub fn command(script: &str) -> Command {
     if !running_as_root() {
         cmd.args(["--user", "--map-root-user"]);
     }
+    cmd.args(["--", "/bin/sh", "-c", script]);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd
+}
+
+/// The command that holds a pod's shared PID namespace (`shareProcessNamespace`), as the pause
+/// container does: `unshare` makes the namespace (and, not as root, the user namespace its
+/// containers join too), and a shell that only sleeps is its first process, reaping the
+/// orphans the containers leave. When the sandbox dies `unshare` gets SIGKILL, `--kill-child`
+/// passes it to that first process, and the kernel then ends every process of the namespace:
+/// every container of the pod.
+pub fn holder_command() -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--pdeathsig", "KILL", "unshare", "--pid", "--fork", "--kill-child"]);
+    if !running_as_root() {
+        cmd.args(["--user", "--map-root-user"]);
+    }
+    cmd.args(["--", "/bin/sh", "-c", "while :; do sleep 3600; done"]);
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    cmd
+}
+
+/// The command that runs `script` as a container of a pod sharing one PID namespace, held by
+/// the first process `holder` of [`holder_command`]: `nsenter` joins that namespace (through
+/// its user namespace when not root) and forks into it, and `unshare` gives the container its
+/// own mount and UTS namespaces, then becomes its shell (no fork: the container's first process
+/// is `nsenter`'s child, as [`command`]'s is `unshare`'s).
+pub fn command_in_pod(script: &str, holder: u32) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--pdeathsig", "KILL", "nsenter", "--target", &holder.to_string()]);
+    if !running_as_root() {
+        // Its own IDs, which the holder's user namespace maps to root (see `prefix`).
+        cmd.args(["--user", "--preserve-credentials"]);
+    }
+    cmd.args(["--pid", "--", "unshare", "--mount", "--uts", "--propagation", "private"]);
     cmd.args(["--", "/bin/sh", "-c", script]);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd
@@ -225,7 +265,7 @@ mod tests {
             etc: vec![("hosts".into(), "127.0.0.1 localhost\n".into())],
         };
         let s = script(&launch, Path::new("/c"));
-        assert!(s.contains("mount --bind '/v/vol-1' \"$R\"'/data'"), "{s}");
+        assert!(s.contains("readlink -f \"$1\"' - '/data')\nmount --bind '/v/vol-1' \"$R$d\""), "{s}");
         assert!(s.contains("remount,bind,ro"), "{s}");
         assert!(s.contains("mount --bind '/c/etc/hosts' \"$R\"'/etc/hosts'"), "{s}");
         assert!(s.contains("'PATH=/usr/local/sbin"), "a default PATH: {s}");

@@ -1,7 +1,9 @@
 //! The process runtime of a simulated cluster: containers whose image is listed as runnable
 //! (`spanset sim --run-images redis,etcd`) run for real on this machine, each in private mount,
 //! PID and UTS namespaces where its volume mounts are the directories of its PersistentVolumes
-//! ([`launch`], [`spec`]); every other container stays simulated. The kubelet starts them,
+//! ([`launch`], [`spec`]) — or, in a pod with `shareProcessNamespace`, in one PID namespace of
+//! the pod's, held by a process of its own as the pause container holds it — with what an
+//! in-cluster API client needs ([`in_cluster`]); every other container stays simulated. The kubelet starts them,
 //! reads their state (running, probed ready, exited with a code), signals them (SIGTERM at
 //! deletion, SIGKILL at the grace period or when their node powers off) and restarts them;
 //! `kubectl logs` shows what they print and `kubectl exec` runs commands beside them.
@@ -10,6 +12,7 @@
 //! it runs processes), which its servers bind; its `/etc/resolv.conf` names its cluster's DNS
 //! server on port 53 of [`nameserver`].
 
+pub mod in_cluster;
 pub mod launch;
 pub mod probes;
 pub mod spec;
@@ -72,11 +75,16 @@ impl Exit {
 /// What the kubelet sees of a container's process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
-    /// Running since `started`; `ready` by its readiness probe; `unhealthy` when a startup or
-    /// liveness probe failed its threshold.
+    /// Running since `started`; `started_up` once it runs its command and its startup probe
+    /// (if any) passed; `ready` by its readiness probe; `unhealthy` when a startup or liveness
+    /// probe failed its threshold.
     Running {
         /// When it started.
         started: jiff::Timestamp,
+        /// Whether it runs its command and its startup probe passed: what a container's
+        /// `started` status says, and what lets the kubelet start the init container after a
+        /// sidecar.
+        started_up: bool,
         /// Whether its probes say it is ready.
         ready: bool,
         /// Whether its probes ask for a restart.
@@ -156,6 +164,8 @@ pub struct Processes {
     run_images: Vec<String>,
     /// (pod uid, container) → its current process.
     instances: Mutex<HashMap<(String, String), Instance>>,
+    /// Pod uid → the holder of its shared PID namespace (`shareProcessNamespace`).
+    holders: Mutex<HashMap<String, Holder>>,
     /// The containers' directories (roots, `/etc` files, the pods' own volumes).
     dir: Mutex<Option<tempfile::TempDir>>,
     /// Counts starts, so that each instance gets a directory of its own.
@@ -181,6 +191,7 @@ impl Processes {
         Self {
             run_images,
             instances: Mutex::default(),
+            holders: Mutex::default(),
             dir: Mutex::default(),
             starts: std::sync::atomic::AtomicU64::new(0),
         }
@@ -242,8 +253,13 @@ impl Processes {
         let c = spec::container(pod, container).cloned().unwrap_or_default();
         let probes = Probes::of(&c).map_err(|e| e.to_string())?;
         launch::prepare(&launch, &dir).map_err(|e| format!("cannot prepare the container's directory: {e}"))?;
-        let mut child = launch::spawn(launch::command(&launch::script(&launch, &dir)))
-            .map_err(|e| format!("cannot start unshare: {e}"))?;
+        let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").to_string();
+        let script = launch::script(&launch, &dir);
+        let command = match pod.pointer("/spec/shareProcessNamespace").and_then(Value::as_bool) {
+            Some(true) => launch::command_in_pod(&script, self.holder(&uid, &node)?),
+            _ => launch::command(&script),
+        };
+        let mut child = launch::spawn(command).map_err(|e| format!("cannot start the container: {e}"))?;
         let started = jiff::Timestamp::now();
         let exit = Arc::new(Mutex::new(None));
         let readers: Vec<_> = [
@@ -300,7 +316,6 @@ impl Processes {
                 probes::run(probes, target, state).await;
             }))
         });
-        let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").to_string();
         let env = launch::environment(&launch);
         let instance = Instance { node, pid, started, exit, env, probes: state, probe_task, kill_at: None };
         self.instances.lock().insert(key, instance);
@@ -337,20 +352,27 @@ impl Processes {
         use std::sync::atomic::Ordering::SeqCst;
         Some(State::Running {
             started: i.started,
+            started_up: i.probes.started.load(SeqCst) && i.entered().is_some(),
             ready: i.probes.started.load(SeqCst) && i.probes.ready.load(SeqCst) && i.entered().is_some(),
             unhealthy: i.probes.unhealthy.load(SeqCst),
         })
     }
 
-    /// SIGTERMs every process of a pod, to be SIGKILLed after `grace` ([`Processes::enforce`]).
-    pub fn terminate_pod(&self, pod_uid: &str, grace: Duration) {
+    /// SIGTERMs the processes of a pod's containers that `which` picks (and that were not
+    /// SIGTERMed yet), to be SIGKILLed at `kill_at` ([`Processes::enforce`]).
+    pub fn terminate(&self, pod_uid: &str, which: impl Fn(&str) -> bool, kill_at: Instant) {
         let mut instances = self.instances.lock();
-        for ((uid, _), i) in instances.iter_mut() {
-            if uid == pod_uid && i.kill_at.is_none() {
+        for ((uid, name), i) in instances.iter_mut() {
+            if uid == pod_uid && which(name) && i.kill_at.is_none() {
                 i.signal(Signal::TERM);
-                i.kill_at = Some(Instant::now() + grace);
+                i.kill_at = Some(kill_at);
             }
         }
+    }
+
+    /// Whether the process of one of a pod's containers that `which` picks still runs.
+    pub fn running_of(&self, pod_uid: &str, which: impl Fn(&str) -> bool) -> bool {
+        self.instances.lock().iter().any(|((uid, name), i)| uid == pod_uid && which(name) && !i.exited())
     }
 
     /// SIGKILLs the processes whose grace period after SIGTERM is over.
@@ -382,6 +404,7 @@ impl Processes {
             keys.into_iter().filter_map(|k| instances.remove(&k)).collect()
         };
         drop(gone);
+        self.holders.lock().retain(|_, h| h.node != node);
     }
 
     /// Kills and forgets a pod's processes and removes its directory (the pod is gone).
@@ -392,6 +415,7 @@ impl Processes {
             keys.into_iter().filter_map(|k| instances.remove(&k)).collect()
         };
         drop(gone);
+        self.holders.lock().remove(pod_uid);
         if let Some(dir) = self.dir.lock().as_ref() {
             let _ = std::fs::remove_dir_all(dir.path().join(pod_uid));
         }
@@ -412,6 +436,52 @@ impl Drop for Processes {
         // Every process ends with its cluster.
         let all: Vec<Instance> = self.instances.lock().drain().map(|(_, i)| i).collect();
         drop(all);
+        self.holders.lock().clear();
+    }
+}
+
+/// The process holding a pod's shared PID namespace ([`launch::holder_command`]); killed when
+/// dropped, which ends every process of the namespace.
+struct Holder {
+    node: String,
+    child: std::process::Child,
+    /// The namespace's first process, which containers join.
+    first: u32,
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Processes {
+    /// The first process of a pod's shared PID namespace, its holder started first if it has
+    /// none running (as the pause container is started before a pod's containers).
+    fn holder(&self, pod_uid: &str, node: &str) -> Result<u32, String> {
+        let mut holders = self.holders.lock();
+        if let Some(h) = holders.get_mut(pod_uid)
+            && matches!(h.child.try_wait(), Ok(None))
+        {
+            return Ok(h.first);
+        }
+        let child = launch::spawn(launch::holder_command())
+            .map_err(|e| format!("cannot start the holder of the pod's PID namespace: {e}"))?;
+        let mut holder = Holder { node: node.to_string(), first: 0, child };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        holder.first = loop {
+            if let Some(first) = first_child(holder.child.id()) {
+                break first;
+            }
+            if Instant::now() > deadline || !matches!(holder.child.try_wait(), Ok(None)) {
+                return Err("the holder of the pod's PID namespace did not start".into());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        let first = holder.first;
+        holders.insert(pod_uid.to_string(), holder);
+        Ok(first)
     }
 }
 

@@ -50,9 +50,13 @@ pub fn expand(text: &str, env: &[(String, String)]) -> String {
     out + rest
 }
 
-/// The container of that name in the pod's spec.
+/// The container (or init container) of that name in the pod's spec.
 pub fn container<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
-    pod.pointer("/spec/containers")?.as_array()?.iter().find(|c| c["name"] == name)
+    ["/spec/containers", "/spec/initContainers"]
+        .into_iter()
+        .filter_map(|list| pod.pointer(list)?.as_array())
+        .flatten()
+        .find(|c| c["name"] == name)
 }
 
 fn get(cluster: &Cluster, plural: &str, ns: &str, name: &str) -> Option<std::sync::Arc<Value>> {
@@ -109,10 +113,11 @@ fn field(pod: &Value, path: &str, ip: &str) -> Result<String, String> {
     })
 }
 
-/// The container's environment, in order, each value's `$(VAR)`s expanded from those before it.
+/// The container's environment, in order, each value's `$(VAR)`s expanded from those before it:
+/// the kubelet's own variables (the `kubernetes` Service's), then the container's, which win.
 fn environment(cluster: &Cluster, pod: &Value, c: &Value, ip: &str) -> Result<Vec<(String, String)>, String> {
     let ns = object::namespace(pod);
-    let mut env: Vec<(String, String)> = Vec::new();
+    let mut env: Vec<(String, String)> = super::in_cluster::environment(cluster);
     for (i, e) in c.get("env").and_then(Value::as_array).into_iter().flatten().enumerate() {
         let name = e["name"].as_str().unwrap_or("").to_string();
         let at = format!("env[{i}] ({name})");
@@ -236,6 +241,13 @@ pub fn launch(cluster: &Cluster, pod: &Value, name: &str, ip: &str, pod_dir: &Pa
             return Err(format!("volumeMounts[{i}].mountPath: {path:?} is not absolute"));
         }
         mounts.push(Mount { host, path, read_only: m["readOnly"] == true });
+    }
+    // The service-account volume, unless the container mounts something there itself (as the
+    // ServiceAccount admission plugin leaves such a container alone).
+    if !mounts.iter().any(|m| m.path.trim_end_matches('/') == super::in_cluster::MOUNT_PATH)
+        && let Some(sa) = super::in_cluster::volume(cluster, pod, pod_dir)?
+    {
+        mounts.push(sa);
     }
     let pod_name = object::name(pod);
     let hostname = pod.pointer("/spec/hostname").and_then(Value::as_str).unwrap_or(pod_name).to_string();
