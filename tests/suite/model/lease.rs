@@ -13,6 +13,13 @@
 //! W of its send or never; a guard polls at least every P on its clock; a controller sends an
 //! extension only while it holds the leader Lease (a frozen one that thaws finds it lost), and
 //! a new leader's first act is to read the host.
+//!
+//! What the model does not show: spanset lapsing at `latest_landing + L` without its drift
+//! margin. Each side's drift factor alone covers both clocks, so that mutation is unsafe only
+//! by the guard's poll period P; in whole ticks a late guard's kill comes at most a tick after
+//! the lapse, and a re-homed pod's guard needs a tick (a poll after the extension naming it)
+//! before it starts, so the window is empty. The library's proof (`pod_lease`, continuous time)
+//! shows that mutation red.
 
 use std::time::Duration;
 
@@ -39,8 +46,8 @@ pub struct LeaseWorld {
     pub timing: Timing,
     /// The controllers' clocks' rate.
     pub controller_rate: Rate,
-    /// The member nodes' clocks' rate.
-    pub node_rate: Rate,
+    /// Each member node's clock's rate.
+    pub node_rates: [Rate; MEMBERS.len()],
     /// How long a host outage keeps every controller down, in ticks.
     pub outage: u32,
     /// Where a schedule ends, in ticks after its start (`None`: once it converged): a hunt
@@ -64,7 +71,7 @@ impl LeaseWorld {
             kill: Duration::ZERO,
             stop_budget: Duration::ZERO,
         };
-        LeaseWorld { timing, controller_rate, node_rate, outage: 20, horizon: None }
+        LeaseWorld { timing, controller_rate, node_rates: [node_rate; MEMBERS.len()], outage: 20, horizon: None }
     }
 
     /// The fastest rate a clock may run at.
@@ -82,9 +89,9 @@ impl LeaseWorld {
         base + ticks(now, self.controller_rate)
     }
 
-    /// A node's clock at tick `now` (since its boot at tick 0).
-    pub fn node_clock(&self, now: u32) -> Duration {
-        ticks(now, self.node_rate)
+    /// Member `m`'s node's clock at tick `now` (since its boot at tick 0).
+    pub fn node_clock(&self, now: u32, m: usize) -> Duration {
+        ticks(now, self.node_rates[m])
     }
 }
 

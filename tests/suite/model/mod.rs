@@ -526,9 +526,9 @@ impl Spanset {
         Some(self.pod_leases?.controller_clock(self.fixed.now, w.leases.as_ref()?.now))
     }
 
-    /// Member nodes' clock at the world's tick.
-    fn node_clock(&self, w: &World) -> Option<Duration> {
-        Some(self.pod_leases?.node_clock(w.leases.as_ref()?.now))
+    /// Member `m`'s node's clock at the world's tick.
+    fn node_clock(&self, w: &World, m: usize) -> Option<Duration> {
+        Some(self.pod_leases?.node_clock(w.leases.as_ref()?.now, m))
     }
 
     /// Whether controller `c` may write pod leases: it holds the leader Lease (a process sends
@@ -572,7 +572,7 @@ impl Spanset {
                 }
             }
             Action::PollLease(m) => {
-                let at = self.node_clock(w)?;
+                let at = self.node_clock(w, m as usize)?;
                 let leases = w.leases.as_mut()?;
                 let mi = m as usize;
                 let member = &mut w.members[mi];
@@ -857,7 +857,7 @@ impl Spanset {
             }
             Action::Kubelet(m) => {
                 let detached = self.detached();
-                let at = self.node_clock(&w);
+                let at = self.node_clock(&w, m as usize);
                 let leases = &w.leases;
                 let allowed =
                     |k: u32| leases.as_ref().zip(at).is_none_or(|(l, at)| lease::allows(l, m as usize, k, at));
