@@ -35,6 +35,7 @@ pub mod messages;
 pub mod metrics;
 pub mod move_phase;
 pub mod network;
+pub mod pod_lease;
 pub mod reconcile;
 pub mod rollout;
 pub mod runtime_metrics;

@@ -38,6 +38,17 @@ pub struct Rules {
     /// resourceVersion ([`claim_precondition`]): a retirement that lands late (its answer
     /// lost) never deletes a claim made since, that the ordinal runs on.
     pub exact_claim_versions: bool,
+    /// With pod leases, a pod's guard stops it by its deadline, before the lease can have
+    /// lapsed ([`super::pod_lease::guard`]); without it the guard stops a pod only when the
+    /// lease no longer names it.
+    pub lease_deadline: bool,
+    /// With pod leases, spanset takes an unreachable member's pods as stopped only once the
+    /// lease has lapsed on its own clock with the drift of both clocks and the guard's poll
+    /// counted ([`super::pod_lease::clock`]), not at `latest_landing + L`.
+    pub lease_drift_margin: bool,
+    /// With pod leases, an extension that got no answer counts as landing as late as it may
+    /// (`sent + W`), not as never sent: the lapse is measured from it.
+    pub lease_lost_extensions: bool,
 }
 
 impl Rules {
@@ -52,6 +63,9 @@ impl Rules {
         uncertain_writes: true,
         retire_after_ready: true,
         exact_claim_versions: true,
+        lease_deadline: true,
+        lease_drift_margin: true,
+        lease_lost_extensions: true,
     };
 }
 

@@ -68,6 +68,23 @@ pub fn ordinal_runs(set: &Ordinals) -> Vec<String> {
         .collect()
 }
 
+/// The set written as runs (`0-3,7`, the form of [`ordinal_runs`] joined by commas; blanks
+/// around parts are ignored, an empty text is the empty set): what the ordinals stored as text
+/// in a status or an annotation are read back with. `None` if any part does not parse or runs
+/// backwards.
+pub fn parse_ordinal_runs(text: &str) -> Option<Ordinals> {
+    let mut set = Ordinals::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (Ordinal, Ordinal) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        if b < a {
+            return None;
+        }
+        set.ranges_insert(a..=b);
+    }
+    Some(set)
+}
+
 /// A set of ordinals on one line, as runs: `0,2-3,7`; `-` for none.
 pub fn ordinals_text(set: &Ordinals) -> String {
     if set.is_empty() { "-".into() } else { ordinal_runs(set).join(",") }

@@ -148,18 +148,11 @@ fn parse_ranges(text: &str) -> Option<Vec<Ordinal>> {
     Some(spans_of(text)?.into_iter().flat_map(|(a, b)| a..=b).collect())
 }
 
-/// The inclusive spans of `0-3,7`; `None` if any part does not parse.
+/// The inclusive spans of `0-3,7`; `None` if any part does not parse, or a span is too long
+/// to be expanded into its ordinals.
 fn spans_of(text: &str) -> Option<Vec<(Ordinal, Ordinal)>> {
-    let mut out = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let (a, b): (Ordinal, Ordinal) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-        if b < a || b - a > 1_000_000 {
-            return None;
-        }
-        out.push((a, b));
-    }
-    Some(out)
+    let spans: Vec<_> = crate::plan::parse_ordinal_runs(text)?.ranges().map(|r| (*r.start(), *r.end())).collect();
+    spans.iter().all(|(a, b)| b - a <= 1_000_000).then_some(spans)
 }
 
 #[cfg(test)]

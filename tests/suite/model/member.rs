@@ -205,7 +205,8 @@ impl Member {
     /// The kubelet's next round, on a node that is up: start the released pods (on their
     /// claim's volume), stop and remove the deleted ones. Answers the ordinals started with
     /// their volumes; `None` when it has nothing to do.
-    pub fn kubelet_round(&mut self) -> Option<Vec<(u32, u32)>> {
+    /// `allowed`: whether the pod's guard lets ordinal `k` start (always, without pod leases).
+    pub fn kubelet_round(&mut self, allowed: impl Fn(u32) -> bool) -> Option<Vec<(u32, u32)>> {
         if self.node != Node::Up || self.kubelet_stalled {
             return None;
         }
@@ -218,7 +219,7 @@ impl Member {
                 self.bump();
                 self.pods.remove(&k);
                 changed = true;
-            } else if !(p.gated || p.running && p.phase_running && p.ready) {
+            } else if !(p.gated || p.running && p.phase_running && p.ready || !p.running && !allowed(k)) {
                 let rv = self.bump();
                 let volume = self.claims.get(&k).copied();
                 let p = self.pods.get_mut(&k).expect("listed");

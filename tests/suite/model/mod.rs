@@ -10,9 +10,11 @@
 //! pauses placed anywhere ([`Spanset::place_resumptions`]), partitions that last
 //! ([`Spanset::long_partitions`]), clusters that return all at once with their pods never
 //! evicted ([`Spanset::unevicted_returns`]), members without the admission policy
-//! ([`Spanset::without_admission`]).
+//! ([`Spanset::without_admission`]), pod leases with time, drifting clocks, guards and host
+//! outages ([`Spanset::with_pod_leases`], see [`lease`]).
 
 pub mod controller;
+pub mod lease;
 pub mod member;
 pub mod state;
 pub mod trace;
@@ -30,6 +32,7 @@ use stateright::{Model, Property};
 
 use self::{
     controller::Fixed,
+    lease::{ControllerLeases, InFlight, LeaseWorld, Leases},
     state::{CONTROLLERS, Controller, Effect, Host, HostCopy, MEMBERS, Member, Node, REPLICAS, Rehomed, View, World},
 };
 
@@ -98,6 +101,26 @@ pub enum Action {
     FinishSync(u8),
     /// The fair scheduler's next step (fault-placement search).
     Fair,
+    /// Pod leases: one tick of real time passes (every clock advances at its rate).
+    Tick,
+    /// Pod leases: member `m`'s guards poll their Lease (its node's clock says a poll is due)
+    /// and stop what they must.
+    PollLease(u8),
+    /// Pod leases: controller `c` extends member `m`'s lease (due every R, or the ordinals to
+    /// name changed), and gets the answer (or a refused connection).
+    Extend(u8, u8),
+    /// Fault (`LostAnswer`): controller `c` extends member `m`'s lease and the answer is lost.
+    ExtendLost(u8, u8),
+    /// An extension whose answer was lost lands now (if the Lease is still as it was).
+    LandExtension(usize),
+    /// An extension whose answer was lost never lands.
+    VanishExtension(usize),
+    /// Pod leases: controller `c` fences member `m`, whose lease has lapsed on its clock.
+    LeaseFence(u8, u8),
+    /// Fault: the host's controllers all go down for longer than the lease.
+    HostOutage,
+    /// Fault: member `m`'s guards' next poll comes at the end of their period.
+    LateGuard(u8),
 }
 
 /// How the checker explores.
@@ -137,6 +160,12 @@ pub enum Fault {
     /// StatefulSet it read, and finishes that sync on that copy at any later point (the fair
     /// scheduler only once nothing else can happen): a stale view acting late.
     PausedSync,
+    /// Every controller goes down at once and stays down longer than the pod lease (pod-lease
+    /// world only).
+    HostOutage,
+    /// A member's guards poll late, at the end of the period P they are bound to (on time,
+    /// they poll a second into it, on their clock). Pod-lease world only.
+    LateGuard,
 }
 
 /// The kinds of fault the searches inject unless told otherwise (`Freeze` and `PausedSync`
@@ -176,6 +205,10 @@ pub struct Spanset {
     /// and the node returns wherever the search places it (or once nothing else can happen):
     /// a powered-off cluster that returns all at once, after its ordinals were re-homed.
     pub unevicted_returns: bool,
+    /// Pod leases ([`lease`]): time in ticks, clocks, the members' pod Leases, the guards; the
+    /// lapse fences a member (no operator fences, and a powered-off member may return before
+    /// its shrink).
+    pub pod_leases: Option<LeaseWorld>,
     /// Decisions already made, by what they were made on.
     decisions: dashmap::DashMap<(u64, HostCopy, [View; MEMBERS.len()]), Vec<Effect>>,
 }
@@ -203,6 +236,29 @@ pub fn spec(weights: [i32; 2], gated: bool) -> FederatedStatefulSet {
 impl Spanset {
     /// The model over these specs (the first is the one the world starts settled on).
     pub fn new(specs: Vec<FederatedStatefulSet>, faults: u8, edits: u8, rules: Rules, search: Search) -> Spanset {
+        Spanset::build(specs, faults, edits, rules, search, None)
+    }
+
+    /// [`Self::new`] in the pod-lease world `leases`.
+    pub fn with_pod_leases(
+        specs: Vec<FederatedStatefulSet>,
+        faults: u8,
+        edits: u8,
+        rules: Rules,
+        search: Search,
+        leases: LeaseWorld,
+    ) -> Spanset {
+        Spanset::build(specs, faults, edits, rules, search, Some(leases))
+    }
+
+    fn build(
+        specs: Vec<FederatedStatefulSet>,
+        faults: u8,
+        edits: u8,
+        rules: Rules,
+        search: Search,
+        pod_leases: Option<LeaseWorld>,
+    ) -> Spanset {
         let fixed = Fixed {
             specs,
             now: Instant::now() + Duration::from_secs(3 * 3600),
@@ -225,6 +281,7 @@ impl Spanset {
             next_volume: 0,
             turn: 0,
             since_fault: 0,
+            leases: pod_leases.map(|l| Leases::new(&l, rules)),
         };
         let mut model = Spanset {
             fixed,
@@ -234,6 +291,7 @@ impl Spanset {
             place_resumptions: false,
             long_partitions: false,
             unevicted_returns: false,
+            pod_leases,
             decisions: Default::default(),
         };
         let settled =
@@ -338,9 +396,16 @@ impl Spanset {
                 out.push(Action::Land(i));
                 out.push(Action::Vanish(i));
             }
+            for i in 0..w.leases.as_ref().map_or(0, |l| l.in_flight.len()) {
+                out.push(Action::LandExtension(i));
+                out.push(Action::VanishExtension(i));
+            }
         }
         for m in 0..MEMBERS.len() as u8 {
             let mem = &w.members[m as usize];
+            if w.leases.is_some() {
+                out.push(Action::PollLease(m));
+            }
             out.push(Action::StatefulSet(m));
             if mem.kubelet_stalled {
                 out.push(Action::ResumeKubelet(m));
@@ -356,7 +421,7 @@ impl Spanset {
             if mem.node != Node::Up && !self.unevicted_returns {
                 out.push(Action::ReturnNode(m));
             }
-            if !mem.fenced && mem.node == Node::PoweredOff {
+            if !mem.fenced && mem.node == Node::PoweredOff && self.pod_leases.is_none() {
                 out.push(Action::Fence(m));
             }
             if mem.fenced
@@ -366,6 +431,17 @@ impl Spanset {
                 && mem.sts.as_ref().is_none_or(|s| s.replicas == 0)
             {
                 out.push(Action::Unfence(m));
+            }
+        }
+        // The pod-lease writers come last in a round: a member's StatefulSet controller and
+        // its guards may act on a write before the extension that names its ordinals lands.
+        for c in 0..CONTROLLERS as u8 {
+            let ctl = &w.controllers[c as usize];
+            if ctl.up && !ctl.frozen && ctl.leases.is_some() {
+                for m in 0..MEMBERS.len() as u8 {
+                    out.push(Action::Extend(c, m));
+                    out.push(Action::LeaseFence(c, m));
+                }
             }
         }
     }
@@ -391,10 +467,18 @@ impl Spanset {
                 out.push(Action::Land(i));
                 out.push(Action::Vanish(i));
             }
+            for i in 0..w.leases.as_ref().map_or(0, |l| l.in_flight.len()) {
+                out.push(Action::LandExtension(i));
+                out.push(Action::VanishExtension(i));
+            }
         }
         for m in 0..MEMBERS.len() as u8 {
             if self.unevicted_returns && w.members[m as usize].node != Node::Up {
                 out.push(Action::ReturnNode(m));
+            }
+            // With pod leases, a partition that lasts ends anywhere too (time passes meanwhile).
+            if self.place_resumptions && self.long_partitions && w.leases.is_some() && !w.members[m as usize].api_up {
+                out.push(Action::Heal(m));
             }
         }
     }
@@ -403,12 +487,180 @@ impl Spanset {
     /// StatefulSet controller finishes its sync, a frozen controller thaws, an unevicted node
     /// returns (the longest pause is the one that hurts).
     fn last_resorts(&self, w: &World, out: &mut Vec<Action>) {
+        // With pod leases time passes before a pause ends, as long as something waits on it
+        // (a lease to lapse, an outage, an extension in flight, a pod waiting for its guard);
+        // then whenever nothing else can happen.
+        if w.leases.is_some() && self.time_pending(w) {
+            out.push(Action::Tick);
+        }
         for m in 0..MEMBERS.len() as u8 {
             if self.long_partitions && !w.members[m as usize].api_up {
                 out.push(Action::Heal(m));
             }
         }
         self.resumptions(w, out, true);
+        if w.leases.is_some() && !self.time_pending(w) {
+            out.push(Action::Tick);
+        }
+    }
+
+    /// Pod leases: the schedule reached the world's horizon ([`LeaseWorld::horizon`]).
+    fn past_horizon(&self, w: &World) -> bool {
+        let (Some(lw), Some(leases)) = (self.pod_leases, &w.leases) else { return false };
+        lw.horizon
+            .is_some_and(|h| leases.now >= self.starts.first().and_then(|s| s.leases.as_ref()).map_or(0, |l| l.now) + h)
+    }
+
+    /// Pod leases: something waits on time (see [`Self::last_resorts`]).
+    fn time_pending(&self, w: &World) -> bool {
+        let Some(leases) = &w.leases else { return false };
+        // A pod on a live node that waits for its guard: extensions and polls take time.
+        let waiting = |m: &Member| m.node == Node::Up && m.pods.values().any(|p| !p.running && !p.gated && !p.deleting);
+        leases.outage_until.is_some()
+            || !leases.in_flight.is_empty()
+            || w.members.iter().any(|m| (!m.api_up && !m.fenced) || waiting(m))
+    }
+
+    /// Controller `c`'s clock at the world's tick.
+    fn controller_clock(&self, w: &World) -> Option<Instant> {
+        Some(self.pod_leases?.controller_clock(self.fixed.now, w.leases.as_ref()?.now))
+    }
+
+    /// Member `m`'s node's clock at the world's tick.
+    fn node_clock(&self, w: &World, m: usize) -> Option<Duration> {
+        Some(self.pod_leases?.node_clock(w.leases.as_ref()?.now, m))
+    }
+
+    /// Whether controller `c` may write pod leases: it holds the leader Lease (a process sends
+    /// an extension only while its leadership is valid on its clock) and read the host since.
+    fn lease_writer(w: &World, c: u8) -> bool {
+        let ctl = &w.controllers[c as usize];
+        ctl.up
+            && !ctl.frozen
+            && ctl.term.is_some()
+            && w.host.holder == Some(c)
+            && ctl.term == Some(w.host.term)
+            && ctl.host.is_some()
+            && ctl.leases.as_ref().is_some_and(|l| l.read_in_term)
+    }
+
+    /// The ordinals controller `c` names in member `m`'s lease: its StatefulSet's slice as the
+    /// controller last saw it, none while it is fenced.
+    fn names(w: &World, c: u8, m: usize) -> lease::Names {
+        let ctl = &w.controllers[c as usize];
+        if ctl.host.as_ref().is_none_or(|h| h.fenced[m]) {
+            return 0;
+        }
+        ctl.views[m]
+            .sts
+            .as_ref()
+            .map_or(0, |s| (0..REPLICAS).filter(|&k| s.holds(k)).fold(0, |bits, k| bits | (1 << k)))
+    }
+
+    /// Pod leases: one of the actions on time, leases and guards.
+    fn lease_step(&self, w: &mut World, action: &Action) -> Option<()> {
+        let lw = self.pod_leases?;
+        let rules = self.fixed.rules;
+        match *action {
+            Action::Tick => {
+                let leases = w.leases.as_mut()?;
+                leases.now += 1;
+                let now = leases.now;
+                leases.in_flight.retain(|f| f.until >= now);
+                if leases.outage_until.is_some_and(|u| u <= now) {
+                    leases.outage_until = None;
+                }
+            }
+            Action::PollLease(m) => {
+                let at = self.node_clock(w, m as usize)?;
+                let leases = w.leases.as_mut()?;
+                let mi = m as usize;
+                let member = &mut w.members[mi];
+                let period = if leases.late[mi] { lw.timing.poll } else { Duration::from_secs(1) };
+                if member.node == Node::PoweredOff || leases.last_poll[mi].is_some_and(|last| at < last + period) {
+                    return None;
+                }
+                leases.late[mi] = false;
+                lease::poll(leases, member, mi, at, &lw, rules);
+            }
+            Action::Extend(c, m) | Action::ExtendLost(c, m) => {
+                let lost = matches!(action, Action::ExtendLost(..));
+                let now_c = self.controller_clock(w)?;
+                let mi = m as usize;
+                if !Self::lease_writer(w, c) || (lost && (w.faults_left == 0 || !w.members[mi].api_up)) {
+                    return None;
+                }
+                let names = Self::names(w, c, mi);
+                let leases = w.leases.as_mut()?;
+                let cl = w.controllers[c as usize].leases.as_mut()?;
+                if cl.tried[mi] == Some(now_c) || !cl.due(mi, names, now_c) {
+                    return None;
+                }
+                let outcome = if lost {
+                    w.faults_left -= 1;
+                    let over = leases.objects[mi].extension;
+                    let until = leases.now + lw.timing.write_deadline.as_secs() as u32;
+                    leases.in_flight.push(InFlight { member: m, names, over, until });
+                    lease::Outcome::Lost
+                } else if w.members[mi].api_up {
+                    lease::land(&mut leases.objects[mi], names);
+                    lease::Outcome::Answered(now_c)
+                } else {
+                    lease::Outcome::NotSent
+                };
+                cl.extended(mi, names, now_c, outcome);
+            }
+            Action::LandExtension(i) => {
+                let leases = w.leases.as_mut()?;
+                let f = leases.in_flight.get(i)?.clone();
+                leases.in_flight.remove(i);
+                let object = &mut leases.objects[f.member as usize];
+                // Conditional on the resourceVersion it was written over.
+                if object.extension == f.over {
+                    lease::land(object, f.names);
+                }
+            }
+            Action::VanishExtension(i) => {
+                let leases = w.leases.as_mut()?;
+                leases.in_flight.get(i)?;
+                leases.in_flight.remove(i);
+            }
+            Action::LeaseFence(c, m) => {
+                let now_c = self.controller_clock(w)?;
+                let mi = m as usize;
+                // Only a member that does not answer: one that answers again is extended (and
+                // its pods, stopped by their guards, restart only under a fresh extension).
+                if !Self::lease_writer(w, c) || w.members[mi].fenced || w.controllers[c as usize].views[mi].reachable {
+                    return None;
+                }
+                if !w.controllers[c as usize].leases.as_ref()?.clocks[mi].lapsed(now_c) {
+                    return None;
+                }
+                w.members[mi].fenced = true;
+                w.members[mi].shrunk_since_fence = false;
+            }
+            Action::LateGuard(m) => {
+                let leases = w.leases.as_mut()?;
+                if w.faults_left == 0 || leases.late[m as usize] {
+                    return None;
+                }
+                w.faults_left -= 1;
+                leases.late[m as usize] = true;
+            }
+            Action::HostOutage => {
+                let leases = w.leases.as_mut()?;
+                if w.faults_left == 0 || leases.outage_until.is_some() {
+                    return None;
+                }
+                w.faults_left -= 1;
+                leases.outage_until = Some(leases.now + lw.outage);
+                for c in &mut w.controllers {
+                    *c = Controller::fresh(false);
+                }
+            }
+            _ => return None,
+        }
+        Some(())
     }
 
     /// Applies one action; `None` when it changes nothing (or cannot happen).
@@ -421,6 +673,15 @@ impl Spanset {
             return None;
         }
         match *action {
+            Action::Tick
+            | Action::PollLease(_)
+            | Action::Extend(..)
+            | Action::ExtendLost(..)
+            | Action::LandExtension(_)
+            | Action::VanishExtension(_)
+            | Action::LeaseFence(..)
+            | Action::LateGuard(_)
+            | Action::HostOutage => self.lease_step(&mut w, action)?,
             Action::Freeze(c) => {
                 let ctl = &mut w.controllers[c as usize];
                 if w.faults_left == 0 || !ctl.up || ctl.term.is_none() || w.host.holder != Some(c) {
@@ -449,6 +710,7 @@ impl Spanset {
                 w.members[m as usize].finish_sync(gated, &mut w.next_volume)?;
             }
             Action::Acquire(c) => {
+                let now_c = self.controller_clock(&w);
                 let ctl = &mut w.controllers[c as usize];
                 if !ctl.up || w.host.holder.is_some() {
                     return None;
@@ -458,6 +720,9 @@ impl Spanset {
                 ctl.term = Some(w.host.term);
                 ctl.pending.clear();
                 ctl.failed = false;
+                // A new leader's lease clocks start with the unknown past.
+                ctl.leases =
+                    self.pod_leases.zip(now_c).map(|(l, now)| ControllerLeases::new(&l, self.fixed.rules, now));
             }
             Action::StepDown(c) => {
                 let ctl = &mut w.controllers[c as usize];
@@ -467,6 +732,7 @@ impl Spanset {
                 ctl.term = None;
                 ctl.pending.clear();
                 ctl.failed = false;
+                ctl.leases = None;
             }
             Action::ReadHost(c) => {
                 let copy = HostCopy {
@@ -477,7 +743,12 @@ impl Spanset {
                     fenced: std::array::from_fn(|m| w.members[m].fenced),
                 };
                 let ctl = &mut w.controllers[c as usize];
-                if !ctl.up || ctl.host.as_ref() == Some(&copy) {
+                // A new leader reads the host before it writes a pod lease.
+                let first_in_term = ctl.leases.as_ref().is_some_and(|l| !l.read_in_term);
+                if let Some(l) = ctl.leases.as_mut() {
+                    l.read_in_term = true;
+                }
+                if !ctl.up || (ctl.host.as_ref() == Some(&copy) && !first_in_term) {
                     return None;
                 }
                 // A fence read for the first time (or lifted) starts the fence clock again.
@@ -586,7 +857,11 @@ impl Spanset {
             }
             Action::Kubelet(m) => {
                 let detached = self.detached();
-                for (k, volume) in w.members[m as usize].kubelet_round()? {
+                let at = self.node_clock(&w, m as usize);
+                let leases = &w.leases;
+                let allowed =
+                    |k: u32| leases.as_ref().zip(at).is_none_or(|(l, at)| lease::allows(l, m as usize, k, at));
+                for (k, volume) in w.members[m as usize].kubelet_round(allowed)? {
                     let rehomed = matches!(
                         w.rehomed.remove(&k),
                         Some(Rehomed::On(v)) if v == volume
@@ -633,6 +908,9 @@ impl Spanset {
                 w.controllers[c as usize] = Controller::fresh(false);
             }
             Action::Restart(c) => {
+                if w.leases.as_ref().is_some_and(|l| l.outage_until.is_some()) {
+                    return None;
+                }
                 let ctl = &mut w.controllers[c as usize];
                 if ctl.up {
                     return None;
@@ -681,14 +959,20 @@ impl Spanset {
                 // start the ordinals at once; with gates on, new pods wait to be released).
                 let restarts = mem.pods.values().any(|p| !p.deleting)
                     || (!self.gated(&w) && mem.sts.as_ref().is_some_and(|s| s.replicas > 0));
-                if mem.fenced && !mem.shrunk_since_fence && restarts {
+                if mem.fenced && !mem.shrunk_since_fence && restarts && self.pod_leases.is_none() {
                     return None;
                 }
                 w.members[m as usize].return_node();
+                // With pod leases a rebooted pod's containers wait for its (fresh) guard.
+                if w.leases.is_some() {
+                    for p in w.members[m as usize].pods.values_mut() {
+                        p.running = false;
+                    }
+                }
             }
             Action::Fence(m) => {
                 let mem = &mut w.members[m as usize];
-                if mem.fenced || mem.node != Node::PoweredOff {
+                if mem.fenced || mem.node != Node::PoweredOff || self.pod_leases.is_some() {
                     return None;
                 }
                 mem.fenced = true;
@@ -721,6 +1005,9 @@ impl Spanset {
                 w.host.generation += 1;
                 w.host.rv += 1;
             }
+        }
+        if let (Some(lw), Some(leases)) = (self.pod_leases, w.leases.as_mut()) {
+            lease::reset_guards(leases, &w.members, &lw, self.fixed.rules);
         }
         Some(w)
     }
@@ -774,6 +1061,7 @@ impl Spanset {
         self.converged(w)
             && w.controllers.iter().all(|c| c.pending.is_empty() && !c.frozen)
             && w.in_flight.is_empty()
+            && w.leases.as_ref().is_none_or(|l| l.in_flight.is_empty() && l.outage_until.is_none())
             && w.members.iter().all(|m| m.paused_sync.is_none())
     }
 
@@ -839,6 +1127,9 @@ fn acting_controller(action: &Action) -> Option<u8> {
         | Action::Decide(c)
         | Action::Perform(c)
         | Action::PerformLost(c)
+        | Action::Extend(c, _)
+        | Action::ExtendLost(c, _)
+        | Action::LeaseFence(c, _)
         | Action::Freeze(c) => Some(c),
         _ => None,
     }
@@ -1061,7 +1352,7 @@ impl Model for Spanset {
                 self.progress(w, out);
                 self.last_resorts(w, out);
             }
-            Search::FaultPlacements if self.settled(w) || w.since_fault >= CONVERGE_WITHIN => {}
+            Search::FaultPlacements if self.settled(w) || w.since_fault >= CONVERGE_WITHIN || self.past_horizon(w) => {}
             Search::FaultPlacements => {
                 out.push(Action::Fair);
                 self.resumptions(w, out, false);
@@ -1079,6 +1370,11 @@ impl Model for Spanset {
                 if !w.controllers[c as usize].pending.is_empty() && on(Fault::LostAnswer) {
                     out.push(Action::PerformLost(c));
                 }
+                if w.controllers[c as usize].leases.is_some() && on(Fault::LostAnswer) {
+                    for m in 0..MEMBERS.len() as u8 {
+                        out.push(Action::ExtendLost(c, m));
+                    }
+                }
                 if on(Fault::WatchStall) {
                     for m in 0..MEMBERS.len() as u8 {
                         out.push(Action::StallWatch(c, m));
@@ -1091,6 +1387,14 @@ impl Model for Spanset {
                     .is_some_and(|h| w.controllers[h as usize].up && w.controllers[h as usize].term.is_some())
             {
                 out.push(Action::Expire);
+            }
+            if w.leases.is_some() && on(Fault::HostOutage) {
+                out.push(Action::HostOutage);
+            }
+            if w.leases.is_some() && on(Fault::LateGuard) {
+                for m in 0..MEMBERS.len() as u8 {
+                    out.push(Action::LateGuard(m));
+                }
             }
             for m in 0..MEMBERS.len() as u8 {
                 if on(Fault::Partition) {

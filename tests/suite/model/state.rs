@@ -268,6 +268,8 @@ pub struct Controller {
     /// The process is frozen (SIGSTOP, a VM stall, a long pause): it does nothing, not even
     /// notice that its Lease expired, until it resumes where it stopped.
     pub frozen: bool,
+    /// In the pod-lease world, while it leads: its clocks of the members' pod leases.
+    pub leases: Option<super::lease::ControllerLeases>,
 }
 
 impl Controller {
@@ -282,6 +284,7 @@ impl Controller {
             failed: false,
             stalled: [false; MEMBERS.len()],
             frozen: false,
+            leases: None,
         }
     }
 }
@@ -341,6 +344,9 @@ pub struct World {
     pub turn: u32,
     /// Fair steps since the last fault (fault-placement search only).
     pub since_fault: u32,
+    /// The pod-lease world: time, the members' pod Leases and the pods' guards (`None`
+    /// without pod leases).
+    pub leases: Option<super::lease::Leases>,
 }
 
 impl World {

@@ -91,5 +91,18 @@ pub fn world(w: &World) -> String {
             (true, None) => format!("c{i} standby"),
         })
         .collect();
-    format!("{} | lease {:?} t{} | {}", parts.join(" | "), w.host.holder, w.host.term, ctls.join(", "))
+    let leases = w.leases.as_ref().map_or(String::new(), |l| {
+        let objects: Vec<String> = l
+            .objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let names = spanset::controller::pod_lease::render_ordinals(&super::lease::ordinals(o.names));
+                format!("{} #{} [{names}]", MEMBERS[i], o.extension)
+            })
+            .collect();
+        let flying = if l.in_flight.is_empty() { String::new() } else { format!(", {} in flight", l.in_flight.len()) };
+        format!(" | tick {}: pod leases {}{flying}", l.now, objects.join(", "))
+    });
+    format!("{} | lease {:?} t{} | {}{leases}", parts.join(" | "), w.host.holder, w.host.term, ctls.join(", "))
 }

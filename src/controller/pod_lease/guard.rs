@@ -1,0 +1,217 @@
+//! A pod's guard, as a state machine fed with its polls of the member's pod Lease, on the pod's
+//! node's monotonic clock (CLOCK_BOOTTIME, as a [`Duration`] since boot). The `spanset guard`
+//! binary polls (a quorum read) at least every P, feeds each answer here with the poll's *send*
+//! instant, and does what [`Guard::action`] says.
+//!
+//! - An extension seen for the first time (the [`super::EXTENSION`] counter differs from the
+//!   previous successful poll's) landed after that previous poll was served, hence after it
+//!   was sent: `valid_from` is that previous poll's send instant — on or before the landing,
+//!   so on or before spanset's `latest_landing`. A first poll proves nothing (the counter it
+//!   sees may be old), so a fresh guard waits ([`Action::Wait`]) for two polls with a change.
+//! - The deadline is `valid_from + L·(1−ρ)/(1+ρ)`: on a clock that runs slow by ρ that span is
+//!   at most `L/(1+ρ)` of real time. SIGTERM at `deadline − S`, SIGKILL at `deadline − K` (the
+//!   processes are gone by the deadline); checked at least every P.
+//! - A poll that does not name the pod's ordinal stops it at once: spanset has taken the
+//!   ordinal away (to re-home it, or because it moved), and the write that did so is the
+//!   extension any later start would need. A stopped guard stays stopped; the pod's sandbox
+//!   restarts with a fresh guard, which waits for a fresh extension naming the ordinal.
+//! - A failed poll changes nothing: the deadline stands.
+
+use std::time::Duration;
+
+use super::Timing;
+use crate::{
+    controller::safety::Rules,
+    plan::{Ordinal, Ordinals},
+};
+
+/// What one poll of the Lease gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Poll<'a> {
+    /// A read: the extension counter and the ordinals named.
+    Read {
+        /// The [`super::EXTENSION`] annotation.
+        extension: u64,
+        /// The [`super::ORDINALS`] annotation, parsed.
+        ordinals: &'a Ordinals,
+    },
+    /// No answer, an error, or a Lease that does not parse.
+    Failed,
+}
+
+/// What the guard does now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// No fresh extension naming the ordinal seen yet: the pod's containers do not start (the
+    /// init container keeps polling).
+    Wait,
+    /// The pod may run.
+    Run,
+    /// The deadline is within the stop budget: SIGTERM the pod's other processes.
+    Term,
+    /// SIGKILL the pod's other processes and end its sandbox: the deadline is within K, or the
+    /// lease no longer names the ordinal.
+    Kill,
+    /// The pod was stopped: nothing runs until a fresh guard starts.
+    Stopped,
+}
+
+/// One pod's guard.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Guard {
+    ordinal: Ordinal,
+    timing: Timing,
+    rules: Rules,
+    /// The latest successful poll: its send instant and the counter it saw.
+    last: Option<(Duration, u64)>,
+    valid_from: Option<Duration>,
+    /// A poll did not name the ordinal after it was let run.
+    revoked: bool,
+    stopped: bool,
+}
+
+impl Guard {
+    /// A fresh guard of the pod of `ordinal` (the init container's): it waits.
+    pub fn new(ordinal: Ordinal, timing: Timing, rules: Rules) -> Guard {
+        Guard { ordinal, timing, rules, last: None, valid_from: None, revoked: false, stopped: false }
+    }
+
+    /// Feeds one poll, sent at `sent` on the guard's clock.
+    pub fn polled(&mut self, sent: Duration, poll: Poll<'_>) {
+        let Poll::Read { extension, ordinals } = poll else { return };
+        let named = ordinals.contains(self.ordinal);
+        if !named && self.valid_from.is_some() {
+            self.revoked = true;
+        }
+        if let Some((previous_sent, previous)) = self.last
+            && previous != extension
+            && named
+            && !self.revoked
+        {
+            self.valid_from = Some(self.valid_from.map_or(previous_sent, |v| v.max(previous_sent)));
+        }
+        self.last = Some((sent, extension));
+    }
+
+    /// The caller stopped the pod (its processes killed, its sandbox ending).
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    /// The instant, on or before the landing of the latest extension seen, from which the
+    /// deadline counts; `None` before two polls with a change naming the ordinal.
+    pub fn valid_from(&self) -> Option<Duration> {
+        self.valid_from
+    }
+
+    /// `valid_from + L·(1−ρ)/(1+ρ)`: the pod's processes are gone by then.
+    pub fn deadline(&self) -> Option<Duration> {
+        Some(self.valid_from? + self.timing.slowed(self.timing.lease))
+    }
+
+    /// What to do at `now` (the guard's clock).
+    pub fn action(&self, now: Duration) -> Action {
+        if self.stopped {
+            return Action::Stopped;
+        }
+        if self.revoked {
+            return Action::Kill;
+        }
+        let Some(deadline) = self.deadline() else { return Action::Wait };
+        if !self.rules.lease_deadline {
+            return Action::Run;
+        }
+        if now + self.timing.kill >= deadline {
+            Action::Kill
+        } else if now + self.timing.stop_budget >= deadline {
+            Action::Term
+        } else {
+            Action::Run
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing() -> Timing {
+        Timing {
+            lease: Duration::from_secs(12),
+            drift_ppm: 200_000,
+            write_deadline: Duration::from_secs(10),
+            renew: Duration::from_secs(3),
+            poll: Duration::from_secs(1),
+            kill: Duration::from_secs(1),
+            stop_budget: Duration::from_secs(3),
+        }
+    }
+
+    fn s(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    fn read(extension: u64, ordinals: &Ordinals) -> Poll<'_> {
+        Poll::Read { extension, ordinals }
+    }
+
+    #[test]
+    fn a_fresh_guard_waits_for_two_polls_with_a_change_naming_its_ordinal() {
+        let named = Ordinals::from_iter([0, 2]);
+        let mut g = Guard::new(2, timing(), Rules::ALL);
+        assert_eq!(g.action(s(0)), Action::Wait);
+        g.polled(s(1), read(7, &named));
+        assert_eq!(g.action(s(1)), Action::Wait, "one poll proves nothing");
+        g.polled(s(2), Poll::Failed);
+        g.polled(s(3), read(7, &named));
+        assert_eq!(g.action(s(3)), Action::Wait, "no change");
+        g.polled(s(4), read(8, &named));
+        // Landed after the poll sent at 3 was served: valid from 3; 12·0.8/1.2 = 8 s.
+        assert_eq!(g.valid_from(), Some(s(3)));
+        assert_eq!(g.deadline(), Some(s(11)));
+        assert_eq!(g.action(s(7)), Action::Run);
+        assert_eq!(g.action(s(8)), Action::Term);
+        assert_eq!(g.action(s(10)), Action::Kill);
+        // Failed polls change nothing; a fresh extension moves the deadline on.
+        g.polled(s(5), Poll::Failed);
+        assert_eq!(g.deadline(), Some(s(11)));
+        g.polled(s(6), read(9, &named));
+        assert_eq!(g.deadline(), Some(s(12)));
+        g.stop();
+        assert_eq!(g.action(s(6)), Action::Stopped);
+    }
+
+    #[test]
+    fn a_change_that_does_not_name_the_ordinal_lets_nothing_start() {
+        let other = Ordinals::from_iter([0]);
+        let mut g = Guard::new(2, timing(), Rules::ALL);
+        g.polled(s(1), read(1, &other));
+        g.polled(s(2), read(2, &other));
+        assert_eq!(g.action(s(2)), Action::Wait);
+        g.polled(s(3), read(3, &Ordinals::from_iter([2])));
+        assert_eq!(g.valid_from(), Some(s(2)));
+    }
+
+    #[test]
+    fn a_poll_that_no_longer_names_the_ordinal_stops_the_pod_at_once() {
+        let named = Ordinals::from_iter([2]);
+        let mut g = Guard::new(2, timing(), Rules::ALL);
+        g.polled(s(1), read(1, &named));
+        g.polled(s(2), read(2, &named));
+        assert_eq!(g.action(s(2)), Action::Run);
+        g.polled(s(3), read(3, &Ordinals::new()));
+        assert_eq!(g.action(s(3)), Action::Kill);
+        // Named again later: this guard stays stopping (its sandbox restarts with a fresh one).
+        g.polled(s(4), read(4, &named));
+        assert_eq!(g.action(s(4)), Action::Kill);
+    }
+
+    #[test]
+    fn the_planted_guard_ignores_its_deadline() {
+        let named = Ordinals::from_iter([2]);
+        let mut g = Guard::new(2, timing(), Rules { lease_deadline: false, ..Rules::ALL });
+        g.polled(s(1), read(1, &named));
+        g.polled(s(2), read(2, &named));
+        assert_eq!(g.action(s(1000)), Action::Run);
+    }
+}
