@@ -286,13 +286,7 @@ fn set_initializing(pod: &mut Value, inits: Vec<Value>, ip: &str, host_ip: &str,
         .filter(|s| s.pointer("/state/terminated/exitCode").and_then(Value::as_i64) != Some(0))
         .filter_map(|s| s["name"].as_str().map(str::to_string))
         .collect();
-    let mains: Vec<(String, String)> = pod
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .map(|c| (c["name"].as_str().unwrap_or("").to_string(), c["image"].as_str().unwrap_or("").to_string()))
-        .collect();
+    let mains = object::container_images(pod);
     let status = &mut pod["status"];
     status["phase"] = json!(if failed { "Failed" } else { "Pending" });
     status["podIP"] = json!(ip);

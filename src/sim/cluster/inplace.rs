@@ -149,13 +149,7 @@ pub fn update(
 ) -> ApiResult<()> {
     set_gate(cluster, pods, pod, ("False", "StartInPlaceUpdate"), by)?;
     let old_revision = pod.pointer(&format!("/metadata/labels/{REVISION_LABEL}")).cloned().unwrap_or(Value::Null);
-    let images: Vec<(String, String)> = template
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .map(|c| (c["name"].as_str().unwrap_or("").to_string(), c["image"].as_str().unwrap_or("").to_string()))
-        .collect();
+    let images = object::container_images(template);
     cluster.update_incarnation(pods, pod, Subresource::Main, by, |next| {
         let mut last = serde_json::Map::new();
         if let Some(cs) = next.pointer_mut("/spec/containers").and_then(Value::as_array_mut) {

@@ -55,6 +55,17 @@ pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
     meta.as_object_mut().expect("object ensured above")
 }
 
+/// The `(name, image)` of each of `spec.containers` of a pod or pod template (empty strings for
+/// what is missing: shapes are checked on write).
+pub fn container_images(pod: &Value) -> Vec<(String, String)> {
+    pod.pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| (c["name"].as_str().unwrap_or("").to_string(), c["image"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
 /// `metadata.labels`, if any.
 pub fn labels(obj: &Value) -> Option<&Map<String, Value>> {
     meta(obj, "labels").and_then(Value::as_object)

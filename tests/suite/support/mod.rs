@@ -91,7 +91,17 @@ pub async fn fleet_with_clients(
 
 /// Polls `get` every 20 ms until it answers something, which it returns; panics with `what`
 /// after [`DEADLINE`].
-pub async fn until<T, F, Fut>(what: &str, mut get: F) -> T
+pub async fn until<T, F, Fut>(what: &str, get: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    until_within(what, DEADLINE, get).await
+}
+
+/// [`until`] with another deadline: for what a real program (not the sandbox) settles in its
+/// own time, such as a Redis Cluster's gossip.
+pub async fn until_within<T, F, Fut>(what: &str, deadline: Duration, mut get: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -101,7 +111,7 @@ where
         if let Some(v) = get().await {
             return v;
         }
-        assert!(start.elapsed() < DEADLINE, "timed out after {DEADLINE:?} waiting for {what}");
+        assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
