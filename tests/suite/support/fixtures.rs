@@ -51,20 +51,13 @@ impl Fixture {
     }
 }
 
-/// The API resource of an object, from its `apiVersion` and `kind` (the kinds a fixture holds).
+/// The API resource of an object, from its `apiVersion` and `kind` (kube's own plural of the
+/// kind, right for every kind a fixture holds).
 fn resource(obj: &Value) -> ApiResource {
     let api_version = obj["apiVersion"].as_str().unwrap_or("v1");
     let kind = obj["kind"].as_str().unwrap_or_default();
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let plural = match kind {
-        "PersistentVolumeClaim" => "persistentvolumeclaims".to_string(),
-        "PersistentVolume" => "persistentvolumes".to_string(),
-        "EndpointSlice" => "endpointslices".to_string(),
-        "PodDisruptionBudget" => "poddisruptionbudgets".to_string(),
-        "ControllerRevision" => "controllerrevisions".to_string(),
-        other => format!("{}s", other.to_lowercase()),
-    };
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural)
+    ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind))
 }
 
 /// The API of an object's kind, in its namespace if it has one.
