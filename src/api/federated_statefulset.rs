@@ -354,6 +354,22 @@ pub struct Failover {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub fence_after_seconds: Option<i32>,
+    /// Opt-in self-fencing pods: spanset keeps a lease in each member naming the ordinals
+    /// allowed there, and a guard in every pod stops it before that lease can have lapsed, so an
+    /// unreachable member's ordinals may be re-homed once its lease has lapsed, without a fence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_lease: Option<PodLease>,
+}
+
+/// A federation's pod lease: how long a member's pods keep running once spanset can no longer
+/// extend their lease (spanset unreachable from the member, or not running at all).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodLease {
+    /// The lease in seconds (10 to 86400): after this long without an extension a member's pods
+    /// stop themselves, and spanset re-homes them no sooner (plus its drift margin).
+    #[schemars(range(min = 10, max = 86400))]
+    pub seconds: i32,
 }
 
 /// Who fences a lost cluster.

@@ -107,6 +107,20 @@ pub struct RunArgs {
     /// version undoes what a newer one writes.
     #[arg(long)]
     pub accept_downgrade: bool,
+    /// Self-fencing pods (spec.failover.podLease): the bound on any clock's rate error, as a
+    /// fraction (0.01: a clock may run 1 % fast or slow). spanset and the guards each stretch
+    /// their spans by it, so a larger bound re-homes later and stops pods sooner.
+    #[arg(long, default_value_t = 0.01, value_name = "FRACTION")]
+    pub pod_lease_drift: f64,
+    /// Self-fencing pods: how late a member write spanset gave up on may still land there, in
+    /// seconds (a kube-apiserver finishes or drops a request within its --request-timeout, one
+    /// minute by default). An extension without an answer delays the lapse by this much.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    pub member_write_deadline: u64,
+    /// Self-fencing pods: the image of the guard containers added to the pods (spanset's own;
+    /// its entrypoint must find `spanset` on PATH).
+    #[arg(long, default_value_t = crate::controller::pod_lease::settings::default_guard_image())]
+    pub guard_image: String,
 }
 
 /// How logs are written.
@@ -140,6 +154,14 @@ pub fn run(args: RunArgs) -> i32 {
         if args.accept_downgrade {
             tracing::warn!("--accept-downgrade: leading over objects written by newer controller versions");
             crate::controller::written_by::accept_downgrade();
+        }
+        let pod_leases = crate::controller::pod_lease::settings::Settings {
+            drift: args.pod_lease_drift,
+            write_deadline: std::time::Duration::from_secs(args.member_write_deadline),
+            guard_image: args.guard_image.clone(),
+        };
+        if let Err(e) = crate::controller::pod_lease::settings::configure(pod_leases) {
+            super::usage_error(&e);
         }
         // The CRDs first: a CRD older than this binary would prune what it writes.
         match app::host_client(args.kubeconfig.as_deref(), args.context.as_deref()).await {

@@ -128,6 +128,7 @@ mod tests {
                         ip: None,
                         owner: None,
                         labelled: true,
+                        guarded: false,
                     };
                     (*k, p)
                 })

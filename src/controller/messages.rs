@@ -217,6 +217,8 @@ pub struct EnsureSupporting {
     /// The headless Service's ServiceExport (`spec.network.mode: MultiClusterServices`);
     /// `None`: one spanset wrote earlier is deleted.
     pub export: Option<kube::api::DynamicObject>,
+    /// The pod-lease guards' Role and RoleBinding (`spec.failover.podLease`).
+    pub guard_access: Option<(k8s_openapi::api::rbac::v1::Role, k8s_openapi::api::rbac::v1::RoleBinding)>,
     /// The federation written for (its shard's leadership judges the term).
     pub key: FederationKey,
     /// The term the write was planned in.
@@ -238,6 +240,8 @@ pub struct DeleteFederation {
     pub carried: Vec<(String, String)>,
     /// It runs with `spec.network.mode: MultiClusterServices`: its ServiceExport goes too.
     pub exported: bool,
+    /// It has a pod lease: its Lease and the guards' Role and RoleBinding go too.
+    pub pod_lease: bool,
     /// The term the delete was planned in.
     pub term: u64,
     /// The uid of the federation being deleted, as the deciding leader read it: only objects
@@ -477,4 +481,22 @@ pub enum SliceChange {
         /// Its uid (the delete's precondition).
         uid: String,
     },
+}
+
+/// Extends a federation's pod Lease in a member (see [`crate::controller::pod_lease`]): one
+/// conditional write naming `ordinals` with the next extension counter, after a read when the
+/// Lease is not known. Answers what became of it, as the lease's clock counts it.
+#[derive(Message)]
+#[rtype(result = "crate::controller::pod_lease::keeper::Sent")]
+pub struct ExtendPodLease {
+    /// The federation (the Lease is `<name>-pods` in its namespace).
+    pub key: FederationKey,
+    /// The ordinals the Lease names from now on.
+    pub ordinals: crate::plan::Ordinals,
+    /// The Lease as the coordinator knows it (`None`: read it first).
+    pub known: Option<crate::controller::pod_lease::keeper::Stored>,
+    /// `spec.failover.podLease.seconds`, written for people reading the Lease.
+    pub lease_seconds: i32,
+    /// The writer's term.
+    pub term: u64,
 }

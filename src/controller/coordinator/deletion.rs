@@ -222,6 +222,7 @@ pub async fn carry_out(fsts: &FederatedStatefulSet, r: Round<'_>, out: &mut Outc
         service: fsts.spec.template.service_name.clone(),
         carried: fsts.spec.migration.carry.iter().map(|c| (c.kind.clone(), c.name.clone())).collect(),
         exported: crate::controller::network::service_export(fsts, r.term).is_some(),
+        pod_lease: fsts.spec.failover.pod_lease.is_some(),
     };
     // Who else keeps its Service and carried objects in each member: the host's federations.
     let federations = if plan.ask.is_empty() { Vec::new() } else { leftovers::federations_of(r.host, &ns).await? };
@@ -232,6 +233,7 @@ pub async fn carry_out(fsts: &FederatedStatefulSet, r: Round<'_>, out: &mut Outc
             service: removal.service.clone(),
             carried: removal.carried.clone(),
             exported: removal.exported,
+            pod_lease: removal.pod_lease,
             term: r.term,
             uid: fsts.uid(),
             sharers: sharing::sharers(&federations, &key.name, cluster),

@@ -8,6 +8,7 @@ mod access;
 mod deletion;
 mod failures;
 pub mod ownership;
+mod pod_leases;
 mod publish;
 mod silence;
 mod wakes;
@@ -169,6 +170,8 @@ pub struct Coordinator {
     /// Members whose teardown answered clean while the federation is being deleted: not asked
     /// again (in memory only: a restarted controller asks each once more).
     cleaned: std::collections::BTreeSet<String>,
+    /// The federation's pod leases (`spec.failover.podLease`) as this leader keeps them.
+    pod_leases: Option<pod_leases::PodLeases>,
 }
 
 /// How long a coordinator waits for a watcher to report its own write before planning anyway.
@@ -231,6 +234,7 @@ impl Coordinator {
             awaiting: BTreeMap::new(),
             released_at: BTreeMap::new(),
             cleaned: Default::default(),
+            pod_leases: None,
         }
     }
 
@@ -452,6 +456,7 @@ impl Coordinator {
                 ctx.run_later(pause, |act, ctx| act.schedule(ctx));
             }
             act.check_silence(ctx);
+            act.extend_pod_leases(ctx);
             if let Some(after) = outcome.wake_after {
                 act.wake_after(after, ctx);
             }
@@ -612,7 +617,8 @@ impl Coordinator {
     fn reconcile(&mut self, term: u64) -> impl Future<Output = Outcome> + 'static {
         let frozen = self.undecodable.clone();
         let fsts = self.fsts.clone();
-        let members = self.inputs();
+        let mut members = self.inputs();
+        self.apply_pod_leases(term, &mut members, Instant::now());
         let hash = template_hash(&fsts);
         let refusal = self
             .template_refusal
@@ -903,6 +909,7 @@ impl Round<'_> {
             service: headless_service(fsts),
             carried: carried.clone(),
             export: super::network::service_export(fsts, term),
+            guard_access: crate::controller::pod_lease::access::guard_access(fsts),
             key: self.key.clone(),
             term,
             dry_run,

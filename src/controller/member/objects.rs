@@ -77,6 +77,19 @@ fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
             gates.push(PodSchedulingGate { name: IDENTITY_GATE.to_string() });
         }
     }
+    // Self-fencing pods: the guard is part of the template, so its image and flags are in the
+    // template hash, and a change of them rolls the pods as any template change does.
+    if let Some(lease) = fsts.spec.failover.pod_lease {
+        let namespace = fsts.namespace().unwrap_or_default();
+        let settings = crate::controller::pod_lease::settings::settings();
+        crate::controller::pod_lease::inject::inject(
+            &mut template,
+            &namespace,
+            &fsts.name_any(),
+            lease.seconds,
+            settings,
+        );
+    }
     // The partition is written per slice (the rollout's cursor in the slice's own indices).
     let mut update_strategy = t.update_strategy.as_ref().map(crate::api::UpdateStrategy::to_apps_v1);
     if let Some(r) = update_strategy.as_mut().and_then(|u| u.rolling_update.as_mut()) {

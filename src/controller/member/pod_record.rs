@@ -69,6 +69,9 @@ pub struct PodRecord {
     /// Whether it carries spanset's federation label. One without it (removed by hand) is
     /// still the federation's, by its name: counted, and named.
     pub labelled: bool,
+    /// It carries the pod-lease guard (see [`crate::controller::pod_lease::inject`]): it stops
+    /// itself when its lease lapses.
+    pub guarded: bool,
 }
 
 impl PodRecord {
@@ -157,6 +160,11 @@ impl PodRecord {
                 .find(|r| r.controller == Some(true) && r.kind == "StatefulSet")
                 .map(|r| r.uid.clone()),
             labelled,
+            guarded: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.init_containers.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.name == crate::controller::pod_lease::inject::GUARD_INIT)),
         };
         Some((key, ordinal, record))
     }

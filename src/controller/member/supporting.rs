@@ -9,7 +9,10 @@
 //! creating the namespace would be a write): there the namespaced objects are dry-run in
 //! [`STAND_IN_NAMESPACE`] instead.
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
+use k8s_openapi::api::{
+    core::v1::{ConfigMap, Namespace, Secret, Service},
+    rbac::v1::{Role, RoleBinding},
+};
 use kube::{
     Api, Client, ResourceExt,
     api::{DynamicObject, PostParams},
@@ -135,6 +138,8 @@ pub struct Supporting<'a> {
     /// Its headless Service's ServiceExport (`spec.network.mode: MultiClusterServices`);
     /// `None`: one of spanset's is deleted.
     pub export: Option<&'a DynamicObject>,
+    /// The pod-lease guards' Role and RoleBinding, if the federation has a pod lease.
+    pub guard_access: Option<&'a (Role, RoleBinding)>,
 }
 
 /// A failed step of [`ensure_supporting`]: the federation's field the object comes from, and
@@ -188,6 +193,19 @@ pub async fn ensure_supporting(
     }
     if ensure_export(client, s, target, mode).await.map_err(at("spec.network.mode"))? {
         wrote.push("serviceexport");
+    }
+    if let Some((role, binding)) = s.guard_access {
+        let roles: Api<Role> = Api::namespaced(client.clone(), target);
+        let role_differs = |a: &Role, b: &Role| a.rules != b.rules;
+        let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), target);
+        let binding_differs = |a: &RoleBinding, b: &RoleBinding| a.subjects != b.subjects || a.role_ref != b.role_ref;
+        let field = "spec.failover.podLease";
+        let wrote_role = ensure(&roles, &moved(role, target), role_differs, ours, mode).await.map_err(at(field))?;
+        let wrote_binding =
+            ensure(&bindings, &moved(binding, target), binding_differs, ours, mode).await.map_err(at(field))?;
+        if wrote_role || wrote_binding {
+            wrote.push("guardaccess");
+        }
     }
     for (i, c) in s.carried.iter().enumerate() {
         let changed = match c {

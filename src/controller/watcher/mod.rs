@@ -31,6 +31,7 @@ mod confirm;
 mod contact;
 pub mod decide;
 mod handle;
+mod pod_lease;
 mod pods;
 mod probe;
 mod quiet;

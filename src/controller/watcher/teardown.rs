@@ -5,9 +5,11 @@
 use actix::prelude::*;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::{
+    coordination::v1::Lease,
     core::v1::{ConfigMap, Secret, Service},
     discovery::v1::EndpointSlice,
     policy::v1::PodDisruptionBudget,
+    rbac::v1::{Role, RoleBinding},
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
@@ -60,6 +62,7 @@ impl Handler<EnsureSupporting> for ClusterWatcher {
                 service: &msg.service,
                 carried: &msg.carried,
                 export: msg.export.as_ref(),
+                guard_access: msg.guard_access.as_ref(),
             };
             supporting::ensure_supporting(&client, &s, dry_run).await
         };
@@ -254,6 +257,11 @@ async fn tear_down(
             "PodDisruptionBudget" => {
                 delete_if_ours(&Api::<PodDisruptionBudget>::namespaced(client.clone(), ns), &name, leaving, uid, &dp)
                     .await
+            }
+            "Lease" => delete_if_ours(&Api::<Lease>::namespaced(client.clone(), ns), &name, leaving, uid, &dp).await,
+            "Role" => delete_if_ours(&Api::<Role>::namespaced(client.clone(), ns), &name, leaving, uid, &dp).await,
+            "RoleBinding" => {
+                delete_if_ours(&Api::<RoleBinding>::namespaced(client.clone(), ns), &name, leaving, uid, &dp).await
             }
             _ => Ok(()),
         },

@@ -7,6 +7,8 @@
 
 use kube::Resource;
 
+use crate::controller::pod_lease::object::lease_name;
+
 use super::{Refusal, Standing, gate::gate};
 use crate::{
     api::{Leftover, LeftoverObject},
@@ -52,12 +54,19 @@ pub struct Removal {
     pub carried: Vec<(String, String)>,
     /// Whether a ServiceExport was written.
     pub exported: bool,
+    /// Whether it had a pod lease: its Lease and the guards' Role and RoleBinding go too.
+    pub pod_lease: bool,
 }
 
 impl Removal {
     /// What [`DeleteFederation`] removes.
     pub fn of(msg: &DeleteFederation) -> Self {
-        Removal { service: msg.service.clone(), carried: msg.carried.clone(), exported: msg.exported }
+        Removal {
+            service: msg.service.clone(),
+            carried: msg.carried.clone(),
+            exported: msg.exported,
+            pod_lease: msg.pod_lease,
+        }
     }
 
     /// What a leftover's record names.
@@ -68,7 +77,8 @@ impl Removal {
             .filter(|o| o.kind == "Secret" || o.kind == "ConfigMap")
             .filter_map(|o| Some((o.kind.clone(), o.name.clone()?)))
             .collect();
-        Removal { service: l.service.clone(), carried, exported: l.exported }
+        let pod_lease = l.objects.iter().any(|o| o.kind == "Lease");
+        Removal { service: l.service.clone(), carried, exported: l.exported, pod_lease }
     }
 
     /// The objects, by kind and name, that a leftover's record lists (in teardown order).
@@ -83,10 +93,16 @@ impl Removal {
         if self.exported {
             out.push(named("ServiceExport", &self.service));
         }
+        if self.pod_lease {
+            out.extend(POD_LEASE_KINDS.iter().map(|k| named(k, &lease_name(federation))));
+        }
         out.extend(self.carried.iter().map(|(k, n)| named(k, n)));
         out
     }
 }
+
+/// The kinds of a pod lease's objects in a member, each named like the Lease.
+pub const POD_LEASE_KINDS: [&str; 3] = ["Lease", "RoleBinding", "Role"];
 
 /// The deletes of a federation's teardown, in order: the StatefulSets first (of both APIs
 /// where the member serves Advanced StatefulSets), then the Service, the budget, the published
@@ -106,6 +122,9 @@ pub fn plan_teardown(
     }
     out.push(shared("Service", &removal.service));
     out.push(Teardown::Owned { kind: "PodDisruptionBudget".into(), name: federation.into() });
+    if removal.pod_lease {
+        out.extend(POD_LEASE_KINDS.iter().map(|k| Teardown::Owned { kind: (*k).into(), name: lease_name(federation) }));
+    }
     out.push(Teardown::PublishedSlices);
     if removal.exported {
         out.push(Teardown::Export);
@@ -198,6 +217,7 @@ mod tests {
             service: "redis-hl".into(),
             carried: vec![("Secret".into(), "creds".into())],
             exported,
+            pod_lease: exported,
             term: 4,
             uid: Some("u-1".into()),
             sharers: Default::default(),
@@ -217,6 +237,9 @@ mod tests {
                 Teardown::Workload(Backend::AdvancedStatefulSet),
                 shared("Service", "redis-hl"),
                 Teardown::Owned { kind: "PodDisruptionBudget".into(), name: "redis".into() },
+                Teardown::Owned { kind: "Lease".into(), name: "redis-pods".into() },
+                Teardown::Owned { kind: "RoleBinding".into(), name: "redis-pods".into() },
+                Teardown::Owned { kind: "Role".into(), name: "redis-pods".into() },
                 Teardown::PublishedSlices,
                 Teardown::Export,
                 shared("Secret", "creds"),
