@@ -25,7 +25,8 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
     core::v1::{ConfigMap, Namespace, Secret, Service},
-    rbac::v1::ClusterRole,
+    coordination::v1::Lease,
+    rbac::v1::{ClusterRole, Role, RoleBinding},
 };
 use kube::{
     Api, Client,
@@ -167,8 +168,35 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     let mut db = federation("db", "default", &[("east", 1), ("west", 1)], 2);
     db.spec.disruption = Some(serde_json::from_value(json!({"maxUnavailable": 1})).unwrap());
     f.create(&db).await;
+    // With a pod lease: spanset keeps a Lease in each member (read when not known, created,
+    // extended: `coordination.k8s.io` leases) and gives the guards read access to it (a Role and
+    // its RoleBinding to the pods' ServiceAccount); all three go with the federation.
+    let mut leased = federation("leased", "default", &[("east", 1)], 1);
+    leased.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
+    f.create(&leased).await;
     f.wait_settled("db", &[("east", 0, 1), ("west", 1, 1)], "placed").await;
     let east = f.member("east").await;
+    let lease_extended = |c: Client| async move {
+        let lease = Api::<Lease>::namespaced(c, "default").get_opt("leased-pods").await.ok().flatten();
+        lease.and_then(|l| l.metadata.annotations?.get("spanset.dev/extension")?.parse::<u64>().ok()).unwrap_or(0) >= 2
+    };
+    eventually("leased's Lease in east was created and extended", || lease_extended(east.clone())).await;
+    // Someone widens the guards' Role by hand, and the pods get another account: the next
+    // ensure (the template changed) puts the Role back and binds the new account (`update`).
+    let roles = Api::<Role>::namespaced(east.clone(), "default");
+    let mut role = roles.get("leased-pods").await.unwrap();
+    role.rules.as_mut().unwrap()[0].verbs.push("update".into());
+    roles.replace("leased-pods", &PostParams::default(), &role).await.unwrap();
+    let account = json!({"spec": {"template": {"template": {"spec": {"serviceAccountName": "leased"}}}}});
+    f.api().patch("leased", &PatchParams::default(), &Patch::Merge(&account)).await.unwrap();
+    let bindings = Api::<RoleBinding>::namespaced(east.clone(), "default");
+    eventually("the guards' Role is read-only again and bound to the new account", || async {
+        let role = roles.get_opt("leased-pods").await.ok().flatten();
+        let binding = bindings.get_opt("leased-pods").await.ok().flatten();
+        role.and_then(|r| r.rules).is_some_and(|r| r[0].verbs == ["get"])
+            && binding.and_then(|b| b.subjects).is_some_and(|s| s[0].name == "leased")
+    })
+    .await;
 
     // Carried data changed, then a second port in the template: the members' Service and the
     // carried objects are updated with the new template (`update` in the members).
@@ -276,6 +304,7 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     f.api().delete("db", &DeleteParams::default()).await.unwrap();
     f.api().delete("kv", &DeleteParams::default()).await.unwrap();
     f.api().delete("pair", &DeleteParams::default()).await.unwrap();
+    f.api().delete("leased", &DeleteParams::default()).await.unwrap();
     Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop")
         .delete("cart", &DeleteParams::default())
         .await
@@ -284,12 +313,19 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
         f.api().get_opt("db").await.is_ok_and(|o| o.is_none())
             && f.api().get_opt("kv").await.is_ok_and(|o| o.is_none())
             && f.api().get_opt("pair").await.is_ok_and(|o| o.is_none())
+            && f.api().get_opt("leased").await.is_ok_and(|o| o.is_none())
             && Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop")
                 .get_opt("cart")
                 .await
                 .is_ok_and(|o| o.is_none())
     })
     .await;
+    assert!(
+        Api::<Lease>::namespaced(east.clone(), "default").get_opt("leased-pods").await.unwrap().is_none()
+            && roles.get_opt("leased-pods").await.unwrap().is_none()
+            && bindings.get_opt("leased-pods").await.unwrap().is_none(),
+        "the pod lease's objects went with the federation"
+    );
 
     // The guards were there all along.
     let policies: Api<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding> =

@@ -7,7 +7,8 @@
 //! - A keeper belongs to one term and one lease length: a new leader (or a new length) starts
 //!   afresh, assuming whatever was sent before may still land within the write deadline.
 //! - Extensions are sent only once a reconcile of this term has run (the federation as read
-//!   from the host, its token raised), and never while this process does not lead.
+//!   from the host, its token raised), and never while this process does not lead, nor once
+//!   the federation is being deleted (its teardown deletes the Lease).
 //! - A lapse fences a member only when everything of the federation seen there is guarded: a
 //!   pod from before the guard was added does not stop itself, so its member waits for an
 //!   operator's (or the automatic policy's) fence as without a pod lease.
@@ -122,6 +123,11 @@ impl Coordinator {
     /// Sends the extensions due now, and sets the timer for the next one (or the next lapse).
     pub(super) fn extend_pod_leases(&mut self, ctx: &mut Context<Self>) {
         let Some(term) = self.leadership.term() else { return };
+        // A federation being deleted is not extended: its teardown deletes the Lease, which an
+        // extension would create again (its pods stop by the lapse if they outlive it).
+        if self.fsts.metadata.deletion_timestamp.is_some() {
+            return;
+        }
         if self.pod_leases.as_ref().is_none_or(|p| p.term != term)
             || ownership::standing(&self.fsts, term, &self.leadership.owner()) != ownership::Standing::Owned
         {
