@@ -118,7 +118,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 60, value_name = "SECONDS")]
     pub member_write_deadline: u64,
     /// Self-fencing pods: the image of the guard containers added to the pods (spanset's own;
-    /// its entrypoint must find `spanset` on PATH).
+    /// its entrypoint is `spanset`, given `guard wait|watch` and their flags as arguments).
     #[arg(long, default_value_t = crate::controller::pod_lease::settings::default_guard_image())]
     pub guard_image: String,
 }

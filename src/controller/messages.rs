@@ -483,20 +483,39 @@ pub enum SliceChange {
     },
 }
 
-/// Extends a federation's pod Lease in a member (see [`crate::controller::pod_lease`]): one
+/// Extends a federation's pod Lease in a member (see `controller::pod_lease`): one
 /// conditional write naming `ordinals` with the next extension counter, after a read when the
 /// Lease is not known. Answers what became of it, as the lease's clock counts it.
 #[derive(Message)]
-#[rtype(result = "crate::controller::pod_lease::keeper::Sent")]
+#[rtype(result = "LeaseWritten")]
 pub struct ExtendPodLease {
     /// The federation (the Lease is `<name>-pods` in its namespace).
     pub key: FederationKey,
     /// The ordinals the Lease names from now on.
     pub ordinals: crate::plan::Ordinals,
-    /// The Lease as the coordinator knows it (`None`: read it first).
-    pub known: Option<crate::controller::pod_lease::keeper::Stored>,
+    /// The Lease as the coordinator knows it, `(resourceVersion, extension counter)` (`None`:
+    /// read it first).
+    pub known: Option<(u64, u64)>,
     /// `spec.failover.podLease.seconds`, written for people reading the Lease.
     pub lease_seconds: i32,
     /// The writer's term.
     pub term: u64,
+}
+
+/// What became of a pod Lease write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseWritten {
+    /// Stored: the Lease's resourceVersion and extension counter now.
+    Stored {
+        /// Its resourceVersion.
+        rv: u64,
+        /// Its extension counter.
+        extension: u64,
+    },
+    /// Definitely refused: nothing landed.
+    Refused,
+    /// No answer: it may still land.
+    Lost,
+    /// Never reached the member.
+    NotSent,
 }

@@ -24,8 +24,8 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
-    core::v1::{ConfigMap, Namespace, Secret, Service},
     coordination::v1::Lease,
+    core::v1::{ConfigMap, Namespace, Secret, Service},
     rbac::v1::{ClusterRole, Role, RoleBinding},
 };
 use kube::{

@@ -23,10 +23,10 @@ use actix::prelude::*;
 use super::{Coordinator, ownership};
 use crate::{
     controller::{
-        messages::{ExtendPodLease, MemberView},
+        messages::{ExtendPodLease, LeaseWritten, MemberView},
         pod_lease::{
             Timing,
-            keeper::{Keeper, Sent},
+            keeper::{Keeper, Sent, Stored},
             settings::settings,
         },
         reconcile::{self, MemberInput},
@@ -167,14 +167,19 @@ impl Coordinator {
             let msg = ExtendPodLease {
                 key: self.key.clone(),
                 ordinals: ext.ordinals.clone(),
-                known: ext.known,
+                known: ext.known.map(|k| (k.rv, k.extension)),
                 lease_seconds: seconds,
                 term,
             };
             ctx.spawn(watcher.send(msg).into_actor(self).map(move |res, act, ctx| {
                 // A mailbox failure: the watcher stopped, and with it whatever it was sending,
                 // which may still land.
-                let sent = res.unwrap_or(Sent::Lost);
+                let sent = match res {
+                    Ok(LeaseWritten::Stored { rv, extension }) => Sent::Stored(Stored { rv, extension }),
+                    Ok(LeaseWritten::Refused) => Sent::Refused,
+                    Ok(LeaseWritten::NotSent) => Sent::NotSent,
+                    Ok(LeaseWritten::Lost) | Err(_) => Sent::Lost,
+                };
                 if let Some(p) = act.pod_leases.as_mut().filter(|p| p.term == term) {
                     p.keeper.settled(&ext, sent, Instant::now());
                 }

@@ -56,7 +56,7 @@ pub fn inject(
     let container = |name: &str, mode: &str| Container {
         name: name.to_string(),
         image: Some(settings.guard_image.clone()),
-        command: Some(vec!["spanset".into()]),
+        // The image's entrypoint is `spanset` (the controller's own image).
         args: Some(guard_args(mode, namespace, federation, lease_seconds, settings, grace)),
         env: Some(vec![EnvVar {
             name: "POD_NAME".into(),

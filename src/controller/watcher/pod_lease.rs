@@ -13,11 +13,8 @@ use super::{ClusterWatcher, decide::gate::gate};
 use crate::controller::{
     labels::FIELD_MANAGER,
     member::cache::rv_of,
-    messages::ExtendPodLease,
-    pod_lease::{
-        keeper::{Sent, Stored},
-        object::{LeaseWrite, extension_of, lease, lease_name},
-    },
+    messages::{ExtendPodLease, LeaseWritten as Sent},
+    pod_lease::object::{LeaseWrite, extension_of, lease, lease_name},
     watcher::decide::answer::CallFailure,
 };
 
@@ -39,10 +36,7 @@ impl Handler<ExtendPodLease> for ClusterWatcher {
                 None => {
                     metrics.api_request(&member, "get");
                     match api.get_opt(&name).await {
-                        Ok(Some(l)) => Some(Stored {
-                            rv: rv_of(l.metadata.resource_version.as_deref()),
-                            extension: extension_of(&l),
-                        }),
+                        Ok(Some(l)) => Some((rv_of(l.metadata.resource_version.as_deref()), extension_of(&l))),
                         Ok(None) => None,
                         // Nothing was written: the read alone failed.
                         Err(e) => return (Sent::NotSent, Some(e)),
@@ -53,10 +47,10 @@ impl Handler<ExtendPodLease> for ClusterWatcher {
                 federation: (&msg.key.name, &msg.key.namespace),
                 member: &member,
                 ordinals: &msg.ordinals,
-                extension: known.map_or(1, |k| k.extension + 1),
+                extension: known.map_or(1, |(_, extension)| extension + 1),
                 lease_seconds: msg.lease_seconds,
                 term: msg.term,
-                rv: known.map(|k| k.rv),
+                rv: known.map(|(rv, _)| rv),
             };
             let object = lease(&write);
             let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
@@ -72,10 +66,7 @@ impl Handler<ExtendPodLease> for ClusterWatcher {
             };
             match res {
                 Ok(l) => (
-                    Sent::Stored(Stored {
-                        rv: rv_of(l.metadata.resource_version.as_deref()),
-                        extension: write.extension,
-                    }),
+                    Sent::Stored { rv: rv_of(l.metadata.resource_version.as_deref()), extension: write.extension },
                     None,
                 ),
                 Err(e) if CallFailure::of(&e).is_definite() => (Sent::Refused, Some(e)),
