@@ -202,6 +202,9 @@ fn a_guarded_pod_runs_only_while_its_lease_is_extended_naming_it_and_stops_befor
     // (Between the guard's SIGTERM and its SIGKILL the kubelet may restart the main container
     // in the old sandbox: the lapse is what every look judges.)
     s.extending = false;
+    let lapse = s.lapse().expect("a write named the ordinal");
+    s.until("the main process is gone", |_| {}, |_, alive| !alive);
+    eprintln!("(c) the main process was gone {:?} before the lapse", lapse.saturating_duration_since(Instant::now()));
     s.until(
         "the pod's sandbox is recreated and its guard waits again",
         |_| {},
@@ -235,6 +238,7 @@ fn a_guarded_pod_runs_only_while_its_lease_is_extended_naming_it_and_stops_befor
     let deadline_stop = named_sent + t.slowed(t.lease) - t.stop_budget - t.poll;
     s.until("the main process is gone", |_| {}, |_, alive| !alive);
     let gone = Instant::now();
+    eprintln!("(d) the main process was gone {:?} after the write naming it was sent", gone - named_sent);
     assert!(
         gone < deadline_stop,
         "the pod stopped {:?} after the deadline would have stopped it: not at the revocation",
