@@ -46,14 +46,15 @@ spec: {holderIdentity: solo, leaseDurationSeconds: 10}
 "#;
 
 /// Pod `cache-2` (ordinal 2, by its name): `spanset guard wait` as its first init container,
-/// `spanset guard watch` as a native sidecar, and a main container whose process carries
-/// `marker`.
-fn guarded_pod(marker: &str) -> String {
+/// `spanset guard watch` as a native sidecar (reading its state from `watch_state`, where
+/// `wait` writes `/guard/state`), and a main container whose process carries `marker`.
+fn guarded_pod(marker: &str, watch_state: &str) -> String {
     let guard = |half: &str| {
+        let state = if half == "watch" { watch_state } else { "/guard/state" };
         format!(
             r#"{{"name": "guard-{half}", "image": "ghcr.io/spanset/spanset:test",
       "args": ["guard", "{half}", "--lease", "default/cache-pods", "--lease-seconds", "{LEASE_SECONDS}",
-               "--grace", "{GRACE}", "--state", "/guard/state"],
+               "--grace", "{GRACE}", "--state", "{state}"],
       "env": [{{"name": "POD_NAME", "valueFrom": {{"fieldRef": {{"fieldPath": "metadata.name"}}}}}}],
       "volumeMounts": [{{"name": "guard", "mountPath": "/guard"}}]{sidecar}}}"#,
             sidecar = if half == "watch" { r#", "restartPolicy": "Always""# } else { "" }
@@ -88,6 +89,24 @@ struct Spanset {
 }
 
 impl Spanset {
+    /// The Lease and its reader set up, nothing written since (extension 1, naming 2).
+    fn new(k: Kubectl, marker: &str) -> Spanset {
+        let timing = Timing::new(Duration::from_secs(LEASE_SECONDS), 0.01, Duration::ZERO, Duration::from_secs(GRACE))
+            .expect("a valid lease");
+        k.ok_with_stdin(&["apply", "-f", "-"], SETUP);
+        Spanset {
+            k,
+            timing,
+            marker: marker.to_string(),
+            counter: 1,
+            ordinals: "2".into(),
+            extending: false,
+            next_write: Instant::now(),
+            last_named: None,
+            writes: 0,
+        }
+    }
+
     /// One write of the Lease: a new counter with `self.ordinals`; answers its send instant.
     fn write(&mut self) -> Instant {
         self.counter += 1;
@@ -163,22 +182,9 @@ fn a_guarded_pod_runs_only_while_its_lease_is_extended_naming_it_and_stops_befor
     }
     let sandbox = Sandbox::start_with("solo", &["--run-images", "busybox,spanset", "--auth"]);
     let Some(k) = Kubectl::installed(&sandbox) else { return };
-    let timing = Timing::new(Duration::from_secs(LEASE_SECONDS), 0.01, Duration::ZERO, Duration::from_secs(GRACE))
-        .expect("a valid lease");
-    k.ok_with_stdin(&["apply", "-f", "-"], SETUP);
     let marker = format!("spanset-guarded-main-{}", std::process::id());
-    let mut s = Spanset {
-        k,
-        timing,
-        marker: marker.clone(),
-        counter: 1,
-        ordinals: "2".into(),
-        extending: false,
-        next_write: Instant::now(),
-        last_named: None,
-        writes: 0,
-    };
-    s.k.ok_with_stdin(&["apply", "-f", "-"], &guarded_pod(&marker));
+    let mut s = Spanset::new(k, &marker);
+    s.k.ok_with_stdin(&["apply", "-f", "-"], &guarded_pod(&marker, "/guard/state"));
 
     // (a) Named but never extended: the guard waits, and says why.
     s.until("the guard waits for an extension", never, |s, _| s.log("guard-wait").contains("no extension seen yet"));
@@ -251,4 +257,28 @@ fn a_guarded_pod_runs_only_while_its_lease_is_extended_naming_it_and_stops_befor
     s.until("the main container runs a third time", |_| {}, |_, alive| alive);
     let wait_log = s.log("guard-wait");
     assert!(wait_log.contains("the pod may run"), "{wait_log}");
+}
+
+#[test]
+fn a_watch_without_its_state_stops_the_pod_at_once_however_the_lease_stands() {
+    if program("sh", "dash").is_none() || program("kubectl", "kubectl").is_none() {
+        return;
+    }
+    let sandbox = Sandbox::start_with("solo", &["--run-images", "busybox,spanset", "--auth"]);
+    let Some(k) = Kubectl::installed(&sandbox) else { return };
+    let marker = format!("spanset-stateless-main-{}", std::process::id());
+    let mut s = Spanset::new(k, &marker);
+    // `wait` hands over in a file `watch` does not read: nothing proves to `watch` that the pod
+    // may run, while the lease is extended naming it all along.
+    s.k.ok_with_stdin(&["apply", "-f", "-"], &guarded_pod(&marker, "/guard/elsewhere"));
+    s.extending = true;
+    s.until("the pod's sandbox is recreated twice", |_| {}, |s, _| s.init_restarts(0) >= 2);
+    let watch =
+        String::from_utf8_lossy(&s.k.run(&["logs", "cache-2", "-c", "guard-watch", "--previous"]).stdout).into_owned();
+    assert!(watch.contains("nothing proves the pod may run; stopping it"), "{watch}");
+    // The lease stood throughout: `wait` let the pod run each time; only the missing state
+    // stopped it.
+    let wait =
+        String::from_utf8_lossy(&s.k.run(&["logs", "cache-2", "-c", "guard-wait", "--previous"]).stdout).into_owned();
+    assert!(wait.contains("the pod may run"), "{wait}");
 }
