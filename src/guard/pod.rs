@@ -21,6 +21,20 @@ pub fn unsafe_to_signal() -> Option<String> {
     }
 }
 
+/// Why the guard could not stop its pod, if it could not: it is outside a pod, or PID 1 of its
+/// own namespace (the pod does not set `shareProcessNamespace: true`, so its other containers
+/// are out of its sight). `wait` then never lets the pod run.
+pub fn cannot_stop() -> Option<String> {
+    if rustix::process::getpid().as_raw_nonzero().get() == 1 {
+        return Some(
+            "this process is PID 1 of its namespace: the pod does not share its process namespace \
+             (shareProcessNamespace: true), so its guard could not stop it"
+                .into(),
+        );
+    }
+    unsafe_to_signal()
+}
+
 /// The pod's other processes: every process in `/proc` but PID 1 (the sandbox) and this one.
 pub fn others() -> Vec<i32> {
     let own = rustix::process::getpid().as_raw_nonzero().get();

@@ -94,8 +94,12 @@ async fn poller(settings: Settings) -> Result<Poller, String> {
 }
 
 /// `spanset guard wait`: polls until the Lease, extended naming the ordinal, lets the pod run;
-/// writes the hand-over file and answers 0 (1 if the file cannot be written).
+/// writes the hand-over file and answers 0 (1 if the file cannot be written, or if its `watch`
+/// could not stop the pod: [`pod::cannot_stop`]).
 pub async fn wait(settings: Settings) -> i32 {
+    if let Some(why) = pod::cannot_stop() {
+        return fail(&format!("{why}: the pod may not run"));
+    }
     let boot_id = match boot::boot_id() {
         Ok(id) => id,
         Err(e) => return fail(&e),

@@ -49,6 +49,11 @@ spec: {holderIdentity: solo, leaseDurationSeconds: 10}
 /// `spanset guard watch` as a native sidecar (reading its state from `watch_state`, where
 /// `wait` writes `/guard/state`), and a main container whose process carries `marker`.
 fn guarded_pod(marker: &str, watch_state: &str) -> String {
+    guarded_pod_sharing(marker, watch_state, true)
+}
+
+/// [`guarded_pod`], sharing its process namespace or not.
+fn guarded_pod_sharing(marker: &str, watch_state: &str, share: bool) -> String {
     let guard = |half: &str| {
         let state = if half == "watch" { watch_state } else { "/guard/state" };
         format!(
@@ -62,7 +67,7 @@ fn guarded_pod(marker: &str, watch_state: &str) -> String {
     };
     format!(
         r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "cache-2"}},
-  "spec": {{"serviceAccountName": "guard", "shareProcessNamespace": true, "terminationGracePeriodSeconds": {GRACE},
+  "spec": {{"serviceAccountName": "guard", "shareProcessNamespace": {share}, "terminationGracePeriodSeconds": {GRACE},
     "volumes": [{{"name": "guard", "emptyDir": {{}}}}],
     "initContainers": [{wait}, {watch}],
     "containers": [{{"name": "main", "image": "busybox",
@@ -281,4 +286,25 @@ fn a_watch_without_its_state_stops_the_pod_at_once_however_the_lease_stands() {
     let wait =
         String::from_utf8_lossy(&s.k.run(&["logs", "cache-2", "-c", "guard-wait", "--previous"]).stdout).into_owned();
     assert!(wait.contains("the pod may run"), "{wait}");
+}
+
+#[test]
+fn a_guard_that_could_not_stop_its_pod_never_lets_it_run() {
+    if program("sh", "dash").is_none() || program("kubectl", "kubectl").is_none() {
+        return;
+    }
+    let sandbox = Sandbox::start_with("solo", &["--run-images", "busybox,spanset", "--auth"]);
+    let Some(k) = Kubectl::installed(&sandbox) else { return };
+    let marker = format!("spanset-unshared-main-{}", std::process::id());
+    let mut s = Spanset::new(k, &marker);
+    // Without a shared process namespace `watch` would see none of the pod's processes.
+    s.k.ok_with_stdin(&["apply", "-f", "-"], &guarded_pod_sharing(&marker, "/guard/state", false));
+    s.extending = true;
+    let writes = s.writes;
+    s.until("the guard refused twice through extensions naming it", never, |s, _| {
+        s.init_restarts(0) >= 2 && s.writes >= writes + 3
+    });
+    let wait =
+        String::from_utf8_lossy(&s.k.run(&["logs", "cache-2", "-c", "guard-wait", "--previous"]).stdout).into_owned();
+    assert!(wait.contains("shareProcessNamespace: true"), "{wait}");
 }
