@@ -16,6 +16,8 @@ fn main() {
     let cli = cli::parse();
     let (default_level, json) = match &cli.command {
         Command::Run(args) => ("info", args.log_format == cli::run::LogFormat::Json),
+        // A guard logs each change of what it waits for or does: the pod's logs say why.
+        Command::Guard(_) => ("info", false),
         _ => ("warn", false),
     };
     // kube's client logs every failed connection and cut stream itself, hundreds a minute for a
@@ -55,6 +57,7 @@ fn main() {
         Command::Unjoin(args) => runtime().block_on(cli::join::run_unjoin(args)),
         Command::Version(args) => cli::version::run(args),
         Command::Completion(args) => cli::completion::run(args),
+        Command::Guard(args) => cli::guard::run(args),
     };
     std::process::exit(code);
 }

@@ -8,6 +8,7 @@ pub mod completion;
 pub mod crd;
 pub mod drill;
 pub mod fence;
+pub mod guard;
 pub mod join;
 pub mod output;
 pub mod plan;
@@ -67,6 +68,9 @@ pub enum Command {
     Join(join::JoinArgs),
     /// Remove a member cluster that no federation places ordinals in.
     Unjoin(join::UnjoinArgs),
+    /// Guard a pod of a federation with pod leases from inside it: `wait` (init container) and
+    /// `watch` (sidecar) stop it before its member's pod Lease can lapse.
+    Guard(guard::GuardArgs),
     /// Print a shell completion script (bash, zsh or fish).
     Completion(completion::CompletionArgs),
     /// Print the version, the commit it was built from and the cargo features compiled in.

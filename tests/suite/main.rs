@@ -69,6 +69,7 @@ mod ordering;
 mod plan_cli;
 mod plan_differential;
 mod plan_props;
+mod pod_guard;
 mod pod_lease;
 mod pod_runtime;
 mod processes;

@@ -76,6 +76,27 @@ impl Guard {
         Guard { ordinal, timing, rules, last: None, valid_from: None, revoked: false, stopped: false }
     }
 
+    /// A guard continuing another's on the same clock (the sidecar taking over from the init
+    /// container, through a file): valid from `valid_from`, its latest poll sent at `last_sent`
+    /// having seen `extension`. Sound as long as both read the same clock: a later change of
+    /// the counter landed after `last_sent`, exactly as if one guard had polled throughout.
+    pub fn resume(
+        ordinal: Ordinal,
+        timing: Timing,
+        rules: Rules,
+        valid_from: Duration,
+        last_sent: Duration,
+        extension: u64,
+    ) -> Guard {
+        Guard { last: Some((last_sent, extension)), valid_from: Some(valid_from), ..Guard::new(ordinal, timing, rules) }
+    }
+
+    /// The latest successful poll: its send instant and the counter it saw (what a successor
+    /// [`Guard::resume`]s from).
+    pub fn last_poll(&self) -> Option<(Duration, u64)> {
+        self.last
+    }
+
     /// Feeds one poll, sent at `sent` on the guard's clock.
     pub fn polled(&mut self, sent: Duration, poll: Poll<'_>) {
         let Poll::Read { extension, ordinals } = poll else { return };
@@ -204,6 +225,25 @@ mod tests {
         // Named again later: this guard stays stopping (its sandbox restarts with a fresh one).
         g.polled(s(4), read(4, &named));
         assert_eq!(g.action(s(4)), Action::Kill);
+    }
+
+    #[test]
+    fn a_resumed_guard_keeps_the_deadline_it_was_handed_and_its_rules() {
+        let named = Ordinals::from_iter([2]);
+        let mut first = Guard::new(2, timing(), Rules::ALL);
+        first.polled(s(1), read(1, &named));
+        first.polled(s(2), read(2, &named));
+        let (sent, extension) = first.last_poll().unwrap();
+        let mut g = Guard::resume(2, timing(), Rules::ALL, first.valid_from().unwrap(), sent, extension);
+        assert_eq!((g.deadline(), g.action(s(5))), (first.deadline(), Action::Run));
+        assert_eq!(g.action(s(8)), Action::Kill, "valid from 1: the deadline is 9");
+        // The same counter again proves nothing; a change does, from the handed-over poll on.
+        g.polled(s(3), read(2, &named));
+        assert_eq!(g.valid_from(), Some(s(1)));
+        g.polled(s(4), read(3, &named));
+        assert_eq!(g.valid_from(), Some(s(3)));
+        g.polled(s(5), read(4, &Ordinals::new()));
+        assert_eq!(g.action(s(5)), Action::Kill, "not named: stop at once");
     }
 
     #[test]

@@ -38,7 +38,7 @@ use crate::sim::{
         ledger::{self, Incarnation},
         network::{self, PodIps},
         node_events::{NodeEvents, Unfit},
-        volumes, {Cluster, SHUTDOWN_ANNOTATION},
+        pod_sandbox, volumes, {Cluster, SHUTDOWN_ANNOTATION},
     },
     store::{
         account::Verb,
@@ -328,11 +328,24 @@ fn containers(pod: &Value) -> Vec<(String, String)> {
 
 fn set_running(pod: &mut Value, ip: &str, host_ip: &str) {
     let now = object::now_rfc3339();
+    // A container started again in a recreated sandbox keeps its count and last state.
+    let before = |name: &str, field: &str| {
+        pod.pointer("/status/containerStatuses")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+            .and_then(|c| c.get(field))
+            .cloned()
+    };
     let statuses: Vec<Value> = containers(pod)
         .into_iter()
         .map(|(name, image)| {
-            json!({"name": name, "image": image, "imageID": "", "containerID": format!("containerd://{name}"),
-                   "ready": false, "started": true, "restartCount": 0, "state": {"running": {"startedAt": now}}})
+            let restarts = before(&name, "restartCount").unwrap_or(json!(0));
+            let mut s = json!({"name": name, "image": image, "imageID": "", "containerID": format!("containerd://{name}"),
+                   "ready": false, "started": true, "restartCount": restarts, "state": {"running": {"startedAt": now}}});
+            if let Some(last) = before(&name, "lastState").filter(|l| !l.is_null()) {
+                s["lastState"] = last;
+            }
+            s
         })
         .collect();
     let status = &mut pod["status"];
@@ -690,6 +703,18 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 cluster.gc_wake.notify_one();
             }
         }
+        return;
+    }
+    // The pod's sandbox ended under it (its shared PID namespace's holder, and every
+    // container with it): recreated, the init containers first.
+    if cluster.processes.sandbox_ended(&uid) {
+        cluster.processes.recreate_sandbox(&uid);
+        if write_status(cluster, pods_rt, pod, pod_sandbox::reset_status) {
+            timers.events.sandbox_changed(cluster, pod, node);
+        }
+        cluster.ledger.stopped(&cfg.name, &uid, jiff::Timestamp::now());
+        timers.since.insert(uid, (Stage::Scheduled, now));
+        wake.at(now + container_processes::POLL);
         return;
     }
     match phase {

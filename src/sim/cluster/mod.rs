@@ -26,6 +26,7 @@ pub mod ledger;
 pub mod logs;
 pub mod network;
 pub mod node_events;
+pub mod pod_sandbox;
 pub mod processes;
 pub mod release;
 pub mod statefulset;

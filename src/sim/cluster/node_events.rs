@@ -320,6 +320,21 @@ impl NodeEvents {
         }
     }
 
+    /// A kubelet found a pod's sandbox ended and recreates it (`SandboxChanged`).
+    pub fn sandbox_changed(&mut self, cluster: &Cluster, pod: &Value, node: &str) {
+        self.kubelet(node).record(
+            cluster,
+            Occurrence {
+                about: pod,
+                field_path: None,
+                event_type: EventType::Normal,
+                reason: super::pod_sandbox::REASON,
+                action: "",
+                message: super::pod_sandbox::MESSAGE.to_string(),
+            },
+        );
+    }
+
     fn container_killing(&mut self, cluster: &Cluster, pod: &Value, node: &str, name: &str, message: String) {
         self.kubelet(node).record(
             cluster,

@@ -159,7 +159,9 @@ pub fn command(script: &str) -> Command {
 /// The command that holds a pod's shared PID namespace (`shareProcessNamespace`), as the pause
 /// container does: `unshare` makes the namespace (and, not as root, the user namespace its
 /// containers join too), and a shell that only sleeps is its first process, reaping the
-/// orphans the containers leave. When the sandbox dies `unshare` gets SIGKILL, `--kill-child`
+/// orphans the containers leave and ending on SIGTERM or SIGINT as pause does (the first
+/// process of a namespace gets only the signals it handles), so that a container of the pod
+/// can end its sandbox. When the sandbox dies `unshare` gets SIGKILL, `--kill-child`
 /// passes it to that first process, and the kernel then ends every process of the namespace:
 /// every container of the pod.
 pub fn holder_command() -> Command {
@@ -168,7 +170,8 @@ pub fn holder_command() -> Command {
     if !running_as_root() {
         cmd.args(["--user", "--map-root-user"]);
     }
-    cmd.args(["--", "/bin/sh", "-c", "while :; do sleep 3600; done"]);
+    // `wait` returns on a trapped signal; a foreground `sleep` would hold it off for an hour.
+    cmd.args(["--", "/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]);
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     cmd
 }

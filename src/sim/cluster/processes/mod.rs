@@ -409,6 +409,22 @@ impl Processes {
 
     /// Kills and forgets a pod's processes and removes its directory (the pod is gone).
     pub fn forget_pod(&self, pod_uid: &str) {
+        self.recreate_sandbox(pod_uid);
+        if let Some(dir) = self.dir.lock().as_ref() {
+            let _ = std::fs::remove_dir_all(dir.path().join(pod_uid));
+        }
+    }
+
+    /// Whether a pod's sandbox (the holder of its shared PID namespace) has ended, taking
+    /// every container of the pod with it.
+    pub fn sandbox_ended(&self, pod_uid: &str) -> bool {
+        self.holders.lock().get_mut(pod_uid).is_some_and(|h| !matches!(h.child.try_wait(), Ok(None)))
+    }
+
+    /// Forgets a pod's ended sandbox and its containers' processes (killing any left), so that
+    /// the next start makes a new sandbox and every container counts as not started; the
+    /// pod's directories (its `emptyDir`s) stay, as a kubelet keeps them.
+    pub fn recreate_sandbox(&self, pod_uid: &str) {
         let gone: Vec<Instance> = {
             let mut instances = self.instances.lock();
             let keys: Vec<_> = instances.keys().filter(|(uid, _)| uid == pod_uid).cloned().collect();
@@ -416,9 +432,6 @@ impl Processes {
         };
         drop(gone);
         self.holders.lock().remove(pod_uid);
-        if let Some(dir) = self.dir.lock().as_ref() {
-            let _ = std::fs::remove_dir_all(dir.path().join(pod_uid));
-        }
     }
 
     /// The pods that have processes, with their nodes.
@@ -461,10 +474,14 @@ impl Processes {
     /// none running (as the pause container is started before a pod's containers).
     fn holder(&self, pod_uid: &str, node: &str) -> Result<u32, String> {
         let mut holders = self.holders.lock();
-        if let Some(h) = holders.get_mut(pod_uid)
-            && matches!(h.child.try_wait(), Ok(None))
-        {
-            return Ok(h.first);
+        if let Some(h) = holders.get_mut(pod_uid) {
+            // A sandbox that ended is recreated by the kubelet ([`Processes::recreate_sandbox`]),
+            // which runs the init containers again: a container started meanwhile would run
+            // in a new sandbox without them.
+            return match h.child.try_wait() {
+                Ok(None) => Ok(h.first),
+                _ => Err("the pod's sandbox ended; the kubelet recreates it".into()),
+            };
         }
         let child = launch::spawn(launch::holder_command())
             .map_err(|e| format!("cannot start the holder of the pod's PID namespace: {e}"))?;

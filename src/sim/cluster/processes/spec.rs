@@ -16,11 +16,17 @@ use crate::sim::{
 };
 
 /// What the sandbox runs for an image whose container gives no `command`: the program the
-/// image's entrypoint would be, else the image's own name.
+/// image's entrypoint would be, else the image's own name. spanset's own image
+/// (`ghcr.io/spanset/spanset`, whose entrypoint is `spanset`) runs the sandbox's own binary,
+/// so that a pod's guard (`spanset guard …`) is the build under test.
 pub fn entrypoint(image: &str) -> String {
     match super::image_name(image) {
         "redis" => "redis-server".into(),
         "etcd" => "etcd".into(),
+        "spanset" => std::env::current_exe()
+            .ok()
+            .filter(|exe| exe.is_absolute() && exe.exists())
+            .map_or_else(|| "spanset".into(), |exe| exe.to_string_lossy().into_owned()),
         other => other.to_string(),
     }
 }
@@ -292,5 +298,7 @@ mod tests {
         assert_eq!(entrypoint("redis:7.0"), "redis-server");
         assert_eq!(entrypoint("quay.io/coreos/etcd:v3.4"), "etcd");
         assert_eq!(entrypoint("busybox"), "busybox");
+        let own = entrypoint("ghcr.io/spanset/spanset:0.1.0");
+        assert_eq!(std::path::Path::new(&own), std::env::current_exe().unwrap(), "the sandbox's own binary");
     }
 }
