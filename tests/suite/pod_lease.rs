@@ -10,12 +10,13 @@ use std::{
     time::{Duration, Instant},
 };
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use serde_json::{Value, json};
+use serde_json::json;
 use spanset::api::{FederatedStatefulSet, MemberCluster};
 
 use crate::support::{
-    self, DEADLINE,
+    DEADLINE,
     federation::{Controller, Federation},
     program,
 };
@@ -45,17 +46,17 @@ fn leased() -> FederatedStatefulSet {
                     // They tolerate an unreachable node, as databases do: nothing evicts them.
                     "tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}],
                     "containers": [{"name": "db", "image": "busybox",
-                        "command": ["sh", "-c", "while :; do sleep 0.1; done", "pod-lease-main:$(POD_NAME):$(NODE)"],
+                        "command": ["sh", "-c", "while :; do sleep 0.1; done", "pod-lease-main:$(POD_NAME):$(POD_UID)"],
                         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                                {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]}]}}}
+                                {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]}]}}}
         }
     }))
     .expect("the federation parses")
 }
 
-/// Every main process alive now, as (ordinal, member) pairs, from the command lines of the
+/// Every main process alive now, as (ordinal, pod uid) pairs, from the command lines of the
 /// machine's processes (the sandbox runs each container as a real process).
-fn running(nodes: &BTreeMap<String, String>) -> BTreeSet<(u32, String)> {
+fn running() -> BTreeSet<(u32, String)> {
     let mut out = BTreeSet::new();
     let Ok(dir) = std::fs::read_dir("/proc") else { return out };
     for entry in dir.flatten() {
@@ -63,40 +64,48 @@ fn running(nodes: &BTreeMap<String, String>) -> BTreeSet<(u32, String)> {
         let text = String::from_utf8_lossy(&cmdline);
         for arg in text.split('\0') {
             let Some(rest) = arg.strip_prefix(&format!("{MARKER}:")) else { continue };
-            let Some((pod, node)) = rest.split_once(':') else { continue };
-            let ordinal = pod.rsplit_once('-').and_then(|(_, k)| k.parse().ok());
-            if let (Some(k), Some(member)) = (ordinal, nodes.get(node)) {
-                out.insert((k, member.clone()));
+            let Some((pod, uid)) = rest.split_once(':') else { continue };
+            if let Some(k) = pod.rsplit_once('-').and_then(|(_, k)| k.parse().ok()) {
+                out.insert((k, uid.to_string()));
             }
         }
     }
     out
 }
 
-/// Each node's member, from the sandbox's list of clusters.
-fn node_members(f: &Federation) -> BTreeMap<String, String> {
-    let clusters: Value = serde_json::from_str(&f.sandbox.ctl_ok(&["clusters"])).expect("clusters as JSON");
-    let mut out = BTreeMap::new();
-    for c in clusters["clusters"].as_array().into_iter().flatten() {
-        for n in c["nodes"].as_array().into_iter().flatten() {
-            let name = n.as_str().map(str::to_string).or_else(|| n["name"].as_str().map(str::to_string));
-            if let (Some(node), Some(member)) = (name, c["name"].as_str()) {
-                out.insert(node, member.to_string());
+/// Which member each pod (by uid) is in, learnt from the members that answer: a pod of a
+/// member cut off since was listed before it was.
+#[derive(Default)]
+struct Owners(BTreeMap<String, String>);
+
+impl Owners {
+    async fn learn(&mut self, f: &Federation, members: &[&str]) {
+        for m in members {
+            let pods: Api<Pod> = Api::namespaced(f.member(m).await, "default");
+            if let Ok(list) = pods.list(&Default::default()).await {
+                for p in list.items {
+                    self.0.insert(p.metadata.uid.unwrap_or_default(), m.to_string());
+                }
             }
         }
     }
-    out
-}
 
-/// Where each ordinal runs, asserting that none runs in two members at once.
-fn homes(seen: &BTreeSet<(u32, String)>, at: &str) -> BTreeMap<u32, String> {
-    let mut out: BTreeMap<u32, String> = BTreeMap::new();
-    for (k, m) in seen {
-        if let Some(other) = out.insert(*k, m.clone()) {
-            panic!("{at}: ordinal {k} runs in {other} and {m} at once: {seen:?}");
+    /// Where each ordinal's main process runs now, asserting that none runs in two members at
+    /// once (pods not listed yet are learnt from the members in `reachable` first).
+    async fn homes(&mut self, f: &Federation, reachable: &[&str], at: &str) -> BTreeMap<u32, String> {
+        let seen = running();
+        if seen.iter().any(|(_, uid)| !self.0.contains_key(uid)) {
+            self.learn(f, reachable).await;
         }
+        let mut out: BTreeMap<u32, String> = BTreeMap::new();
+        for (k, uid) in &seen {
+            let Some(m) = self.0.get(uid) else { continue };
+            if let Some(other) = out.insert(*k, m.clone()) {
+                panic!("{at}: ordinal {k} runs in {other} and {m} at once: {seen:?}");
+            }
+        }
+        out
     }
-    out
 }
 
 fn programs() -> bool {
@@ -115,11 +124,14 @@ async fn a_partitioned_member_stops_its_own_pods_before_automatic_failover_re_ho
     f.create(&leased()).await;
     let thirds = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
     f.wait_settled("db", &thirds, "thirds").await;
-    let nodes = node_members(&f);
-    support::until("every ordinal's main process runs where its slice is", || async {
-        (homes(&running(&nodes), "placed").len() == 6).then_some(())
-    })
-    .await;
+    let mut owners = Owners::default();
+    for _ in 0..600 {
+        if owners.homes(&f, MEMBERS, "placed").await.len() == 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(owners.homes(&f, MEMBERS, "placed").await.len(), 6, "every ordinal's main process runs");
     let before = f.sandbox.account();
 
     // Central is cut off from everything outside it; its pods keep running, as they would.
@@ -128,7 +140,7 @@ async fn a_partitioned_member_stops_its_own_pods_before_automatic_failover_re_ho
     let mut stopped: Option<Duration> = None;
     let deadline = Instant::now() + 3 * DEADLINE;
     let elsewhere = loop {
-        let now = homes(&running(&nodes), "after the partition");
+        let now = owners.homes(&f, &["east", "west"], "after the partition").await;
         let central: Vec<u32> = now.iter().filter(|(_, m)| *m == "central").map(|(k, _)| *k).collect();
         if stopped.is_none() && central.is_empty() {
             stopped = Some(partitioned.elapsed());
@@ -154,15 +166,19 @@ async fn a_partitioned_member_stops_its_own_pods_before_automatic_failover_re_ho
     f.sandbox.ctl_ok(&["heal", "central"]);
     let central = f.member("central").await;
     let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(central.clone(), "default");
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(central, "default");
-    support::until("central shrunk with no pod of db left, none of them running meanwhile", || async {
-        let now = homes(&running(&nodes), "after the return");
+    let pods: Api<Pod> = Api::namespaced(central, "default");
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let now = owners.homes(&f, MEMBERS, "after the return").await;
         assert!(now.values().all(|m| m != "central"), "central runs an ordinal again: {now:?}");
         let empty = sts.get_opt("db").await.ok().flatten().and_then(|s| s.spec).and_then(|s| s.replicas) == Some(0);
         let none = pods.list(&Default::default()).await.is_ok_and(|l| l.items.is_empty());
-        (empty && none).then_some(())
-    })
-    .await;
+        if empty && none {
+            break;
+        }
+        assert!(Instant::now() < deadline, "central shrunk with no pod of db left");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     f.assert_ledger_clean();
 
     // What it cost: two pods created elsewhere for the two re-homed ordinals; no volume anywhere.

@@ -49,6 +49,9 @@ pub async fn run(cluster: std::sync::Weak<Cluster>) {
         }
         c.counters.gc_sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         sweep(&c);
+        // The ServiceAccount controller rides on the collector's wake-ups (any change, a new
+        // namespace among them): it has nothing else to wait for.
+        super::service_accounts::sweep(&c);
         let deleted = c.gc_wake.clone();
         drop(c);
         let Some(rx) = changes.as_mut() else {

@@ -29,6 +29,7 @@ pub mod node_events;
 pub mod pod_sandbox;
 pub mod processes;
 pub mod release;
+pub mod service_accounts;
 pub mod statefulset;
 pub mod volumes;
 

@@ -51,6 +51,8 @@ pub enum Component {
     /// The apiextensions API server's finalizer of a deleted CustomResourceDefinition (its
     /// objects deleted, its conditions, its own finalizer removed).
     CrdFinalizer,
+    /// The ServiceAccount controller (every namespace's `default` ServiceAccount).
+    ServiceAccountController,
 }
 
 impl Component {
@@ -70,6 +72,7 @@ impl Component {
             Component::DisruptionController => "disruption-controller",
             Component::Eviction => "eviction",
             Component::CrdFinalizer => "crd-finalizer",
+            Component::ServiceAccountController => "serviceaccount-controller",
         }
     }
 }
