@@ -188,3 +188,100 @@ async fn a_partitioned_member_stops_its_own_pods_before_automatic_failover_re_ho
         assert_eq!((c.provisioned(), c.released()), (0, 0), "{m}: {cost:?}");
     }
 }
+
+/// Whether a guard's `wait` runs somewhere: a pod whose main container has not been let start.
+fn a_guard_waits() -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return false };
+    dir.flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+            let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+            args.windows(2).any(|w| w[0] == b"guard" && w[1] == b"wait")
+        })
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_member_powered_on_before_its_shrink_runs_nothing_its_lease_no_longer_names() {
+    if !programs() {
+        return;
+    }
+    let f = Federation::start_secure_with(MEMBERS, &["--run-images", "busybox,spanset"]).await;
+    let _c = Controller::start_full(&f.sandbox, "controller", &[], &["--member-write-deadline", "5"]);
+    f.create(&leased()).await;
+    f.wait_settled("db", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "thirds").await;
+    let mut owners = Owners::default();
+    for _ in 0..600 {
+        if owners.homes(&f, MEMBERS, "placed").await.len() == 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let clusters: serde_json::Value = serde_json::from_str(&f.sandbox.ctl_ok(&["clusters"])).unwrap();
+    let nodes: Vec<String> = clusters["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "central")
+        .and_then(|c| c["nodes"].as_array())
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str().map(str::to_string))
+        .collect();
+    assert!(!nodes.is_empty(), "central's nodes: {clusters}");
+
+    // Central is lost: its machines power off (its processes die at once), its API goes.
+    for n in &nodes {
+        f.sandbox.ctl_ok(&["node-down", "central", n, "--power-off"]);
+    }
+    f.sandbox.ctl_ok(&["partition", "central"]);
+    let deadline = Instant::now() + 3 * DEADLINE;
+    loop {
+        let now = owners.homes(&f, &["east", "west"], "after the loss").await;
+        let s = f.status("db").await;
+        if [4, 5].iter().all(|k| now.get(k).is_some_and(|m| m != "central")) && s.ready.as_deref() == Some("6/6") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "ordinals 4 and 5 Ready elsewhere: {now:?}, {s:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Its machines come back before its API does, so before spanset can shrink it: its kubelets
+    // start its pods again, whose guards wait for an extension spanset cannot make. Watched for
+    // twice the lease from the moment a guard is seen waiting, then the partition heals and
+    // spanset shrinks central; at no look does central run an ordinal.
+    for n in &nodes {
+        f.sandbox.ctl_ok(&["node-up", "central", n]);
+    }
+    let deadline = Instant::now() + DEADLINE;
+    while !a_guard_waits() {
+        let now = owners.homes(&f, &["east", "west"], "powered on").await;
+        assert!(now.values().all(|m| m != "central"), "central runs an ordinal again: {now:?}");
+        assert!(Instant::now() < deadline, "central's pods started again, their guards waiting");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(2 * LEASE_SECONDS as u64) {
+        let now = owners.homes(&f, &["east", "west"], "powered on, still cut off").await;
+        assert!(now.values().all(|m| m != "central"), "central runs an ordinal again: {now:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    f.sandbox.ctl_ok(&["heal", "central"]);
+    let central = f.member("central").await;
+    let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(central.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(central, "default");
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let now = owners.homes(&f, MEMBERS, "healed").await;
+        assert!(now.values().all(|m| m != "central"), "central runs an ordinal again: {now:?}");
+        let empty = sts.get_opt("db").await.ok().flatten().and_then(|s| s.spec).and_then(|s| s.replicas) == Some(0);
+        let none = pods.list(&Default::default()).await.is_ok_and(|l| l.items.is_empty());
+        if empty && none {
+            break;
+        }
+        assert!(Instant::now() < deadline, "central shrunk with no pod of db left");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mcs: Api<MemberCluster> = Api::all(f.host.clone());
+    assert!(!mcs.get("central").await.unwrap().spec.fenced, "no fence: the lease alone re-homed them");
+    f.assert_ledger_clean();
+}

@@ -179,7 +179,9 @@ fn sweep(cluster: &Cluster, timers: &mut Timers, wake: &Wake) {
     let (pods, _) = cluster.storage.list(&(String::new(), "pods".into()), None);
     timers.ips.refresh(&pods);
     node_lifecycle(cluster, &nodes_rt, &pods_rt, &nodes, &pods, timers, wake);
-    machines(cluster, &pods_rt, &pods, timers);
+    // Pods whose sandbox a restarted machine made anew: their objects as listed above are older
+    // than that, so they wait for the next sweep.
+    let renewed = machines(cluster, &pods_rt, &pods, timers);
     let kubelets = node_names(cluster);
     let schedulable: Vec<&str> = nodes
         .iter()
@@ -212,7 +214,10 @@ fn sweep(cluster: &Cluster, timers: &mut Timers, wake: &Wake) {
         }
         // Only the simulated nodes have kubelets; a Node object created through the API has
         // none, like a node whose machine never came up.
-        if cluster.faults.node_down_since(node).is_some() || !kubelets.iter().any(|k| k == node) {
+        if cluster.faults.node_down_since(node).is_some()
+            || !kubelets.iter().any(|k| k == node)
+            || renewed.iter().any(|u| u == object::uid(pod))
+        {
             continue;
         }
         kubelet(cluster, &pods_rt, pod, node, timers, wake);
@@ -879,11 +884,13 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
 
 /// The machines under the kubelets, as the ledger must see them: a powered-off node's runs end
 /// at the instant it went off; a node that powers on restarts the containers of its pods still
-/// Running and not being deleted (new runs), while one whose network or kubelet returns just
+/// Running and not being deleted (new runs; a pod with init containers runs those first, in a
+/// new sandbox), while one whose network or kubelet returns just
 /// goes on with its running containers; and a live kubelet kills the containers of every pod
 /// whose object is gone (a force delete, maybe while it was away).
-fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], timers: &mut Timers) {
+fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], timers: &mut Timers) -> Vec<String> {
     let cfg = &cluster.config;
+    let mut renewed = Vec::new();
     for (node, outage) in cluster.faults.outages() {
         if outage.kind == NodeOutage::PoweredOff {
             cluster.ledger.stop_on_node(&cfg.name, &node, outage.at);
@@ -901,6 +908,18 @@ fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], time
             // A pod being deleted meanwhile (evicted, or a shrink) is only finished off; the
             // others start again, unready until their probes pass.
             if p.pointer("/status/phase").and_then(Value::as_str) != Some("Running") || object::is_deleting(p) {
+                continue;
+            }
+            // The machine restarted: every pod sandbox on it is new, so a pod with init
+            // containers runs them again before its containers, as after its sandbox ended
+            // (its run in the ledger begins when they start).
+            if p.pointer("/spec/initContainers").and_then(Value::as_array).is_some_and(|i| !i.is_empty()) {
+                cluster.processes.recreate_sandbox(object::uid(p));
+                if write_status(cluster, pods_rt, p, pod_sandbox::reset_status) {
+                    timers.events.sandbox_changed(cluster, p, &node);
+                }
+                timers.since.insert(object::uid(p).to_string(), (Stage::Scheduled, now));
+                renewed.push(object::uid(p).to_string());
                 continue;
             }
             cluster.ledger.started(Incarnation {
@@ -937,6 +956,7 @@ fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], time
             cluster.processes.forget_pod(&uid);
         }
     }
+    renewed
 }
 
 /// How long a pod tolerates its node's unreachable taint before it is evicted: its own
