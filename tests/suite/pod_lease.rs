@@ -79,6 +79,37 @@ fn running() -> BTreeSet<(u32, String)> {
 struct Owners(BTreeMap<String, String>);
 
 impl Owners {
+    /// The owners once every ordinal's main process runs (the pods listed in every member).
+    async fn all_six_running(f: &Federation) -> Owners {
+        let mut owners = Owners::default();
+        let deadline = Instant::now() + DEADLINE;
+        while owners.homes(f, MEMBERS, "placed").await.len() < 6 {
+            assert!(Instant::now() < deadline, "every ordinal's main process runs");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        owners
+    }
+
+    /// Waits until central is shrunk with no pod of the federation left, asserting at every look
+    /// that it runs no ordinal.
+    async fn central_emptied(&mut self, f: &Federation, at: &str) {
+        let central = f.member("central").await;
+        let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(central.clone(), "default");
+        let pods: Api<Pod> = Api::namespaced(central, "default");
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let now = self.homes(f, MEMBERS, at).await;
+            assert!(now.values().all(|m| m != "central"), "{at}: central runs an ordinal again: {now:?}");
+            let empty = sts.get_opt("db").await.ok().flatten().and_then(|s| s.spec).and_then(|s| s.replicas) == Some(0);
+            let none = pods.list(&Default::default()).await.is_ok_and(|l| l.items.is_empty());
+            if empty && none {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{at}: central shrunk with no pod of db left");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     async fn learn(&mut self, f: &Federation, members: &[&str]) {
         for m in members {
             let pods: Api<Pod> = Api::namespaced(f.member(m).await, "default");
@@ -124,14 +155,7 @@ async fn a_partitioned_member_stops_its_own_pods_before_automatic_failover_re_ho
     f.create(&leased()).await;
     let thirds = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
     f.wait_settled("db", &thirds, "thirds").await;
-    let mut owners = Owners::default();
-    for _ in 0..600 {
-        if owners.homes(&f, MEMBERS, "placed").await.len() == 6 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(owners.homes(&f, MEMBERS, "placed").await.len(), 6, "every ordinal's main process runs");
+    let mut owners = Owners::all_six_running(&f).await;
     let before = f.sandbox.account();
 
     // Central is cut off from everything outside it; its pods keep running, as they would.
@@ -164,21 +188,7 @@ async fn a_partitioned_member_stops_its_own_pods_before_automatic_failover_re_ho
     // Central returns all at once: its pods' guards see a lease that names nothing new, spanset
     // shrinks it, and none of its main processes runs again.
     f.sandbox.ctl_ok(&["heal", "central"]);
-    let central = f.member("central").await;
-    let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(central.clone(), "default");
-    let pods: Api<Pod> = Api::namespaced(central, "default");
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        let now = owners.homes(&f, MEMBERS, "after the return").await;
-        assert!(now.values().all(|m| m != "central"), "central runs an ordinal again: {now:?}");
-        let empty = sts.get_opt("db").await.ok().flatten().and_then(|s| s.spec).and_then(|s| s.replicas) == Some(0);
-        let none = pods.list(&Default::default()).await.is_ok_and(|l| l.items.is_empty());
-        if empty && none {
-            break;
-        }
-        assert!(Instant::now() < deadline, "central shrunk with no pod of db left");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    owners.central_emptied(&f, "after the return").await;
     f.assert_ledger_clean();
 
     // What it cost: two pods created elsewhere for the two re-homed ordinals; no volume anywhere.
@@ -209,13 +219,7 @@ async fn a_lost_member_powered_on_before_its_shrink_runs_nothing_its_lease_no_lo
     let _c = Controller::start_full(&f.sandbox, "controller", &[], &["--member-write-deadline", "5"]);
     f.create(&leased()).await;
     f.wait_settled("db", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "thirds").await;
-    let mut owners = Owners::default();
-    for _ in 0..600 {
-        if owners.homes(&f, MEMBERS, "placed").await.len() == 6 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let mut owners = Owners::all_six_running(&f).await;
     let clusters: serde_json::Value = serde_json::from_str(&f.sandbox.ctl_ok(&["clusters"])).unwrap();
     let nodes: Vec<String> = clusters["clusters"]
         .as_array()
@@ -266,21 +270,7 @@ async fn a_lost_member_powered_on_before_its_shrink_runs_nothing_its_lease_no_lo
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     f.sandbox.ctl_ok(&["heal", "central"]);
-    let central = f.member("central").await;
-    let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(central.clone(), "default");
-    let pods: Api<Pod> = Api::namespaced(central, "default");
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        let now = owners.homes(&f, MEMBERS, "healed").await;
-        assert!(now.values().all(|m| m != "central"), "central runs an ordinal again: {now:?}");
-        let empty = sts.get_opt("db").await.ok().flatten().and_then(|s| s.spec).and_then(|s| s.replicas) == Some(0);
-        let none = pods.list(&Default::default()).await.is_ok_and(|l| l.items.is_empty());
-        if empty && none {
-            break;
-        }
-        assert!(Instant::now() < deadline, "central shrunk with no pod of db left");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    owners.central_emptied(&f, "healed").await;
     let mcs: Api<MemberCluster> = Api::all(f.host.clone());
     assert!(!mcs.get("central").await.unwrap().spec.fenced, "no fence: the lease alone re-homed them");
     f.assert_ledger_clean();

@@ -269,7 +269,17 @@ mod tests {
         let kinds: Vec<&str> = leftover.objects.iter().map(|o| o.kind.as_str()).collect();
         assert_eq!(
             kinds,
-            ["StatefulSet", "Service", "PodDisruptionBudget", "EndpointSlice", "ServiceExport", "Secret"]
+            [
+                "StatefulSet",
+                "Service",
+                "PodDisruptionBudget",
+                "EndpointSlice",
+                "ServiceExport",
+                "Lease",
+                "RoleBinding",
+                "Role",
+                "Secret"
+            ]
         );
     }
 
