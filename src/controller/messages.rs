@@ -500,6 +500,10 @@ pub struct ExtendPodLease {
     pub lease_seconds: i32,
     /// The writer's term.
     pub term: u64,
+    /// When the coordinator counted the extension as sent, and how long after that the write
+    /// may still be sent: a message that waited longer in the watcher's mailbox is not sent at
+    /// all, since the lease's clock counts the write as landing by its send + W.
+    pub send_by: std::time::Instant,
 }
 
 /// What became of a pod Lease write.

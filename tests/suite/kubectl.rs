@@ -361,15 +361,17 @@ fn secrets_and_service_accounts_print_their_columns(minor: u32) {
     k.ok_with_stdin(&["apply", "-f", "-"], ROBOT_SA);
     let out = k.ok(&["get", "secrets,sa"]);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 7, "{v}:\n{out}");
+    assert_eq!(lines.len(), 8, "{v}:\n{out}");
     assert_eq!(cells(lines[0]), ["NAME", "TYPE", "DATA", "AGE"], "{v}:\n{out}");
     assert_eq!(cells(lines[1])[..3], ["secret/creds", "Opaque", "2"], "{v}:\n{out}");
     assert_eq!(cells(lines[2])[..3], ["secret/empty", "Opaque", "0"], "{v}:\n{out}");
     assert_eq!(lines[3], "", "{v}:\n{out}");
     assert_eq!(cells(lines[4]), ["NAME", "SECRETS", "AGE"], "{v}:\n{out}");
-    assert_eq!(cells(lines[5])[..2], ["serviceaccount/deployer", "1"], "{v}:\n{out}");
-    assert_eq!(cells(lines[6])[..2], ["serviceaccount/robot", "0"], "{v}:\n{out}");
-    for row in [lines[1], lines[5]] {
+    // The namespace's own `default` account, as in every cluster.
+    assert_eq!(cells(lines[5])[..2], ["serviceaccount/default", "0"], "{v}:\n{out}");
+    assert_eq!(cells(lines[6])[..2], ["serviceaccount/deployer", "1"], "{v}:\n{out}");
+    assert_eq!(cells(lines[7])[..2], ["serviceaccount/robot", "0"], "{v}:\n{out}");
+    for row in [lines[1], lines[6]] {
         let age = cells(row).last().copied().unwrap_or_default();
         assert!(age.ends_with('s') || age.ends_with('m'), "{v}: an AGE cell in {row:?}");
     }

@@ -170,6 +170,8 @@ impl Coordinator {
                 known: ext.known.map(|k| (k.rv, k.extension)),
                 lease_seconds: seconds,
                 term,
+                // A quarter of W: the write lands, if at all, within the rest of W.
+                send_by: now + settings().write_deadline / 4,
             };
             ctx.spawn(watcher.send(msg).into_actor(self).map(move |res, act, ctx| {
                 // A mailbox failure: the watcher stopped, and with it whatever it was sending,

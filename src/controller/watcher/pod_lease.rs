@@ -22,7 +22,8 @@ impl Handler<ExtendPodLease> for ClusterWatcher {
     type Result = ResponseActFuture<Self, Sent>;
 
     fn handle(&mut self, msg: ExtendPodLease, _: &mut Self::Context) -> Self::Result {
-        if gate(&self.standing(&msg.key), msg.term).is_err() {
+        // Too late to send: the lease's clock may already count it as landed by now + W.
+        if gate(&self.standing(&msg.key), msg.term).is_err() || std::time::Instant::now() > msg.send_by {
             return Box::pin(fut::ready(Sent::NotSent));
         }
         let api: Api<Lease> = Api::namespaced(self.client.clone(), &msg.key.namespace);
@@ -53,6 +54,9 @@ impl Handler<ExtendPodLease> for ClusterWatcher {
                 rv: known.map(|(rv, _)| rv),
             };
             let object = lease(&write);
+            if std::time::Instant::now() > msg.send_by {
+                return (Sent::NotSent, None);
+            }
             let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
             let res = match known {
                 Some(_) => {
@@ -76,10 +80,11 @@ impl Handler<ExtendPodLease> for ClusterWatcher {
         };
         Box::pin(work.into_actor(self).map(move |(sent, error), act, _| {
             match &error {
-                None => {
+                None if matches!(sent, Sent::Stored { .. }) => {
                     act.contact_ok();
                     act.metrics.member_write(&act.cluster, "lease");
                 }
+                None => tracing::debug!(cluster = %act.cluster, federation = %key, "pod lease extension too late to send"),
                 Some(e) => {
                     act.refused_or_failed(e);
                     tracing::warn!(cluster = %act.cluster, federation = %key, error = %e, ?sent, "pod lease not extended");

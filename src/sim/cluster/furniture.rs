@@ -290,6 +290,10 @@ impl Cluster {
                 )
                 .expect("a fresh cluster accepts its own namespaces");
         }
+        // Their `default` ServiceAccounts now, not on the ServiceAccount controller's first
+        // sweep: what a fresh cluster holds (and the uids a seed gives) does not depend on when
+        // that sweep runs.
+        super::service_accounts::sweep(&cluster);
         cluster.add_kubernetes_service();
         cluster.add_bootstrap_rbac();
         super::volumes::install_classes(&cluster);
