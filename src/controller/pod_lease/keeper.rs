@@ -14,10 +14,7 @@
 //!   again and was seen shrunk with no pod of the federation left ([`Keeper::end_lapse`]), even
 //!   though the first extension after its return (naming nothing) makes its clock fresh.
 
-use std::{
-    collections::BTreeMap,
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeMap, time::Instant};
 
 use super::{
     Timing,
@@ -88,11 +85,6 @@ impl Keeper {
     /// A keeper for a process that began leading at `now`.
     pub fn new(now: Instant, timing: Timing, rules: Rules) -> Keeper {
         Keeper { timing, rules, began: now, members: BTreeMap::new() }
-    }
-
-    /// The spans this keeper works with.
-    pub fn timing(&self) -> &Timing {
-        &self.timing
     }
 
     fn member(&mut self, name: &str) -> &mut MemberLease {
@@ -213,20 +205,12 @@ impl Keeper {
             .filter(|at| *at >= now)
             .min()
     }
-
-    /// Forgets members no longer kept (removed from the federation and holding nothing).
-    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
-        self.members.retain(|n, _| keep(n));
-    }
-}
-
-/// How long after `now` the keeper's next wake is, if any.
-pub fn wake_in(keeper: &Keeper, now: Instant) -> Option<Duration> {
-    keeper.next_wake(now).map(|at| at.saturating_duration_since(now))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn timing() -> Timing {
