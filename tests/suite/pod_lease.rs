@@ -139,6 +139,18 @@ impl Owners {
     }
 }
 
+/// The federation placed in thirds under a controller, every ordinal's main process running.
+/// The sandbox answers or refuses a request within seconds even on a loaded machine: a write it
+/// did not answer within twenty never lands (`--member-write-deadline 20`).
+async fn placed() -> (Federation, Controller, Owners) {
+    let f = Federation::start_secure_with(MEMBERS, &["--run-images", "busybox,spanset"]).await;
+    let c = Controller::start_full(&f.sandbox, "controller", &[], &["--member-write-deadline", "20"]);
+    f.create(&leased()).await;
+    f.wait_settled("db", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "thirds").await;
+    let owners = Owners::all_six_running(&f).await;
+    (f, c, owners)
+}
+
 fn programs() -> bool {
     program("sh", "dash").is_some() && program("unshare", "util-linux").is_some()
 }
@@ -148,14 +160,7 @@ async fn a_partitioned_member_stops_its_own_pods_before_automatic_failover_re_ho
     if !programs() {
         return;
     }
-    let f = Federation::start_secure_with(MEMBERS, &["--run-images", "busybox,spanset"]).await;
-    // The sandbox answers or refuses a request within seconds even on a loaded machine: a write
-    // it did not answer within twenty never lands.
-    let _c = Controller::start_full(&f.sandbox, "controller", &[], &["--member-write-deadline", "20"]);
-    f.create(&leased()).await;
-    let thirds = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
-    f.wait_settled("db", &thirds, "thirds").await;
-    let mut owners = Owners::all_six_running(&f).await;
+    let (f, _c, mut owners) = placed().await;
     let before = f.sandbox.account();
 
     // Central is cut off from everything outside it; its pods keep running, as they would.
@@ -218,11 +223,7 @@ async fn a_lost_member_powered_on_before_its_shrink_runs_nothing_its_lease_no_lo
     if !programs() {
         return;
     }
-    let f = Federation::start_secure_with(MEMBERS, &["--run-images", "busybox,spanset"]).await;
-    let _c = Controller::start_full(&f.sandbox, "controller", &[], &["--member-write-deadline", "20"]);
-    f.create(&leased()).await;
-    f.wait_settled("db", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "thirds").await;
-    let mut owners = Owners::all_six_running(&f).await;
+    let (f, _c, mut owners) = placed().await;
     let clusters: serde_json::Value = serde_json::from_str(&f.sandbox.ctl_ok(&["clusters"])).unwrap();
     let nodes: Vec<String> = clusters["clusters"]
         .as_array()
