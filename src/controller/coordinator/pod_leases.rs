@@ -27,6 +27,7 @@ use crate::{
         pod_lease::{
             Timing,
             keeper::{Keeper, Sent, Stored},
+            send_window,
             settings::settings,
         },
         reconcile::{self, MemberInput},
@@ -170,8 +171,9 @@ impl Coordinator {
                 known: ext.known.map(|k| (k.rv, k.extension)),
                 lease_seconds: seconds,
                 term,
-                // A quarter of W: the write lands, if at all, within the rest of W.
-                send_by: now + settings().write_deadline / 4,
+                // After the send window the watcher does not send it: the keeper counts it as
+                // landing, if at all, by the window's end + W.
+                send_by: now + send_window(settings().write_deadline),
             };
             ctx.spawn(watcher.send(msg).into_actor(self).map(move |res, act, ctx| {
                 // A mailbox failure: the watcher stopped, and with it whatever it was sending,

@@ -4,13 +4,14 @@
 //!
 //! - An extension *answered* (success or a definite refusal) landed, if at all, by its answer.
 //! - One that got no answer — still in flight, timed out, connection cut — may land until
-//!   `sent + W` (an API server finishes or drops a request within its request timeout); W is
-//!   real time, so on this clock `sent + W·(1+ρ)`. Counting it as never sent (measuring from the
-//!   last answered extension) lapses the lease while that write may still land and start the
-//!   guards' deadlines afresh.
+//!   `sent + S + W`: the member's watcher may send it up to the send window S after it was
+//!   counted here (never later), and an API server finishes or drops a request within W of
+//!   receiving it. Both are real time, so on this clock `sent + (S + W)·(1+ρ)`. Counting it as
+//!   never sent (measuring from the last answered extension) lapses the lease while that write
+//!   may still land and start the guards' deadlines afresh.
 //! - One refused before it was sent (connection refused) never lands.
 //! - A clock starts with the unknown past: whatever an earlier leader sent before this process
-//!   led was sent before [`LeaseClock::new`], so it lands by then `+ W`. That is what makes a
+//!   led was counted before [`LeaseClock::new`], so it lands by then `+ S + W`. That is what makes a
 //!   host outage, a crash or a new leader safe: the new leader's lapse is never earlier than
 //!   an old extension's.
 //! - The lease lapses at `latest_landing + (L + P)·(1+ρ)/(1−ρ)` (see the module
@@ -28,7 +29,7 @@ use crate::controller::safety::Rules;
 pub enum Outcome {
     /// Answered at this instant (success or definite refusal): landed by then, if at all.
     Answered(Instant),
-    /// No answer (timed out, connection cut): may land until `sent + W`.
+    /// No answer (timed out, connection cut): may land until `sent + S + W`.
     Lost,
     /// Refused before it was sent (connection refused): never lands.
     NotSent,
@@ -62,9 +63,9 @@ pub struct LeaseClock {
 
 impl LeaseClock {
     /// A member's clock as a process starts leading at `now`: an earlier leader's extensions,
-    /// all sent before now, may land until `now + W`.
+    /// all counted before now, may land until `now + S + W`.
     pub fn new(now: Instant, timing: Timing, rules: Rules) -> LeaseClock {
-        let settled = if rules.lease_lost_extensions { now + timing.stretched(timing.write_deadline) } else { now };
+        let settled = if rules.lease_lost_extensions { now + timing.stretched(timing.landing_deadline()) } else { now };
         LeaseClock { timing, rules, settled, pending: BTreeMap::new(), next: 0, last_sent: None }
     }
 
@@ -91,7 +92,7 @@ impl LeaseClock {
     }
 
     fn lost_landing(&self, sent: Instant) -> Option<Instant> {
-        self.rules.lease_lost_extensions.then(|| sent + self.timing.stretched(self.timing.write_deadline))
+        self.rules.lease_lost_extensions.then(|| sent + self.timing.stretched(self.timing.landing_deadline()))
     }
 
     /// The latest instant any extension sent so far (or before this process led) may land.
@@ -148,10 +149,10 @@ mod tests {
     fn the_lapse_follows_the_latest_landing_with_drift_and_poll() {
         let t0 = Instant::now();
         let mut c = LeaseClock::new(t0, timing(), Rules::ALL);
-        // The unknown past: W·1.1 after the start.
-        assert_eq!(c.latest_landing(), t0 + s(11));
+        // The unknown past: (S + W)·1.1 = 12.5 s·1.1 after the start.
+        assert_eq!(c.latest_landing(), t0 + Duration::from_millis(13_750));
         let a = c.send(t0 + s(20));
-        assert_eq!(c.latest_landing(), t0 + s(31), "pending counts as lost");
+        assert_eq!(c.latest_landing(), t0 + s(20) + Duration::from_millis(13_750), "pending counts as lost");
         c.settle(a, Outcome::Answered(t0 + s(21)));
         assert_eq!(c.latest_landing(), t0 + s(21));
         // (20 + 2)·1.1/0.9 = 26.888… s.
@@ -170,10 +171,13 @@ mod tests {
         c.settle(lost, Outcome::Lost);
         let refused = c.send(t0 + s(40));
         c.settle(refused, Outcome::NotSent);
-        assert_eq!(c.latest_landing(), t0 + s(46));
+        // Sent at 35 s: the watcher may send it until 37.5 s, where it may land until 47.5 s
+        // (13.75 s on this clock with its drift).
+        let lost_until = t0 + s(35) + Duration::from_millis(13_750);
+        assert_eq!(c.latest_landing(), lost_until);
         // Settling twice, or an answer arriving for a settled attempt, changes nothing.
         c.settle(lost, Outcome::Answered(t0 + s(36)));
-        assert_eq!(c.latest_landing(), t0 + s(46));
+        assert_eq!(c.latest_landing(), lost_until);
         // The planted bug: measured from the last answered one.
         let mut bug = LeaseClock::new(t0, timing(), Rules { lease_lost_extensions: false, ..Rules::ALL });
         let a = bug.send(t0 + s(30));
@@ -187,7 +191,7 @@ mod tests {
     fn without_the_drift_margin_the_lapse_is_latest_landing_plus_the_lease() {
         let t0 = Instant::now();
         let c = LeaseClock::new(t0, timing(), Rules { lease_drift_margin: false, ..Rules::ALL });
-        assert_eq!(c.lapsed_at(), t0 + s(11) + s(20));
+        assert_eq!(c.lapsed_at(), t0 + Duration::from_millis(13_750) + s(20));
     }
 
     #[test]

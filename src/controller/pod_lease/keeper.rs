@@ -284,7 +284,10 @@ mod tests {
         let second = k.due(t0 + r, &wanted(&[0], Some(t0)));
         k.settled(&second[0], Sent::Lost, t0 + r + Duration::from_secs(5));
         let t = timing();
-        assert!(k.lapses_at("east") >= t0 + r + t.write_deadline + t.lease, "counted from its send + W");
+        assert!(
+            k.lapses_at("east") >= t0 + r + t.send_window() + t.write_deadline + t.lease,
+            "counted from its send + the send window + W"
+        );
         assert!(k.lapses_at("east") > answered, "later than the answered one's");
     }
 }

@@ -128,11 +128,30 @@ impl Timing {
         Self::scale(span, MILLION + p, MILLION - p, true)
     }
 
+    /// How long after spanset counts an extension as sent its member's watcher may still send
+    /// it (a quarter of W; a later one is not sent at all): the write may be made that much later
+    /// than counted, so it may land until `counted + send_window + W`.
+    pub fn send_window(&self) -> Duration {
+        send_window(self.write_deadline)
+    }
+
+    /// The latest a write counted as sent now may land, in real time after now: the send window
+    /// and then W.
+    pub fn landing_deadline(&self) -> Duration {
+        self.send_window() + self.write_deadline
+    }
+
     /// `span·(1+ρ)`, rounded up: the most a clock within ρ counts while `span` passes in real
     /// time (a write's deadline W, measured from its send instant on spanset's clock).
     pub fn stretched(&self, span: Duration) -> Duration {
         Self::scale(span, MILLION + u128::from(self.drift_ppm), MILLION, true)
     }
+}
+
+/// The send window for a write deadline `w` (see [`Timing::send_window`]): shared by the
+/// keeper, which counts it, and the coordinator, which tells the watcher when it is over.
+pub fn send_window(w: Duration) -> Duration {
+    w / 4
 }
 
 /// The [`ORDINALS`] annotation for `set`: its runs, `0-1,4` (empty for none).

@@ -116,7 +116,7 @@ pub struct LeaseObject {
     pub names: Names,
 }
 
-/// An extension whose answer was lost: it may land until `until` (its send + W), if the
+/// An extension whose answer was lost: it may land until `until` (its send + the send window + W), if the
 /// Lease is still as it was when it was sent (the write is conditional on the resourceVersion).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct InFlight {

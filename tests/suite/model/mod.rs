@@ -599,7 +599,7 @@ impl Spanset {
                 let outcome = if lost {
                     w.faults_left -= 1;
                     let over = leases.objects[mi].extension;
-                    let until = leases.now + lw.timing.write_deadline.as_secs() as u32;
+                    let until = leases.now + lw.timing.landing_deadline().as_secs() as u32;
                     leases.in_flight.push(InFlight { member: m, names, over, until });
                     lease::Outcome::Lost
                 } else if w.members[mi].api_up {
