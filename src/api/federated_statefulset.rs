@@ -361,6 +361,10 @@ pub struct Failover {
     pub pod_lease: Option<PodLease>,
 }
 
+/// The longest pod lease spanset accepts (a day): also what a guard whose length cannot be read
+/// is taken to hold.
+pub const MAX_POD_LEASE_SECONDS: i32 = 86400;
+
 /// A federation's pod lease: how long a member's pods keep running once spanset can no longer
 /// extend their lease (spanset unreachable from the member, or not running at all).
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, schemars::JsonSchema)]
@@ -461,6 +465,14 @@ pub struct FederatedStatefulSetStatus {
     /// from what the members report: a pod Ready, ungated, in exactly one member.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub homes: Vec<HomeStatus>,
+    /// The longest pod lease any pod of the federation may still hold, in seconds (its guard's
+    /// length, from the template it was made from): spanset takes a member's pods as stopped
+    /// only after this long, and keeps extending while it is set. Raised before a longer
+    /// `spec.failover.podLease` reaches any member; lowered (or cleared, once `podLease` is
+    /// removed) only when every member answers and every pod and StatefulSet there carries the
+    /// spec's. Stored so that a new leader knows it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_lease_seconds: Option<i32>,
 }
 
 /// The ordinals last let run in one member (see `status.homes`).

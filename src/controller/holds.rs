@@ -128,7 +128,7 @@ mod tests {
                         ip: None,
                         owner: None,
                         labelled: true,
-                        guarded: false,
+                        guard_lease: None,
                     };
                     (*k, p)
                 })

@@ -294,7 +294,7 @@ mod tests {
             ip: Some(format!("10.0.0.{k}")),
             owner: None,
             labelled: true,
-            guarded: false,
+            guard_lease: None,
         }
     }
 

@@ -35,7 +35,7 @@ const MARKER: &str = "pod-lease-main";
 /// Six ordinals in thirds (east 0-1, west 2-3, central 4-5), each pod a real process tagged
 /// with its pod's name and node, Automatic failover whose own fence waits an hour, and a pod
 /// lease of ten seconds.
-fn leased(name: &str) -> FederatedStatefulSet {
+fn leased(name: &str, seconds: i32) -> FederatedStatefulSet {
     let marker = format!("{MARKER}-{name}:$(POD_NAME):$(POD_UID)");
     serde_json::from_value(json!({
         "apiVersion": "spanset.dev/v1alpha1", "kind": "FederatedStatefulSet",
@@ -44,7 +44,7 @@ fn leased(name: &str) -> FederatedStatefulSet {
             "replicas": 6,
             "placement": {"clusters": [{"name": "east", "weight": 1}, {"name": "west", "weight": 1}, {"name": "central", "weight": 1}]},
             "failover": {"policy": "Automatic", "unreachableAfterSeconds": 6, "fenceAfterSeconds": 3600,
-                "podLease": {"seconds": LEASE_SECONDS}},
+                "podLease": {"seconds": seconds}},
             "template": {"serviceName": name, "podManagementPolicy": "Parallel",
                 "selector": {"matchLabels": {"app": name}},
                 "template": {"metadata": {"labels": {"app": name}}, "spec": {
@@ -152,9 +152,15 @@ impl Owners {
 /// The sandbox answers or refuses a request within seconds even on a loaded machine: a write it
 /// did not answer within twenty never lands (`--member-write-deadline 20`).
 async fn placed(name: &str) -> (Federation, Controller, Owners) {
+    placed_with(name, LEASE_SECONDS, 20).await
+}
+
+/// [`placed`] with a lease of `seconds` and a member write deadline of `w` seconds.
+async fn placed_with(name: &str, seconds: i32, w: u32) -> (Federation, Controller, Owners) {
     let f = Federation::start_secure_with(MEMBERS, &["--run-images", "busybox,spanset"]).await;
-    let c = Controller::start_full(&f.sandbox, "controller", &[], &["--member-write-deadline", "20"]);
-    f.create(&leased(name)).await;
+    let w = w.to_string();
+    let c = Controller::start_full(&f.sandbox, "controller", &[], &["--member-write-deadline", &w]);
+    f.create(&leased(name, seconds)).await;
     f.wait_settled(name, &THIRDS, "thirds").await;
     let owners = Owners::all_six_running(&f, name).await;
     (f, c, owners)
@@ -351,5 +357,110 @@ async fn a_host_outage_longer_than_the_lease_stops_every_pod_until_spanset_retur
         assert_eq!((c.provisioned(), c.released()), (0, 0), "{m}: {cost:?}");
     }
     f.wait_settled(NAME, &THIRDS, "thirds still").await;
+    f.assert_ledger_clean();
+}
+
+/// Sets the federation's pod lease to `seconds`.
+async fn set_lease(f: &Federation, name: &str, seconds: i32) {
+    let patch = json!({"spec": {"failover": {"podLease": {"seconds": seconds}}}});
+    f.api().patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.expect("patched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_longer_lease_rolls_the_pods_one_at_a_time_and_stops_none_of_them_otherwise() {
+    const NAME: &str = "longer";
+    if !programs() {
+        return;
+    }
+    // A write deadline of 5 s: the leader's first lease clocks take anything sent before it led
+    // as landed within 6.25 s of its start, so once it has led for the lease after that, a clock
+    // made afresh would take every member as lapsed at once. The change comes after that.
+    let started = Instant::now();
+    let (f, _c, mut owners) = placed_with(NAME, LEASE_SECONDS, 5).await;
+    let ripe = started + Duration::from_secs(30);
+    while Instant::now() < ripe {
+        let now = owners.homes(&f, MEMBERS, "before the change").await;
+        assert_eq!(now.len(), 6, "all six run before the change: {now:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = f.sandbox.account();
+    let old = f.status(NAME).await;
+    assert_eq!(old.pod_lease_seconds, Some(LEASE_SECONDS));
+    set_lease(&f, NAME, 20).await;
+    let generation = f.api().get(NAME).await.unwrap().metadata.generation;
+
+    // The template changed (the guards' length is in it): the pods are replaced one at a
+    // time, and no other pod stops meanwhile.
+    let deadline = Instant::now() + 3 * DEADLINE;
+    loop {
+        let now = owners.homes(&f, MEMBERS, "rolling to the longer lease").await;
+        assert!(now.len() >= 5, "at most one ordinal down at a time: {now:?}");
+        let s = f.status(NAME).await;
+        let rolled = s.observed_generation == generation && s.update_revision != old.update_revision;
+        if rolled && s.updated_replicas == Some(6) && s.ready.as_deref() == Some("6/6") && now.len() == 6 {
+            assert_eq!(s.pod_lease_seconds, Some(20), "the longer lease is in force: {s:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the six pods rolled to the longer lease: {now:?} {s:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // What it cost: each pod replaced once, in its own member; no volume.
+    let cost = f.sandbox.account().since(&before);
+    for m in MEMBERS {
+        let c = cost.cluster(m);
+        let pods = c.by_resource("pods");
+        assert_eq!((pods.created, pods.deleted), (2, 2), "{m}: each of its two pods replaced once: {cost:?}");
+        assert_eq!((c.provisioned(), c.released()), (0, 0), "{m}: {cost:?}");
+    }
+    let mcs: Api<MemberCluster> = Api::all(f.host.clone());
+    for m in MEMBERS {
+        assert!(!mcs.get(m).await.unwrap().spec.fenced, "{m} not fenced");
+    }
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_lease_set_while_a_member_is_cut_off_waits_for_the_longer_one_its_pods_hold() {
+    const NAME: &str = "shorter";
+    if !programs() {
+        return;
+    }
+    let (f, _c, mut owners) = placed_with(NAME, 30, 20).await;
+
+    // Central is cut off with its pods alive, whose guards hold 30 s; the lease is then
+    // shortened to 10 s, which central's pods can never learn.
+    let partitioned = Instant::now();
+    f.sandbox.ctl_ok(&["partition", "central"]);
+    set_lease(&f, NAME, 10).await;
+    let mut stopped: Option<Duration> = None;
+    let deadline = Instant::now() + 3 * DEADLINE;
+    let elsewhere = loop {
+        let now = owners.homes(&f, &["east", "west"], "after the partition").await;
+        if stopped.is_none() && now.values().all(|m| m != "central") {
+            stopped = Some(partitioned.elapsed());
+        }
+        let moved = [4, 5].iter().all(|k| now.get(k).is_some_and(|m| m != "central"));
+        let s = f.status(NAME).await;
+        if moved && s.moves.is_empty() && s.ready.as_deref() == Some("6/6") {
+            assert_eq!(s.pod_lease_seconds, Some(30), "central may still hold 30 s pods: {s:?}");
+            break partitioned.elapsed();
+        }
+        assert!(Instant::now() < deadline, "ordinals 4 and 5 Ready elsewhere: {now:?}, {s:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    println!(
+        "lease 30 s shortened to 10 s while central was cut off: central's processes gone after {:?}, \
+         its ordinals Ready elsewhere after {elsewhere:?}",
+        stopped.unwrap()
+    );
+    // Central returns: shrunk and emptied, and then the shorter lease is in force.
+    f.sandbox.ctl_ok(&["heal", "central"]);
+    owners.central_emptied(&f, "after the return").await;
+    let deadline = Instant::now() + 3 * DEADLINE;
+    while f.status(NAME).await.pod_lease_seconds != Some(10) {
+        owners.homes(&f, MEMBERS, "settling on the shorter lease").await;
+        assert!(Instant::now() < deadline, "the shorter lease in force once every pod holds it");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     f.assert_ledger_clean();
 }

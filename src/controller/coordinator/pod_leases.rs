@@ -4,8 +4,13 @@
 //! federation until it answers again and holds nothing of it. The decisions are
 //! [`crate::controller::pod_lease::keeper`]'s; this is when they are asked and carried out.
 //!
-//! - A keeper belongs to one term and one lease length: a new leader (or a new length) starts
-//!   afresh, assuming whatever was sent before may still land within the write deadline.
+//! - A keeper belongs to one term: a new leader starts afresh, assuming whatever was sent
+//!   before may still land within the send window and the write deadline. A new lease length
+//!   keeps the keeper and what it sent, measured with the new length from then on.
+//! - The length is the longest any pod may hold: the spec's, or the longer one stored in
+//!   `status.podLeaseSeconds` while pods made with it may still run (a shorter lease reaches
+//!   pods only as they are replaced; a partitioned member's never). Without `podLease` any more,
+//!   the leases are still extended while that is stored: pods not yet rolled keep their guard.
 //! - Extensions are sent only once a reconcile of this term has run (the federation as read
 //!   from the host, its token raised), and never while this process does not lead, nor once
 //!   the federation is being deleted (its teardown deletes the Lease).
@@ -36,7 +41,7 @@ use crate::{
     plan::Ordinals,
 };
 
-/// A federation's keeper, with the term and lease length it was made for.
+/// A federation's keeper, with the term it was made for and the lease length it measures.
 pub(super) struct PodLeases {
     term: u64,
     seconds: i32,
@@ -45,9 +50,11 @@ pub(super) struct PodLeases {
     timer_at: Option<Instant>,
 }
 
-/// The spans of a federation's lease, if it has one (an invalid length names the field).
+/// The spans of a federation's lease, if any pod of it may hold one (an invalid length names
+/// the field): the longest of the spec's and the one stored as still in force.
 fn timing(fsts: &crate::api::FederatedStatefulSet) -> Option<Result<(i32, Timing), String>> {
-    let seconds = fsts.spec.failover.pod_lease?.seconds;
+    let spec = fsts.spec.failover.pod_lease.map(|p| p.seconds);
+    let seconds = spec.max(fsts.status.as_ref().and_then(|s| s.pod_lease_seconds))?;
     let grace =
         fsts.spec.template.template.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).max(0)
             as u64;
@@ -62,7 +69,7 @@ fn timing(fsts: &crate::api::FederatedStatefulSet) -> Option<Result<(i32, Timing
 /// lapses: its StatefulSet's template and every pod carry the guard.
 fn guarded(view: &MemberView) -> bool {
     let f = &view.federation;
-    f.sts.as_ref().is_none_or(|s| s.guarded) && f.pods.values().all(|p| p.guarded)
+    f.sts.as_ref().is_none_or(|s| s.guard_lease.is_some()) && f.pods.values().all(|p| p.guard_lease.is_some())
 }
 
 /// Whether a member whose lease lapsed at `lapse` answered since and holds nothing of the
@@ -78,17 +85,26 @@ fn cleared(view: &MemberView, lapse: Instant) -> bool {
 }
 
 impl Coordinator {
-    /// The keeper of this term, made afresh for a new term or lease length; `None` for a
-    /// federation without a pod lease (or with an invalid one, which the reconcile refuses).
+    /// The keeper of this term, made afresh for a new term and retimed for a new lease length;
+    /// `None` for a federation whose pods hold no lease (or with an invalid one, which the
+    /// reconcile refuses).
     fn pod_lease_keeper(&mut self, term: u64) -> Option<&mut PodLeases> {
         let Some(Ok((seconds, timing))) = timing(&self.fsts) else {
             self.pod_leases = None;
             return None;
         };
-        if self.pod_leases.as_ref().is_none_or(|p| p.term != term || p.seconds != seconds) {
-            let began = self.leadership.leading_since().unwrap_or_else(Instant::now).min(Instant::now());
-            self.pod_leases =
-                Some(PodLeases { term, seconds, keeper: Keeper::new(began, timing, Rules::ALL), timer_at: None });
+        match self.pod_leases.as_mut() {
+            Some(p) if p.term == term => {
+                if p.seconds != seconds {
+                    p.keeper.retime(timing);
+                    p.seconds = seconds;
+                }
+            }
+            _ => {
+                let began = self.leadership.leading_since().unwrap_or_else(Instant::now).min(Instant::now());
+                self.pod_leases =
+                    Some(PodLeases { term, seconds, keeper: Keeper::new(began, timing, Rules::ALL), timer_at: None });
+            }
         }
         self.pod_leases.as_mut()
     }

@@ -118,9 +118,9 @@ pub struct StsRecord {
     pub ungated_template: Option<std::sync::Arc<serde_json::Value>>,
     /// The revision of the pods held since the gate was added (see [`super::ungated`]).
     pub ungated_revision: Option<String>,
-    /// Its pod template carries the pod-lease guard: the pods it makes stop themselves when
-    /// their lease lapses.
-    pub guarded: bool,
+    /// The lease its pod template's guard enforces, in seconds, if it carries the pod-lease
+    /// guard: the pods it makes stop themselves when their lease lapses.
+    pub guard_lease: Option<i32>,
 }
 
 impl StsRecord {
@@ -156,7 +156,10 @@ impl StsRecord {
                 .map(str::to_string),
             ungated_template: super::ungated::ungated_template(sts),
             ungated_revision: ann(super::ungated::UNGATED_REVISION),
-            guarded: sts.data.pointer("/spec/template/spec").is_some_and(crate::controller::pod_lease::inject::guarded),
+            guard_lease: sts
+                .data
+                .pointer("/spec/template/spec")
+                .and_then(crate::controller::pod_lease::inject::guard_lease),
         };
         Some((FederationKey { namespace: sts.namespace().unwrap_or_default(), name: sts.name_any() }, record))
     }
@@ -872,7 +875,7 @@ mod tests {
             update_revision: None,
             ungated_template: None,
             ungated_revision: None,
-            guarded: false,
+            guard_lease: None,
         };
         let present = |uid: &str, generation: i64| StsState::Present { uid: uid.into(), generation };
         let stss = [None, Some(record("a", 2, 2)), Some(record("a", 3, 2)), Some(record("b", 2, 2))];

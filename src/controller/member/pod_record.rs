@@ -69,9 +69,9 @@ pub struct PodRecord {
     /// Whether it carries spanset's federation label. One without it (removed by hand) is
     /// still the federation's, by its name: counted, and named.
     pub labelled: bool,
-    /// It carries the pod-lease guard (see [`crate::controller::pod_lease::inject`]): it stops
-    /// itself when its lease lapses.
-    pub guarded: bool,
+    /// The lease its pod-lease guard enforces, in seconds, if it carries one (see
+    /// [`crate::controller::pod_lease::inject`]): it stops itself when its lease lapses.
+    pub guard_lease: Option<i32>,
 }
 
 impl PodRecord {
@@ -160,11 +160,15 @@ impl PodRecord {
                 .find(|r| r.controller == Some(true) && r.kind == "StatefulSet")
                 .map(|r| r.uid.clone()),
             labelled,
-            guarded: pod
+            guard_lease: pod
                 .spec
                 .as_ref()
                 .and_then(|s| s.init_containers.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.name == crate::controller::pod_lease::inject::GUARD_INIT)),
+                .and_then(|cs| cs.iter().find(|c| c.name == crate::controller::pod_lease::inject::GUARD_INIT))
+                .map(|c| {
+                    let args: Vec<&str> = c.args.iter().flatten().map(String::as_str).collect();
+                    crate::controller::pod_lease::inject::lease_of_args(&args)
+                }),
         };
         Some((key, ordinal, record))
     }

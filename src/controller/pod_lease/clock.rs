@@ -69,6 +69,13 @@ impl LeaseClock {
         LeaseClock { timing, rules, settled, pending: BTreeMap::new(), next: 0, last_sent: None }
     }
 
+    /// Measures with `timing` from now on (a new lease length): what was sent and landed stays,
+    /// and the lapse follows the new length. The caller keeps the length at least the longest
+    /// any guard may hold.
+    pub fn retime(&mut self, timing: Timing) {
+        self.timing = timing;
+    }
+
     /// Notes an extension sent at `sent`: until settled it counts as one without an answer.
     pub fn send(&mut self, sent: Instant) -> Attempt {
         let attempt = Attempt(self.next);

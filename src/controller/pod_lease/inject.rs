@@ -91,10 +91,22 @@ pub fn inject(
     pod.share_process_namespace = Some(true);
 }
 
-/// Whether a pod spec (as JSON: a pod's or a template's `spec`) carries the guard's init
-/// container: a pod without it does not stop itself when its lease lapses.
-pub fn guarded(spec: &serde_json::Value) -> bool {
-    spec["initContainers"].as_array().is_some_and(|cs| cs.iter().any(|c| c["name"].as_str() == Some(GUARD_INIT)))
+/// The lease a pod spec's guard enforces, in seconds, if the spec (as JSON: a pod's or a
+/// template's `spec`) carries the guard's init container: a pod without it does not stop itself
+/// when its lease lapses. A guard whose length cannot be read counts as holding the longest
+/// lease spanset accepts, so that nothing takes its pod as stopped early.
+pub fn guard_lease(spec: &serde_json::Value) -> Option<i32> {
+    let guard = spec["initContainers"].as_array()?.iter().find(|c| c["name"].as_str() == Some(GUARD_INIT))?;
+    let args = guard["args"].as_array().map(|a| a.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>());
+    Some(lease_of_args(args.as_deref().unwrap_or_default()))
+}
+
+/// The lease length a guard's arguments name (see [`guard_args`]), or the longest accepted.
+pub fn lease_of_args(args: &[&str]) -> i32 {
+    args.iter()
+        .find_map(|a| a.strip_prefix("--lease-seconds=")?.parse::<i32>().ok())
+        .filter(|s| *s > 0)
+        .unwrap_or(crate::api::MAX_POD_LEASE_SECONDS)
 }
 
 #[cfg(test)]
@@ -123,7 +135,9 @@ mod tests {
         let args = spec["initContainers"][0]["args"].as_array().unwrap();
         assert!(args.contains(&serde_json::json!("--lease=shop/db-pods")), "{args:?}");
         assert!(args.contains(&serde_json::json!("--grace=20")), "{args:?}");
-        assert!(guarded(&spec));
-        assert!(!guarded(&serde_json::json!({"containers": []})));
+        assert_eq!(guard_lease(&spec), Some(30));
+        assert_eq!(guard_lease(&serde_json::json!({"containers": []})), None);
+        let unreadable = serde_json::json!({"initContainers": [{"name": GUARD_INIT, "args": ["guard", "wait"]}]});
+        assert_eq!(guard_lease(&unreadable), Some(crate::api::MAX_POD_LEASE_SECONDS), "the longest, to be safe");
     }
 }

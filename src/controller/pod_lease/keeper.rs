@@ -87,6 +87,16 @@ impl Keeper {
         Keeper { timing, rules, began: now, members: BTreeMap::new() }
     }
 
+    /// Measures every member's lease with `timing` from now on (a new lease length), keeping
+    /// what was sent and what landed: a keeper made afresh instead would forget its attempts
+    /// and take every member's lease as lapsed that long after it began leading.
+    pub fn retime(&mut self, timing: Timing) {
+        self.timing = timing;
+        for m in self.members.values_mut() {
+            m.clock.retime(timing);
+        }
+    }
+
     fn member(&mut self, name: &str) -> &mut MemberLease {
         let (began, timing, rules) = (self.began, self.timing, self.rules);
         self.members.entry(name.to_string()).or_insert_with(|| MemberLease {

@@ -33,6 +33,7 @@
 pub mod access;
 pub mod clock;
 pub mod guard;
+pub mod in_force;
 pub mod inject;
 pub mod keeper;
 pub mod object;

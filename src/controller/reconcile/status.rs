@@ -7,7 +7,11 @@ use super::{
 };
 use crate::{
     api::{FederatedStatefulSetStatus, MoveStatus, SliceStatus},
-    controller::{events::Note, status::conditions},
+    controller::{
+        events::Note,
+        pod_lease::in_force::{MemberLeases, in_force},
+        status::conditions,
+    },
     plan::Observed,
 };
 
@@ -71,7 +75,10 @@ pub(super) fn report(cx: &Scope<'_>, obs: &Observed, round: &Round<'_>) -> Repor
     // Any change of the recorded moves is stored before the writes of the round; so is the
     // rollout's cursor, before any member is written with it.
     let moves: Vec<MoveStatus> = round.moves.moves.values().cloned().collect();
+    // A longer pod lease is stored before any member's template carries it.
+    let pod_lease_seconds = pod_lease_in_force(cx, obs);
     let persist_first = round.moves.persist_first
+        || previous.pod_lease_seconds != pod_lease_seconds
         || moves != previous.moves
         || previous.accepted_replicas != Some(desired.replicas as i32)
         || previous.update_partition != Some(roll.cursor as i32)
@@ -97,6 +104,7 @@ pub(super) fn report(cx: &Scope<'_>, obs: &Observed, round: &Round<'_>) -> Repor
         available_replicas: Some(roll.available as i32),
         update_partition: Some(roll.cursor as i32),
         accepted_replicas: Some(desired.replicas as i32),
+        pod_lease_seconds,
         // Without a plan (no placement) what was stored stays.
         balanced_placement: match plan {
             Some(p) => p.balanced_placement.clone(),
@@ -104,6 +112,25 @@ pub(super) fn report(cx: &Scope<'_>, obs: &Observed, round: &Round<'_>) -> Repor
         },
     };
     Report { status, done, persist_first, notes }
+}
+
+/// The longest pod lease any pod may still hold (see [`in_force`]): every observed member
+/// (placement members, and any other holding something) counts, and what it holds is known
+/// only while it answers, unfenced, seen since spanset's last write.
+fn pod_lease_in_force(cx: &Scope<'_>, obs: &Observed) -> Option<i32> {
+    let members: Vec<MemberLeases> = obs
+        .iter()
+        .map(|(name, o)| {
+            let view = cx.view_of(name).filter(|v| v.synced);
+            let guards = view
+                .as_deref()
+                .map(|v| &v.federation)
+                .map(|f| f.sts.iter().map(|s| s.guard_lease).chain(f.pods.values().map(|p| p.guard_lease)).collect())
+                .unwrap_or_default();
+            MemberLeases { known: view.is_some() && o.reachable && !o.fenced && o.observed_since_write, guards }
+        })
+        .collect();
+    in_force(cx.fsts.spec.failover.pod_lease.map(|p| p.seconds), cx.previous.pod_lease_seconds, &members)
 }
 
 /// Each observed member's slice, in placement order then by name.
