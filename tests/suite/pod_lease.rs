@@ -425,9 +425,11 @@ async fn a_shorter_lease_set_while_a_member_is_cut_off_waits_for_the_longer_one_
     if !programs() {
         return;
     }
-    let (f, _c, mut owners) = placed_with(NAME, 30, 20).await;
+    // Forty seconds: well after spanset would re-home central's ordinals had it measured with
+    // the shorter lease (seen about twenty seconds after the partition when it did).
+    let (f, _c, mut owners) = placed_with(NAME, 40, 20).await;
 
-    // Central is cut off with its pods alive, whose guards hold 30 s; the lease is then
+    // Central is cut off with its pods alive, whose guards hold 40 s; the lease is then
     // shortened to 10 s, which central's pods can never learn.
     let partitioned = Instant::now();
     f.sandbox.ctl_ok(&["partition", "central"]);
@@ -442,14 +444,14 @@ async fn a_shorter_lease_set_while_a_member_is_cut_off_waits_for_the_longer_one_
         let moved = [4, 5].iter().all(|k| now.get(k).is_some_and(|m| m != "central"));
         let s = f.status(NAME).await;
         if moved && s.moves.is_empty() && s.ready.as_deref() == Some("6/6") {
-            assert_eq!(s.pod_lease_seconds, Some(30), "central may still hold 30 s pods: {s:?}");
+            assert_eq!(s.pod_lease_seconds, Some(40), "central may still hold 40 s pods: {s:?}");
             break partitioned.elapsed();
         }
         assert!(Instant::now() < deadline, "ordinals 4 and 5 Ready elsewhere: {now:?}, {s:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     println!(
-        "lease 30 s shortened to 10 s while central was cut off: central's processes gone after {:?}, \
+        "lease 40 s shortened to 10 s while central was cut off: central's processes gone after {:?}, \
          its ordinals Ready elsewhere after {elsewhere:?}",
         stopped.unwrap()
     );
@@ -462,5 +464,47 @@ async fn a_shorter_lease_set_while_a_member_is_cut_off_waits_for_the_longer_one_
         assert!(Instant::now() < deadline, "the shorter lease in force once every pod holds it");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    f.assert_ledger_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_set_while_a_member_is_cut_off_does_not_fence_it_its_pods_have_no_guard() {
+    const NAME: &str = "unguarded";
+    if !programs() {
+        return;
+    }
+    // Placed without a pod lease: no pod has a guard.
+    let f = Federation::start_secure_with(MEMBERS, &["--run-images", "busybox,spanset"]).await;
+    let _c = Controller::start_full(&f.sandbox, "controller", &[], &["--member-write-deadline", "5"]);
+    let mut fsts = leased(NAME, LEASE_SECONDS);
+    fsts.spec.failover.pod_lease = None;
+    f.create(&fsts).await;
+    f.wait_settled(NAME, &THIRDS, "thirds").await;
+    let mut owners = Owners::all_six_running(&f, NAME).await;
+
+    // Central is cut off before the lease is set: its pods can never get the guard, so no lapse
+    // of its lease says they stopped. They keep running, and so must stay its alone (the
+    // Automatic policy's own fence is an hour away).
+    f.sandbox.ctl_ok(&["partition", "central"]);
+    set_lease(&f, NAME, LEASE_SECONDS).await;
+    let generation = f.api().get(NAME).await.unwrap().metadata.generation;
+    let deadline = Instant::now() + DEADLINE;
+    while f.status(NAME).await.observed_generation != generation {
+        assert!(Instant::now() < deadline, "the lease is seen");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Three times what a lapse takes here (L/4 + W/4 + W + L, with L 10 s and W 5 s: 25 s).
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(75) {
+        let now = owners.homes(&f, &["east", "west"], "central cut off, its pods unguarded").await;
+        assert_eq!(
+            [4, 5].map(|k| now.get(&k).map(String::as_str)),
+            [Some("central"); 2],
+            "ordinals 4 and 5 run in central only"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let s = f.status(NAME).await;
+    assert!(s.homes.iter().any(|h| h.cluster == "central" && h.ordinals == "4-5"), "still central's: {s:?}");
     f.assert_ledger_clean();
 }
