@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
 use kube::api::Api;
 use serde_json::json;
 use spanset::api::{FederatedStatefulSet, MemberCluster};
@@ -304,6 +304,15 @@ async fn a_host_outage_longer_than_the_lease_stops_every_pod_until_spanset_retur
     }
     let (f, _c, mut owners) = placed(NAME).await;
     let pods_before: BTreeSet<String> = running(NAME).into_iter().map(|(_, uid)| uid).collect();
+    // Nobody but spanset extends a pod lease (the member's admission policy): not even the
+    // member's administrator, who would otherwise keep the pods running through the outage.
+    let leases: Api<Lease> = Api::namespaced(f.member("east").await, "default");
+    let extension = json!({"metadata": {"annotations": {"spanset.dev/extension": "999999"}}});
+    let err = leases
+        .patch(&format!("{NAME}-pods"), &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&extension))
+        .await
+        .expect_err("an administrator's extension is refused");
+    assert!(err.to_string().contains("spanset-owner-leases"), "{err}");
     let before = f.sandbox.account();
 
     // The host cluster goes: spanset keeps running but cannot lead (its leader Lease is there),

@@ -467,3 +467,53 @@ fn a_pod_bearing_an_advanced_statefulset_s_pod_name_waits_behind_the_gate_too() 
     let kruise = UserInfo::service_account("kruise-system", "kruise-manager");
     create_pod(&c, kruise, "kv-1", Some("kv"), false).expect("OpenKruise's manager creates its pods");
 }
+
+/// A federation's pod Lease is extended by spanset only: anyone else's write of one (create,
+/// update, delete) is refused, the member's namespace controller may delete it, and other
+/// Leases stay free.
+#[test]
+fn only_spanset_writes_a_federation_s_pod_lease() {
+    let c = member();
+    let leases = rt(&c, "coordination.k8s.io", "leases");
+    let lease = |name: &str, ours: bool| {
+        let notes = if ours { json!({"spanset.dev/ordinals": "0-1", "spanset.dev/extension": "7"}) } else { json!({}) };
+        let labels = if ours { json!({"spanset.dev/federation": "redis"}) } else { json!({}) };
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+               "metadata": {"name": name, "namespace": "default", "labels": labels, "annotations": notes},
+               "spec": {"holderIdentity": "spanset", "leaseDurationSeconds": 30}})
+    };
+    let as_user = |who: UserInfo| WriteOptions { user: Some(who), ..Default::default() };
+    refused(
+        c.create(&leases, Some("default"), lease("redis-pods", true), &as_user(UserInfo::admin())).map(|_| ()),
+        "spanset-owner-leases",
+        "Lease default/redis-pods is a spanset pod lease: only spanset extends it",
+    );
+    c.create(&leases, Some("default"), lease("redis-pods", true), &as_user(spanset())).expect("spanset makes it");
+    let pod_lease = ("coordination.k8s.io", "leases", "default", "redis-pods");
+    refused(
+        edit(&c, UserInfo::admin(), pod_lease, |l| l["metadata"]["annotations"]["spanset.dev/extension"] = json!("8")),
+        "spanset-owner-leases",
+        "only spanset extends it",
+    );
+    // Nor is it turned into a plain Lease first.
+    refused(
+        edit(&c, UserInfo::admin(), pod_lease, |l| l["metadata"]["annotations"] = json!({})),
+        "spanset-owner-leases",
+        "only spanset extends it",
+    );
+    let delete = |who: UserInfo, name: &str| {
+        c.delete(&leases, "default", name, &DeleteOptions { user: Some(who), ..Default::default() }).map(|_| ())
+    };
+    refused(delete(UserInfo::admin(), "redis-pods"), "spanset-owner-leases", "only spanset extends it");
+    edit(&c, spanset(), pod_lease, |l| l["metadata"]["annotations"]["spanset.dev/extension"] = json!("8"))
+        .expect("spanset extends it");
+    delete(UserInfo::service_account("kube-system", "namespace-controller"), "redis-pods")
+        .expect("a namespace being deleted takes it along");
+    // Any other Lease is the cluster's own business.
+    c.create(&leases, Some("default"), lease("elector", false), &as_user(UserInfo::admin())).expect("a plain Lease");
+    edit(&c, UserInfo::admin(), ("coordination.k8s.io", "leases", "default", "elector"), |l| {
+        l["spec"]["leaseDurationSeconds"] = json!(15);
+    })
+    .expect("renewed by its holder");
+    delete(UserInfo::admin(), "elector").expect("and deleted");
+}
