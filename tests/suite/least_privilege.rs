@@ -330,7 +330,7 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     // The guards were there all along.
     let policies: Api<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding> =
         Api::all(client_for(&f.sandbox.kubeconfig, "east").await);
-    assert_eq!(policies.list(&Default::default()).await.unwrap().items.len(), 10, "the member's guards are bound");
+    assert_eq!(policies.list(&Default::default()).await.unwrap().items.len(), 11, "the member's guards are bound");
     let records = audit(&f.sandbox, &["host", "east", "west"]);
     let ours = |r: &&Value| {
         let u = r["user"].as_str().unwrap_or("");
