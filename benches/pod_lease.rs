@@ -234,11 +234,14 @@ fn print_figures(figures: &[Figures], took: Duration) {
     );
     println!(
         "  controller: L (podLease) {LEASE_SECONDS} s, W (--member-write-deadline) {WRITE_DEADLINE_SECONDS} s, \
-         drift (--pod-lease-drift) {DRIFT}; renew every L/4 = {:.1} s, guard poll P = {:.1} s, \
-         lapse (L+P)·(1+ρ)/(1−ρ) = {:.2} s after the latest landing",
+         drift ρ (--pod-lease-drift) {DRIFT}; extended every R = L/4 = {:.1} s, guard poll P = {:.1} s; \
+         an unanswered extension lands by its send + W·(1+ρ) = {:.2} s, the lease lapses (L+P)·(1+ρ)/(1−ρ) = \
+         {:.2} s after the latest landing (docs/failover.md: about L/4 + W + L = {:.1} s)",
         timing.renew.as_secs_f64(),
         timing.poll.as_secs_f64(),
-        timing.stretched(timing.lease + timing.poll).as_secs_f64()
+        timing.stretched(timing.write_deadline).as_secs_f64(),
+        timing.hastened(timing.lease + timing.poll).as_secs_f64(),
+        (timing.renew + timing.write_deadline + timing.lease).as_secs_f64()
     );
     println!(
         "  federation: unreachableAfterSeconds default ({} s); Automatic's default fenceAfterSeconds {} s; \
@@ -309,7 +312,8 @@ impl Sim {
         let mut admin = None;
         loop {
             let line = tokio::time::timeout(support::DEADLINE, lines.next_line()).await;
-            let line = line.expect("spanset sim ready in time").expect("its stdout").expect("spanset sim printed `ready`");
+            let line =
+                line.expect("spanset sim ready in time").expect("its stdout").expect("spanset sim printed `ready`");
             if line == "ready" {
                 break;
             }
@@ -516,11 +520,8 @@ async fn placed(fsts: &Api<FederatedStatefulSet>, central: &Client, name: &str) 
         if thirds && status.ready.as_deref() == Some("6/6") && status.moves.is_empty() && now.len() == 6 {
             let listed = pods.list(&ListParams::default()).await.expect("central's pods");
             let uids: BTreeSet<String> = listed.items.into_iter().filter_map(|p| p.metadata.uid).collect();
-            let central: Vec<u32> = now
-                .iter()
-                .filter(|(_, us)| us.iter().any(|u| uids.contains(u)))
-                .map(|(k, _)| *k)
-                .collect();
+            let central: Vec<u32> =
+                now.iter().filter(|(_, us)| us.iter().any(|u| uids.contains(u))).map(|(k, _)| *k).collect();
             if central == LOST_ORDINALS {
                 return uids;
             }
