@@ -485,9 +485,11 @@ pub enum SliceChange {
 
 /// Extends a federation's pod Lease in a member (see `controller::pod_lease`): one
 /// conditional write naming `ordinals` with the next extension counter, after a read when the
-/// Lease is not known. Answers what became of it, as the lease's clock counts it.
+/// Lease is not known. Answers what became of it, as the lease's clock counts it, and the
+/// member's refusal of the read or the write, if it refused one (an Event says it: the member's
+/// pods stop when their lease lapses, and nothing else would tell the operator why).
 #[derive(Message)]
-#[rtype(result = "LeaseWritten")]
+#[rtype(result = "(LeaseWritten, Option<String>)")]
 pub struct ExtendPodLease {
     /// The federation (the Lease is `<name>-pods` in its namespace).
     pub key: FederationKey,

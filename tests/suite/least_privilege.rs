@@ -442,6 +442,34 @@ async fn a_missing_member_permission_ends_in_a_condition_that_names_it() {
     assert!(Api::<StatefulSet>::namespaced(east, "shop").get_opt("cart").await.unwrap().is_none(), "nothing written");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_pod_lease_is_said_in_an_event_that_names_the_member_and_its_answer() {
+    let mut f = Federation::start_secure(&["east"]).await;
+    f.refusals_expected = true;
+    // Take away the member's rule on Leases: the federation's pod Lease can be neither read nor
+    // written there, so its pods never start (their guards wait for it).
+    let east_admin = client_for(&f.sandbox.kubeconfig, "east").await;
+    let roles: Api<ClusterRole> = Api::all(east_admin);
+    let mut role = roles.get(join::MEMBER_ACCOUNT).await.unwrap();
+    role.rules.as_mut().unwrap().retain(|r| !r.resources.as_ref().is_some_and(|rs| rs.contains(&"leases".to_string())));
+    role.metadata.managed_fields = None;
+    roles.replace(join::MEMBER_ACCOUNT, &PostParams::default(), &role).await.unwrap();
+    let _c = Controller::start(&f.sandbox, "controller");
+    let mut leased = federation("leased", "default", &[("east", 1)], 1);
+    leased.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
+    f.create(&leased).await;
+    let message = support::until("an Event says the member refused the pod lease", || async {
+        let events = f.events("leased").await;
+        events.into_iter().find(|(_, reason, _)| reason == "PodLeaseRefused").map(|(_, _, m)| m)
+    })
+    .await;
+    assert!(message.starts_with("east refused its pod lease (default/leased-pods)"), "{message}");
+    assert!(
+        message.contains(r#"User "system:serviceaccount:spanset-system:spanset-member" cannot get resource "leases""#),
+        "the member's own answer: {message}"
+    );
+}
+
 /// The refusal of a write by a guard: 403, naming the policy and its binding.
 fn guarded<T: std::fmt::Debug>(r: Result<T, kube::Error>, policy: &str) -> String {
     match r {

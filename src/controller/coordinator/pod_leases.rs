@@ -28,6 +28,7 @@ use actix::prelude::*;
 use super::{Coordinator, ownership};
 use crate::{
     controller::{
+        events::Note,
         messages::{ExtendPodLease, LeaseWritten, MemberView},
         pod_lease::{
             Timing,
@@ -194,12 +195,19 @@ impl Coordinator {
             ctx.spawn(watcher.send(msg).into_actor(self).map(move |res, act, ctx| {
                 // A mailbox failure: the watcher stopped, and with it whatever it was sending,
                 // which may still land.
+                let (res, refusal) = match res {
+                    Ok((written, refusal)) => (Ok(written), refusal),
+                    Err(e) => (Err(e), None),
+                };
                 let sent = match res {
                     Ok(LeaseWritten::Stored { rv, extension }) => Sent::Stored(Stored { rv, extension }),
                     Ok(LeaseWritten::Refused) => Sent::Refused,
                     Ok(LeaseWritten::NotSent) => Sent::NotSent,
                     Ok(LeaseWritten::Lost) | Err(_) => Sent::Lost,
                 };
+                if let Some(why) = refusal {
+                    act.say_lease_refused(&ext.member, &why);
+                }
                 if let Some(p) = act.pod_leases.as_mut().filter(|p| p.term == term) {
                     p.keeper.settled(&ext, sent, Instant::now());
                 }
@@ -211,6 +219,21 @@ impl Coordinator {
             self.schedule(ctx);
         }
         self.arm_pod_lease_timer(ctx);
+    }
+
+    /// Records a Warning Event `PodLeaseRefused` naming the member and its answer: a member
+    /// that refuses its Lease's read or write is not extended, so its pods stop (or never
+    /// start) once the lease lapses, which nothing else would explain. Repeats are folded by
+    /// the recorder.
+    fn say_lease_refused(&self, member: &str, why: &str) {
+        let message = format!(
+            "{member} refused its pod lease ({}/{}-pods): its pods stop, or do not start, once the lease lapses: {why}",
+            self.key.namespace, self.key.name
+        );
+        let (recorder, fsts) = (self.recorder.clone(), self.fsts.clone());
+        actix::spawn(async move {
+            recorder.lock().await.record(&fsts, &Note::warning("PodLeaseRefused", message)).await;
+        });
     }
 
     /// Sets the timer for the keeper's next wake, unless one is set for earlier.

@@ -19,12 +19,12 @@ use crate::controller::{
 };
 
 impl Handler<ExtendPodLease> for ClusterWatcher {
-    type Result = ResponseActFuture<Self, Sent>;
+    type Result = ResponseActFuture<Self, (Sent, Option<String>)>;
 
     fn handle(&mut self, msg: ExtendPodLease, _: &mut Self::Context) -> Self::Result {
         // Too late to send: the lease's clock may already count it as landed by now + W.
         if gate(&self.standing(&msg.key), msg.term).is_err() || std::time::Instant::now() > msg.send_by {
-            return Box::pin(fut::ready(Sent::NotSent));
+            return Box::pin(fut::ready((Sent::NotSent, None)));
         }
         let api: Api<Lease> = Api::namespaced(self.client.clone(), &msg.key.namespace);
         let member = self.cluster.clone();
@@ -79,6 +79,13 @@ impl Handler<ExtendPodLease> for ClusterWatcher {
             }
         };
         Box::pin(work.into_actor(self).map(move |(sent, error), act, _| {
+            // A definite answer (403, 422…) is the member's refusal; a lost connection is not,
+            // nor a conflict (the Lease changed since it was read: read again, extend then).
+            let conflict = |e: &kube::Error| matches!(e, kube::Error::Api(a) if a.code == 409);
+            let refusal = error
+                .as_ref()
+                .filter(|e| CallFailure::of(e).is_definite() && !conflict(e))
+                .map(|e| e.to_string());
             match &error {
                 None if matches!(sent, Sent::Stored { .. }) => {
                     act.contact_ok();
@@ -90,7 +97,7 @@ impl Handler<ExtendPodLease> for ClusterWatcher {
                     tracing::warn!(cluster = %act.cluster, federation = %key, error = %e, ?sent, "pod lease not extended");
                 }
             }
-            sent
+            (sent, refusal)
         }))
     }
 }
