@@ -50,6 +50,40 @@ async fn a_refused_partition_refuses_connections_until_healed() {
 }
 
 #[tokio::test]
+async fn a_partition_from_outside_only_leaves_the_cluster_s_own_pods_their_api() {
+    // A cluster whose pods run real processes serves them on a listener of their own.
+    if support::program("unshare", "util-linux").is_none() {
+        return;
+    }
+    let config =
+        ClusterConfig { time_factor: 0.01, nodes: 0, run_images: vec!["busybox".into()], ..ClusterConfig::named("a") };
+    let fleet = Fleet::start(vec![config], None).await.expect("sandbox starts");
+    let cluster = fleet.servers[0].cluster.clone();
+    let outside = fleet.servers[0].addr;
+    let inside = cluster.api_endpoint.get().expect("the pods' endpoint").addr;
+    assert_ne!(inside, outside, "the pods' `kubernetes` Service has an address of its own");
+    let at = |addr: std::net::SocketAddr| {
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        Api::<ConfigMap>::default_namespaced(Client::try_from(config).unwrap())
+    };
+    let (from_outside, from_pods) = (at(outside), at(inside));
+    cluster.faults.set_partition_outside();
+    eventually("connections from outside refused", || async { tokio::net::TcpStream::connect(outside).await.is_err() })
+        .await;
+    assert!(from_outside.list(&ListParams::default()).await.is_err(), "cut off from outside");
+    from_pods.list(&ListParams::default()).await.expect("its pods still reach its API");
+    // A partition of the whole cluster cuts its pods off too.
+    cluster.faults.set_partition(Partition::Refuse);
+    eventually("the pods' connections refused", || async { tokio::net::TcpStream::connect(inside).await.is_err() })
+        .await;
+    cluster.faults.heal();
+    eventually("both answer again", || async {
+        from_outside.list(&ListParams::default()).await.is_ok() && from_pods.list(&ListParams::default()).await.is_ok()
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_hung_partition_accepts_and_never_answers_until_healed() {
     let (_f, cluster, api) = sandbox().await;
     cluster.faults.set_partition(Partition::Hang);

@@ -179,9 +179,10 @@ async fn a_partitioned_member_stops_its_own_pods_before_automatic_failover_re_ho
     let (f, _c, mut owners) = placed(NAME).await;
     let before = f.sandbox.account();
 
-    // Central is cut off from everything outside it; its pods keep running, as they would.
+    // Central is cut off from everything outside it; its pods keep running, as they would, and
+    // still reach central's own API: their guards keep reading a Lease nobody extends.
     let partitioned = Instant::now();
-    f.sandbox.ctl_ok(&["partition", "central"]);
+    f.sandbox.ctl_ok(&["partition", "central", "--outside-only"]);
     let mut stopped: Option<Duration> = None;
     let deadline = Instant::now() + 3 * DEADLINE;
     let elsewhere = loop {

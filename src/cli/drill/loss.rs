@@ -141,7 +141,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<(LossRepor
         Ok(mine.iter().filter(|e| e["cluster"] == cluster).all(|e| !e["runningUntil"].is_null()))
     })
     .await?;
-    admin(&args.admin, Admin::Partition { cluster: cluster.to_string(), hang: false }).await?;
+    admin(&args.admin, Admin::Partition { cluster: cluster.to_string(), hang: false, outside_only: false }).await?;
     let lost = Instant::now();
     marks.push(Mark::new(Timestamp::now(), MarkKind::Fault, "API partitioned"));
     wait_for(&format!("{cluster} detected unreachable"), timeout, || async {

@@ -28,13 +28,19 @@ pub struct SimCtlArgs {
 pub enum Action {
     /// List the simulated clusters, their API servers, DNS addresses and faults.
     Clusters,
-    /// Cut a cluster off: connections refused, or accepted and never answered (`--hang`).
+    /// Cut a cluster off: connections refused, or accepted and never answered (`--hang`), or
+    /// refused from outside the cluster only (`--outside-only`: its pods still reach its API).
     Partition {
         /// Cluster name.
         cluster: String,
         /// Accept connections but never answer, instead of refusing them.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "outside_only")]
         hang: bool,
+        /// Refuse only clients from outside the cluster: its own pods (their `kubernetes`
+        /// Service) still reach its API, as when the network between a controller and a member
+        /// fails but not the member's own.
+        #[arg(long)]
+        outside_only: bool,
     },
     /// Clear a cluster's partition, latency and error injection.
     Heal {
@@ -255,8 +261,13 @@ fn check_ledger(body: &str) -> i32 {
 pub fn route(action: &Action) -> (&'static str, String) {
     match action {
         Action::Clusters => ("GET", "/clusters".to_string()),
-        Action::Partition { cluster, hang } => {
-            ("POST", format!("/clusters/{cluster}/partition?mode={}", if *hang { "hang" } else { "refuse" }))
+        Action::Partition { cluster, hang, outside_only } => {
+            let mode = match (*hang, *outside_only) {
+                (true, _) => "hang",
+                (false, true) => "outside",
+                (false, false) => "refuse",
+            };
+            ("POST", format!("/clusters/{cluster}/partition?mode={mode}"))
         }
         Action::Heal { cluster } => ("POST", format!("/clusters/{cluster}/heal")),
         Action::Resync { cluster } => ("POST", format!("/clusters/{cluster}/resync")),

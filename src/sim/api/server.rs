@@ -20,7 +20,8 @@ pub struct ServerHandle {
     /// The cluster it serves.
     pub cluster: Arc<Cluster>,
     stop: watch::Sender<bool>,
-    accept: JoinHandle<()>,
+    /// The accept loops: the API's listener and the one its own pods use.
+    accept: Vec<JoinHandle<()>>,
     /// Tasks that live and die with this server (the cluster's simulated components).
     companions: Vec<JoinHandle<()>>,
     /// Whether it serves HTTPS.
@@ -37,7 +38,9 @@ impl ServerHandle {
     /// Stops accepting and closes every connection.
     pub fn stop(&self) {
         let _ = self.stop.send(true);
-        self.accept.abort();
+        for task in &self.accept {
+            task.abort();
+        }
         for task in &self.companions {
             task.abort();
         }
@@ -51,17 +54,23 @@ impl Drop for ServerHandle {
 }
 
 /// Serves a cluster on an already bound listener (bind first, so callers learn the port),
-/// over TLS when `tls` is given; `companions` are stopped with the server.
+/// over TLS when `tls` is given, and on `in_cluster` for its own pods (the address of its
+/// `kubernetes` Service), which a partition from the outside only leaves open; `companions`
+/// are stopped with the server.
 pub fn serve(
     cluster: Arc<Cluster>,
     listener: TcpListener,
+    in_cluster: Option<TcpListener>,
     companions: Vec<JoinHandle<()>>,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> std::io::Result<ServerHandle> {
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
     let https = tls.is_some();
-    let accept = tokio::spawn(accept_loop(cluster.clone(), listener, stopped, tls));
+    let mut accept = vec![tokio::spawn(accept_loop(cluster.clone(), listener, stopped.clone(), tls.clone(), false))];
+    if let Some(l) = in_cluster {
+        accept.push(tokio::spawn(accept_loop(cluster.clone(), l, stopped, tls, true)));
+    }
     Ok(ServerHandle { addr, cluster, stop, accept, companions, tls: https })
 }
 
@@ -85,6 +94,7 @@ async fn accept_loop(
     listener: TcpListener,
     stopped: watch::Receiver<bool>,
     tls: Option<Arc<rustls::ServerConfig>>,
+    in_cluster: bool,
 ) {
     let Ok(addr) = listener.local_addr() else {
         return;
@@ -94,9 +104,10 @@ async fn accept_loop(
     let mut listener = Some(listener);
     loop {
         // A refused partition closes the listener, so connects fail with ECONNREFUSED.
-        if cluster.faults.partition() == Partition::Refuse {
+        if cluster.faults.partition_for(in_cluster) == Partition::Refuse {
             listener = None;
-            let _ = partition.wait_for(|p| *p != Partition::Refuse).await;
+            let faults = cluster.clone();
+            let _ = partition.wait_for(|_| faults.faults.partition_for(in_cluster) != Partition::Refuse).await;
             continue;
         }
         let l = match &listener {
@@ -130,11 +141,11 @@ async fn accept_loop(
                         if h2 {
                             cluster.counters.h2_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         }
-                        serve_connection(s, h2, cluster, server_address, stopped, cut).await
+                        serve_connection(s, h2, cluster, server_address, stopped, cut, in_cluster).await
                     }
                     Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
                 },
-                None => serve_connection(stream, false, cluster, server_address, stopped, cut).await,
+                None => serve_connection(stream, false, cluster, server_address, stopped, cut, in_cluster).await,
             }
         });
     }
@@ -149,9 +160,11 @@ async fn serve_connection<IO>(
     server_address: String,
     mut stopped: watch::Receiver<bool>,
     mut cut: watch::Receiver<Partition>,
+    in_cluster: bool,
 ) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let faults = cluster.clone();
     let svc = service_fn(move |req| {
         let cluster = cluster.clone();
         let server_address = server_address.clone();
@@ -173,6 +186,6 @@ async fn serve_connection<IO>(
             }
         }
         _ = stopped.wait_for(|s| *s) => {}
-        _ = cut.wait_for(|p| *p == Partition::Refuse) => {}
+        _ = cut.wait_for(|_| faults.faults.partition_for(in_cluster) == Partition::Refuse) => {}
     }
 }

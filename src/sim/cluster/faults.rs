@@ -90,6 +90,10 @@ pub struct Outage {
 /// The fault state of one cluster.
 pub struct Faults {
     partition: AtomicU8,
+    /// A refused partition cuts only clients from outside the cluster: its own pods still reach
+    /// its API through the in-cluster listener (the network between a controller and a member
+    /// fails, not the member's own).
+    outside_only: AtomicBool,
     latency_ms: AtomicU64,
     errors: Mutex<Option<ErrorRate>>,
     drop_ordinals: AtomicBool,
@@ -192,6 +196,7 @@ impl Faults {
     fn with_rngs(rng: StdRng, error_rng: StdRng) -> Self {
         Self {
             partition: AtomicU8::new(0),
+            outside_only: AtomicBool::new(false),
             latency_ms: AtomicU64::new(0),
             errors: Mutex::new(None),
             drop_ordinals: AtomicBool::new(false),
@@ -221,8 +226,28 @@ impl Faults {
         }
     }
 
-    /// Sets the partition (`Partition::None` heals).
+    /// The partition as a client sees it: one of the cluster's own pods (`in_cluster`) is not
+    /// cut off by a partition from the outside only.
+    pub fn partition_for(&self, in_cluster: bool) -> Partition {
+        match self.partition() {
+            Partition::Refuse if in_cluster && self.outside_only.load(Ordering::SeqCst) => Partition::None,
+            p => p,
+        }
+    }
+
+    /// Refuses connections from outside the cluster only (see `outside_only`); its pods keep
+    /// reaching its API.
+    pub fn set_partition_outside(&self) {
+        self.store_partition(Partition::Refuse, true);
+    }
+
+    /// Sets the partition (`Partition::None` heals), for every client alike.
     pub fn set_partition(&self, p: Partition) {
+        self.store_partition(p, false);
+    }
+
+    fn store_partition(&self, p: Partition, outside_only: bool) {
+        self.outside_only.store(outside_only, Ordering::SeqCst);
         let code = match p {
             Partition::None => 0,
             Partition::Refuse => 1,
@@ -450,6 +475,7 @@ impl Faults {
     pub fn describe(&self) -> serde_json::Value {
         serde_json::json!({
             "partition": format!("{:?}", self.partition()),
+            "outsideOnly": self.outside_only.load(Ordering::SeqCst),
             "latencyMs": self.latency_ms.load(Ordering::SeqCst),
             "clockOffsetMs": self.clock_offset_ms(),
             "errors": (*self.errors.lock()).map(|e| serde_json::json!({"rate": e.rate, "code": e.code, "spread": format!("{:?}", e.spread)})),

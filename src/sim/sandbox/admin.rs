@@ -159,8 +159,12 @@ fn fault_action(cluster: &Cluster, action: &str, query: &BTreeMap<String, String
             let mode = match query.get("mode").map(String::as_str).unwrap_or("refuse") {
                 "refuse" => Partition::Refuse,
                 "hang" => Partition::Hang,
+                "outside" => {
+                    faults.set_partition_outside();
+                    return Ok(());
+                }
                 other => {
-                    return Err(format!("partition mode must be refuse or hang, not {other:?}"));
+                    return Err(format!("partition mode must be refuse, hang or outside, not {other:?}"));
                 }
             };
             faults.set_partition(mode);

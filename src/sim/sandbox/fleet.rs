@@ -139,16 +139,27 @@ impl Fleet {
             }
             config.pod_network.get_or_insert(network::sandbox_pod_network(i));
             let listener = bind(&config.name, port_at(i)).await?;
+            // A cluster whose pods run real processes serves them on a listener of their own
+            // (its `kubernetes` Service), which a partition from the outside only leaves open.
+            let in_cluster = match config.run_images.is_empty() {
+                true => None,
+                false => Some(TcpListener::bind(("127.0.0.1", 0)).await.map_err(|source| FleetError::Bind {
+                    cluster: format!("{} (in-cluster)", config.name),
+                    port: 0,
+                    source,
+                })?),
+            };
             let server_tls = tls.as_ref().filter(|_| config.serves_tls()).map(|t| t.server.clone());
             let cluster = Cluster::in_sandbox(config, ledger.clone(), volumes.clone());
-            if let Ok(addr) = listener.local_addr() {
+            let pods_use = in_cluster.as_ref().unwrap_or(&listener);
+            if let Ok(addr) = pods_use.local_addr() {
                 let ca_pem = tls.as_ref().filter(|_| server_tls.is_some()).map(|t| t.ca_pem.clone());
                 let _ = cluster.api_endpoint.set(crate::sim::cluster::ApiEndpoint { addr, ca_pem });
             }
             servers.push(
                 {
                     let components = components::spawn(&cluster);
-                    server::serve(cluster, listener, components, server_tls)
+                    server::serve(cluster, listener, in_cluster, components, server_tls)
                 }
                 .map_err(|source| FleetError::Bind {
                     cluster: "?".into(),

@@ -103,7 +103,7 @@ impl Soak {
             }
             Action::Partition { cluster, hang } => {
                 self.api_faulted.insert(cluster.clone());
-                post(Admin::Partition { cluster: cluster.clone(), hang: *hang }).await?;
+                post(Admin::Partition { cluster: cluster.clone(), hang: *hang, outside_only: false }).await?;
             }
             Action::Latency { cluster, ms } => {
                 self.api_faulted.insert(cluster.clone());
