@@ -235,13 +235,13 @@ fn print_figures(figures: &[Figures], took: Duration) {
     println!(
         "  controller: L (podLease) {LEASE_SECONDS} s, W (--member-write-deadline) {WRITE_DEADLINE_SECONDS} s, \
          drift ρ (--pod-lease-drift) {DRIFT}; extended every R = L/4 = {:.1} s, guard poll P = {:.1} s; \
-         an unanswered extension lands by its send + W·(1+ρ) = {:.2} s, the lease lapses (L+P)·(1+ρ)/(1−ρ) = \
-         {:.2} s after the latest landing (docs/failover.md: about L/4 + W + L = {:.1} s)",
+         an unanswered extension lands by its send + (W/4 + W)·(1+ρ) = {:.2} s, the lease lapses (L+P)·(1+ρ)/(1−ρ) = \
+         {:.2} s after the latest landing (docs/failover.md: about L/4 + W/4 + W + L = {:.1} s)",
         timing.renew.as_secs_f64(),
         timing.poll.as_secs_f64(),
-        timing.stretched(timing.write_deadline).as_secs_f64(),
+        timing.stretched(timing.landing_deadline()).as_secs_f64(),
         timing.hastened(timing.lease + timing.poll).as_secs_f64(),
-        (timing.renew + timing.write_deadline + timing.lease).as_secs_f64()
+        (timing.renew + timing.landing_deadline() + timing.lease).as_secs_f64()
     );
     println!(
         "  federation: unreachableAfterSeconds default ({} s); Automatic's default fenceAfterSeconds {} s; \
