@@ -468,6 +468,7 @@ async fn a_refused_pod_lease_is_said_in_an_event_that_names_the_member_and_its_a
         message.contains(r#"User "system:serviceaccount:spanset-system:spanset-member" cannot get resource "leases""#),
         "the member's own answer: {message}"
     );
+    assert!(message.ends_with("(403)"), "its status code: {message}");
 }
 
 /// The refusal of a write by a guard: 403, naming the policy and its binding.

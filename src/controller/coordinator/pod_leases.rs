@@ -193,8 +193,6 @@ impl Coordinator {
                 send_by: now + send_window(settings().write_deadline),
             };
             ctx.spawn(watcher.send(msg).into_actor(self).map(move |res, act, ctx| {
-                // A mailbox failure: the watcher stopped, and with it whatever it was sending,
-                // which may still land.
                 let (res, refusal) = match res {
                     Ok((written, refusal)) => (Ok(written), refusal),
                     Err(e) => (Err(e), None),
@@ -203,6 +201,8 @@ impl Coordinator {
                     Ok(LeaseWritten::Stored { rv, extension }) => Sent::Stored(Stored { rv, extension }),
                     Ok(LeaseWritten::Refused) => Sent::Refused,
                     Ok(LeaseWritten::NotSent) => Sent::NotSent,
+                    // A mailbox failure: the watcher stopped, and with it whatever it was
+                    // sending, which may still land.
                     Ok(LeaseWritten::Lost) | Err(_) => Sent::Lost,
                 };
                 if let Some(why) = refusal {

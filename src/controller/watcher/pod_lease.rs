@@ -81,11 +81,9 @@ impl Handler<ExtendPodLease> for ClusterWatcher {
         Box::pin(work.into_actor(self).map(move |(sent, error), act, _| {
             // A definite answer (403, 422…) is the member's refusal; a lost connection is not,
             // nor a conflict (the Lease changed since it was read: read again, extend then).
-            let conflict = |e: &kube::Error| matches!(e, kube::Error::Api(a) if a.code == 409);
-            let refusal = error
-                .as_ref()
-                .filter(|e| CallFailure::of(e).is_definite() && !conflict(e))
-                .map(|e| e.to_string());
+            let refusal = error.as_ref().map(CallFailure::of).filter(|f| f.is_definite() && !f.is(409)).map(|f| {
+                format!("{} ({})", f.message, f.code.unwrap_or_default())
+            });
             match &error {
                 None if matches!(sent, Sent::Stored { .. }) => {
                     act.contact_ok();
