@@ -333,7 +333,15 @@ async fn a_host_outage_longer_than_the_lease_stops_every_pod_until_spanset_retur
         assert!(Instant::now() < deadline, "every pod stops itself without spanset: still running {now:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(a_guard_waits(NAME), "the stopped pods' guards wait for an extension");
+    // Each stopped pod's sandbox is made anew, its guard waiting first: none of them runs its
+    // main process meanwhile.
+    let deadline = Instant::now() + DEADLINE;
+    while !a_guard_waits(NAME) {
+        let now = owners.homes(&f, MEMBERS, "stopped, before the host returns").await;
+        assert!(now.is_empty(), "a main process runs again without spanset: {now:?}");
+        assert!(Instant::now() < deadline, "the stopped pods' guards wait for an extension");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // The host returns: spanset leads again, extends every member's lease, and each pod's guard
     // lets its main process start again, in the same pod.
