@@ -392,20 +392,22 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     assert!(unused.is_empty(), "granted but never used:\n{}", unused.join("\n"));
 }
 
+/// Removes every rule naming `resource` from spanset's member ClusterRole in `member`, as an
+/// administrator might.
+async fn take_member_rule(f: &Federation, member: &str, resource: &str) {
+    let roles: Api<ClusterRole> = Api::all(client_for(&f.sandbox.kubeconfig, member).await);
+    let mut role = roles.get(join::MEMBER_ACCOUNT).await.unwrap();
+    role.rules.as_mut().unwrap().retain(|r| !r.resources.as_ref().is_some_and(|rs| rs.iter().any(|x| x == resource)));
+    role.metadata.managed_fields = None;
+    roles.replace(join::MEMBER_ACCOUNT, &PostParams::default(), &role).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_member_permission_ends_in_a_condition_that_names_it() {
     let mut f = Federation::start_secure(&["east"]).await;
     f.refusals_expected = true;
     // Take away the member's right to create namespaces.
-    let east_admin = client_for(&f.sandbox.kubeconfig, "east").await;
-    let roles: Api<ClusterRole> = Api::all(east_admin);
-    let mut role = roles.get(join::MEMBER_ACCOUNT).await.unwrap();
-    role.rules
-        .as_mut()
-        .unwrap()
-        .retain(|r| !r.resources.as_ref().is_some_and(|rs| rs.contains(&"namespaces".to_string())));
-    role.metadata.managed_fields = None;
-    roles.replace(join::MEMBER_ACCOUNT, &PostParams::default(), &role).await.unwrap();
+    take_member_rule(&f, "east", "namespaces").await;
     let c = Controller::start(&f.sandbox, "controller");
     let shop = Api::<Namespace>::all(f.host.clone());
     shop.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap())
@@ -448,12 +450,7 @@ async fn a_refused_pod_lease_is_said_in_an_event_that_names_the_member_and_its_a
     f.refusals_expected = true;
     // Take away the member's rule on Leases: the federation's pod Lease can be neither read nor
     // written there, so its pods never start (their guards wait for it).
-    let east_admin = client_for(&f.sandbox.kubeconfig, "east").await;
-    let roles: Api<ClusterRole> = Api::all(east_admin);
-    let mut role = roles.get(join::MEMBER_ACCOUNT).await.unwrap();
-    role.rules.as_mut().unwrap().retain(|r| !r.resources.as_ref().is_some_and(|rs| rs.contains(&"leases".to_string())));
-    role.metadata.managed_fields = None;
-    roles.replace(join::MEMBER_ACCOUNT, &PostParams::default(), &role).await.unwrap();
+    take_member_rule(&f, "east", "leases").await;
     let _c = Controller::start(&f.sandbox, "controller");
     let mut leased = federation("leased", "default", &[("east", 1)], 1);
     leased.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
