@@ -1,7 +1,7 @@
-//! `spanset guard wait|watch`: the guard of a pod of a federation with pod leases (see
+//! `spanset guard wait|watch|ready`: the guard of a pod of a federation with pod leases (see
 //! [`crate::guard`]), run by the pod itself — `wait` as its first init container, `watch` as a
-//! native sidecar, both with an `emptyDir` for the hand-over file and the pod sharing its
-//! process namespace.
+//! native sidecar and `ready` as the watch's probes, all with an `emptyDir` for the state file
+//! that every container of the pod mounts.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -28,13 +28,19 @@ pub struct GuardArgs {
 /// The guard's two halves.
 #[derive(Debug, Subcommand)]
 pub enum GuardCommand {
-    /// Wait until the member's pod Lease, freshly extended, names this pod's ordinal; then hand
-    /// the guard to `watch` through the state file and exit 0 (the pod's first init container).
+    /// Put the containers' first process (`spanset-guard-exec`) in place, wait until the
+    /// member's pod Lease, freshly extended, names this pod's ordinal, post that in the state
+    /// file and exit 0 (the pod's first init container). Exits 1, the reason in its termination
+    /// message, when it cannot, or when the Lease stays unreadable for a whole lease.
     Wait(GuardFlags),
-    /// Take the guard over from `wait` and stop the pod's other processes (SIGTERM, then SIGKILL
-    /// and the end of its sandbox) before the lease can lapse, or at once when the lease stops
-    /// naming the ordinal (a native sidecar of a pod with shareProcessNamespace).
+    /// Take the guard over from the state file, keep polling the Lease, and post after every
+    /// poll what the guard concludes (the deadline; a stop, at once when the lease stops naming
+    /// the ordinal; a release), which every container's first process acts on (a native
+    /// sidecar).
     Watch(GuardFlags),
+    /// Succeed while the watch read its Lease within its last three periods, else fail saying
+    /// why (the watch's startup and readiness probes).
+    Ready(GuardFlags),
 }
 
 /// What both halves are told.
@@ -57,9 +63,20 @@ pub struct GuardFlags {
     /// long (at most L/3) before the deadline.
     #[arg(long, env = "SPANSET_GUARD_GRACE", default_value_t = 30, value_name = "SECONDS")]
     pub grace: u64,
-    /// The hand-over file from `wait` to `watch`, in an emptyDir both mount.
+    /// The guard's state file, in an emptyDir every container of the pod mounts.
     #[arg(long, env = "SPANSET_GUARD_STATE", value_name = "FILE")]
     pub state: PathBuf,
+    /// The uid of the federation the Lease must be written for: a Lease written for another
+    /// one (the federation deleted and made again) names nothing for this pod.
+    #[arg(long, env = "SPANSET_GUARD_FEDERATION_UID", value_name = "UID")]
+    pub federation_uid: Option<String>,
+    /// Where `wait` copies `spanset-guard-exec` (from beside this binary) for the pod's other
+    /// containers to run (an emptyDir they mount).
+    #[arg(long, env = "SPANSET_GUARD_EXEC_DIR", value_name = "DIR")]
+    pub exec_dir: Option<PathBuf>,
+    /// Where `wait` writes why it failed (the container's terminationMessagePath).
+    #[arg(long, default_value = "/dev/termination-log", value_name = "FILE")]
+    pub termination_log: PathBuf,
 }
 
 /// The ordinal a pod's name or hostname gives, if either is a StatefulSet pod's.
@@ -93,14 +110,21 @@ pub fn settings(flags: &GuardFlags) -> Result<Settings, String> {
     .map_err(|e| {
         e.replace("spec.failover.podLease.seconds", "--lease-seconds").replace("--pod-lease-drift", "--drift")
     })?;
-    Ok(Settings { lease, ordinal, timing, state: flags.state.clone() })
+    Ok(Settings {
+        lease,
+        federation_uid: flags.federation_uid.clone().filter(|u| !u.is_empty()),
+        ordinal,
+        timing,
+        state: flags.state.clone(),
+        exec_dir: flags.exec_dir.clone(),
+        termination_log: flags.termination_log.clone(),
+    })
 }
 
 /// Runs `spanset guard`; its exit code (2 for bad flags).
 pub fn run(args: GuardArgs) -> i32 {
-    let (flags, watch) = match &args.command {
-        GuardCommand::Wait(f) => (f, false),
-        GuardCommand::Watch(f) => (f, true),
+    let flags = match &args.command {
+        GuardCommand::Wait(f) | GuardCommand::Watch(f) | GuardCommand::Ready(f) => f,
     };
     let settings = match settings(flags) {
         Ok(s) => s,
@@ -109,7 +133,20 @@ pub fn run(args: GuardArgs) -> i32 {
             return 2;
         }
     };
-    // One thread: a guard polls once per P and signals a few processes.
+    if let GuardCommand::Ready(_) = &args.command {
+        return match run::ready(&settings) {
+            Ok(fine) => {
+                println!("{fine}");
+                0
+            }
+            Err(why) => {
+                println!("{why}");
+                1
+            }
+        };
+    }
+    let watch = matches!(args.command, GuardCommand::Watch(_));
+    // One thread: a guard polls once per P and writes a small file.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     runtime.block_on(async move { if watch { run::watch(settings).await } else { run::wait(settings).await } })
 }
@@ -126,6 +163,9 @@ mod tests {
             drift,
             grace: 30,
             state: "/w/guard".into(),
+            federation_uid: Some("u1".into()),
+            exec_dir: None,
+            termination_log: "/dev/termination-log".into(),
         }
     }
 

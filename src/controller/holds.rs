@@ -40,7 +40,7 @@ pub fn holds(
     let mut out = Vec::new();
     match view {
         Some(view) => {
-            let o = observe(view, backend, fenced, now, grace);
+            let o = observe(view, backend, crate::controller::pod_lease::leased(fsts), fenced, now, grace);
             // A fenced member that no longer answers holds nothing: the fence stands for it.
             if fenced && !o.reachable {
                 return out;
@@ -128,7 +128,7 @@ mod tests {
                         ip: None,
                         owner: None,
                         labelled: true,
-                        guard_lease: None,
+                        guard: None,
                     };
                     (*k, p)
                 })

@@ -506,6 +506,11 @@ pub struct ExtendPodLease {
     /// may still be sent: a message that waited longer in the watcher's mailbox is not sent at
     /// all, since the lease's clock counts the write as landing by its send + W.
     pub send_by: std::time::Instant,
+    /// The federation's uid, which the Lease carries: a guard of another federation of the
+    /// same name (deleted and made again) finds nothing named for it.
+    pub federation_uid: String,
+    /// The write releases the pods for good (an uninstall lets the federation go).
+    pub release: bool,
 }
 
 /// What became of a pod Lease write.

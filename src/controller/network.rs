@@ -294,7 +294,7 @@ mod tests {
             ip: Some(format!("10.0.0.{k}")),
             owner: None,
             labelled: true,
-            guard_lease: None,
+            guard: None,
         }
     }
 

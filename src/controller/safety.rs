@@ -49,6 +49,11 @@ pub struct Rules {
     /// With pod leases, an extension that got no answer counts as landing as late as it may
     /// (`sent + W`), not as never sent: the lapse is measured from it.
     pub lease_lost_extensions: bool,
+    /// With pod leases, the first process of every guarded container ends it by the deadline
+    /// the pod's watch last posted ([`super::pod_lease::exec`]), whatever became of the watch
+    /// since (crashed, stopped, backing off); without it a container stops only when a running
+    /// watch says so.
+    pub exec_deadline: bool,
 }
 
 impl Rules {
@@ -66,6 +71,7 @@ impl Rules {
         lease_deadline: true,
         lease_drift_margin: true,
         lease_lost_extensions: true,
+        exec_deadline: true,
     };
 }
 

@@ -25,6 +25,9 @@ pub mod types {
     /// A placement member lacks a guard spanset relies on (an older Kubernetes release): the
     /// message names each such member, its version and what the federation loses there.
     pub const GUARDS_MISSING: &str = "GuardsMissing";
+    /// Some pod of a federation with a pod lease is not seen guarded (the message names each,
+    /// and its member is then not fenced by a lapse), or its guard fails closed.
+    pub const PODS_UNGUARDED: &str = "PodsUnguarded";
     /// A change of `spec.replicas` beyond the controller's bounds is held: the message says
     /// at which replicas and how to lift it.
     pub const REPLICAS_HELD: &str = "ReplicasHeld";

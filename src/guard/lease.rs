@@ -8,7 +8,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 
 use crate::{
-    controller::pod_lease::{EXTENSION, ORDINALS, parse_ordinals},
+    controller::{
+        labels::FEDERATION_UID,
+        pod_lease::{EXTENSION, ORDINALS, RELEASED, parse_ordinals},
+    },
     plan::Ordinals,
 };
 
@@ -48,11 +51,15 @@ pub struct Reading {
     /// The ordinals [`ORDINALS`] names; none when it is missing or does not parse, so that a
     /// Lease the guard cannot understand stops its pod rather than keeping it.
     pub ordinals: Ordinals,
+    /// [`RELEASED`] is `"true"`: spanset let the federation go.
+    pub released: bool,
 }
 
 /// Reads a Lease object's annotations; an error names what is missing. Without a readable
-/// counter nothing proves an extension: the read counts as failed.
-pub fn reading(lease: &Lease) -> Result<Reading, String> {
+/// counter nothing proves an extension: the read counts as failed. A Lease written for another
+/// federation than `federation_uid` (one deleted and made again under the same name) names no
+/// ordinal and releases nothing: the pod is not its.
+pub fn reading(lease: &Lease, federation_uid: Option<&str>) -> Result<Reading, String> {
     let annotations = lease.metadata.annotations.as_ref();
     let get = |key: &str| annotations.and_then(|a| a.get(key));
     let extension = get(EXTENSION)
@@ -60,16 +67,28 @@ pub fn reading(lease: &Lease) -> Result<Reading, String> {
         .trim()
         .parse::<u64>()
         .map_err(|e| format!("annotation {EXTENSION}: {e}"))?;
+    let theirs = lease.metadata.labels.as_ref().and_then(|l| l.get(FEDERATION_UID)).map(String::as_str);
+    if let Some(own) = federation_uid
+        && theirs != Some(own)
+    {
+        return Ok(Reading { extension, ordinals: Ordinals::new(), released: false });
+    }
     let ordinals = get(ORDINALS).and_then(|text| parse_ordinals(text).ok()).unwrap_or_default();
-    Ok(Reading { extension, ordinals })
+    let released = get(RELEASED).is_some_and(|v| v.trim() == "true");
+    Ok(Reading { extension, ordinals, released })
 }
 
 /// One poll: a quorum GET of `name` answered within `timeout`, or why not.
-pub async fn poll(api: &Api<Lease>, name: &str, timeout: Duration) -> Result<Reading, String> {
+pub async fn poll(
+    api: &Api<Lease>,
+    name: &str,
+    federation_uid: Option<&str>,
+    timeout: Duration,
+) -> Result<Reading, String> {
     match tokio::time::timeout(timeout, api.get(name)).await {
         Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
         Ok(Err(e)) => Err(e.to_string()),
-        Ok(Ok(lease)) => reading(&lease),
+        Ok(Ok(lease)) => reading(&lease, federation_uid),
     }
 }
 
@@ -83,19 +102,27 @@ mod tests {
         let mut l = Lease::default();
         l.metadata.annotations =
             Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>());
+        l.metadata.labels = Some(BTreeMap::from([(FEDERATION_UID.to_string(), "u1".to_string())]));
         l
     }
 
     #[test]
     fn a_lease_reads_as_its_counter_and_ordinals_and_what_is_unclear_names_nothing() {
-        let r = reading(&lease(&[(EXTENSION, "12"), (ORDINALS, "0-1,4")])).unwrap();
-        assert_eq!(r, Reading { extension: 12, ordinals: Ordinals::from_iter([0, 1, 4]) });
-        let r = reading(&lease(&[(EXTENSION, "13"), (ORDINALS, "nonsense")])).unwrap();
+        let read = |l: &Lease| reading(l, Some("u1"));
+        let r = read(&lease(&[(EXTENSION, "12"), (ORDINALS, "0-1,4")])).unwrap();
+        assert_eq!(r, Reading { extension: 12, ordinals: Ordinals::from_iter([0, 1, 4]), released: false });
+        let r = read(&lease(&[(EXTENSION, "13"), (ORDINALS, "nonsense")])).unwrap();
         assert!(r.ordinals.is_empty(), "an unreadable list names no ordinal");
-        assert!(reading(&lease(&[(EXTENSION, "13")])).unwrap().ordinals.is_empty());
-        assert!(reading(&lease(&[(ORDINALS, "1")])).unwrap_err().contains(EXTENSION));
-        assert!(reading(&lease(&[(EXTENSION, "x"), (ORDINALS, "1")])).unwrap_err().contains(EXTENSION));
-        assert!(reading(&Lease::default()).is_err());
+        assert!(read(&lease(&[(EXTENSION, "13")])).unwrap().ordinals.is_empty());
+        assert!(read(&lease(&[(ORDINALS, "1")])).unwrap_err().contains(EXTENSION));
+        assert!(read(&lease(&[(EXTENSION, "x"), (ORDINALS, "1")])).unwrap_err().contains(EXTENSION));
+        assert!(read(&Lease::default()).is_err());
+        let released = lease(&[(EXTENSION, "14"), (ORDINALS, "4"), (RELEASED, "true")]);
+        assert!(read(&released).unwrap().released);
+        // Another federation's Lease (made again under the same name) is not this pod's.
+        let theirs = reading(&released, Some("u2")).unwrap();
+        assert!(theirs.ordinals.is_empty() && !theirs.released, "{theirs:?}");
+        assert!(reading(&released, None).unwrap().released, "a guard told no uid reads any");
     }
 
     #[test]

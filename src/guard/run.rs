@@ -1,25 +1,36 @@
-//! The two loops of `spanset guard`: `wait` (the pod's first init container) polls the Lease
-//! until its guard lets the pod run, then hands the guard over in a file; `watch` (a native
-//! sidecar) takes it over and keeps polling, and stops the pod when its guard says so. Both
-//! poll every P of [`Timing`], each poll's send instant on the node's clock ([`boot`]), and log
-//! one line per change of what they are waiting for or doing.
+//! The loops of `spanset guard`: `wait` (the pod's first init container) puts the containers'
+//! first process in place, then polls the Lease until its guard lets the pod run and posts that
+//! in the state file; `watch` (a native sidecar) takes the guard over from the file, keeps
+//! polling, and posts after every poll what its guard concludes — the deadline, a stop, a
+//! release — for every container's first process to act on ([`crate::controller::pod_lease::exec`]);
+//! `ready` is the watch's probe. The watch signals nothing: it could not, in general (the
+//! containers are in PID namespaces of their own and may run as other users), and the
+//! containers must stop by the deadline even when it is not running.
+//!
+//! Both loops poll every P of [`Timing`], each poll's send instant on the node's clock
+//! ([`boot`]), and log one line per change of what they are waiting for or doing. A guard that
+//! cannot read its Lease fails closed, out loud: `wait` ends with the reason in its
+//! termination message (the pod's status shows it, and the kubelet retries after its back-off),
+//! the watch's probes fail with it (the kubelet records them as the pod's Events).
 
-use std::{collections::BTreeSet, path::PathBuf, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use rustix::process::Signal;
 
 use super::{
     boot,
-    handoff::Handoff,
     lease::{LeaseRef, Reading, poll},
-    pod,
+    state::{GuardState, nanos},
 };
 use crate::{
     controller::{
         pod_lease::{
             Timing,
+            exec::Phase,
             guard::{Action, Guard, Poll},
             render_ordinals,
         },
@@ -28,17 +39,28 @@ use crate::{
     plan::Ordinal,
 };
 
+/// The file name of the containers' first process, beside `spanset` in its image and in the
+/// directory `wait` copies it to.
+pub const EXEC_BINARY: &str = spanset_guard_exec::PROGRAM;
+
 /// What a guard guards, and how.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The member's pod Lease.
     pub lease: LeaseRef,
+    /// The uid of the federation the Lease is written for: a Lease written for another one
+    /// (the federation deleted and made again) names nothing for this pod.
+    pub federation_uid: Option<String>,
     /// The pod's ordinal.
     pub ordinal: Ordinal,
     /// The spans agreed with spanset.
     pub timing: Timing,
-    /// The hand-over file, in an `emptyDir` both containers mount.
+    /// The state file, in an `emptyDir` every container mounts.
     pub state: PathBuf,
+    /// Where `wait` puts the containers' first process (an `emptyDir` they mount), if anywhere.
+    pub exec_dir: Option<PathBuf>,
+    /// Where `wait` writes why it failed, for the pod's status (`terminationMessagePath`).
+    pub termination_log: PathBuf,
 }
 
 /// Polls the Lease through `api` for one guard.
@@ -51,8 +73,9 @@ impl Poller {
     /// One poll: its send instant and what it read (or why it read nothing). It waits at most P
     /// for the answer, so that the guard acts at least every P.
     async fn poll(&self) -> (Duration, Result<Reading, String>) {
+        let s = &self.settings;
         let sent = boot::now();
-        (sent, poll(&self.api, &self.settings.lease.name, self.settings.timing.poll).await)
+        (sent, poll(&self.api, &s.lease.name, s.federation_uid.as_deref(), s.timing.poll).await)
     }
 
     /// Sleeps until P after `started`.
@@ -64,7 +87,7 @@ impl Poller {
 
 fn feed(guard: &mut Guard, sent: Duration, read: &Result<Reading, String>) {
     let poll = match read {
-        Ok(r) => Poll::Read { extension: r.extension, ordinals: &r.ordinals },
+        Ok(r) => Poll::Read { extension: r.extension, ordinals: &r.ordinals, released: r.released },
         Err(_) => Poll::Failed,
     };
     guard.polled(sent, poll);
@@ -88,37 +111,106 @@ fn why_waiting(ordinal: Ordinal, read: &Result<Reading, String>, guard: &Guard) 
 async fn poller(settings: Settings) -> Result<Poller, String> {
     // In-cluster only: a kubeconfig found on the node (the container's root may show the
     // machine's) must not decide which API server the guard believes.
-    let config = kube::Config::incluster().map_err(|e| format!("in-cluster config: {e}"))?;
+    let config = kube::Config::incluster().map_err(|e| {
+        format!("no in-cluster API access ({e}): the pod needs its ServiceAccount token (automountServiceAccountToken)")
+    })?;
     let client = kube::Client::try_from(config).map_err(|e| format!("in-cluster client: {e}"))?;
     Ok(Poller { api: Api::namespaced(client, &settings.lease.namespace), settings })
 }
 
-/// `spanset guard wait`: polls until the Lease, extended naming the ordinal, lets the pod run;
-/// writes the hand-over file and answers 0 (1 if the file cannot be written, or if its `watch`
-/// could not stop the pod: [`pod::cannot_stop`]).
-pub async fn wait(settings: Settings) -> i32 {
-    if let Some(why) = pod::cannot_stop() {
-        return fail(&format!("{why}: the pod may not run"));
+/// The state a guard posts: its phase, the deadline and SIGTERM instant of a valid lease, and
+/// the latest poll.
+fn state_of(
+    s: &Settings,
+    boot_id: &str,
+    epoch: u64,
+    guard: &Guard,
+    phase: Phase,
+    last_error: Option<String>,
+) -> GuardState {
+    let valid = phase == Phase::Valid;
+    let deadline = guard.deadline().filter(|_| valid);
+    GuardState {
+        boot_id: boot_id.to_string(),
+        lease: s.lease.to_string(),
+        ordinal: s.ordinal,
+        epoch,
+        phase,
+        valid_from_nanos: guard.valid_from().map(nanos),
+        last_sent_nanos: guard.last_poll().map(|(sent, _)| nanos(sent)),
+        extension: guard.last_poll().map(|(_, e)| e),
+        deadline_nanos: deadline.map(nanos),
+        term_nanos: deadline.map(|d| nanos(d.saturating_sub(s.timing.stop_budget))),
+        last_error,
     }
+}
+
+/// The containers' first process put where they run it, executable by every user of the pod:
+/// copied from beside this binary (a temporary file renamed over the old one).
+fn install_exec(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let source = exe.with_file_name(EXEC_BINARY);
+    let target = dir.join(EXEC_BINARY);
+    let tmp = dir.join(format!(".{EXEC_BINARY}.tmp"));
+    let at = |what: &str, e: std::io::Error| format!("cannot {what} {EXEC_BINARY}: {e}");
+    std::fs::copy(&source, &tmp).map_err(|e| {
+        at(&format!("copy {} to {} (is it built beside spanset?):", source.display(), dir.display()), e)
+    })?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).map_err(|e| at("make executable", e))?;
+    std::fs::rename(&tmp, &target).map_err(|e| at("install", e))
+}
+
+/// `spanset guard wait`: puts the containers' first process in place, polls until the Lease,
+/// extended naming the ordinal (or released), lets the pod run, and posts that in the state
+/// file; answers 0. It fails (1, the reason in its termination message) when it cannot do its
+/// part, or when the Lease stays unreadable for a whole lease: the kubelet runs it again after
+/// its back-off, and meanwhile the pod's status says why it does not start.
+pub async fn wait(settings: Settings) -> i32 {
+    let log = settings.termination_log.clone();
     let boot_id = match boot::boot_id() {
         Ok(id) => id,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&log, &e),
     };
+    if let Some(dir) = &settings.exec_dir
+        && let Err(e) = install_exec(dir)
+    {
+        return fail(&log, &e);
+    }
     let p = match poller(settings).await {
         Ok(p) => p,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&log, &e),
     };
     let s = &p.settings;
     let fresh = || Guard::new(s.ordinal, s.timing, Rules::ALL);
     let mut guard = fresh();
     let mut said = String::new();
+    // The previous run's epoch, if this pod ran before (the kubelet runs init containers again
+    // when it makes the pod's sandbox anew): a container it started then must not go on.
+    let epoch = GuardState::read(&s.state, &boot_id, &s.lease.to_string(), s.ordinal).map_or(0, |old| old.epoch + 1);
+    let mut failing_since: Option<Duration> = None;
     tracing::info!(lease = %s.lease, ordinal = s.ordinal, "waiting for an extension of the lease naming the ordinal");
-    loop {
+    let phase = loop {
         let started = boot::now();
         let (sent, read) = p.poll().await;
         feed(&mut guard, sent, &read);
+        match &read {
+            Err(e) => {
+                let since = *failing_since.get_or_insert(sent);
+                if boot::now().saturating_sub(since) >= s.timing.lease {
+                    let why = format!(
+                        "lease {} unreadable for {} s: {e}: the pod may not run",
+                        s.lease,
+                        s.timing.lease.as_secs()
+                    );
+                    return fail(&log, &why);
+                }
+            }
+            Ok(_) => failing_since = None,
+        }
         match guard.action(boot::now()) {
-            Action::Run => break,
+            Action::Run => break Phase::Valid,
+            Action::Released => break Phase::Released,
             // Let run once and taken away, or valid too briefly to start: start over, waiting
             // for a fresh extension.
             Action::Term | Action::Kill | Action::Stopped => {
@@ -130,122 +222,148 @@ pub async fn wait(settings: Settings) -> i32 {
             Action::Wait => say(&mut said, why_waiting(s.ordinal, &read, &guard)),
         }
         p.pace(started).await;
-    }
-    let (Some(valid_from), Some((last_sent, extension))) = (guard.valid_from(), guard.last_poll()) else {
-        return fail("the guard let the pod run without a poll");
     };
-    let h = Handoff::new(boot_id, s.lease.to_string(), s.ordinal, valid_from, last_sent, extension);
-    if let Err(e) = h.write(&s.state) {
-        return fail(&e);
+    let state = state_of(s, &boot_id, epoch, &guard, phase, None);
+    if let Err(e) = state.write(&s.state) {
+        return fail(&log, &e);
     }
-    let left = guard.deadline().unwrap_or_default().saturating_sub(boot::now());
-    tracing::info!(extension, left_ms = left.as_millis() as u64, "lease extended naming the ordinal: the pod may run");
+    match phase {
+        Phase::Released => tracing::warn!("the lease is released (spanset let the federation go): the pod runs unguarded"),
+        _ => {
+            let left = guard.deadline().unwrap_or_default().saturating_sub(boot::now());
+            tracing::info!(extension = ?guard.last_poll().map(|p| p.1), left_ms = left.as_millis() as u64,
+                "lease extended naming the ordinal: the pod may run");
+        }
+    }
     0
 }
 
-/// `spanset guard watch`: takes the guard over from the hand-over file and keeps polling;
-/// stops the pod when the guard says so. Without a usable file it stops the pod at once. Runs
-/// until the pod's sandbox ends (with it).
+/// `spanset guard watch`: takes the guard over from the state file and keeps polling, posting
+/// after every poll what the guard concludes. Without a usable file it posts that nothing may
+/// run (a new epoch, waiting) and starts over with a fresh guard. Runs until the pod ends.
 pub async fn watch(settings: Settings) -> i32 {
     let s = settings.clone();
-    let resumed =
-        boot::boot_id().and_then(|id| Handoff::read(&s.state, &id, &s.lease.to_string(), s.ordinal).map(|h| (id, h)));
-    let (boot_id, h) = match resumed {
-        Ok(r) => r,
+    let lease = s.lease.to_string();
+    let boot_id = match boot::boot_id() {
+        Ok(id) => id,
         Err(e) => {
-            tracing::error!("{e}: nothing proves the pod may run; stopping it");
-            return stop_for_ever().await;
-        }
-    };
-    let mut guard = Guard::resume(s.ordinal, s.timing, Rules::ALL, h.valid_from(), h.last_sent(), h.extension);
-    let p = match poller(settings).await {
-        Ok(p) => Some(p),
-        Err(e) => {
-            // The deadline stands: the pod runs until it, unless the client can be made.
+            // Without the boot id no instant can be posted: the containers' first processes keep
+            // the deadline they read last, and stop by it.
             tracing::error!("{e}: the pod stops at its deadline");
-            None
+            return hold().await;
         }
     };
-    let deadline = guard.deadline().unwrap_or_default();
-    tracing::info!(lease = %s.lease, ordinal = s.ordinal, left_ms = deadline.saturating_sub(boot::now()).as_millis() as u64, "watching the lease");
+    let fresh = || Guard::new(s.ordinal, s.timing, Rules::ALL);
+    let (mut guard, mut epoch, mut phase) = match GuardState::read(&s.state, &boot_id, &lease, s.ordinal) {
+        Ok(st) => match (st.phase, st.valid_from(), st.last_poll()) {
+            (Phase::Valid, Some(from), Some((sent, extension))) => {
+                (Guard::resume(s.ordinal, s.timing, Rules::ALL, from, sent, extension), st.epoch, Phase::Valid)
+            }
+            (Phase::Released, ..) => (released_guard(&s), st.epoch, Phase::Released),
+            (p, ..) => (fresh(), st.epoch, p),
+        },
+        Err(e) => {
+            // Whatever a container started under, it may not go on: a new epoch that none of
+            // them saw (the boot clock's reading is none of the small counts before it), waiting.
+            tracing::error!("{e}: nothing proves the pod may run; it stops, and waits for a fresh extension");
+            (fresh(), nanos(boot::now()), Phase::Waiting)
+        }
+    };
+    let post = |guard: &Guard, epoch: u64, phase: Phase, error: Option<String>| {
+        if let Err(e) = state_of(&s, &boot_id, epoch, guard, phase, error).write(&s.state) {
+            tracing::warn!("{e}");
+        }
+    };
+    post(&guard, epoch, phase, None);
+    let p = match poller(settings).await {
+        Ok(p) => p,
+        Err(e) => {
+            // The deadline stands: the pod runs until it. The probes say why.
+            tracing::error!("{e}: the pod stops at its deadline");
+            post(&guard, epoch, phase, Some(e));
+            return hold().await;
+        }
+    };
+    let left = guard.deadline().unwrap_or_default().saturating_sub(boot::now());
+    tracing::info!(lease = %lease, ordinal = s.ordinal, left_ms = left.as_millis() as u64, "watching the lease");
     let mut said = String::new();
-    let mut termed = BTreeSet::new();
     loop {
         let started = boot::now();
-        act(&mut guard, &mut termed, &mut said);
-        let valid_from = guard.valid_from();
-        if let Some(p) = &p {
-            let (sent, read) = p.poll().await;
-            feed(&mut guard, sent, &read);
-            if let Err(e) = &read {
-                say(&mut said, format!("lease unreadable: {e}"));
+        let (sent, read) = p.poll().await;
+        feed(&mut guard, sent, &read);
+        let error = read.as_ref().err().cloned();
+        if let Some(e) = &error {
+            say(&mut said, format!("lease unreadable: {e}"));
+        }
+        match guard.action(boot::now()) {
+            Action::Run | Action::Term => {
+                if phase != Phase::Valid {
+                    tracing::info!(epoch, "lease extended naming the ordinal: the pod may run");
+                }
+                phase = Phase::Valid;
+            }
+            Action::Released => {
+                if phase != Phase::Released {
+                    tracing::warn!("the lease is released (spanset let the federation go): the pod runs unguarded");
+                }
+                phase = Phase::Released;
+            }
+            Action::Kill | Action::Stopped => {
+                let why = if guard.valid_from().is_some() && !matches!(&read, Ok(r) if !r.ordinals.contains(s.ordinal)) {
+                    "the lease's deadline came with no extension"
+                } else {
+                    "the lease no longer names the ordinal"
+                };
+                tracing::warn!(epoch = epoch + 1, "{why}: the pod's containers stop");
+                epoch += 1;
+                phase = Phase::Stopped;
+                guard = fresh();
+                feed(&mut guard, sent, &read);
+            }
+            Action::Wait => {
+                if phase == Phase::Valid {
+                    // Never from a valid guard; kept safe should it happen.
+                    epoch += 1;
+                    phase = Phase::Stopped;
+                }
+                say(&mut said, why_waiting(s.ordinal, &read, &guard));
             }
         }
-        act(&mut guard, &mut termed, &mut said);
-        if guard.valid_from() != valid_from
-            && let (Some(from), Some((sent, extension))) = (guard.valid_from(), guard.last_poll())
-        {
-            // A restarted sidecar goes on from here.
-            let h = Handoff::new(boot_id.clone(), s.lease.to_string(), s.ordinal, from, sent, extension);
-            if let Err(e) = h.write(&s.state) {
-                tracing::warn!("{e}");
-            }
-        }
-        match &p {
-            Some(p) => p.pace(started).await,
-            None => tokio::time::sleep(s.timing.poll).await,
-        }
+        post(&guard, epoch, phase, error);
+        p.pace(started).await;
     }
 }
 
-/// Does what the guard says now.
-fn act(guard: &mut Guard, termed: &mut BTreeSet<i32>, said: &mut String) {
-    let now = boot::now();
-    match guard.action(now) {
-        Action::Run => {
-            if !termed.is_empty() {
-                // A fresh extension came in time: what was asked to stop may have stopped, and
-                // what runs may run on.
-                termed.clear();
-            }
-            say(said, "the pod may run".into());
-        }
-        Action::Term => {
-            let fresh: Vec<i32> = pod::others().into_iter().filter(|pid| !termed.contains(pid)).collect();
-            if !fresh.is_empty() && pod::unsafe_to_signal().is_none() {
-                let n = pod::signal(&fresh, Signal::TERM);
-                tracing::warn!(processes = n, "no extension in time: the lease's deadline is near; SIGTERM");
-                termed.extend(fresh);
-            }
-            say(said, "stopping the pod before the lease's deadline".into());
-        }
-        Action::Kill | Action::Wait => {
-            let why =
-                if guard.valid_from().is_none() { "no valid lease" } else { "the lease's deadline or its ordinals" };
-            tracing::warn!("{why}: killing the pod's processes and ending its sandbox");
-            kill_all();
-            guard.stop();
-            say(said, "stopped; the pod's sandbox ends".into());
-        }
-        Action::Stopped => kill_all(),
-    }
+/// A guard that stays released (resumed from a state that says so).
+fn released_guard(s: &Settings) -> Guard {
+    let mut g = Guard::new(s.ordinal, s.timing, Rules::ALL);
+    let named = crate::plan::Ordinals::from_iter([s.ordinal]);
+    g.polled(Duration::ZERO, Poll::Read { extension: 0, ordinals: &named, released: true });
+    g
 }
 
-/// SIGKILLs the pod's other processes, then SIGTERMs its sandbox (PID 1).
-fn kill_all() {
-    if let Some(why) = pod::unsafe_to_signal() {
-        tracing::error!("cannot stop the pod: {why}");
-        return;
-    }
-    pod::signal(&pod::others(), Signal::KILL);
-    pod::end_sandbox();
-}
-
-/// Stops the pod and keeps it stopped (until the sandbox's end ends this process too).
-async fn stop_for_ever() -> i32 {
+/// Waits for the pod's end, doing nothing.
+async fn hold() -> i32 {
     loop {
-        kill_all();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
+}
+
+/// `spanset guard ready`: the watch's probe. Succeeds while the watch's latest successful read
+/// of the Lease was sent within three of its periods (it polls every P and waits at most P for
+/// an answer); otherwise fails, printing why (the kubelet puts it in the pod's Events).
+pub fn ready(settings: &Settings) -> Result<String, String> {
+    let boot_id = boot::boot_id()?;
+    let state = GuardState::read(&settings.state, &boot_id, &settings.lease.to_string(), settings.ordinal)?;
+    let now = boot::now();
+    let fresh = settings.timing.poll * 3;
+    let last = state.last_poll().map(|(sent, _)| sent);
+    let age = last.map(|t| now.saturating_sub(t));
+    match (age, &state.last_error) {
+        (Some(age), _) if age <= fresh => Ok(format!("lease {} read {} ms ago ({:?})", state.lease, age.as_millis(), state.phase)),
+        (_, Some(e)) => Err(format!("lease {} unreadable: {e}", state.lease)),
+        (Some(age), None) => Err(format!("lease {} not read for {} ms", state.lease, age.as_millis())),
+        (None, None) => Err(format!("lease {} never read", state.lease)),
     }
 }
 
@@ -257,7 +375,11 @@ fn say(said: &mut String, why: String) {
     }
 }
 
-fn fail(why: &str) -> i32 {
+/// Logs `why`, writes it as the container's termination message, and answers 1.
+fn fail(termination_log: &Path, why: &str) -> i32 {
     tracing::error!("{why}");
+    if let Err(e) = std::fs::write(termination_log, why) {
+        tracing::debug!("termination message {}: {e}", termination_log.display());
+    }
     1
 }

@@ -49,6 +49,8 @@ pub struct MemberState {
     /// It may run the federation's pods: placed, holding a slice in the status, or seen with
     /// its StatefulSet or pods.
     pub may_run: bool,
+    /// The ordinals it was last seen to hold: its StatefulSet's slice and its pods.
+    pub held: crate::plan::Ordinals,
 }
 
 /// The members of a deleted federation as the deletion judges them, from the coordinator's
@@ -71,11 +73,16 @@ pub fn states(
                     v.synced && v.last_contact.is_some_and(|t| now.saturating_duration_since(t) < grace)
                 });
             let seen = view.is_some_and(|v| v.federation.sts.is_some() || !v.federation.pods.is_empty());
+            let mut held: crate::plan::Ordinals = view.map(|v| v.federation.pods.keys().copied().collect()).unwrap_or_default();
+            if let Some(sts) = view.and_then(|v| v.federation.sts.as_ref()) {
+                held.extend(sts.slice.ordinals());
+            }
             MemberState {
                 name: name.clone(),
                 fenced: m.fenced,
                 answering,
                 may_run: placed(name) || sliced(name) || seen,
+                held,
             }
         })
         .collect()
@@ -203,6 +210,60 @@ pub struct Round<'a> {
     pub term: u64,
 }
 
+/// Releases the federation's pods from their leases in every unfenced member that may run them
+/// (a released Lease lets every guard run its pod on with no deadline, for good); what is not
+/// released yet, one phrase per member. A member that does not answer holds the uninstall as it
+/// holds a deletion: until it answers, or an operator fences it (its pods then stop when their
+/// lease lapses, and stay stopped until its Lease is released by hand). A fenced member is
+/// skipped: its workloads are declared dead.
+async fn release_pod_leases(fsts: &FederatedStatefulSet, r: &Round<'_>) -> Vec<String> {
+    let key = FederationKey::of(fsts);
+    let seconds = fsts
+        .spec
+        .failover
+        .pod_lease
+        .map(|p| p.seconds)
+        .max(fsts.status.as_ref().and_then(|s| s.pod_lease_seconds))
+        .unwrap_or(crate::api::MAX_POD_LEASE_SECONDS);
+    let window = crate::controller::pod_lease::send_window(crate::controller::pod_lease::settings::settings().write_deadline);
+    let mut waiting = Vec::new();
+    let mut asks = Vec::new();
+    for m in r.members.iter().filter(|m| !m.fenced && m.may_run) {
+        let Some(w) = r.watchers.get(&m.name).filter(|_| m.answering) else {
+            waiting.push(format!(
+                "{} does not answer (it goes on when {} answers, or once it is fenced: spanset fence {})",
+                m.name, m.name, m.name
+            ));
+            continue;
+        };
+        let msg = crate::controller::messages::ExtendPodLease {
+            key: key.clone(),
+            ordinals: m.held.clone(),
+            known: None,
+            lease_seconds: seconds,
+            term: r.term,
+            send_by: Instant::now() + window,
+            federation_uid: fsts.uid().unwrap_or_default(),
+            release: true,
+        };
+        let (name, w) = (m.name.clone(), w.clone());
+        asks.push(async move { (name, w.send(msg).timeout(MEMBER_CALL_TIMEOUT).await) });
+    }
+    for (name, res) in futures::future::join_all(asks).await {
+        match res {
+            Ok((crate::controller::messages::LeaseWritten::Stored { .. }, _)) => {
+                tracing::info!(federation = %key, cluster = %name, "pod lease released: the pods run on unguarded");
+            }
+            Ok((sent, why)) => waiting.push(format!(
+                "{name} did not store the release ({sent:?}{})",
+                why.map(|w| format!(": {w}")).unwrap_or_default()
+            )),
+            Err(e) => waiting.push(format!("{name}: {}", call_failed(e))),
+        }
+    }
+    waiting
+}
+
 /// Removes the federation's member objects; records what fenced or silent members may hold
 /// and drops the finalizer once every member that answers is clean and no silent one may run
 /// its pods; meanwhile stores the conditions that say what it waits for. While the
@@ -211,8 +272,34 @@ pub async fn carry_out(fsts: &FederatedStatefulSet, r: Round<'_>, out: &mut Outc
     if !fsts.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(());
     }
-    // An uninstall (the CRD itself is being deleted) deletes nothing in the members.
+    // An uninstall (the CRD itself is being deleted) deletes nothing in the members; the pods of
+    // a pod lease are released first, or nobody would extend their leases any more and every
+    // one of them would stop.
     if crate::controller::uninstall::decide(r.host).await? == crate::controller::uninstall::Deletion::LetGo {
+        if crate::controller::pod_lease::leased(fsts) {
+            let waiting = release_pod_leases(fsts, &r).await;
+            if !waiting.is_empty() {
+                let mut decision = r.decision.clone();
+                let previous = fsts.status.clone().unwrap_or_default();
+                let now = Time(jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()));
+                let message = format!(
+                    "the CustomResourceDefinition is being deleted: spanset lets go of the federation once its pods are                      released from their pod leases (else they stop when the leases lapse, and stay stopped): {}",
+                    waiting.join("; ")
+                );
+                let verdict = Verdict::yes(types::BLOCKED, "ReleasingPodLeases", message.clone());
+                decision.status.conditions = with_verdicts(
+                    &previous.conditions,
+                    &decision.status.conditions,
+                    &[verdict],
+                    fsts.metadata.generation,
+                    &now,
+                );
+                if let Some(stored) = write_status(r.host, fsts, &decision).await? {
+                    out.stored = Some(stored);
+                }
+                return Err(message);
+            }
+        }
         return crate::controller::uninstall::let_go(r.host, fsts).await;
     }
     let key = FederationKey::of(fsts);
@@ -299,7 +386,7 @@ mod tests {
     use super::*;
 
     fn member(name: &str, fenced: bool, answering: bool, may_run: bool) -> MemberState {
-        MemberState { name: name.into(), fenced, answering, may_run }
+        MemberState { name: name.into(), fenced, answering, may_run, held: Default::default() }
     }
 
     #[test]

@@ -33,6 +33,7 @@ use crate::{
         pod_lease::{
             Timing,
             keeper::{Keeper, Sent, Stored},
+            seen::unguarded_in,
             send_window,
             settings::settings,
         },
@@ -67,10 +68,11 @@ fn timing(fsts: &crate::api::FederatedStatefulSet) -> Option<Result<(i32, Timing
 }
 
 /// Whether everything of the federation last seen in a member stops itself when its lease
-/// lapses: its StatefulSet's template and every pod carry the guard.
-fn guarded(view: &MemberView) -> bool {
-    let f = &view.federation;
-    f.sts.as_ref().is_none_or(|s| s.guard_lease.is_some()) && f.pods.values().all(|p| p.guard_lease.is_some())
+/// lapses: its StatefulSet's template and every pod carry the whole guard for this federation,
+/// and every pod that may run was seen with its watch reading its Lease
+/// ([`crate::controller::pod_lease::seen`]).
+fn guarded(view: &MemberView, name: &str, uid: Option<&str>) -> bool {
+    unguarded_in(&view.federation, name, uid).is_empty()
 }
 
 /// Whether a member whose lease lapsed at `lapse` answered since and holds nothing of the
@@ -115,9 +117,13 @@ impl Coordinator {
     /// stands as fenced for this federation.
     pub(super) fn apply_pod_leases(&mut self, term: u64, members: &mut BTreeMap<String, MemberInput>, now: Instant) {
         let key = self.key.to_string();
+        let (name, uid) = (self.key.name.clone(), self.fsts.metadata.uid.clone());
         let Some(p) = self.pod_lease_keeper(term) else { return };
-        let candidates: Vec<&str> =
-            members.iter().filter(|(_, m)| m.view.as_deref().is_some_and(guarded)).map(|(n, _)| n.as_str()).collect();
+        let candidates: Vec<&str> = members
+            .iter()
+            .filter(|(_, m)| m.view.as_deref().is_some_and(|v| guarded(v, &name, uid.as_deref())))
+            .map(|(n, _)| n.as_str())
+            .collect();
         for member in p.keeper.note_lapses(candidates, now) {
             tracing::warn!(
                 federation = %key, cluster = %member,
@@ -171,7 +177,9 @@ impl Coordinator {
         }
         let Some(p) = self.pod_leases.as_mut() else { return };
         let views = &self.views;
-        let candidates = self.members.keys().map(String::as_str).filter(|n| views.get(*n).is_some_and(|v| guarded(v)));
+        let (name, uid) = (&self.key.name, self.fsts.metadata.uid.as_deref());
+        let candidates =
+            self.members.keys().map(String::as_str).filter(|n| views.get(*n).is_some_and(|v| guarded(v, name, uid)));
         let new_lapse = p.keeper.note_lapses(candidates, now);
         let extensions = p.keeper.due(now, &wanted);
         let seconds = p.seconds;
@@ -191,6 +199,8 @@ impl Coordinator {
                 // After the send window the watcher does not send it: the keeper counts it as
                 // landing, if at all, by the window's end + W.
                 send_by: now + send_window(settings().write_deadline),
+                federation_uid: self.fsts.metadata.uid.clone().unwrap_or_default(),
+                release: false,
             };
             ctx.spawn(watcher.send(msg).into_actor(self).map(move |res, act, ctx| {
                 let (res, refusal) = match res {

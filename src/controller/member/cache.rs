@@ -118,12 +118,17 @@ pub struct StsRecord {
     pub ungated_template: Option<std::sync::Arc<serde_json::Value>>,
     /// The revision of the pods held since the gate was added (see [`super::ungated`]).
     pub ungated_revision: Option<String>,
-    /// The lease its pod template's guard enforces, in seconds, if it carries the pod-lease
-    /// guard: the pods it makes stop themselves when their lease lapses.
-    pub guard_lease: Option<i32>,
+    /// Its pod template's pod-lease guard, if it carries one: the pods it makes stop themselves
+    /// when their lease lapses.
+    pub guard: Option<Box<crate::controller::pod_lease::inject::GuardSpec>>,
 }
 
 impl StsRecord {
+    /// The lease its template's guard enforces, in seconds, if it carries a guard.
+    pub fn guard_lease(&self) -> Option<i32> {
+        self.guard.as_ref().map(|g| g.lease_seconds)
+    }
+
     /// The record of a managed StatefulSet read from the API of `kind`.
     pub fn of(sts: &DynamicObject, kind: Backend) -> Option<(FederationKey, StsRecord)> {
         sts.labels().get(FEDERATION)?;
@@ -156,10 +161,11 @@ impl StsRecord {
                 .map(str::to_string),
             ungated_template: super::ungated::ungated_template(sts),
             ungated_revision: ann(super::ungated::UNGATED_REVISION),
-            guard_lease: sts
+            guard: sts
                 .data
                 .pointer("/spec/template/spec")
-                .and_then(crate::controller::pod_lease::inject::guard_lease),
+                .and_then(crate::controller::pod_lease::inject::guard_of)
+                .map(Box::new),
         };
         Some((FederationKey { namespace: sts.namespace().unwrap_or_default(), name: sts.name_any() }, record))
     }
@@ -875,7 +881,7 @@ mod tests {
             update_revision: None,
             ungated_template: None,
             ungated_revision: None,
-            guard_lease: None,
+            guard: None,
         };
         let present = |uid: &str, generation: i64| StsState::Present { uid: uid.into(), generation };
         let stss = [None, Some(record("a", 2, 2)), Some(record("a", 3, 2)), Some(record("b", 2, 2))];

@@ -19,6 +19,9 @@ pub const START_ORDINALS: &str = "StartOrdinals";
 pub const POLICY_GROUP_VERSION: &str = "admissionregistration.k8s.io/v1";
 /// Their resource there.
 pub const POLICY_RESOURCE: &str = "validatingadmissionpolicies";
+/// The first minor release that runs native sidecars by default (SidecarContainers beta): a
+/// pod lease's watch is one.
+pub const SIDECARS_SINCE_MINOR: u32 = 29;
 /// The first minor release with pod scheduling gates on by default (PodSchedulingReadiness beta).
 pub const GATES_SINCE_MINOR: u32 = 27;
 

@@ -86,6 +86,7 @@ fn spec_without_slice(fsts: &FederatedStatefulSet) -> StatefulSetSpec {
             &mut template,
             &namespace,
             &fsts.name_any(),
+            &fsts.uid().unwrap_or_default(),
             lease.seconds,
             settings,
         );

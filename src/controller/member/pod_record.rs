@@ -69,9 +69,9 @@ pub struct PodRecord {
     /// Whether it carries spanset's federation label. One without it (removed by hand) is
     /// still the federation's, by its name: counted, and named.
     pub labelled: bool,
-    /// The lease its pod-lease guard enforces, in seconds, if it carries one (see
-    /// [`crate::controller::pod_lease::inject`]): it stops itself when its lease lapses.
-    pub guard_lease: Option<i32>,
+    /// Its pod-lease guard, if its spec carries one (see [`crate::controller::pod_lease::seen`]):
+    /// what its spec carries and what its status shows.
+    pub guard: Option<Box<crate::controller::pod_lease::seen::PodGuard>>,
 }
 
 impl PodRecord {
@@ -96,6 +96,12 @@ impl PodRecord {
         {
             self.ready_seen = old.ready_seen.or(self.ready_seen);
         }
+    }
+
+    /// The lease its guard enforces, in seconds, if it carries a guard: it stops itself when
+    /// its lease lapses.
+    pub fn guard_lease(&self) -> Option<i32> {
+        self.guard.as_ref().map(|g| g.spec.lease_seconds)
     }
 
     /// Whether the pod still waits for spanset's release (carries the identity gate).
@@ -160,15 +166,7 @@ impl PodRecord {
                 .find(|r| r.controller == Some(true) && r.kind == "StatefulSet")
                 .map(|r| r.uid.clone()),
             labelled,
-            guard_lease: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.init_containers.as_ref())
-                .and_then(|cs| cs.iter().find(|c| c.name == crate::controller::pod_lease::inject::GUARD_INIT))
-                .map(|c| {
-                    let args: Vec<&str> = c.args.iter().flatten().map(String::as_str).collect();
-                    crate::controller::pod_lease::inject::lease_of_args(&args)
-                }),
+            guard: crate::controller::pod_lease::seen::PodGuard::of(pod),
         };
         Some((key, ordinal, record))
     }

@@ -16,6 +16,10 @@
 //!   extension any later start would need. A stopped guard stays stopped; the pod's sandbox
 //!   restarts with a fresh guard, which waits for a fresh extension naming the ordinal.
 //! - A failed poll changes nothing: the deadline stands.
+//! - A poll that finds the Lease released (spanset let the federation go: an uninstall) and
+//!   naming the ordinal frees the pod for good ([`Action::Released`]): nobody will extend the
+//!   lease again, and stopping a workload nobody manages any more would be an outage, not a
+//!   fence. Sticky: a later poll changes nothing.
 
 use std::time::Duration;
 
@@ -34,6 +38,8 @@ pub enum Poll<'a> {
         extension: u64,
         /// The [`super::ORDINALS`] annotation, parsed.
         ordinals: &'a Ordinals,
+        /// The [`super::RELEASED`] annotation: spanset let the federation go.
+        released: bool,
     },
     /// No answer, an error, or a Lease that does not parse.
     Failed,
@@ -54,6 +60,8 @@ pub enum Action {
     Kill,
     /// The pod was stopped: nothing runs until a fresh guard starts.
     Stopped,
+    /// The lease was released: the pod runs on with no deadline, for good.
+    Released,
 }
 
 /// One pod's guard.
@@ -68,12 +76,14 @@ pub struct Guard {
     /// A poll did not name the ordinal after it was let run.
     revoked: bool,
     stopped: bool,
+    /// A poll found the lease released, naming the ordinal.
+    released: bool,
 }
 
 impl Guard {
     /// A fresh guard of the pod of `ordinal` (the init container's): it waits.
     pub fn new(ordinal: Ordinal, timing: Timing, rules: Rules) -> Guard {
-        Guard { ordinal, timing, rules, last: None, valid_from: None, revoked: false, stopped: false }
+        Guard { ordinal, timing, rules, last: None, valid_from: None, revoked: false, stopped: false, released: false }
     }
 
     /// A guard continuing another's on the same clock (the sidecar taking over from the init
@@ -99,10 +109,16 @@ impl Guard {
 
     /// Feeds one poll, sent at `sent` on the guard's clock.
     pub fn polled(&mut self, sent: Duration, poll: Poll<'_>) {
-        let Poll::Read { extension, ordinals } = poll else { return };
+        let Poll::Read { extension, ordinals, released } = poll else { return };
+        if self.released {
+            return;
+        }
         let named = ordinals.contains(self.ordinal);
         if !named && self.valid_from.is_some() {
             self.revoked = true;
+        }
+        if released && named && !self.revoked {
+            self.released = true;
         }
         if let Some((previous_sent, previous)) = self.last
             && previous != extension
@@ -112,6 +128,11 @@ impl Guard {
             self.valid_from = Some(self.valid_from.map_or(previous_sent, |v| v.max(previous_sent)));
         }
         self.last = Some((sent, extension));
+    }
+
+    /// Whether a poll found the lease released, naming the ordinal (see [`Action::Released`]).
+    pub fn released(&self) -> bool {
+        self.released
     }
 
     /// The caller stopped the pod (its processes killed, its sandbox ending).
@@ -137,6 +158,9 @@ impl Guard {
         }
         if self.revoked {
             return Action::Kill;
+        }
+        if self.released {
+            return Action::Released;
         }
         let Some(deadline) = self.deadline() else { return Action::Wait };
         if !self.rules.lease_deadline {
@@ -173,7 +197,7 @@ mod tests {
     }
 
     fn read(extension: u64, ordinals: &Ordinals) -> Poll<'_> {
-        Poll::Read { extension, ordinals }
+        Poll::Read { extension, ordinals, released: false }
     }
 
     #[test]
@@ -244,6 +268,30 @@ mod tests {
         assert_eq!(g.valid_from(), Some(s(3)));
         g.polled(s(5), read(4, &Ordinals::new()));
         assert_eq!(g.action(s(5)), Action::Kill, "not named: stop at once");
+    }
+
+    #[test]
+    fn a_released_lease_frees_a_named_pod_for_good_and_no_other() {
+        let named = Ordinals::from_iter([2]);
+        let released = |extension| Poll::Read { extension, ordinals: &named, released: true };
+        // A fresh guard that finds the lease released lets the pod start at once.
+        let mut g = Guard::new(2, timing(), Rules::ALL);
+        g.polled(s(1), released(5));
+        assert_eq!(g.action(s(1)), Action::Released);
+        assert_eq!(g.action(s(1_000)), Action::Released, "no deadline any more");
+        g.polled(s(2), read(6, &Ordinals::new()));
+        assert_eq!(g.action(s(2)), Action::Released, "sticky: nothing after it counts");
+        // A release that does not name the ordinal frees nothing; one read after a revocation
+        // does not undo it.
+        let mut g = Guard::new(3, timing(), Rules::ALL);
+        g.polled(s(1), released(5));
+        assert_eq!(g.action(s(1)), Action::Wait);
+        let mut g = Guard::new(2, timing(), Rules::ALL);
+        g.polled(s(1), read(1, &named));
+        g.polled(s(2), read(2, &named));
+        g.polled(s(3), read(3, &Ordinals::new()));
+        g.polled(s(4), released(4));
+        assert_eq!(g.action(s(4)), Action::Kill);
     }
 
     #[test]

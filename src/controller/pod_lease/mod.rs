@@ -37,6 +37,7 @@ pub mod in_force;
 pub mod inject;
 pub mod keeper;
 pub mod object;
+pub mod seen;
 pub mod settings;
 
 use std::time::Duration;
@@ -52,8 +53,24 @@ pub const ORDINALS: &str = "spanset.dev/ordinals";
 /// compares it for change (a change means an extension landed since its previous poll).
 pub const EXTENSION: &str = "spanset.dev/extension";
 
+/// The annotation on a member's pod Lease that releases its pods (`"true"`): spanset let the
+/// federation go (its CRD is being deleted, an uninstall) and will never extend the lease
+/// again, so every guard that reads it lets its pod run on with no deadline, for good.
+pub const RELEASED: &str = "spanset.dev/released";
+
+/// The first process of every guarded container, as a pure decision (`spanset-guard-exec`'s).
+pub use spanset_guard_exec::decision as exec;
+/// K: how long before its deadline a guard ends its pod, for the processes to be gone by it.
+pub use spanset_guard_exec::decision::KILL_MARGIN;
+
 /// The shortest lease spanset accepts: a guard must be able to poll several times within it.
 pub const MIN_LEASE: Duration = Duration::from_secs(10);
+
+/// Whether any pod of the federation may hold a pod lease: `spec.failover.podLease`, or a
+/// length still in force in `status.podLeaseSeconds` (pods made with it may still run).
+pub fn leased(fsts: &crate::api::FederatedStatefulSet) -> bool {
+    fsts.spec.failover.pod_lease.is_some() || fsts.status.as_ref().is_some_and(|s| s.pod_lease_seconds.is_some())
+}
 
 /// The spans both sides agree on (the federation's lease and the controller's flags), and the
 /// arithmetic that makes a span measured on one drifting clock safe against another's.
@@ -97,7 +114,7 @@ impl Timing {
             return Err(format!("--pod-lease-drift: {drift} is not a fraction in [0, 0.5)"));
         }
         let poll = (lease / 10).clamp(Duration::from_millis(200), Duration::from_secs(2));
-        let kill = Duration::from_secs(1);
+        let kill = KILL_MARGIN;
         Ok(Timing {
             lease,
             drift_ppm: (drift * MILLION as f64).round() as u32,
@@ -377,7 +394,7 @@ mod proof {
             let (gap, serve, fails) = w.polls[turn % w.polls.len()];
             turn += 1;
             if let Some((sent, extension, failed)) = pending.take() {
-                let poll = if failed { Poll::Failed } else { Poll::Read { extension, ordinals: &named } };
+                let poll = if failed { Poll::Failed } else { Poll::Read { extension, ordinals: &named, released: false } };
                 guard.polled(Duration::from_secs_f64(sent), poll);
             }
             let real_now = gc.real(now);

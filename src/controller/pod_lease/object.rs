@@ -1,7 +1,9 @@
 //! The member's pod Lease as spanset writes it: `<federation>-pods` in the federation's
 //! namespace, whose annotations name the ordinals allowed in that member and the extension
-//! counter (see [`super`]); `holderIdentity`, `leaseDurationSeconds` and `renewTime` are written
-//! for people reading it, and never read by a guard.
+//! counter (see [`super`]), labelled with the federation's uid (a guard reads only its own
+//! federation's), and released for good by an uninstall ([`super::RELEASED`]);
+//! `holderIdentity`, `leaseDurationSeconds` and `renewTime` are written for people reading it,
+//! and never read by a guard.
 
 use std::collections::BTreeMap;
 
@@ -10,10 +12,10 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
 };
 
-use super::{EXTENSION, ORDINALS, render_ordinals};
+use super::{EXTENSION, ORDINALS, RELEASED, render_ordinals};
 use crate::{
     controller::{
-        labels::{FEDERATION, MANAGED_BY, MANAGER, TERM},
+        labels::{FEDERATION, FEDERATION_UID, MANAGED_BY, MANAGER, TERM},
         written_by::{self, WRITTEN_BY},
     },
     plan::Ordinals,
@@ -41,11 +43,24 @@ pub struct LeaseWrite<'a> {
     pub term: u64,
     /// The resourceVersion it replaces (`None`: a create).
     pub rv: Option<u64>,
+    /// The federation's uid.
+    pub federation_uid: &'a str,
+    /// It releases the pods for good.
+    pub release: bool,
 }
 
 /// The Lease one write stores.
 pub fn lease(w: &LeaseWrite<'_>) -> Lease {
     let (name, namespace) = w.federation;
+    let mut annotations = BTreeMap::from([
+        (ORDINALS.to_string(), render_ordinals(w.ordinals)),
+        (EXTENSION.to_string(), w.extension.to_string()),
+        (TERM.to_string(), w.term.to_string()),
+        (WRITTEN_BY.to_string(), written_by::version().to_string()),
+    ]);
+    if w.release {
+        annotations.insert(RELEASED.to_string(), "true".to_string());
+    }
     Lease {
         metadata: ObjectMeta {
             name: Some(lease_name(name)),
@@ -53,14 +68,10 @@ pub fn lease(w: &LeaseWrite<'_>) -> Lease {
             resource_version: w.rv.map(|rv| rv.to_string()),
             labels: Some(BTreeMap::from([
                 (FEDERATION.to_string(), name.to_string()),
+                (FEDERATION_UID.to_string(), w.federation_uid.to_string()),
                 (MANAGED_BY.to_string(), MANAGER.to_string()),
             ])),
-            annotations: Some(BTreeMap::from([
-                (ORDINALS.to_string(), render_ordinals(w.ordinals)),
-                (EXTENSION.to_string(), w.extension.to_string()),
-                (TERM.to_string(), w.term.to_string()),
-                (WRITTEN_BY.to_string(), written_by::version().to_string()),
-            ])),
+            annotations: Some(annotations),
             ..Default::default()
         },
         spec: Some(LeaseSpec {
@@ -93,6 +104,8 @@ mod tests {
             lease_seconds: 30,
             term: 3,
             rv: Some(42),
+            federation_uid: "u1",
+            release: false,
         });
         assert_eq!(l.metadata.name.as_deref(), Some("db-pods"));
         assert_eq!(l.metadata.resource_version.as_deref(), Some("42"));
@@ -100,5 +113,7 @@ mod tests {
         assert_eq!(a[ORDINALS], "0-1,4");
         assert_eq!(extension_of(&l), 7);
         assert_eq!(l.spec.as_ref().unwrap().holder_identity.as_deref(), Some("east"));
+        assert_eq!(l.metadata.labels.as_ref().unwrap()[FEDERATION_UID], "u1");
+        assert!(!a.contains_key(RELEASED));
     }
 }

@@ -29,7 +29,7 @@ pub(super) fn observed(cx: &Scope<'_>) -> Observed {
             Some(view) if view.synced => {
                 let holds = view.federation.sts.is_some() || !view.federation.pods.is_empty();
                 if cx.placement.contains(name.as_str()) || holds || listed_before.contains(name.as_str()) {
-                    let mut o = observe(view, cx.backend, m.fenced, cx.inp.now, cx.grace);
+                    let mut o = observe(view, cx.backend, cx.leased, m.fenced, cx.inp.now, cx.grace);
                     o.answered_since_fence = m.fenced && m.answered_since_fence;
                     let f = &view.federation;
                     if !cx.inp.rules.confirmation {
@@ -55,7 +55,14 @@ pub(super) fn observed(cx: &Scope<'_>) -> Observed {
 }
 
 /// The planner's observation of one member, from its watcher's report.
-pub fn observe(view: &MemberView, backend: Backend, fenced: bool, now: Instant, grace: Duration) -> ClusterObservation {
+pub fn observe(
+    view: &MemberView,
+    backend: Backend,
+    leased: bool,
+    fenced: bool,
+    now: Instant,
+    grace: Duration,
+) -> ClusterObservation {
     let f = &view.federation;
     let written = f.sts.as_ref().filter(|s| !s.deleting).map(|s| s.slice.clone()).unwrap_or_default();
     ClusterObservation {
@@ -66,7 +73,7 @@ pub fn observe(view: &MemberView, backend: Backend, fenced: bool, now: Instant, 
         reachable: view.synced && view.last_contact.is_some_and(|t| now.saturating_duration_since(t) < grace),
         fenced,
         answered_since_fence: false,
-        compatible: incompatibility(view, backend).is_none(),
+        compatible: incompatibility(view, backend, leased).is_none(),
     }
 }
 
@@ -99,7 +106,15 @@ fn unreported(previous: &FederatedStatefulSetStatus, name: &str, fenced: bool) -
 /// Why a member cannot run a backend's StatefulSets, if it cannot: it drops `.spec.ordinals`
 /// of that API, or (Advanced StatefulSets) its discovery does not list them. Unknowns do not
 /// exclude (a member is unsynced until discovery answers; the first write tells the rest).
-pub(super) fn incompatibility(view: &MemberView, backend: Backend) -> Option<&'static str> {
+pub(super) fn incompatibility(view: &MemberView, backend: Backend, leased: bool) -> Option<&'static str> {
+    // A pod lease's watch is a native sidecar: before 1.29 the API server drops its
+    // restartPolicy, and the watch, an ordinary init container that never ends, would hold
+    // every pod in its init forever.
+    if leased && view.server_minor.is_some_and(|m| m < crate::controller::member::guards::SIDECARS_SINCE_MINOR) {
+        return Some(
+            "spec.failover.podLease: the pods' guard watches from a native sidecar, which Kubernetes 1.29 and later              run; upgrade the member, or remove podLease",
+        );
+    }
     match backend {
         Backend::StatefulSet if view.keeps_ordinals == Some(false) => Some("its API server drops .spec.ordinals"),
         Backend::StatefulSet => None,

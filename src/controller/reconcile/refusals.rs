@@ -131,6 +131,11 @@ fn desired(
         &fsts.spec.template.service_name,
     );
     let joined = |errs: &[plan::SpecError]| errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+    // A pod lease's guard needs things of the pod template only the controller checks.
+    let mut names = names;
+    if fsts.spec.failover.pod_lease.is_some() {
+        names.extend(crate::controller::pod_lease::inject::refusals(&fsts.spec.template.template));
+    }
     let desired = match fsts.spec.to_desired() {
         Ok(d) if names.is_empty() => d,
         Ok(_) => return Err(Refused::new("InvalidSpec", joined(&names))),

@@ -36,6 +36,9 @@ pub(super) struct Scope<'a> {
     pub desired: &'a plan::Desired,
     /// The API of the member StatefulSets.
     pub backend: Backend,
+    /// Whether any pod of the federation may hold a pod lease (`spec.failover.podLease`, or a
+    /// length still in force in the status).
+    pub leased: bool,
     /// The placement's members.
     pub placement: BTreeSet<&'a str>,
     /// `failover.unreachableAfterSeconds`, effective.
@@ -65,6 +68,7 @@ impl<'a> Scope<'a> {
             previous,
             desired: &accepted.desired,
             backend: accepted.backend,
+            leased: crate::controller::pod_lease::leased(&accepted.fsts),
             placement: fsts.spec.placement.clusters.iter().map(|c| c.name.as_str()).collect(),
             grace: unreachable_after(fsts),
             hash: template_hash(fsts),

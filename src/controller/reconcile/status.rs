@@ -68,7 +68,8 @@ pub(super) fn report(cx: &Scope<'_>, obs: &Observed, round: &Round<'_>) -> Repor
         && round.pod_deletes.is_empty()
         && standing.holding_unreachable.is_empty();
     let verdicts = verdicts::verdicts(cx, round, &standing, done);
-    let notes = verdicts::notes(cx, &round.avail.roll);
+    let mut notes = verdicts::notes(cx, &round.avail.roll);
+    notes.extend(verdicts.iter().filter_map(|v| verdicts::unguarded_note(&cx.previous.conditions, v)));
     let roll = &round.avail.roll;
     let desired = cx.desired;
     let previous = cx.previous;
@@ -125,7 +126,7 @@ fn pod_lease_in_force(cx: &Scope<'_>, obs: &Observed) -> Option<i32> {
             let guards = view
                 .as_deref()
                 .map(|v| &v.federation)
-                .map(|f| f.sts.iter().map(|s| s.guard_lease).chain(f.pods.values().map(|p| p.guard_lease)).collect())
+                .map(|f| f.sts.iter().map(|s| s.guard_lease()).chain(f.pods.values().map(|p| p.guard_lease())).collect())
                 .unwrap_or_default();
             MemberLeases { known: view.is_some() && o.reachable && !o.fenced && o.observed_since_write, guards }
         })

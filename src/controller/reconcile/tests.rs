@@ -44,7 +44,7 @@ fn settled(f: &FederatedStatefulSet, start: u32, replicas: u32, term: u64) -> Me
         update_revision: Some("rev-1".into()),
         ungated_template: None,
         ungated_revision: None,
-        guard_lease: None,
+        guard: None,
     };
     let pods = (start..start + replicas)
         .map(|k| {
@@ -63,7 +63,7 @@ fn settled(f: &FederatedStatefulSet, start: u32, replicas: u32, term: u64) -> Me
                 ip: None,
                 owner: Some(format!("sts-{start}")),
                 labelled: true,
-                guard_lease: None,
+                guard: None,
             };
             (k, p)
         })
@@ -715,7 +715,7 @@ fn gated_pod(m: MemberInput, k: u32, other_gates: &[&str]) -> MemberInput {
                 ip: None,
                 owner,
                 labelled: true,
-                guard_lease: None,
+                guard: None,
             },
         );
     })

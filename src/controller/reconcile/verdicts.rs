@@ -49,6 +49,7 @@ pub(super) fn verdicts(cx: &Scope<'_>, round: &Round<'_>, standing: &Standing<'_
     verdicts.push(updating(&round.avail.roll, on_delete(cx.fsts)));
     verdicts.push(identity_conflict(cx, &round.avail.conflicts));
     verdicts.push(guards_missing(cx));
+    verdicts.push(pods_unguarded(cx));
     verdicts.push(match cx.replicas_held {
         Some((reason, message)) => Verdict::yes(types::REPLICAS_HELD, reason, message.clone()),
         None => Verdict::no(types::REPLICAS_HELD, "WithinBounds", ""),
@@ -154,13 +155,64 @@ fn guards_missing(cx: &Scope<'_>) -> Verdict {
         let Some(view) = cx.view_of(c) else { continue };
         let version = view.server_version.clone().unwrap_or_else(|| "version unread".into());
         for g in guards(&view.guard_facts()).into_iter().filter(|g| !g.in_force) {
-            lacking.push(format!("{c} ({version}) lacks {}: {}", g.name, g.message));
+            let mut message = g.message.clone();
+            if cx.leased && g.name == crate::controller::member::guards::ADMISSION_POLICIES {
+                // The pod Lease's own protection is one of those policies.
+                message += &format!(
+                    "; nor writes of the pod Lease {}-pods by anyone but spanset: whoever may update Leases in {}                      there can keep its pods running past spanset's lapse",
+                    cx.name(),
+                    cx.fsts.namespace().unwrap_or_default()
+                );
+            }
+            lacking.push(format!("{c} ({version}) lacks {}: {message}", g.name));
         }
     }
     if lacking.is_empty() {
         Verdict::no(types::GUARDS_MISSING, "AllGuardsInForce", "")
     } else {
         Verdict::yes(types::GUARDS_MISSING, "GuardsMissing", lacking.join("; "))
+    }
+}
+
+/// The `PodsUnguarded` condition of a federation with a pod lease: each member whose pods
+/// spanset has not seen guarded (it is then not fenced by a lapse: it waits for a fence as
+/// without a lease), naming the pods and why, and each pod whose guard fails closed (it does not
+/// start), in the guard's own words.
+fn pods_unguarded(cx: &Scope<'_>) -> Verdict {
+    if !cx.leased {
+        return Verdict::no(types::PODS_UNGUARDED, "NoPodLease", "");
+    }
+    let uid = cx.fsts.metadata.uid.as_deref();
+    let (mut unseen, mut failing) = (Vec::new(), Vec::new());
+    for (member, m) in cx.inp.members {
+        let Some(view) = m.view.as_ref() else { continue };
+        let f = &view.federation;
+        if f.sts.is_none() && f.pods.is_empty() {
+            continue;
+        }
+        let why = crate::controller::pod_lease::seen::unguarded_in(f, &cx.name(), uid);
+        if !why.is_empty() {
+            unseen.push(format!("in {member}, {}", why.join("; ")));
+        }
+        failing.extend(crate::controller::pod_lease::seen::failing_in(f, &cx.name()).into_iter().map(|w| format!("{w} (in {member})")));
+    }
+    match (unseen.is_empty(), failing.is_empty()) {
+        (true, true) => Verdict::no(types::PODS_UNGUARDED, "AllPodsGuarded", ""),
+        (false, _) => {
+            let mut message = format!(
+                "not fenced by a lapse of its lease while these stand (a member cut off waits for a fence as without a                  lease): {}",
+                unseen.join("; ")
+            );
+            if !failing.is_empty() {
+                message += &format!("; guards failing closed: {}", failing.join("; "));
+            }
+            Verdict::yes(types::PODS_UNGUARDED, "GuardsNotSeen", message)
+        }
+        (true, false) => Verdict::yes(
+            types::PODS_UNGUARDED,
+            "GuardsFailing",
+            format!("these pods' guards keep them from starting: {}", failing.join("; ")),
+        ),
     }
 }
 
@@ -209,7 +261,7 @@ fn strays_message(strays: &[String]) -> String {
 
 /// One excluded member, with why, as `Degraded` names it.
 fn exclusion(cx: &Scope<'_>, c: &str, e: &Exclusion) -> String {
-    let why = cx.view_of(c).and_then(|v| incompatibility(&v, cx.backend));
+    let why = cx.view_of(c).and_then(|v| incompatibility(&v, cx.backend, cx.leased));
     let left: Ordinals = cx.view_of(c).map(|v| v.federation.pods.keys().copied().collect()).unwrap_or_default();
     match (e, why) {
         (Exclusion::Incompatible, Some(why)) => match cx.view_of(c).and_then(|v| v.server_version.clone()) {
@@ -308,6 +360,16 @@ pub(super) fn notes(cx: &Scope<'_>, roll: &Rollout) -> Vec<Note> {
     }
     rollout_notes(roll, cx.previous, cx.fsts, &mut notes);
     notes
+}
+
+/// The Warning Event of a `PodsUnguarded` condition whose message is new: every change of which
+/// pods go unguarded, or whose guard fails, is said once.
+pub(super) fn unguarded_note(previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], verdict: &Verdict) -> Option<Note> {
+    if verdict.type_ != types::PODS_UNGUARDED || !verdict.status {
+        return None;
+    }
+    let said = previous.iter().any(|c| c.type_ == types::PODS_UNGUARDED && c.status == "True" && c.message == verdict.message);
+    (!said).then(|| Note::warning(&verdict.reason, verdict.message.clone()))
 }
 
 /// Events of the rollout: each pod the cursor lets through, and a stuck rollout once per

@@ -52,6 +52,8 @@ impl Handler<ExtendPodLease> for ClusterWatcher {
                 lease_seconds: msg.lease_seconds,
                 term: msg.term,
                 rv: known.map(|(rv, _)| rv),
+                federation_uid: &msg.federation_uid,
+                release: msg.release,
             };
             let object = lease(&write);
             if std::time::Instant::now() > msg.send_by {

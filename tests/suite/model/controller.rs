@@ -72,7 +72,7 @@ fn member_view(view: &View, now: Instant) -> MemberView {
         update_revision: (s.observed >= s.generation).then(|| s.revision()),
         ungated_template: None,
         ungated_revision: None,
-        guard_lease: None,
+        guard: None,
     });
     let pods = view
         .pods
@@ -97,7 +97,7 @@ fn member_view(view: &View, now: Instant) -> MemberView {
                 // The model's pods are all its StatefulSet's.
                 owner: sts.as_ref().map(|s| s.uid.clone()),
                 labelled: true,
-                guard_lease: None,
+                guard: None,
             };
             (*k, record)
         })

@@ -1,0 +1,255 @@
+//! The first process of every container of a guarded pod but the guard's own. spanset puts it in front of each container's command (`spanset-guard-exec --state FILE
+//! -- COMMAND…`); it is PID 1 of the container's PID namespace, starts the command as its child
+//! when the guard's state file lets it, passes on the signals the container gets, reaps what
+//! the command leaves behind, and ends the container — by exiting, which makes the kernel end
+//! every other process of the namespace, whatever its user — by the deadline the watch posted
+//! ([`crate::decision`] decides).
+//!
+//! It refuses to start a command it could not end: when it is not PID 1 (the pod shares one
+//! PID namespace among its containers, or the node's), its exit would leave the command
+//! running.
+
+use std::path::PathBuf;
+
+use rustix::process::{Pid, Signal, WaitOptions};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::{
+    boot,
+    decision::{CHECK, Exec, KILL_MARGIN, Step},
+    state::GuardState,
+};
+
+/// What `spanset-guard-exec` is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecArgs {
+    /// The guard's state file.
+    pub state: PathBuf,
+    /// The container's command and its arguments.
+    pub command: Vec<String>,
+}
+
+/// The usage line.
+pub const USAGE: &str = "usage: spanset-guard-exec --state FILE -- COMMAND [ARG…]";
+
+/// Where a container's termination message goes by default (`terminationMessagePath`).
+const TERMINATION_LOG: &str = "/dev/termination-log";
+
+/// Reads the arguments (after the program's name); an error says what is wrong.
+pub fn parse(args: &[String]) -> Result<ExecArgs, String> {
+    let mut state = None;
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "--" => break,
+            "--state" => state = rest.next().map(PathBuf::from),
+            s if s.starts_with("--state=") => state = Some(PathBuf::from(&s["--state=".len()..])),
+            other => return Err(format!("unknown argument {other:?}; {USAGE}")),
+        }
+    }
+    let state = state.ok_or_else(|| format!("--state is required; {USAGE}"))?;
+    let command: Vec<String> = rest.cloned().collect();
+    if command.is_empty() {
+        return Err(format!("no command after --; {USAGE}"));
+    }
+    Ok(ExecArgs { state, command })
+}
+
+/// The program: parses its arguments and runs; the exit code.
+pub fn main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let parsed = match parse(&args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("spanset-guard-exec: {e}");
+            return 2;
+        }
+    };
+    // One thread: the command is forked from it, and the state is read between signals.
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return stop(None, &format!("cannot start: {e}")),
+    };
+    runtime.block_on(run(parsed))
+}
+
+/// Why this process may not start a command, if it may not: it is not PID 1 of its namespace.
+fn cannot_end_the_container() -> Option<String> {
+    let pid = rustix::process::getpid().as_raw_nonzero().get();
+    (pid != 1).then(|| {
+        format!(
+            "this process is PID {pid}, not 1: the container shares a PID namespace (shareProcessNamespace or \
+             hostPID), so ending it would not end its command; the command does not start"
+        )
+    })
+}
+
+/// Logs a line.
+fn log(line: &str) {
+    eprintln!("spanset-guard-exec: {line}");
+}
+
+/// Ends the container: the command SIGKILLed (if started), the reason logged and written as the
+/// termination message; answers the exit code (the kernel ends the rest of the namespace).
+fn stop(child: Option<Pid>, why: &str) -> i32 {
+    if let Some(pid) = child {
+        let _ = rustix::process::kill_process(pid, Signal::KILL);
+    }
+    log(&format!("{why}: the container stops"));
+    let _ = std::fs::write(TERMINATION_LOG, format!("spanset guard: {why}"));
+    1
+}
+
+/// The exit code a container shows for a command that ended with `status`.
+fn code_of(status: rustix::process::WaitStatus) -> i32 {
+    status.exit_status().or_else(|| status.terminating_signal().map(|s| 128 + s)).unwrap_or(1)
+}
+
+async fn run(args: ExecArgs) -> i32 {
+    if let Some(why) = cannot_end_the_container() {
+        return stop(None, &why);
+    }
+    let boot_id = match boot::boot_id() {
+        Ok(id) => id,
+        Err(e) => return stop(None, &e),
+    };
+    let kinds = [
+        SignalKind::terminate(),
+        SignalKind::interrupt(),
+        SignalKind::hangup(),
+        SignalKind::quit(),
+        SignalKind::user_defined1(),
+        SignalKind::user_defined2(),
+        SignalKind::window_change(),
+    ];
+    let mut forwarded = Vec::new();
+    for k in kinds {
+        match signal(k) {
+            Ok(s) => forwarded.push((k, s)),
+            Err(e) => return stop(None, &format!("cannot handle signal {}: {e}", k.as_raw_value())),
+        }
+    }
+    let [(k0, s0), (k1, s1), (k2, s2), (k3, s3), (k4, s4), (k5, s5), (k6, s6)] = &mut forwarded[..] else {
+        unreachable!("seven signals");
+    };
+    let mut children = match signal(SignalKind::child()) {
+        Ok(s) => s,
+        Err(e) => return stop(None, &format!("cannot handle SIGCHLD: {e}")),
+    };
+    let mut exec = Exec::new(KILL_MARGIN, true);
+    let mut child: Option<Pid> = None;
+    let mut said = String::new();
+    let mut unreadable = String::new();
+    loop {
+        // What the watch posted: a state that cannot be read changes nothing.
+        match GuardState::read_any(&args.state, &boot_id) {
+            Ok(s) => {
+                unreadable.clear();
+                exec.read(Some(s.posted()));
+            }
+            Err(e) => {
+                if unreadable != e {
+                    log(&format!("{e} (the latest deadline read stands)"));
+                    unreadable = e;
+                }
+                exec.read(None);
+            }
+        }
+        match exec.step(boot::now()) {
+            Step::Wait(why) => {
+                if said != why {
+                    log(&format!("waiting: {why}"));
+                    said = why;
+                }
+            }
+            Step::Start => {
+                let (program, rest) = args.command.split_first().expect("parse keeps a command");
+                match std::process::Command::new(program).args(rest).spawn() {
+                    Ok(c) => {
+                        let pid = Pid::from_raw(c.id() as i32);
+                        // Reaped below with every other child: the handle is not waited on.
+                        drop(c);
+                        exec.started();
+                        child = pid;
+                        log(&format!("the lease lets the pod run: started {program}"));
+                    }
+                    Err(e) => return stop(None, &format!("cannot start {program}: {e}")),
+                }
+            }
+            Step::Run => {}
+            Step::Term => {
+                if let Some(pid) = child {
+                    log("the lease's deadline is near with no extension: SIGTERM");
+                    if let Err(e) = rustix::process::kill_process(pid, Signal::TERM) {
+                        // Refused (another user): it cannot be asked, so it ends now.
+                        return stop(child, &format!("SIGTERM refused ({e})"));
+                    }
+                }
+                exec.termed();
+            }
+            Step::Stop(why) => return stop(child, &why),
+        }
+        // Waits for a signal or the next check.
+        let got: Option<SignalKind> = tokio::select! {
+            _ = s0.recv() => Some(*k0),
+            _ = s1.recv() => Some(*k1),
+            _ = s2.recv() => Some(*k2),
+            _ = s3.recv() => Some(*k3),
+            _ = s4.recv() => Some(*k4),
+            _ = s5.recv() => Some(*k5),
+            _ = s6.recv() => Some(*k6),
+            _ = children.recv() => None,
+            _ = tokio::time::sleep(CHECK) => None,
+        };
+        if let Some(k) = got {
+            match child {
+                Some(pid) => {
+                    if let Some(sig) = Signal::from_named_raw(k.as_raw_value()) {
+                        let _ = rustix::process::kill_process(pid, sig);
+                    }
+                }
+                // Asked to stop before the command started: nothing to pass it to.
+                None if k == SignalKind::terminate() || k == SignalKind::interrupt() => {
+                    return 128 + k.as_raw_value();
+                }
+                None => {}
+            }
+        }
+        // Reaps every child that ended (as PID 1 it inherits the command's orphans); the
+        // command's end is the container's.
+        while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
+            if Some(pid) == child {
+                let code = code_of(status);
+                log(&format!("the command ended ({code})"));
+                return code;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_arguments_are_the_state_then_the_command() {
+        let a = parse(&args(&["--state", "/g/state", "--", "redis-server", "--port", "6379"])).unwrap();
+        assert_eq!(a.state, PathBuf::from("/g/state"));
+        assert_eq!(a.command, ["redis-server", "--port", "6379"]);
+        let a = parse(&args(&["--state=/g/s", "--", "sh", "-c", "x"])).unwrap();
+        assert_eq!(a.state, PathBuf::from("/g/s"));
+        assert!(parse(&args(&["--", "sh"])).unwrap_err().contains("--state"));
+        assert!(parse(&args(&["--state", "/g"])).unwrap_err().contains("no command"));
+        assert!(parse(&args(&["--verbose", "--", "sh"])).unwrap_err().contains("--verbose"));
+    }
+
+    #[test]
+    fn outside_a_pid_namespace_of_its_own_it_refuses() {
+        // This test process is not PID 1.
+        assert!(cannot_end_the_container().unwrap().contains("not 1"));
+    }
+}
