@@ -14,6 +14,11 @@
 //! extension only while it holds the leader Lease (a frozen one that thaws finds it lost), and
 //! a new leader's first act is to read the host.
 //!
+//! Every container of a pod ends itself by the deadline its pod's watch last posted (its first
+//! process, the library's [`Exec`]): so a watch that stops (`WatchDown`: crashed, backing off,
+//! SIGSTOPped) stops nothing itself, and its pods still stop, by that deadline, checked as each
+//! tick begins (the first process checks ten times a second).
+//!
 //! What the model does not show: spanset lapsing at `latest_landing + L` without its drift
 //! margin. Each side's drift factor alone covers both clocks, so that mutation is unsafe only
 //! by the guard's poll period P; in whole ticks a late guard's kill comes at most a tick after
@@ -28,6 +33,7 @@ use spanset::controller::{
     pod_lease::{
         Timing,
         clock::{LeaseClock, Next},
+        exec::{Exec, Phase, Posted, Step},
         guard::{Action as GuardAction, Guard, Poll},
     },
     safety::Rules,
@@ -147,6 +153,11 @@ pub struct Leases {
     pub outage_until: Option<u32>,
     /// Each member's guards' next poll comes at the end of their period P.
     pub late: [bool; MEMBERS.len()],
+    /// Each member's pods' watches are down (crashed, backing off, stopped): they neither
+    /// poll nor stop anything, until they come back.
+    pub watch_down: [bool; MEMBERS.len()],
+    /// The deadline each pod's watch last posted (`None`: nothing lets it run).
+    pub posted: [[Option<Duration>; REPLICAS as usize]; MEMBERS.len()],
 }
 
 impl Leases {
@@ -160,6 +171,8 @@ impl Leases {
             in_flight: vec![],
             outage_until: None,
             late: [false; MEMBERS.len()],
+            watch_down: [false; MEMBERS.len()],
+            posted: [[None; REPLICAS as usize]; MEMBERS.len()],
         }
     }
 }
@@ -212,7 +225,8 @@ pub fn land(object: &mut LeaseObject, names: Names) {
 
 /// Member `m`'s guards poll at the node's clock `at` (their Lease, if the node reaches its API
 /// server), then do what they say: a pod whose guard says kill stops (its sandbox restarts
-/// with a fresh guard).
+/// with a fresh guard). Each posts the deadline its pod's containers keep. (Watches that are
+/// down do not poll.)
 pub fn poll(leases: &mut Leases, member: &mut Member, m: usize, at: Duration, world: &LeaseWorld, rules: Rules) {
     let object = leases.objects[m].clone();
     let names = ordinals(object.names);
@@ -224,8 +238,30 @@ pub fn poll(leases: &mut Leases, member: &mut Member, m: usize, at: Duration, wo
             *guard = Guard::new(k as u32, world.timing, rules);
             stop_pod(member, k as u32);
         }
+        leases.posted[m][k] = match guard.action(at) {
+            GuardAction::Run | GuardAction::Term => guard.deadline(),
+            _ => None,
+        };
     }
     leases.last_poll[m] = Some(at);
+}
+
+/// The first process of each running pod of member `m` ends it if the deadline its watch last
+/// posted has come on the node's clock `at` (as the library's [`Exec`] decides, from the posted
+/// state alone), whether or not the watch runs.
+pub fn enforce(leases: &Leases, member: &mut Member, m: usize, at: Duration, rules: Rules) {
+    for k in 0..REPLICAS {
+        if !member.pods.get(&k).is_some_and(|p| p.running) {
+            continue;
+        }
+        let posted = leases.posted[m][k as usize];
+        let mut exec = Exec::new(Duration::ZERO, rules.exec_deadline);
+        exec.read(Some(Posted { epoch: 0, phase: Phase::Valid, deadline: posted, term_at: posted }));
+        exec.started();
+        if matches!(exec.step(at), Step::Stop(_)) {
+            stop_pod(member, k);
+        }
+    }
 }
 
 /// A guard stops pod `k`'s containers; its kubelet reports it not Ready if it reaches the API.
@@ -260,6 +296,7 @@ pub fn reset_guards(leases: &mut Leases, members: &[Member; MEMBERS.len()], worl
                 if leases.guards[m][k as usize] != fresh {
                     leases.guards[m][k as usize] = fresh;
                 }
+                leases.posted[m][k as usize] = None;
             }
         }
         if member.node == Node::PoweredOff {

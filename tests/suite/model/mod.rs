@@ -121,6 +121,11 @@ pub enum Action {
     HostOutage,
     /// Fault: member `m`'s guards' next poll comes at the end of their period.
     LateGuard(u8),
+    /// Fault: member `m`'s pods' watches go down (crash, back-off, SIGSTOP): they poll and
+    /// stop nothing until they come back.
+    WatchDown(u8),
+    /// Member `m`'s watches come back, each going on from the state it posted.
+    WatchUp(u8),
 }
 
 /// How the checker explores.
@@ -166,6 +171,9 @@ pub enum Fault {
     /// A member's guards poll late, at the end of the period P they are bound to (on time,
     /// they poll a second into it, on their clock). Pod-lease world only.
     LateGuard,
+    /// A member's pods' watches stop (crashed, OOM-killed, waiting out CrashLoopBackOff,
+    /// SIGSTOPped) and come back at any later point. Pod-lease world only.
+    WatchDown,
 }
 
 /// The kinds of fault the searches inject unless told otherwise (`Freeze` and `PausedSync`
@@ -480,6 +488,11 @@ impl Spanset {
             if self.place_resumptions && self.long_partitions && w.leases.is_some() && !w.members[m as usize].api_up {
                 out.push(Action::Heal(m));
             }
+            // A watch that went down comes back once nothing else can happen: the longest
+            // outage is the one that hurts (one that ends earlier only resumes the same guard).
+            if all && w.leases.as_ref().is_some_and(|l| l.watch_down[m as usize]) {
+                out.push(Action::WatchUp(m));
+            }
         }
     }
 
@@ -518,6 +531,7 @@ impl Spanset {
         let waiting = |m: &Member| m.node == Node::Up && m.pods.values().any(|p| !p.running && !p.gated && !p.deleting);
         leases.outage_until.is_some()
             || !leases.in_flight.is_empty()
+            || leases.watch_down.iter().any(|d| *d)
             || w.members.iter().any(|m| (!m.api_up && !m.fenced) || waiting(m))
     }
 
@@ -570,6 +584,14 @@ impl Spanset {
                 if leases.outage_until.is_some_and(|u| u <= now) {
                     leases.outage_until = None;
                 }
+                // Every container's first process checks its deadline far more often than a tick.
+                for mi in 0..MEMBERS.len() {
+                    let at = self.node_clock(w, mi)?;
+                    let leases = w.leases.as_ref()?;
+                    if w.members[mi].node != Node::PoweredOff {
+                        lease::enforce(leases, &mut w.members[mi], mi, at, rules);
+                    }
+                }
             }
             Action::PollLease(m) => {
                 let at = self.node_clock(w, m as usize)?;
@@ -577,7 +599,10 @@ impl Spanset {
                 let mi = m as usize;
                 let member = &mut w.members[mi];
                 let period = if leases.late[mi] { lw.timing.poll } else { Duration::from_secs(1) };
-                if member.node == Node::PoweredOff || leases.last_poll[mi].is_some_and(|last| at < last + period) {
+                if member.node == Node::PoweredOff
+                    || leases.watch_down[mi]
+                    || leases.last_poll[mi].is_some_and(|last| at < last + period)
+                {
                     return None;
                 }
                 leases.late[mi] = false;
@@ -639,6 +664,21 @@ impl Spanset {
                 w.members[mi].fenced = true;
                 w.members[mi].shrunk_since_fence = false;
             }
+            Action::WatchDown(m) => {
+                let leases = w.leases.as_mut()?;
+                if w.faults_left == 0 || leases.watch_down[m as usize] {
+                    return None;
+                }
+                w.faults_left -= 1;
+                leases.watch_down[m as usize] = true;
+            }
+            Action::WatchUp(m) => {
+                let leases = w.leases.as_mut()?;
+                if !leases.watch_down[m as usize] {
+                    return None;
+                }
+                leases.watch_down[m as usize] = false;
+            }
             Action::LateGuard(m) => {
                 let leases = w.leases.as_mut()?;
                 if w.faults_left == 0 || leases.late[m as usize] {
@@ -681,6 +721,8 @@ impl Spanset {
             | Action::VanishExtension(_)
             | Action::LeaseFence(..)
             | Action::LateGuard(_)
+            | Action::WatchDown(_)
+            | Action::WatchUp(_)
             | Action::HostOutage => self.lease_step(&mut w, action)?,
             Action::Freeze(c) => {
                 let ctl = &mut w.controllers[c as usize];
@@ -1394,6 +1436,11 @@ impl Model for Spanset {
             if w.leases.is_some() && on(Fault::LateGuard) {
                 for m in 0..MEMBERS.len() as u8 {
                     out.push(Action::LateGuard(m));
+                }
+            }
+            if w.leases.is_some() && on(Fault::WatchDown) {
+                for m in 0..MEMBERS.len() as u8 {
+                    out.push(Action::WatchDown(m));
                 }
             }
             for m in 0..MEMBERS.len() as u8 {
