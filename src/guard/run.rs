@@ -228,7 +228,9 @@ pub async fn wait(settings: Settings) -> i32 {
         return fail(&log, &e);
     }
     match phase {
-        Phase::Released => tracing::warn!("the lease is released (spanset let the federation go): the pod runs unguarded"),
+        Phase::Released => {
+            tracing::warn!("the lease is released (spanset let the federation go): the pod runs unguarded")
+        }
         _ => {
             let left = guard.deadline().unwrap_or_default().saturating_sub(boot::now());
             tracing::info!(extension = ?guard.last_poll().map(|p| p.1), left_ms = left.as_millis() as u64,
@@ -309,7 +311,8 @@ pub async fn watch(settings: Settings) -> i32 {
                 phase = Phase::Released;
             }
             Action::Kill | Action::Stopped => {
-                let why = if guard.valid_from().is_some() && !matches!(&read, Ok(r) if !r.ordinals.contains(s.ordinal)) {
+                let why = if guard.valid_from().is_some() && !matches!(&read, Ok(r) if !r.ordinals.contains(s.ordinal))
+                {
                     "the lease's deadline came with no extension"
                 } else {
                     "the lease no longer names the ordinal"
@@ -360,7 +363,9 @@ pub fn ready(settings: &Settings) -> Result<String, String> {
     let last = state.last_poll().map(|(sent, _)| sent);
     let age = last.map(|t| now.saturating_sub(t));
     match (age, &state.last_error) {
-        (Some(age), _) if age <= fresh => Ok(format!("lease {} read {} ms ago ({:?})", state.lease, age.as_millis(), state.phase)),
+        (Some(age), _) if age <= fresh => {
+            Ok(format!("lease {} read {} ms ago ({:?})", state.lease, age.as_millis(), state.phase))
+        }
         (_, Some(e)) => Err(format!("lease {} unreadable: {e}", state.lease)),
         (Some(age), None) => Err(format!("lease {} not read for {} ms", state.lease, age.as_millis())),
         (None, None) => Err(format!("lease {} never read", state.lease)),

@@ -41,6 +41,7 @@ mod etcd_quorum;
 mod failover;
 mod faults;
 mod features;
+mod guard_exec;
 mod fencing;
 mod guards_by_version;
 mod hidden_pods;

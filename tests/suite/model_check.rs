@@ -713,7 +713,11 @@ fn with_pod_leases_containers_that_obey_only_a_running_watch_run_an_identity_twi
     let bug = a_watch_stops_then_its_member_is_cut_off(Rules { exec_deadline: false, ..Rules::ALL });
     let doubled = bug.expect("with containers obeying only their watch, an ordinal runs twice");
     eprintln!("{doubled}");
-    assert_eq!(a_watch_stops_then_its_member_is_cut_off(Rules::ALL), None, "each container ends itself by the deadline");
+    assert_eq!(
+        a_watch_stops_then_its_member_is_cut_off(Rules::ALL),
+        None,
+        "each container ends itself by the deadline"
+    );
 }
 
 /// The schedule of a lost extension: the fair schedule of the settled start until member `a`'s

@@ -1,23 +1,29 @@
 //! The first process of every guarded container (`spanset-guard-exec`), as a pure decision: it
 //! starts the container's own command only under what the pod's watch posted in the guard's
-//! state file, and ends the container by the posted deadline whatever became of the watch.
+//! state file, and stops it by the posted deadline whatever became of the watch.
 //!
 //! Why a second enforcer beside the watch: the watch is one container among the pod's, and a
 //! container can crash, be OOM-killed, wait out CrashLoopBackOff, be stopped (SIGSTOP) or start
 //! late; a watch that is not running stops nothing. The first process of a container is PID 1
-//! of the container's own PID namespace, and when it ends the kernel kills every process of
-//! that namespace, whatever their user: so this process never needs the right to signal the
-//! workload to stop it, only to exit. It reads a file on the node (no API, no network), so the
-//! only thing that can keep it from the deadline is its own death, which is the stop.
+//! of the container's own PID namespace: it sees every process of the container (its command,
+//! what that forks, what `kubectl exec` starts there), and when it ends the kernel kills every
+//! one of them, whatever their user. So it stops the container's processes by killing them, and
+//! when one of them cannot be killed (another user's), by exiting. It reads a file on the node
+//! (no API, no network), so the only thing that can keep it from the deadline is its own death,
+//! which is the stop.
 //!
 //! - It starts the command only while the watch posts a valid lease whose SIGTERM instant has
 //!   not come (`Valid`), or a released one (`Released`).
-//! - It stops the container (exits) at `deadline − K`, checked at least every [`CHECK`], from
-//!   the latest deadline it read: a file it cannot read, or one not written since, leaves the
-//!   deadline standing.
-//! - It stops at once when the watch posts `Stopped`, `Waiting`, or a new epoch (the watch
-//!   stopped the pod since this process started: an epoch it did not see is a stop it missed).
+//! - It stops the command and every other process of the container at `deadline − K`, checked
+//!   at least every [`CHECK`], from the latest deadline it read: a file it cannot read, or one
+//!   not written since, leaves the deadline standing.
+//! - It stops them at once when the watch posts `Stopped`, `Waiting`, or a new epoch (the watch
+//!   stopped the pod since this process started the command: an epoch it did not see is a stop
+//!   it missed).
 //! - It SIGTERMs the command at the posted SIGTERM instant, once.
+//! - Once stopped it waits, as at its start, for a fresh valid lease, and starts the command
+//!   again: the container stays, so that no restart back-off delays the pod's return, and what
+//!   the container runs meanwhile is only this process.
 //! - `Released` is for good: spanset let the federation go, nothing extends the lease again.
 
 use std::time::Duration;
@@ -67,7 +73,7 @@ pub enum Step {
     Run,
     /// Ask the command to stop (SIGTERM), once.
     Term,
-    /// End the container now (the first process exits, the kernel ends the rest); why.
+    /// Stop every other process of the container now; why. Then [`Exec::stopped`].
     Stop(String),
 }
 
@@ -115,6 +121,19 @@ impl Exec {
         self.termed = true;
     }
 
+    /// Whether the command was asked to stop by this process (its end is then a stop of the
+    /// guard's, not the container's own).
+    pub fn was_termed(&self) -> bool {
+        self.termed
+    }
+
+    /// The container's processes were stopped (after [`Step::Stop`], or the command's end after
+    /// a SIGTERM of this process): it waits for a fresh valid lease, as at its start.
+    pub fn stopped(&mut self) {
+        self.started = None;
+        self.termed = false;
+    }
+
     /// What to do at `now` (the node's boot clock).
     pub fn step(&self, now: Duration) -> Step {
         if self.released {
@@ -123,7 +142,7 @@ impl Exec {
         let Some(p) = self.known else {
             return match self.started {
                 None => Step::Wait("no guard state yet".into()),
-                // Started, then the file could not be read from the start: nothing to go on.
+                // Started, yet nothing was ever read: nothing to go on.
                 Some(_) => Step::Stop("the guard's state cannot be read".into()),
             };
         };
@@ -202,6 +221,12 @@ mod tests {
         // A fresh extension in time moves the deadline on.
         e.read(valid(0, 40));
         assert_eq!(e.step(s(19)), Step::Run);
+        // Stopped at the deadline, it waits as at its start: not on the lease it stopped at.
+        assert!(matches!(e.step(s(39)), Step::Stop(_)));
+        e.stopped();
+        assert!(matches!(e.step(s(39)), Step::Wait(_)));
+        e.read(valid(1, 60));
+        assert_eq!(e.step(s(40)), Step::Start, "a fresh lease: the command starts again");
     }
 
     #[test]

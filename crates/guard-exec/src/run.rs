@@ -1,15 +1,20 @@
-//! The first process of every container of a guarded pod but the guard's own. spanset puts it in front of each container's command (`spanset-guard-exec --state FILE
-//! -- COMMAND…`); it is PID 1 of the container's PID namespace, starts the command as its child
-//! when the guard's state file lets it, passes on the signals the container gets, reaps what
-//! the command leaves behind, and ends the container — by exiting, which makes the kernel end
-//! every other process of the namespace, whatever its user — by the deadline the watch posted
-//! ([`crate::decision`] decides).
+//! The first process of every container of a guarded pod but the guard's own. spanset puts it
+//! in front of each container's command (`spanset-guard-exec --state FILE -- COMMAND…`); it is
+//! PID 1 of the container's PID namespace, starts the command as its child when the guard's
+//! state file lets it, passes on the signals the container gets, reaps what the command leaves
+//! behind, and stops every process of the container by the deadline the watch posted
+//! ([`crate::decision`] decides): it kills each one, and exits if one survives (another user's,
+//! which it may not signal), which makes the kernel end the rest. Then it waits for a fresh
+//! lease and starts the command again.
 //!
-//! It refuses to start a command it could not end: when it is not PID 1 (the pod shares one
+//! It refuses to start a command it could not stop: when it is not PID 1 (the pod shares one
 //! PID namespace among its containers, or the node's), its exit would leave the command
 //! running.
 
-use std::path::PathBuf;
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
 
 use rustix::process::{Pid, Signal, WaitOptions};
 use tokio::signal::unix::{SignalKind, signal};
@@ -100,6 +105,41 @@ fn stop(child: Option<Pid>, why: &str) -> i32 {
     1
 }
 
+/// Every process this one sees but itself (its PID namespace's, through the container's /proc).
+fn others() -> Vec<Pid> {
+    let own = rustix::process::getpid();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(Pid::from_raw)
+        .filter(|&p| p != own)
+        .collect()
+}
+
+/// How long the processes SIGKILLed get to be gone (and reaped) before this process exits.
+const GONE_WITHIN: Duration = Duration::from_secs(2);
+
+/// Stops every other process of the container: SIGKILLs each, reaps them, and answers whether
+/// none is left. One it may not signal, or that outlives [`GONE_WITHIN`], is not stopped.
+fn stop_all() -> bool {
+    let until = Instant::now() + GONE_WITHIN;
+    loop {
+        let left = others();
+        if left.is_empty() {
+            return true;
+        }
+        for pid in &left {
+            let _ = rustix::process::kill_process(*pid, Signal::KILL);
+        }
+        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+        if Instant::now() >= until {
+            return others().is_empty();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The exit code a container shows for a command that ended with `status`.
 fn code_of(status: rustix::process::WaitStatus) -> i32 {
     status.exit_status().or_else(|| status.terminating_signal().map(|s| 128 + s)).unwrap_or(1)
@@ -181,13 +221,28 @@ async fn run(args: ExecArgs) -> i32 {
                 if let Some(pid) = child {
                     log("the lease's deadline is near with no extension: SIGTERM");
                     if let Err(e) = rustix::process::kill_process(pid, Signal::TERM) {
-                        // Refused (another user): it cannot be asked, so it ends now.
-                        return stop(child, &format!("SIGTERM refused ({e})"));
+                        // Refused (another user): it cannot be asked, so it stops now.
+                        log(&format!("SIGTERM refused ({e})"));
+                        if !stop_all() {
+                            return stop(child, "a process of the container outlived SIGKILL");
+                        }
+                        exec.stopped();
+                        child = None;
+                        continue;
                     }
                 }
                 exec.termed();
             }
-            Step::Stop(why) => return stop(child, &why),
+            Step::Stop(why) => {
+                if !stop_all() {
+                    return stop(child, &format!("{why}, and a process of the container outlived SIGKILL"));
+                }
+                log(&format!("{why}: the container's processes were stopped; waiting for a fresh extension"));
+                let _ = std::fs::write(TERMINATION_LOG, format!("spanset guard: {why}"));
+                exec.stopped();
+                child = None;
+                said.clear();
+            }
         }
         // Waits for a signal or the next check.
         let got: Option<SignalKind> = tokio::select! {
@@ -215,14 +270,24 @@ async fn run(args: ExecArgs) -> i32 {
                 None => {}
             }
         }
-        // Reaps every child that ended (as PID 1 it inherits the command's orphans); the
-        // command's end is the container's.
+        // Reaps every child that ended (as PID 1 it inherits the command's orphans). The
+        // command's own end is the container's; its end after this process's SIGTERM is a stop.
         while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
-            if Some(pid) == child {
-                let code = code_of(status);
+            if Some(pid) != child {
+                continue;
+            }
+            let code = code_of(status);
+            if !exec.was_termed() {
                 log(&format!("the command ended ({code})"));
                 return code;
             }
+            log(&format!("the command ended ({code}) after the guard's SIGTERM"));
+            if !stop_all() {
+                return stop(None, "a process of the container outlived SIGKILL");
+            }
+            exec.stopped();
+            child = None;
+            said.clear();
         }
     }
 }
@@ -251,5 +316,15 @@ mod tests {
     fn outside_a_pid_namespace_of_its_own_it_refuses() {
         // This test process is not PID 1.
         assert!(cannot_end_the_container().unwrap().contains("not 1"));
+    }
+
+    #[test]
+    fn the_others_are_every_process_but_this_one() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = Pid::from_raw(child.id() as i32).unwrap();
+        let seen = others();
+        assert!(seen.contains(&pid) && !seen.contains(&rustix::process::getpid()));
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

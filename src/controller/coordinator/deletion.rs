@@ -73,7 +73,8 @@ pub fn states(
                     v.synced && v.last_contact.is_some_and(|t| now.saturating_duration_since(t) < grace)
                 });
             let seen = view.is_some_and(|v| v.federation.sts.is_some() || !v.federation.pods.is_empty());
-            let mut held: crate::plan::Ordinals = view.map(|v| v.federation.pods.keys().copied().collect()).unwrap_or_default();
+            let mut held: crate::plan::Ordinals =
+                view.map(|v| v.federation.pods.keys().copied().collect()).unwrap_or_default();
             if let Some(sts) = view.and_then(|v| v.federation.sts.as_ref()) {
                 held.extend(sts.slice.ordinals());
             }
@@ -225,7 +226,8 @@ async fn release_pod_leases(fsts: &FederatedStatefulSet, r: &Round<'_>) -> Vec<S
         .map(|p| p.seconds)
         .max(fsts.status.as_ref().and_then(|s| s.pod_lease_seconds))
         .unwrap_or(crate::api::MAX_POD_LEASE_SECONDS);
-    let window = crate::controller::pod_lease::send_window(crate::controller::pod_lease::settings::settings().write_deadline);
+    let window =
+        crate::controller::pod_lease::send_window(crate::controller::pod_lease::settings::settings().write_deadline);
     let mut waiting = Vec::new();
     let mut asks = Vec::new();
     for m in r.members.iter().filter(|m| !m.fenced && m.may_run) {
@@ -281,7 +283,8 @@ pub async fn carry_out(fsts: &FederatedStatefulSet, r: Round<'_>, out: &mut Outc
             if !waiting.is_empty() {
                 let mut decision = r.decision.clone();
                 let previous = fsts.status.clone().unwrap_or_default();
-                let now = Time(jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()));
+                let now =
+                    Time(jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()));
                 let message = format!(
                     "the CustomResourceDefinition is being deleted: spanset lets go of the federation once its pods are                      released from their pod leases (else they stop when the leases lapse, and stay stopped): {}",
                     waiting.join("; ")

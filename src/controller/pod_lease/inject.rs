@@ -119,7 +119,12 @@ fn ready_probe(args: &[String], period: i32, failures: i32) -> Probe {
 }
 
 fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
-    VolumeMount { name: name.into(), mount_path: path.into(), read_only: read_only.then_some(true), ..Default::default() }
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        read_only: read_only.then_some(true),
+        ..Default::default()
+    }
 }
 
 /// Adds the guard to `template` (once: a template that has it is left as it is) for the
@@ -149,7 +154,10 @@ pub fn inject(
                 }),
                 ..Default::default()
             }]),
-            volume_mounts: Some(vec![mount(GUARD_VOLUME, GUARD_DIR, false), mount(GUARD_BIN_VOLUME, GUARD_BIN_DIR, false)]),
+            volume_mounts: Some(vec![
+                mount(GUARD_VOLUME, GUARD_DIR, false),
+                mount(GUARD_BIN_VOLUME, GUARD_BIN_DIR, false),
+            ]),
             security_context: Some(unprivileged()),
             // Why a guard failed is in its last lines when it wrote no message.
             termination_message_policy: Some("FallbackToLogsOnError".into()),
@@ -238,13 +246,19 @@ pub fn refusals(template: &PodTemplateSpec) -> Vec<SpecError> {
         }
         for (j, m) in c.volume_mounts.iter().flatten().enumerate() {
             if m.mount_path.trim_end_matches('/') == GUARD_DIR || m.mount_path.trim_end_matches('/') == GUARD_BIN_DIR {
-                refuse(format!("{AT}.{at}.volumeMounts[{j}].mountPath"), "the pod lease guard mounts its volumes there");
+                refuse(
+                    format!("{AT}.{at}.volumeMounts[{j}].mountPath"),
+                    "the pod lease guard mounts its volumes there",
+                );
             }
         }
     }
     for (i, v) in pod.volumes.iter().flatten().enumerate() {
         if v.name == GUARD_VOLUME || v.name == GUARD_BIN_VOLUME {
-            refuse(format!("{AT}.volumes[{i}].name"), "spanset-guard and spanset-guard-bin are the pod lease guard's volumes");
+            refuse(
+                format!("{AT}.volumes[{i}].name"),
+                "spanset-guard and spanset-guard-bin are the pod lease guard's volumes",
+            );
         }
     }
     out
@@ -268,7 +282,8 @@ pub struct GuardSpec {
 pub fn guard_of(spec: &Value) -> Option<GuardSpec> {
     let inits = spec["initContainers"].as_array()?;
     let guard = inits.iter().find(|c| c["name"].as_str() == Some(GUARD_INIT))?;
-    let args: Vec<&str> = guard["args"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let args: Vec<&str> =
+        guard["args"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
     let federation_uid = args.iter().find_map(|a| a.strip_prefix("--federation-uid=")).map(str::to_string);
     Some(GuardSpec { lease_seconds: lease_of_args(&args), federation_uid, defect: defect(spec) })
 }
@@ -344,7 +359,10 @@ mod tests {
         assert_eq!(spec["initContainers"][2]["command"][0], GUARD_EXEC, "the user's init containers too");
         let watch = &spec["initContainers"][1];
         assert_eq!(watch["restartPolicy"], "Always");
-        assert_eq!(watch["readinessProbe"]["exec"]["command"].as_array().unwrap()[0..3], [SPANSET_IN_IMAGE, "guard", "ready"]);
+        assert_eq!(
+            watch["readinessProbe"]["exec"]["command"].as_array().unwrap()[0..3],
+            [SPANSET_IN_IMAGE, "guard", "ready"]
+        );
         assert_eq!(watch["securityContext"]["runAsUser"], GUARD_USER);
         let args = spec["initContainers"][0]["args"].as_array().unwrap();
         assert!(args.contains(&serde_json::json!("--lease=shop/db-pods")), "{args:?}");
@@ -355,12 +373,18 @@ mod tests {
         assert_eq!(g, GuardSpec { lease_seconds: 30, federation_uid: Some("u1".into()), defect: None });
         assert_eq!(guard_of(&serde_json::json!({"containers": []})), None);
         let unreadable = serde_json::json!({"initContainers": [{"name": GUARD_INIT, "args": ["guard", "wait"]}]});
-        assert_eq!(guard_of(&unreadable).unwrap().lease_seconds, crate::api::MAX_POD_LEASE_SECONDS, "the longest, to be safe");
+        assert_eq!(
+            guard_of(&unreadable).unwrap().lease_seconds,
+            crate::api::MAX_POD_LEASE_SECONDS,
+            "the longest, to be safe"
+        );
     }
 
     #[test]
     fn a_pod_whose_guard_cannot_end_every_container_says_why() {
-        let mut t = template(serde_json::json!({"containers": [{"name": "db", "image": "redis", "command": ["redis-server"]}]}));
+        let mut t = template(
+            serde_json::json!({"containers": [{"name": "db", "image": "redis", "command": ["redis-server"]}]}),
+        );
         inject(&mut t, "shop", "db", "u1", 30, &Settings::default());
         let mut spec = serde_json::to_value(t.spec.as_ref().unwrap()).unwrap();
         assert_eq!(guard_of(&spec).unwrap().defect, None);

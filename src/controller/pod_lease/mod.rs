@@ -394,7 +394,8 @@ mod proof {
             let (gap, serve, fails) = w.polls[turn % w.polls.len()];
             turn += 1;
             if let Some((sent, extension, failed)) = pending.take() {
-                let poll = if failed { Poll::Failed } else { Poll::Read { extension, ordinals: &named, released: false } };
+                let poll =
+                    if failed { Poll::Failed } else { Poll::Read { extension, ordinals: &named, released: false } };
                 guard.polled(Duration::from_secs_f64(sent), poll);
             }
             let real_now = gc.real(now);

@@ -63,7 +63,11 @@ fn state_of(c: &ContainerStatus) -> String {
         return format!("terminated ({})", t.exit_code);
     }
     if state.running.is_some() {
-        return if c.started == Some(false) { "running, not started (its startup probe)".into() } else { "not ready".into() };
+        return if c.started == Some(false) {
+            "running, not started (its startup probe)".into()
+        } else {
+            "not ready".into()
+        };
     }
     "no state reported".into()
 }
@@ -118,7 +122,9 @@ pub fn unguarded<'a>(
     match sts {
         Some(None) => out.push("its StatefulSet's pod template has no guard".into()),
         Some(Some(g)) if not_ours(g) => out.push("its StatefulSet's guard reads another federation's Lease".into()),
-        Some(Some(GuardSpec { defect: Some(d), .. })) => out.push(format!("its StatefulSet's guard is incomplete: {d}")),
+        Some(Some(GuardSpec { defect: Some(d), .. })) => {
+            out.push(format!("its StatefulSet's guard is incomplete: {d}"))
+        }
         _ => {}
     }
     for (name, guard) in pods {
@@ -165,8 +171,10 @@ mod tests {
     use super::*;
 
     fn pod(status: serde_json::Value) -> Pod {
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "db-0"}, "spec": {"containers": []}, "status": status}))
-            .unwrap()
+        serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "db-0"}, "spec": {"containers": []}, "status": status}),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -178,7 +186,10 @@ mod tests {
             {"name": GUARD_INIT, "ready": false, "restartCount": 2, "image": "", "imageID": "",
              "state": {"waiting": {"reason": "CrashLoopBackOff"}},
              "lastState": {"terminated": {"exitCode": 1, "message": "lease default/db-pods unreadable: forbidden"}}}]}));
-        assert_eq!(seen(&failing), GuardSeen::NotStarted { failing: Some("lease default/db-pods unreadable: forbidden".into()) });
+        assert_eq!(
+            seen(&failing),
+            GuardSeen::NotStarted { failing: Some("lease default/db-pods unreadable: forbidden".into()) }
+        );
         let running = |watch: serde_json::Value| {
             pod(serde_json::json!({"phase": "Running",
                 "initContainerStatuses": [watch],
@@ -188,9 +199,13 @@ mod tests {
         let ready = running(serde_json::json!({"name": GUARD_WATCH, "ready": true, "restartCount": 0, "image": "",
             "imageID": "", "started": true, "state": {"running": {}}}));
         assert_eq!(seen(&ready), GuardSeen::Watching);
-        let backing_off = running(serde_json::json!({"name": GUARD_WATCH, "ready": false, "restartCount": 3, "image": "",
+        let backing_off =
+            running(serde_json::json!({"name": GUARD_WATCH, "ready": false, "restartCount": 3, "image": "",
             "imageID": "", "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}}}));
-        assert_eq!(seen(&backing_off), GuardSeen::NotWatching(format!("{GUARD_WATCH} CrashLoopBackOff: back-off 40s").into()));
+        assert_eq!(
+            seen(&backing_off),
+            GuardSeen::NotWatching(format!("{GUARD_WATCH} CrashLoopBackOff: back-off 40s").into())
+        );
         let unready = running(serde_json::json!({"name": GUARD_WATCH, "ready": false, "restartCount": 0, "image": "",
             "imageID": "", "started": true, "state": {"running": {}}}));
         assert_eq!(seen(&unready), GuardSeen::NotWatching(format!("{GUARD_WATCH} not ready").into()));
@@ -201,16 +216,28 @@ mod tests {
         let ours = GuardSpec { lease_seconds: 10, federation_uid: Some("u1".into()), defect: None };
         let watching = PodGuard { spec: ours.clone(), seen: GuardSeen::Watching };
         let not = PodGuard { spec: ours.clone(), seen: GuardSeen::NotWatching("spanset-guard-watch not ready".into()) };
-        let theirs = PodGuard { spec: GuardSpec { federation_uid: Some("u0".into()), ..ours.clone() }, seen: GuardSeen::Watching };
+        let theirs = PodGuard {
+            spec: GuardSpec { federation_uid: Some("u0".into()), ..ours.clone() },
+            seen: GuardSeen::Watching,
+        };
         let held = PodGuard { spec: ours.clone(), seen: GuardSeen::NotStarted { failing: Some("forbidden".into()) } };
-        assert!(unguarded(Some(Some(&ours)), [("db-0".to_string(), Some(&watching)), ("db-1".into(), Some(&held))], Some("u1")).is_empty());
+        assert!(
+            unguarded(
+                Some(Some(&ours)),
+                [("db-0".to_string(), Some(&watching)), ("db-1".into(), Some(&held))],
+                Some("u1")
+            )
+            .is_empty()
+        );
         let said = unguarded(
             Some(Some(&ours)),
             [("db-0".to_string(), Some(&not)), ("db-1".into(), None), ("db-2".into(), Some(&theirs))],
             Some("u1"),
         );
         assert_eq!(said.len(), 3, "{said:?}");
-        assert!(said[0].starts_with("db-0 runs") && said[1].starts_with("db-1 has no guard") && said[2].contains("earlier"));
+        assert!(
+            said[0].starts_with("db-0 runs") && said[1].starts_with("db-1 has no guard") && said[2].contains("earlier")
+        );
         assert_eq!(unguarded(Some(None), [], Some("u1")), ["its StatefulSet's pod template has no guard"]);
         assert_eq!(failing([("db-1".to_string(), Some(&held)), ("db-0".into(), Some(&watching))]), ["db-1: forbidden"]);
     }

@@ -126,7 +126,9 @@ fn pod_lease_in_force(cx: &Scope<'_>, obs: &Observed) -> Option<i32> {
             let guards = view
                 .as_deref()
                 .map(|v| &v.federation)
-                .map(|f| f.sts.iter().map(|s| s.guard_lease()).chain(f.pods.values().map(|p| p.guard_lease())).collect())
+                .map(|f| {
+                    f.sts.iter().map(|s| s.guard_lease()).chain(f.pods.values().map(|p| p.guard_lease())).collect()
+                })
                 .unwrap_or_default();
             MemberLeases { known: view.is_some() && o.reachable && !o.fenced && o.observed_since_write, guards }
         })

@@ -194,7 +194,11 @@ fn pods_unguarded(cx: &Scope<'_>) -> Verdict {
         if !why.is_empty() {
             unseen.push(format!("in {member}, {}", why.join("; ")));
         }
-        failing.extend(crate::controller::pod_lease::seen::failing_in(f, &cx.name()).into_iter().map(|w| format!("{w} (in {member})")));
+        failing.extend(
+            crate::controller::pod_lease::seen::failing_in(f, &cx.name())
+                .into_iter()
+                .map(|w| format!("{w} (in {member})")),
+        );
     }
     match (unseen.is_empty(), failing.is_empty()) {
         (true, true) => Verdict::no(types::PODS_UNGUARDED, "AllPodsGuarded", ""),
@@ -364,11 +368,15 @@ pub(super) fn notes(cx: &Scope<'_>, roll: &Rollout) -> Vec<Note> {
 
 /// The Warning Event of a `PodsUnguarded` condition whose message is new: every change of which
 /// pods go unguarded, or whose guard fails, is said once.
-pub(super) fn unguarded_note(previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], verdict: &Verdict) -> Option<Note> {
+pub(super) fn unguarded_note(
+    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    verdict: &Verdict,
+) -> Option<Note> {
     if verdict.type_ != types::PODS_UNGUARDED || !verdict.status {
         return None;
     }
-    let said = previous.iter().any(|c| c.type_ == types::PODS_UNGUARDED && c.status == "True" && c.message == verdict.message);
+    let said =
+        previous.iter().any(|c| c.type_ == types::PODS_UNGUARDED && c.status == "True" && c.message == verdict.message);
     (!said).then(|| Note::warning(&verdict.reason, verdict.message.clone()))
 }
 

@@ -232,7 +232,11 @@ pub fn poll(leases: &mut Leases, member: &mut Member, m: usize, at: Duration, wo
     let names = ordinals(object.names);
     let read = member.node == Node::Up;
     for (k, guard) in leases.guards[m].iter_mut().enumerate() {
-        let seen = if read { Poll::Read { extension: object.extension, ordinals: &names, released: false } } else { Poll::Failed };
+        let seen = if read {
+            Poll::Read { extension: object.extension, ordinals: &names, released: false }
+        } else {
+            Poll::Failed
+        };
         guard.polled(at, seen);
         if guard.action(at) == GuardAction::Kill {
             *guard = Guard::new(k as u32, world.timing, rules);
