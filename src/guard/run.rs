@@ -289,6 +289,7 @@ pub async fn watch(settings: Settings) -> i32 {
     let left = guard.deadline().unwrap_or_default().saturating_sub(boot::now());
     tracing::info!(lease = %lease, ordinal = s.ordinal, left_ms = left.as_millis() as u64, "watching the lease");
     let mut said = String::new();
+    let mut failing_since: Option<Duration> = None;
     loop {
         let started = boot::now();
         let (sent, read) = p.poll().await;
@@ -296,6 +297,16 @@ pub async fn watch(settings: Settings) -> i32 {
         let error = read.as_ref().err().cloned();
         if let Some(e) = &error {
             say(&mut said, format!("lease unreadable: {e}"));
+            // A whole lease without a read: the pod has stopped by now (its containers keep the
+            // deadline); the watch ends, so that its status says why in its own words.
+            let since = *failing_since.get_or_insert(sent);
+            if boot::now().saturating_sub(since) >= s.timing.lease {
+                post(&guard, epoch, phase, error.clone());
+                let why = format!("lease {lease} unreadable for {} s: {e}", s.timing.lease.as_secs());
+                return fail(&s.termination_log, &why);
+            }
+        } else {
+            failing_since = None;
         }
         match guard.action(boot::now()) {
             Action::Run | Action::Term => {

@@ -94,7 +94,11 @@ fn the_first_process_runs_its_command_only_under_a_posted_lease_and_stops_it_by_
 
     // Nothing posted yet, then a watch still waiting: the command does not start.
     let quiet = Instant::now();
-    until("a while with nothing posted", || assert!(!command_runs(&marker)), || quiet.elapsed() > Duration::from_secs(1));
+    until(
+        "a while with nothing posted",
+        || assert!(!command_runs(&marker)),
+        || quiet.elapsed() > Duration::from_secs(1),
+    );
     post(&state, 0, Phase::Waiting, Duration::ZERO);
     let quiet = Instant::now();
     until("a while waiting", || assert!(!command_runs(&marker)), || quiet.elapsed() > Duration::from_secs(1));
@@ -105,9 +109,11 @@ fn the_first_process_runs_its_command_only_under_a_posted_lease_and_stops_it_by_
     post(&state, 0, Phase::Valid, Duration::from_secs(6));
     let deadline = Instant::now() + Duration::from_secs(6);
     until("the command runs", || {}, || command_runs(&marker));
-    until("the command is stopped", || assert!(Instant::now() < deadline, "the command ran past the deadline"), || {
-        !command_runs(&marker)
-    });
+    until(
+        "the command is stopped",
+        || assert!(Instant::now() < deadline, "the command ran past the deadline"),
+        || !command_runs(&marker),
+    );
     println!("stopped {:?} before the deadline", deadline.saturating_duration_since(Instant::now()));
     assert!(first.try_wait().unwrap().is_none(), "the first process stays, waiting for a fresh lease");
 
@@ -124,9 +130,11 @@ fn the_first_process_runs_its_command_only_under_a_posted_lease_and_stops_it_by_
     // Released: past any deadline, the command runs on.
     post(&state, 1, Phase::Released, Duration::ZERO);
     let released = Instant::now();
-    until("well past the last deadline", || assert!(command_runs(&marker), "a released command stopped"), || {
-        released.elapsed() > Duration::from_secs(3)
-    });
+    until(
+        "well past the last deadline",
+        || assert!(command_runs(&marker), "a released command stopped"),
+        || released.elapsed() > Duration::from_secs(3),
+    );
     first.kill().unwrap();
     first.wait().unwrap();
     until("the namespace is gone with its first process", || {}, || live_processes_with(&marker).is_empty());

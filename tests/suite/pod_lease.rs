@@ -21,11 +21,11 @@ use crate::support::{
     program,
 };
 
-const MEMBERS: &[&str] = &["east", "west", "central"];
+pub(crate) const MEMBERS: &[&str] = &["east", "west", "central"];
 /// The shortest lease spanset takes, to keep the tests short.
-const LEASE_SECONDS: i32 = 10;
+pub(crate) const LEASE_SECONDS: i32 = 10;
 /// Where `placed` puts the six ordinals.
-const THIRDS: [(&str, i32, i32); 3] = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
+pub(crate) const THIRDS: [(&str, i32, i32); 3] = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
 /// What the main process's command line carries, with its federation's name, then its pod's
 /// name and uid after it. Each test names its federation differently: the sandboxes of tests
 /// that run at once make the same uids in the same order (their generators share a seed), and
@@ -35,7 +35,7 @@ const MARKER: &str = "pod-lease-main";
 /// Six ordinals in thirds (east 0-1, west 2-3, central 4-5), each pod a real process tagged
 /// with its pod's name and node, Automatic failover whose own fence waits an hour, and a pod
 /// lease of ten seconds.
-fn leased(name: &str, seconds: i32) -> FederatedStatefulSet {
+pub(crate) fn leased(name: &str, seconds: i32) -> FederatedStatefulSet {
     let marker = format!("{MARKER}-{name}:$(POD_NAME):$(POD_UID)");
     serde_json::from_value(json!({
         "apiVersion": "spanset.dev/v1alpha1", "kind": "FederatedStatefulSet",
@@ -60,12 +60,21 @@ fn leased(name: &str, seconds: i32) -> FederatedStatefulSet {
     .expect("the federation parses")
 }
 
+/// Whether a process is the guard's first process of a container (`spanset-guard-exec`), which
+/// carries its command's arguments but runs nothing of it by itself.
+pub(crate) fn is_guard_exec(proc_dir: &std::path::Path) -> bool {
+    std::fs::read_link(proc_dir.join("exe")).is_ok_and(|e| e.to_string_lossy().ends_with("spanset-guard-exec"))
+}
+
 /// Every main process of federation `name` alive now, as (ordinal, pod uid) pairs, from the
 /// command lines of the machine's processes (the sandbox runs each container as a real process).
-fn running(name: &str) -> BTreeSet<(u32, String)> {
+pub(crate) fn running(name: &str) -> BTreeSet<(u32, String)> {
     let mut out = BTreeSet::new();
     let Ok(dir) = std::fs::read_dir("/proc") else { return out };
     for entry in dir.flatten() {
+        if is_guard_exec(&entry.path()) {
+            continue;
+        }
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
         let text = String::from_utf8_lossy(&cmdline);
         for arg in text.split('\0') {
@@ -81,14 +90,14 @@ fn running(name: &str) -> BTreeSet<(u32, String)> {
 
 /// Which member each pod (by uid) of federation `name` is in, learnt from the members that
 /// answer: a pod of a member cut off since was listed before it was.
-struct Owners {
+pub(crate) struct Owners {
     name: String,
     pods: BTreeMap<String, String>,
 }
 
 impl Owners {
     /// The owners once every ordinal's main process runs (the pods listed in every member).
-    async fn all_six_running(f: &Federation, name: &str) -> Owners {
+    pub(crate) async fn all_six_running(f: &Federation, name: &str) -> Owners {
         let mut owners = Owners { name: name.to_string(), pods: BTreeMap::new() };
         let deadline = Instant::now() + DEADLINE;
         while owners.homes(f, MEMBERS, "placed").await.len() < 6 {
@@ -100,7 +109,7 @@ impl Owners {
 
     /// Waits until central is shrunk with no pod of the federation left, asserting at every look
     /// that it runs no ordinal.
-    async fn central_emptied(&mut self, f: &Federation, at: &str) {
+    pub(crate) async fn central_emptied(&mut self, f: &Federation, at: &str) {
         let central = f.member("central").await;
         let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(central.clone(), "default");
         let pods: Api<Pod> = Api::namespaced(central, "default");
@@ -132,7 +141,7 @@ impl Owners {
 
     /// Where each ordinal's main process runs now, asserting that none runs in two members at
     /// once (pods not listed yet are learnt from the members in `reachable` first).
-    async fn homes(&mut self, f: &Federation, reachable: &[&str], at: &str) -> BTreeMap<u32, String> {
+    pub(crate) async fn homes(&mut self, f: &Federation, reachable: &[&str], at: &str) -> BTreeMap<u32, String> {
         let seen = running(&self.name);
         if seen.iter().any(|(_, uid)| !self.pods.contains_key(uid)) {
             self.learn(f, reachable).await;
@@ -151,22 +160,29 @@ impl Owners {
 /// The federation placed in thirds under a controller, every ordinal's main process running.
 /// The sandbox answers or refuses a request within seconds even on a loaded machine: a write it
 /// did not answer within twenty never lands (`--member-write-deadline 20`).
-async fn placed(name: &str) -> (Federation, Controller, Owners) {
+pub(crate) async fn placed(name: &str) -> (Federation, Controller, Owners) {
     placed_with(name, LEASE_SECONDS, 20).await
 }
 
 /// [`placed`] with a lease of `seconds` and a member write deadline of `w` seconds.
-async fn placed_with(name: &str, seconds: i32, w: u32) -> (Federation, Controller, Owners) {
-    let f = Federation::start_secure_with(MEMBERS, &["--run-images", "busybox,spanset"]).await;
+pub(crate) async fn placed_with(name: &str, seconds: i32, w: u32) -> (Federation, Controller, Owners) {
+    placed_as(leased(name, seconds), &[], w).await
+}
+
+/// `fsts` placed in thirds in a sandbox started with `flags` too, under a controller whose member
+/// write deadline is `w` seconds, every ordinal's main process running.
+pub(crate) async fn placed_as(fsts: FederatedStatefulSet, flags: &[&str], w: u32) -> (Federation, Controller, Owners) {
+    let name = fsts.metadata.name.clone().expect("a name");
+    let f = Federation::start_secure_with(MEMBERS, &[&["--run-images", "busybox,spanset"], flags].concat()).await;
     let w = w.to_string();
     let c = Controller::start_full(&f.sandbox, "controller", &[], &["--member-write-deadline", &w]);
-    f.create(&leased(name, seconds)).await;
-    f.wait_settled(name, &THIRDS, "thirds").await;
-    let owners = Owners::all_six_running(&f, name).await;
+    f.create(&fsts).await;
+    f.wait_settled(&name, &THIRDS, "thirds").await;
+    let owners = Owners::all_six_running(&f, &name).await;
     (f, c, owners)
 }
 
-fn programs() -> bool {
+pub(crate) fn programs() -> bool {
     program("sh", "dash").is_some() && program("unshare", "util-linux").is_some()
 }
 

@@ -103,7 +103,13 @@ pub fn seen(pod: &Pod) -> GuardSeen {
     }
     match inits.iter().find(|c| c.name == GUARD_WATCH) {
         Some(w) if w.ready => GuardSeen::Watching,
-        Some(w) => GuardSeen::NotWatching(format!("{GUARD_WATCH} {}", state_of(w)).into()),
+        Some(w) => {
+            let mut why = format!("{GUARD_WATCH} {}", state_of(w));
+            if let Some(said) = failure_of(w) {
+                why += &format!("; it ended saying: {said}");
+            }
+            GuardSeen::NotWatching(why.into())
+        }
         None => GuardSeen::NotWatching(format!("no status of {GUARD_WATCH}").into()),
     }
 }
