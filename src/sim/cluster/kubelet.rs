@@ -464,13 +464,16 @@ fn restart_containers(pod: &mut Value, changed: &[String], waiting: &BTreeMap<St
     set_ready(pod, false, false, at);
 }
 
-/// Containers of a started pod that wait for their image (their new one could not be pulled).
+/// Containers of a started pod that wait for their image (their new one could not be pulled,
+/// or is being created). A real process waiting out its restart back-off
+/// (`CrashLoopBackOff`) is not one: the back-off decides when it starts again.
 fn waiting_containers(pod: &Value) -> Vec<String> {
+    let for_image = [images::ERR_IMAGE_PULL, images::IMAGE_PULL_BACK_OFF, "ContainerCreating"];
     pod.pointer("/status/containerStatuses")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|c| c.pointer("/state/waiting").is_some())
+        .filter(|c| c.pointer("/state/waiting/reason").and_then(Value::as_str).is_some_and(|r| for_image.contains(&r)))
         .filter_map(|c| c["name"].as_str().map(str::to_string))
         .collect()
 }
