@@ -20,7 +20,7 @@ use spanset::sim::{
     sandbox::fleet::Fleet,
 };
 
-use crate::support::{DEADLINE, Sandbox, eventually, program};
+use crate::support::{DEADLINE, Sandbox, eventually, program, until};
 
 /// A fleet whose clusters run `images` for real.
 async fn fleet(names: &[&str], images: &[&str]) -> (Fleet, Vec<Client>) {
@@ -476,4 +476,84 @@ echo "target: $(kubectl --kubeconfig "$kc" logs shared -c target | tr '\n' ' ')"
         stdout.lines().any(|l| l == "target: set up got TERM "),
         "after its init container, the target got the signal: {stdout}\n{stderr}"
     );
+}
+
+async fn create(pods: &Api<Pod>, pod: serde_json::Value) {
+    pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
+}
+
+#[tokio::test]
+async fn with_real_back_off_a_crashing_container_waits_ten_then_twenty_real_seconds_in_crash_loop_back_off() {
+    if program("sh", "dash").is_none() {
+        return;
+    }
+    let config = ClusterConfig {
+        time_factor: 0.01,
+        run_images: vec!["busybox".into()],
+        real_back_off: true,
+        ..ClusterConfig::named("solo")
+    };
+    let (fleet, clients) = crate::support::fleet_with_clients(vec![config]).await;
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    // Each run notes its start on this machine (the container sees the target directory).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let starts = dir.path().join("starts");
+    let script = format!("date +%s%N >> {}; exit 1", starts.display());
+    create(
+        &pods,
+        json!({"metadata": {"name": "crash"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", script]}]}}),
+    )
+    .await;
+    // Every state the container shows, in order, with its restart count, until its third run.
+    let mut seen: Vec<(String, i32)> = Vec::new();
+    let start = Instant::now();
+    loop {
+        let p = pods.get("crash").await.unwrap();
+        if let Some(c) = p.status.and_then(|s| s.container_statuses).and_then(|mut c| c.pop()) {
+            let state = serde_json::to_value(c.state.unwrap_or_default()).unwrap();
+            let kind = match (state.get("waiting"), state.get("running"), state.get("terminated")) {
+                (Some(w), ..) => w["reason"].as_str().unwrap_or("waiting").to_string(),
+                (_, Some(_), _) => "running".to_string(),
+                (.., Some(_)) => "terminated".to_string(),
+                _ => "none".to_string(),
+            };
+            if seen.last() != Some(&(kind.clone(), c.restart_count)) {
+                seen.push((kind, c.restart_count));
+            }
+            if c.restart_count >= 2 {
+                break;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "two restarts in two minutes: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let runs: Vec<u128> = eventually_lines(&starts, 3).await;
+    let gap = |i: usize| Duration::from_nanos((runs[i + 1] - runs[i]) as u64);
+    assert!(
+        gap(0) >= Duration::from_secs(10) && gap(0) < Duration::from_secs(20),
+        "10 s before the first restart: {:?}",
+        gap(0)
+    );
+    assert!(
+        gap(1) >= Duration::from_secs(20) && gap(1) < Duration::from_secs(40),
+        "20 s before the second: {:?}",
+        gap(1)
+    );
+    // Meanwhile it was shown waiting in CrashLoopBackOff before each restart.
+    let back_off = |count: i32| seen.iter().position(|s| *s == ("CrashLoopBackOff".to_string(), count));
+    let restarted = |count: i32| seen.iter().position(|(_, c)| *c == count);
+    assert!(back_off(0).is_some_and(|b| restarted(1).is_some_and(|r| b < r)), "{seen:?}");
+    assert!(back_off(1).is_some_and(|b| restarted(2).is_some_and(|r| b < r)), "{seen:?}");
+    drop(fleet);
+}
+
+/// The first `n` lines of a file, as numbers, once it has them.
+async fn eventually_lines(file: &std::path::Path, n: usize) -> Vec<u128> {
+    until("the runs' starts", || async {
+        let text = std::fs::read_to_string(file).ok()?;
+        let lines: Vec<u128> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        (lines.len() >= n).then_some(lines)
+    })
+    .await
 }
