@@ -482,6 +482,80 @@ async fn create(pods: &Api<Pod>, pod: serde_json::Value) {
     pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
 }
 
+/// The `state` of a pod's container (or init container, `list` `initContainerStatuses`).
+fn state_of(p: &Pod, list: &str, name: &str) -> serde_json::Value {
+    let status = serde_json::to_value(p.status.as_ref().unwrap()).unwrap();
+    status[list]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == name)
+        .map(|c| c["state"].clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_container_s_termination_message_is_its_file_or_on_failure_its_log_s_tail() {
+    if program("sh", "dash").is_none() {
+        return;
+    }
+    let (fleet, clients) = fleet(&["solo"], &["busybox"]).await;
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    let c = |name: &str, script: &str| json!({"name": name, "image": "busybox", "command": ["sh", "-c", script]});
+    let mut fallback = c("fallback", "for i in $(seq 1 100); do echo line $i; done; exit 3");
+    fallback["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
+    let mut written = c("written", "echo from the file > /dev/termination-log; echo not this; exit 4");
+    written["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
+    let mut elsewhere = c("elsewhere", "echo custom > /tmp/why/message; exit 1");
+    elsewhere["terminationMessagePath"] = json!("/tmp/why/message");
+    create(
+        &pods,
+        json!({"metadata": {"name": "messages"}, "spec": {"restartPolicy": "Never",
+        "initContainers": [c("init", "printf 'init done' > /dev/termination-log")],
+        "containers": [
+            c("file", "printf bye > /dev/termination-log"),
+            fallback, written, elsewhere,
+            c("plain-failure", "echo oops; exit 2"),
+            c("big", "head -c 5000 /dev/zero | tr '\\0' x > /dev/termination-log"),
+        ]}}),
+    )
+    .await;
+    let names = ["file", "fallback", "written", "elsewhere", "plain-failure", "big"];
+    let p = until("every container ended", || async {
+        let p = pods.get("messages").await.ok()?;
+        names.iter().all(|n| state_of(&p, "containerStatuses", n).get("terminated").is_some()).then_some(p)
+    })
+    .await;
+    let message =
+        |list: &str, name: &str| state_of(&p, list, name)["terminated"]["message"].as_str().map(str::to_string);
+    assert_eq!(message("initContainerStatuses", "init").as_deref(), Some("init done"), "an init container's too");
+    assert_eq!(message("containerStatuses", "file").as_deref(), Some("bye"));
+    let tail = message("containerStatuses", "fallback").expect("the log's tail");
+    assert_eq!(tail.lines().collect::<Vec<_>>(), (21..=100).map(|i| format!("line {i}")).collect::<Vec<_>>());
+    assert_eq!(
+        message("containerStatuses", "written").as_deref(),
+        Some("from the file\n"),
+        "the file wins over the log"
+    );
+    assert_eq!(message("containerStatuses", "elsewhere").as_deref(), Some("custom\n"), "its terminationMessagePath");
+    assert_eq!(message("containerStatuses", "plain-failure"), None, "policy File: no fallback to the log");
+    assert_eq!(message("containerStatuses", "big").map(|m| m.len()), Some(4096), "at most 4096 bytes");
+
+    // After a restart the message is the last state's.
+    create(&pods, json!({"metadata": {"name": "again"}, "spec": {"volumes": [{"name": "w", "emptyDir": {}}],
+        "containers": [{"name": "c", "image": "busybox", "volumeMounts": [{"name": "w", "mountPath": "/w"}],
+            "command": ["sh", "-c", "echo x >> /w/runs; echo run $(wc -l < /w/runs) > /dev/termination-log; exit 1"]}]}}))
+    .await;
+    let last = until("a restart", || async {
+        let p = pods.get("again").await.ok()?;
+        let s = serde_json::to_value(p.status?.container_statuses?.remove(0)).ok()?;
+        (s["restartCount"].as_u64()? >= 1).then(|| s["lastState"]["terminated"]["message"].clone())
+    })
+    .await;
+    assert!(last.as_str().is_some_and(|m| m.starts_with("run ")), "{last}");
+    drop(fleet);
+}
+
 #[tokio::test]
 async fn with_real_back_off_a_crashing_container_waits_ten_then_twenty_real_seconds_in_crash_loop_back_off() {
     if program("sh", "dash").is_none() {
