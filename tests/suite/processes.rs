@@ -478,10 +478,6 @@ echo "target: $(kubectl --kubeconfig "$kc" logs shared -c target | tr '\n' ' ')"
     );
 }
 
-async fn create(pods: &Api<Pod>, pod: serde_json::Value) {
-    pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
-}
-
 /// The `state` of a pod's container (or init container, `list` `initContainerStatuses`).
 fn state_of(p: &Pod, list: &str, name: &str) -> serde_json::Value {
     let status = serde_json::to_value(p.status.as_ref().unwrap()).unwrap();
@@ -492,6 +488,146 @@ fn state_of(p: &Pod, list: &str, name: &str) -> serde_json::Value {
         .find(|c| c["name"] == name)
         .map(|c| c["state"].clone())
         .unwrap_or_default()
+}
+
+fn phase(p: &Pod) -> String {
+    p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default()
+}
+
+async fn create(pods: &Api<Pod>, pod: serde_json::Value) {
+    pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
+}
+
+/// Looks at `judge` (which asserts what must hold at every look) until it says it has seen
+/// what it waits for and, after that, the kubelet has swept `n` more times: a ConfigMap
+/// written at each look wakes it, as any change does.
+async fn through_sweeps(
+    cluster: &spanset::sim::cluster::Cluster,
+    client: &Client,
+    n: u64,
+    mut judge: impl AsyncFnMut() -> bool,
+) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let pokes: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::default_namespaced(client.clone());
+    let start = Instant::now();
+    let mut from = None;
+    for look in 0u64.. {
+        if judge().await {
+            let from = *from.get_or_insert(cluster.counters.kubelet_sweeps.load(SeqCst));
+            if cluster.counters.kubelet_sweeps.load(SeqCst) >= from + n {
+                return;
+            }
+            let poke = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "poke"}, "data": {"look": look.to_string()}});
+            let poke: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(poke).unwrap();
+            let pp = kube::api::PatchParams::apply("test").force();
+            pokes.patch("poke", &pp, &kube::api::Patch::Apply(&poke)).await.unwrap();
+        }
+        assert!(start.elapsed() < DEADLINE, "the kubelet swept {n} times after what was awaited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_pod_mixing_real_and_simulated_containers_starts_none_of_them_and_says_what_to_run() {
+    if program("sh", "dash").is_none() {
+        return;
+    }
+    let (fleet, clients) = fleet(&["solo"], &["busybox"]).await;
+    let cluster = fleet.servers[0].cluster.clone();
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    let marker = format!("spanset-half-simulated-{}", std::process::id());
+    let busy = |name: &str| json!({"name": name, "image": "busybox", "command": ["sh", "-c", "while :; do sleep 0.1; done", marker]});
+    // A simulated main container beside real ones; a simulated init container before a real one.
+    create(
+        &pods,
+        json!({"metadata": {"name": "mixed"}, "spec": {
+        "initContainers": [busy("setup")], "containers": [busy("main"), {"name": "web", "image": "nginx:1.25"}]}}),
+    )
+    .await;
+    create(
+        &pods,
+        json!({"metadata": {"name": "mixed-init"}, "spec": {
+        "initContainers": [{"name": "setup", "image": "nginx:1.25"}], "containers": [busy("main")]}}),
+    )
+    .await;
+    // An all-real pod beside them runs (its processes keep the kubelet sweeping).
+    create(
+        &pods,
+        json!({"metadata": {"name": "real"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "while :; do sleep 0.1; done"]}]}}),
+    )
+    .await;
+    through_sweeps(&cluster, &clients[0], 30, async || {
+        assert!(live_processes_with(&marker).is_empty(), "a container of a half-simulated pod started");
+        let mut refused = true;
+        for name in ["mixed", "mixed-init"] {
+            let p = pods.get(name).await.unwrap();
+            assert!(!ready(&p) && phase(&p) != "Running", "{name} never runs: {:?}", p.status);
+            refused &= state_of(&p, "initContainerStatuses", "setup").get("waiting").is_some();
+        }
+        refused && ready(&pods.get("real").await.unwrap())
+    })
+    .await;
+    let p = pods.get("mixed").await.unwrap();
+    let web = &state_of(&p, "containerStatuses", "web")["waiting"];
+    assert_eq!(web["reason"], "CreateContainerConfigError", "{web}");
+    let message = web["message"].as_str().unwrap();
+    assert!(
+        message.contains("add nginx to --run-images") && message.contains("setup, main run real processes"),
+        "{message}"
+    );
+    assert_eq!(state_of(&p, "initContainerStatuses", "setup")["waiting"]["reason"], "PodInitializing");
+    assert_eq!(state_of(&p, "containerStatuses", "main")["waiting"]["reason"], "PodInitializing");
+    let p = pods.get("mixed-init").await.unwrap();
+    let setup = &state_of(&p, "initContainerStatuses", "setup")["waiting"];
+    assert_eq!(setup["reason"], "CreateContainerConfigError", "{setup}");
+    assert!(!cluster.processes.running(&pods.get("mixed").await.unwrap().uid().unwrap()));
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(clients[0].clone());
+    let failed = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|e| e.involved_object.name.as_deref() == Some("mixed") && e.reason.as_deref() == Some("Failed"));
+    let failed = failed.expect("a Failed Event for the refused container");
+    assert!(failed.message.unwrap_or_default().starts_with("Error: image nginx:1.25 is simulated"));
+    drop(fleet);
+}
+
+#[tokio::test]
+async fn a_guard_in_a_cluster_that_runs_no_processes_is_refused_and_its_pod_never_runs() {
+    let (fleet, clients) = fleet(&["solo"], &[]).await;
+    let cluster = fleet.servers[0].cluster.clone();
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    create(&pods, json!({"metadata": {"name": "guarded"}, "spec": {
+        "initContainers": [{"name": "spanset-guard", "image": "ghcr.io/spanset/spanset:0.1.0", "args": ["guard", "wait"]}],
+        "containers": [{"name": "db", "image": "redis:7", "command": ["redis-server"]}]}}))
+    .await;
+    create(
+        &pods,
+        json!({"metadata": {"name": "plain"}, "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}}),
+    )
+    .await;
+    let guarded = pods.get("guarded").await.unwrap().uid().unwrap();
+    through_sweeps(&cluster, &clients[0], 20, async || {
+        let p = pods.get("guarded").await.unwrap();
+        assert!(!ready(&p) && phase(&p) != "Running", "the guarded pod never runs: {:?}", p.status);
+        assert!(!cluster.ledger.open_in("solo").iter().any(|(uid, _)| *uid == guarded), "nor runs in the ledger");
+        let refused = state_of(&p, "initContainerStatuses", "spanset-guard").get("waiting").is_some();
+        // A simulated pod without a guard runs as ever.
+        refused && ready(&pods.get("plain").await.unwrap())
+    })
+    .await;
+    let p = pods.get("guarded").await.unwrap();
+    let waiting = &state_of(&p, "initContainerStatuses", "spanset-guard")["waiting"];
+    assert_eq!(waiting["reason"], "CreateContainerConfigError");
+    assert_eq!(
+        waiting["message"],
+        "spanset's guard controls real processes; run the sandbox with --run-images naming the pod's images (redis)"
+    );
+    assert_eq!(state_of(&p, "containerStatuses", "db")["waiting"]["reason"], "PodInitializing");
+    drop(fleet);
 }
 
 #[tokio::test]

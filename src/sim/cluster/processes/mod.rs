@@ -125,6 +125,17 @@ pub enum State {
     Exited(Exit),
 }
 
+/// Why the kubelet starts no container of a pod: what one of them asks that the sandbox cannot
+/// run, shown as that container's `CreateContainerConfigError` (see
+/// [`Processes::refusals`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The container (or init container).
+    pub container: String,
+    /// What the kubelet says.
+    pub message: String,
+}
+
 /// One running (or ended, not yet forgotten) container process.
 struct Instance {
     node: String,
@@ -236,9 +247,67 @@ impl Processes {
     }
 
     /// Whether an image runs real processes: its name (`redis` of `docker.io/library/redis:7`)
-    /// is one of `--run-images`.
+    /// is one of `--run-images`, or it is spanset's own where any is: a pod's guard controls
+    /// real processes, so it must be real wherever they run.
     pub fn runnable(&self, image: &str) -> bool {
-        self.run_images.iter().any(|i| i == image_name(image))
+        let name = image_name(image);
+        self.run_images.iter().any(|i| i == name) || (self.enabled() && name == spec::SPANSET_IMAGE)
+    }
+
+    /// What keeps the kubelet from starting a pod's containers, one for each container in
+    /// question; none: it starts them. A pod runs whole, never half-simulated: in a cluster that
+    /// runs processes, a pod with both runnable and simulated containers (init containers and
+    /// sidecars counted) starts none of them, each simulated one naming what `--run-images`
+    /// lacks; in one that runs none, a pod with spanset's image (a guard, which controls real
+    /// processes) starts none either. `root` says whether the sandbox runs as root, which
+    /// containers that ask for another user need ([`spec::security_refusal`]).
+    pub fn refusals(&self, pod: &Value, root: bool) -> Vec<Refusal> {
+        let containers: Vec<&Value> = ["/spec/initContainers", "/spec/containers"]
+            .into_iter()
+            .filter_map(|list| pod.pointer(list)?.as_array())
+            .flatten()
+            .collect();
+        let name = |c: &Value| c["name"].as_str().unwrap_or("").to_string();
+        let image = |c: &Value| c["image"].as_str().unwrap_or("").to_string();
+        let mut images: Vec<String> = containers.iter().map(|c| image_name(&image(c)).to_string()).collect();
+        images.retain(|i| i != spec::SPANSET_IMAGE);
+        images.sort();
+        images.dedup();
+        if !self.enabled() {
+            let message = format!(
+                "spanset's guard controls real processes; run the sandbox with --run-images naming the pod's images ({})",
+                if images.is_empty() { "spanset".to_string() } else { images.join(",") }
+            );
+            return containers
+                .iter()
+                .filter(|c| image_name(&image(c)) == spec::SPANSET_IMAGE)
+                .map(|c| Refusal { container: name(c), message: message.clone() })
+                .collect();
+        }
+        let (real, simulated): (Vec<&Value>, Vec<&Value>) = containers.iter().partition(|c| self.runnable(&image(c)));
+        if !real.is_empty() && !simulated.is_empty() {
+            let mut missing: Vec<&str> =
+                simulated.iter().map(|c| c["image"].as_str().unwrap_or("")).map(image_name).collect();
+            missing.sort();
+            missing.dedup();
+            let reals: Vec<String> = real.iter().map(|c| name(c)).collect();
+            return simulated
+                .iter()
+                .map(|c| Refusal {
+                    container: name(c),
+                    message: format!(
+                        "image {} is simulated in this cluster, and the pod's containers {} run real processes: \
+                         a pod runs all real or all simulated; add {} to --run-images",
+                        image(c),
+                        reals.join(", "),
+                        missing.join(",")
+                    ),
+                })
+                .collect();
+        }
+        real.iter()
+            .filter_map(|c| spec::security_refusal(pod, c, root).map(|message| Refusal { container: name(c), message }))
+            .collect()
     }
 
     /// The command line that runs a command inside a running container's namespaces and root,
@@ -615,6 +684,51 @@ mod tests {
         assert!(!p.runnable("redis-exporter:1"));
         assert!(matches!(p.exec_prefix("u", "c", "nginx"), Err(ExecRefusal::Simulated { .. })));
         assert_eq!(p.exec_prefix("u", "c", "redis"), Err(ExecRefusal::NotRunning("c".into())));
+    }
+
+    #[test]
+    fn spanset_s_image_is_real_wherever_any_image_is() {
+        let p = Processes::new(vec!["busybox".into()]);
+        assert!(p.runnable("ghcr.io/spanset/spanset:0.1.0"), "without being listed");
+        assert!(!Processes::new(vec![]).runnable("ghcr.io/spanset/spanset:0.1.0"), "nothing runs for real");
+    }
+
+    #[test]
+    fn a_pod_runs_all_real_or_all_simulated_and_a_guard_only_where_processes_run() {
+        let pod = serde_json::json!({"spec": {
+            "initContainers": [
+                {"name": "spanset-guard", "image": "ghcr.io/spanset/spanset:0.1.0"},
+                {"name": "helper", "image": "nginx:1.25", "restartPolicy": "Always"}],
+            "containers": [{"name": "db", "image": "postgres:16"}, {"name": "tool", "image": "busybox"}]}});
+        let real = Processes::new(vec!["busybox".into()]);
+        let refused = real.refusals(&pod, true);
+        let names: Vec<&str> = refused.iter().map(|r| r.container.as_str()).collect();
+        assert_eq!(names, ["helper", "db"], "the simulated ones, init containers and sidecars counted");
+        assert!(refused[1].message.contains("add nginx,postgres to --run-images"), "{}", refused[1].message);
+        assert!(refused[1].message.contains("image postgres:16 is simulated"), "{}", refused[1].message);
+        assert!(refused[1].message.contains("spanset-guard, tool run real processes"), "{}", refused[1].message);
+        let all = Processes::new(vec!["busybox".into(), "nginx".into(), "postgres".into()]);
+        assert_eq!(all.refusals(&pod, true), [], "all real");
+
+        let none = Processes::new(vec![]);
+        let refused = none.refusals(&pod, true);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].container, "spanset-guard");
+        assert_eq!(
+            refused[0].message,
+            "spanset's guard controls real processes; run the sandbox with --run-images naming the pod's images \
+             (busybox,nginx,postgres)"
+        );
+        let plain = serde_json::json!({"spec": {"containers": [{"name": "web", "image": "nginx"}]}});
+        assert_eq!(none.refusals(&plain, true), [], "all simulated");
+        assert_eq!(real.refusals(&plain, true), [], "all simulated where some images are real");
+
+        let as_user = serde_json::json!({"spec": {"securityContext": {"runAsUser": 1000},
+            "containers": [{"name": "tool", "image": "busybox"}]}});
+        assert_eq!(real.refusals(&as_user, true), [], "as root the sandbox runs any user");
+        let refused = real.refusals(&as_user, false);
+        assert_eq!(refused.len(), 1);
+        assert!(refused[0].message.contains("run the sandbox as root"), "{}", refused[0].message);
     }
 
     #[test]
