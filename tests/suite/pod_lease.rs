@@ -62,12 +62,17 @@ fn leased(name: &str, seconds: i32) -> FederatedStatefulSet {
 
 /// Every main process of federation `name` alive now, as (ordinal, pod uid) pairs, from the
 /// command lines of the machine's processes (the sandbox runs each container as a real process).
+/// The container's first process, `spanset-guard-exec`, carries the command line it may start
+/// without running it: it is not counted.
 fn running(name: &str) -> BTreeSet<(u32, String)> {
     let mut out = BTreeSet::new();
     let Ok(dir) = std::fs::read_dir("/proc") else { return out };
     for entry in dir.flatten() {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
         let text = String::from_utf8_lossy(&cmdline);
+        if text.split('\0').next().is_some_and(|program| program.ends_with("/spanset-guard-exec")) {
+            continue;
+        }
         for arg in text.split('\0') {
             let Some(rest) = arg.strip_prefix(&format!("{MARKER}-{name}:")) else { continue };
             let Some((pod, uid)) = rest.split_once(':') else { continue };
