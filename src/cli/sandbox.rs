@@ -69,6 +69,11 @@ pub struct SandboxArgs {
     /// --run-images`), comma-separated bare names, e.g. `redis,etcd`.
     #[arg(long, value_name = "IMAGES", value_delimiter = ',')]
     pub run_images: Vec<String>,
+    /// Keep the kubelet's restart back-off for real processes (10 s doubling to 5 min) in real
+    /// seconds, whatever --time-factor (as `spanset sim --real-back-off`); without it the
+    /// back-off is scaled like every other delay.
+    #[arg(long)]
+    pub real_back_off: bool,
     /// The Kubernetes release a cluster answers as (as `spanset sim --cluster-version`),
     /// comma-separated `NAME=1.MINOR.PATCH`, e.g. `east=1.29.8`: a member before 1.30 gets
     /// no admission policies, and MemberCluster status says which guards it lacks.
@@ -237,6 +242,7 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
         kruise: args.kruise.clone(),
         mcs: args.mcs.clone(),
         run_images: run_images(args),
+        real_back_off: args.real_back_off,
         cluster_version: args.cluster_version.clone(),
     })
 }
@@ -270,6 +276,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
             kruise: n != HOST && super::sim::named_in(&args.kruise, n),
             mcs: n != HOST && super::sim::named_in(&args.mcs, n),
             run_images: run_images(&args),
+            real_back_off: args.real_back_off,
             release: super::sim::release_of(&args.cluster_version, n),
             ..ClusterConfig::named(n)
         })

@@ -61,6 +61,13 @@ pub struct SimArgs {
     /// programs on PATH; every other image stays simulated.
     #[arg(long, value_name = "IMAGES", value_delimiter = ',')]
     pub run_images: Vec<String>,
+    /// Keep the kubelet's restart back-off for real processes (10 s doubling to 5 min) in real
+    /// seconds, whatever --time-factor: a crashing container then waits in CrashLoopBackOff as
+    /// on a real node, while every other delay is still scaled. Without it the back-off is
+    /// scaled too (at --time-factor 0.01 a crashed container restarts within a tenth of a
+    /// second).
+    #[arg(long)]
+    pub real_back_off: bool,
     /// The Kubernetes release a cluster answers as, comma-separated `NAME=1.MINOR.PATCH`
     /// (`east=1.27.16,west=1.30.4`; 1.27 to 1.33, others v1.33.1): its `/version`, the API
     /// versions discovery lists (no ValidatingAdmissionPolicy before 1.30) and the behaviour
@@ -152,6 +159,7 @@ fn configs(args: &SimArgs) -> Vec<ClusterConfig> {
             kruise: named_in(&args.kruise, n),
             mcs: named_in(&args.mcs, n),
             run_images: args.run_images.clone(),
+            real_back_off: args.real_back_off,
             release: release_of(&args.cluster_version, n),
             ..ClusterConfig::named(n)
         })
@@ -208,6 +216,7 @@ mod tests {
             kruise: None,
             mcs: None,
             run_images: Vec::new(),
+            real_back_off: false,
             cluster_version: Vec::new(),
         }
     }

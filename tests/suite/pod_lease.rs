@@ -68,6 +68,8 @@ pub(crate) fn is_guard_exec(proc_dir: &std::path::Path) -> bool {
 
 /// Every main process of federation `name` alive now, as (ordinal, pod uid) pairs, from the
 /// command lines of the machine's processes (the sandbox runs each container as a real process).
+/// The container's first process, `spanset-guard-exec`, carries the command line it may start
+/// without running it: it is not counted.
 pub(crate) fn running(name: &str) -> BTreeSet<(u32, String)> {
     let mut out = BTreeSet::new();
     let Ok(dir) = std::fs::read_dir("/proc") else { return out };

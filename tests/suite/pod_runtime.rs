@@ -435,3 +435,174 @@ fn a_shared_process_namespace_dies_with_the_sandbox_even_when_it_is_killed() {
     std::process::Command::new("kill").args(["-KILL", &sandbox.pid().to_string()]).status().unwrap();
     wait_until("the pod's processes ended with the sandbox", DEADLINE, || live_processes_with(&target).is_empty());
 }
+
+/// The securityContext spanset gives its guard's containers.
+const GUARD_SECURITY: &str = r#"{"runAsUser": 65532, "runAsGroup": 65532, "runAsNonRoot": true,
+  "readOnlyRootFilesystem": true, "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}"#;
+
+/// A pod of spanset's image alone (its first container runs the image's entrypoint, the
+/// second a shell as the guard's user), in a sandbox that lists only `busybox`.
+fn spanset_image_pod(name: &str, marker: &str) -> String {
+    format!(
+        r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{name}"}},
+  "spec": {{"volumes": [{{"name": "w", "emptyDir": {{}}}}],
+    "initContainers": [{{"name": "version", "image": "ghcr.io/spanset/spanset:test", "args": ["version"]}}],
+    "containers": [{{"name": "guard", "image": "ghcr.io/spanset/spanset:test",
+      "command": ["sh", "-c", "while :; do sleep 0.1; done", "{marker}"],
+      "volumeMounts": [{{"name": "w", "mountPath": "/w"}}], "securityContext": {GUARD_SECURITY},
+      "readinessProbe": {{"exec": {{"command": ["/spanset", "version"]}}, "periodSeconds": 1}}}}]}}}}"#
+    )
+}
+
+/// The container process carrying `marker` (its command `sh -c …`; `unshare`, which started
+/// it, carries it too in its script).
+fn container_process(marker: &str) -> u32 {
+    let shells: Vec<u32> = live_processes_with(marker)
+        .into_iter()
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default().starts_with(b"sh\0"))
+        .collect();
+    assert_eq!(shells.len(), 1, "one container process carries {marker}: {shells:?}");
+    shells[0]
+}
+
+/// The `Uid:` and `Gid:` lines of a process (real, effective, saved, filesystem).
+fn ids_of(pid: u32) -> (String, String) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let line = |key: &str| {
+        status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
+    };
+    (line("Uid:").unwrap_or_default(), line("Gid:").unwrap_or_default())
+}
+
+#[test]
+fn spanset_s_image_is_its_two_binaries_its_entrypoint_runs_and_probes_and_exec_run_them_as_its_user() {
+    let Some((_sandbox, k)) = sandbox(&[]) else { return };
+    let main = marker("spanset-image");
+    k.ok_with_stdin(&["apply", "-f", "-"], &spanset_image_pod("image", &main));
+    // Ready by its exec probe: `/spanset version` inside it, as its user.
+    wait_until("Running and Ready by its probe", DEADLINE, || columns(&k, "image").1 == "1/1");
+    // The image's entrypoint is `/spanset`, which ran `version` (listed without --run-images).
+    let version = k.ok(&["logs", "image", "-c", "version"]);
+    assert!(version.starts_with("version:  0.1.0"), "{version}");
+    let inside = |script: &str| k.run(&["exec", "image", "-c", "guard", "--", "sh", "-c", script]);
+    let out = |script: &str| String::from_utf8_lossy(&inside(script).stdout).trim().to_string();
+    assert_eq!(out("echo $(id -u) $(id -g) $(id -G)"), "65532 65532 65532", "exec as the guard's user");
+    assert!(out("/spanset version").starts_with("version:  0.1.0"), "kubectl exec runs /spanset");
+    let usage = inside("/spanset-guard-exec");
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&usage.stderr).contains("usage: spanset-guard-exec"), "the second binary");
+    // `spanset guard wait` finds the second binary beside itself (`/proc/self/exe`'s sibling)
+    // and puts it where the pod's containers run it, then fails to read its Lease (the pod
+    // has no token) and says why in its termination message.
+    let wait = inside(
+        "/spanset guard wait --lease default/none --lease-seconds 10 --ordinal 0 --state /w/state \
+         --exec-dir /w --termination-log /w/why",
+    );
+    assert_eq!(wait.status.code(), Some(1), "{}", String::from_utf8_lossy(&wait.stderr));
+    assert!(!out("cat /w/why").is_empty(), "the guard wrote why it failed");
+    assert_eq!(inside("/w/spanset-guard-exec").status.code(), Some(2), "installed and runnable");
+    assert_eq!(out("stat -c '%u %a' /w/spanset-guard-exec"), "65532 755", "by the guard's user, for every user");
+    // The image's files are read-only, and so is its whole root; its volume and termination
+    // message file are not.
+    assert!(!inside("echo x >> /spanset").status.success(), "/spanset is read-only");
+    assert!(!inside("touch /tmp/x").status.success(), "readOnlyRootFilesystem: /tmp too");
+    assert!(inside("touch /w/x && echo bye > /dev/termination-log").status.success());
+    // Outside, on this machine, the container's process is the guard's user's.
+    let ids = ids_of(container_process(&main));
+    assert_eq!(ids, ("65532 65532 65532 65532".into(), "65532 65532 65532 65532".into()));
+}
+
+#[test]
+fn spanset_s_image_without_spanset_guard_exec_beside_the_sandbox_fails_to_start_saying_how_to_build_it() {
+    if program("sh", "dash").is_none() || program("kubectl", "kubectl").is_none() {
+        return;
+    }
+    // The sandbox's binary alone in a directory (a hard link: the same file, nothing beside it).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let alone = dir.path().join("spanset");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_spanset"), &alone).unwrap();
+    let sandbox = Sandbox::start_from(&alone, "solo", &["--run-images", "busybox"]);
+    let Some(k) = Kubectl::installed(&sandbox) else { return };
+    let manifest = spanset_image_pod("image", &marker("no-exec"))
+        .replace(r#""spec": {"#, r#""spec": {"restartPolicy": "Never", "#);
+    k.ok_with_stdin(&["apply", "-f", "-"], &manifest);
+    wait_until("the init container failed", DEADLINE, || {
+        pod(&k, "image")["status"]["initContainerStatuses"][0]["state"]["terminated"].is_object()
+    });
+    let p = pod(&k, "image");
+    let t = &p["status"]["initContainerStatuses"][0]["state"]["terminated"];
+    let message = t["message"].as_str().unwrap_or_default();
+    assert!(message.contains("/spanset-guard-exec") && message.contains("build it with `cargo build`"), "{t}");
+    assert_eq!(t["exitCode"], 128, "{t}");
+    assert_eq!(p["status"]["phase"], "Failed", "{p}");
+}
+
+#[test]
+fn containers_run_as_their_security_contexts_users_and_share_an_empty_dir() {
+    let Some((_sandbox, k)) = sandbox(&[]) else { return };
+    let (a, b) = (marker("user-a"), marker("user-b"));
+    let manifest = format!(
+        r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "users"}},
+  "spec": {{"securityContext": {{"runAsUser": 1001, "runAsGroup": 2001}}, "volumes": [{{"name": "w", "emptyDir": {{}}}}],
+    "containers": [
+      {{"name": "a", "image": "busybox", "volumeMounts": [{{"name": "w", "mountPath": "/w"}}],
+        "command": ["sh", "-c", "echo from-a > /w/a; while :; do sleep 0.1; done", "{a}"]}},
+      {{"name": "b", "image": "busybox", "securityContext": {{"runAsUser": 1002}},
+        "volumeMounts": [{{"name": "w", "mountPath": "/w"}}],
+        "command": ["sh", "-c", "until [ -e /w/a ]; do sleep 0.05; done; cat /w/a > /w/b; while :; do sleep 0.1; done", "{b}"],
+        "readinessProbe": {{"exec": {{"command": ["sh", "-c", "test $(id -u) = 1002 && test -s /w/b"]}}, "periodSeconds": 1}}}}]}}}}"#
+    );
+    k.ok_with_stdin(&["apply", "-f", "-"], &manifest);
+    // Ready by b's probe: run as b's user, after b read a's file and wrote its own beside it.
+    wait_until("Running, both ready", DEADLINE, || columns(&k, "users").1 == "2/2");
+    let ids = |c: &str| k.ok(&["exec", "users", "-c", c, "--", "sh", "-c", "echo $(id -u) $(id -g) $(id -G)"]);
+    assert_eq!(ids("a").trim(), "1001 2001 2001", "the pod's user and group, no other group");
+    assert_eq!(ids("b").trim(), "1002 2001 2001", "the container's user over the pod's");
+    let owners = k.ok(&["exec", "users", "-c", "a", "--", "sh", "-c", "stat -c '%u:%g' /w/a /w/b; cat /w/b"]);
+    assert_eq!(owners.lines().collect::<Vec<_>>(), ["1001:2001", "1002:2001", "from-a"]);
+    for (marker, uid) in [(&a, "1001"), (&b, "1002")] {
+        let pid = container_process(marker);
+        let (uids, gids) = ids_of(pid);
+        assert_eq!(uids, [uid; 4].join(" "), "its process's user on this machine");
+        assert_eq!(gids, "2001 2001 2001 2001");
+        let groups = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let groups = groups.lines().find_map(|l| l.strip_prefix("Groups:")).unwrap_or("?").trim().to_string();
+        assert_eq!(groups, "", "supplementary groups cleared");
+    }
+}
+
+#[test]
+fn a_sidecar_s_readiness_follows_its_probe_in_its_status_and_the_pod_s() {
+    let Some((_sandbox, k)) = sandbox(&[]) else { return };
+    let manifest = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ready-helper"},
+  "spec": {"initContainers": [{"name": "helper", "image": "busybox", "restartPolicy": "Always",
+      "command": ["sh", "-c", "while :; do sleep 0.05; done"],
+      "startupProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+      "readinessProbe": {"exec": {"command": ["test", "-e", "/tmp/ready"]}, "periodSeconds": 1, "failureThreshold": 1}}],
+    "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", "while :; do sleep 0.1; done"]}]}}"#;
+    k.ok_with_stdin(&["apply", "-f", "-"], manifest);
+    let helper = |k: &Kubectl| pod(k, "ready-helper")["status"]["initContainerStatuses"][0].clone();
+    // Started (its startup probe passed, so the main container runs), not ready.
+    wait_until("the main container runs beside the started sidecar", DEADLINE, || {
+        pod(&k, "ready-helper")["status"]["containerStatuses"][0]["state"]["running"].is_object()
+    });
+    let s = helper(&k);
+    assert_eq!((&s["started"], &s["ready"]), (&true.into(), &false.into()), "{s}");
+    assert_eq!(columns(&k, "ready-helper").1, "1/2");
+    k.ok(&["exec", "ready-helper", "-c", "helper", "--", "touch", "/tmp/ready"]);
+    wait_until("the sidecar ready, the pod too", DEADLINE, || {
+        helper(&k)["ready"] == true && columns(&k, "ready-helper").1 == "2/2"
+    });
+    let conditions = pod(&k, "ready-helper")["status"]["conditions"].clone();
+    assert!(
+        conditions.as_array().unwrap().iter().any(|c| c["type"] == "Ready" && c["status"] == "True"),
+        "{conditions}"
+    );
+    k.ok(&["exec", "ready-helper", "-c", "helper", "--", "rm", "/tmp/ready"]);
+    wait_until("not ready again", DEADLINE, || helper(&k)["ready"] == false && columns(&k, "ready-helper").1 == "1/2");
+    let p = pod(&k, "ready-helper");
+    assert!(
+        p["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Ready" && c["status"] == "False")
+    );
+    assert_eq!(p["status"]["initContainerStatuses"][0]["restartCount"], 0, "readiness restarts nothing");
+}

@@ -20,7 +20,7 @@ use spanset::sim::{
     sandbox::fleet::Fleet,
 };
 
-use crate::support::{DEADLINE, Sandbox, eventually, program};
+use crate::support::{DEADLINE, Sandbox, eventually, program, until};
 
 /// A fleet whose clusters run `images` for real.
 async fn fleet(names: &[&str], images: &[&str]) -> (Fleet, Vec<Client>) {
@@ -476,4 +476,294 @@ echo "target: $(kubectl --kubeconfig "$kc" logs shared -c target | tr '\n' ' ')"
         stdout.lines().any(|l| l == "target: set up got TERM "),
         "after its init container, the target got the signal: {stdout}\n{stderr}"
     );
+}
+
+/// The `state` of a pod's container (or init container, `list` `initContainerStatuses`).
+fn state_of(p: &Pod, list: &str, name: &str) -> serde_json::Value {
+    let status = serde_json::to_value(p.status.as_ref().unwrap()).unwrap();
+    status[list]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == name)
+        .map(|c| c["state"].clone())
+        .unwrap_or_default()
+}
+
+fn phase(p: &Pod) -> String {
+    p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default()
+}
+
+async fn create(pods: &Api<Pod>, pod: serde_json::Value) {
+    pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
+}
+
+/// Looks at `judge` (which asserts what must hold at every look) until it says it has seen
+/// what it waits for and, after that, the kubelet has swept `n` more times: a ConfigMap
+/// written at each look wakes it, as any change does.
+async fn through_sweeps(
+    cluster: &spanset::sim::cluster::Cluster,
+    client: &Client,
+    n: u64,
+    mut judge: impl AsyncFnMut() -> bool,
+) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let pokes: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::default_namespaced(client.clone());
+    let start = Instant::now();
+    let mut from = None;
+    for look in 0u64.. {
+        if judge().await {
+            let from = *from.get_or_insert(cluster.counters.kubelet_sweeps.load(SeqCst));
+            if cluster.counters.kubelet_sweeps.load(SeqCst) >= from + n {
+                return;
+            }
+            let poke = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "poke"}, "data": {"look": look.to_string()}});
+            let poke: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(poke).unwrap();
+            let pp = kube::api::PatchParams::apply("test").force();
+            pokes.patch("poke", &pp, &kube::api::Patch::Apply(&poke)).await.unwrap();
+        }
+        assert!(start.elapsed() < DEADLINE, "the kubelet swept {n} times after what was awaited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_pod_mixing_real_and_simulated_containers_starts_none_of_them_and_says_what_to_run() {
+    if program("sh", "dash").is_none() {
+        return;
+    }
+    let (fleet, clients) = fleet(&["solo"], &["busybox"]).await;
+    let cluster = fleet.servers[0].cluster.clone();
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    let marker = format!("spanset-half-simulated-{}", std::process::id());
+    let busy = |name: &str| json!({"name": name, "image": "busybox", "command": ["sh", "-c", "while :; do sleep 0.1; done", marker]});
+    // A simulated main container beside real ones; a simulated init container before a real one.
+    create(
+        &pods,
+        json!({"metadata": {"name": "mixed"}, "spec": {
+        "initContainers": [busy("setup")], "containers": [busy("main"), {"name": "web", "image": "nginx:1.25"}]}}),
+    )
+    .await;
+    create(
+        &pods,
+        json!({"metadata": {"name": "mixed-init"}, "spec": {
+        "initContainers": [{"name": "setup", "image": "nginx:1.25"}], "containers": [busy("main")]}}),
+    )
+    .await;
+    // An all-real pod beside them runs (its processes keep the kubelet sweeping).
+    create(
+        &pods,
+        json!({"metadata": {"name": "real"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "while :; do sleep 0.1; done"]}]}}),
+    )
+    .await;
+    through_sweeps(&cluster, &clients[0], 30, async || {
+        assert!(live_processes_with(&marker).is_empty(), "a container of a half-simulated pod started");
+        let mut refused = true;
+        for name in ["mixed", "mixed-init"] {
+            let p = pods.get(name).await.unwrap();
+            assert!(!ready(&p) && phase(&p) != "Running", "{name} never runs: {:?}", p.status);
+            refused &= state_of(&p, "initContainerStatuses", "setup").get("waiting").is_some();
+        }
+        refused && ready(&pods.get("real").await.unwrap())
+    })
+    .await;
+    let p = pods.get("mixed").await.unwrap();
+    let web = &state_of(&p, "containerStatuses", "web")["waiting"];
+    assert_eq!(web["reason"], "CreateContainerConfigError", "{web}");
+    let message = web["message"].as_str().unwrap();
+    assert!(
+        message.contains("add nginx to --run-images") && message.contains("setup, main run real processes"),
+        "{message}"
+    );
+    assert_eq!(state_of(&p, "initContainerStatuses", "setup")["waiting"]["reason"], "PodInitializing");
+    assert_eq!(state_of(&p, "containerStatuses", "main")["waiting"]["reason"], "PodInitializing");
+    let p = pods.get("mixed-init").await.unwrap();
+    let setup = &state_of(&p, "initContainerStatuses", "setup")["waiting"];
+    assert_eq!(setup["reason"], "CreateContainerConfigError", "{setup}");
+    assert!(!cluster.processes.running(&pods.get("mixed").await.unwrap().uid().unwrap()));
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(clients[0].clone());
+    let failed = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|e| e.involved_object.name.as_deref() == Some("mixed") && e.reason.as_deref() == Some("Failed"));
+    let failed = failed.expect("a Failed Event for the refused container");
+    assert!(failed.message.unwrap_or_default().starts_with("Error: image nginx:1.25 is simulated"));
+    drop(fleet);
+}
+
+#[tokio::test]
+async fn a_guard_in_a_cluster_that_runs_no_processes_is_refused_and_its_pod_never_runs() {
+    let (fleet, clients) = fleet(&["solo"], &[]).await;
+    let cluster = fleet.servers[0].cluster.clone();
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    create(&pods, json!({"metadata": {"name": "guarded"}, "spec": {
+        "initContainers": [{"name": "spanset-guard", "image": "ghcr.io/spanset/spanset:0.1.0", "args": ["guard", "wait"]}],
+        "containers": [{"name": "db", "image": "redis:7", "command": ["redis-server"]}]}}))
+    .await;
+    create(
+        &pods,
+        json!({"metadata": {"name": "plain"}, "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}}),
+    )
+    .await;
+    let guarded = pods.get("guarded").await.unwrap().uid().unwrap();
+    through_sweeps(&cluster, &clients[0], 20, async || {
+        let p = pods.get("guarded").await.unwrap();
+        assert!(!ready(&p) && phase(&p) != "Running", "the guarded pod never runs: {:?}", p.status);
+        assert!(!cluster.ledger.open_in("solo").iter().any(|(uid, _)| *uid == guarded), "nor runs in the ledger");
+        let refused = state_of(&p, "initContainerStatuses", "spanset-guard").get("waiting").is_some();
+        // A simulated pod without a guard runs as ever.
+        refused && ready(&pods.get("plain").await.unwrap())
+    })
+    .await;
+    let p = pods.get("guarded").await.unwrap();
+    let waiting = &state_of(&p, "initContainerStatuses", "spanset-guard")["waiting"];
+    assert_eq!(waiting["reason"], "CreateContainerConfigError");
+    assert_eq!(
+        waiting["message"],
+        "spanset's guard controls real processes; run the sandbox with --run-images naming the pod's images (redis)"
+    );
+    assert_eq!(state_of(&p, "containerStatuses", "db")["waiting"]["reason"], "PodInitializing");
+    drop(fleet);
+}
+
+#[tokio::test]
+async fn a_container_s_termination_message_is_its_file_or_on_failure_its_log_s_tail() {
+    if program("sh", "dash").is_none() {
+        return;
+    }
+    let (fleet, clients) = fleet(&["solo"], &["busybox"]).await;
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    let c = |name: &str, script: &str| json!({"name": name, "image": "busybox", "command": ["sh", "-c", script]});
+    let mut fallback = c("fallback", "for i in $(seq 1 100); do echo line $i; done; exit 3");
+    fallback["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
+    let mut written = c("written", "echo from the file > /dev/termination-log; echo not this; exit 4");
+    written["terminationMessagePolicy"] = json!("FallbackToLogsOnError");
+    let mut elsewhere = c("elsewhere", "echo custom > /tmp/why/message; exit 1");
+    elsewhere["terminationMessagePath"] = json!("/tmp/why/message");
+    create(
+        &pods,
+        json!({"metadata": {"name": "messages"}, "spec": {"restartPolicy": "Never",
+        "initContainers": [c("init", "printf 'init done' > /dev/termination-log")],
+        "containers": [
+            c("file", "printf bye > /dev/termination-log"),
+            fallback, written, elsewhere,
+            c("plain-failure", "echo oops; exit 2"),
+            c("big", "head -c 5000 /dev/zero | tr '\\0' x > /dev/termination-log"),
+        ]}}),
+    )
+    .await;
+    let names = ["file", "fallback", "written", "elsewhere", "plain-failure", "big"];
+    let p = until("every container ended", || async {
+        let p = pods.get("messages").await.ok()?;
+        names.iter().all(|n| state_of(&p, "containerStatuses", n).get("terminated").is_some()).then_some(p)
+    })
+    .await;
+    let message =
+        |list: &str, name: &str| state_of(&p, list, name)["terminated"]["message"].as_str().map(str::to_string);
+    assert_eq!(message("initContainerStatuses", "init").as_deref(), Some("init done"), "an init container's too");
+    assert_eq!(message("containerStatuses", "file").as_deref(), Some("bye"));
+    let tail = message("containerStatuses", "fallback").expect("the log's tail");
+    assert_eq!(tail.lines().collect::<Vec<_>>(), (21..=100).map(|i| format!("line {i}")).collect::<Vec<_>>());
+    assert_eq!(
+        message("containerStatuses", "written").as_deref(),
+        Some("from the file\n"),
+        "the file wins over the log"
+    );
+    assert_eq!(message("containerStatuses", "elsewhere").as_deref(), Some("custom\n"), "its terminationMessagePath");
+    assert_eq!(message("containerStatuses", "plain-failure"), None, "policy File: no fallback to the log");
+    assert_eq!(message("containerStatuses", "big").map(|m| m.len()), Some(4096), "at most 4096 bytes");
+
+    // After a restart the message is the last state's.
+    create(&pods, json!({"metadata": {"name": "again"}, "spec": {"volumes": [{"name": "w", "emptyDir": {}}],
+        "containers": [{"name": "c", "image": "busybox", "volumeMounts": [{"name": "w", "mountPath": "/w"}],
+            "command": ["sh", "-c", "echo x >> /w/runs; echo run $(wc -l < /w/runs) > /dev/termination-log; exit 1"]}]}}))
+    .await;
+    let last = until("a restart", || async {
+        let p = pods.get("again").await.ok()?;
+        let s = serde_json::to_value(p.status?.container_statuses?.remove(0)).ok()?;
+        (s["restartCount"].as_u64()? >= 1).then(|| s["lastState"]["terminated"]["message"].clone())
+    })
+    .await;
+    assert!(last.as_str().is_some_and(|m| m.starts_with("run ")), "{last}");
+    drop(fleet);
+}
+
+#[tokio::test]
+async fn with_real_back_off_a_crashing_container_waits_ten_then_twenty_real_seconds_in_crash_loop_back_off() {
+    if program("sh", "dash").is_none() {
+        return;
+    }
+    let config = ClusterConfig {
+        time_factor: 0.01,
+        run_images: vec!["busybox".into()],
+        real_back_off: true,
+        ..ClusterConfig::named("solo")
+    };
+    let (fleet, clients) = crate::support::fleet_with_clients(vec![config]).await;
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    // Each run notes its start on this machine (the container sees the target directory).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let starts = dir.path().join("starts");
+    let script = format!("date +%s%N >> {}; exit 1", starts.display());
+    create(
+        &pods,
+        json!({"metadata": {"name": "crash"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", script]}]}}),
+    )
+    .await;
+    // Every state the container shows, in order, with its restart count, until its third run.
+    let mut seen: Vec<(String, i32)> = Vec::new();
+    let start = Instant::now();
+    loop {
+        let p = pods.get("crash").await.unwrap();
+        if let Some(c) = p.status.and_then(|s| s.container_statuses).and_then(|mut c| c.pop()) {
+            let state = serde_json::to_value(c.state.unwrap_or_default()).unwrap();
+            let kind = match (state.get("waiting"), state.get("running"), state.get("terminated")) {
+                (Some(w), ..) => w["reason"].as_str().unwrap_or("waiting").to_string(),
+                (_, Some(_), _) => "running".to_string(),
+                (.., Some(_)) => "terminated".to_string(),
+                _ => "none".to_string(),
+            };
+            if seen.last() != Some(&(kind.clone(), c.restart_count)) {
+                seen.push((kind, c.restart_count));
+            }
+            if c.restart_count >= 2 {
+                break;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "two restarts in two minutes: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let runs: Vec<u128> = eventually_lines(&starts, 3).await;
+    let gap = |i: usize| Duration::from_nanos((runs[i + 1] - runs[i]) as u64);
+    assert!(
+        gap(0) >= Duration::from_secs(10) && gap(0) < Duration::from_secs(20),
+        "10 s before the first restart: {:?}",
+        gap(0)
+    );
+    assert!(
+        gap(1) >= Duration::from_secs(20) && gap(1) < Duration::from_secs(40),
+        "20 s before the second: {:?}",
+        gap(1)
+    );
+    // Meanwhile it was shown waiting in CrashLoopBackOff before each restart.
+    let back_off = |count: i32| seen.iter().position(|s| *s == ("CrashLoopBackOff".to_string(), count));
+    let restarted = |count: i32| seen.iter().position(|(_, c)| *c == count);
+    assert!(back_off(0).is_some_and(|b| restarted(1).is_some_and(|r| b < r)), "{seen:?}");
+    assert!(back_off(1).is_some_and(|b| restarted(2).is_some_and(|r| b < r)), "{seen:?}");
+    drop(fleet);
+}
+
+/// The first `n` lines of a file, as numbers, once it has them.
+async fn eventually_lines(file: &std::path::Path, n: usize) -> Vec<u128> {
+    until("the runs' starts", || async {
+        let text = std::fs::read_to_string(file).ok()?;
+        let lines: Vec<u128> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        (lines.len() >= n).then_some(lines)
+    })
+    .await
 }

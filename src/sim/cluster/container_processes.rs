@@ -2,9 +2,11 @@
 //! starts them with the pod (after its init containers: [`super::init_containers`]), keeps its
 //! sidecars running beside them, shows in `status.containerStatuses` (and, for sidecars,
 //! `status.initContainerStatuses`) what their processes do
-//! (running since, ready by their probes, terminated with an exit code), restarts them by the
-//! pod's `restartPolicy` with the kubelet's back-off (10 s doubling to 5 min, in simulated time),
-//! and kills the ones a startup or liveness probe gave up on.
+//! (running since, ready by their probes, terminated with an exit code and their termination
+//! message), restarts them by the pod's `restartPolicy` with the kubelet's back-off (10 s
+//! doubling to 5 min, in simulated time unless the cluster keeps it in real time:
+//! [`ClusterConfig::real_back_off`](super::ClusterConfig::real_back_off)), and kills the ones
+//! a startup or liveness probe gave up on.
 //!
 //! Apart from [`super::kubelet`], which keeps simulating every other container and calls in here
 //! for the runnable ones.
@@ -67,9 +69,11 @@ pub fn kill_unhealthy(cluster: &Cluster, uid: &str, name: &str) {
 }
 
 /// When a container that ended (`exit`) after `restarts` earlier restarts may start again:
-/// the kubelet's back-off after its end.
+/// the kubelet's back-off after its end, scaled by the cluster's time factor unless it keeps
+/// the back-off in real time.
 pub fn restart_due(cluster: &Cluster, exit: &Exit, restarts: u32) -> Instant {
-    exit_instant(exit) + cluster.config.real(back_off(restarts))
+    let back_off = back_off(restarts);
+    exit_instant(exit) + if cluster.config.real_back_off { back_off } else { cluster.config.real(back_off) }
 }
 
 /// Starts one container's process with a new log instance; a start that fails is shown as a
@@ -102,11 +106,15 @@ fn status_of<'a>(pod: &'a Value, list: &str, container: &str) -> Option<&'a Valu
     pod.pointer(&format!("/status/{list}"))?.as_array()?.iter().find(|c| c["name"] == container)
 }
 
-/// `state.terminated` of a container whose process ended.
+/// `state.terminated` of a container whose process ended, with its termination message.
 pub fn terminated(exit: &Exit, container_id: &Value) -> Value {
-    json!({"terminated": {"exitCode": exit.code, "reason": exit.reason(),
+    let mut state = json!({"terminated": {"exitCode": exit.code, "reason": exit.reason(),
         "startedAt": object::format_time(exit.started), "finishedAt": object::format_time(exit.finished),
-        "containerID": container_id}})
+        "containerID": container_id}});
+    if let Some(message) = exit.message.as_deref().filter(|m| !m.is_empty()) {
+        state["terminated"]["message"] = json!(message);
+    }
+    state
 }
 
 /// Brings the pod's runnable containers and their statuses to what their processes do;

@@ -13,9 +13,10 @@
 //!   containers, restarted whenever it exits, and is stopped after them (the sidecars in the
 //!   reverse of their order).
 //!
-//! Init containers of simulated images (in a pod that has a runnable one) complete at once.
-//! Pods whose init containers are all simulated keep the sandbox's old behaviour: their init
-//! containers are not shown.
+//! A pod whose init containers run real processes runs only real ones: a pod mixing runnable
+//! and simulated images is never started ([`super::processes::Processes::refusals`]). Pods
+//! whose containers are all simulated keep the sandbox's old behaviour: their init containers
+//! are not shown.
 
 use std::time::Instant;
 
@@ -158,7 +159,8 @@ fn sync(cluster: &Cluster, pod: &Value, ip: &str, wake: &Wake) -> (Progress, Vec
         let shown = shown(pod, name).cloned().unwrap_or_else(|| fresh(name, image));
         let mut next = shown.clone();
         let view = if !cluster.processes.runnable(image) {
-            // A simulated init container completes as soon as its turn comes.
+            // (Not reached: a pod mixing simulated and real containers is not started.) A
+            // simulated init container completes as soon as its turn comes.
             if shown.pointer("/state/terminated").is_none() {
                 let at = object::now_rfc3339();
                 next["state"] =

@@ -38,7 +38,7 @@ use crate::sim::{
         ledger::{self, Incarnation},
         network::{self, PodIps},
         node_events::{NodeEvents, Unfit},
-        pod_sandbox, volumes, {Cluster, SHUTDOWN_ANNOTATION},
+        pod_sandbox, processes, volumes, {Cluster, SHUTDOWN_ANNOTATION},
     },
     store::{
         account::Verb,
@@ -464,13 +464,16 @@ fn restart_containers(pod: &mut Value, changed: &[String], waiting: &BTreeMap<St
     set_ready(pod, false, false, at);
 }
 
-/// Containers of a started pod that wait for their image (their new one could not be pulled).
+/// Containers of a started pod that wait for their image (their new one could not be pulled,
+/// or is being created). A real process waiting out its restart back-off
+/// (`CrashLoopBackOff`) is not one: the back-off decides when it starts again.
 fn waiting_containers(pod: &Value) -> Vec<String> {
+    let for_image = [images::ERR_IMAGE_PULL, images::IMAGE_PULL_BACK_OFF, "ContainerCreating"];
     pod.pointer("/status/containerStatuses")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|c| c.pointer("/state/waiting").is_some())
+        .filter(|c| c.pointer("/state/waiting/reason").and_then(Value::as_str).is_some_and(|r| for_image.contains(&r)))
         .filter_map(|c| c["name"].as_str().map(str::to_string))
         .collect()
 }
@@ -575,6 +578,27 @@ fn set_pending(pod: &mut Value, statuses: Value, ip: &str, host_ip: &str) {
         ]);
         status["conditions"] = json!(conditions);
     }
+}
+
+/// The `initContainerStatuses` and `containerStatuses` of a pod whose containers the kubelet
+/// does not start ([`processes::Processes::refusals`]): each refused one waiting with
+/// `CreateContainerConfigError` and the reason, the others waiting to be created (the main
+/// containers of a pod with init containers: to be initialized).
+fn refused_statuses(pod: &Value, refused: &[processes::Refusal]) -> (Value, Value) {
+    let inits = init_containers::init_containers(pod);
+    let status = |name: &str, image: &str, otherwise: &str| {
+        let waiting = match refused.iter().find(|r| r.container == name) {
+            Some(r) => json!({"reason": "CreateContainerConfigError", "message": r.message}),
+            None => json!({"reason": otherwise}),
+        };
+        json!({"name": name, "image": image, "imageID": "", "ready": false, "started": false, "restartCount": 0,
+               "state": {"waiting": waiting}})
+    };
+    let otherwise = if inits.is_empty() { "ContainerCreating" } else { "PodInitializing" };
+    let init_statuses: Vec<Value> =
+        inits.iter().map(|(name, image, _)| status(name, image, "PodInitializing")).collect();
+    let mains: Vec<Value> = containers(pod).iter().map(|(name, image)| status(name, image, otherwise)).collect();
+    (json!(init_statuses), json!(mains))
 }
 
 /// The pod's IP: the one it has, else the next free one from its node's CIDR (`None`: the
@@ -744,6 +768,27 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                 }
                 let Some(ip) = ip_for(pod, node, timers) else { return };
                 let host = host_ip(node);
+                // A pod the sandbox cannot run whole starts none of its containers.
+                let refused = cluster.processes.refusals(pod, processes::launch::running_as_root());
+                if !refused.is_empty() {
+                    let (inits, mains) = refused_statuses(pod, &refused);
+                    let shown = |list: &str| pod.pointer(&format!("/status/{list}")).cloned().unwrap_or(Value::Null);
+                    let changed = shown("containerStatuses") != mains
+                        || (!inits.as_array().is_some_and(Vec::is_empty) && shown("initContainerStatuses") != inits);
+                    if changed
+                        && write_status(cluster, pods_rt, pod, |p| {
+                            if inits.as_array().is_some_and(|i| !i.is_empty()) {
+                                p["status"]["initContainerStatuses"] = inits.clone();
+                            }
+                            set_pending(p, mains.clone(), &ip, &host);
+                        })
+                    {
+                        for r in &refused {
+                            timers.events.config_refused(cluster, pod, node, &r.container, &r.message);
+                        }
+                    }
+                    return;
+                }
                 // Runnable init containers first: the main containers start once they are done.
                 let mut inits = None;
                 if init_containers::has_runnable(cluster, pod) {

@@ -106,6 +106,11 @@ pub struct ClusterConfig {
     /// Images whose containers run real processes (`--run-images`, by bare name: `redis`);
     /// empty: every container is simulated.
     pub run_images: Vec<String>,
+    /// Whether the kubelet's restart back-off for real processes (10 s doubling to 5 min) is
+    /// kept in real seconds whatever the time factor (`--real-back-off`), so that a crashing
+    /// program is seen in `CrashLoopBackOff` as on a real node; by default it is scaled like
+    /// every other delay.
+    pub real_back_off: bool,
 }
 
 /// Pod annotation: simulated seconds its containers take to exit on SIGTERM (to model a slow
@@ -136,6 +141,7 @@ impl ClusterConfig {
             mcs: false,
             pod_network: None,
             run_images: Vec::new(),
+            real_back_off: false,
         }
     }
 

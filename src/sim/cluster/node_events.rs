@@ -263,6 +263,13 @@ impl NodeEvents {
         self.container_event(cluster, pod, node, container, EventType::Warning, "Failed", error);
     }
 
+    /// A kubelet would not create a container: `Failed` "Error: WHY"
+    /// (`CreateContainerConfigError`).
+    pub fn config_refused(&mut self, cluster: &Cluster, pod: &Value, node: &str, container: &str, why: &str) {
+        let message = format!("Error: {why}");
+        self.container_event(cluster, pod, node, container, EventType::Warning, "Failed", message);
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn container_event(
         &mut self,

@@ -192,9 +192,15 @@ impl Sandbox {
 
     /// Like [`Sandbox::start`], with more flags (`--auth`).
     pub fn start_with(clusters: &str, flags: &[&str]) -> Self {
+        Self::start_from(Path::new(env!("CARGO_BIN_EXE_spanset")), clusters, flags)
+    }
+
+    /// Like [`Sandbox::start_with`], running `spanset` from `binary` (a copy elsewhere, to
+    /// see what the sandbox makes of what is beside it).
+    pub fn start_from(binary: &Path, clusters: &str, flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let kubeconfig = dir.path().join("kubeconfig");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_spanset"))
+        let mut child = Command::new(binary)
             .args(["sim", "--time-factor", "0.01", "--clusters", clusters, "--kubeconfig"])
             .arg(&kubeconfig)
             .args(flags)

@@ -1,10 +1,13 @@
 //! How one container's process is started: `unshare` makes private mount, PID and UTS
 //! namespaces (and a user namespace when the sandbox is not root), a short shell script builds
 //! the container's root there — the machine's own directories bound in, a fresh `/proc`, `/tmp`
-//! and `/run`, the pod's `/etc/hosts` and `/etc/resolv.conf`, each volume mount bound to its
-//! directory — and `chroot` runs the command as the namespace's first process. Nothing of that
-//! is visible outside, and when that first process ends the kernel ends every process of the
-//! namespace.
+//! and `/run`, a `/dev` of its own holding the usual devices and the container's termination
+//! message file, the pod's `/etc/hosts` and `/etc/resolv.conf`, its image's own files (spanset's
+//! image: `/spanset`, `/spanset-guard-exec`), each volume mount bound to its directory — and
+//! `chroot` runs the command as the namespace's first process, through `setpriv` as the
+//! container's user and group (`securityContext`) when it asks for other than root. Nothing of
+//! that is visible outside, and when that first process ends the kernel ends every process of
+//! the namespace.
 //!
 //! Processes are started from one thread that lives as long as the sandbox, through `setpriv
 //! --pdeathsig KILL`: if the sandbox is killed (even by SIGKILL) `unshare` gets SIGKILL, and its
@@ -17,10 +20,11 @@ use std::{
     sync::{OnceLock, mpsc},
 };
 
-/// A volume of the container: a directory of this machine seen at `path` inside it.
+/// A volume of the container: a directory (or, for an image's own files, a file) of this
+/// machine seen at `path` inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
-    /// The directory on this machine.
+    /// The directory or file on this machine.
     pub host: PathBuf,
     /// Where the container sees it (`volumeMounts[].mountPath`).
     pub path: String,
@@ -44,7 +48,55 @@ pub struct Launch {
     /// Files put over the machine's own in the container's `/etc`: `hosts`, `resolv.conf`,
     /// `hostname`, with their contents.
     pub etc: Vec<(String, String)>,
+    /// Where the container finds its termination message file (`terminationMessagePath`), a
+    /// writable file of its own ([`TERMINATION_LOG`] in its directory) that the kubelet reads
+    /// when the process ends.
+    pub termination_path: String,
+    /// How the command's process is stripped of privileges (`securityContext`).
+    pub privileges: Privileges,
+    /// `securityContext.readOnlyRootFilesystem`: everything of the root but its volumes, `/dev`,
+    /// `/proc`, `/sys` and its `/etc` files is mounted read-only.
+    pub read_only_root: bool,
 }
+
+/// What a container's `securityContext` takes from its process, applied by `setpriv` between
+/// `chroot` and the command (and to every command `kubectl exec` and exec probes run in it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Privileges {
+    /// The user and group it runs as (`runAsUser`, `runAsGroup`), supplementary groups
+    /// cleared; `None`: root, the namespace's own.
+    pub user: Option<(u32, u32)>,
+    /// `allowPrivilegeEscalation: false`: no setuid program gives it more (`no_new_privs`).
+    pub no_new_privs: bool,
+    /// `capabilities.drop: [ALL]`: no capability, even as root.
+    pub drop_all_capabilities: bool,
+}
+
+impl Privileges {
+    /// The `setpriv` arguments, or none when it keeps everything.
+    pub fn setpriv(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some((uid, gid)) = self.user {
+            args.extend([format!("--reuid={uid}"), format!("--regid={gid}"), "--clear-groups".into()]);
+        }
+        if self.no_new_privs {
+            args.push("--no-new-privs".into());
+        }
+        if self.drop_all_capabilities {
+            args.extend(["--bounding-set=-all".into(), "--inh-caps=-all".into()]);
+        }
+        if !args.is_empty() {
+            args.insert(0, "setpriv".into());
+        }
+        args
+    }
+}
+
+/// The container's termination message file on this machine, in its directory.
+pub const TERMINATION_LOG: &str = "termination-log";
+
+/// The devices of a container's own `/dev`, bound from the machine's (as a runtime gives them).
+const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 /// The search path a container gets when its environment names none (the OCI default).
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -71,35 +123,56 @@ pub fn environment(launch: &Launch) -> Vec<(String, String)> {
 }
 
 /// The script that builds the container's root at `dir/root` and runs its command there
-/// (`etc` files are written under `dir/etc` first by [`prepare`]).
+/// (`etc` files and the termination message file are made under `dir` first by [`prepare`]).
 pub fn script(launch: &Launch, dir: &Path) -> String {
     let root = dir.join("root");
     let r = sh_quote(&root.to_string_lossy());
     let mut s = String::from("set -e\n");
     s += &format!("R={r}\nmount -t tmpfs -o mode=755 spanset-root \"$R\"\n");
     // The machine's top-level entries: links copied, directories bound (with what is mounted
-    // under them), files ignored; the container's own ones made fresh below.
+    // under them), files ignored; the container's own ones made fresh below. `$B` lists the
+    // bound ones, for a read-only root.
     let own = OWN.join("|");
     s += &format!(
-        "for e in /*; do n=${{e#/}}; case \"$n\" in {own}) continue;; esac\n\
+        "B=\nfor e in /*; do n=${{e#/}}; case \"$n\" in {own}) continue;; esac\n\
          if [ -L \"$e\" ]; then ln -s \"$(readlink \"$e\")\" \"$R/$n\"\n\
-         elif [ -d \"$e\" ]; then mkdir \"$R/$n\"; mount --rbind \"$e\" \"$R/$n\"; fi; done\n"
+         elif [ -d \"$e\" ]; then mkdir \"$R/$n\"; mount --rbind \"$e\" \"$R/$n\"; B=\"$B $n\"; fi; done\n"
     );
     s += "mkdir \"$R/proc\" \"$R/sys\" \"$R/dev\" \"$R/tmp\" \"$R/run\"\n";
-    s += "mount -t proc proc \"$R/proc\"\nmount --rbind /sys \"$R/sys\"\nmount --rbind /dev \"$R/dev\"\n";
+    s += "mount -t proc proc \"$R/proc\"\nmount --rbind /sys \"$R/sys\"\n";
+    // A `/dev` of its own, as a runtime makes it: the machine's is not the container's to
+    // write (its termination message file is made there).
+    let devices = DEVICES.join(" ");
+    s += &format!(
+        "mount -t tmpfs -o mode=755,nosuid spanset-dev \"$R/dev\"\n\
+         for n in {devices}; do touch \"$R/dev/$n\"; mount --bind \"/dev/$n\" \"$R/dev/$n\"; done\n\
+         mkdir \"$R/dev/shm\" \"$R/dev/pts\"\nmount -t tmpfs -o mode=1777,nosuid,nodev shm \"$R/dev/shm\"\n\
+         if [ -d /dev/pts ]; then mount --rbind /dev/pts \"$R/dev/pts\"; fi\n\
+         ln -s /proc/self/fd \"$R/dev/fd\"; ln -s /proc/self/fd/0 \"$R/dev/stdin\"\n\
+         ln -s /proc/self/fd/1 \"$R/dev/stdout\"; ln -s /proc/self/fd/2 \"$R/dev/stderr\"; ln -s pts/ptmx \"$R/dev/ptmx\"\n"
+    );
     s += "mount -t tmpfs -o mode=1777 tmpfs \"$R/tmp\"\nmount -t tmpfs -o mode=755 tmpfs \"$R/run\"\n";
     for (name, _) in &launch.etc {
         let file = sh_quote(&dir.join("etc").join(name).to_string_lossy());
         let target = sh_quote(&format!("/etc/{name}"));
         s += &format!("[ -e \"$R\"{target} ] || touch \"$R\"{target}\nmount --bind {file} \"$R\"{target}\n");
     }
-    for m in &launch.mounts {
+    let termination =
+        Mount { host: dir.join(TERMINATION_LOG), path: launch.termination_path.clone(), read_only: false };
+    let mounts = launch.mounts.iter().map(|m| (m, is_file(m))).chain([(&termination, true)]);
+    for (m, file) in mounts {
         let host = sh_quote(&m.host.to_string_lossy());
         let path = sh_quote(&m.path);
         // The mount point is made and resolved inside the new root, so that a path through a
         // link (`/var/run` → `/run`) lands where the container will look, not on the machine.
+        // A file (an image's own, the termination message) is bound over a file.
+        let make = if file {
+            "mkdir -p \"$(dirname \"$1\")\" && { [ -e \"$1\" ] || touch \"$1\"; }"
+        } else {
+            "mkdir -p \"$1\""
+        };
         s += &format!(
-            "d=$(chroot \"$R\" /bin/sh -c 'mkdir -p \"$1\" && readlink -f \"$1\"' - {path})\n\
+            "d=$(chroot \"$R\" /bin/sh -c '{make} && readlink -f \"$1\"' - {path})\n\
              mount --bind {host} \"$R$d\"\n"
         );
         if m.read_only {
@@ -107,12 +180,21 @@ pub fn script(launch: &Launch, dir: &Path) -> String {
         }
     }
     s += &format!("hostname {}\n", sh_quote(&launch.hostname));
+    if launch.read_only_root {
+        // Last, once every mount point is made: the root's own tmpfs, the machine's directories
+        // (their top mounts) and `/tmp` and `/run`; the volumes, `/dev`, `/proc`, `/sys` and the
+        // `/etc` files are mounts of their own and keep theirs.
+        s += "for n in $B; do mount -o remount,bind,ro \"$R/$n\"; done\n\
+              mount -o remount,ro \"$R/tmp\"\nmount -o remount,ro \"$R/run\"\nmount -o remount,ro \"$R\"\n";
+    }
     let env: Vec<String> = environment(launch).iter().map(|(k, v)| sh_quote(&format!("{k}={v}"))).collect();
     let argv: Vec<String> = launch.argv.iter().map(|a| sh_quote(a)).collect();
+    let setpriv: Vec<String> = launch.privileges.setpriv().iter().map(|a| sh_quote(a)).collect();
+    let setpriv = if setpriv.is_empty() { String::new() } else { setpriv.join(" ") + " " };
     // `cd` inside the new root, then the command replaces the shell: it is the namespace's
     // first process, which signals reach and whose exit ends the container.
     s += &format!(
-        "exec chroot \"$R\" /usr/bin/env -i {} /bin/sh -c 'cd \"$0\" || exit 1; exec \"$@\"' {} {}\n",
+        "exec chroot \"$R\" {setpriv}/usr/bin/env -i {} /bin/sh -c 'cd \"$0\" || exit 1; exec \"$@\"' {} {}\n",
         env.join(" "),
         sh_quote(&launch.working_dir),
         argv.join(" ")
@@ -120,14 +202,25 @@ pub fn script(launch: &Launch, dir: &Path) -> String {
     s
 }
 
-/// Makes the container's directory: its root mount point and its `/etc` files.
+/// Whether a mount binds a file (an image's own, the termination message) rather than a
+/// directory: what its source on this machine is.
+fn is_file(m: &Mount) -> bool {
+    std::fs::metadata(&m.host).is_ok_and(|meta| meta.is_file())
+}
+
+/// Makes the container's directory: its root mount point, its `/etc` files and its empty
+/// termination message file, writable by whatever user the container runs as (as the kubelet
+/// makes it, mode 0666).
 pub fn prepare(launch: &Launch, dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir.join("root"))?;
     std::fs::create_dir_all(dir.join("etc"))?;
     for (name, content) in &launch.etc {
         std::fs::write(dir.join("etc").join(name), content)?;
     }
-    Ok(())
+    let log = dir.join(TERMINATION_LOG);
+    std::fs::write(&log, "")?;
+    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666))
 }
 
 /// The `unshare` command that runs `script`: private mount, UTS and PID namespaces, the child
@@ -266,6 +359,9 @@ mod tests {
             working_dir: "/data".into(),
             mounts: vec![Mount { host: "/v/vol-1".into(), path: "/data".into(), read_only: true }],
             etc: vec![("hosts".into(), "127.0.0.1 localhost\n".into())],
+            termination_path: "/dev/termination-log".into(),
+            privileges: Privileges::default(),
+            read_only_root: false,
         };
         let s = script(&launch, Path::new("/c"));
         assert!(s.contains("readlink -f \"$1\"' - '/data')\nmount --bind '/v/vol-1' \"$R$d\""), "{s}");
@@ -274,5 +370,40 @@ mod tests {
         assert!(s.contains("'PATH=/usr/local/sbin"), "a default PATH: {s}");
         assert!(s.contains("'A=1 2'") && s.contains("'HOSTNAME=redis-0'"), "{s}");
         assert!(s.trim_end().ends_with(r"'/data' 'redis-server' '--save' 'it'\''s'"), "{s}");
+        assert!(s.contains("exec chroot \"$R\" /usr/bin/env -i"), "root keeps its privileges: {s}");
+        assert!(
+            s.contains(
+                "touch \"$1\"; } && readlink -f \"$1\"' - '/dev/termination-log')\nmount --bind '/c/termination-log'"
+            ),
+            "the termination message file is bound over a file of its own: {s}"
+        );
+        assert!(!s.contains("remount,ro \"$R\"\n"), "a writable root: {s}");
+    }
+
+    #[test]
+    fn a_security_context_strips_the_command_and_can_make_the_root_read_only() {
+        let launch = Launch {
+            hostname: "g".into(),
+            argv: vec!["/spanset".into()],
+            env: vec![],
+            working_dir: "/".into(),
+            mounts: vec![],
+            etc: vec![],
+            termination_path: "/dev/termination-log".into(),
+            privileges: Privileges { user: Some((65532, 65533)), no_new_privs: true, drop_all_capabilities: true },
+            read_only_root: true,
+        };
+        let s = script(&launch, Path::new("/c"));
+        assert!(
+            s.contains(
+                "exec chroot \"$R\" 'setpriv' '--reuid=65532' '--regid=65533' '--clear-groups' '--no-new-privs' \
+                 '--bounding-set=-all' '--inh-caps=-all' /usr/bin/env -i"
+            ),
+            "{s}"
+        );
+        let (mounts, ro) = s.split_once("for n in $B; do mount -o remount,bind,ro").expect("a read-only root");
+        assert!(ro.contains("mount -o remount,ro \"$R\"\n"), "{s}");
+        assert!(mounts.contains("/dev/termination-log"), "every mount point is made before: {s}");
+        assert!(Privileges::default().setpriv().is_empty(), "root as it is: no setpriv");
     }
 }

@@ -63,6 +63,37 @@ pub struct Exit {
     pub started: jiff::Timestamp,
     /// When it ended.
     pub finished: jiff::Timestamp,
+    /// Its termination message ([`termination_message`]), or why it could not start.
+    pub message: Option<String>,
+}
+
+/// The most of a termination message file the kubelet reads.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+/// The most lines of a log that stand in for an empty message (`FallbackToLogsOnError`).
+pub const FALLBACK_LINES: usize = 80;
+/// The most bytes of a log that stand in for an empty message.
+pub const FALLBACK_BYTES: usize = 2048;
+
+/// The termination message of a container that ended with `code`, as the kubelet makes it:
+/// what its process wrote into its termination message file (`file`, at most
+/// [`MAX_MESSAGE_BYTES`]), or, with `fallback` (`FallbackToLogsOnError`), an empty file and a
+/// failure, the tail of its `log` (the last [`FALLBACK_LINES`] lines, at most [`FALLBACK_BYTES`]).
+pub fn termination_message(file: &[u8], code: i32, fallback: bool, log: &[String]) -> Option<String> {
+    if !file.is_empty() {
+        let head = &file[..file.len().min(MAX_MESSAGE_BYTES)];
+        return Some(String::from_utf8_lossy(head).into_owned());
+    }
+    if !fallback || code == 0 || log.is_empty() {
+        return None;
+    }
+    let tail = log[log.len().saturating_sub(FALLBACK_LINES)..].join("\n") + "\n";
+    let bytes = tail.as_bytes();
+    let mut from = bytes.len().saturating_sub(FALLBACK_BYTES);
+    // Cut at a character's start: the message is text.
+    while !tail.is_char_boundary(from) {
+        from += 1;
+    }
+    Some(tail[from..].to_string())
 }
 
 impl Exit {
@@ -94,6 +125,17 @@ pub enum State {
     Exited(Exit),
 }
 
+/// Why the kubelet starts no container of a pod: what one of them asks that the sandbox cannot
+/// run, shown as that container's `CreateContainerConfigError` (see
+/// [`Processes::refusals`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The container (or init container).
+    pub container: String,
+    /// What the kubelet says.
+    pub message: String,
+}
+
 /// One running (or ended, not yet forgotten) container process.
 struct Instance {
     node: String,
@@ -102,6 +144,8 @@ struct Instance {
     started: jiff::Timestamp,
     exit: Arc<Mutex<Option<Exit>>>,
     env: Vec<(String, String)>,
+    /// What its `securityContext` takes from its processes, commands run in it too.
+    privileges: launch::Privileges,
     probes: Arc<ProbeState>,
     probe_task: Option<tokio::task::JoinHandle<()>>,
     /// When a SIGTERMed process is killed.
@@ -203,9 +247,67 @@ impl Processes {
     }
 
     /// Whether an image runs real processes: its name (`redis` of `docker.io/library/redis:7`)
-    /// is one of `--run-images`.
+    /// is one of `--run-images`, or it is spanset's own where any is: a pod's guard controls
+    /// real processes, so it must be real wherever they run.
     pub fn runnable(&self, image: &str) -> bool {
-        self.run_images.iter().any(|i| i == image_name(image))
+        let name = image_name(image);
+        self.run_images.iter().any(|i| i == name) || (self.enabled() && name == spec::SPANSET_IMAGE)
+    }
+
+    /// What keeps the kubelet from starting a pod's containers, one for each container in
+    /// question; none: it starts them. A pod runs whole, never half-simulated: in a cluster that
+    /// runs processes, a pod with both runnable and simulated containers (init containers and
+    /// sidecars counted) starts none of them, each simulated one naming what `--run-images`
+    /// lacks; in one that runs none, a pod with spanset's image (a guard, which controls real
+    /// processes) starts none either. `root` says whether the sandbox runs as root, which
+    /// containers that ask for another user need ([`spec::security_refusal`]).
+    pub fn refusals(&self, pod: &Value, root: bool) -> Vec<Refusal> {
+        let containers: Vec<&Value> = ["/spec/initContainers", "/spec/containers"]
+            .into_iter()
+            .filter_map(|list| pod.pointer(list)?.as_array())
+            .flatten()
+            .collect();
+        let name = |c: &Value| c["name"].as_str().unwrap_or("").to_string();
+        let image = |c: &Value| c["image"].as_str().unwrap_or("").to_string();
+        let mut images: Vec<String> = containers.iter().map(|c| image_name(&image(c)).to_string()).collect();
+        images.retain(|i| i != spec::SPANSET_IMAGE);
+        images.sort();
+        images.dedup();
+        if !self.enabled() {
+            let message = format!(
+                "spanset's guard controls real processes; run the sandbox with --run-images naming the pod's images ({})",
+                if images.is_empty() { "spanset".to_string() } else { images.join(",") }
+            );
+            return containers
+                .iter()
+                .filter(|c| image_name(&image(c)) == spec::SPANSET_IMAGE)
+                .map(|c| Refusal { container: name(c), message: message.clone() })
+                .collect();
+        }
+        let (real, simulated): (Vec<&Value>, Vec<&Value>) = containers.iter().partition(|c| self.runnable(&image(c)));
+        if !real.is_empty() && !simulated.is_empty() {
+            let mut missing: Vec<&str> =
+                simulated.iter().map(|c| c["image"].as_str().unwrap_or("")).map(image_name).collect();
+            missing.sort();
+            missing.dedup();
+            let reals: Vec<String> = real.iter().map(|c| name(c)).collect();
+            return simulated
+                .iter()
+                .map(|c| Refusal {
+                    container: name(c),
+                    message: format!(
+                        "image {} is simulated in this cluster, and the pod's containers {} run real processes: \
+                         a pod runs all real or all simulated; add {} to --run-images",
+                        image(c),
+                        reals.join(", "),
+                        missing.join(",")
+                    ),
+                })
+                .collect();
+        }
+        real.iter()
+            .filter_map(|c| spec::security_refusal(pod, c, root).map(|message| Refusal { container: name(c), message }))
+            .collect()
     }
 
     /// The command line that runs a command inside a running container's namespaces and root,
@@ -219,7 +321,7 @@ impl Processes {
         let not_running = || ExecRefusal::NotRunning(container.to_string());
         let i = instances.get(&(pod_uid.to_string(), container.to_string())).ok_or_else(not_running)?;
         let pid = i.entered().filter(|_| !i.exited()).ok_or_else(not_running)?;
-        Ok(prefix(pid, &i.env))
+        Ok(prefix(pid, &i.env, &i.privileges))
     }
 
     fn base_dir(&self) -> std::io::Result<PathBuf> {
@@ -283,6 +385,8 @@ impl Processes {
         let pid = child.id();
         {
             let exit = exit.clone();
+            let message_file = dir.join(launch::TERMINATION_LOG);
+            let fallback = spec::falls_back_to_logs(&c);
             std::thread::spawn(move || {
                 let status = child.wait();
                 for r in readers {
@@ -293,7 +397,13 @@ impl Processes {
                     Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
                     Err(_) => 255,
                 };
-                *exit.lock() = Some(Exit { code, started, finished: jiff::Timestamp::now() });
+                let finished = jiff::Timestamp::now();
+                // Read once the process is gone, as the kubelet does: the file may be written
+                // until the very end.
+                let file = read_head(&message_file, MAX_MESSAGE_BYTES);
+                let lines: Vec<String> = log.snapshot().lines.into_iter().map(|l| l.text).collect();
+                let message = termination_message(&file, code, fallback, &lines);
+                *exit.lock() = Some(Exit { code, started, finished, message });
                 log.exit();
             });
         }
@@ -302,14 +412,19 @@ impl Processes {
             let target =
                 Target { ip: ip.parse().ok()?, exec_prefix: Vec::new(), time_factor: cluster.config.time_factor };
             let (state, env, pid_of) = (state.clone(), launch::environment(&launch), pid);
+            let (privileges, exit) = (launch.privileges.clone(), exit.clone());
             Some(handle.spawn(async move {
                 // An exec probe joins the container's first process, once it runs the
-                // container's command (its root changed).
+                // container's command (its root changed), however long its setup takes;
+                // a container that ended first is probed no more.
                 let mut target = target;
-                for _ in 0..500 {
+                loop {
                     if let Some(inner) = entered(pid_of) {
-                        target.exec_prefix = prefix(inner, &env);
+                        target.exec_prefix = prefix(inner, &env, &privileges);
                         break;
+                    }
+                    if exit.lock().is_some() {
+                        return;
                     }
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
@@ -317,7 +432,8 @@ impl Processes {
             }))
         });
         let env = launch::environment(&launch);
-        let instance = Instance { node, pid, started, exit, env, probes: state, probe_task, kill_at: None };
+        let privileges = launch.privileges.clone();
+        let instance = Instance { node, pid, started, exit, env, privileges, probes: state, probe_task, kill_at: None };
         self.instances.lock().insert(key, instance);
         Ok(())
     }
@@ -327,7 +443,8 @@ impl Processes {
     /// back-off like any other exit.
     pub fn failed(&self, pod_uid: &str, container: &str, why: &str) {
         let now = jiff::Timestamp::now();
-        let exit = Arc::new(Mutex::new(Some(Exit { code: 128, started: now, finished: now })));
+        let exit = Exit { code: 128, started: now, finished: now, message: Some(why.to_string()) };
+        let exit = Arc::new(Mutex::new(Some(exit)));
         tracing::debug!(pod_uid, container, why, "container start failed");
         let instance = Instance {
             node: String::new(),
@@ -335,6 +452,7 @@ impl Processes {
             started: now,
             exit,
             env: Vec::new(),
+            privileges: launch::Privileges::default(),
             probes: Arc::default(),
             probe_task: None,
             kill_at: None,
@@ -517,10 +635,21 @@ fn entered(pid: u32) -> Option<u32> {
     (root != std::path::Path::new("/")).then_some(inner)
 }
 
-/// The argv prefix that joins a container's namespaces and root, with its environment. Not
+/// The first `max` bytes of a file (none if it cannot be read).
+fn read_head(path: &std::path::Path, max: usize) -> Vec<u8> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.take(max as u64).read_to_end(&mut head);
+    }
+    head
+}
+
+/// The argv prefix that joins a container's namespaces and root, with its environment, as its
+/// user with its privileges (a command run in a container is run as its process is). Not
 /// as root, the container's namespaces belong to its user namespace, which must be entered
 /// first (as its root) for the others to be joined at all.
-fn prefix(inner_pid: u32, env: &[(String, String)]) -> Vec<String> {
+fn prefix(inner_pid: u32, env: &[(String, String)], privileges: &launch::Privileges) -> Vec<String> {
     let mut argv: Vec<String> = vec!["nsenter".into(), "--target".into(), inner_pid.to_string()];
     if !launch::running_as_root() {
         // Keeping its own IDs, which the container's user namespace maps to its root:
@@ -528,6 +657,7 @@ fn prefix(inner_pid: u32, env: &[(String, String)]) -> Vec<String> {
         argv.extend(["--user".into(), "--preserve-credentials".into()]);
     }
     argv.extend(["--mount", "--uts", "--pid", "--root", "--wd", "--"].map(str::to_string));
+    argv.extend(privileges.setpriv());
     argv.extend(["/usr/bin/env".to_string(), "-i".to_string()]);
     argv.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
     argv
@@ -554,6 +684,67 @@ mod tests {
         assert!(!p.runnable("redis-exporter:1"));
         assert!(matches!(p.exec_prefix("u", "c", "nginx"), Err(ExecRefusal::Simulated { .. })));
         assert_eq!(p.exec_prefix("u", "c", "redis"), Err(ExecRefusal::NotRunning("c".into())));
+    }
+
+    #[test]
+    fn spanset_s_image_is_real_wherever_any_image_is() {
+        let p = Processes::new(vec!["busybox".into()]);
+        assert!(p.runnable("ghcr.io/spanset/spanset:0.1.0"), "without being listed");
+        assert!(!Processes::new(vec![]).runnable("ghcr.io/spanset/spanset:0.1.0"), "nothing runs for real");
+    }
+
+    #[test]
+    fn a_pod_runs_all_real_or_all_simulated_and_a_guard_only_where_processes_run() {
+        let pod = serde_json::json!({"spec": {
+            "initContainers": [
+                {"name": "spanset-guard", "image": "ghcr.io/spanset/spanset:0.1.0"},
+                {"name": "helper", "image": "nginx:1.25", "restartPolicy": "Always"}],
+            "containers": [{"name": "db", "image": "postgres:16"}, {"name": "tool", "image": "busybox"}]}});
+        let real = Processes::new(vec!["busybox".into()]);
+        let refused = real.refusals(&pod, true);
+        let names: Vec<&str> = refused.iter().map(|r| r.container.as_str()).collect();
+        assert_eq!(names, ["helper", "db"], "the simulated ones, init containers and sidecars counted");
+        assert!(refused[1].message.contains("add nginx,postgres to --run-images"), "{}", refused[1].message);
+        assert!(refused[1].message.contains("image postgres:16 is simulated"), "{}", refused[1].message);
+        assert!(refused[1].message.contains("spanset-guard, tool run real processes"), "{}", refused[1].message);
+        let all = Processes::new(vec!["busybox".into(), "nginx".into(), "postgres".into()]);
+        assert_eq!(all.refusals(&pod, true), [], "all real");
+
+        let none = Processes::new(vec![]);
+        let refused = none.refusals(&pod, true);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].container, "spanset-guard");
+        assert_eq!(
+            refused[0].message,
+            "spanset's guard controls real processes; run the sandbox with --run-images naming the pod's images \
+             (busybox,nginx,postgres)"
+        );
+        let plain = serde_json::json!({"spec": {"containers": [{"name": "web", "image": "nginx"}]}});
+        assert_eq!(none.refusals(&plain, true), [], "all simulated");
+        assert_eq!(real.refusals(&plain, true), [], "all simulated where some images are real");
+
+        let as_user = serde_json::json!({"spec": {"securityContext": {"runAsUser": 1000},
+            "containers": [{"name": "tool", "image": "busybox"}]}});
+        assert_eq!(real.refusals(&as_user, true), [], "as root the sandbox runs any user");
+        let refused = real.refusals(&as_user, false);
+        assert_eq!(refused.len(), 1);
+        assert!(refused[0].message.contains("run the sandbox as root"), "{}", refused[0].message);
+    }
+
+    #[test]
+    fn a_termination_message_is_the_file_else_on_failure_the_logs_tail_if_asked() {
+        let log: Vec<String> = (1..=100).map(|i| format!("line {i}")).collect();
+        assert_eq!(termination_message(b"bye", 1, true, &log).as_deref(), Some("bye"), "the file wins");
+        let big = vec![b'x'; 5000];
+        assert_eq!(termination_message(&big, 0, false, &[]).map(|m| m.len()), Some(MAX_MESSAGE_BYTES));
+        assert_eq!(termination_message(b"", 1, false, &log), None, "File: no fallback");
+        assert_eq!(termination_message(b"", 0, true, &log), None, "no failure: no fallback");
+        let tail = termination_message(b"", 2, true, &log).unwrap();
+        assert!(tail.starts_with("line 21\n") && tail.ends_with("line 100\n"), "the last 80 lines: {tail}");
+        let long: Vec<String> = (0..80).map(|i| format!("{i:03}{}", "é".repeat(20))).collect();
+        let tail = termination_message(b"", 2, true, &long).unwrap();
+        assert!(tail.len() <= FALLBACK_BYTES && tail.len() > FALLBACK_BYTES - 4, "{}", tail.len());
+        assert!(tail.ends_with(&format!("079{}\n", "é".repeat(20))), "its end");
     }
 
     #[test]

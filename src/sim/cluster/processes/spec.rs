@@ -9,26 +9,118 @@ use std::{collections::BTreeMap, path::Path};
 use base64::Engine;
 use serde_json::Value;
 
-use super::launch::{Launch, Mount};
+use super::launch::{Launch, Mount, Privileges};
 use crate::sim::{
     cluster::{Cluster, volumes},
     store::object,
 };
 
+/// The bare name of spanset's own image (`ghcr.io/spanset/spanset:VERSION`), whose containers
+/// are the pod guard's.
+pub const SPANSET_IMAGE: &str = "spanset";
+
 /// What the sandbox runs for an image whose container gives no `command`: the program the
-/// image's entrypoint would be, else the image's own name. spanset's own image
-/// (`ghcr.io/spanset/spanset`, whose entrypoint is `spanset`) runs the sandbox's own binary,
-/// so that a pod's guard (`spanset guard …`) is the build under test.
+/// image's entrypoint would be, else the image's own name. spanset's own image runs `/spanset`
+/// ([`image_files`]), as its `Dockerfile` builds it.
 pub fn entrypoint(image: &str) -> String {
     match super::image_name(image) {
         "redis" => "redis-server".into(),
         "etcd" => "etcd".into(),
-        "spanset" => std::env::current_exe()
-            .ok()
-            .filter(|exe| exe.is_absolute() && exe.exists())
-            .map_or_else(|| "spanset".into(), |exe| exe.to_string_lossy().into_owned()),
+        SPANSET_IMAGE => "/spanset".into(),
         other => other.to_string(),
     }
+}
+
+/// The files an image brings beside the machine's own, bound read-only into its containers'
+/// roots: spanset's image is `/spanset` and `/spanset-guard-exec` (its `Dockerfile` copies both
+/// to `/`), here the sandbox's own binary and the `spanset-guard-exec` built beside it, so that
+/// a pod's guard is the build under test and `spanset guard wait` finds the containers' first
+/// process beside itself, as in the image. An error says what is missing.
+pub fn image_files(image: &str) -> Result<Vec<Mount>, String> {
+    if super::image_name(image) != SPANSET_IMAGE {
+        return Ok(Vec::new());
+    }
+    let exe =
+        std::env::current_exe().map_err(|e| format!("spanset's image: cannot find the sandbox's own binary: {e}"))?;
+    let exec = exe.with_file_name(spanset_guard_exec::PROGRAM);
+    if !exec.is_file() {
+        return Err(format!(
+            "spanset's image has /{0} beside /spanset, and there is no {1}: build it with `cargo build` \
+             (it is the package's second binary, `--bin {0}`)",
+            spanset_guard_exec::PROGRAM,
+            exec.display()
+        ));
+    }
+    let file = |host: std::path::PathBuf, path: &str| Mount { host, path: path.into(), read_only: true };
+    Ok(vec![file(exe, "/spanset"), file(exec, &format!("/{}", spanset_guard_exec::PROGRAM))])
+}
+
+/// The user and group an image's process runs as when the pod says nothing: spanset's image
+/// runs as its unprivileged user (the `Dockerfile`'s `USER 65532:65532`), every other as root.
+fn image_user(image: &str) -> (u32, u32) {
+    if super::image_name(image) == SPANSET_IMAGE { (65532, 65532) } else { (0, 0) }
+}
+
+/// A field of the container's `securityContext`, else of the pod's (for the fields a pod's
+/// `securityContext` has too), as the kubelet merges them.
+fn security<'a>(pod: &'a Value, c: &'a Value, field: &str) -> Option<&'a Value> {
+    c.pointer(&format!("/securityContext/{field}"))
+        .filter(|v| !v.is_null())
+        .or_else(|| pod.pointer(&format!("/spec/securityContext/{field}")).filter(|v| !v.is_null()))
+}
+
+/// The user and group a container's process runs as: `runAsUser` and `runAsGroup` of its
+/// `securityContext`, else of the pod's, else the image's.
+pub fn run_as(pod: &Value, c: &Value) -> (u32, u32) {
+    let (uid, gid) = image_user(c["image"].as_str().unwrap_or(""));
+    let id = |field: &str, default: u32| {
+        security(pod, c, field).and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok()).unwrap_or(default)
+    };
+    (id("runAsUser", uid), id("runAsGroup", gid))
+}
+
+/// What in a container's `securityContext` the sandbox cannot honour for its process, if
+/// anything (the kubelet shows it as `CreateContainerConfigError`): `runAsNonRoot` with root to
+/// run as, and, when the sandbox is not root (`root` false: its containers' user namespace maps
+/// only its own user, as their root), any other user or group.
+pub fn security_refusal(pod: &Value, c: &Value, root: bool) -> Option<String> {
+    let (uid, gid) = run_as(pod, c);
+    if security(pod, c, "runAsNonRoot").and_then(Value::as_bool) == Some(true) && uid == 0 {
+        return Some("container has runAsNonRoot and image will run as root".into());
+    }
+    if !root && (uid, gid) != (0, 0) {
+        return Some(format!(
+            "the container runs as user {uid}, group {gid} (securityContext), and the sandbox does not run as \
+             root: its containers' user namespace maps only the sandbox's own user (as root); run the sandbox as \
+             root to run containers as other users"
+        ));
+    }
+    None
+}
+
+/// What a container's `securityContext` takes from its process.
+fn privileges(pod: &Value, c: &Value) -> Privileges {
+    let user = Some(run_as(pod, c)).filter(|ids| *ids != (0, 0));
+    let drops = c.pointer("/securityContext/capabilities/drop").and_then(Value::as_array);
+    Privileges {
+        user,
+        no_new_privs: c.pointer("/securityContext/allowPrivilegeEscalation") == Some(&Value::Bool(false)),
+        drop_all_capabilities: drops.into_iter().flatten().any(|d| d == "ALL"),
+    }
+}
+
+/// A container's `terminationMessagePath` (default `/dev/termination-log`).
+pub fn termination_path(c: &Value) -> String {
+    c.get("terminationMessagePath").and_then(Value::as_str).filter(|p| !p.is_empty()).unwrap_or(TERMINATION_PATH).into()
+}
+
+/// Where a container's termination message is when its spec says nothing.
+pub const TERMINATION_PATH: &str = "/dev/termination-log";
+
+/// Whether a container's log stands in for an empty termination message after a failure
+/// (`terminationMessagePolicy: FallbackToLogsOnError`).
+pub fn falls_back_to_logs(c: &Value) -> bool {
+    c["terminationMessagePolicy"] == "FallbackToLogsOnError"
 }
 
 /// Expands `$(VAR)` from `env` as the kubelet does: `$$` is a literal `$`, and a reference to
@@ -193,7 +285,10 @@ fn volume_dir(cluster: &Cluster, pod: &Value, volume: &Value, pod_dir: &Path) ->
     }
     let own = pod_dir.join("volumes").join(name);
     if volume.get("emptyDir").is_some() {
+        // World-writable, as the kubelet makes it: containers of different users share it.
+        use std::os::unix::fs::PermissionsExt;
         std::fs::create_dir_all(&own).map_err(|e| at(e.to_string()))?;
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o777)).map_err(|e| at(e.to_string()))?;
         return Ok(own);
     }
     for (field, kind, key) in [("configMap", "configmaps", "name"), ("secret", "secrets", "secretName")] {
@@ -225,12 +320,20 @@ pub fn launch(cluster: &Cluster, pod: &Value, name: &str, ip: &str, pod_dir: &Pa
             .collect()
     };
     let mut argv = strings("command");
+    let image = c["image"].as_str().unwrap_or("");
     if argv.is_empty() {
-        argv.push(entrypoint(c["image"].as_str().unwrap_or("")));
+        argv.push(entrypoint(image));
+    }
+    let termination_path = termination_path(c);
+    if !termination_path.starts_with('/') {
+        return Err(format!("terminationMessagePath: {termination_path:?} is not absolute"));
+    }
+    if let Some(why) = security_refusal(pod, c, super::launch::running_as_root()) {
+        return Err(why);
     }
     argv.extend(strings("args"));
     let volumes: Vec<&Value> = pod.pointer("/spec/volumes").and_then(Value::as_array).into_iter().flatten().collect();
-    let mut mounts = Vec::new();
+    let mut mounts = image_files(image)?;
     for (i, m) in c.get("volumeMounts").and_then(Value::as_array).into_iter().flatten().enumerate() {
         let vname = m["name"].as_str().unwrap_or("");
         let volume = volumes
@@ -279,6 +382,9 @@ pub fn launch(cluster: &Cluster, pod: &Value, name: &str, ip: &str, pod_dir: &Pa
             ("resolv.conf".into(), resolv),
             ("hostname".into(), format!("{hostname}\n")),
         ],
+        termination_path,
+        privileges: privileges(pod, c),
+        read_only_root: c.pointer("/securityContext/readOnlyRootFilesystem") == Some(&Value::Bool(true)),
     })
 }
 
@@ -298,7 +404,48 @@ mod tests {
         assert_eq!(entrypoint("redis:7.0"), "redis-server");
         assert_eq!(entrypoint("quay.io/coreos/etcd:v3.4"), "etcd");
         assert_eq!(entrypoint("busybox"), "busybox");
-        let own = entrypoint("ghcr.io/spanset/spanset:0.1.0");
-        assert_eq!(std::path::Path::new(&own), std::env::current_exe().unwrap(), "the sandbox's own binary");
+        assert_eq!(entrypoint("ghcr.io/spanset/spanset:0.1.0"), "/spanset", "the image's own entrypoint");
+    }
+
+    #[test]
+    fn spanset_s_image_brings_its_two_binaries_or_says_how_to_build_the_missing_one() {
+        assert_eq!(image_files("redis:7"), Ok(vec![]), "other images bring nothing");
+        let exe = std::env::current_exe().unwrap();
+        match image_files("ghcr.io/spanset/spanset:0.1.0") {
+            Ok(files) => {
+                let at: Vec<(&str, bool)> = files.iter().map(|m| (m.path.as_str(), m.read_only)).collect();
+                assert_eq!(at, [("/spanset", true), ("/spanset-guard-exec", true)]);
+                assert_eq!(files[0].host, exe, "the sandbox's own binary");
+                assert_eq!(files[1].host, exe.with_file_name("spanset-guard-exec"));
+            }
+            // A test binary has no spanset-guard-exec beside it (in target/debug/deps).
+            Err(why) => {
+                assert!(!exe.with_file_name("spanset-guard-exec").exists());
+                assert!(why.contains("build it with `cargo build`") && why.contains("/spanset-guard-exec"), "{why}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_container_s_security_context_wins_over_the_pod_s_and_the_image_s_user() {
+        let pod = serde_json::json!({"spec": {"securityContext": {"runAsUser": 1000, "runAsGroup": 2000}}});
+        let c = |sc: Value, image: &str| serde_json::json!({"image": image, "securityContext": sc});
+        assert_eq!(run_as(&pod, &c(serde_json::json!({}), "busybox")), (1000, 2000), "the pod's");
+        assert_eq!(run_as(&pod, &c(serde_json::json!({"runAsUser": 7}), "busybox")), (7, 2000), "the container's");
+        let bare = serde_json::json!({"spec": {}});
+        assert_eq!(run_as(&bare, &c(serde_json::json!({}), "busybox")), (0, 0), "an image's root");
+        assert_eq!(run_as(&bare, &c(serde_json::json!({}), "ghcr.io/spanset/spanset:1")), (65532, 65532), "USER");
+        let guard = c(serde_json::json!({"runAsUser": 65532, "runAsGroup": 65532, "runAsNonRoot": true}), "x");
+        assert_eq!(security_refusal(&bare, &guard, true), None, "as root the sandbox runs it as asked");
+        let why = security_refusal(&bare, &guard, false).expect("not as root: refused");
+        assert!(why.contains("user 65532, group 65532") && why.contains("run the sandbox as root"), "{why}");
+        assert_eq!(security_refusal(&bare, &c(serde_json::json!({}), "busybox"), false), None, "root is mapped");
+        let non_root = c(serde_json::json!({"runAsNonRoot": true}), "busybox");
+        assert_eq!(
+            security_refusal(&bare, &non_root, true).as_deref(),
+            Some("container has runAsNonRoot and image will run as root")
+        );
+        let p = privileges(&bare, &guard);
+        assert_eq!(p, Privileges { user: Some((65532, 65532)), no_new_privs: false, drop_all_capabilities: false });
     }
 }
