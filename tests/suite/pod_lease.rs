@@ -60,10 +60,12 @@ pub(crate) fn leased(name: &str, seconds: i32) -> FederatedStatefulSet {
     .expect("the federation parses")
 }
 
-/// Whether a process is the guard's first process of a container (`spanset-guard-exec`), which
-/// carries its command's arguments but runs nothing of it by itself.
+/// Whether a process is the guard's first process of a container (`spanset-guard-exec`), or one
+/// of the commands that start it: they carry its command's arguments (after its own name) but
+/// run nothing of it by themselves.
 pub(crate) fn is_guard_exec(proc_dir: &std::path::Path) -> bool {
-    std::fs::read_link(proc_dir.join("exe")).is_ok_and(|e| e.to_string_lossy().ends_with("spanset-guard-exec"))
+    std::fs::read(proc_dir.join("cmdline"))
+        .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a.ends_with(b"spanset-guard-exec")))
 }
 
 /// Every main process of federation `name` alive now, as (ordinal, pod uid) pairs, from the

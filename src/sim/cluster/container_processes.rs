@@ -193,6 +193,33 @@ pub fn sync(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, wake: &Wake)
     all_ready
 }
 
+/// The ledger of a pod of real processes follows its workload (see [`super::ledger`]): a run
+/// begins when a process of it is seen running, from when that process started, and ends when
+/// none is. Kept for every pod whose containers run real processes, whatever its kubelet's
+/// state: a node cut off keeps its processes, and what they do is what ran.
+pub fn follow_workload(cluster: &Cluster, pod: &Value, node: &str) {
+    let uid = object::uid(pod);
+    let name = &cluster.config.name;
+    let open = cluster.ledger.is_open(name, uid);
+    match (cluster.processes.workload_since(uid), open) {
+        (Some(since), false) => cluster.ledger.started(super::ledger::Incarnation {
+            cluster: name.clone(),
+            namespace: object::namespace(pod).to_string(),
+            pod: object::name(pod).to_string(),
+            uid: uid.to_string(),
+            node: node.to_string(),
+            identity: super::ledger::identity_of(pod),
+            running_from: since,
+            running_until: None,
+            images: super::kubelet::containers(pod).into_iter().map(|(_, image)| image).collect(),
+            ready_periods: vec![],
+            image_changes: vec![],
+        }),
+        (None, true) => cluster.ledger.stopped(name, uid, jiff::Timestamp::now()),
+        _ => {}
+    }
+}
+
 /// The instant on this machine's monotonic clock when a process ended.
 fn exit_instant(exit: &Exit) -> Instant {
     let ago = jiff::Timestamp::now().duration_since(exit.finished);

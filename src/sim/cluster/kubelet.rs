@@ -222,6 +222,22 @@ fn sweep(cluster: &Cluster, timers: &mut Timers, wake: &Wake) {
         }
         kubelet(cluster, &pods_rt, pod, node, timers, wake);
     }
+    // What the processes do is recorded whatever their kubelet can do (a node cut off keeps
+    // them running); a machine powered off has none.
+    if cluster.processes.enabled() {
+        for pod in &pods {
+            let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+            if !node.is_empty()
+                && !renewed.iter().any(|u| u == object::uid(pod))
+                && container_processes::any_kept(cluster, pod)
+            {
+                container_processes::follow_workload(cluster, pod, node);
+            }
+        }
+        if !cluster.processes.pods().is_empty() {
+            wake.at(Instant::now() + container_processes::POLL);
+        }
+    }
     let live: std::collections::HashSet<&str> = pods.iter().map(|p| object::uid(p)).collect();
     timers.since.retain(|uid, _| live.contains(uid.as_str()));
     timers.pulls.retain(&live);
@@ -320,7 +336,7 @@ fn write_status(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, f: impl 
     cluster.update_incarnation(pods_rt, pod, Subresource::Status, Component::Kubelet, f).is_ok()
 }
 
-fn containers(pod: &Value) -> Vec<(String, String)> {
+pub(super) fn containers(pod: &Value) -> Vec<(String, String)> {
     pod.pointer("/spec/containers")
         .and_then(Value::as_array)
         .map(|cs| {
@@ -806,7 +822,10 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                     timers.since.insert(uid.clone(), (Stage::Running, now));
                     timers.events.containers_started(cluster, pod, node);
                     start_containers(cluster, pod, node, &ip, None);
-                    cluster.ledger.started(Incarnation {
+                    // A pod of real processes is recorded from what its processes do
+                    // ([`container_processes::follow_workload`]).
+                    if !container_processes::any_kept(cluster, pod) {
+                        cluster.ledger.started(Incarnation {
                         cluster: cfg.name.clone(),
                         namespace: object::namespace(pod).to_string(),
                         pod: object::name(pod).to_string(),
@@ -819,6 +838,7 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                         ready_periods: vec![],
                         image_changes: vec![],
                     });
+                    }
                 }
             }
         }
@@ -967,19 +987,21 @@ fn machines(cluster: &Cluster, pods_rt: &ResourceType, pods: &[Arc<Value>], time
                 renewed.push(object::uid(p).to_string());
                 continue;
             }
-            cluster.ledger.started(Incarnation {
-                cluster: cfg.name.clone(),
-                namespace: object::namespace(p).to_string(),
-                pod: object::name(p).to_string(),
-                uid: object::uid(p).to_string(),
-                node: node.clone(),
-                identity: ledger::identity_of(p),
-                running_from: back,
-                running_until: None,
-                images: containers(p).into_iter().map(|(_, image)| image).collect(),
-                ready_periods: vec![],
-                image_changes: vec![],
-            });
+            if !container_processes::any_kept(cluster, p) {
+                cluster.ledger.started(Incarnation {
+                    cluster: cfg.name.clone(),
+                    namespace: object::namespace(p).to_string(),
+                    pod: object::name(p).to_string(),
+                    uid: object::uid(p).to_string(),
+                    node: node.clone(),
+                    identity: ledger::identity_of(p),
+                    running_from: back,
+                    running_until: None,
+                    images: containers(p).into_iter().map(|(_, image)| image).collect(),
+                    ready_periods: vec![],
+                    image_changes: vec![],
+                });
+            }
             write_status(cluster, pods_rt, p, |p| set_ready(p, false, false, cluster.clock()));
             timers.since.insert(object::uid(p).to_string(), (Stage::Running, now));
             // The containers died with the machine; new instances start (the old logs become

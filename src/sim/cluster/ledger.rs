@@ -11,6 +11,12 @@
 //! - a node that powers off stops them at that instant; when it powers on, its kubelet starts
 //!   new runs for the pods still bound to it and not being deleted.
 //!
+//! - a pod of real processes runs while its workload does (the sandbox sees its processes):
+//!   a run ends when every process of its containers has ended, or when what runs is only a
+//!   pod guard's (its own containers, or `spanset-guard-exec` waiting to start a container's
+//!   command), and a new run of the same pod begins, from the kernel's record of when the
+//!   process started, when one runs again.
+//!
 //! Pods of StatefulSets with the same name in the same namespace count as one identity per
 //! ordinal, whatever cluster they run in. A pod carries an identity whoever made it: a pod its
 //! StatefulSet owns, one labelled with a federation (`spanset.dev/federation`) and named as its
@@ -142,6 +148,11 @@ impl Ledger {
         if !entries.iter().any(|e| e.uid == inc.uid && e.cluster == inc.cluster && e.running_until.is_none()) {
             entries.push(inc);
         }
+    }
+
+    /// Whether a pod of a cluster runs now, as recorded.
+    pub fn is_open(&self, cluster: &str, uid: &str) -> bool {
+        self.entries.lock().iter().any(|e| e.uid == uid && e.cluster == cluster && e.running_until.is_none())
     }
 
     /// Records that a pod stopped (terminated, or its node was declared dead).

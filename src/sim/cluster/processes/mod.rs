@@ -150,6 +150,21 @@ struct Instance {
     probe_task: Option<tokio::task::JoinHandle<()>>,
     /// When a SIGTERMed process is killed.
     kill_at: Option<Instant>,
+    /// What of it is the pod's workload ([`Workload`]).
+    workload: Workload,
+}
+
+/// What of a container is the pod's workload, for the ledger: what a StatefulSet fears is its
+/// pods' own programs running, not a pod guard's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Workload {
+    /// Its process is (a container of any image but spanset's).
+    Process,
+    /// Its first process is the pod guard's `spanset-guard-exec`, which runs nothing of the
+    /// container's command until it starts it as its child: what it started is.
+    Children,
+    /// None of it (a container of spanset's image: the guard's own).
+    None,
 }
 
 impl Instance {
@@ -433,7 +448,16 @@ impl Processes {
         });
         let env = launch::environment(&launch);
         let privileges = launch.privileges.clone();
-        let instance = Instance { node, pid, started, exit, env, privileges, probes: state, probe_task, kill_at: None };
+        let image = c["image"].as_str().unwrap_or("");
+        let workload = if image_name(image) == spec::SPANSET_IMAGE {
+            Workload::None
+        } else if launch.argv.first().is_some_and(|a| a.ends_with(&format!("/{}", spanset_guard_exec::PROGRAM))) {
+            Workload::Children
+        } else {
+            Workload::Process
+        };
+        let instance =
+            Instance { node, pid, started, exit, env, privileges, probes: state, probe_task, kill_at: None, workload };
         self.instances.lock().insert(key, instance);
         Ok(())
     }
@@ -456,8 +480,30 @@ impl Processes {
             probes: Arc::default(),
             probe_task: None,
             kill_at: None,
+            workload: Workload::None,
         };
         self.instances.lock().insert((pod_uid.to_string(), container.to_string()), instance);
+    }
+
+    /// When the workload of a pod began to run, if it runs now: the earliest start among the
+    /// running processes of its containers that are its workload ([`Workload`]), from the
+    /// kernel's record of each process's start. `None` while none runs.
+    pub fn workload_since(&self, pod_uid: &str) -> Option<jiff::Timestamp> {
+        let instances = self.instances.lock();
+        let mut since: Option<jiff::Timestamp> = None;
+        for (_, i) in instances.iter().filter(|((uid, _), i)| uid == pod_uid && !i.exited()) {
+            let started = match i.workload {
+                Workload::None => None,
+                Workload::Process => Some(i.started),
+                Workload::Children => {
+                    i.entered().and_then(|inner| live_children(inner).into_iter().filter_map(process_start).min())
+                }
+            };
+            if let Some(t) = started {
+                since = Some(since.map_or(t, |s| s.min(t)));
+            }
+        }
+        since
     }
 
     /// The state of a container's process, if it has one.
@@ -633,6 +679,33 @@ fn entered(pid: u32) -> Option<u32> {
     let inner = first_child(pid)?;
     let root = std::fs::read_link(format!("/proc/{inner}/root")).ok()?;
     (root != std::path::Path::new("/")).then_some(inner)
+}
+
+/// The live (not zombie) children of a process.
+fn live_children(pid: u32) -> Vec<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    children
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .filter(|c| {
+            let stat = std::fs::read_to_string(format!("/proc/{c}/stat")).unwrap_or_default();
+            stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with(['Z', 'X']))
+        })
+        .collect()
+}
+
+/// When a process started, on the wall clock: its start in clock ticks after boot (`stat`'s
+/// field 22) against the boot clock now.
+fn process_start(pid: u32) -> Option<jiff::Timestamp> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command's closing parenthesis: state is field 3, starttime field 22.
+    let ticks: u64 = stat.rsplit(')').next()?.split_whitespace().nth(19)?.parse().ok()?;
+    let hz = u64::from(rustix::param::clock_ticks_per_second());
+    let since_boot = Duration::from_nanos(ticks.checked_mul(1_000_000_000)? / hz.max(1));
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    let now_boot = Duration::new(u64::try_from(t.tv_sec).ok()?, u32::try_from(t.tv_nsec).ok()?);
+    let ago = now_boot.saturating_sub(since_boot);
+    jiff::Timestamp::now().checked_sub(jiff::SignedDuration::try_from(ago).ok()?).ok()
 }
 
 /// The first `max` bytes of a file (none if it cannot be read).
