@@ -260,7 +260,9 @@ fn first_processes_waiting(name: &str) -> usize {
     let marker = format!("{MARKER}-{name}:");
     let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
     dir.flatten()
-        .filter(|e| std::fs::read_link(e.path().join("exe")).is_ok_and(|x| x.to_string_lossy().ends_with("spanset-guard-exec")))
+        .filter(|e| {
+            std::fs::read_link(e.path().join("exe")).is_ok_and(|x| x.to_string_lossy().ends_with("spanset-guard-exec"))
+        })
         .filter(|e| {
             std::fs::read(e.path().join("cmdline"))
                 .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a.starts_with(marker.as_bytes())))

@@ -286,7 +286,8 @@ pub async fn carry_out(fsts: &FederatedStatefulSet, r: Round<'_>, out: &mut Outc
                 let now =
                     Time(jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()));
                 let message = format!(
-                    "the CustomResourceDefinition is being deleted: spanset lets go of the federation once its pods are                      released from their pod leases (else they stop when the leases lapse, and stay stopped): {}",
+                    "the CustomResourceDefinition is being deleted: spanset lets go of the federation once its pods are \
+                        released from their pod leases (else they stop when the leases lapse, and stay stopped): {}",
                     waiting.join("; ")
                 );
                 let verdict = Verdict::yes(types::BLOCKED, "ReleasingPodLeases", message.clone());

@@ -15,6 +15,9 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use super::inject::{GUARD_INIT, GUARD_WATCH, GuardSpec, guard_of};
 use crate::controller::member::cache::FederationCache;
 
+/// The most of a guard's words a condition repeats.
+const MAX_WORDS: usize = 300;
+
 /// What a pod's status shows of its guard.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GuardSeen {
@@ -78,8 +81,10 @@ fn failure_of(c: &ContainerStatus) -> Option<Box<str>> {
     if ended.exit_code == 0 {
         return None;
     }
-    let words = ended.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).unwrap_or("it ended in error");
-    Some(words.into())
+    // Its last line: the reason, when the guard wrote one; the end of its log otherwise.
+    let last = ended.message.as_deref().and_then(|m| m.lines().map(str::trim).rfind(|l| !l.is_empty()));
+    let words = last.unwrap_or("it ended in error");
+    Some(words.chars().take(MAX_WORDS).collect::<String>().into())
 }
 
 /// What a pod's status shows of its guard.

@@ -112,7 +112,8 @@ pub(super) fn incompatibility(view: &MemberView, backend: Backend, leased: bool)
     // every pod in its init forever.
     if leased && view.server_minor.is_some_and(|m| m < crate::controller::member::guards::SIDECARS_SINCE_MINOR) {
         return Some(
-            "spec.failover.podLease: the pods' guard watches from a native sidecar, which Kubernetes 1.29 and later              run; upgrade the member, or remove podLease",
+            "spec.failover.podLease: the pods' guard watches from a native sidecar, which Kubernetes 1.29 and later \
+                run; upgrade the member, or remove podLease",
         );
     }
     match backend {

@@ -159,7 +159,8 @@ fn guards_missing(cx: &Scope<'_>) -> Verdict {
             if cx.leased && g.name == crate::controller::member::guards::ADMISSION_POLICIES {
                 // The pod Lease's own protection is one of those policies.
                 message += &format!(
-                    "; nor writes of the pod Lease {}-pods by anyone but spanset: whoever may update Leases in {}                      there can keep its pods running past spanset's lapse",
+                    "; nor writes of the pod Lease {}-pods by anyone but spanset: whoever may update Leases in {} \
+                        there can keep its pods running past spanset's lapse",
                     cx.name(),
                     cx.fsts.namespace().unwrap_or_default()
                 );
@@ -204,7 +205,8 @@ fn pods_unguarded(cx: &Scope<'_>) -> Verdict {
         (true, true) => Verdict::no(types::PODS_UNGUARDED, "AllPodsGuarded", ""),
         (false, _) => {
             let mut message = format!(
-                "not fenced by a lapse of its lease while these stand (a member cut off waits for a fence as without a                  lease): {}",
+                "not fenced by a lapse of its lease while these stand (a member cut off waits for a fence as without a \
+                    lease): {}",
                 unseen.join("; ")
             );
             if !failing.is_empty() {

@@ -826,18 +826,18 @@ fn kubelet(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, node: &str, t
                     // ([`container_processes::follow_workload`]).
                     if !container_processes::any_kept(cluster, pod) {
                         cluster.ledger.started(Incarnation {
-                        cluster: cfg.name.clone(),
-                        namespace: object::namespace(pod).to_string(),
-                        pod: object::name(pod).to_string(),
-                        uid,
-                        node: node.to_string(),
-                        identity: ledger::identity_of(pod),
-                        running_from: jiff::Timestamp::now(),
-                        running_until: None,
-                        images: containers(pod).into_iter().map(|(_, image)| image).collect(),
-                        ready_periods: vec![],
-                        image_changes: vec![],
-                    });
+                            cluster: cfg.name.clone(),
+                            namespace: object::namespace(pod).to_string(),
+                            pod: object::name(pod).to_string(),
+                            uid,
+                            node: node.to_string(),
+                            identity: ledger::identity_of(pod),
+                            running_from: jiff::Timestamp::now(),
+                            running_until: None,
+                            images: containers(pod).into_iter().map(|(_, image)| image).collect(),
+                            ready_periods: vec![],
+                            image_changes: vec![],
+                        });
                     }
                 }
             }
