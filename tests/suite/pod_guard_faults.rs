@@ -319,3 +319,52 @@ async fn a_pod_lease_the_pods_could_not_hold_is_refused_naming_the_field() {
     }
     assert_eq!(f.member_slice_now("east", "tokenless").await, None, "nothing written in the member");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_post_start_hook_does_not_keep_a_cut_off_member_s_pods_running_past_their_lease() {
+    const NAME: &str = "poststart";
+    if !programs() {
+        return;
+    }
+    // Every pod's main container has a postStart hook that takes 40 s (a migration, a warm-up):
+    // the kubelet starts none of the pod's later containers until it returns.
+    let mut fsts = leased(NAME, LEASE_SECONDS);
+    let main = &mut fsts.spec.template.template.spec.as_mut().unwrap().containers[0];
+    main.lifecycle =
+        Some(serde_json::from_value(json!({"postStart": {"exec": {"command": ["sh", "-c", "sleep 40"]}}})).unwrap());
+    let f = Federation::start_secure_with(MEMBERS, &["--run-images", "busybox,spanset"]).await;
+    let _c = crate::support::federation::Controller::start_full(
+        &f.sandbox,
+        "controller",
+        &[],
+        &["--member-write-deadline", "20"],
+    );
+    f.create(&fsts).await;
+    let mut owners = crate::pod_lease::Owners::all_six_running(&f, NAME).await;
+    // Central is cut off from spanset while its pods' hooks still run.
+    f.sandbox.ctl_ok(&["partition", "central", "--outside-only"]);
+    let stopped = central_stops(&f, &mut owners, "central cut off during the hooks").await;
+    println!("central's main processes stopped {stopped:?} after the partition (the hooks take 40 s)");
+    assert!(
+        stopped < Duration::from_secs(2 * LEASE_SECONDS as u64),
+        "central's main processes ran {stopped:?} after the partition, past their lease of {LEASE_SECONDS} s"
+    );
+    // Whatever spanset does meanwhile, nothing runs twice; central returns and is emptied or
+    // runs its ordinals again alone.
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(30) {
+        owners.homes(&f, &["east", "west"], "after central stopped").await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    f.sandbox.ctl_ok(&["heal", "central"]);
+    let deadline = Instant::now() + 3 * DEADLINE;
+    loop {
+        let now = owners.homes(&f, MEMBERS, "after the return").await;
+        if now.len() == 6 && f.status(NAME).await.ready.as_deref() == Some("6/6") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "all six run once central returned: {now:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    f.assert_ledger_clean();
+}

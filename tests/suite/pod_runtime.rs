@@ -606,3 +606,39 @@ fn a_sidecar_s_readiness_follows_its_probe_in_its_status_and_the_pod_s() {
     );
     assert_eq!(p["status"]["initContainerStatuses"][0]["restartCount"], 0, "readiness restarts nothing");
 }
+
+#[test]
+fn a_post_start_hook_runs_in_its_container_before_the_next_container_starts_and_one_that_fails_kills_it() {
+    let Some((_sandbox, k)) = sandbox(&[]) else { return };
+    let (first, second) = (marker("hooked-first"), marker("hooked-second"));
+    // The hook of `first` takes a second and leaves a file; `second` says whether it found it.
+    let manifest = format!(
+        r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "hooked"}},
+  "spec": {{"volumes": [{{"name": "w", "emptyDir": {{}}}}],
+    "containers": [
+      {{"name": "first", "image": "busybox", "volumeMounts": [{{"name": "w", "mountPath": "/w"}}],
+        "command": ["sh", "-c", "while :; do sleep 0.1; done", "{first}"],
+        "lifecycle": {{"postStart": {{"exec": {{"command": ["sh", "-c", "sleep 1; echo hooked > /w/hook"]}}}}}}}},
+      {{"name": "second", "image": "busybox", "volumeMounts": [{{"name": "w", "mountPath": "/w"}}],
+        "command": ["sh", "-c", "if [ -e /w/hook ]; then echo after the hook; else echo before the hook; fi; while :; do sleep 0.1; done", "{second}"]}}]}}}}"#
+    );
+    k.ok_with_stdin(&["apply", "-f", "-"], &manifest);
+    wait_until("both containers run", DEADLINE, || {
+        !live_processes_with(&first).is_empty() && !live_processes_with(&second).is_empty()
+    });
+    wait_until("second says when it started", DEADLINE, || k.ok(&["logs", "hooked", "-c", "second"]).contains("hook"));
+    assert_eq!(k.ok(&["logs", "hooked", "-c", "second"]).trim(), "after the hook");
+
+    // A hook that fails kills its container, which the kubelet restarts.
+    let failing = marker("hook-fails");
+    let manifest = format!(
+        r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "hook-fails"}},
+  "spec": {{"containers": [{{"name": "main", "image": "busybox",
+        "command": ["sh", "-c", "while :; do sleep 0.1; done", "{failing}"],
+        "lifecycle": {{"postStart": {{"exec": {{"command": ["sh", "-c", "echo no; exit 3"]}}}}}}}}]}}}}"#
+    );
+    k.ok_with_stdin(&["apply", "-f", "-"], &manifest);
+    wait_until("the failed hook's container restarted", DEADLINE, || {
+        pod(&k, "hook-fails")["status"]["containerStatuses"][0]["restartCount"].as_u64().unwrap_or(0) >= 1
+    });
+}

@@ -80,12 +80,44 @@ pub fn restart_due(cluster: &Cluster, exit: &Exit, restarts: u32) -> Instant {
 /// process that exited at once (code 128, as a runtime's StartError), and its log says why.
 pub fn start(cluster: &Cluster, pod: &Value, container: &str, ip: &str) {
     let log = cluster.logs.start(object::uid(pod), container);
-    if let Err(why) = cluster.processes.start(cluster, pod, container, ip, log.clone()) {
+    let started = cluster.processes.start(cluster, pod, container, ip, log.clone());
+    if started.is_ok()
+        && let Some(hook) = post_start_hook(pod, container)
+    {
+        cluster.processes.post_start(object::uid(pod), container, hook, log.clone());
+    }
+    if let Err(why) = started {
         log.write(format!("[sandbox] cannot start container {container}: {why}"));
         log.exit();
         tracing::warn!(cluster = %cluster.config.name, pod = %object::name(pod), container, error = %why, "container start");
         cluster.processes.failed(object::uid(pod), container, &why);
     }
+}
+
+/// A container's `lifecycle.postStart.exec.command`, if it has one.
+fn post_start_hook(pod: &Value, container: &str) -> Option<Vec<String>> {
+    let c = super::processes::spec::container(pod, container)?;
+    let argv: Vec<String> = c
+        .pointer("/lifecycle/postStart/exec/command")?
+        .as_array()?
+        .iter()
+        .filter_map(|a| a.as_str().map(String::from))
+        .collect();
+    (!argv.is_empty()).then_some(argv)
+}
+
+/// Whether a main container must wait for its start: the `postStart` hook of a main container
+/// listed before it still runs (the kubelet starts a pod's containers one after the other, each
+/// once the previous one's hook returned).
+pub fn held_by_hook(cluster: &Cluster, pod: &Value, container: &str) -> bool {
+    let uid = object::uid(pod);
+    pod.pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .take_while(|n| *n != container)
+        .any(|n| cluster.processes.hook_running(uid, n))
 }
 
 /// The back-off before the restart that follows `restarts` earlier ones.
@@ -132,9 +164,14 @@ pub fn sync(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, wake: &Wake)
         match cluster.processes.state(uid, &name) {
             None => {
                 // A pod the kubelet runs but whose process is not there (the sandbox's process
-                // runtime was enabled later): started now.
-                start(cluster, pod, &name, &ip);
+                // runtime was enabled later, or an earlier container's postStart hook held it):
+                // started now, unless a hook still holds it.
                 all_ready = false;
+                if !sidecar && held_by_hook(cluster, pod, &name) {
+                    wake.at(now + POLL);
+                    continue;
+                }
+                start(cluster, pod, &name, &ip);
             }
             Some(State::Running { started, started_up, ready, unhealthy }) => {
                 if unhealthy {

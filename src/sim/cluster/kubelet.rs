@@ -634,6 +634,11 @@ fn start_containers(cluster: &Cluster, pod: &Value, node: &str, ip: &str, only: 
             continue;
         }
         if cluster.processes.runnable(&image) {
+            // One after the other, each once the previous one's postStart hook returned: the
+            // ones after a hook that runs are started by a later sync.
+            if container_processes::held_by_hook(cluster, pod, &name) {
+                break;
+            }
             container_processes::start(cluster, pod, &name, ip);
             continue;
         }

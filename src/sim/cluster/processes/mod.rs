@@ -227,6 +227,9 @@ pub struct Processes {
     holders: Mutex<HashMap<String, Holder>>,
     /// The containers' directories (roots, `/etc` files, the pods' own volumes).
     dir: Mutex<Option<tempfile::TempDir>>,
+    /// (pod uid, container) → whether its `postStart` hook still runs, for the containers that
+    /// have one ([`Processes::post_start`]).
+    hooks: Mutex<HashMap<(String, String), Arc<std::sync::atomic::AtomicBool>>>,
     /// Counts starts, so that each instance gets a directory of its own.
     starts: std::sync::atomic::AtomicU64,
 }
@@ -251,6 +254,7 @@ impl Processes {
             run_images,
             instances: Mutex::default(),
             holders: Mutex::default(),
+            hooks: Mutex::default(),
             dir: Mutex::default(),
             starts: std::sync::atomic::AtomicU64::new(0),
         }
@@ -485,6 +489,70 @@ impl Processes {
         self.instances.lock().insert((pod_uid.to_string(), container.to_string()), instance);
     }
 
+    /// Runs a container's `postStart` exec hook (`argv`) in it, once its process runs its
+    /// command, as the kubelet does right after starting it: until the hook returns the kubelet
+    /// starts none of the pod's later containers ([`Processes::hook_running`]); a hook that fails
+    /// (or cannot run within its container's first minute) kills the container, which is then
+    /// restarted by the pod's policy. Its output goes to the container's log.
+    pub fn post_start(&self, pod_uid: &str, container: &str, argv: Vec<String>, log: Arc<ContainerLog>) {
+        let key = (pod_uid.to_string(), container.to_string());
+        let Some((pid, env, privileges, exit)) =
+            self.instances.lock().get(&key).map(|i| (i.pid, i.env.clone(), i.privileges.clone(), i.exit.clone()))
+        else {
+            return;
+        };
+        let running = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        self.hooks.lock().insert(key, running.clone());
+        std::thread::spawn(move || {
+            use std::sync::atomic::Ordering::SeqCst;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let inner = loop {
+                if exit.lock().is_some() {
+                    running.store(false, SeqCst);
+                    return;
+                }
+                if let Some(inner) = entered(pid) {
+                    break Some(inner);
+                }
+                if Instant::now() > deadline {
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            let ok = inner.is_some_and(|inner| {
+                let mut full = prefix(inner, &env, &privileges);
+                full.extend(argv);
+                let (program, rest) = full.split_first().expect("a prefix");
+                let out = std::process::Command::new(program).args(rest).stdin(std::process::Stdio::null()).output();
+                if let Ok(o) = &out {
+                    for line in
+                        String::from_utf8_lossy(&o.stdout).lines().chain(String::from_utf8_lossy(&o.stderr).lines())
+                    {
+                        log.write(line.to_string());
+                    }
+                }
+                out.is_ok_and(|o| o.status.success())
+            });
+            if !ok {
+                log.write("[sandbox] postStart hook failed; killing the container");
+                if let Some(p) =
+                    entered(pid).or_else(|| first_child(pid)).and_then(|p| rustix::process::Pid::from_raw(p as i32))
+                {
+                    let _ = rustix::process::kill_process(p, Signal::KILL);
+                }
+            }
+            running.store(false, SeqCst);
+        });
+    }
+
+    /// Whether a container's `postStart` hook still runs.
+    pub fn hook_running(&self, pod_uid: &str, container: &str) -> bool {
+        self.hooks
+            .lock()
+            .get(&(pod_uid.to_string(), container.to_string()))
+            .is_some_and(|r| r.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
     /// When the workload of a pod began to run, if it runs now: the earliest start among the
     /// running processes of its containers that are its workload ([`Workload`]), from the
     /// kernel's record of each process's start. `None` while none runs.
@@ -573,6 +641,7 @@ impl Processes {
 
     /// Kills and forgets a pod's processes and removes its directory (the pod is gone).
     pub fn forget_pod(&self, pod_uid: &str) {
+        self.hooks.lock().retain(|(uid, _), _| uid != pod_uid);
         self.recreate_sandbox(pod_uid);
         if let Some(dir) = self.dir.lock().as_ref() {
             let _ = std::fs::remove_dir_all(dir.path().join(pod_uid));
