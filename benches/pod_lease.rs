@@ -379,7 +379,9 @@ impl Sim {
 }
 
 /// Every main process of run `name` alive now: ordinal → pod uids, from the command lines of
-/// the machine's processes (the sandbox runs each container as a real process).
+/// the machine's processes (the sandbox runs each container as a real process). A guarded
+/// container's first process (`spanset-guard-exec`), and what starts it, carry the command's
+/// arguments after its own name without running it: not counted.
 fn running(name: &str) -> BTreeMap<u32, BTreeSet<String>> {
     let prefix = format!("{MARKER}-{name}:");
     let mut out: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
@@ -387,6 +389,9 @@ fn running(name: &str) -> BTreeMap<u32, BTreeSet<String>> {
     for entry in dir.flatten() {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
         let text = String::from_utf8_lossy(&cmdline);
+        if text.split('\0').any(|a| a.ends_with("spanset-guard-exec")) {
+            continue;
+        }
         for arg in text.split('\0') {
             let Some((pod, uid)) = arg.strip_prefix(&prefix).and_then(|rest| rest.split_once(':')) else { continue };
             if let Some(k) = pod.rsplit_once('-').and_then(|(_, k)| k.parse().ok()) {

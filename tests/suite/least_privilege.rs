@@ -108,6 +108,12 @@ fn federation(name: &str, ns: &str, weights: &[(&str, i32)], replicas: i32) -> F
     f
 }
 
+/// Gives the federation's container its image's entrypoint as its command (what a pod lease needs).
+fn with_command(f: &mut FederatedStatefulSet) {
+    let pod = f.spec.template.template.spec.as_mut().expect("a pod spec");
+    pod.containers[0].command = Some(vec!["docker-entrypoint.sh".into(), "postgres".into()]);
+}
+
 async fn carried(host: &Client, ns: &str, value: &str) {
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "settings", "namespace": ns}, "data": {"mode": value}}))
@@ -173,6 +179,8 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     // its RoleBinding to the pods' ServiceAccount); all three go with the federation.
     let mut leased = federation("leased", "default", &[("east", 1)], 1);
     leased.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
+    // A pod lease runs each container's command through its guard: it must be given.
+    with_command(&mut leased);
     f.create(&leased).await;
     f.wait_settled("db", &[("east", 0, 1), ("west", 1, 1)], "placed").await;
     let east = f.member("east").await;
@@ -454,6 +462,7 @@ async fn a_refused_pod_lease_is_said_in_an_event_that_names_the_member_and_its_a
     let _c = Controller::start(&f.sandbox, "controller");
     let mut leased = federation("leased", "default", &[("east", 1)], 1);
     leased.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
+    with_command(&mut leased);
     f.create(&leased).await;
     let message = support::until("an Event says the member refused the pod lease", || async {
         let events = f.events("leased").await;

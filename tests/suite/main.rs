@@ -77,6 +77,7 @@ mod pod_runtime;
 mod processes;
 mod redis_cluster;
 mod redis_drill;
+mod redis_pod_lease;
 mod refused_writes_nothing;
 mod replica_bounds;
 mod rollout;
