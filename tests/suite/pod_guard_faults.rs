@@ -178,6 +178,11 @@ async fn a_crash_looping_watch_is_not_counted_as_a_guard_and_its_pods_stop_all_t
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert!(said.1.contains("central") && said.1.contains("spanset-guard-watch"), "{said:?}");
+    let events = f.events(NAME).await;
+    assert!(
+        events.iter().any(|(t, r, m)| t == "Warning" && r == "GuardsNotSeen" && m.contains(&format!("{NAME}-4"))),
+        "a Warning Event says it too: {events:?}"
+    );
     // Central is cut off: spanset does not fence it by the lapse of its lease (its guards were
     // not seen working); ordinals 4 and 5 stay central's, stopped, for three times a lapse.
     f.sandbox.ctl_ok(&["partition", "central"]);
@@ -272,6 +277,19 @@ async fn a_guard_that_cannot_read_its_lease_stops_its_pod_and_says_why() {
         assert!(Instant::now() < deadline, "the guard says why in the pod and the federation: {message:?} / {cond:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // And in the pod's Events, in its probe's words (the kubelet's `Unhealthy`).
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(f.member("central").await, "default");
+    let listed = events.list(&Default::default()).await.expect("central's Events");
+    let unhealthy: Vec<String> = listed
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(&format!("{NAME}-4")) && e.reason.as_deref() == Some("Unhealthy"))
+        .filter_map(|e| e.message)
+        .collect();
+    assert!(
+        unhealthy.iter().any(|m| m.starts_with("Readiness probe failed: lease default/") && m.contains("forbidden")),
+        "{unhealthy:?}"
+    );
     f.assert_ledger_clean();
 }
 

@@ -232,6 +232,9 @@ fn sweep(cluster: &Cluster, timers: &mut Timers, wake: &Wake) {
                 && container_processes::any_kept(cluster, pod)
             {
                 container_processes::follow_workload(cluster, pod, node);
+                for (container, kind, said) in cluster.processes.probe_failures(object::uid(pod)) {
+                    timers.events.unhealthy(cluster, pod, node, &container, kind.name(), &said);
+                }
             }
         }
         if !cluster.processes.pods().is_empty() {

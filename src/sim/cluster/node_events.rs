@@ -263,6 +263,13 @@ impl NodeEvents {
         self.container_event(cluster, pod, node, container, EventType::Warning, "Failed", error);
     }
 
+    /// A probe of a container failed: `Unhealthy` "KIND probe failed: WHAT IT SAID", as the
+    /// kubelet's prober records it (folded into one Event with a count when it repeats).
+    pub fn unhealthy(&mut self, cluster: &Cluster, pod: &Value, node: &str, container: &str, kind: &str, said: &str) {
+        let message = format!("{kind} probe failed: {said}");
+        self.container_event(cluster, pod, node, container, EventType::Warning, "Unhealthy", message);
+    }
+
     /// A kubelet would not create a container: `Failed` "Error: WHY"
     /// (`CreateContainerConfigError`).
     pub fn config_refused(&mut self, cluster: &Cluster, pod: &Value, node: &str, container: &str, why: &str) {

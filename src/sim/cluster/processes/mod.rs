@@ -545,6 +545,17 @@ impl Processes {
         });
     }
 
+    /// The probe failures of a pod's containers since the last call, each with the container's
+    /// name: what the kubelet reports as `Unhealthy` Events.
+    pub fn probe_failures(&self, pod_uid: &str) -> Vec<(String, probes::Kind, String)> {
+        let instances = self.instances.lock();
+        let mut out = Vec::new();
+        for ((_, name), i) in instances.iter().filter(|((uid, _), _)| uid == pod_uid) {
+            out.extend(i.probes.take_failures().into_iter().map(|(kind, why)| (name.clone(), kind, why)));
+        }
+        out
+    }
+
     /// Whether a container's `postStart` hook still runs.
     pub fn hook_running(&self, pod_uid: &str, container: &str) -> bool {
         self.hooks

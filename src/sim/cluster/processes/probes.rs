@@ -152,6 +152,31 @@ fn named_port(container: &Value, name: &str) -> Option<u16> {
         .and_then(|n| u16::try_from(n).ok())
 }
 
+/// Which probe failed, as the kubelet names it in its `Unhealthy` Events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `startupProbe`.
+    Startup,
+    /// `readinessProbe`.
+    Readiness,
+    /// `livenessProbe`.
+    Liveness,
+}
+
+impl Kind {
+    /// `Startup`, `Readiness` or `Liveness`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Startup => "Startup",
+            Kind::Readiness => "Readiness",
+            Kind::Liveness => "Liveness",
+        }
+    }
+}
+
+/// The most failures kept between two of the kubelet's sweeps (the oldest go first).
+const FAILURES_KEPT: usize = 16;
+
 /// What the probes found so far, read by the kubelet's sweep.
 #[derive(Debug, Default)]
 pub struct ProbeState {
@@ -161,6 +186,24 @@ pub struct ProbeState {
     pub ready: AtomicBool,
     /// A startup or liveness probe failed its threshold: the container must be restarted.
     pub unhealthy: AtomicBool,
+    /// Failures not yet reported, each with what the probe said (an exec probe's output):
+    /// the kubelet's `Unhealthy` Events.
+    pub failures: parking_lot::Mutex<Vec<(Kind, String)>>,
+}
+
+impl ProbeState {
+    fn failed(&self, kind: Kind, why: String) {
+        let mut f = self.failures.lock();
+        if f.len() >= FAILURES_KEPT {
+            f.remove(0);
+        }
+        f.push((kind, why));
+    }
+
+    /// The failures since the last call.
+    pub fn take_failures(&self) -> Vec<(Kind, String)> {
+        std::mem::take(&mut *self.failures.lock())
+    }
 }
 
 /// How a probe reaches the container.
@@ -183,7 +226,7 @@ impl Target {
 /// Runs the probes of one container until the task is aborted (the container stopped).
 pub async fn run(probes: Probes, target: Target, state: Arc<ProbeState>) {
     if let Some(startup) = &probes.startup
-        && !until_threshold(startup, &target, true).await
+        && !until_threshold(startup, &target, true, Kind::Startup, &state).await
     {
         state.unhealthy.store(true, Ordering::SeqCst);
         return;
@@ -199,15 +242,16 @@ pub async fn run(probes: Probes, target: Target, state: Arc<ProbeState>) {
                 tokio::time::sleep(target.scaled(p.initial_delay)).await;
                 let (mut ok, mut bad) = (0u32, 0u32);
                 loop {
-                    if once(&p.action, &target, p.timeout).await {
-                        (ok, bad) = (ok + 1, 0);
-                        if ok >= p.success_threshold {
-                            state.ready.store(true, Ordering::SeqCst);
-                        }
-                    } else {
+                    if let Err(why) = once(&p.action, &target, p.timeout).await {
+                        state.failed(Kind::Readiness, why);
                         (ok, bad) = (0, bad + 1);
                         if bad >= p.failure_threshold {
                             state.ready.store(false, Ordering::SeqCst);
+                        }
+                    } else {
+                        (ok, bad) = (ok + 1, 0);
+                        if ok >= p.success_threshold {
+                            state.ready.store(true, Ordering::SeqCst);
                         }
                     }
                     tokio::time::sleep(target.scaled(p.period)).await;
@@ -219,7 +263,7 @@ pub async fn run(probes: Probes, target: Target, state: Arc<ProbeState>) {
         match &probes.liveness {
             None => std::future::pending::<()>().await,
             Some(p) => {
-                if !until_threshold(p, &target, false).await {
+                if !until_threshold(p, &target, false, Kind::Liveness, &state).await {
                     state.unhealthy.store(true, Ordering::SeqCst);
                 }
             }
@@ -232,44 +276,66 @@ pub async fn run(probes: Probes, target: Target, state: Arc<ProbeState>) {
 }
 
 /// Probes on the period until the failure threshold is reached (false), or — when
-/// `stop_on_success` — until the first success (true).
-async fn until_threshold(p: &Probe, target: &Target, stop_on_success: bool) -> bool {
+/// `stop_on_success` — until the first success (true); each failure noted in `state`.
+async fn until_threshold(p: &Probe, target: &Target, stop_on_success: bool, kind: Kind, state: &ProbeState) -> bool {
     tokio::time::sleep(target.scaled(p.initial_delay)).await;
     let mut bad = 0;
     loop {
-        if once(&p.action, target, p.timeout).await {
-            bad = 0;
-            if stop_on_success {
-                return true;
-            }
-        } else {
+        if let Err(why) = once(&p.action, target, p.timeout).await {
+            state.failed(kind, why);
             bad += 1;
             if bad >= p.failure_threshold {
                 return false;
+            }
+        } else {
+            bad = 0;
+            if stop_on_success {
+                return true;
             }
         }
         tokio::time::sleep(target.scaled(p.period)).await;
     }
 }
 
-/// Runs one probe; whether it passed within its timeout.
-pub async fn once(action: &Action, target: &Target, timeout: Duration) -> bool {
+/// The most of an exec probe's output an Event repeats (the kubelet keeps 10 KiB).
+const OUTPUT_KEPT: usize = 1024;
+
+/// Runs one probe: whether it passed within its timeout, else what it said (an exec probe's
+/// output, as the kubelet puts it in its Event).
+pub async fn once(action: &Action, target: &Target, timeout: Duration) -> Result<(), String> {
     let attempt = async {
         match action {
             Action::Exec(argv) => {
                 let mut cmd = tokio::process::Command::new(&target.exec_prefix[0]);
                 cmd.args(&target.exec_prefix[1..]).args(argv);
                 cmd.stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
                     .kill_on_drop(true);
-                cmd.status().await.is_ok_and(|s| s.success())
+                match cmd.output().await {
+                    Ok(out) if out.status.success() => Ok(()),
+                    Ok(out) => {
+                        let mut said = String::from_utf8_lossy(&out.stdout).into_owned();
+                        said += &String::from_utf8_lossy(&out.stderr);
+                        Err(said.trim().chars().take(OUTPUT_KEPT).collect())
+                    }
+                    Err(e) => Err(e.to_string()),
+                }
             }
-            Action::Tcp { host, port } => TcpStream::connect(address(host, target, *port)).await.is_ok(),
-            Action::Http { host, port, path } => http_ok(address(host, target, *port), path).await,
+            Action::Tcp { host, port } => {
+                let addr = address(host, target, *port);
+                TcpStream::connect(addr).await.map(|_| ()).map_err(|e| format!("dial tcp {addr}: {e}"))
+            }
+            Action::Http { host, port, path } => {
+                let addr = address(host, target, *port);
+                if http_ok(addr, path).await { Ok(()) } else { Err(format!("HTTP probe failed: GET {path} on {addr}")) }
+            }
         }
     };
-    tokio::time::timeout(timeout.max(Duration::from_millis(100)), attempt).await.unwrap_or(false)
+    let limit = timeout.max(Duration::from_millis(100));
+    tokio::time::timeout(limit, attempt)
+        .await
+        .unwrap_or_else(|_| Err(format!("command timed out after {}s", limit.as_secs_f64())))
 }
 
 fn address(host: &Option<String>, target: &Target, port: u16) -> SocketAddr {
@@ -337,18 +403,19 @@ mod tests {
         });
         let target = Target { ip: "127.0.0.1".parse().unwrap(), exec_prefix: vec![], time_factor: 1.0 };
         let t = Duration::from_secs(5);
-        assert!(once(&Action::Tcp { host: None, port }, &target, t).await);
-        assert!(once(&Action::Http { host: None, port, path: "/healthz".into() }, &target, t).await);
-        assert!(!once(&Action::Http { host: None, port, path: "/other".into() }, &target, t).await, "a 503 fails");
+        assert!(once(&Action::Tcp { host: None, port }, &target, t).await.is_ok());
+        assert!(once(&Action::Http { host: None, port, path: "/healthz".into() }, &target, t).await.is_ok());
+        assert!(once(&Action::Http { host: None, port, path: "/other".into() }, &target, t).await.is_err(), "a 503 fails");
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        assert!(!once(&Action::Tcp { host: None, port: closed }, &target, t).await, "nothing listens");
+        assert!(once(&Action::Tcp { host: None, port: closed }, &target, t).await.is_err(), "nothing listens");
     }
 
     #[tokio::test]
     async fn an_exec_probe_passes_on_exit_zero() {
         let target = Target { ip: "127.0.0.1".parse().unwrap(), exec_prefix: vec!["sh".into()], time_factor: 1.0 };
         let t = Duration::from_secs(5);
-        assert!(once(&Action::Exec(vec!["-c".into(), "exit 0".into()]), &target, t).await);
-        assert!(!once(&Action::Exec(vec!["-c".into(), "exit 1".into()]), &target, t).await);
+        assert!(once(&Action::Exec(vec!["-c".into(), "exit 0".into()]), &target, t).await.is_ok());
+        let said = once(&Action::Exec(vec!["-c".into(), "echo no lease; exit 1".into()]), &target, t).await;
+        assert_eq!(said, Err("no lease".to_string()), "an exec probe's failure is its output");
     }
 }
