@@ -76,8 +76,9 @@ async fn a_member_before_1_30_keeps_no_admission_policy_and_the_federation_says_
 /// sidecars, which the guard's watch is, so it gets no slice, and `Degraded` says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_lease_on_members_before_1_30_says_what_is_unprotected_and_before_1_29_gets_no_slice() {
-    let f = Federation::start_secure_with(&["east", "west", "south"], &["--cluster-version", "west=1.29.8,south=1.28.9"])
-        .await;
+    let f =
+        Federation::start_secure_with(&["east", "west", "south"], &["--cluster-version", "west=1.29.8,south=1.28.9"])
+            .await;
     let _c = Controller::start(&f.sandbox, "controller");
     let mut fsts = f.placing("leased", &["east", "west", "south"]);
     fsts.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
@@ -87,10 +88,14 @@ async fn a_pod_lease_on_members_before_1_30_says_what_is_unprotected_and_before_
     f.create(&fsts).await;
     let missing = f.wait_condition("leased", "GuardsMissing", "GuardsMissing").await;
     assert!(
-        missing.contains("west (v1.29.8) lacks AdmissionPolicies") && missing.contains("nor writes of the pod Lease leased-pods"),
+        missing.contains("west (v1.29.8) lacks AdmissionPolicies")
+            && missing.contains("nor writes of the pod Lease leased-pods"),
         "{missing}"
     );
     let degraded = f.wait_condition("leased", "Degraded", "MembersExcluded").await;
-    assert!(degraded.contains("south (Incompatible: spec.failover.podLease") && degraded.contains("1.29"), "{degraded}");
+    assert!(
+        degraded.contains("south (Incompatible: spec.failover.podLease") && degraded.contains("1.29"),
+        "{degraded}"
+    );
     assert_eq!(f.member_slice_now("south", "leased").await, None, "nothing written in south");
 }

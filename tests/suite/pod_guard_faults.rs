@@ -283,7 +283,9 @@ async fn a_guard_that_cannot_read_its_lease_stops_its_pod_and_says_why() {
     let unhealthy: Vec<String> = listed
         .items
         .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(&format!("{NAME}-4")) && e.reason.as_deref() == Some("Unhealthy"))
+        .filter(|e| {
+            e.involved_object.name.as_deref() == Some(&format!("{NAME}-4")) && e.reason.as_deref() == Some("Unhealthy")
+        })
         .filter_map(|e| e.message)
         .collect();
     assert!(

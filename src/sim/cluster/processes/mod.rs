@@ -780,7 +780,7 @@ fn process_start(pid: u32) -> Option<jiff::Timestamp> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command's closing parenthesis: state is field 3, starttime field 22.
     let ticks: u64 = stat.rsplit(')').next()?.split_whitespace().nth(19)?.parse().ok()?;
-    let hz = u64::from(rustix::param::clock_ticks_per_second());
+    let hz = rustix::param::clock_ticks_per_second();
     let since_boot = Duration::from_nanos(ticks.checked_mul(1_000_000_000)? / hz.max(1));
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
     let now_boot = Duration::new(u64::try_from(t.tv_sec).ok()?, u32::try_from(t.tv_nsec).ok()?);

@@ -405,7 +405,10 @@ mod tests {
         let t = Duration::from_secs(5);
         assert!(once(&Action::Tcp { host: None, port }, &target, t).await.is_ok());
         assert!(once(&Action::Http { host: None, port, path: "/healthz".into() }, &target, t).await.is_ok());
-        assert!(once(&Action::Http { host: None, port, path: "/other".into() }, &target, t).await.is_err(), "a 503 fails");
+        assert!(
+            once(&Action::Http { host: None, port, path: "/other".into() }, &target, t).await.is_err(),
+            "a 503 fails"
+        );
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         assert!(once(&Action::Tcp { host: None, port: closed }, &target, t).await.is_err(), "nothing listens");
     }
