@@ -1,7 +1,7 @@
-//! `spanset guard wait|watch|ready`: the guard of a pod of a federation with pod leases (see
+//! `spanset guard wait|watch`: the guard of a pod of a federation with pod leases (see
 //! [`crate::guard`]), run by the pod itself — `wait` as its first init container, `watch` as a
-//! native sidecar and `ready` as the watch's probes, all with an `emptyDir` for the state file
-//! that every container of the pod mounts.
+//! native sidecar, both with an `emptyDir` for the state file that every container of the pod
+//! mounts.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -38,9 +38,6 @@ pub enum GuardCommand {
     /// the ordinal; a release), which every container's first process acts on (a native
     /// sidecar).
     Watch(GuardFlags),
-    /// Succeed while the watch read its Lease within its last three periods, else fail saying
-    /// why (the watch's startup and readiness probes).
-    Ready(GuardFlags),
 }
 
 /// What both halves are told.
@@ -124,7 +121,7 @@ pub fn settings(flags: &GuardFlags) -> Result<Settings, String> {
 /// Runs `spanset guard`; its exit code (2 for bad flags).
 pub fn run(args: GuardArgs) -> i32 {
     let flags = match &args.command {
-        GuardCommand::Wait(f) | GuardCommand::Watch(f) | GuardCommand::Ready(f) => f,
+        GuardCommand::Wait(f) | GuardCommand::Watch(f) => f,
     };
     let settings = match settings(flags) {
         Ok(s) => s,
@@ -133,18 +130,6 @@ pub fn run(args: GuardArgs) -> i32 {
             return 2;
         }
     };
-    if let GuardCommand::Ready(_) = &args.command {
-        return match run::ready(&settings) {
-            Ok(fine) => {
-                println!("{fine}");
-                0
-            }
-            Err(why) => {
-                println!("{why}");
-                1
-            }
-        };
-    }
     let watch = matches!(args.command, GuardCommand::Watch(_));
     // One thread: a guard polls once per P and writes a small file.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");

@@ -363,26 +363,6 @@ async fn hold() -> i32 {
     }
 }
 
-/// `spanset guard ready`: the watch's probe. Succeeds while the watch's latest successful read
-/// of the Lease was sent within three of its periods (it polls every P and waits at most P for
-/// an answer); otherwise fails, printing why (the kubelet puts it in the pod's Events).
-pub fn ready(settings: &Settings) -> Result<String, String> {
-    let boot_id = boot::boot_id()?;
-    let state = GuardState::read(&settings.state, &boot_id, &settings.lease.to_string(), settings.ordinal)?;
-    let now = boot::now();
-    let fresh = settings.timing.poll * 3;
-    let last = state.last_poll().map(|(sent, _)| sent);
-    let age = last.map(|t| now.saturating_sub(t));
-    match (age, &state.last_error) {
-        (Some(age), _) if age <= fresh => {
-            Ok(format!("lease {} read {} ms ago ({:?})", state.lease, age.as_millis(), state.phase))
-        }
-        (_, Some(e)) => Err(format!("lease {} unreadable: {e}", state.lease)),
-        (Some(age), None) => Err(format!("lease {} not read for {} ms", state.lease, age.as_millis())),
-        (None, None) => Err(format!("lease {} never read", state.lease)),
-    }
-}
-
 /// Logs `why` if it is news.
 fn say(said: &mut String, why: String) {
     if *said != why {

@@ -34,8 +34,60 @@ pub struct ExecArgs {
     pub command: Vec<String>,
 }
 
-/// The usage line.
-pub const USAGE: &str = "usage: spanset-guard-exec --state FILE -- COMMAND [ARG…]";
+/// The usage lines.
+pub const USAGE: &str =
+    "usage: spanset-guard-exec --state FILE -- COMMAND [ARG…] | spanset-guard-exec ready --state FILE --within-ms MS";
+
+/// `spanset-guard-exec ready`: the watch's probe (see [`crate::state::ready`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadyArgs {
+    /// The guard's state file.
+    pub state: PathBuf,
+    /// How recent the watch's latest read must be.
+    pub within: std::time::Duration,
+}
+
+/// Reads the arguments of `ready` (after the word); an error says what is wrong.
+pub fn parse_ready(args: &[String]) -> Result<ReadyArgs, String> {
+    let (mut state, mut within) = (None, None);
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        let (flag, value) = match a.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (a.as_str(), None),
+        };
+        let value = value.or_else(|| rest.next().cloned()).ok_or_else(|| format!("{flag} needs a value; {USAGE}"))?;
+        match flag {
+            "--state" => state = Some(PathBuf::from(value)),
+            "--within-ms" => {
+                let ms: u64 = value.parse().map_err(|e| format!("--within-ms {value:?}: {e}"))?;
+                within = Some(std::time::Duration::from_millis(ms));
+            }
+            other => return Err(format!("unknown argument {other:?}; {USAGE}")),
+        }
+    }
+    Ok(ReadyArgs {
+        state: state.ok_or_else(|| format!("--state is required; {USAGE}"))?,
+        within: within.ok_or_else(|| format!("--within-ms is required; {USAGE}"))?,
+    })
+}
+
+/// Runs `ready`: prints why, and answers 0 while the watch reads its Lease, 1 otherwise.
+fn ready(args: &ReadyArgs) -> i32 {
+    let verdict = boot::boot_id()
+        .and_then(|id| GuardState::read_any(&args.state, &id))
+        .and_then(|s| crate::state::ready(&s, boot::now(), args.within));
+    match verdict {
+        Ok(fine) => {
+            println!("{fine}");
+            0
+        }
+        Err(why) => {
+            println!("{why}");
+            1
+        }
+    }
+}
 
 /// Where a container's termination message goes by default (`terminationMessagePath`).
 const TERMINATION_LOG: &str = "/dev/termination-log";
@@ -63,6 +115,15 @@ pub fn parse(args: &[String]) -> Result<ExecArgs, String> {
 /// The program: parses its arguments and runs; the exit code.
 pub fn main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("ready") {
+        return match parse_ready(&args[1..]) {
+            Ok(a) => ready(&a),
+            Err(e) => {
+                eprintln!("spanset-guard-exec: {e}");
+                2
+            }
+        };
+    }
     let parsed = match parse(&args) {
         Ok(a) => a,
         Err(e) => {
@@ -310,6 +371,14 @@ mod tests {
         assert!(parse(&args(&["--", "sh"])).unwrap_err().contains("--state"));
         assert!(parse(&args(&["--state", "/g"])).unwrap_err().contains("no command"));
         assert!(parse(&args(&["--verbose", "--", "sh"])).unwrap_err().contains("--verbose"));
+    }
+
+    #[test]
+    fn the_probe_takes_the_state_and_how_fresh() {
+        let r = parse_ready(&args(&["--state", "/g/state", "--within-ms=3000"])).unwrap();
+        assert_eq!((r.state, r.within), (PathBuf::from("/g/state"), std::time::Duration::from_secs(3)));
+        assert!(parse_ready(&args(&["--state", "/g"])).unwrap_err().contains("--within-ms"));
+        assert!(parse_ready(&args(&["--within-ms", "x", "--state", "/g"])).unwrap_err().contains("--within-ms"));
     }
 
     #[test]

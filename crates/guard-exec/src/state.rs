@@ -8,7 +8,7 @@
 //!   goes on from the latest extension, and so that what it concludes reaches the containers;
 //! - `spanset-guard-exec` (the first process of every other container) reads it to start its
 //!   command and to stop it by the deadline ([`crate::decision`]);
-//! - `spanset guard ready` (the watch's probes) reads when the watch last read its Lease.
+//! - `spanset-guard-exec ready` (the watch's probes) reads when the watch last read its Lease.
 //!
 //! The file is written whole or not at all (a temporary file renamed over it), and readable by
 //! every user, since the containers of a pod may run as different users.
@@ -126,6 +126,21 @@ impl GuardState {
     }
 }
 
+/// The watch's probe: whether the watch's latest successful read of its Lease was sent within
+/// `fresh` before `now` (both on the node's boot clock); a sentence either way (the kubelet
+/// repeats a failing probe's in the pod's Events).
+pub fn ready(state: &GuardState, now: Duration, fresh: Duration) -> Result<String, String> {
+    let age = state.last_poll().map(|(sent, _)| now.saturating_sub(sent));
+    match (age, &state.last_error) {
+        (Some(age), _) if age <= fresh => {
+            Ok(format!("lease {} read {} ms ago ({:?})", state.lease, age.as_millis(), state.phase))
+        }
+        (_, Some(e)) => Err(format!("lease {} unreadable: {e}", state.lease)),
+        (Some(age), None) => Err(format!("lease {} not read for {} ms", state.lease, age.as_millis())),
+        (None, None) => Err(format!("lease {} never read", state.lease)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +159,18 @@ mod tests {
             term_nanos: Some(180),
             last_error: None,
         }
+    }
+
+    #[test]
+    fn the_watch_is_ready_while_its_reads_are_fresh_and_says_why_not() {
+        let s = state(Phase::Valid);
+        let at = |n: u64| Duration::from_nanos(n);
+        assert!(ready(&s, at(150), at(100)).unwrap().contains("ms ago"));
+        assert_eq!(ready(&s, at(300), at(100)).unwrap_err(), "lease ns/fed-pods not read for 0 ms");
+        let failing = GuardState { last_error: Some("forbidden".into()), ..s.clone() };
+        assert_eq!(ready(&failing, at(300), at(100)).unwrap_err(), "lease ns/fed-pods unreadable: forbidden");
+        let never = GuardState { last_sent_nanos: None, ..s };
+        assert_eq!(ready(&never, at(300), at(100)).unwrap_err(), "lease ns/fed-pods never read");
     }
 
     #[test]

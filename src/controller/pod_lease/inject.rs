@@ -6,7 +6,7 @@
 //!   fresh lease naming its ordinal;
 //! - `spanset-guard-watch` (a native sidecar, `spanset guard watch`): keeps reading the Lease and
 //!   posts what it concludes in the state file (the `spanset-guard` memory emptyDir), with
-//!   `spanset guard ready` as its startup and readiness probes: a pod is Ready only while its
+//!   `spanset-guard-exec ready` as its startup and readiness probes: a pod is Ready only while its
 //!   guard reads its Lease, and spanset sees that in the pod's status;
 //! - every other container, init containers included: its command is run by
 //!   `spanset-guard-exec`, its first process, which ends the container by the posted deadline
@@ -49,8 +49,9 @@ pub const GUARD_BIN_DIR: &str = "/var/run/spanset-guard-bin";
 pub const GUARD_STATE: &str = "/var/run/spanset-guard/state";
 /// The containers' first process, as they run it.
 pub const GUARD_EXEC: &str = "/var/run/spanset-guard-bin/spanset-guard-exec";
-/// `spanset` in its image (its entrypoint): what the watch's probes run.
-pub const SPANSET_IN_IMAGE: &str = "/spanset";
+/// `spanset-guard-exec` in spanset's image (beside `/spanset`): the watch's probes run it, a
+/// small program, since they run every second.
+pub const GUARD_EXEC_IN_IMAGE: &str = "/spanset-guard-exec";
 /// The user the guard's containers run as: the image's unprivileged one.
 pub const GUARD_USER: i64 = 65532;
 
@@ -105,10 +106,14 @@ fn unprivileged() -> SecurityContext {
     }
 }
 
-/// An exec probe running `spanset guard ready` with the watch's flags.
-fn ready_probe(args: &[String], period: i32, failures: i32) -> Probe {
-    let mut command = vec![SPANSET_IN_IMAGE.to_string(), "guard".into(), "ready".into()];
-    command.extend(args.iter().skip(2).cloned());
+/// An exec probe running `spanset-guard-exec ready`: the watch read its Lease within `fresh`.
+fn ready_probe(fresh: std::time::Duration, period: i32, failures: i32) -> Probe {
+    let command = vec![
+        GUARD_EXEC_IN_IMAGE.to_string(),
+        "ready".into(),
+        format!("--state={GUARD_STATE}"),
+        format!("--within-ms={}", fresh.as_millis()),
+    ];
     Probe {
         exec: Some(ExecAction { command: Some(command) }),
         period_seconds: Some(period),
@@ -182,11 +187,20 @@ pub fn inject(
     if !inits.iter().any(|c| c.name == GUARD_WATCH) {
         let mut watch = container(GUARD_WATCH, "watch");
         watch.restart_policy = Some("Always".into());
-        let args = watch.args.clone().unwrap_or_default();
-        // Started once it reads its Lease (the next containers wait for that); Ready while it does.
+        // Started once it reads its Lease (the next containers wait for that); Ready while it
+        // does: its latest read sent within three of its polls (it polls every P, waiting at
+        // most P for an answer).
         let lease = lease_seconds.max(1);
-        watch.startup_probe = Some(ready_probe(&args, 1, lease));
-        watch.readiness_probe = Some(ready_probe(&args, 1, 2));
+        let poll = super::Timing::new(
+            std::time::Duration::from_secs(lease as u64),
+            settings.drift,
+            std::time::Duration::ZERO,
+            std::time::Duration::from_secs(grace.max(0) as u64),
+        )
+        .map(|t| t.poll)
+        .unwrap_or(std::time::Duration::from_secs(2));
+        watch.startup_probe = Some(ready_probe(poll * 3, 1, lease));
+        watch.readiness_probe = Some(ready_probe(poll * 3, 1, 2));
         inits.insert(0, watch);
     }
     if !inits.iter().any(|c| c.name == GUARD_INIT) {
@@ -360,8 +374,9 @@ mod tests {
         let watch = &spec["initContainers"][1];
         assert_eq!(watch["restartPolicy"], "Always");
         assert_eq!(
-            watch["readinessProbe"]["exec"]["command"].as_array().unwrap()[0..3],
-            [SPANSET_IN_IMAGE, "guard", "ready"]
+            watch["readinessProbe"]["exec"]["command"],
+            serde_json::json!([GUARD_EXEC_IN_IMAGE, "ready", format!("--state={GUARD_STATE}"), "--within-ms=6000"]),
+            "three polls of 2 s (L 30 s)"
         );
         assert_eq!(watch["securityContext"]["runAsUser"], GUARD_USER);
         let args = spec["initContainers"][0]["args"].as_array().unwrap();
