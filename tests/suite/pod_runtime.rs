@@ -100,7 +100,11 @@ fn init_containers_run_in_order_each_to_its_end_before_the_main_container_starts
         ["Init:0/2", "Init:1/2", "PodInitializing", "Running"],
         "as kubectl shows a kubelet's: {statuses:?}"
     );
-    // The main container found both init containers' work, in order, before its own.
+    // The main container found both init containers' work, in order, before its own (its
+    // output reaches its log a moment after it runs).
+    wait_until("the main container's log has its three lines", DEADLINE, || {
+        k.ok(&["logs", "ordered", "-c", "main"]).lines().count() >= 3
+    });
     let out = k.ok(&["logs", "ordered", "-c", "main"]);
     assert_eq!(out.lines().collect::<Vec<_>>(), ["first", "second", "main"], "{out}");
     assert_eq!(

@@ -204,7 +204,17 @@ impl History {
     pub async fn assert_every_acknowledged_write_reads_back(&self, seed: &str) {
         assert!(self.wrong_reads.is_empty(), "reads returned other values: {:?}", self.wrong_reads);
         for k in &self.acked {
-            let (v, _) = redis_cli(&["-c", "-h", seed, "get", &format!("key:{k}")]).await;
+            // As in the client: nil (nothing) or another value loses the write; an error (a
+            // redirect to a node still joining, a refused connection) is asked again.
+            let start = Instant::now();
+            let v = loop {
+                let (v, ok) = redis_cli(&["-c", "-h", seed, "get", &format!("key:{k}")]).await;
+                if ok && (v.is_empty() || v.starts_with("value-")) {
+                    break v;
+                }
+                assert!(start.elapsed() < super::DEADLINE, "key:{k} never read back through {seed}: {v:?}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            };
             assert_eq!(v, format!("value-{k}"), "acknowledged key:{k} reads back");
         }
     }

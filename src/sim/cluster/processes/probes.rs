@@ -217,9 +217,23 @@ pub struct Target {
     pub time_factor: f64,
 }
 
+/// The shortest period of an exec probe, whatever the time factor: each run starts a process
+/// in the container, and a guarded pod's watch is probed every second, which a time factor of
+/// 0.01 would otherwise make twenty processes a second per pod (the 50 ms floor).
+const EXEC_PERIOD_FLOOR: Duration = Duration::from_millis(250);
+
 impl Target {
     fn scaled(&self, d: Duration) -> Duration {
         d.mul_f64(self.time_factor.max(0.0)).max(Duration::from_millis(50))
+    }
+
+    /// The real time between two runs of the probe.
+    fn period(&self, p: &Probe) -> Duration {
+        let scaled = self.scaled(p.period);
+        match p.action {
+            Action::Exec(_) => scaled.max(EXEC_PERIOD_FLOOR),
+            _ => scaled,
+        }
     }
 }
 
@@ -254,7 +268,7 @@ pub async fn run(probes: Probes, target: Target, state: Arc<ProbeState>) {
                             state.ready.store(true, Ordering::SeqCst);
                         }
                     }
-                    tokio::time::sleep(target.scaled(p.period)).await;
+                    tokio::time::sleep(target.period(p)).await;
                 }
             }
         }
@@ -293,7 +307,7 @@ async fn until_threshold(p: &Probe, target: &Target, stop_on_success: bool, kind
                 return true;
             }
         }
-        tokio::time::sleep(target.scaled(p.period)).await;
+        tokio::time::sleep(target.period(p)).await;
     }
 }
 
