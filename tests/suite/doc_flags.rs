@@ -6,7 +6,8 @@
 //! Where a flag counts as documented: in a **flag table** of `README.md` or `docs/`, a Markdown
 //! table whose header's first cell is ``flag of `spanset COMMAND` `` (docs/cli.md holds most of
 //! them; `spanset sim`'s is in docs/sandbox.md and `spanset sandbox`'s in
-//! docs/getting-started.md, beside the prose about them). A row documents the flags written in
+//! docs/getting-started.md, beside the prose about them); a header naming several commands
+//! (``flag of `spanset guard wait` and `spanset guard watch` ``) documents each row for each. A row documents the flags written in
 //! the code spans of its first cell (`` `-o, --output FORMAT` ``); words before the first flag
 //! name a subcommand of the table's (`` `partition --hang` `` in the table of `spanset sim-ctl`),
 //! so that small subcommands share one table. Each flag is documented once, so there is one
@@ -131,17 +132,20 @@ fn flag_tables(file: &Path, text: &str) -> Vec<Documented> {
             i += 1;
             continue;
         };
-        let command: Vec<String> = code_spans(named)
-            .first()
-            .map(|c| c.split_whitespace().skip(1).map(str::to_string).collect())
-            .unwrap_or_default();
+        // Subcommands that share their flags share a table: each code span of the header
+        // names one (``flag of `spanset guard wait` and `spanset guard watch` ``).
+        let commands: Vec<Vec<String>> =
+            code_spans(named).iter().map(|c| c.split_whitespace().skip(1).map(str::to_string).collect()).collect();
         // The delimiter row, then the rows up to the first line that is not one.
         i += 2;
         while let Some(row) = lines.get(i).and_then(|l| cells(l)) {
             for (sub, flags) in code_spans(row[0]).into_iter().map(span_flags) {
-                for flag in flags {
-                    let command = command.iter().chain(&sub).cloned().collect();
-                    out.push(Documented { at: format!("{}:{}", file.display(), i + 1), command, flag });
+                for flag in &flags {
+                    for command in &commands {
+                        let command = command.iter().chain(&sub).cloned().collect();
+                        let at = format!("{}:{}", file.display(), i + 1);
+                        out.push(Documented { at, command, flag: flag.clone() });
+                    }
                 }
             }
             i += 1;
@@ -229,12 +233,18 @@ fn the_flag_checker_names_the_subcommand_and_flag_it_finds_wrong() {
 |---|---|
 | `z --quiet` | a subcommand's |
 | `nothing --at-all` | none |
+
+| flag of `spanset v` and `spanset u` | shared |
+|---|---|
+| `--shared` | both |
 ";
     let tables = flag_tables(Path::new("docs/cli.md"), book);
     let commands = BTreeMap::from([
         (vec!["x".to_string()], flags),
         (vec!["z".to_string()], BTreeSet::from(["--quiet".to_string()])),
         (vec!["w".to_string()], BTreeSet::from(["--loud".to_string()])),
+        (vec!["v".to_string()], BTreeSet::from(["--shared".to_string()])),
+        (vec!["u".to_string()], BTreeSet::from(["--shared".to_string(), "--own".to_string()])),
     ]);
     assert_eq!(
         flag_problems(&commands, &tables),
@@ -242,6 +252,7 @@ fn the_flag_checker_names_the_subcommand_and_flag_it_finds_wrong() {
             "docs/cli.md:5: `spanset x` --bogus: documented, but not in its --help",
             "docs/cli.md:6: `spanset x` --namespace: documented twice (also at docs/cli.md:3)",
             "docs/cli.md:14: `spanset nothing` --at-all: documented, but there is no subcommand `spanset nothing`",
+            "`spanset u` --own: in its --help, but in no flag table (| flag of `spanset …` |) of the docs",
             "`spanset w` --loud: in its --help, but in no flag table (| flag of `spanset …` |) of the docs",
             "`spanset x` --kubeconfig: in its --help, but in no flag table (| flag of `spanset …` |) of the docs",
         ]

@@ -33,7 +33,6 @@ use crate::{
         pod_lease::{
             Timing,
             keeper::{Keeper, Sent, Stored},
-            seen::unguarded_in,
             send_window,
             settings::settings,
         },
@@ -72,7 +71,7 @@ fn timing(fsts: &crate::api::FederatedStatefulSet) -> Option<Result<(i32, Timing
 /// and every pod that may run was seen with its watch reading its Lease
 /// ([`crate::controller::pod_lease::seen`]).
 fn guarded(view: &MemberView, name: &str, uid: Option<&str>) -> bool {
-    unguarded_in(&view.federation, name, uid).is_empty()
+    view.federation.unguarded(name, uid).is_empty()
 }
 
 /// Whether a member whose lease lapsed at `lapse` answered since and holds nothing of the

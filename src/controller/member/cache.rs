@@ -245,6 +245,22 @@ pub struct FederationCache {
 }
 
 impl FederationCache {
+    /// What of the federation `name` (uid `uid`) held here would not stop itself when its
+    /// lease lapses, one sentence each ([`crate::controller::pod_lease::seen::unguarded`]).
+    pub fn unguarded(&self, name: &str, uid: Option<&str>) -> Vec<String> {
+        let sts = self.sts.as_ref().map(|s| s.guard.as_deref());
+        let pods = self.pods.iter().map(|(k, p)| (format!("{name}-{k}"), p.guard.as_deref()));
+        crate::controller::pod_lease::seen::unguarded(sts, pods, uid)
+    }
+
+    /// The guards failing closed among the pods of the federation `name` held here
+    /// ([`crate::controller::pod_lease::seen::failing`]).
+    pub fn failing_guards(&self, name: &str) -> Vec<String> {
+        crate::controller::pod_lease::seen::failing(
+            self.pods.iter().map(|(k, p)| (format!("{name}-{k}"), p.guard.as_deref())),
+        )
+    }
+
     /// Whether the stored spec is the one this process last wrote (false when unknown, e.g.
     /// after a restart: one idempotent write settles it).
     pub fn spec_is_ours(&self) -> bool {

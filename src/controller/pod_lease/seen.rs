@@ -4,7 +4,7 @@
 //! readiness probe passes only while its reads succeed), or shows that nothing of the pod
 //! runs yet. A lapse fences a member only when everything of the federation last seen there
 //! is guarded so; otherwise the member waits for a fence as without a lease, and the federation
-//! says which pods, and why ([`unguarded`]).
+//! says which pods, and why ([`unguarded`]; of a member's cache, `FederationCache::unguarded`).
 //!
 //! What was seen is the last observation before the member was cut off: a guard that crashes
 //! after it changes nothing of the judgement, and needs not: every container ends itself by the
@@ -13,7 +13,6 @@
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 use super::inject::{GUARD_INIT, GUARD_WATCH, GuardSpec, guard_of};
-use crate::controller::member::cache::FederationCache;
 
 /// The most of a guard's words a condition repeats.
 const MAX_WORDS: usize = 300;
@@ -153,17 +152,6 @@ pub fn unguarded<'a>(
         }
     }
     out
-}
-
-/// [`unguarded`] of what a member's cache holds of the federation `name` (uid `uid`).
-pub fn unguarded_in(f: &FederationCache, name: &str, uid: Option<&str>) -> Vec<String> {
-    let sts = f.sts.as_ref().map(|s| s.guard.as_deref());
-    unguarded(sts, f.pods.iter().map(|(k, p)| (format!("{name}-{k}"), p.guard.as_deref())), uid)
-}
-
-/// [`failing`] of what a member's cache holds of the federation `name`.
-pub fn failing_in(f: &FederationCache, name: &str) -> Vec<String> {
-    failing(f.pods.iter().map(|(k, p)| (format!("{name}-{k}"), p.guard.as_deref())))
 }
 
 /// The guards that fail closed among a member's pods: each pod's name and its guard's words

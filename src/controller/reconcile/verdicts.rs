@@ -191,15 +191,11 @@ fn pods_unguarded(cx: &Scope<'_>) -> Verdict {
         if f.sts.is_none() && f.pods.is_empty() {
             continue;
         }
-        let why = crate::controller::pod_lease::seen::unguarded_in(f, &cx.name(), uid);
+        let why = f.unguarded(&cx.name(), uid);
         if !why.is_empty() {
             unseen.push(format!("in {member}, {}", why.join("; ")));
         }
-        failing.extend(
-            crate::controller::pod_lease::seen::failing_in(f, &cx.name())
-                .into_iter()
-                .map(|w| format!("{w} (in {member})")),
-        );
+        failing.extend(f.failing_guards(&cx.name()).into_iter().map(|w| format!("{w} (in {member})")));
     }
     match (unseen.is_empty(), failing.is_empty()) {
         (true, true) => Verdict::no(types::PODS_UNGUARDED, "AllPodsGuarded", ""),

@@ -239,7 +239,7 @@ pub fn follow_workload(cluster: &Cluster, pod: &Value, node: &str) {
     let name = &cluster.config.name;
     let open = cluster.ledger.is_open(name, uid);
     match (cluster.processes.workload_since(uid), open) {
-        (Some(since), false) => cluster.ledger.started(super::ledger::Incarnation {
+        (Some(since), false) => cluster.ledger.resumed(super::ledger::Incarnation {
             cluster: name.clone(),
             namespace: object::namespace(pod).to_string(),
             pod: object::name(pod).to_string(),

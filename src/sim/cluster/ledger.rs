@@ -150,6 +150,28 @@ impl Ledger {
         }
     }
 
+    /// Records that a pod whose workload was seen gone runs again, from `inc.running_from` (the
+    /// kernel's record of its first process's start). The sweep that ended its previous run saw
+    /// nothing running before this process began, so that run ended by then: an end recorded
+    /// later (the instant the sweep wrote it, which a loaded machine delays past the new start)
+    /// is brought back to it, and one pod's runs never overlap each other.
+    pub fn resumed(&self, inc: Incarnation) {
+        {
+            let mut entries = self.entries.lock();
+            let last = entries
+                .iter_mut()
+                .filter(|e| e.uid == inc.uid && e.cluster == inc.cluster)
+                .max_by_key(|e| e.running_from);
+            if let Some(e) = last
+                && let Some(until) = e.running_until
+                && until > inc.running_from
+            {
+                e.end(inc.running_from.max(e.running_from));
+            }
+        }
+        self.started(inc);
+    }
+
     /// Whether a pod of a cluster runs now, as recorded.
     pub fn is_open(&self, cluster: &str, uid: &str) -> bool {
         self.entries.lock().iter().any(|e| e.uid == uid && e.cluster == cluster && e.running_until.is_none())
@@ -301,6 +323,32 @@ mod tests {
             ready_periods: vec![],
             image_changes: vec![],
         }
+    }
+
+    #[test]
+    fn a_pod_that_runs_again_ends_its_previous_run_no_later_than_the_new_one_starts() {
+        let l = Ledger::default();
+        let t = |s| jiff::Timestamp::from_second(s).unwrap();
+        l.started(inc("c", "u1", 10, None));
+        l.stopped("c", "u1", t(20));
+        // Its new process began at 19, before the sweep that saw the pod empty wrote 20.
+        l.resumed(inc("c", "u1", 19, None));
+        l.stopped("c", "u1", t(25));
+        // Its successor (one identity), whose new run begins after the recorded end.
+        l.started(inc("c", "u2", 30, None));
+        l.stopped("c", "u2", t(35));
+        l.resumed(inc("c", "u2", 40, None));
+        let runs: Vec<_> = l.entries.lock().iter().map(|e| (e.uid.clone(), e.running_from, e.running_until)).collect();
+        assert_eq!(
+            runs,
+            [
+                ("u1".to_string(), t(10), Some(t(19))),
+                ("u1".to_string(), t(19), Some(t(25))),
+                ("u2".to_string(), t(30), Some(t(35))),
+                ("u2".to_string(), t(40), None)
+            ]
+        );
+        assert!(l.overlaps().is_empty(), "{:?}", l.overlaps());
     }
 
     #[test]
