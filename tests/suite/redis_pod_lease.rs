@@ -135,10 +135,12 @@ async fn the_readme_redis_cluster_with_a_pod_lease_cut_off_from_spanset_runs_not
             if whole && nodes.len() == 6 && nodes.iter().all(|n| !n.2.contains("fail")) {
                 break nodes;
             }
-            assert!(
-                Instant::now() < deadline,
-                "{ip} serves every slot and lists six nodes, none failing; it says {info} and lists {nodes:?}"
-            );
+            if Instant::now() >= deadline {
+                diagnose(&f.sandbox.kubeconfig, MEMBERS).await;
+                let ledger = f.sandbox.ctl(&["ledger"]);
+                eprintln!("ledger:\n{}", String::from_utf8_lossy(&ledger.stdout));
+                panic!("{ip} serves every slot and lists six nodes, none failing; it says {info} and lists {nodes:?}");
+            }
             tokio::time::sleep(Duration::from_millis(500)).await;
         };
         let names: BTreeSet<&str> = nodes.iter().map(|n| n.1.as_str()).collect();
