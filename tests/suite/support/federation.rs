@@ -479,8 +479,13 @@ impl Federation {
     /// Waits until every member holds exactly `want` (`(member, start, replicas)`; members not
     /// named hold nothing), the status says so with every pod Ready, and nothing is moving.
     pub async fn wait_settled(&self, name: &str, want: &[(&str, i32, i32)], what: &str) {
+        self.wait_settled_within(name, want, what, DEADLINE * 2).await;
+    }
+
+    /// [`Federation::wait_settled`] with another deadline: for moves of a real program that
+    /// joins in its own time (a Redis node joining its cluster, one move after another).
+    pub async fn wait_settled_within(&self, name: &str, want: &[(&str, i32, i32)], what: &str, deadline: Duration) {
         let start = Instant::now();
-        let deadline = DEADLINE * 2;
         loop {
             let status = self.status(name).await;
             let mut ok = status.moves.is_empty();
