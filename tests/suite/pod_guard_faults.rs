@@ -305,6 +305,7 @@ async fn deleting_the_crds_of_a_leased_federation_releases_its_pods_which_run_on
     let Some(k) = Kubectl::new(33, &f.sandbox) else { return };
     let before: std::collections::BTreeSet<(u32, String)> = running(NAME);
     assert_eq!(before.len(), 6);
+    let mark = f.sandbox.account();
     k.ok(&["delete", "-f", concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds/"), "--wait=false"]);
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         Api::all(f.host.clone());
@@ -329,6 +330,18 @@ async fn deleting_the_crds_of_a_leased_federation_releases_its_pods_which_run_on
         let a = l.metadata.annotations.unwrap_or_default();
         assert_eq!(a.get("spanset.dev/released").map(String::as_str), Some("true"), "{m}: released");
     }
+    // What letting go cost in the members: its Leases updated (the extensions until the
+    // release, and the release), nothing else written, nothing created or deleted.
+    let members: Vec<String> = MEMBERS.iter().map(|m| m.to_string()).collect();
+    let mut released = Vec::new();
+    for (m, resource, counts) in f.sandbox.spanset_changes_since(&mark, &members) {
+        assert!(
+            resource.contains("leases") && counts.created == 0 && counts.deleted == 0 && counts.updated >= 1,
+            "{m}: spanset wrote only its Lease there while letting go, and released it: {resource} {counts:?}"
+        );
+        released.push(m);
+    }
+    assert_eq!(released, members, "the account saw each member's Lease written");
     f.assert_ledger_clean();
 }
 

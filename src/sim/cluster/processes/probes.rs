@@ -427,6 +427,20 @@ mod tests {
         assert!(once(&Action::Tcp { host: None, port: closed }, &target, t).await.is_err(), "nothing listens");
     }
 
+    #[test]
+    fn an_exec_probe_runs_at_most_four_times_a_second_whatever_the_time_factor() {
+        let probes = Probes::of(&json!({
+            "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+            "livenessProbe": {"tcpSocket": {"port": 80}, "periodSeconds": 1}}))
+        .unwrap();
+        let (exec, tcp) = (probes.readiness.unwrap(), probes.liveness.unwrap());
+        let fast = Target { ip: "127.0.0.1".parse().unwrap(), exec_prefix: vec![], time_factor: 0.01 };
+        assert_eq!(fast.period(&exec), Duration::from_millis(250));
+        assert_eq!(fast.period(&tcp), Duration::from_millis(50), "a socket probe starts no process");
+        let real = Target { time_factor: 1.0, ..fast };
+        assert_eq!(real.period(&exec), Duration::from_secs(1));
+    }
+
     #[tokio::test]
     async fn an_exec_probe_passes_on_exit_zero() {
         let target = Target { ip: "127.0.0.1".parse().unwrap(), exec_prefix: vec!["sh".into()], time_factor: 1.0 };
