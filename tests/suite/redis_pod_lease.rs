@@ -7,9 +7,9 @@
 //! lease lapsed (the Automatic policy's own fence is an hour away), Redis fails central's
 //! primary over to its replica by itself, and the re-homed nodes join as new replicas. Then
 //! central returns, is emptied, and takes ordinals 4 and 5 back (its lapse over, it is a
-//! member like the others, weighted as they are). Judged by the ledger over the whole run, by Redis (every slot
-//! served, six nodes, one per name, none failing) and by the client's history (every
-//! acknowledged write reads back).
+//! member like the others, weighted as they are). Judged by the ledger over the whole run, by
+//! Redis (every slot served, six nodes, one per name, none failing) and by the client's history
+//! (every acknowledged write reads back).
 
 use std::{
     collections::BTreeSet,
