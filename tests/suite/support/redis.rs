@@ -155,7 +155,7 @@ pub async fn client(
             // An answer is the value, another value, or nil (printed as nothing): the last two
             // lose an acknowledged write. Anything else is an error (the cluster refusing while
             // a node moves), which is a failed read, not a wrong one.
-            if ok && (got.is_empty() || got.starts_with("value-")) {
+            if is_answer(&got, ok) {
                 h.reads += 1;
                 if got != format!("value-{k}") {
                     h.wrong_reads.push(format!("key:{k} read {got:?}"));
@@ -167,6 +167,13 @@ pub async fn client(
         i += 1;
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Whether `redis-cli get` answered (`ok`, printing `got`): a value, or nil (printed as
+/// nothing). Anything else is an error reply or no reply at all (the cluster refusing while a
+/// node moves, a redirect to a node still joining), which says nothing of the data.
+fn is_answer(got: &str, ok: bool) -> bool {
+    ok && (got.is_empty() || got.starts_with("value-"))
 }
 
 /// Prints what each node says of the cluster and its last log lines: why a step is stuck.
@@ -209,7 +216,7 @@ impl History {
             let start = Instant::now();
             let v = loop {
                 let (v, ok) = redis_cli(&["-c", "-h", seed, "get", &format!("key:{k}")]).await;
-                if ok && (v.is_empty() || v.starts_with("value-")) {
+                if is_answer(&v, ok) {
                     break v;
                 }
                 assert!(start.elapsed() < super::DEADLINE, "key:{k} never read back through {seed}: {v:?}");
