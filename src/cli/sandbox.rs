@@ -50,11 +50,16 @@ pub struct SandboxArgs {
     /// (and kills and pauses) its own, or for controllers started by hand with `spanset run`.
     #[arg(long)]
     pub no_controller: bool,
-    /// Enforce authentication and RBAC in every cluster, and run the controller with exactly
-    /// the shipped permissions: its host identity from `deploy/rbac.yaml`, and each member
-    /// joined with `spanset join` (`deploy/member/rbac.yaml`).
+    /// Serve every cluster without authentication or RBAC, the controller running as the
+    /// administrator and each member registered without `spanset join` (so without its
+    /// admission guards): for a test that needs an open API. By default every request needs a
+    /// token (the kubeconfig's administrator has one), the controller runs with exactly the
+    /// shipped permissions (`deploy/rbac.yaml` in the host, and each member joined with
+    /// `spanset join`: `deploy/member/rbac.yaml` and `deploy/member/admission.yaml`), as
+    /// deployed. Refused with real processes (`--run-images`, `--example redis-cluster` or
+    /// `etcd`).
     #[arg(long)]
-    pub auth: bool,
+    pub no_auth: bool,
     /// Install a simulated OpenKruise in the members (alone: every member; with names,
     /// `--kruise east,west`: those), and give the example federation `backend:
     /// AdvancedStatefulSet`, so that any ordinal moves straight to any cluster. A member left
@@ -228,6 +233,13 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
             }
         }
     }
+    if args.no_auth && !run_images(args).is_empty() {
+        return Err(format!(
+            "--no-auth: the sandbox runs pods of {} as real processes on this machine, which needs every request \
+             authenticated (without it any local account could create a pod and run commands in it); drop --no-auth",
+            run_images(args).join(",")
+        ));
+    }
     let mut all = vec![HOST.to_string()];
     all.extend(args.clusters.iter().cloned());
     super::sim::check(&super::sim::SimArgs {
@@ -237,7 +249,7 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
         time_factor: args.time_factor,
         nodes: 3,
         seed: 1,
-        auth: false,
+        auth: !args.no_auth,
         tls: false,
         kruise: args.kruise.clone(),
         mcs: args.mcs.clone(),
@@ -272,7 +284,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         .iter()
         .map(|n| ClusterConfig {
             time_factor: args.time_factor,
-            auth: args.auth,
+            auth: !args.no_auth,
             kruise: n != HOST && super::sim::named_in(&args.kruise, n),
             mcs: n != HOST && super::sim::named_in(&args.mcs, n),
             run_images: run_images(&args),
@@ -288,10 +300,13 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--metrics-addr {}: {e}", args.metrics_addr))?;
     kubeconfig::write(&args.kubeconfig, &fleet.access())
         .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", args.kubeconfig.display()))?;
+    fleet
+        .write_admin_url(&args.kubeconfig)
+        .map_err(|e| anyhow::anyhow!("--kubeconfig {}.admin: {e}", args.kubeconfig.display()))?;
     let host = app::host_client(Some(&args.kubeconfig), Some(HOST)).await?;
     install_crds(&host).await?;
-    // Under --auth the controller runs as the shipped identities; otherwise as the administrator.
-    let (controller_kubeconfig, lease_namespace) = if args.auth {
+    // The controller runs as the shipped identities; under --no-auth as the administrator.
+    let (controller_kubeconfig, lease_namespace) = if !args.no_auth {
         (secure(&host, &args.kubeconfig, &args.clusters).await?, super::join::SYSTEM_NAMESPACE)
     } else {
         join_members(&host, &args.clusters).await?;
@@ -335,7 +350,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         }
         let path = std::fs::canonicalize(&args.kubeconfig).unwrap_or(args.kubeconfig.clone());
         writeln!(out, "kubeconfig: {}", path.display())?;
-        if args.auth {
+        if !args.no_auth {
             writeln!(out, "controller kubeconfig: {}", controller_kubeconfig.display())?;
         }
         writeln!(out, "ready")?;

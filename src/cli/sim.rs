@@ -57,8 +57,10 @@ pub struct SimArgs {
     /// Images whose containers run real processes on this machine, comma-separated, by bare
     /// name (`redis` runs `redis:7` and `docker.io/library/redis`): each in its own mount, PID
     /// and UTS namespaces, its volume mounts the directories of its volumes, its pod IP a
-    /// loopback address of its own. Needs root (or unprivileged user namespaces) and the
-    /// programs on PATH; every other image stays simulated.
+    /// loopback address of its own, never root on this machine (as root, each pod gets a user
+    /// namespace mapping its users to IDs from 1,000,000,000; the machine's directories are seen
+    /// through a writable layer of the container's own). Needs `--auth`, root (or unprivileged
+    /// user namespaces) and the programs on PATH; every other image stays simulated.
     #[arg(long, value_name = "IMAGES", value_delimiter = ',')]
     pub run_images: Vec<String>,
     /// Keep the kubelet's restart back-off for real processes (10 s doubling to 5 min) in real
@@ -102,6 +104,9 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
             return Err(format!("--run-images: {image:?} is not a bare image name (like redis or etcd)"));
         }
     }
+    if !args.run_images.is_empty() && !args.auth {
+        return Err(REAL_PROCESSES_NEED_AUTH.into());
+    }
     if let Some(base) = args.port_base
         && (base == 0 || usize::from(base) + 2 * args.clusters.len() > usize::from(u16::MAX))
     {
@@ -109,6 +114,11 @@ pub fn check(args: &SimArgs) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Why real processes need authentication: any account of the machine reaches a loopback port,
+/// and an API that runs its pods' commands for real would run theirs.
+pub const REAL_PROCESSES_NEED_AUTH: &str = "--run-images runs pods as real processes on this machine, so every request \
+     must be authenticated: add --auth (without it any local account could create a pod and run commands in it)";
 
 /// The release of each cluster `--cluster-version` names (`NAME=1.MINOR.PATCH`), checked
 /// against the clusters there are; the error is one line naming the flag.
@@ -180,6 +190,10 @@ pub async fn run(args: SimArgs) -> i32 {
     };
     if let Err(e) = kubeconfig::write(&args.kubeconfig, &fleet.access()) {
         eprintln!("spanset: cannot write kubeconfig {}: {e}", args.kubeconfig.display());
+        return 1;
+    }
+    if let Err(e) = fleet.write_admin_url(&args.kubeconfig) {
+        eprintln!("spanset: cannot write the admin URL beside kubeconfig {}: {e}", args.kubeconfig.display());
         return 1;
     }
     let mut out = std::io::stdout().lock();

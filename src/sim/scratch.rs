@@ -10,7 +10,12 @@ use std::path::Path;
 pub fn make(kind: &str) -> std::io::Result<tempfile::TempDir> {
     let base = std::env::temp_dir();
     sweep(&base, kind, |pid| Path::new(&format!("/proc/{pid}")).exists());
-    tempfile::Builder::new().prefix(&format!("spanset-{kind}-{}-", std::process::id())).tempdir_in(base)
+    let dir = tempfile::Builder::new().prefix(&format!("spanset-{kind}-{}-", std::process::id())).tempdir_in(base)?;
+    // Owner-only: volumes, Secrets written out for pods and containers' layers are no other
+    // account's to read.
+    #[cfg(unix)]
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    Ok(dir)
 }
 
 /// Removes `spanset-KIND-PID-*` under `base` whose PID `alive` says is gone; what cannot be
@@ -47,9 +52,11 @@ mod tests {
     }
 
     #[test]
-    fn a_new_directory_names_this_process() {
+    fn a_new_directory_names_this_process_and_is_its_owner_s_alone() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = make("unit").unwrap();
         let name = dir.path().file_name().unwrap().to_str().unwrap().to_string();
         assert!(name.starts_with(&format!("spanset-unit-{}-", std::process::id())), "{name}");
+        assert_eq!(std::fs::metadata(dir.path()).unwrap().permissions().mode() & 0o777, 0o700);
     }
 }

@@ -58,6 +58,7 @@ mod kubectl_story;
 mod layering;
 mod leader;
 mod least_privilege;
+mod local_users;
 mod logs;
 mod member_forbidden;
 mod member_identity;

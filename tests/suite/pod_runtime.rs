@@ -166,27 +166,39 @@ fn a_failing_init_container_backs_off_and_fails_the_pod_under_never_and_the_main
 /// A pod of two sidecars (init containers that run until the file `quit` exists) and a main
 /// container, all writing to a shared log on this machine when they stop (the later ones
 /// taking their time). Its `restartPolicy` is `Never`, which a sidecar ignores.
-fn sidecar_pod(name: &str, log: &std::path::Path, quit: &str, sidecar_marker: &str, main_marker: &str) -> String {
-    let log = log.display();
+fn sidecar_pod(name: &str, quit: &str, sidecar_marker: &str, main_marker: &str) -> String {
+    let log = "/shared/stops";
     format!(
-        r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{name}"}},
+        r#"{{"apiVersion": "v1", "kind": "List", "items": [
+{{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {{"name": "{name}-shared"}},
+  "spec": {{"accessModes": ["ReadWriteOnce"], "resources": {{"requests": {{"storage": "1Mi"}}}}}}}},
+{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{name}"}},
   "spec": {{"terminationGracePeriodSeconds": 30, "restartPolicy": "Never",
+    "volumes": [{{"name": "shared", "persistentVolumeClaim": {{"claimName": "{name}-shared"}}}}],
     "initContainers": [{{"name": "helper", "image": "busybox", "restartPolicy": "Always",
+      "volumeMounts": [{{"name": "shared", "mountPath": "/shared"}}],
       "command": ["sh", "-c", "trap 'echo helper stopped >> {log}; exit 0' TERM; echo helper up; until [ -e {quit} ]; do sleep 0.05; done", "{sidecar_marker}"]}},
       {{"name": "second-helper", "image": "busybox", "restartPolicy": "Always",
+      "volumeMounts": [{{"name": "shared", "mountPath": "/shared"}}],
       "command": ["sh", "-c", "trap 'sleep 0.3; echo second-helper stopped >> {log}; exit 0' TERM; until [ -e {quit} ]; do sleep 0.05; done"]}}],
-    "containers": [{{"name": "main", "image": "busybox",
-      "command": ["sh", "-c", "trap 'sleep 0.5; echo main stopped >> {log}; exit 0' TERM; while :; do sleep 0.05; done", "{main_marker}"]}}]}}}}"#
+    "containers": [{{"name": "main", "image": "busybox", "volumeMounts": [{{"name": "shared", "mountPath": "/shared"}}],
+      "command": ["sh", "-c", "trap 'sleep 0.5; echo main stopped >> {log}; exit 0' TERM; while :; do sleep 0.05; done", "{main_marker}"]}}]}}}}]}}"#
     )
+}
+
+/// The directory on this machine behind the claim `{pod}-shared` of [`sidecar_pod`], once its
+/// containers run: where a test reads what they wrote, or leaves a file for them.
+fn shared_on_machine(k: &Kubectl, pod: &str) -> std::path::PathBuf {
+    let pv = k.ok(&["get", "pvc", &format!("{pod}-shared"), "-o", "jsonpath={.spec.volumeName}"]);
+    let handle = k.ok(&["get", "pv", pv.trim(), "-o", "jsonpath={.spec.csi.volumeHandle}"]);
+    crate::support::volume_on_machine(handle.trim()).expect("the claim's volume on this machine")
 }
 
 #[test]
 fn a_native_sidecar_runs_beside_the_main_container_is_restarted_when_it_exits_and_stops_after_it() {
     let Some((_sandbox, k)) = sandbox(&[]) else { return };
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let log = dir.path().join("stops");
     let (helper, main) = (marker("sidecar-helper"), marker("sidecar-main"));
-    k.ok_with_stdin(&["apply", "-f", "-"], &sidecar_pod("with-helper", &log, "/tmp/quit", &helper, &main));
+    k.ok_with_stdin(&["apply", "-f", "-"], &sidecar_pod("with-helper", "/tmp/quit", &helper, &main));
     wait_until("both run", DEADLINE, || {
         !live_processes_with(&helper).is_empty() && !live_processes_with(&main).is_empty()
     });
@@ -196,6 +208,7 @@ fn a_native_sidecar_runs_beside_the_main_container_is_restarted_when_it_exits_an
     let p = pod(&k, "with-helper");
     let s = &p["status"]["initContainerStatuses"][0];
     assert!(s["state"]["running"].is_object() && s["started"] == true, "the sidecar runs: {s}");
+    let log = shared_on_machine(&k, "with-helper").join("stops");
 
     // It exits: it is restarted (a fresh /tmp), the main container untouched.
     k.run(&["exec", "with-helper", "-c", "helper", "--", "touch", "/tmp/quit"]);
@@ -260,10 +273,8 @@ fn a_sidecar_with_a_startup_probe_holds_the_next_container_until_the_probe_passe
 #[test]
 fn on_a_1_28_member_an_init_container_is_never_a_sidecar_and_blocks_the_pod() {
     let Some((_sandbox, k)) = sandbox(&["--cluster-version", "solo=1.28.9"]) else { return };
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let (helper, main) = (marker("old-helper"), marker("old-main"));
-    let quit = dir.path().join("quit");
-    let manifest = sidecar_pod("old", &dir.path().join("stops"), &quit.to_string_lossy(), &helper, &main);
+    let manifest = sidecar_pod("old", "/shared/quit", &helper, &main);
     k.ok_with_stdin(&["apply", "-f", "-"], &manifest);
     let p = pod(&k, "old");
     assert!(p["spec"]["initContainers"][0].get("restartPolicy").is_none(), "1.28 does not keep the field: {p}");
@@ -278,8 +289,8 @@ fn on_a_1_28_member_an_init_container_is_never_a_sidecar_and_blocks_the_pod() {
         assert!(start.elapsed() < DEADLINE);
     }
     // (kubectl execs into a 1.28 member over SPDY, which the sandbox does not serve: the
-    // helper's file is on this machine.)
-    std::fs::write(&quit, "").unwrap();
+    // helper's file is left in its volume, on this machine.)
+    std::fs::write(shared_on_machine(&k, "old").join("quit"), "").unwrap();
     wait_until("the main container runs once the helper ended", DEADLINE, || !live_processes_with(&main).is_empty());
 }
 
@@ -511,9 +522,11 @@ fn spanset_s_image_is_its_two_binaries_its_entrypoint_runs_and_probes_and_exec_r
     assert!(!inside("echo x >> /spanset").status.success(), "/spanset is read-only");
     assert!(!inside("touch /tmp/x").status.success(), "readOnlyRootFilesystem: /tmp too");
     assert!(inside("touch /w/x && echo bye > /dev/termination-log").status.success());
-    // Outside, on this machine, the container's process is the guard's user's.
+    // Outside, on this machine, the container's process is the guard's user of the pod's user
+    // namespace: 65532 from launch::ID_BASE up.
+    let outside = (spanset::sim::cluster::processes::launch::ID_BASE + 65532).to_string();
     let ids = ids_of(container_process(&main));
-    assert_eq!(ids, ("65532 65532 65532 65532".into(), "65532 65532 65532 65532".into()));
+    assert_eq!(ids, (vec![outside.clone(); 4].join(" "), vec![outside; 4].join(" ")));
 }
 
 #[test]
@@ -564,11 +577,14 @@ fn containers_run_as_their_security_contexts_users_and_share_an_empty_dir() {
     assert_eq!(ids("b").trim(), "1002 2001 2001", "the container's user over the pod's");
     let owners = k.ok(&["exec", "users", "-c", "a", "--", "sh", "-c", "stat -c '%u:%g' /w/a /w/b; cat /w/b"]);
     assert_eq!(owners.lines().collect::<Vec<_>>(), ["1001:2001", "1002:2001", "from-a"]);
-    for (marker, uid) in [(&a, "1001"), (&b, "1002")] {
+    // On this machine they are those users of the pod's user namespace: the same IDs from
+    // launch::ID_BASE up, which no account of the machine has.
+    let base = spanset::sim::cluster::processes::launch::ID_BASE;
+    for (marker, uid) in [(&a, 1001), (&b, 1002)] {
         let pid = container_process(marker);
         let (uids, gids) = ids_of(pid);
-        assert_eq!(uids, [uid; 4].join(" "), "its process's user on this machine");
-        assert_eq!(gids, "2001 2001 2001 2001");
+        assert_eq!(uids, vec![(base + uid).to_string(); 4].join(" "), "its process's user on this machine");
+        assert_eq!(gids, vec![(base + 2001).to_string(); 4].join(" "));
         let groups = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         let groups = groups.lines().find_map(|l| l.strip_prefix("Groups:")).unwrap_or("?").trim().to_string();
         assert_eq!(groups, "", "supplementary groups cleared");

@@ -440,7 +440,7 @@ ip link set lo up
 echo 53 > /proc/sys/net/ipv4/ip_unprivileged_port_start
 kc="$DIR/kubeconfig"
 setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$DIR" "$BIN" sim --clusters east \
-  --kubeconfig "$kc" --time-factor 0.05 --run-images redis,busybox > "$DIR/sim.out" 2>&1 &
+  --kubeconfig "$kc" --time-factor 0.05 --auth --run-images redis,busybox > "$DIR/sim.out" 2>&1 &
 sim=$!
 trap 'kill $sim 2>/dev/null; wait $sim 2>/dev/null || true' EXIT
 for i in $(seq 1 600); do [ -s "$kc" ] && kubectl --kubeconfig "$kc" get ns default >/dev/null 2>&1 && break; sleep 0.2; done
@@ -705,16 +705,16 @@ async fn with_real_back_off_a_crashing_container_waits_ten_then_twenty_real_seco
     };
     let (fleet, clients) = crate::support::fleet_with_clients(vec![config]).await;
     let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
-    // Each run notes its start on this machine (the container sees the target directory).
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let starts = dir.path().join("starts");
-    let script = format!("date +%s%N >> {}; exit 1", starts.display());
+    // Each run notes its start in the pod's own volume, which outlives its containers.
+    let script = "date +%s%N >> /out/starts; exit 1";
     create(
         &pods,
-        json!({"metadata": {"name": "crash"}, "spec": {
-        "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", script]}]}}),
+        json!({"metadata": {"name": "crash"}, "spec": {"volumes": [{"name": "out", "emptyDir": {}}],
+        "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", script],
+                        "volumeMounts": [{"name": "out", "mountPath": "/out"}]}]}}),
     )
     .await;
+    let uid = pods.get("crash").await.unwrap().metadata.uid.unwrap();
     // Every state the container shows, in order, with its restart count, until its third run.
     let mut seen: Vec<(String, i32)> = Vec::new();
     let start = Instant::now();
@@ -738,7 +738,8 @@ async fn with_real_back_off_a_crashing_container_waits_ten_then_twenty_real_seco
         assert!(start.elapsed() < Duration::from_secs(120), "two restarts in two minutes: {seen:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let runs: Vec<u128> = eventually_lines(&starts, 3).await;
+    let out = crate::support::pod_volume_on_machine(&uid, "out").expect("the pod's volume on this machine");
+    let runs: Vec<u128> = eventually_lines(&out.join("starts"), 3).await;
     let gap = |i: usize| Duration::from_nanos((runs[i + 1] - runs[i]) as u64);
     assert!(
         gap(0) >= Duration::from_secs(10) && gap(0) < Duration::from_secs(20),

@@ -102,7 +102,12 @@ async fn an_h2_client_negotiates_h2_and_many_watches_stream_over_one_connection(
     let tcp = tokio::net::TcpStream::connect(fleet.admin_addr).await.unwrap();
     let (mut admin, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.unwrap();
     tokio::spawn(conn);
-    let req = http::Request::builder().uri("/clusters").header("host", "admin").body(Full::new(Bytes::new())).unwrap();
+    let req = http::Request::builder()
+        .uri("/clusters")
+        .header("host", "admin")
+        .header("authorization", format!("Bearer {}", fleet.admin_token))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
     let body = admin.send_request(req).await.unwrap().into_body().collect().await.unwrap().to_bytes();
     let doc: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(doc["clusters"][0]["connections"], 1, "{doc}");

@@ -138,17 +138,15 @@ async fn shape_of(args: &ChaosArgs, f: &FederatedStatefulSet, seed: u64) -> Resu
         .map_err(|e| format!("the admin API's cluster list: {e}"))?;
     let mut members = BTreeMap::new();
     for c in &f.spec.placement.clusters {
-        let nodes = clusters["clusters"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|x| x["name"] == c.name.as_str())
-            .ok_or_else(|| format!("the sandbox at {} has no cluster {}", args.admin, c.name))?["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|n| n.as_str().map(str::to_string))
-            .collect();
+        let nodes =
+            clusters["clusters"].as_array().into_iter().flatten().find(|x| x["name"] == c.name.as_str()).ok_or_else(
+                || format!("the sandbox at {} has no cluster {}", crate::cli::sim_ctl::redacted(&args.admin), c.name),
+            )?["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n.as_str().map(str::to_string))
+                .collect();
         members.insert(c.name.clone(), nodes);
     }
     Ok(Shape {

@@ -124,7 +124,9 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<(LossRepor
         .flatten()
         .find(|c| c["name"] == cluster)
         .and_then(|c| c["nodes"].as_array())
-        .ok_or_else(|| format!("the sandbox at {} has no cluster {cluster}", args.admin))?
+        .ok_or_else(|| {
+            format!("the sandbox at {} has no cluster {cluster}", crate::cli::sim_ctl::redacted(&args.admin))
+        })?
         .iter()
         .filter_map(|n| n.as_str().map(str::to_string))
         .collect();

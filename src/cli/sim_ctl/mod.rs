@@ -15,7 +15,9 @@ use crate::sim::store::account::report::AccountReport;
 /// Flags of `spanset sim-ctl`.
 #[derive(Debug, clap::Args)]
 pub struct SimCtlArgs {
-    /// The admin URL printed by `spanset sim` (`admin: http://127.0.0.1:PORT`).
+    /// The admin URL printed by `spanset sim` and `spanset sandbox` (`admin:
+    /// http://sandbox:TOKEN@127.0.0.1:PORT`, also written to `KUBECONFIG.admin`): it carries the
+    /// token the admin API requires.
     #[arg(long, env = "SPANSET_SIM_ADMIN")]
     pub admin: String,
     /// What to do.
@@ -186,18 +188,42 @@ pub enum Action {
     },
 }
 
-/// One request to the sandbox admin API; the body, or the error it answered.
-pub fn request(admin: &str, method: &str, path_and_query: &str) -> Result<String, String> {
-    let hostport = admin
+/// An admin URL split into its address and its credentials (`http://USER:TOKEN@HOST:PORT`, as
+/// the sandbox prints it; `http://HOST:PORT` carries none).
+fn parse_admin(admin: &str) -> Result<(&str, Option<&str>), String> {
+    let rest = admin
         .strip_prefix("http://")
-        .ok_or_else(|| format!("--admin must be an http:// URL, not {admin:?}"))?
+        .ok_or_else(|| format!("--admin must be an http:// URL, not {:?}", redacted(admin)))?
         .trim_end_matches('/');
-    let mut stream =
-        TcpStream::connect(hostport).map_err(|e| format!("cannot reach the sandbox admin API at {admin}: {e}"))?;
+    Ok(match rest.rsplit_once('@') {
+        Some((userinfo, hostport)) => (hostport, Some(userinfo)),
+        None => (rest, None),
+    })
+}
+
+/// The admin URL without its credentials: what an error message may show.
+pub fn redacted(admin: &str) -> String {
+    match admin.split_once("://").and_then(|(scheme, rest)| rest.rsplit_once('@').map(|(_, host)| (scheme, host))) {
+        Some((scheme, host)) => format!("{scheme}://{host}"),
+        None => admin.to_string(),
+    }
+}
+
+/// One request to the sandbox admin API, with the credentials its URL carries; the body, or the
+/// error it answered.
+pub fn request(admin: &str, method: &str, path_and_query: &str) -> Result<String, String> {
+    use base64::Engine;
+    let (hostport, userinfo) = parse_admin(admin)?;
+    let mut stream = TcpStream::connect(hostport)
+        .map_err(|e| format!("cannot reach the sandbox admin API at http://{hostport}: {e}"))?;
+    let authorization = match userinfo {
+        Some(u) => format!("Authorization: Basic {}\r\n", base64::engine::general_purpose::STANDARD.encode(u)),
+        None => String::new(),
+    };
     let timeout = Some(Duration::from_secs(5));
     stream.set_read_timeout(timeout).and_then(|_| stream.set_write_timeout(timeout)).map_err(|e| e.to_string())?;
     let req = format!(
-        "{method} {path_and_query} HTTP/1.1\r\nHost: {hostport}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path_and_query} HTTP/1.1\r\nHost: {hostport}\r\n{authorization}Content-Length: 0\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(req.as_bytes()).map_err(|e| format!("admin request failed: {e}"))?;
     let mut raw = Vec::new();

@@ -60,10 +60,13 @@ impl VolumeStore {
         }
         let mut dir = self.dir.lock();
         if dir.is_none() {
-            *dir = Some(crate::sim::scratch::make("volumes")?);
+            let made = crate::sim::scratch::make("volumes")?;
+            // The containers' roots reach their volumes in it; no one else may.
+            crate::sim::cluster::processes::launch::give_to_containers(made.path())?;
+            *dir = Some(made);
         }
         let path = dir.as_ref().map(|d| d.path().join(id)).unwrap_or_default();
-        std::fs::create_dir_all(&path)?;
+        crate::sim::cluster::processes::launch::make_dir_for_containers(&path)?;
         Ok(path)
     }
 

@@ -2,6 +2,11 @@
 //! clusters (with their API server and DNS addresses), injects faults into them, and serves
 //! the identity ledger and the resource account of what each cluster was asked to do. Answers are JSON; errors are `{"error": "..."}`
 //! with one readable line.
+//!
+//! Every request must carry the sandbox's admin token, as a bearer token or as the password of
+//! HTTP basic authentication (what a URL with credentials, `http://sandbox:TOKEN@…`, makes curl
+//! send): the admin API powers nodes off, partitions clusters and overwrites volumes, and any
+//! local account can reach a loopback port, so knowing the port must not be enough.
 
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc};
 
@@ -36,6 +41,38 @@ pub struct Sandbox {
     pub volumes: Arc<VolumeStore>,
     /// Each cluster's DNS server address, by cluster name.
     pub dns: BTreeMap<String, SocketAddr>,
+    /// The token every request must carry ([`authorized`]).
+    pub token: String,
+}
+
+/// The user name the admin URL carries beside the token (basic authentication needs one; it is
+/// not checked).
+pub const ADMIN_USER: &str = "sandbox";
+
+/// Whether a request carries the admin token: `Authorization: Bearer TOKEN`, or `Basic` with
+/// the token as its password. Compared in constant time.
+pub fn authorized(headers: &http::HeaderMap, token: &str) -> bool {
+    use base64::Engine;
+    let Some(value) = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let given = if let Some(bearer) = value.strip_prefix("Bearer ") {
+        bearer.trim().as_bytes().to_vec()
+    } else if let Some(basic) = value.strip_prefix("Basic ") {
+        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(basic.trim()) else { return false };
+        match decoded.iter().position(|&b| b == b':') {
+            Some(colon) => decoded[colon + 1..].to_vec(),
+            None => return false,
+        }
+    } else {
+        return false;
+    };
+    given.len() == token.len() && given.iter().zip(token.as_bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// A fresh admin token: 32 random bytes, in hex (safe in a URL's userinfo as it is).
+pub fn new_token() -> String {
+    rand::random::<[u8; 32]>().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Serves the admin API until the task is aborted.
@@ -56,6 +93,18 @@ pub async fn serve(listener: TcpListener, sandbox: Arc<Sandbox>) {
 }
 
 fn handle(sandbox: &Sandbox, req: http::Request<Incoming>) -> Response<Body> {
+    if !authorized(req.headers(), &sandbox.token) {
+        let mut res = admin_error(
+            401,
+            "the sandbox admin API needs the sandbox's admin token: use the admin URL it printed (it carries the token), \
+             or the one it wrote beside its kubeconfig (KUBECONFIG.admin)",
+        );
+        res.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static("Basic realm=\"spanset sandbox admin\""),
+        );
+        return res;
+    }
     let clusters = &sandbox.clusters;
     let path: Vec<&str> = req.uri().path().split('/').filter(|s| !s.is_empty()).collect();
     let query: BTreeMap<String, String> =

@@ -59,6 +59,8 @@ pub struct Fleet {
     pub servers: Vec<ServerHandle>,
     /// Address of the admin API.
     pub admin_addr: SocketAddr,
+    /// The token the admin API requires of every request.
+    pub admin_token: String,
     admin: tokio::task::JoinHandle<()>,
     /// The identity ledger shared by all clusters.
     pub ledger: Arc<Ledger>,
@@ -202,9 +204,11 @@ impl Fleet {
             ledger: ledger.clone(),
             volumes: volumes.clone(),
             dns: dns_addrs,
+            token: admin::new_token(),
         };
+        let admin_token = sandbox.token.clone();
         let admin = tokio::spawn(admin::serve(admin_listener, Arc::new(sandbox)));
-        Ok(Self { servers, admin_addr, admin, ledger, ca_pem: tls.map(|t| t.ca_pem), dns, container_dns })
+        Ok(Self { servers, admin_addr, admin_token, admin, ledger, ca_pem: tls.map(|t| t.ca_pem), dns, container_dns })
     }
 
     /// `(name, url)` of each cluster, in order.
@@ -243,9 +247,24 @@ impl Fleet {
         self.servers.iter().find(|s| s.cluster.config.name == name)
     }
 
-    /// The admin API's base URL.
+    /// The admin API's base URL, carrying its token as userinfo (`http://sandbox:TOKEN@ADDR`):
+    /// `spanset sim-ctl --admin`, `spanset drill --admin` and curl send it as they are given it.
     pub fn admin_url(&self) -> String {
-        format!("http://{}", self.admin_addr)
+        format!("http://{}:{}@{}", admin::ADMIN_USER, self.admin_token, self.admin_addr)
+    }
+
+    /// Writes [`Self::admin_url`] to `PATH.admin` beside a kubeconfig, owner-only as the
+    /// kubeconfig is: where a user who did not keep the banner finds the admin credentials.
+    pub fn write_admin_url(&self, kubeconfig: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+        let mut name = kubeconfig.as_os_str().to_os_string();
+        name.push(".admin");
+        let path = std::path::PathBuf::from(name);
+        let mut file = std::fs::OpenOptions::new();
+        file.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+        std::io::Write::write_all(&mut file.open(&path)?, format!("{}\n", self.admin_url()).as_bytes())?;
+        Ok(path)
     }
 }
 

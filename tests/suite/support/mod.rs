@@ -76,6 +76,30 @@ where
     }
 }
 
+/// The directory on this machine behind a pod's own volume (an `emptyDir`) in a sandbox that
+/// runs real processes, once the kubelet has made it: how a test reads what a container wrote
+/// (a container writes nothing else of this machine's).
+pub fn pod_volume_on_machine(pod_uid: &str, volume: &str) -> Option<PathBuf> {
+    std::fs::read_dir(std::env::temp_dir())
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("spanset-containers-"))
+        .map(|e| e.path().join(pod_uid).join("volumes").join(volume))
+        .find(|p| p.is_dir())
+}
+
+/// The directory on this machine behind a sandbox volume (a PersistentVolume's
+/// `spec.csi.volumeHandle`), once a container has mounted it: it outlives the pods that wrote
+/// there.
+pub fn volume_on_machine(handle: &str) -> Option<PathBuf> {
+    std::fs::read_dir(std::env::temp_dir())
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("spanset-volumes-"))
+        .map(|e| e.path().join(handle))
+        .find(|p| p.is_dir())
+}
+
 /// Starts in-process clusters with these settings, and a kube client of each, in order.
 pub async fn fleet_with_clients(
     configs: Vec<spanset::sim::cluster::ClusterConfig>,
@@ -196,14 +220,18 @@ impl Sandbox {
     }
 
     /// Like [`Sandbox::start_with`], running `spanset` from `binary` (a copy elsewhere, to
-    /// see what the sandbox makes of what is beside it).
+    /// see what the sandbox makes of what is beside it). With `--run-images`, `--auth` too: the
+    /// sandbox runs real processes only for authenticated requests (the kubeconfig's
+    /// administrator has a token, so kubectl and kube clients from it are unchanged).
     pub fn start_from(binary: &Path, clusters: &str, flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let kubeconfig = dir.path().join("kubeconfig");
+        let auth = flags.contains(&"--run-images") && !flags.contains(&"--auth");
         let mut child = Command::new(binary)
             .args(["sim", "--time-factor", "0.01", "--clusters", clusters, "--kubeconfig"])
             .arg(&kubeconfig)
             .args(flags)
+            .args(auth.then_some("--auth"))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -1,6 +1,8 @@
 //! How one container's process is started: `unshare` makes private mount, PID and UTS
-//! namespaces (and a user namespace when the sandbox is not root), a short shell script builds
-//! the container's root there — the machine's own directories bound in, a fresh `/proc`, `/tmp`
+//! namespaces inside a user namespace, a short shell script builds
+//! the container's root there — the machine's own directories seen through a writable layer of
+//! the container's own (an overlay whose upper directory is in the container's directory, so
+//! that nothing it writes lands on the machine), a fresh `/proc`, `/tmp`
 //! and `/run`, a `/dev` of its own holding the usual devices and the container's termination
 //! message file, the pod's `/etc/hosts` and `/etc/resolv.conf`, its image's own files (spanset's
 //! image: `/spanset`, `/spanset-guard-exec`), each volume mount bound to its directory — and
@@ -8,6 +10,13 @@
 //! container's user and group (`securityContext`) when it asks for other than root. Nothing of
 //! that is visible outside, and when that first process ends the kernel ends every process of
 //! the namespace.
+//!
+//! A container is never root on the machine. A sandbox that is not root maps its own user to
+//! the container's root (the kernel allows nothing more). A sandbox run as root, as real
+//! processes of other users need, gives each pod a user namespace of its own ([`UserNamespace`])
+//! that maps the container's users 0–65535 to [`ID_BASE`] and up, IDs no account of the machine
+//! has: root inside, an unprivileged stranger outside, which may write only where the sandbox
+//! gave it ([`give_to_containers`]).
 //!
 //! Processes are started from one thread that lives as long as the sandbox, through `setpriv
 //! --pdeathsig KILL`: if the sandbox is killed (even by SIGKILL) `unshare` gets SIGKILL, and its
@@ -129,17 +138,24 @@ pub fn script(launch: &Launch, dir: &Path) -> String {
     let r = sh_quote(&root.to_string_lossy());
     let mut s = String::from("set -e\n");
     s += &format!("R={r}\nmount -t tmpfs -o mode=755 spanset-root \"$R\"\n");
-    // The machine's top-level entries: links copied, directories bound (with what is mounted
-    // under them), files ignored; the container's own ones made fresh below. `$B` lists the
-    // bound ones, for a read-only root.
+    // The machine's top-level entries: links copied, directories seen through an overlay whose
+    // writable upper layer is the container's own (`$D/layer`), files ignored; the container's
+    // own ones made fresh below. What the container writes there, mount points for its volumes
+    // included, stays in its directory: the machine's directories are never written. Where the
+    // kernel refuses an overlay, the directory is bound read-only instead. `$B` lists them, for
+    // a read-only root.
     let own = OWN.join("|");
+    let d = sh_quote(&dir.to_string_lossy());
     s += &format!(
-        "B=\nfor e in /*; do n=${{e#/}}; case \"$n\" in {own}) continue;; esac\n\
+        "D={d}\nB=\nfor e in /*; do n=${{e#/}}; case \"$n\" in {own}) continue;; esac\n\
          if [ -L \"$e\" ]; then ln -s \"$(readlink \"$e\")\" \"$R/$n\"\n\
-         elif [ -d \"$e\" ]; then mkdir \"$R/$n\"; mount --rbind \"$e\" \"$R/$n\"; B=\"$B $n\"; fi; done\n"
+         elif [ -d \"$e\" ]; then mkdir \"$R/$n\" \"$D/layer/$n\" \"$D/layer/.work-$n\"\n\
+         mount -t overlay -o \"lowerdir=$e,upperdir=$D/layer/$n,workdir=$D/layer/.work-$n,userxattr\" overlay \"$R/$n\" 2>/dev/null \
+         || {{ mount --rbind \"$e\" \"$R/$n\" && mount -o remount,bind,ro \"$R/$n\"; }}\n\
+         B=\"$B $n\"; fi; done\n"
     );
     s += "mkdir \"$R/proc\" \"$R/sys\" \"$R/dev\" \"$R/tmp\" \"$R/run\"\n";
-    s += "mount -t proc proc \"$R/proc\"\nmount --rbind /sys \"$R/sys\"\n";
+    s += "mount -t proc proc \"$R/proc\"\nmount --rbind /sys \"$R/sys\"\nmount -o remount,bind,ro \"$R/sys\"\n";
     // A `/dev` of its own, as a runtime makes it: the machine's is not the container's to
     // write (its termination message file is made there).
     let devices = DEVICES.join(" ");
@@ -184,8 +200,10 @@ pub fn script(launch: &Launch, dir: &Path) -> String {
         // Last, once every mount point is made: the root's own tmpfs, the machine's directories
         // (their top mounts) and `/tmp` and `/run`; the volumes, `/dev`, `/proc`, `/sys` and the
         // `/etc` files are mounts of their own and keep theirs.
+        // Each is made read-only as a mount (`bind`), not as a file system: a user namespace
+        // may not remount a file system it made without the flags the kernel locked on it.
         s += "for n in $B; do mount -o remount,bind,ro \"$R/$n\"; done\n\
-              mount -o remount,ro \"$R/tmp\"\nmount -o remount,ro \"$R/run\"\nmount -o remount,ro \"$R\"\n";
+              mount -o remount,bind,ro \"$R/tmp\"\nmount -o remount,bind,ro \"$R/run\"\nmount -o remount,bind,ro \"$R\"\n";
     }
     let env: Vec<String> = environment(launch).iter().map(|(k, v)| sh_quote(&format!("{k}={v}"))).collect();
     let argv: Vec<String> = launch.argv.iter().map(|a| sh_quote(a)).collect();
@@ -208,13 +226,15 @@ fn is_file(m: &Mount) -> bool {
     std::fs::metadata(&m.host).is_ok_and(|meta| meta.is_file())
 }
 
-/// Makes the container's directory: its root mount point, its `/etc` files and its empty
-/// termination message file, writable by whatever user the container runs as (as the kubelet
-/// makes it, mode 0666).
+/// Makes the container's directory: its root mount point, its `/etc` files, the directory of
+/// its writable layer (the container's root's to fill) and its empty termination message file,
+/// writable by whatever user the container runs as (as the kubelet makes it, mode 0666).
 pub fn prepare(launch: &Launch, dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir.join("root"))?;
     std::fs::create_dir_all(dir.join("etc"))?;
+    std::fs::create_dir_all(dir.join("layer"))?;
+    give_to_containers(&dir.join("layer"))?;
     for (name, content) in &launch.etc {
         std::fs::write(dir.join("etc").join(name), content)?;
     }
@@ -223,25 +243,121 @@ pub fn prepare(launch: &Launch, dir: &Path) -> io::Result<()> {
     std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666))
 }
 
+/// The first user ID (and group ID) of the machine a container's user 0 is when the sandbox runs
+/// as root: above every range `useradd` hands out for subordinate IDs (at most 600,100,000 by
+/// default), so that no account of the machine, nor another user's own containers, owns what a
+/// container's users own.
+pub const ID_BASE: u32 = 1_000_000_000;
+/// How many user and group IDs a container has (0–65535: root, the usual daemons' users,
+/// `nobody`, and the guard's 65532), as a Kubernetes pod in a user namespace has.
+pub const ID_COUNT: u32 = 65536;
+
+/// Whom the machine sees as a container's root: [`ID_BASE`] when the sandbox runs as root;
+/// `None` when it does not (its containers' root is the sandbox's own user, which owns
+/// everything the sandbox made already).
+pub fn containers_root() -> Option<u32> {
+    running_as_root().then_some(ID_BASE)
+}
+
+/// Gives a directory the sandbox made to its containers' root (`chown` to [`containers_root`]):
+/// what the kubelet does for a volume of a pod in a user namespace, so that the container's
+/// root may write there and nowhere else of the machine. Nothing to do when the sandbox is not
+/// root.
+pub fn give_to_containers(path: &Path) -> io::Result<()> {
+    match containers_root() {
+        Some(id) => std::os::unix::fs::chown(path, Some(id), Some(id)),
+        None => Ok(()),
+    }
+}
+
+/// Makes a directory (and its missing parents) and gives each directory it made to the
+/// containers ([`give_to_containers`]).
+pub fn make_dir_for_containers(path: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = Some(path);
+    while let Some(p) = at.filter(|p| !p.exists()) {
+        missing.push(p.to_path_buf());
+        at = p.parent();
+    }
+    std::fs::create_dir_all(path)?;
+    missing.iter().rev().try_for_each(|p| give_to_containers(p))
+}
+
+/// The user namespace of one pod when the sandbox runs as root, held by a process that only
+/// sleeps: every container of the pod, every command run in them and the holder of a shared
+/// PID namespace join it. Its map gives the pod's users 0–[`ID_COUNT`] the machine's IDs from
+/// [`ID_BASE`], written by the sandbox itself (root in the machine's namespace may, and needs
+/// no `newuidmap`). Killed when dropped; the namespace lives on while any process is in it.
+pub struct UserNamespace {
+    child: Child,
+}
+
+impl UserNamespace {
+    /// Starts the holder and maps its namespace; an error if either fails.
+    pub fn new() -> io::Result<Self> {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--pdeathsig", "KILL", "unshare", "--user", "--"]);
+        cmd.args(["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]);
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        let mut ns = Self { child: spawn(cmd)? };
+        ns.map()?;
+        Ok(ns)
+    }
+
+    /// The holder's process ID, which `nsenter --target PID --user` joins.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits until the holder is in a user namespace of its own, then writes its group and
+    /// user maps.
+    fn map(&mut self) -> io::Result<()> {
+        let pid = self.child.id();
+        let own = std::fs::read_link("/proc/self/ns/user")?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            if std::fs::read_link(format!("/proc/{pid}/ns/user")).is_ok_and(|ns| ns != own) {
+                break;
+            }
+            if self.child.try_wait()?.is_some() || std::time::Instant::now() > deadline {
+                return Err(io::Error::other("the holder of the pod's user namespace did not start"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let line = format!("0 {ID_BASE} {ID_COUNT}\n");
+        std::fs::write(format!("/proc/{pid}/gid_map"), &line)?;
+        std::fs::write(format!("/proc/{pid}/uid_map"), &line)
+    }
+}
+
+impl Drop for UserNamespace {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The start of every command of a container when the sandbox runs as root: join the pod's user
+/// namespace as its root (`nsenter` sets the IDs inside it, which clears a parent-death signal,
+/// so `setpriv` sets it again for what follows); nothing when the sandbox is not root (the
+/// namespaces `unshare` makes come with a user namespace of their own, `--map-root-user`).
+fn enter_user_namespace(cmd: &mut Command, user_ns: Option<u32>) {
+    if let Some(holder) = user_ns {
+        cmd.args(["nsenter", "--target", &holder.to_string(), "--user", "--", "setpriv", "--pdeathsig", "KILL"]);
+    }
+}
+
 /// The `unshare` command that runs `script`: private mount, UTS and PID namespaces, the child
-/// killed with `unshare`, and a user namespace mapping the caller to root when the sandbox does
-/// not run as root.
-pub fn command(script: &str) -> Command {
+/// killed with `unshare`, in the pod's user namespace `user_ns` (the holder of a
+/// [`UserNamespace`]) when the sandbox runs as root, else in one mapping the sandbox's user to
+/// root.
+pub fn command(script: &str, user_ns: Option<u32>) -> Command {
     // The parent-death signal is set by `setpriv` and kept across its exec of `unshare`.
     let mut cmd = Command::new("setpriv");
-    cmd.args([
-        "--pdeathsig",
-        "KILL",
-        "unshare",
-        "--mount",
-        "--uts",
-        "--pid",
-        "--fork",
-        "--kill-child",
-        "--propagation",
-        "private",
-    ]);
-    if !running_as_root() {
+    cmd.args(["--pdeathsig", "KILL"]);
+    enter_user_namespace(&mut cmd, user_ns);
+    cmd.args(["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--propagation", "private"]);
+    if user_ns.is_none() {
         cmd.args(["--user", "--map-root-user"]);
     }
     cmd.args(["--", "/bin/sh", "-c", script]);
@@ -250,17 +366,20 @@ pub fn command(script: &str) -> Command {
 }
 
 /// The command that holds a pod's shared PID namespace (`shareProcessNamespace`), as the pause
-/// container does: `unshare` makes the namespace (and, not as root, the user namespace its
-/// containers join too), and a shell that only sleeps is its first process, reaping the
+/// container does: `unshare` makes the namespace (in the pod's user namespace `user_ns` when
+/// the sandbox runs as root; not as root, in a user namespace of its own that its containers
+/// join too), and a shell that only sleeps is its first process, reaping the
 /// orphans the containers leave and ending on SIGTERM or SIGINT as pause does (the first
 /// process of a namespace gets only the signals it handles), so that a container of the pod
 /// can end its sandbox. When the sandbox dies `unshare` gets SIGKILL, `--kill-child`
 /// passes it to that first process, and the kernel then ends every process of the namespace:
 /// every container of the pod.
-pub fn holder_command() -> Command {
+pub fn holder_command(user_ns: Option<u32>) -> Command {
     let mut cmd = Command::new("setpriv");
-    cmd.args(["--pdeathsig", "KILL", "unshare", "--pid", "--fork", "--kill-child"]);
-    if !running_as_root() {
+    cmd.args(["--pdeathsig", "KILL"]);
+    enter_user_namespace(&mut cmd, user_ns);
+    cmd.args(["unshare", "--pid", "--fork", "--kill-child"]);
+    if user_ns.is_none() {
         cmd.args(["--user", "--map-root-user"]);
     }
     // `wait` returns on a trapped signal; a foreground `sleep` would hold it off for an hour.
@@ -270,18 +389,30 @@ pub fn holder_command() -> Command {
 }
 
 /// The command that runs `script` as a container of a pod sharing one PID namespace, held by
-/// the first process `holder` of [`holder_command`]: `nsenter` joins that namespace (through
-/// its user namespace when not root) and forks into it, and `unshare` gives the container its
+/// the first process `holder` of [`holder_command`]: `nsenter` joins that namespace through its
+/// user namespace (as its root when the sandbox is root; keeping its own IDs, which that
+/// namespace maps to root, when not) and forks into it, and `unshare` gives the container its
 /// own mount and UTS namespaces, then becomes its shell (no fork: the container's first process
 /// is `nsenter`'s child, as [`command`]'s is `unshare`'s).
 pub fn command_in_pod(script: &str, holder: u32) -> Command {
     let mut cmd = Command::new("setpriv");
-    cmd.args(["--pdeathsig", "KILL", "nsenter", "--target", &holder.to_string()]);
+    cmd.args(["--pdeathsig", "KILL", "nsenter", "--target", &holder.to_string(), "--user"]);
     if !running_as_root() {
         // Its own IDs, which the holder's user namespace maps to root (see `prefix`).
-        cmd.args(["--user", "--preserve-credentials"]);
+        cmd.arg("--preserve-credentials");
     }
-    cmd.args(["--pid", "--", "unshare", "--mount", "--uts", "--propagation", "private"]);
+    cmd.args([
+        "--pid",
+        "--",
+        "setpriv",
+        "--pdeathsig",
+        "KILL",
+        "unshare",
+        "--mount",
+        "--uts",
+        "--propagation",
+        "private",
+    ]);
     cmd.args(["--", "/bin/sh", "-c", script]);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd
@@ -327,14 +458,21 @@ pub fn preflight() -> Result<(), String> {
             return Err(format!("--run-images needs `{program}` (util-linux/coreutils) on PATH"));
         }
     }
-    let mut probe = command("mount -t tmpfs none /mnt 2>/dev/null || mount -t tmpfs none /tmp");
+    let user_ns = match running_as_root() {
+        true => Some(UserNamespace::new().map_err(|e| format!("cannot make a user namespace for containers: {e}"))?),
+        false => None,
+    };
+    let mut probe = command(
+        "mount -t tmpfs none /mnt 2>/dev/null || mount -t tmpfs none /tmp",
+        user_ns.as_ref().map(UserNamespace::pid),
+    );
     probe.stdout(Stdio::null()).stderr(Stdio::piped());
     let out = spawn(probe).and_then(Child::wait_with_output).map_err(|e| format!("cannot run unshare: {e}"))?;
     if !out.status.success() {
         let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
         let user = if running_as_root() { "root" } else { "this user (no unprivileged user namespaces?)" };
         return Err(format!(
-            "--run-images needs private mount, PID and UTS namespaces, which the kernel refuses to {user}: {why}"
+            "--run-images needs user, private mount, PID and UTS namespaces, which the kernel refuses to {user}: {why}"
         ));
     }
     Ok(())
@@ -377,7 +515,13 @@ mod tests {
             ),
             "the termination message file is bound over a file of its own: {s}"
         );
-        assert!(!s.contains("remount,ro \"$R\"\n"), "a writable root: {s}");
+        assert!(!s.contains("remount,bind,ro \"$R\"\n"), "a writable root: {s}");
+        assert!(
+            s.contains("D='/c'\n") && s.contains("mount -t overlay -o \"lowerdir=$e,upperdir=$D/layer/$n,"),
+            "the machine's directories under a layer of the container's own: {s}"
+        );
+        assert!(!s.contains("mount --rbind \"$e\" \"$R/$n\" &&") || s.contains("remount,bind,ro \"$R/$n\"; }"), "{s}");
+        assert!(s.contains("mount -o remount,bind,ro \"$R/sys\""), "/sys read-only: {s}");
     }
 
     #[test]
@@ -402,7 +546,7 @@ mod tests {
             "{s}"
         );
         let (mounts, ro) = s.split_once("for n in $B; do mount -o remount,bind,ro").expect("a read-only root");
-        assert!(ro.contains("mount -o remount,ro \"$R\"\n"), "{s}");
+        assert!(ro.contains("mount -o remount,bind,ro \"$R\"\n"), "{s}");
         assert!(mounts.contains("/dev/termination-log"), "every mount point is made before: {s}");
         assert!(Privileges::default().setpriv().is_empty(), "root as it is: no setpriv");
     }

@@ -225,6 +225,9 @@ pub struct Processes {
     instances: Mutex<HashMap<(String, String), Instance>>,
     /// Pod uid → the holder of its shared PID namespace (`shareProcessNamespace`).
     holders: Mutex<HashMap<String, Holder>>,
+    /// Pod uid → its node and its user namespace, when the sandbox runs as root
+    /// ([`launch::UserNamespace`]).
+    users: Mutex<HashMap<String, (String, launch::UserNamespace)>>,
     /// The containers' directories (roots, `/etc` files, the pods' own volumes).
     dir: Mutex<Option<tempfile::TempDir>>,
     /// (pod uid, container) → whether its `postStart` hook still runs, for the containers that
@@ -254,6 +257,7 @@ impl Processes {
             run_images,
             instances: Mutex::default(),
             holders: Mutex::default(),
+            users: Mutex::default(),
             hooks: Mutex::default(),
             dir: Mutex::default(),
             starts: std::sync::atomic::AtomicU64::new(0),
@@ -346,7 +350,10 @@ impl Processes {
     fn base_dir(&self) -> std::io::Result<PathBuf> {
         let mut dir = self.dir.lock();
         if dir.is_none() {
-            *dir = Some(crate::sim::scratch::make("containers")?);
+            let made = crate::sim::scratch::make("containers")?;
+            // Its containers' roots must reach their own directories in it; no one else may.
+            launch::give_to_containers(made.path())?;
+            *dir = Some(made);
         }
         Ok(dir.as_ref().map(|d| d.path().to_path_buf()).unwrap_or_default())
     }
@@ -375,10 +382,12 @@ impl Processes {
         let probes = Probes::of(&c).map_err(|e| e.to_string())?;
         launch::prepare(&launch, &dir).map_err(|e| format!("cannot prepare the container's directory: {e}"))?;
         let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").to_string();
+        launch::give_to_containers(&pod_dir)
+            .map_err(|e| format!("cannot give the pod's directory to its containers: {e}"))?;
         let script = launch::script(&launch, &dir);
         let command = match pod.pointer("/spec/shareProcessNamespace").and_then(Value::as_bool) {
             Some(true) => launch::command_in_pod(&script, self.holder(&uid, &node)?),
-            _ => launch::command(&script),
+            _ => launch::command(&script, self.user_namespace(&uid, &node)?),
         };
         let mut child = launch::spawn(command).map_err(|e| format!("cannot start the container: {e}"))?;
         let started = jiff::Timestamp::now();
@@ -648,12 +657,14 @@ impl Processes {
         };
         drop(gone);
         self.holders.lock().retain(|_, h| h.node != node);
+        self.users.lock().retain(|_, (n, _)| n != node);
     }
 
     /// Kills and forgets a pod's processes and removes its directory (the pod is gone).
     pub fn forget_pod(&self, pod_uid: &str) {
         self.hooks.lock().retain(|(uid, _), _| uid != pod_uid);
         self.recreate_sandbox(pod_uid);
+        self.users.lock().remove(pod_uid);
         if let Some(dir) = self.dir.lock().as_ref() {
             let _ = std::fs::remove_dir_all(dir.path().join(pod_uid));
         }
@@ -694,6 +705,7 @@ impl Drop for Processes {
         let all: Vec<Instance> = self.instances.lock().drain().map(|(_, i)| i).collect();
         drop(all);
         self.holders.lock().clear();
+        self.users.lock().clear();
     }
 }
 
@@ -727,7 +739,8 @@ impl Processes {
                 _ => Err("the pod's sandbox ended; the kubelet recreates it".into()),
             };
         }
-        let child = launch::spawn(launch::holder_command())
+        let user_ns = self.user_namespace(pod_uid, node)?;
+        let child = launch::spawn(launch::holder_command(user_ns))
             .map_err(|e| format!("cannot start the holder of the pod's PID namespace: {e}"))?;
         let mut holder = Holder { node: node.to_string(), first: 0, child };
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -743,6 +756,24 @@ impl Processes {
         let first = holder.first;
         holders.insert(pod_uid.to_string(), holder);
         Ok(first)
+    }
+}
+
+impl Processes {
+    /// The holder of a pod's user namespace when the sandbox runs as root, made on its first
+    /// container's start (as the kubelet makes a pod's sandbox first); `None` when not root.
+    fn user_namespace(&self, pod_uid: &str, node: &str) -> Result<Option<u32>, String> {
+        if !launch::running_as_root() {
+            return Ok(None);
+        }
+        let mut users = self.users.lock();
+        if let Some((_, ns)) = users.get(pod_uid) {
+            return Ok(Some(ns.pid()));
+        }
+        let ns = launch::UserNamespace::new().map_err(|e| format!("cannot make the pod's user namespace: {e}"))?;
+        let pid = ns.pid();
+        users.insert(pod_uid.to_string(), (node.to_string(), ns));
+        Ok(Some(pid))
     }
 }
 
@@ -799,15 +830,15 @@ fn read_head(path: &std::path::Path, max: usize) -> Vec<u8> {
 }
 
 /// The argv prefix that joins a container's namespaces and root, with its environment, as its
-/// user with its privileges (a command run in a container is run as its process is). Not
-/// as root, the container's namespaces belong to its user namespace, which must be entered
-/// first (as its root) for the others to be joined at all.
+/// user with its privileges (a command run in a container is run as its process is). The
+/// container's namespaces belong to its user namespace, which is entered first (as its root:
+/// never the machine's) for the others to be joined at all.
 fn prefix(inner_pid: u32, env: &[(String, String)], privileges: &launch::Privileges) -> Vec<String> {
-    let mut argv: Vec<String> = vec!["nsenter".into(), "--target".into(), inner_pid.to_string()];
+    let mut argv: Vec<String> = vec!["nsenter".into(), "--target".into(), inner_pid.to_string(), "--user".into()];
     if !launch::running_as_root() {
         // Keeping its own IDs, which the container's user namespace maps to its root:
         // changing them would call setgroups, which that namespace denies.
-        argv.extend(["--user".into(), "--preserve-credentials".into()]);
+        argv.push("--preserve-credentials".into());
     }
     argv.extend(["--mount", "--uts", "--pid", "--root", "--wd", "--"].map(str::to_string));
     argv.extend(privileges.setpriv());

@@ -88,6 +88,13 @@ pub fn security_refusal(pod: &Value, c: &Value, root: bool) -> Option<String> {
     if security(pod, c, "runAsNonRoot").and_then(Value::as_bool) == Some(true) && uid == 0 {
         return Some("container has runAsNonRoot and image will run as root".into());
     }
+    if root && (uid >= super::launch::ID_COUNT || gid >= super::launch::ID_COUNT) {
+        return Some(format!(
+            "the container runs as user {uid}, group {gid} (securityContext): its pod's user namespace maps \
+             users and groups 0 to {} only",
+            super::launch::ID_COUNT - 1
+        ));
+    }
     if !root && (uid, gid) != (0, 0) {
         return Some(format!(
             "the container runs as user {uid}, group {gid} (securityContext), and the sandbox does not run as \
@@ -343,7 +350,7 @@ pub fn launch(cluster: &Cluster, pod: &Value, name: &str, ip: &str, pod_dir: &Pa
         let mut host = volume_dir(cluster, pod, volume, pod_dir)?;
         if let Some(sub) = m.get("subPath").and_then(Value::as_str).filter(|s| !s.is_empty()) {
             host = host.join(sub.trim_start_matches('/'));
-            std::fs::create_dir_all(&host).map_err(|e| format!("volumeMounts[{i}].subPath: {e}"))?;
+            super::launch::make_dir_for_containers(&host).map_err(|e| format!("volumeMounts[{i}].subPath: {e}"))?;
         }
         let path = m["mountPath"].as_str().unwrap_or("").to_string();
         if !path.starts_with('/') {
