@@ -51,8 +51,8 @@ use crate::{
 /// The member-side identity and permissions, as shipped in `deploy/member/`.
 pub const MEMBER_RBAC: &str = include_str!("../../deploy/member/rbac.yaml");
 /// The member's own guards (ValidatingAdmissionPolicies and their bindings), as shipped in
-/// `deploy/member/`.
-pub const MEMBER_ADMISSION: &str = include_str!("../../deploy/member/admission.yaml");
+/// `deploy/member/` (kept beside the controller's read-back of them, which compares with it).
+pub use crate::controller::member::policies::MEMBER_ADMISSION;
 /// The controller's identity and permissions in the host, as shipped in `deploy/`.
 pub const HOST_RBAC: &str = include_str!("../../deploy/rbac.yaml");
 /// What replicas sharing federations (`spanset run --shards N`) need beyond [`HOST_RBAC`]: the
