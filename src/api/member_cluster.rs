@@ -96,8 +96,10 @@ pub struct MemberClusterStatus {
     pub serves_advanced_stateful_sets: Option<bool>,
     /// What spanset can count on in this member, one entry per guard it relies on
     /// (`AdmissionPolicies`, `IdentityGate`, `StartOrdinals`), each saying whether it is in
-    /// force and why: a member of an older Kubernetes release lacks some (docs/version-skew.md).
-    /// Absent while the member's version and discovery are unread.
+    /// force and why: a member of an older Kubernetes release lacks some, and a member's own
+    /// admission policies count only while spanset reads each one back as `spanset join`
+    /// installs it (docs/version-skew.md). Absent while the member's version and discovery are
+    /// unread.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guards: Vec<MemberGuard>,
     /// The member's cluster id: the uid of its `kube-system` Namespace, as the multi-cluster
@@ -124,7 +126,9 @@ pub struct MemberGuard {
     pub name: String,
     /// Whether the member keeps it.
     pub in_force: bool,
-    /// Why: what the member's version or discovery showed, and what is lost without it.
+    /// Why: what the member's version, its discovery or the read-back of its admission policies
+    /// showed (naming each policy or binding missing, altered or unreadable), and what is lost
+    /// without it.
     pub message: String,
 }
 

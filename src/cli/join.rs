@@ -44,15 +44,18 @@ use crate::{
     controller::{
         host_client,
         labels::MEMBER_FINALIZER,
-        member::guards::{POLICY_GROUP_VERSION, POLICY_RESOURCE, serves_admission_policies},
+        member::{
+            guards::{POLICY_GROUP_VERSION, POLICY_RESOURCE, serves_admission_policies},
+            policies,
+        },
     },
 };
 
 /// The member-side identity and permissions, as shipped in `deploy/member/`.
 pub const MEMBER_RBAC: &str = include_str!("../../deploy/member/rbac.yaml");
 /// The member's own guards (ValidatingAdmissionPolicies and their bindings), as shipped in
-/// `deploy/member/`.
-pub const MEMBER_ADMISSION: &str = include_str!("../../deploy/member/admission.yaml");
+/// `deploy/member/` (kept beside the controller's read-back of them, which compares with it).
+pub use crate::controller::member::policies::MEMBER_ADMISSION;
 /// The controller's identity and permissions in the host, as shipped in `deploy/`.
 pub const HOST_RBAC: &str = include_str!("../../deploy/rbac.yaml");
 /// What replicas sharing federations (`spanset run --shards N`) need beyond [`HOST_RBAC`]: the
@@ -174,6 +177,27 @@ pub async fn apply_manifest(client: &Client, text: &str, source: &str) -> Result
     Ok(())
 }
 
+/// Reads back every guard just applied and puts the shipped spec back where it still differs
+/// from the manifest as the controller judges it ([`policies::differing`]). Server-side apply
+/// leaves another manager's fields in place, so a selector or a match condition someone added
+/// would survive it and keep the guard narrowed: replacing the spec removes it, and what the
+/// controller reads back next is what `join` promised.
+async fn restore_guards(member: &Client) -> Result<(), String> {
+    for s in policies::shipped() {
+        let api: Api<kube::api::DynamicObject> = Api::all_with(member.clone(), &s.kind.resource());
+        let what = format!("{} {}", s.kind.singular(), s.name);
+        let mut stored = api.get(&s.name).await.map_err(|e| format!("cannot read back {what}: {e}"))?;
+        if policies::differing(s.kind, &s.spec, stored.data.get("spec")).is_empty() {
+            continue;
+        }
+        stored.data["spec"] = s.spec.clone();
+        stored.metadata.managed_fields = None;
+        let pp = PostParams { field_manager: Some(MANAGER.into()), ..Default::default() };
+        api.replace(&s.name, &pp, &stored).await.map_err(|e| format!("cannot restore {what}: {e}"))?;
+    }
+    Ok(())
+}
+
 /// The server, CA and TLS settings of a kubeconfig context, as a kubeconfig `cluster` entry
 /// (a CA given as a file is embedded, since the Secret travels without the file).
 pub fn cluster_entry(kubeconfig: &Path, context: &str) -> Result<Value, String> {
@@ -255,6 +279,7 @@ pub async fn join(host: &Client, member: &Client, args: &JoinArgs) -> Result<Joi
         apply_manifest(member, MEMBER_ADMISSION, "deploy/member/admission.yaml")
             .await
             .map_err(|e| format!("in the member: {e}"))?;
+        restore_guards(member).await.map_err(|e| format!("in the member: {e}"))?;
     } else {
         let version = member.apiserver_version().await.map(|v| v.git_version).unwrap_or_else(|_| "unknown".into());
         not_installed.push(format!(

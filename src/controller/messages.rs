@@ -46,6 +46,7 @@ impl MemberView {
         crate::controller::member::guards::GuardFacts {
             minor: self.server_minor,
             serves_policies: self.serves_policies,
+            installed: self.installed_policies.clone(),
             keeps_ordinals: self.keeps_ordinals,
         }
     }
@@ -80,8 +81,13 @@ pub struct MemberView {
     pub server_version: Option<String>,
     /// The minor version of its `/version` (`None` until read).
     pub server_minor: Option<u32>,
-    /// Whether its discovery lists ValidatingAdmissionPolicies (`None` until read).
+    /// Whether its discovery lists ValidatingAdmissionPolicies (`None` until read, and while
+    /// served until their first read-back ended, so that both are judged together).
     pub serves_policies: Option<bool>,
+    /// What the latest read-back of the policies and bindings `spanset join` installs found
+    /// there: they count as in force only when each was seen as shipped (shared, as the
+    /// federation records are).
+    pub installed_policies: Option<Arc<crate::controller::member::policies::Readback>>,
     /// The newest resourceVersion the watcher had seen when it made this report: the
     /// observation is at least this recent.
     pub rv: u64,

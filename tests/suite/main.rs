@@ -44,6 +44,7 @@ mod features;
 mod fencing;
 mod guard_exec;
 mod guards_by_version;
+mod guards_read_back;
 mod hidden_pods;
 mod hung_member;
 mod identity_gate;

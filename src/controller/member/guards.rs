@@ -2,10 +2,14 @@
 //! them: its admission policies (served from 1.30), its identity gate (pod scheduling gates,
 //! on by default from 1.27) and its slices' start ordinals (on by default from 1.27). A member
 //! of an older release lacks some; spanset says so rather than believe it is guarded
-//! (docs/version-skew.md).
+//! (docs/version-skew.md). A member that serves the policies holds them only once spanset has
+//! read each one back as `spanset join` installs it ([`super::policies`]).
+
+use std::sync::Arc;
 
 use kube::Client;
 
+use super::policies::Readback;
 use crate::api::MemberGuard;
 
 /// The member's ValidatingAdmissionPolicies (`deploy/member/admission.yaml`).
@@ -26,12 +30,16 @@ pub const SIDECARS_SINCE_MINOR: u32 = 29;
 pub const GATES_SINCE_MINOR: u32 = 27;
 
 /// What a member showed that decides its guards; `None` while unread.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GuardFacts {
     /// The minor version of `/version` (`27` of `"27"` or `"27+"`).
     pub minor: Option<u32>,
     /// Whether discovery lists ValidatingAdmissionPolicies in [`POLICY_GROUP_VERSION`].
     pub serves_policies: Option<bool>,
+    /// What the latest read-back of the policies and bindings `spanset join` installs found
+    /// (shared: every federation's view of the member carries it). Where they are served,
+    /// only [`Readback::AsShipped`] puts them in force; unread, they are not.
+    pub installed: Option<Arc<Readback>>,
     /// Whether it keeps `.spec.ordinals` of StatefulSets.
     pub keeps_ordinals: Option<bool>,
 }
@@ -46,16 +54,25 @@ pub fn minor_of(minor: &str) -> Option<u32> {
 pub fn guards(f: &GuardFacts) -> Vec<MemberGuard> {
     let guard = |name: &str, in_force: bool, message: String| MemberGuard { name: name.into(), in_force, message };
     let mut out = Vec::new();
-    match f.serves_policies {
-        Some(true) => out.push(guard(
+    match (f.serves_policies, f.installed.as_deref()) {
+        (Some(true), Some(readback)) if readback.in_force() => out.push(guard(
             ADMISSION_POLICIES,
             true,
+            "spanset read back every ValidatingAdmissionPolicy and binding that spanset join installs, each as \
+             shipped"
+                .into(),
+        )),
+        // Served but not seen as installed: the member is as unguarded as one that serves none.
+        (Some(true), readback) => out.push(guard(
+            ADMISSION_POLICIES,
+            false,
             format!(
-                "{POLICY_GROUP_VERSION} serves {POLICY_RESOURCE}: the member's own guards hold once installed \
-                 (spanset join installs them; spanset cannot read them back)"
+                "{}; spanset counts on none of the member's admission policies until `spanset join` restores them \
+                 (only the controller reverts what it finds there)",
+                readback.map_or_else(|| "not read back yet".into(), Readback::findings)
             ),
         )),
-        Some(false) => out.push(guard(
+        (Some(false), _) => out.push(guard(
             ADMISSION_POLICIES,
             false,
             format!(
@@ -64,7 +81,7 @@ pub fn guards(f: &GuardFacts) -> Vec<MemberGuard> {
                  identity, or a stale leader's late write; only the controller reverts what it finds"
             ),
         )),
-        None => {}
+        (None, _) => {}
     }
     if let Some(minor) = f.minor {
         out.push(if minor >= GATES_SINCE_MINOR {
@@ -105,7 +122,10 @@ pub async fn serves_admission_policies(client: &Client) -> Result<bool, kube::Er
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        super::policies::{Amiss, Kind},
+        *,
+    };
 
     #[test]
     fn a_provider_suffix_is_read_past() {
@@ -117,15 +137,50 @@ mod tests {
     #[test]
     fn each_guard_is_said_once_known_and_in_force_only_when_kept() {
         assert!(guards(&GuardFacts::default()).is_empty(), "nothing read, nothing said");
-        let old = GuardFacts { minor: Some(29), serves_policies: Some(false), keeps_ordinals: Some(true) };
+        let old =
+            GuardFacts { minor: Some(29), serves_policies: Some(false), keeps_ordinals: Some(true), installed: None };
         let said: Vec<(String, bool)> = guards(&old).into_iter().map(|g| (g.name, g.in_force)).collect();
         assert_eq!(
             said,
             [(ADMISSION_POLICIES.into(), false), (IDENTITY_GATE.into(), true), (START_ORDINALS.into(), true)]
         );
-        let new = GuardFacts { minor: Some(33), serves_policies: Some(true), keeps_ordinals: Some(true) };
+        let new = GuardFacts {
+            minor: Some(33),
+            serves_policies: Some(true),
+            keeps_ordinals: Some(true),
+            installed: Some(Arc::new(Readback::AsShipped)),
+        };
         assert!(guards(&new).iter().all(|g| g.in_force));
-        let ancient = GuardFacts { minor: Some(26), serves_policies: Some(false), keeps_ordinals: Some(false) };
+        let ancient =
+            GuardFacts { minor: Some(26), serves_policies: Some(false), keeps_ordinals: Some(false), installed: None };
         assert!(guards(&ancient).iter().all(|g| !g.in_force));
+    }
+
+    #[test]
+    fn served_policies_are_in_force_only_once_read_back_as_shipped() {
+        let policies = |installed: Option<Readback>| {
+            let f =
+                GuardFacts { serves_policies: Some(true), installed: installed.map(Arc::new), ..Default::default() };
+            let g = guards(&f).into_iter().find(|g| g.name == ADMISSION_POLICIES).expect("said once served");
+            (g.in_force, g.message)
+        };
+        let (in_force, message) = policies(None);
+        assert!(!in_force, "served is not installed: {message}");
+        assert!(message.starts_with("not read back yet; spanset counts on none"), "{message}");
+        let missing = Readback::of(vec![(Kind::Binding, "spanset-owner".into(), Amiss::Missing)]);
+        let (in_force, message) = policies(Some(missing));
+        assert!(!in_force);
+        assert!(message.starts_with("validatingadmissionpolicybinding spanset-owner is missing; "), "{message}");
+        assert!(message.contains("until `spanset join` restores them"), "{message}");
+        assert!(!policies(Some(Readback::Failed("timeout".into()))).0, "nothing seen, nothing claimed");
+        assert!(policies(Some(Readback::AsShipped)).0);
+        // A member that serves none keeps its own words, whatever was read before.
+        let old = GuardFacts {
+            serves_policies: Some(false),
+            installed: Some(Arc::new(Readback::AsShipped)),
+            ..Default::default()
+        };
+        let said = guards(&old);
+        assert!(!said[0].in_force && said[0].message.starts_with("admissionregistration.k8s.io/v1 does not serve"));
     }
 }

@@ -10,6 +10,7 @@ pub mod health;
 pub mod identity;
 pub mod objects;
 pub mod pod_record;
+pub mod policies;
 pub mod sharing;
 pub mod storage;
 pub mod supporting;

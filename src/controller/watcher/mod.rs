@@ -15,6 +15,7 @@
 //! | `watch.rs` | the member's watches and what their events ask |
 //! | `confirm.rs` | quorum reads: pods listed again, uncertain writes read again |
 //! | `probe.rs`, `report.rs` | the probe, and the MemberCluster's status |
+//! | `read_back.rs` | the member's own guards read back |
 //! | `quiet.rs` | the member's silence told to every federation |
 //! | `contact.rs` | contact and failures noted, refused writes |
 //! | `sts_write.rs`, `pods.rs`, `budget.rs`, `slices.rs` | one kind of member write each |
@@ -35,6 +36,7 @@ mod pod_lease;
 mod pods;
 mod probe;
 mod quiet;
+mod read_back;
 mod report;
 mod slices;
 mod sts_write;
@@ -54,7 +56,10 @@ use kube::{Api, Client};
 use crate::api::MemberCluster;
 
 use super::{
-    member::{cache::MemberCache, contact_clock::ContactClock, health::Health, objects::FederationKey},
+    member::{
+        cache::MemberCache, contact_clock::ContactClock, guards::GuardFacts, health::Health, objects::FederationKey,
+        policies::Readback,
+    },
     messages::{Admitted, Identified, MemberObserved, MemberView, Subscribe, Subscriber, Unsubscribe},
     metrics::Metrics,
     shards::Shards,
@@ -75,6 +80,11 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MEMBER_UNREACHABLE_AFTER: Duration = super::member::health::DEFAULT_UNREACHABLE_AFTER;
 /// How often `status.lastContact` of a MemberCluster is refreshed when nothing else changes.
 pub const CONTACT_REPORT_PERIOD: Duration = Duration::from_secs(30);
+/// How often the member's own guards (every policy and binding `spanset join` installs) are
+/// read back while it serves them: at the MemberCluster status's own refresh period, so that a
+/// guard deleted or altered is in the status within one refresh, for one GET per shipped object
+/// each time ([`super::member::policies::read_back`]).
+pub const GUARDS_READ_PERIOD: Duration = CONTACT_REPORT_PERIOD;
 /// How long reports are held to coalesce a burst of events into one.
 const COALESCE: Duration = Duration::from_millis(20);
 
@@ -112,6 +122,15 @@ pub struct ClusterWatcher {
     server_minor: Option<u32>,
     /// Whether the member's discovery lists ValidatingAdmissionPolicies (asked once).
     serves_policies: Option<bool>,
+    /// What the latest read-back of the member's own guards found (`None` until one ended).
+    installed: Option<Arc<Readback>>,
+    /// A read-back of the guards is in flight.
+    reading_back: bool,
+    /// When the latest read-back of the guards started, and how many in a row failed since one
+    /// was answered (the next comes sooner after a failure: see
+    /// [`decide::health::read_back_due`]).
+    read_back_at: Option<Instant>,
+    read_back_failures: u32,
     relists: decide::watch::Relists,
     synced: Synced,
     host: Api<MemberCluster>,
@@ -152,6 +171,7 @@ struct MemberFacts {
     server_version: Option<String>,
     server_minor: Option<u32>,
     serves_policies: Option<bool>,
+    installed: Option<Arc<Readback>>,
     cordoned: std::collections::BTreeSet<String>,
     budgets_known: bool,
     slices_known: bool,
@@ -195,6 +215,10 @@ impl ClusterWatcher {
             server_version: None,
             server_minor: None,
             serves_policies: None,
+            installed: None,
+            reading_back: false,
+            read_back_at: None,
+            read_back_failures: 0,
             relists: Default::default(),
             synced,
             host: Api::all(host),
@@ -241,7 +265,8 @@ impl ClusterWatcher {
             serves_advanced: self.cache.serves_advanced,
             server_version: self.server_version.clone(),
             server_minor: self.server_minor,
-            serves_policies: self.serves_policies,
+            serves_policies: self.policies_seen(),
+            installed_policies: self.installed.clone(),
             rv: self.cache.newest_rv,
             cordoned: self.cache.cordoned.clone(),
             budgets_known: self.cache.budgets_known(),
@@ -268,10 +293,32 @@ impl ClusterWatcher {
             serves_advanced: self.cache.serves_advanced,
             server_version: self.server_version.clone(),
             server_minor: self.server_minor,
-            serves_policies: self.serves_policies,
+            serves_policies: self.policies_seen(),
+            installed: self.installed.clone(),
             cordoned: self.cache.cordoned.clone(),
             budgets_known: self.cache.budgets_known(),
             slices_known: self.cache.slices_synced,
+        }
+    }
+
+    /// Whether the member serves ValidatingAdmissionPolicies, as reported: a member that serves
+    /// them is said to only once their first read-back ended, so that its status and its
+    /// federations never show the policies served but not yet looked at (a condition that
+    /// would turn at every start for a few milliseconds).
+    fn policies_seen(&self) -> Option<bool> {
+        match self.serves_policies {
+            Some(true) if self.installed.is_none() => None,
+            served => served,
+        }
+    }
+
+    /// What the member's guards are judged from, as reported (see [`Self::policies_seen`]).
+    fn guard_facts(&self) -> GuardFacts {
+        GuardFacts {
+            minor: self.server_minor,
+            serves_policies: self.policies_seen(),
+            installed: self.installed.clone(),
+            keeps_ordinals: self.keeps_ordinals,
         }
     }
 

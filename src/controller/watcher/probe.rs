@@ -1,6 +1,7 @@
 //! The member's probe, every [`PROBE_PERIOD`]: its version, and once each its identity, whether
-//! it keeps `.spec.ordinals`, whether it serves ValidatingAdmissionPolicies and whether it
-//! serves Advanced StatefulSets. What a probe asks and
+//! it keeps `.spec.ordinals`, whether it serves ValidatingAdmissionPolicies (which are then read
+//! back on their own, see `read_back.rs`) and whether it serves Advanced StatefulSets. What a
+//! probe asks and
 //! what its answers mean are [`super::decide::health`]'s; this sends it and notes the result.
 
 use std::time::{Duration, Instant};
@@ -55,6 +56,7 @@ impl ClusterWatcher {
         if !self.probing {
             self.probe(ctx);
         }
+        self.read_back_if_due(ctx);
         self.settle_uncertain_writes(ctx);
         // Confirmations still due (one whose list failed, or whose federation was touched
         // before the member synced) are tried again here too, without reporting to anyone.
@@ -133,7 +135,14 @@ impl ClusterWatcher {
     fn learnt(&mut self, Learnt { version, identity, keeps, advanced, policies }: Learnt, ctx: &mut Context<Self>) {
         self.contact_ok();
         self.server_minor = minor_of(&version.minor);
-        if policies.is_some() {
+        if let Some(served) = policies {
+            if !served {
+                // Nothing to read back where nothing is served (a downgraded member).
+                self.installed = None;
+            } else if self.serves_policies != Some(true) {
+                // Newly served (the first answer, or an upgrade): read back at once.
+                (self.read_back_at, self.read_back_failures) = (None, 0);
+            }
             self.serves_policies = policies;
         } else if upgraded(self.server_version.as_deref(), &version.git_version) {
             // An upgraded (or downgraded) member may serve the policies now: asked again.
@@ -149,6 +158,8 @@ impl ClusterWatcher {
         if let Some(served) = advanced {
             self.advanced_discovered(served, ctx);
         }
+        // Served policies are read back at once, so that they are reported with their discovery.
+        self.read_back_if_due(ctx);
     }
 
     /// After each probe: the first one without an answer is told (members ranked after this one

@@ -7,8 +7,6 @@ use std::time::Instant;
 use actix::prelude::*;
 use kube::api::{Patch, PatchParams};
 
-use crate::controller::member::guards::GuardFacts;
-
 use super::{
     CONTACT_REPORT_PERIOD, ClusterWatcher, MEMBER_UNREACHABLE_AFTER,
     decide::health::{MemberFacts, condition_turns, member_facts, report_due},
@@ -27,11 +25,7 @@ impl ClusterWatcher {
             server_version: &self.server_version,
             keeps_ordinals: self.keeps_ordinals,
             serves_advanced: self.cache.serves_advanced,
-            guards: GuardFacts {
-                minor: self.server_minor,
-                serves_policies: self.serves_policies,
-                keeps_ordinals: self.keeps_ordinals,
-            },
+            guards: self.guard_facts(),
         });
         let fresh = self.reported_at.is_some_and(|t| t.elapsed() < CONTACT_REPORT_PERIOD);
         if !report_due(self.reported.as_ref(), &facts, fresh) {

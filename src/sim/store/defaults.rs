@@ -36,6 +36,22 @@ fn default_pod_spec(spec: &mut Value) {
     }
 }
 
+/// A policy's `matchConstraints` or a binding's `matchResources`: match policy, both selectors
+/// (empty: everything) and each rule's scope.
+fn default_match_resources(m: &mut Value) {
+    if !m.is_object() {
+        return;
+    }
+    default_field(m, &["matchPolicy"], json!("Equivalent"));
+    default_field(m, &["namespaceSelector"], json!({}));
+    default_field(m, &["objectSelector"], json!({}));
+    for rules in ["resourceRules", "excludeResourceRules"] {
+        for rule in m.get_mut(rules).and_then(Value::as_array_mut).into_iter().flatten() {
+            default_field(rule, &["scope"], json!("*"));
+        }
+    }
+}
+
 /// Applies the defaults the real apiserver sets on every write of this kind.
 pub fn apply(rt: &ResourceType, obj: &mut Value) {
     if rt.custom {
@@ -80,6 +96,20 @@ pub fn apply(rt: &ResourceType, obj: &mut Value) {
             merge_string_data(obj);
         }
         ("", "namespaces") => default_field(obj, &["spec", "finalizers"], json!(["kubernetes"])),
+        // `admissionregistration/v1` defaulters (`SetDefaults_ValidatingAdmissionPolicySpec`,
+        // `SetDefaults_MatchResources`, `SetDefaults_Rule`): what a policy or binding reads back
+        // with beyond what was written.
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+            default_field(obj, &["spec", "failurePolicy"], json!("Fail"));
+            if let Some(m) = obj.pointer_mut("/spec/matchConstraints") {
+                default_match_resources(m);
+            }
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+            if let Some(m) = obj.pointer_mut("/spec/matchResources") {
+                default_match_resources(m);
+            }
+        }
         ("storage.k8s.io", "storageclasses") => {
             default_field(obj, &["reclaimPolicy"], json!("Delete"));
             default_field(obj, &["volumeBindingMode"], json!("Immediate"));
@@ -169,6 +199,31 @@ mod tests {
         let mut secret = json!({"data": {"a": "eA==", "b": "eQ=="}, "stringData": {"b": "two", "c": "three"}});
         apply(&rt, &mut secret);
         assert_eq!(secret, json!({"type": "Opaque", "data": {"a": "eA==", "b": "dHdv", "c": "dGhyZWU="}}));
+    }
+
+    #[test]
+    fn a_policy_and_a_binding_read_back_with_the_apiservers_defaults() {
+        let rt =
+            |plural: &str| crate::sim::store::resources::builtins().into_iter().find(|r| r.plural == plural).unwrap();
+        let rule = json!({"apiGroups": ["apps"], "apiVersions": ["*"], "operations": ["UPDATE"], "resources": ["statefulsets"]});
+        let mut policy = json!({"spec": {"matchConstraints": {"resourceRules": [rule]}, "validations": []}});
+        apply(&rt("validatingadmissionpolicies"), &mut policy);
+        let mut scoped = rule.clone();
+        scoped["scope"] = json!("*");
+        let defaulted = json!({"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {}, "resourceRules": [scoped]});
+        assert_eq!(policy["spec"]["failurePolicy"], "Fail");
+        assert_eq!(policy["spec"]["matchConstraints"], defaulted);
+        // A binding's matchResources only when it has one (a binding without matches what its policy does).
+        let mut bare = json!({"spec": {"policyName": "p", "validationActions": ["Deny"]}});
+        apply(&rt("validatingadmissionpolicybindings"), &mut bare);
+        assert_eq!(bare, json!({"spec": {"policyName": "p", "validationActions": ["Deny"]}}));
+        let mut narrowed =
+            json!({"spec": {"policyName": "p", "matchResources": {"objectSelector": {"matchLabels": {"a": "b"}}}}});
+        apply(&rt("validatingadmissionpolicybindings"), &mut narrowed);
+        assert_eq!(
+            narrowed["spec"]["matchResources"],
+            json!({"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {"matchLabels": {"a": "b"}}})
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! failed watch says, when the member's reachability changed, and what the MemberCluster's
 //! status reports. Times come in as values; nothing here reads a clock.
 
+use std::time::Duration;
+
 use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Namespace};
 use kube::runtime::watcher;
 
@@ -40,6 +42,29 @@ pub fn probe_asks(
         Some(false) => probes.is_multiple_of(ADVANCED_RECHECK_PROBES),
     };
     ProbeAsks { identity: !identity_known, ordinals: keeps_ordinals.is_none(), advanced }
+}
+
+/// Whether the member's own guards are read back now: while it serves them, none is in flight,
+/// and the latest started at least `period` ago, or never. After `failures` failed read-backs
+/// in a row the next comes sooner, one `probe` period doubling up to `period`: a blip (one
+/// server error, one slow answer) is short, and a member that keeps failing is asked no more
+/// often than an answering one.
+pub fn read_back_due(
+    serves: Option<bool>,
+    reading: bool,
+    since_latest: Option<Duration>,
+    failures: u32,
+    period: Duration,
+    probe: Duration,
+) -> bool {
+    if serves != Some(true) || reading {
+        return false;
+    }
+    let wait = match failures {
+        0 => period,
+        n => probe.saturating_mul(1 << (n - 1).min(16)).min(period),
+    };
+    since_latest.is_none_or(|since| since >= wait)
 }
 
 /// The member's identity from its `kube-system` Namespace (the uid, KEP-2149's cluster id), or

@@ -94,7 +94,12 @@ fn a_member_reaching_another_s_cluster_is_reported_as_a_duplicate() {
             server_version: &version,
             keeps_ordinals: Some(true),
             serves_advanced: Some(false),
-            guards: GuardFacts { minor: Some(31), serves_policies: Some(true), keeps_ordinals: Some(true) },
+            guards: GuardFacts {
+                minor: Some(31),
+                serves_policies: Some(true),
+                installed: Some(std::sync::Arc::new(crate::controller::member::policies::Readback::AsShipped)),
+                keeps_ordinals: Some(true),
+            },
         })
     };
     let dup = facts(&duplicate);
@@ -114,4 +119,20 @@ fn a_member_reaching_another_s_cluster_is_reported_as_a_duplicate() {
     assert!(!report_due(Some(&fine), &fine, true), "unchanged and fresh: not written again");
     assert!(report_due(Some(&fine), &fine, false), "the last contact is refreshed");
     assert!(report_due(None, &fine, true));
+}
+
+#[test]
+fn the_guards_are_read_back_once_served_every_period_and_sooner_after_a_failure() {
+    let (period, probe) = (Duration::from_secs(30), Duration::from_secs(2));
+    let due = |served, reading, since: Option<u64>, failures| {
+        read_back_due(served, reading, since.map(Duration::from_secs), failures, period, probe)
+    };
+    assert!(due(Some(true), false, None, 0), "at once when first served");
+    assert!(!due(None, false, None, 0) && !due(Some(false), false, None, 0), "nothing served, nothing read");
+    assert!(!due(Some(true), true, None, 0), "one at a time");
+    assert!(!due(Some(true), false, Some(29), 0) && due(Some(true), false, Some(30), 0), "every period");
+    // After failures: 2 s, 4 s, 8 s, 16 s, then the period.
+    assert!(due(Some(true), false, Some(2), 1) && !due(Some(true), false, Some(3), 2));
+    assert!(due(Some(true), false, Some(16), 4) && !due(Some(true), false, Some(29), 5));
+    assert!(due(Some(true), false, Some(30), 40), "no overflow, capped at the period");
 }
