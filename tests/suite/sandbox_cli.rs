@@ -109,11 +109,12 @@ fn the_sandbox_runs_the_example_federation_across_three_members_until_sigterm() 
     let (child, lines) = start_sandbox(&kubeconfig, &[]);
     let has = |pred: &dyn Fn(&str) -> bool| lines.lock().unwrap().iter().any(|l| pred(l));
     wait_until("ready", DEADLINE, || has(&|l| l == "ready"));
+    // As deployed: every cluster over HTTPS with authentication, the admin URL carrying its token.
     for name in ["host", "east", "west", "central"] {
-        assert!(has(&|l| l.starts_with(&format!("cluster {name}: http://127.0.0.1:"))), "a line for {name}");
+        assert!(has(&|l| l.starts_with(&format!("cluster {name}: https://127.0.0.1:"))), "a line for {name}");
         assert!(has(&|l| l.starts_with(&format!("dns {name}: 127.0.0.1:"))), "a DNS line for {name}");
     }
-    assert!(has(&|l| l.starts_with("admin: http://")));
+    assert!(has(&|l| l.starts_with("admin: http://sandbox:")));
     // The live table shows the three slices, all Ready.
     for (cluster, ordinals) in [("east", "0-1"), ("west", "2-3"), ("central", "4-5")] {
         wait_row(&lines, cluster, ordinals, "2/2");
@@ -132,6 +133,22 @@ fn the_sandbox_runs_the_example_federation_across_three_members_until_sigterm() 
     let jsonpath = "jsonpath={.spec.ordinals.start}/{.spec.replicas}";
     if let Some(out) = kubectl(&kubeconfig, "west", &["get", "sts", "redis", "-o", jsonpath]) {
         assert_eq!(out, "2/2");
+    }
+    // Each member was joined: its guards are installed, read back, and refuse a hand scale.
+    let guards = || kubectl(&kubeconfig, "host", &["get", "mc", "west", "-o", "jsonpath={.status.guards[0]}"]);
+    if guards().is_some() {
+        wait_until("west's admission policies read back in force", DEADLINE, || {
+            guards().is_some_and(|g| g.contains(r#""inForce":true"#) && g.contains("AdmissionPolicies"))
+        });
+        let out = Command::new("kubectl")
+            .args(["--context", "west", "scale", "sts", "redis", "--replicas", "1", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("ValidatingAdmissionPolicy 'spanset-owner-scale'"), "{err}");
+        let replicas = kubectl(&kubeconfig, "west", &["get", "sts", "redis", "-o", "jsonpath={.spec.replicas}"]);
+        assert_eq!(replicas.as_deref(), Some("2"), "the refused scale changed nothing");
     }
     // `spanset status` reads the same federation from the host.
     let out = Command::new(env!("CARGO_BIN_EXE_spanset"))
