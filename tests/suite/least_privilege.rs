@@ -39,6 +39,9 @@ use support::{
     federation::{Controller, Federation, client_for},
 };
 
+/// The name of the guards' Role and RoleBinding in each namespace holding a pod lease.
+const GUARD_ACCESS: &str = "spanset-pod-leases";
+
 /// The shipped rules: (kind, namespace, name, index, rule).
 fn shipped_rules() -> Vec<(String, String, String, usize, Value)> {
     let mut out = Vec::new();
@@ -175,8 +178,9 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     db.spec.disruption = Some(serde_json::from_value(json!({"maxUnavailable": 1})).unwrap());
     f.create(&db).await;
     // With a pod lease: spanset keeps a Lease in each member (read when not known, created,
-    // extended: `coordination.k8s.io` leases) and gives the guards read access to it (a Role and
-    // its RoleBinding to the pods' ServiceAccount); all three go with the federation.
+    // extended: `coordination.k8s.io` leases) and gives the guards read access to it (the
+    // namespace's Role and RoleBinding `spanset-pod-leases`, to the pods' ServiceAccount); the
+    // Lease goes with the federation, and the pair with the last federation it serves.
     let mut leased = federation("leased", "default", &[("east", 1)], 1);
     leased.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
     // A pod lease runs each container's command through its guard: it must be given.
@@ -190,19 +194,20 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     };
     eventually("leased's Lease in east was created and extended", || lease_extended(east.clone())).await;
     // Someone widens the guards' Role by hand, and the pods get another account: the next
-    // ensure (the template changed) puts the Role back and binds the new account (`update`).
+    // ensure (the template changed) puts the Role back and binds the new account instead of
+    // the old one (`update`).
     let roles = Api::<Role>::namespaced(east.clone(), "default");
-    let mut role = roles.get("leased-pods").await.unwrap();
+    let mut role = roles.get(GUARD_ACCESS).await.unwrap();
     role.rules.as_mut().unwrap()[0].verbs.push("update".into());
-    roles.replace("leased-pods", &PostParams::default(), &role).await.unwrap();
+    roles.replace(GUARD_ACCESS, &PostParams::default(), &role).await.unwrap();
     let account = json!({"spec": {"template": {"template": {"spec": {"serviceAccountName": "leased"}}}}});
     f.api().patch("leased", &PatchParams::default(), &Patch::Merge(&account)).await.unwrap();
     let bindings = Api::<RoleBinding>::namespaced(east.clone(), "default");
     eventually("the guards' Role is read-only again and bound to the new account", || async {
-        let role = roles.get_opt("leased-pods").await.ok().flatten();
-        let binding = bindings.get_opt("leased-pods").await.ok().flatten();
-        role.and_then(|r| r.rules).is_some_and(|r| r[0].verbs == ["get"])
-            && binding.and_then(|b| b.subjects).is_some_and(|s| s[0].name == "leased")
+        let role = roles.get_opt(GUARD_ACCESS).await.ok().flatten();
+        let binding = bindings.get_opt(GUARD_ACCESS).await.ok().flatten();
+        role.and_then(|r| r.rules).is_some_and(|r| r.len() == 1 && r[0].verbs == ["get"])
+            && binding.and_then(|b| b.subjects).is_some_and(|s| s.len() == 1 && s[0].name == "leased")
     })
     .await;
 
@@ -330,8 +335,8 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     .await;
     assert!(
         Api::<Lease>::namespaced(east.clone(), "default").get_opt("leased-pods").await.unwrap().is_none()
-            && roles.get_opt("leased-pods").await.unwrap().is_none()
-            && bindings.get_opt("leased-pods").await.unwrap().is_none(),
+            && roles.get_opt(GUARD_ACCESS).await.unwrap().is_none()
+            && bindings.get_opt(GUARD_ACCESS).await.unwrap().is_none(),
         "the pod lease's objects went with the federation"
     );
 
@@ -574,4 +579,121 @@ async fn each_member_guard_refuses_what_it_must() {
     );
     assert_eq!(f.refused_requests().len(), 4, "only the provoked refusals of spanset's identity");
     f.assert_ledger_clean();
+}
+
+/// A 403 of RBAC itself (not of a policy): its message.
+fn forbidden_by_rbac<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> String {
+    match r {
+        Err(kube::Error::Api(s)) if s.code == 403 && !s.message.contains("ValidatingAdmissionPolicy") => s.message,
+        other => panic!("expected RBAC to refuse, got {other:?}"),
+    }
+}
+
+/// What a stolen member credential can do with RBAC in a member whose guards were taken away
+/// (`spanset-member-scope` unbound): it reads, changes and deletes no Role or RoleBinding but
+/// the pod-lease guards' pair (`resourceNames`), and creates none that grants more than it
+/// holds (RBAC's escalation prevention, which the sandbox applies as the apiserver does). What
+/// is left, since Kubernetes cannot limit `create` by name: it can hand what it holds to another
+/// subject, one namespace per RoleBinding. With its guards back, the member refuses that too:
+/// spanset's identity writes no RBAC but the guards' pair.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_member_credential_grants_nothing_it_does_not_hold_and_touches_no_one_s_rbac() {
+    let mut f = Federation::start_secure(&["east"]).await;
+    f.refusals_expected = true;
+    let admin = f.member("east").await;
+    let stolen = f.spanset_identity("east").await;
+    let pp = PostParams::default();
+    let labels = json!({"spanset.dev/federation": "redis", "app.kubernetes.io/managed-by": "spanset"});
+    let binding = |name: &str, kind: &str, role: &str| -> RoleBinding {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "thief", "namespace": "default"}]}))
+        .unwrap()
+    };
+    // A user's Role and RoleBinding, labelled as if spanset's: only RBAC stands in the way.
+    let role: Role = serde_json::from_value(json!({"metadata": {"name": "app", "labels": labels},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}))
+    .unwrap();
+    Api::<Role>::namespaced(admin.clone(), "default").create(&pp, &role).await.unwrap();
+    let users = binding("app", "Role", "app");
+    Api::<RoleBinding>::namespaced(admin.clone(), "default").create(&pp, &users).await.unwrap();
+    f.delete_bindings("east", &["spanset-member-scope"]).await;
+
+    let roles = Api::<Role>::namespaced(stolen.clone(), "default");
+    let bindings = Api::<RoleBinding>::namespaced(stolen.clone(), "default");
+    let m = forbidden_by_rbac(bindings.delete("app", &DeleteParams::default()).await);
+    assert!(m.contains(r#"cannot delete resource "rolebindings""#), "{m}");
+    let m = forbidden_by_rbac(roles.replace("app", &pp, &role).await);
+    assert!(m.contains(r#"cannot update resource "roles""#), "{m}");
+    forbidden_by_rbac(bindings.get("app").await);
+    // More than it holds: refused, naming what it lacks.
+    let m = forbidden_by_rbac(bindings.create(&pp, &binding("grab", "ClusterRole", "cluster-admin")).await);
+    assert!(m.contains("is attempting to grant RBAC permissions not currently held:"), "{m}");
+    let wide: Role = serde_json::from_value(json!({"metadata": {"name": "wide", "labels": labels},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]}))
+    .unwrap();
+    let m = forbidden_by_rbac(roles.create(&pp, &wide).await);
+    assert!(m.ends_with(r#"{APIGroups:[""], Resources:["secrets"], Verbs:["list"]}"#), "{m}");
+    // What it holds: RBAC lets it hand that on. This is what remains without the guards.
+    bindings.create(&pp, &binding("handed", "ClusterRole", join::MEMBER_ACCOUNT)).await.expect("its own powers");
+
+    // The guards back: not even that.
+    join::apply_manifest(&admin, join::MEMBER_ADMISSION, "deploy/member/admission.yaml").await.unwrap();
+    let m = guarded(
+        bindings.create(&pp, &binding("handed-again", "ClusterRole", join::MEMBER_ACCOUNT)).await,
+        "spanset-member-scope",
+    );
+    assert!(m.contains("writes no RBAC but the pod-lease guards' Role and RoleBinding spanset-pod-leases"), "{m}");
+    let names: Vec<String> = Api::<RoleBinding>::namespaced(admin, "default")
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|b| b.metadata.name)
+        .collect();
+    assert_eq!(names, ["app", "handed"], "the user's binding stands; only the one RBAC let through was made");
+}
+
+/// Two federations with a pod lease in one namespace share its guards' Role and RoleBinding:
+/// the Role names both Leases, the binding both pods' accounts; deleting one leaves the other's
+/// access whole, deleting the last removes the pair. (The guards themselves read through it in
+/// `pod_lease.rs`, whose pods run for real.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn federations_with_pod_leases_share_their_namespace_s_guard_access() {
+    let f = Federation::start_secure(&["east"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    for (name, account) in [("a", "a"), ("b", "default")] {
+        let mut leased = federation(name, "default", &[("east", 1)], 1);
+        leased.spec.migration = Default::default();
+        leased.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
+        with_command(&mut leased);
+        if account != "default" {
+            leased.spec.template.template.spec.as_mut().unwrap().service_account_name = Some(account.into());
+        }
+        f.create(&leased).await;
+    }
+    let east = f.member("east").await;
+    let roles = Api::<Role>::namespaced(east.clone(), "default");
+    let bindings = Api::<RoleBinding>::namespaced(east.clone(), "default");
+    let access = || async {
+        let role = roles.get_opt(GUARD_ACCESS).await.unwrap();
+        let leases = role.and_then(|r| r.rules).and_then(|r| r[0].resource_names.clone()).unwrap_or_default();
+        let binding = bindings.get_opt(GUARD_ACCESS).await.unwrap();
+        let accounts: Vec<String> =
+            binding.and_then(|b| b.subjects).unwrap_or_default().into_iter().map(|s| s.name).collect();
+        (leases, accounts)
+    };
+    let both = (vec!["a-pods".to_string(), "b-pods".to_string()], vec!["a".to_string(), "default".to_string()]);
+    eventually("the pair serves both federations", || async { access().await == both }).await;
+    f.api().delete("a", &DeleteParams::default()).await.unwrap();
+    eventually("a is gone", || async { f.api().get_opt("a").await.is_ok_and(|o| o.is_none()) }).await;
+    assert_eq!(access().await, (vec!["b-pods".into()], vec!["default".into()]), "b's access is whole");
+    f.api().delete("b", &DeleteParams::default()).await.unwrap();
+    eventually("the pair went with the last federation it served", || async {
+        roles.get_opt(GUARD_ACCESS).await.is_ok_and(|r| r.is_none())
+            && bindings.get_opt(GUARD_ACCESS).await.is_ok_and(|b| b.is_none())
+    })
+    .await;
 }

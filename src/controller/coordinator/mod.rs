@@ -909,7 +909,7 @@ impl Round<'_> {
             service: headless_service(fsts),
             carried: carried.clone(),
             export: super::network::service_export(fsts, term),
-            guard_access: crate::controller::pod_lease::access::guard_access(fsts),
+            guard_access: crate::controller::member::guard_access::guarded(fsts),
             key: self.key.clone(),
             term,
             dry_run,
