@@ -302,7 +302,9 @@ pub struct Migration {
     /// it comes back. `Release` (default) or `Delete`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_claims: Option<StaleClaims>,
-    /// Objects copied into every member cluster.
+    /// Objects copied into every member cluster. A Secret is copied only if labelled
+    /// `spanset.dev/carry=true` (its owner's consent); the controller may read them only in
+    /// namespaces where ClusterRole `spanset-carry` is bound to it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub carry: Vec<CarriedObject>,
 }

@@ -8,7 +8,8 @@
 //! writes only what spanset manages; a member before Kubernetes 1.30 serves no such policies
 //! and is joined without them, saying so on stderr), mints a
 //! token for that ServiceAccount through the TokenRequest API, and writes into the host a
-//! Secret holding a kubeconfig for that identity plus the `MemberCluster` pointing at it. Run
+//! Secret holding a kubeconfig for that identity plus the `MemberCluster` pointing at it (a
+//! Secret outside `spanset-system` with the Role that lets the controller read it there). Run
 //! again, it rotates the token in place (the controller picks the new Secret up without a
 //! restart). `unjoin` removes the MemberCluster and its Secret (and, given the member's
 //! kubeconfig, the member-side identity and guards), refused while any federation still places ordinals
@@ -87,7 +88,8 @@ pub struct JoinArgs {
     /// The host's context (default: the host kubeconfig's current context).
     #[arg(long, value_name = "CTX")]
     pub host_context: Option<String>,
-    /// Namespace of the host Secret holding the member's kubeconfig.
+    /// Namespace of the host Secret holding the member's kubeconfig (outside spanset-system, join
+    /// also gives the controller read access to Secrets there: Role spanset-members).
     #[arg(long, default_value = SYSTEM_NAMESPACE)]
     pub namespace: String,
     /// Lifetime of the minted token, in seconds (run `join` again to rotate it).
@@ -298,6 +300,9 @@ pub async fn join(host: &Client, member: &Client, args: &JoinArgs) -> Result<Joi
         .patch(&args.namespace, &PatchParams::apply(MANAGER), &Patch::Apply(&ns))
         .await
         .map_err(|e| format!("cannot create namespace {} in the host: {e}", args.namespace))?;
+    if args.namespace != SYSTEM_NAMESPACE {
+        members_access(host, &args.namespace).await?;
+    }
     let secret_name = format!("spanset-member-{}", args.name);
     let mut secret: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
@@ -328,6 +333,30 @@ pub async fn join(host: &Client, member: &Client, args: &JoinArgs) -> Result<Joi
         .map_err(|e| format!("cannot write MemberCluster {} in the host: {e}", args.name))?;
     Ok(Joined { secret: format!("{}/{secret_name}", args.namespace), expires, not_installed })
 }
+
+/// The controller reads members' kubeconfig Secrets in `spanset-system` only (the Role
+/// `spanset-members` of `deploy/rbac.yaml`): a Secret written in another namespace needs the
+/// same Role and RoleBinding there, applied from that file with the namespace changed.
+async fn members_access(host: &Client, namespace: &str) -> Result<(), String> {
+    for mut doc in docs(HOST_RBAC, "deploy/rbac.yaml")? {
+        let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+        let name = doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        if name != MEMBERS_ROLE || !(kind == "Role" || kind == "RoleBinding") {
+            continue;
+        }
+        doc["metadata"]["namespace"] = json!(namespace);
+        let applied = match kind.as_str() {
+            "Role" => apply(Api::<Role>::namespaced(host.clone(), namespace), &doc).await,
+            _ => apply(Api::<RoleBinding>::namespaced(host.clone(), namespace), &doc).await,
+        };
+        applied.map_err(|e| format!("in the host, namespace {namespace}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The Role (and RoleBinding) of `deploy/rbac.yaml` that lets the controller read members'
+/// kubeconfig Secrets.
+pub const MEMBERS_ROLE: &str = "spanset-members";
 
 /// What the federations still have in a member, per the host: their placement naming it, a
 /// slice there, or moves from or to it (`NS/NAME: why`).

@@ -5,8 +5,12 @@
 
 use std::{io::Write, net::SocketAddr, path::PathBuf, time::Duration};
 
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::{Api, Client, ResourceExt, api::PostParams};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+};
 
 use crate::{
     api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec, decode::Undecodable},
@@ -137,6 +141,8 @@ pub const LEASE_NAME: &str = "spanset-leader";
 pub async fn secure(host: &Client, kubeconfig: &std::path::Path, members: &[String]) -> anyhow::Result<PathBuf> {
     use super::join::{self, JoinArgs};
     join::apply_manifest(host, join::HOST_RBAC, "deploy/rbac.yaml").await.map_err(anyhow::Error::msg)?;
+    // The examples carry objects from `default`: the operator's step of `deploy/rbac.yaml`.
+    allow_carry(host, "default").await?;
     for m in members {
         let member = app::host_client(Some(kubeconfig), Some(m)).await?;
         let args = JoinArgs {
@@ -165,6 +171,25 @@ pub async fn secure(host: &Client, kubeconfig: &std::path::Path, members: &[Stri
     file.open(&path)?.write_all(text.as_bytes())?;
     Ok(path)
 }
+
+/// Lets the controller read the objects federations of `namespace` carry, as an operator does
+/// for each namespace whose federations carry any (`deploy/rbac.yaml`): a RoleBinding there to
+/// ClusterRole `spanset-carry` for the controller's ServiceAccount. Its Secrets are carried only
+/// if labelled `spanset.dev/carry=true`, all the same.
+pub async fn allow_carry(host: &Client, namespace: &str) -> anyhow::Result<()> {
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": CARRY_ROLE, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CARRY_ROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER_ACCOUNT, "namespace": super::join::SYSTEM_NAMESPACE}],
+    }))?;
+    let pp = PatchParams::apply("spanset-sandbox").force();
+    Api::<RoleBinding>::namespaced(host.clone(), namespace).patch(CARRY_ROLE, &pp, &Patch::Apply(&binding)).await?;
+    Ok(())
+}
+
+/// The ClusterRole of `deploy/rbac.yaml` that lets the controller read carried objects, bound
+/// per namespace (and the name of the sandbox's bindings to it).
+pub const CARRY_ROLE: &str = "spanset-carry";
 
 /// The example federation (kept in [`crate::api`], where the production build has it too).
 pub use crate::api::example;

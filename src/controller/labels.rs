@@ -17,6 +17,13 @@ pub const FEDERATION_UID: &str = "spanset.dev/federation-uid";
 /// and comma-separated. A federation's teardown deletes it only when no other one keeps it.
 /// An object without it (written before it existed) is kept by its [`FEDERATION`] alone.
 pub const CARRIED_BY: &str = "spanset.dev/carried-by";
+/// Label on a host Secret, set by someone who may change it, that lets federations of its
+/// namespace carry it into their members (`spec.migration.carry`); its value must be `true`.
+/// Without it a federation naming the Secret is refused: spanset may read every Secret a
+/// federation names, the federation's author need not, and a copy in a member could be
+/// mounted by the author's pods there (a confused deputy). Only an editor of the Secret can
+/// label it, so the label is its owner's consent, read with the Secret on every copy.
+pub const CARRY: &str = "spanset.dev/carry";
 /// Annotation: the leader term that last wrote the object (the fencing token). A writer that
 /// reads a newer term than its own stops writing at once.
 pub const TERM: &str = "spanset.dev/term";

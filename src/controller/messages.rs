@@ -223,8 +223,9 @@ pub struct EnsureSupporting {
     /// The headless Service's ServiceExport (`spec.network.mode: MultiClusterServices`);
     /// `None`: one spanset wrote earlier is deleted.
     pub export: Option<kube::api::DynamicObject>,
-    /// The pod-lease guards' Role and RoleBinding (`spec.failover.podLease`).
-    pub guard_access: Option<(k8s_openapi::api::rbac::v1::Role, k8s_openapi::api::rbac::v1::RoleBinding)>,
+    /// The federation's part of its namespace's pod-lease guards' Role and RoleBinding
+    /// (`spec.failover.podLease`).
+    pub guard_access: Option<super::member::guard_access::Guarded>,
     /// The federation written for (its shard's leadership judges the term).
     pub key: FederationKey,
     /// The term the write was planned in.
@@ -246,7 +247,8 @@ pub struct DeleteFederation {
     pub carried: Vec<(String, String)>,
     /// It runs with `spec.network.mode: MultiClusterServices`: its ServiceExport goes too.
     pub exported: bool,
-    /// It has a pod lease: its Lease and the guards' Role and RoleBinding go too.
+    /// It has a pod lease: its Lease goes too, and its entry in the guards' Role and
+    /// RoleBinding.
     pub pod_lease: bool,
     /// The term the delete was planned in.
     pub term: u64,

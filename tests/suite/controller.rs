@@ -31,6 +31,8 @@ async fn a_federation_is_sliced_across_members_and_scales_up_and_down() {
     let _c = Controller::start(&f.sandbox, "controller");
     let mut secret = Secret::default();
     secret.metadata.name = Some("redis-auth".into());
+    // Its owner lets federations carry it.
+    secret.metadata.labels = Some([("spanset.dev/carry".to_string(), "true".to_string())].into());
     secret.string_data = Some([("password".to_string(), "s3cret".to_string())].into());
     Api::<Secret>::namespaced(f.host.clone(), "default").create(&PostParams::default(), &secret).await.unwrap();
     let mut fsts = example(&f.members);

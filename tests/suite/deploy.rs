@@ -47,11 +47,25 @@ fn the_bases_render_and_the_controller_is_deployed_as_it_should_be() {
         "ClusterRoleBinding/spanset",
         "Role/spanset-leader",
         "RoleBinding/spanset-leader",
+        "Role/spanset-members",
+        "RoleBinding/spanset-members",
+        "ClusterRole/spanset-carry",
         "Deployment/spanset",
         "Service/spanset-metrics",
     ] {
         assert!(kinds.contains(&want.to_string()), "{want} not in {kinds:?}");
     }
+    // The controller reads Secrets in spanset-system only, until an operator binds
+    // spanset-carry where federations carry objects: deploy/ binds it nowhere.
+    assert!(
+        !host
+            .iter()
+            .any(|d| d["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))
+                && d["roleRef"]["name"] == "spanset-carry"),
+        "spanset-carry is bound by deploy/: {kinds:?}"
+    );
+    let members = find(&host, "Role", "spanset-members");
+    assert_eq!(members["metadata"]["namespace"], "spanset-system");
     // The CRDs are installed on their own (`kubectl apply -f deploy/crds/`): deleting the
     // controller's base must not delete them, and every federation with them.
     assert!(!host.iter().any(|d| d["kind"] == "CustomResourceDefinition"), "a CRD in deploy/: {kinds:?}");

@@ -39,6 +39,9 @@ use support::{
     federation::{Controller, Federation, client_for},
 };
 
+/// The name of the guards' Role and RoleBinding in each namespace holding a pod lease.
+const GUARD_ACCESS: &str = "spanset-pod-leases";
+
 /// The shipped rules: (kind, namespace, name, index, rule).
 fn shipped_rules() -> Vec<(String, String, String, usize, Value)> {
     let mut out = Vec::new();
@@ -114,7 +117,10 @@ fn with_command(f: &mut FederatedStatefulSet) {
     pod.containers[0].command = Some(vec!["docker-entrypoint.sh".into(), "postgres".into()]);
 }
 
+/// The carried ConfigMap `settings` and Secret `creds` in `ns`, holding `value`; the Secret
+/// labelled by its owner as one federations may carry.
 async fn carried(host: &Client, ns: &str, value: &str) {
+    carried_secret(host, ns, value, true).await;
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "settings", "namespace": ns}, "data": {"mode": value}}))
             .unwrap();
@@ -122,8 +128,13 @@ async fn carried(host: &Client, ns: &str, value: &str) {
         .patch("settings", &PatchParams::apply("test").force(), &Patch::Apply(&cm))
         .await
         .unwrap();
+}
+
+/// The Secret `creds` in `ns`, holding `value`, with its owner's consent to be carried or not.
+async fn carried_secret(host: &Client, ns: &str, value: &str, may_carry: bool) {
+    let labels = if may_carry { json!({"spanset.dev/carry": "true"}) } else { json!({}) };
     let secret: Secret = serde_json::from_value(
-        json!({"metadata": {"name": "creds", "namespace": ns}, "stringData": {"password": value}}),
+        json!({"metadata": {"name": "creds", "namespace": ns, "labels": labels}, "stringData": {"password": value}}),
     )
     .unwrap();
     Api::<Secret>::namespaced(host.clone(), ns)
@@ -175,8 +186,9 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     db.spec.disruption = Some(serde_json::from_value(json!({"maxUnavailable": 1})).unwrap());
     f.create(&db).await;
     // With a pod lease: spanset keeps a Lease in each member (read when not known, created,
-    // extended: `coordination.k8s.io` leases) and gives the guards read access to it (a Role and
-    // its RoleBinding to the pods' ServiceAccount); all three go with the federation.
+    // extended: `coordination.k8s.io` leases) and gives the guards read access to it (the
+    // namespace's Role and RoleBinding `spanset-pod-leases`, to the pods' ServiceAccount); the
+    // Lease goes with the federation, and the pair with the last federation it serves.
     let mut leased = federation("leased", "default", &[("east", 1)], 1);
     leased.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
     // A pod lease runs each container's command through its guard: it must be given.
@@ -190,19 +202,20 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     };
     eventually("leased's Lease in east was created and extended", || lease_extended(east.clone())).await;
     // Someone widens the guards' Role by hand, and the pods get another account: the next
-    // ensure (the template changed) puts the Role back and binds the new account (`update`).
+    // ensure (the template changed) puts the Role back and binds the new account instead of
+    // the old one (`update`).
     let roles = Api::<Role>::namespaced(east.clone(), "default");
-    let mut role = roles.get("leased-pods").await.unwrap();
+    let mut role = roles.get(GUARD_ACCESS).await.unwrap();
     role.rules.as_mut().unwrap()[0].verbs.push("update".into());
-    roles.replace("leased-pods", &PostParams::default(), &role).await.unwrap();
+    roles.replace(GUARD_ACCESS, &PostParams::default(), &role).await.unwrap();
     let account = json!({"spec": {"template": {"template": {"spec": {"serviceAccountName": "leased"}}}}});
     f.api().patch("leased", &PatchParams::default(), &Patch::Merge(&account)).await.unwrap();
     let bindings = Api::<RoleBinding>::namespaced(east.clone(), "default");
     eventually("the guards' Role is read-only again and bound to the new account", || async {
-        let role = roles.get_opt("leased-pods").await.ok().flatten();
-        let binding = bindings.get_opt("leased-pods").await.ok().flatten();
-        role.and_then(|r| r.rules).is_some_and(|r| r[0].verbs == ["get"])
-            && binding.and_then(|b| b.subjects).is_some_and(|s| s[0].name == "leased")
+        let role = roles.get_opt(GUARD_ACCESS).await.ok().flatten();
+        let binding = bindings.get_opt(GUARD_ACCESS).await.ok().flatten();
+        role.and_then(|r| r.rules).is_some_and(|r| r.len() == 1 && r[0].verbs == ["get"])
+            && binding.and_then(|b| b.subjects).is_some_and(|s| s.len() == 1 && s[0].name == "leased")
     })
     .await;
 
@@ -225,6 +238,8 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
         .await
         .unwrap();
     carried(&f.host, "shop", "three").await;
+    // Its operator lets spanset read what federations there carry (`deploy/rbac.yaml`).
+    spanset::cli::sandbox::allow_carry(&f.host, "shop").await.unwrap();
     Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop")
         .create(&PostParams::default(), &federation("cart", "shop", &[("east", 1)], 1))
         .await
@@ -330,8 +345,8 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     .await;
     assert!(
         Api::<Lease>::namespaced(east.clone(), "default").get_opt("leased-pods").await.unwrap().is_none()
-            && roles.get_opt("leased-pods").await.unwrap().is_none()
-            && bindings.get_opt("leased-pods").await.unwrap().is_none(),
+            && roles.get_opt(GUARD_ACCESS).await.unwrap().is_none()
+            && bindings.get_opt(GUARD_ACCESS).await.unwrap().is_none(),
         "the pod lease's objects went with the federation"
     );
 
@@ -422,6 +437,7 @@ async fn a_missing_member_permission_ends_in_a_condition_that_names_it() {
         .await
         .unwrap();
     carried(&f.host, "shop", "x").await;
+    spanset::cli::sandbox::allow_carry(&f.host, "shop").await.unwrap();
     let api = Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop");
     api.create(&PostParams::default(), &federation("cart", "shop", &[("east", 1)], 1)).await.unwrap();
     let start = std::time::Instant::now();
@@ -574,4 +590,328 @@ async fn each_member_guard_refuses_what_it_must() {
     );
     assert_eq!(f.refused_requests().len(), 4, "only the provoked refusals of spanset's identity");
     f.assert_ledger_clean();
+}
+
+/// A 403 of RBAC itself (not of a policy): its message.
+fn forbidden_by_rbac<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> String {
+    match r {
+        Err(kube::Error::Api(s)) if s.code == 403 && !s.message.contains("ValidatingAdmissionPolicy") => s.message,
+        other => panic!("expected RBAC to refuse, got {other:?}"),
+    }
+}
+
+/// What a stolen member credential can do with RBAC in a member whose guards were taken away
+/// (`spanset-member-scope` unbound): it reads, changes and deletes no Role or RoleBinding but
+/// the pod-lease guards' pair (`resourceNames`), and creates none that grants more than it
+/// holds (RBAC's escalation prevention, which the sandbox applies as the apiserver does). What
+/// is left, since Kubernetes cannot limit `create` by name: it can hand what it holds to another
+/// subject, one namespace per RoleBinding. With its guards back, the member refuses that too:
+/// spanset's identity writes no RBAC but the guards' pair.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_member_credential_grants_nothing_it_does_not_hold_and_touches_no_one_s_rbac() {
+    let mut f = Federation::start_secure(&["east"]).await;
+    f.refusals_expected = true;
+    let admin = f.member("east").await;
+    let stolen = f.spanset_identity("east").await;
+    let pp = PostParams::default();
+    let labels = json!({"spanset.dev/federation": "redis", "app.kubernetes.io/managed-by": "spanset"});
+    let binding = |name: &str, kind: &str, role: &str| -> RoleBinding {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "thief", "namespace": "default"}]}))
+        .unwrap()
+    };
+    // A user's Role and RoleBinding, labelled as if spanset's: only RBAC stands in the way.
+    let role: Role = serde_json::from_value(json!({"metadata": {"name": "app", "labels": labels},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}))
+    .unwrap();
+    Api::<Role>::namespaced(admin.clone(), "default").create(&pp, &role).await.unwrap();
+    let users = binding("app", "Role", "app");
+    Api::<RoleBinding>::namespaced(admin.clone(), "default").create(&pp, &users).await.unwrap();
+    f.delete_bindings("east", &["spanset-member-scope"]).await;
+
+    let roles = Api::<Role>::namespaced(stolen.clone(), "default");
+    let bindings = Api::<RoleBinding>::namespaced(stolen.clone(), "default");
+    let m = forbidden_by_rbac(bindings.delete("app", &DeleteParams::default()).await);
+    assert!(m.contains(r#"cannot delete resource "rolebindings""#), "{m}");
+    let m = forbidden_by_rbac(roles.replace("app", &pp, &role).await);
+    assert!(m.contains(r#"cannot update resource "roles""#), "{m}");
+    forbidden_by_rbac(bindings.get("app").await);
+    // More than it holds: refused, naming what it lacks.
+    let m = forbidden_by_rbac(bindings.create(&pp, &binding("grab", "ClusterRole", "cluster-admin")).await);
+    assert!(m.contains("is attempting to grant RBAC permissions not currently held:"), "{m}");
+    let wide: Role = serde_json::from_value(json!({"metadata": {"name": "wide", "labels": labels},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]}))
+    .unwrap();
+    let m = forbidden_by_rbac(roles.create(&pp, &wide).await);
+    assert!(m.ends_with(r#"{APIGroups:[""], Resources:["secrets"], Verbs:["list"]}"#), "{m}");
+    // What it holds: RBAC lets it hand that on. This is what remains without the guards.
+    bindings.create(&pp, &binding("handed", "ClusterRole", join::MEMBER_ACCOUNT)).await.expect("its own powers");
+
+    // The guards back: not even that.
+    join::apply_manifest(&admin, join::MEMBER_ADMISSION, "deploy/member/admission.yaml").await.unwrap();
+    let m = guarded(
+        bindings.create(&pp, &binding("handed-again", "ClusterRole", join::MEMBER_ACCOUNT)).await,
+        "spanset-member-scope",
+    );
+    assert!(m.contains("writes no RBAC but the pod-lease guards' Role and RoleBinding spanset-pod-leases"), "{m}");
+    let names: Vec<String> = Api::<RoleBinding>::namespaced(admin, "default")
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|b| b.metadata.name)
+        .collect();
+    assert_eq!(names, ["app", "handed"], "the user's binding stands; only the one RBAC let through was made");
+}
+
+/// Two federations with a pod lease in one namespace share its guards' Role and RoleBinding:
+/// the Role names both Leases, the binding both pods' accounts; deleting one leaves the other's
+/// access whole, deleting the last removes the pair. (The guards themselves read through it in
+/// `pod_lease.rs`, whose pods run for real.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn federations_with_pod_leases_share_their_namespace_s_guard_access() {
+    let f = Federation::start_secure(&["east"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    for (name, account) in [("a", "a"), ("b", "default")] {
+        let mut leased = federation(name, "default", &[("east", 1)], 1);
+        leased.spec.migration = Default::default();
+        leased.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
+        with_command(&mut leased);
+        if account != "default" {
+            leased.spec.template.template.spec.as_mut().unwrap().service_account_name = Some(account.into());
+        }
+        f.create(&leased).await;
+    }
+    let east = f.member("east").await;
+    let roles = Api::<Role>::namespaced(east.clone(), "default");
+    let bindings = Api::<RoleBinding>::namespaced(east.clone(), "default");
+    let access = || async {
+        let role = roles.get_opt(GUARD_ACCESS).await.unwrap();
+        let leases = role.and_then(|r| r.rules).and_then(|r| r[0].resource_names.clone()).unwrap_or_default();
+        let binding = bindings.get_opt(GUARD_ACCESS).await.unwrap();
+        let accounts: Vec<String> =
+            binding.and_then(|b| b.subjects).unwrap_or_default().into_iter().map(|s| s.name).collect();
+        (leases, accounts)
+    };
+    let both = (vec!["a-pods".to_string(), "b-pods".to_string()], vec!["a".to_string(), "default".to_string()]);
+    eventually("the pair serves both federations", || async { access().await == both }).await;
+    f.api().delete("a", &DeleteParams::default()).await.unwrap();
+    eventually("a is gone", || async { f.api().get_opt("a").await.is_ok_and(|o| o.is_none()) }).await;
+    assert_eq!(access().await, (vec!["b-pods".into()], vec!["default".into()]), "b's access is whole");
+    f.api().delete("b", &DeleteParams::default()).await.unwrap();
+    eventually("the pair went with the last federation it served", || async {
+        roles.get_opt(GUARD_ACCESS).await.is_ok_and(|r| r.is_none())
+            && bindings.get_opt(GUARD_ACCESS).await.is_ok_and(|b| b.is_none())
+    })
+    .await;
+}
+
+/// A host client acting as a new ServiceAccount `default/NAME`, granted `rules` in `default`
+/// (by a Role and RoleBinding the administrator writes): a tenant of the host.
+async fn tenant(f: &Federation, name: &str, rules: Value) -> Client {
+    let pp = PostParams::default();
+    let sas = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(f.host.clone(), "default");
+    sas.create(&pp, &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()).await.unwrap();
+    let role: Role = serde_json::from_value(json!({"metadata": {"name": name}, "rules": rules})).unwrap();
+    Api::<Role>::namespaced(f.host.clone(), "default").create(&pp, &role).await.unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({"metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "default"}]}))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(f.host.clone(), "default").create(&pp, &binding).await.unwrap();
+    let request: k8s_openapi::api::authentication::v1::TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}})).unwrap();
+    let minted: k8s_openapi::api::authentication::v1::TokenRequest =
+        sas.create_subresource("token", name, &pp, &request).await.unwrap();
+    let token = minted.status.expect("a token").token;
+    let cluster = join::cluster_entry(&f.sandbox.kubeconfig, "host").unwrap();
+    let kc = kube::config::Kubeconfig::from_yaml(&join::identity_kubeconfig("host", cluster, name, &token)).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// The confused deputy: spanset may read the Secrets of a federation's namespace, and a
+/// federation's author need not. An author who may create federations but not read Secrets
+/// names one in `spec.migration.carry`: spanset must not copy it into a member, where the
+/// author's pods could mount it. The federation is `Blocked` naming the Secret and what it
+/// lacks (the opt-in label only someone who may change the Secret can set), and nothing is
+/// written in the member: not the Secret, not anything else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_author_who_may_not_read_a_secret_cannot_carry_it_into_a_member() {
+    let f = Federation::start_secure(&["east"]).await;
+    let _c = Controller::start(&f.sandbox, "controller");
+    // The Secret's owner did not let federations carry it.
+    carried_secret(&f.host, "default", "one", false).await;
+    let author = tenant(
+        &f,
+        "author",
+        json!([{"apiGroups": ["spanset.dev"], "resources": ["federatedstatefulsets"], "verbs": ["create", "get"]}]),
+    )
+    .await;
+    let m = forbidden_by_rbac(Api::<Secret>::namespaced(author.clone(), "default").get("creds").await);
+    assert!(m.contains(r#"cannot get resource "secrets""#), "the author may not read it: {m}");
+    let east = f.member("east").await;
+    let member_secrets = || async {
+        let all = Api::<Secret>::all(east.clone()).list(&Default::default()).await.unwrap().items;
+        all.into_iter()
+            .filter_map(|s| Some(format!("{}/{}", s.metadata.namespace?, s.metadata.name?)))
+            .collect::<Vec<_>>()
+    };
+    // The watcher's own probe of east (a dry-run create: does it keep .spec.ordinals?) is done
+    // before the count starts: what follows is the federation's alone.
+    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    eventually("east was probed", || async {
+        mcs.get("east").await.ok().and_then(|m| m.status).is_some_and(|s| s.keeps_ordinals.is_some())
+    })
+    .await;
+    let before = member_secrets().await;
+    let since = f.audit("east").len();
+    let mark = f.sandbox.account();
+    let mut fsts = federation("exfil", "default", &[("east", 1)], 1);
+    fsts.spec.migration.carry = vec![spanset::api::CarriedObject { kind: "Secret".into(), name: "creds".into() }];
+    let authors = Api::<FederatedStatefulSet>::namespaced(author, "default");
+    authors.create(&PostParams::default(), &fsts).await.expect("the author may create federations");
+    let verdict = support::until("the federation is refused, or the Secret reaches east", || async {
+        let blocked = authors
+            .get("exfil")
+            .await
+            .ok()?
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Blocked" && c.status == "True");
+        let copied = Api::<Secret>::namespaced(east.clone(), "default").get_opt("creds").await.ok()?.is_some();
+        match (blocked, copied) {
+            (_, true) => Some(Err("the Secret was copied into east".to_string())),
+            (Some(c), false) => Some(Ok(c)),
+            _ => None,
+        }
+    })
+    .await
+    .expect("refused, not carried");
+    assert_eq!(verdict.reason, "CarryNotAllowed", "{verdict:?}");
+    assert!(
+        verdict.message.starts_with("spec.migration.carry[0]: Secret default/creds is not marked for carrying")
+            && verdict.message.contains("spanset.dev/carry=true"),
+        "the condition names the Secret and what it lacks: {}",
+        verdict.message
+    );
+    // Held a little longer than a reconcile: still nothing there.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(member_secrets().await, before, "no Secret written in east");
+    assert_eq!(
+        f.spanset_write_requests("east", since),
+        Vec::<String>::new(),
+        "nothing sent to east, not even a dry run"
+    );
+    assert!(f.sandbox.spanset_changes_since(&mark, &f.members).is_empty(), "nothing changed in east");
+}
+
+/// The host's `spanset-carry` is needed where federations carry: without its binding in the
+/// federation's namespace, spanset may not read what is carried, and the federation is
+/// `Blocked` naming the object, the host's answer and the binding to make; nothing is written
+/// in any member. Once an administrator binds it there, the federation goes ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn carrying_from_a_namespace_spanset_may_not_read_is_blocked_naming_the_binding_to_make() {
+    let mut f = Federation::start_secure(&["east"]).await;
+    // spanset's refused reads of the carried objects are the point.
+    f.refusals_expected = true;
+    let _c = Controller::start(&f.sandbox, "controller");
+    let namespaces = Api::<Namespace>::all(f.host.clone());
+    namespaces
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap())
+        .await
+        .unwrap();
+    carried(&f.host, "shop", "x").await;
+    let api = Api::<FederatedStatefulSet>::namespaced(f.host.clone(), "shop");
+    api.create(&PostParams::default(), &federation("cart", "shop", &[("east", 1)], 1)).await.unwrap();
+    let blocked = support::until("cart is blocked", || async {
+        let status = api.get("cart").await.ok()?.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "Blocked" && c.status == "True")
+    })
+    .await;
+    assert_eq!(blocked.reason, "CarryUnreadable", "{blocked:?}");
+    assert!(
+        blocked
+            .message
+            .starts_with("spec.migration.carry[0]: spanset may not read ConfigMap shop/settings in the host (")
+            && blocked
+                .message
+                .contains(r#"User "system:serviceaccount:spanset-system:spanset" cannot get resource "configmaps""#)
+            && blocked.message.contains("kubectl -n shop create rolebinding spanset-carry --clusterrole=spanset-carry"),
+        "{}",
+        blocked.message
+    );
+    let east = f.member("east").await;
+    assert!(
+        Api::<StatefulSet>::namespaced(east.clone(), "shop").get_opt("cart").await.unwrap().is_none(),
+        "nothing written"
+    );
+    spanset::cli::sandbox::allow_carry(&f.host, "shop").await.unwrap();
+    // The refusal is checked again after REFUSAL_RECHECK (30 s).
+    support::until_within("east runs shop/cart, its Secret carried", std::time::Duration::from_secs(90), || async {
+        let sts = Api::<StatefulSet>::namespaced(east.clone(), "shop").get_opt("cart").await.ok()??;
+        Api::<Secret>::namespaced(east.clone(), "shop").get_opt("creds").await.ok()??;
+        Some(sts)
+    })
+    .await;
+}
+
+/// The host's `spanset-members` Role is needed to reach a member: without it the controller
+/// may not read the member's kubeconfig Secret, and the MemberCluster says so (`Reachable`
+/// False, `BadKubeconfig`, naming the Secret and the host's answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_members_role_a_member_s_kubeconfig_cannot_be_read_and_its_member_says_so() {
+    let mut f = Federation::start_secure(&["east"]).await;
+    f.refusals_expected = true;
+    Api::<RoleBinding>::namespaced(f.host.clone(), join::SYSTEM_NAMESPACE)
+        .delete("spanset-members", &DeleteParams::default())
+        .await
+        .unwrap();
+    let _c = Controller::start(&f.sandbox, "controller");
+    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    let reachable = support::until("east says why it cannot be reached", || async {
+        let status = mcs.get("east").await.ok()?.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "Reachable" && c.status == "False")
+    })
+    .await;
+    assert_eq!(reachable.reason, "BadKubeconfig", "{reachable:?}");
+    assert!(
+        reachable.message.contains("spanset-system/spanset-member-east")
+            && reachable
+                .message
+                .contains(r#"cannot get resource "secrets" in API group "" in the namespace "spanset-system""#),
+        "{}",
+        reachable.message
+    );
+}
+
+/// A member joined with its kubeconfig Secret outside `spanset-system` (`join --namespace`):
+/// `join` gives the controller the same `spanset-members` Role there, and the member is reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_kubeconfig_join_wrote_elsewhere_is_reached() {
+    let f = Federation::start_secure(&["east"]).await;
+    let member = f.member("east").await;
+    let args = join::JoinArgs {
+        name: "east".into(),
+        kubeconfig: f.sandbox.kubeconfig.clone(),
+        context: "east".into(),
+        host_kubeconfig: None,
+        host_context: Some("host".into()),
+        namespace: "members".into(),
+        token_seconds: 3600,
+        region: None,
+    };
+    let joined = join::join(&f.host, &member, &args).await.expect("joined again, into another namespace");
+    assert_eq!(joined.secret, "members/spanset-member-east");
+    let _c = Controller::start(&f.sandbox, "controller");
+    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    eventually("east is reached through the Secret in members", || async {
+        let status = mcs.get("east").await.ok().and_then(|m| m.status).unwrap_or_default();
+        status.conditions.iter().any(|c| c.type_ == "Reachable" && c.status == "True")
+    })
+    .await;
 }

@@ -30,6 +30,8 @@ async fn json_logs_carry_reconcile_and_member_write_spans_and_never_a_token_or_s
     let c = Controller::start_full(&f.sandbox, "controller", &[("RUST_LOG", "debug")], &["--log-format", "json"]);
     let mut secret = Secret::default();
     secret.metadata.name = Some("redis-auth".into());
+    // Its owner lets federations carry it.
+    secret.metadata.labels = Some([("spanset.dev/carry".to_string(), "true".to_string())].into());
     secret.string_data = Some([("password".to_string(), PASSWORD.to_string())].into());
     Api::<Secret>::namespaced(f.host.clone(), "default").create(&PostParams::default(), &secret).await.unwrap();
     let mut fsts = example(&f.members);

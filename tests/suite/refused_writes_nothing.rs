@@ -102,7 +102,7 @@ impl Poller {
     }
 }
 
-/// The host namespace [`NS`] with a ConfigMap `redis-conf` to carry.
+/// The host namespace [`NS`] with a ConfigMap `redis-conf` to carry, which spanset may read.
 async fn host_namespace(f: &Federation) -> Api<FederatedStatefulSet> {
     let mut ns = Namespace::default();
     ns.metadata.name = Some(NS.into());
@@ -111,6 +111,8 @@ async fn host_namespace(f: &Federation) -> Api<FederatedStatefulSet> {
     conf.metadata.name = Some("redis-conf".into());
     conf.data = Some([("redis.conf".to_string(), "appendonly yes".to_string())].into());
     Api::<ConfigMap>::namespaced(f.host.clone(), NS).create(&PostParams::default(), &conf).await.expect("config");
+    // Its operator lets spanset read what federations there carry (`deploy/rbac.yaml`).
+    spanset::cli::sandbox::allow_carry(&f.host, NS).await.expect("carry allowed");
     Api::namespaced(f.host.clone(), NS)
 }
 

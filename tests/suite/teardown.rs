@@ -46,6 +46,8 @@ fn federation(f: &Federation, name: &str, app: &str, replicas: i32) -> Federated
 async fn host_secret(f: &Federation) {
     let mut s = Secret::default();
     s.metadata.name = Some("creds".into());
+    // Its owner lets federations carry it.
+    s.metadata.labels = Some([("spanset.dev/carry".to_string(), "true".to_string())].into());
     s.string_data = Some([("password".to_string(), "hunter2".to_string())].into());
     Api::<Secret>::namespaced(f.host.clone(), "default").create(&PostParams::default(), &s).await.expect("Secret");
 }

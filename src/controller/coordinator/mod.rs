@@ -5,6 +5,7 @@
 //! another when it ends.
 
 mod access;
+pub mod carry;
 mod deletion;
 mod failures;
 pub mod ownership;
@@ -20,7 +21,6 @@ use std::{
 };
 
 use actix::prelude::*;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{
     Api, Client, ResourceExt,
     api::{Patch, PatchParams, PostParams},
@@ -394,7 +394,12 @@ impl Coordinator {
                 if again {
                     tracing::debug!(federation = %act.key, refusal = %r.message, "still refused; nothing written in any member");
                 } else {
-                    tracing::warn!(federation = %act.key, refusal = %r.message, "a member refused the template; nothing written in any member");
+                    let what = if r.reason.starts_with("Carry") {
+                        "a carried object cannot be carried; nothing written in any member"
+                    } else {
+                        "a member refused the template; nothing written in any member"
+                    };
+                    tracing::warn!(federation = %act.key, refusal = %r.message, "{what}");
                 }
                 act.template_refusal = Some((hash, r, Instant::now()));
                 act.again = true;
@@ -899,7 +904,14 @@ impl Round<'_> {
     /// change is checked: an idle round asks nothing.
     async fn supporting(&mut self, ensure_due: &[String], out: &mut Outcome) -> Result<bool, String> {
         let fsts = &self.fsts;
-        let carried = carried(self.host, fsts).await?;
+        let carried = match carry::carried(self.host, fsts).await {
+            Ok(carried) => carried,
+            Err(carry::Unavailable::Refused(r)) => {
+                out.refusal = Some((template_hash(fsts), r));
+                return Ok(false);
+            }
+            Err(carry::Unavailable::Failed(e)) => return Err(e),
+        };
         // The network mode decides the ServiceExport: a new mode makes every member due again.
         out.supporting_digest =
             Some(format!("{}/{:?}", digest_of(&carried), crate::api::Network::mode(fsts.spec.network.as_ref())));
@@ -909,7 +921,7 @@ impl Round<'_> {
             service: headless_service(fsts),
             carried: carried.clone(),
             export: super::network::service_export(fsts, term),
-            guard_access: crate::controller::pod_lease::access::guard_access(fsts),
+            guard_access: crate::controller::member::guard_access::guarded(fsts),
             key: self.key.clone(),
             term,
             dry_run,
@@ -1348,7 +1360,6 @@ async fn hold_points(decision: &Decision) {
     }
 }
 
-/// The carried Secrets and ConfigMaps, read from the host and relabelled for members.
 /// A digest of carried objects' content (names, types and data), to notice edits.
 fn digest_of(carried: &[Carried]) -> String {
     use std::hash::{Hash, Hasher};
@@ -1361,43 +1372,6 @@ fn digest_of(carried: &[Carried]) -> String {
         text.unwrap_or_default().hash(&mut h);
     }
     format!("{:016x}", h.finish())
-}
-
-async fn carried(host: &Client, fsts: &FederatedStatefulSet) -> Result<Vec<Carried>, String> {
-    let ns = fsts.namespace().unwrap_or_default();
-    let mut out = Vec::new();
-    for c in &fsts.spec.migration.carry {
-        let labels = ownership_labels(fsts);
-        match c.kind.as_str() {
-            "Secret" => {
-                let s = Api::<Secret>::namespaced(host.clone(), &ns)
-                    .get(&c.name)
-                    .await
-                    .map_err(|e| format!("spec.migration.carry: Secret {ns}/{}: {e}", c.name))?;
-                let mut copy =
-                    Secret { data: s.data, type_: s.type_, string_data: s.string_data, ..Default::default() };
-                copy.metadata.name = Some(c.name.clone());
-                copy.metadata.namespace = Some(ns.clone());
-                copy.metadata.labels = Some(labels);
-                out.push(Carried::Secret(copy));
-            }
-            "ConfigMap" => {
-                let m = Api::<ConfigMap>::namespaced(host.clone(), &ns)
-                    .get(&c.name)
-                    .await
-                    .map_err(|e| format!("spec.migration.carry: ConfigMap {ns}/{}: {e}", c.name))?;
-                let mut copy = ConfigMap { data: m.data, binary_data: m.binary_data, ..Default::default() };
-                copy.metadata.name = Some(c.name.clone());
-                copy.metadata.namespace = Some(ns.clone());
-                copy.metadata.labels = Some(labels);
-                out.push(Carried::ConfigMap(copy));
-            }
-            other => {
-                return Err(format!("spec.migration.carry: kind {other:?} cannot be carried (Secret or ConfigMap)"));
-            }
-        }
-    }
-    Ok(out)
 }
 
 async fn add_finalizer(host: &Client, fsts: &FederatedStatefulSet) -> Result<FederatedStatefulSet, String> {

@@ -5,6 +5,7 @@ pub mod budget;
 pub mod cache;
 pub mod contact_clock;
 pub mod endpoints;
+pub mod guard_access;
 pub mod guards;
 pub mod health;
 pub mod identity;

@@ -19,7 +19,10 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 
-use super::sharing;
+use super::{
+    guard_access::{self, ACCESS_NAME, Guarded},
+    sharing,
+};
 use crate::controller::labels::{FEDERATION, FIELD_MANAGER};
 
 /// Where a dry run of a namespaced object goes while the federation's namespace does not exist
@@ -138,8 +141,9 @@ pub struct Supporting<'a> {
     /// Its headless Service's ServiceExport (`spec.network.mode: MultiClusterServices`);
     /// `None`: one of spanset's is deleted.
     pub export: Option<&'a DynamicObject>,
-    /// The pod-lease guards' Role and RoleBinding, if the federation has a pod lease.
-    pub guard_access: Option<&'a (Role, RoleBinding)>,
+    /// The federation's part of its namespace's pod-lease guards' Role and RoleBinding, if it
+    /// has a pod lease.
+    pub guard_access: Option<&'a Guarded>,
 }
 
 /// A failed step of [`ensure_supporting`]: the federation's field the object comes from, and
@@ -194,18 +198,10 @@ pub async fn ensure_supporting(
     if ensure_export(client, s, target, mode).await.map_err(at("spec.network.mode"))? {
         wrote.push("serviceexport");
     }
-    if let Some((role, binding)) = s.guard_access {
-        let roles: Api<Role> = Api::namespaced(client.clone(), target);
-        let role_differs = |a: &Role, b: &Role| a.rules != b.rules;
-        let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), target);
-        let binding_differs = |a: &RoleBinding, b: &RoleBinding| a.subjects != b.subjects || a.role_ref != b.role_ref;
-        let field = "spec.failover.podLease";
-        let wrote_role = ensure(&roles, &moved(role, target), role_differs, ours, mode).await.map_err(at(field))?;
-        let wrote_binding =
-            ensure(&bindings, &moved(binding, target), binding_differs, ours, mode).await.map_err(at(field))?;
-        if wrote_role || wrote_binding {
-            wrote.push("guardaccess");
-        }
+    if let Some(g) = s.guard_access
+        && ensure_guard_access(client, g, target, mode).await.map_err(at("spec.failover.podLease"))?
+    {
+        wrote.push("guardaccess");
     }
     for (i, c) in s.carried.iter().enumerate() {
         let changed = match c {
@@ -226,6 +222,82 @@ pub async fn ensure_supporting(
         }
     }
     Ok(wrote)
+}
+
+/// The namespace's guards' Role and RoleBinding ([`guard_access`]) serving federation `g` as it
+/// is: created where missing, replaced where they do not (a new federation, a new account, a
+/// hand edit); a user's objects of that name are left alone. Answers whether it wrote (or, as a
+/// dry run, would write).
+async fn ensure_guard_access(client: &Client, g: &Guarded, target: &str, mode: Mode) -> Result<bool, kube::Error> {
+    let roles: Api<Role> = Api::namespaced(client.clone(), target);
+    let role = |stored: Option<&Role>| {
+        let (served, owner) = guard_access::joined(stored.map(|r| &r.metadata), g);
+        guard_access::role(target, &served, &owner)
+    };
+    let role_differs = |a: &Role, b: &Role| a.rules != b.rules || a.metadata.annotations != b.metadata.annotations;
+    let (wrote_role, role_stored) = ensure_shared(&roles, role, role_differs, mode).await?;
+    // A binding is judged against its Role (RBAC's escalation prevention reads the Role to see
+    // that its writer holds what it grants), so a dry run of the binding can only be made once
+    // its Role is stored; a Role this round creates is checked alone, and the binding with the
+    // real write, right after it.
+    if mode != Mode::Write && !role_stored {
+        return Ok(wrote_role);
+    }
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), target);
+    let binding = |stored: Option<&RoleBinding>| {
+        let (served, owner) = guard_access::joined(stored.map(|b| &b.metadata), g);
+        guard_access::binding(target, &served, &owner)
+    };
+    let binding_differs = |a: &RoleBinding, b: &RoleBinding| {
+        a.subjects != b.subjects || a.role_ref != b.role_ref || a.metadata.annotations != b.metadata.annotations
+    };
+    let (wrote_binding, _) = ensure_shared(&bindings, binding, binding_differs, mode).await?;
+    Ok(wrote_role || wrote_binding)
+}
+
+/// Creates the object `render` makes (from nothing) where [`ACCESS_NAME`] is missing, replaces
+/// it with what `render` makes of it where `differs` says that differs, leaves a user's object
+/// of that name alone; answers whether it wrote (or, as a dry run, would write), and whether
+/// spanset's object is stored there (before this write).
+async fn ensure_shared<K>(
+    api: &Api<K>,
+    render: impl Fn(Option<&K>) -> K,
+    differs: impl Fn(&K, &K) -> bool,
+    mode: Mode,
+) -> Result<(bool, bool), kube::Error>
+where
+    K: kube::Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    let pp = mode.params();
+    let mut stored = match mode {
+        // Whatever the stand-in namespace holds under that name serves other federations.
+        Mode::StandIn => None,
+        Mode::Write | Mode::DryRun => api.get_opt(ACCESS_NAME).await?,
+    };
+    // A create that meets one made meanwhile (another federation of the namespace, in the same
+    // instant) joins it as it is now.
+    for _ in 0..3 {
+        match &stored {
+            None => match api.create(&pp, &render(None)).await {
+                Ok(_) => return Ok((true, false)),
+                Err(kube::Error::Api(e)) if e.code == 409 && mode == Mode::StandIn => return Ok((true, false)),
+                Err(kube::Error::Api(e)) if e.code == 409 => stored = api.get_opt(ACCESS_NAME).await?,
+                Err(e) => return Err(e),
+            },
+            Some(s) if !guard_access::is_ours(s.meta()) => return Ok((false, false)),
+            Some(s) => {
+                let mut next = render(Some(s));
+                if !differs(&next, s) {
+                    return Ok((false, true));
+                }
+                next.meta_mut().resource_version = s.meta().resource_version.clone();
+                api.replace(ACCESS_NAME, &pp, &next).await?;
+                return Ok((true, true));
+            }
+        }
+    }
+    // Created and deleted by others in turn: nothing is known; the next round looks again.
+    Ok((true, false))
 }
 
 /// The multi-cluster Services API's ServiceExport (KEP-1645), which spanset writes beside the

@@ -30,7 +30,6 @@
 //! The other rules the sides keep are in [`clock`] (what counts as landed, when to extend) and
 //! [`guard`] (when a pod may start, what stops it at once).
 
-pub mod access;
 pub mod clock;
 pub mod guard;
 pub mod in_force;

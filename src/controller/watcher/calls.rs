@@ -1,8 +1,9 @@
-//! Member calls shared by several writes: conditional deletes, and a volume set to Retain.
+//! Member calls shared by several writes: conditional deletes, releases of shared objects, and a
+//! volume set to Retain.
 //! Which outcome counts as done is [`super::decide`]'s to say.
 
 use k8s_openapi::api::core::v1::PersistentVolume;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::{
     Api,
@@ -13,6 +14,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use super::decide::{CallFailure, DeleteOutcome, answer::delete_outcome, claims::retain_patch, teardown::deletable};
 use crate::controller::{
     labels::FIELD_MANAGER,
+    member::guard_access::{self as access, Leave},
     member::sharing::{self, Release},
 };
 
@@ -103,6 +105,41 @@ where
             *next.meta_mut() = *meta;
             let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
             api.replace(name, &pp, &next).await.map(|_| ())
+        }
+    }
+}
+
+/// Removes federation `leaving`'s entry from the namespace's guard access object `api` names
+/// (its Role or its RoleBinding, see [`access`]): deletes it if `leaving` was the last
+/// federation served, or writes it for the others; both conditional on the version read, so
+/// that an entry added meanwhile is never lost (the conflict is retried with the next
+/// teardown). `render` makes the object that serves what is left.
+pub async fn release_guard_access<K>(
+    api: &Api<K>,
+    leaving: &str,
+    render: impl Fn(&BTreeMap<String, String>, &str) -> K,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    let Some(stored) = api.get_opt(access::ACCESS_NAME).await? else { return Ok(()) };
+    match access::left(stored.meta(), leaving) {
+        Leave::Untouched => Ok(()),
+        Leave::Delete => {
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: None,
+                    resource_version: stored.meta().resource_version.clone(),
+                }),
+                ..Default::default()
+            };
+            delete(api, access::ACCESS_NAME, &dp, false).await.map(|_| ())
+        }
+        Leave::Keep(served, owner) => {
+            let mut next = render(&served, &owner);
+            next.meta_mut().resource_version = stored.meta().resource_version.clone();
+            let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
+            api.replace(access::ACCESS_NAME, &pp, &next).await.map(|_| ())
         }
     }
 }

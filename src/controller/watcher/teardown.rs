@@ -18,7 +18,7 @@ use kube::{
 
 use super::{
     ClusterWatcher,
-    calls::{delete_if_ours, delete_on_uid, release},
+    calls::{delete_if_ours, delete_on_uid, release, release_guard_access},
     decide::{
         self, CallFailure,
         teardown::{FoundSts, Removal, SweepStep, Teardown, plan_teardown},
@@ -29,6 +29,7 @@ use crate::{
         labels::{FEDERATION, FEDERATION_UID, FIELD_MANAGER},
         member::{
             endpoints::{SLICE_MANAGED_BY, SLICE_MANAGER},
+            guard_access as access,
             objects::FederationKey,
             sharing::Sharers,
             supporting::{self, Supporting},
@@ -259,12 +260,15 @@ async fn tear_down(
                     .await
             }
             "Lease" => delete_if_ours(&Api::<Lease>::namespaced(client.clone(), ns), &name, leaving, uid, &dp).await,
-            "Role" => delete_if_ours(&Api::<Role>::namespaced(client.clone(), ns), &name, leaving, uid, &dp).await,
-            "RoleBinding" => {
-                delete_if_ours(&Api::<RoleBinding>::namespaced(client.clone(), ns), &name, leaving, uid, &dp).await
-            }
             _ => Ok(()),
         },
+        Teardown::GuardAccess => {
+            // The binding first: a binding is never left naming a Role already gone.
+            let bindings = Api::<RoleBinding>::namespaced(client.clone(), ns);
+            release_guard_access(&bindings, leaving, |served, owner| access::binding(ns, served, owner)).await?;
+            let roles = Api::<Role>::namespaced(client.clone(), ns);
+            release_guard_access(&roles, leaving, |served, owner| access::role(ns, served, owner)).await
+        }
         Teardown::Shared { kind, name } => {
             let others = decide::teardown::others(sharers, &kind, &name);
             match kind.as_str() {

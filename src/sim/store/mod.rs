@@ -3,7 +3,8 @@
 //! served resource table, built-in and custom), and [`registry`] (per-kind rules: [`defaults`],
 //! [`validate`], generation, deletion), with [`selector`], the API's [`error`]s, and
 //! [`views`] (one stored resource served under two groups); and, for a cluster that enforces
-//! authentication, its [`tokens`] and [`audit`] log; every write is counted in the
+//! authentication, its [`tokens`], its [`rbac`] rules, their [`escalation`] prevention and
+//! the [`audit`] log; every write is counted in the
 //! [`account`], by [`actor`]; Services get their addresses from
 //! [`service_ips`]; [`admission`] runs the validating
 //! admission policies on every write that comes through the API; a CRD is deleted in two
@@ -16,7 +17,9 @@ pub mod audit;
 pub mod crd_deletion;
 pub mod defaults;
 pub mod error;
+pub mod escalation;
 pub mod object;
+pub mod rbac;
 pub mod registry;
 pub mod resources;
 pub mod schema;

@@ -322,6 +322,12 @@ impl Cluster {
         } else {
             name
         };
+        // RBAC's escalation prevention comes before the object is validated or admitted.
+        if let Some(user) = &opts.user {
+            let ns = object::namespace(body).to_string();
+            self.escalation_guard(rt, &ns, "", user, body).check(rt, &name, body, None)?;
+        }
+        let meta = object::metadata_mut(body);
         // Server-owned metadata.
         meta.insert("uid".into(), Value::String(self.faults.random_uid()));
         meta.insert("creationTimestamp".into(), Value::String(object::now_rfc3339()));
@@ -524,6 +530,12 @@ impl Cluster {
         let res = key(rt);
         // Read before the update: admission cannot read storage while it is being updated.
         let admission = opts.user.as_ref().map(|user| (user, self.admission(rt, ns)));
+        // So is what escalation prevention checks the new object against (a binding's role is
+        // the stored one's: its roleRef cannot change).
+        let escalation = match (&opts.user, self.storage.get(&res, ns, name)) {
+            (Some(user), Some(stored)) => self.escalation_guard(rt, ns, name, user, &stored),
+            _ => Default::default(),
+        };
         let schema = rt.schema(&version);
         let prepare = |current: &Arc<Value>| -> ApiResult<Value> {
             let mut desired = f(current)?;
@@ -533,6 +545,7 @@ impl Cluster {
             }
             self.drop_unsupported_fields(rt, &mut desired);
             let next = prepare_update(rt, sub, current, desired, schema.as_deref())?;
+            escalation.check(rt, name, &next, Some(current))?;
             if let Some((user, snapshot)) = &admission {
                 snapshot.admit(
                     self,

@@ -7,7 +7,7 @@
 
 use kube::Resource;
 
-use crate::controller::pod_lease::object::lease_name;
+use crate::controller::{member::guard_access::ACCESS_NAME, pod_lease::object::lease_name};
 
 use super::{Refusal, Standing, gate::gate};
 use crate::{
@@ -32,6 +32,10 @@ pub enum Teardown {
         /// The name.
         name: String,
     },
+    /// The guards' Role and RoleBinding of the namespace ([`ACCESS_NAME`]), shared by its
+    /// federations with a pod lease: the leaving federation's entry removed, each deleted with
+    /// the last (see [`crate::controller::member::guard_access`]).
+    GuardAccess,
     /// An object other federations may keep too (Service, Secret, ConfigMap): released.
     Shared {
         /// The kind.
@@ -54,7 +58,8 @@ pub struct Removal {
     pub carried: Vec<(String, String)>,
     /// Whether a ServiceExport was written.
     pub exported: bool,
-    /// Whether it had a pod lease: its Lease and the guards' Role and RoleBinding go too.
+    /// Whether it had a pod lease: its Lease goes too, and its entry in the guards' Role and
+    /// RoleBinding.
     pub pod_lease: bool,
 }
 
@@ -94,15 +99,13 @@ impl Removal {
             out.push(named("ServiceExport", &self.service));
         }
         if self.pod_lease {
-            out.extend(POD_LEASE_KINDS.iter().map(|k| named(k, &lease_name(federation))));
+            out.push(named("Lease", &lease_name(federation)));
+            out.extend(["RoleBinding", "Role"].map(|k| named(k, ACCESS_NAME)));
         }
         out.extend(self.carried.iter().map(|(k, n)| named(k, n)));
         out
     }
 }
-
-/// The kinds of a pod lease's objects in a member, each named like the Lease.
-pub const POD_LEASE_KINDS: [&str; 3] = ["Lease", "RoleBinding", "Role"];
 
 /// The deletes of a federation's teardown, in order: the StatefulSets first (of both APIs
 /// where the member serves Advanced StatefulSets), then the Service, the budget, the published
@@ -123,7 +126,8 @@ pub fn plan_teardown(
     out.push(shared("Service", &removal.service));
     out.push(Teardown::Owned { kind: "PodDisruptionBudget".into(), name: federation.into() });
     if removal.pod_lease {
-        out.extend(POD_LEASE_KINDS.iter().map(|k| Teardown::Owned { kind: (*k).into(), name: lease_name(federation) }));
+        out.push(Teardown::Owned { kind: "Lease".into(), name: lease_name(federation) });
+        out.push(Teardown::GuardAccess);
     }
     out.push(Teardown::PublishedSlices);
     if removal.exported {
@@ -238,8 +242,7 @@ mod tests {
                 shared("Service", "redis-hl"),
                 Teardown::Owned { kind: "PodDisruptionBudget".into(), name: "redis".into() },
                 Teardown::Owned { kind: "Lease".into(), name: "redis-pods".into() },
-                Teardown::Owned { kind: "RoleBinding".into(), name: "redis-pods".into() },
-                Teardown::Owned { kind: "Role".into(), name: "redis-pods".into() },
+                Teardown::GuardAccess,
                 Teardown::PublishedSlices,
                 Teardown::Export,
                 shared("Secret", "creds"),

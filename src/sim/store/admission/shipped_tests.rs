@@ -517,3 +517,77 @@ fn only_spanset_writes_a_federation_s_pod_lease() {
     .expect("renewed by its holder");
     delete(UserInfo::admin(), "elector").expect("and deleted");
 }
+
+/// RBAC cannot limit a `create` by name, so the guard does: spanset's identity writes no Role or
+/// RoleBinding but the pod-lease guards' pair, which grants `get` on Leases by name and binds
+/// that Role only to ServiceAccounts of its own namespace. A stolen member credential can then
+/// neither hand its own powers to another subject nor make a Role of its choosing, even with
+/// spanset's labels on it.
+#[test]
+fn spanset_writes_no_rbac_but_the_pod_lease_guards_pair() {
+    let c = member();
+    let as_spanset = WriteOptions { user: Some(spanset()), ..Default::default() };
+    let (roles, bindings) =
+        (rt(&c, "rbac.authorization.k8s.io", "roles"), rt(&c, "rbac.authorization.k8s.io", "rolebindings"));
+    let labels = json!({"spanset.dev/federation": "redis", "app.kubernetes.io/managed-by": "spanset"});
+    let role = |name: &str, rules: Value| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": name, "labels": labels}, "rules": rules})
+    };
+    let lease_get = json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                            "resourceNames": ["redis-pods"], "verbs": ["get"]}]);
+    c.create(&roles, Some("default"), role("spanset-pod-leases", lease_get.clone()), &as_spanset)
+        .expect("the guards' Role");
+    let says =
+        "spanset's member identity writes no RBAC but the pod-lease guards' Role and RoleBinding spanset-pod-leases";
+    refused(
+        c.create(&roles, Some("default"), role("spanset-pod-leases-2", lease_get), &as_spanset).map(|_| ()),
+        "spanset-member-scope",
+        &format!(
+            "{says} (get on Leases by name, bound to ServiceAccounts of their namespace): CREATE of roles default/spanset-pod-leases-2 refused"
+        ),
+    );
+    let wider = json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"]}]);
+    refused(
+        edit(&c, spanset(), ("rbac.authorization.k8s.io", "roles", "default", "spanset-pod-leases"), |r| {
+            r["rules"] = wider
+        }),
+        "spanset-member-scope",
+        says,
+    );
+    let binding = |name: &str, kind: &str, role: &str, subject: Value| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name, "labels": labels},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+               "subjects": [subject]})
+    };
+    let account = |ns: &str| json!({"kind": "ServiceAccount", "name": "redis", "namespace": ns});
+    c.create(
+        &bindings,
+        Some("default"),
+        binding("spanset-pod-leases", "Role", "spanset-pod-leases", account("default")),
+        &as_spanset,
+    )
+    .expect("the guards' RoleBinding");
+    for (name, kind, role, subject) in [
+        ("spanset-pod-leases-2", "Role", "spanset-pod-leases", account("default")),
+        ("theirs", "ClusterRole", "spanset-member", account("default")),
+    ] {
+        refused(
+            c.create(&bindings, Some("default"), binding(name, kind, role, subject), &as_spanset).map(|_| ()),
+            "spanset-member-scope",
+            says,
+        );
+    }
+    c.delete(
+        &bindings,
+        "default",
+        "spanset-pod-leases",
+        &DeleteOptions { user: Some(spanset()), ..Default::default() },
+    )
+    .expect("deleted with the last federation it serves");
+    for subject in [account("kube-public"), json!({"kind": "User", "name": "eve"})] {
+        let b = binding("spanset-pod-leases", "Role", "spanset-pod-leases", subject);
+        refused(c.create(&bindings, Some("default"), b, &as_spanset).map(|_| ()), "spanset-member-scope", says);
+    }
+}

@@ -199,6 +199,14 @@ pub fn validate_update(group: &str, resource: &str, old: &Value, new: &Value) ->
             policy::validate_spec(new, &mut errs);
             policy::validate_status(new, &mut errs);
         }
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            // A binding's role is fixed: what it grants is judged (escalation prevention) once,
+            // when it is created; to bind another role, a new binding is made.
+            if old.get("roleRef") != new.get("roleRef") {
+                let value = new.get("roleRef").cloned().unwrap_or(Value::Null);
+                errs.push(FieldError::invalid("roleRef", value, "cannot change roleRef"));
+            }
+        }
         _ => admission_kinds(group, resource, new, &mut errs),
     }
     errs
