@@ -52,7 +52,7 @@ async fn kubectl_meets_the_members_guards() {
         let policies = rows("validatingadmissionpolicies");
         assert_eq!(policies[0], ["NAME", "VALIDATIONS", "PARAMKIND", "AGE"], "kubectl 1.{minor}");
         assert!(policies.iter().any(|r| r[..3] == ["spanset-owner-scale", "1", "apps/v1/StatefulSet"]), "{policies:?}");
-        assert!(policies.iter().any(|r| r[..3] == ["spanset-member-scope", "2", "<unset>"]), "{policies:?}");
+        assert!(policies.iter().any(|r| r[..3] == ["spanset-member-scope", "3", "<unset>"]), "{policies:?}");
         let bindings = rows("validatingadmissionpolicybindings");
         assert_eq!(bindings[0], ["NAME", "POLICYNAME", "PARAMREF", "AGE"], "kubectl 1.{minor}");
         assert!(bindings.iter().any(|r| r[..3] == ["spanset-owner", "spanset-owner", "<unset>"]), "{bindings:?}");

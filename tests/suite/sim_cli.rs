@@ -44,7 +44,11 @@ fn the_sandbox_writes_one_context_per_cluster_and_exits_0_on_sigterm() {
     let sandbox = Sandbox::start("east,west,north");
     let clusters: Vec<&str> = sandbox.banner.iter().filter_map(|l| l.strip_prefix("cluster ")).collect();
     assert_eq!(clusters.len(), 3, "{:?}", sandbox.banner);
-    assert!(sandbox.admin.starts_with("http://127.0.0.1:"));
+    // The admin URL carries the admin API's token, and is kept beside the kubeconfig.
+    assert!(sandbox.admin.starts_with("http://sandbox:"), "{}", sandbox.admin);
+    assert!(spanset::cli::sim_ctl::redacted(&sandbox.admin).starts_with("http://127.0.0.1:"));
+    let kept = std::fs::read_to_string(format!("{}.admin", sandbox.kubeconfig.display())).unwrap();
+    assert_eq!(kept.trim(), sandbox.admin);
     let config: serde_json::Value =
         serde_yaml::from_str(&std::fs::read_to_string(&sandbox.kubeconfig).unwrap()).unwrap();
     assert_eq!(config["current-context"], "east");

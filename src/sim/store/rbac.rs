@@ -1,7 +1,7 @@
 //! The RBAC authorizer's rule evaluation, read from the Roles, ClusterRoles and bindings in
 //! storage: whether a rule grants a request, which rule of which role grants it to a user, and
 //! every rule a user holds in a namespace (the rule resolver's `RulesFor`). The API server's
-//! authorization ([`crate::sim::api`]) and the store's own escalation prevention
+//! authorization (the HTTP layer's auth module) and the store's own escalation prevention
 //! ([`super::escalation`], which asks whether a user holds what a role grants) both read it
 //! here, beside the objects it reads.
 
