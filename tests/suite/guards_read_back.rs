@@ -164,12 +164,7 @@ async fn a_guard_deleted_or_altered_is_named_within_a_refresh_and_join_restores_
 
     // `spanset join` again: everything as shipped (the narrowed binding's foreign field too), and
     // the controller, still running, sees it within a refresh.
-    let kubeconfig = f.sandbox.kubeconfig.to_str().unwrap().to_string();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
-        .args(["join", "east", "--kubeconfig", &kubeconfig, "--context", "east", "--host-context", "host"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    join_again(&f, "east");
     let (_, gate) = stored(&f, "east", Kind::Binding, "spanset-identity-gate").await;
     assert!(gate.data["spec"].get("matchResources").is_none(), "join removed the selector: {:?}", gate.data);
     let rejoined = Instant::now();
@@ -254,11 +249,17 @@ async fn guards_spanset_may_not_read_are_not_in_force() {
         "{m}"
     );
     assert!(m.contains(r#"User "system:serviceaccount:spanset-system:spanset-member" cannot get resource"#), "{m}");
+    join_again(&f, "east");
+    guard_within_a_refresh(&f, "east", Instant::now(), "in force once join granted it", |in_force, _| in_force).await;
+}
+
+/// Runs `spanset join MEMBER` again, as an operator restoring what was removed; panics with its
+/// error if it fails.
+fn join_again(f: &Federation, member: &str) {
     let kubeconfig = f.sandbox.kubeconfig.to_str().unwrap().to_string();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
-        .args(["join", "east", "--kubeconfig", &kubeconfig, "--context", "east", "--host-context", "host"])
+        .args(["join", member, "--kubeconfig", &kubeconfig, "--context", member, "--host-context", "host"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    guard_within_a_refresh(&f, "east", Instant::now(), "in force once join granted it", |in_force, _| in_force).await;
 }

@@ -80,23 +80,25 @@ where
 /// runs real processes, once the kubelet has made it: how a test reads what a container wrote
 /// (a container writes nothing else of this machine's).
 pub fn pod_volume_on_machine(pod_uid: &str, volume: &str) -> Option<PathBuf> {
-    std::fs::read_dir(std::env::temp_dir())
-        .ok()?
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("spanset-containers-"))
-        .map(|e| e.path().join(pod_uid).join("volumes").join(volume))
-        .find(|p| p.is_dir())
+    in_scratch("containers", &Path::new(pod_uid).join("volumes").join(volume))
 }
 
 /// The directory on this machine behind a sandbox volume (a PersistentVolume's
 /// `spec.csi.volumeHandle`), once a container has mounted it: it outlives the pods that wrote
 /// there.
 pub fn volume_on_machine(handle: &str) -> Option<PathBuf> {
+    in_scratch("volumes", Path::new(handle))
+}
+
+/// `path` in the first of the sandboxes' scratch directories of a kind
+/// (`spanset-KIND-PID-XXXXXX` in the temporary directory) that holds it as a directory.
+fn in_scratch(kind: &str, path: &Path) -> Option<PathBuf> {
+    let prefix = format!("spanset-{kind}-");
     std::fs::read_dir(std::env::temp_dir())
         .ok()?
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("spanset-volumes-"))
-        .map(|e| e.path().join(handle))
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path().join(path))
         .find(|p| p.is_dir())
 }
 

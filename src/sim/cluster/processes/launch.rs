@@ -243,6 +243,11 @@ pub fn prepare(launch: &Launch, dir: &Path) -> io::Result<()> {
     std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666))
 }
 
+/// The script of a process that only holds namespaces: it sleeps, reaps what is left to it, and
+/// ends on SIGTERM or SIGINT (`wait` returns on a trapped signal; a foreground `sleep` would hold
+/// it off for an hour).
+const SLEEPER: &str = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done";
+
 /// The first user ID (and group ID) of the machine a container's user 0 is when the sandbox runs
 /// as root: above every range `useradd` hands out for subordinate IDs (at most 600,100,000 by
 /// default), so that no account of the machine, nor another user's own containers, owns what a
@@ -297,7 +302,7 @@ impl UserNamespace {
     pub fn new() -> io::Result<Self> {
         let mut cmd = Command::new("setpriv");
         cmd.args(["--pdeathsig", "KILL", "unshare", "--user", "--"]);
-        cmd.args(["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]);
+        cmd.args(["/bin/sh", "-c", SLEEPER]);
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         let mut ns = Self { child: spawn(cmd)? };
         ns.map()?;
@@ -382,8 +387,7 @@ pub fn holder_command(user_ns: Option<u32>) -> Command {
     if user_ns.is_none() {
         cmd.args(["--user", "--map-root-user"]);
     }
-    // `wait` returns on a trapped signal; a foreground `sleep` would hold it off for an hour.
-    cmd.args(["--", "/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]);
+    cmd.args(["--", "/bin/sh", "-c", SLEEPER]);
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     cmd
 }
