@@ -56,11 +56,12 @@ pub struct SimArgs {
     pub mcs: Option<Vec<String>>,
     /// Images whose containers run real processes on this machine, comma-separated, by bare
     /// name (`redis` runs `redis:7` and `docker.io/library/redis`): each in its own mount, PID
-    /// and UTS namespaces, its volume mounts the directories of its volumes, its pod IP a
-    /// loopback address of its own, never root on this machine (as root, each pod gets a user
-    /// namespace mapping its users to IDs from 1,000,000,000; the machine's directories are seen
-    /// through a writable layer of the container's own). Needs `--auth`, root (or unprivileged
-    /// user namespaces) and the programs on PATH; every other image stays simulated.
+    /// and UTS namespaces, its volume mounts the directories of its volumes, its pod IP in a
+    /// network namespace of the pod's own (from 100.64.0.0/10, routed from this machine), never
+    /// root on this machine (each pod gets a user namespace mapping its users to IDs from
+    /// 1,000,000,000; the machine's directories are seen through a writable layer of the
+    /// container's own). Needs `--auth`, root and the programs on PATH; every other image stays
+    /// simulated.
     #[arg(long, value_name = "IMAGES", value_delimiter = ',')]
     pub run_images: Vec<String>,
     /// Keep the kubelet's restart back-off for real processes (10 s doubling to 5 min) in real

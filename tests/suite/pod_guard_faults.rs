@@ -24,9 +24,9 @@ use crate::{
 
 /// The processes of the pods' watches (`spanset guard watch`) of federation `name` in the pods
 /// named `pods`, by their command line and the POD_NAME in their environment, and, given
-/// `api_port`, only those of the member whose API listens there (`KUBERNETES_SERVICE_PORT`:
-/// pods of other members may bear the same names).
-fn watch_pids_in(name: &str, pods: &[String], api_port: Option<u16>) -> Vec<i32> {
+/// `api_host`, only those of the member whose API pods reach there (`KUBERNETES_SERVICE_HOST`,
+/// its gateway in the pod network: pods of other members may bear the same names).
+fn watch_pids_in(name: &str, pods: &[String], api_host: Option<&str>) -> Vec<i32> {
     let lease = format!("--lease=default/{name}-pods");
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.flatten()
@@ -41,8 +41,8 @@ fn watch_pids_in(name: &str, pods: &[String], api_port: Option<u16>) -> Vec<i32>
             let environ = std::fs::read(e.path().join("environ")).ok()?;
             let var = |key: &[u8]| environ.split(|b| *b == 0).find_map(|v| v.strip_prefix(key)).map(<[u8]>::to_vec);
             let pod = var(b"POD_NAME=")?;
-            if let Some(port) = api_port
-                && var(b"KUBERNETES_SERVICE_PORT=").as_deref() != Some(port.to_string().as_bytes())
+            if let Some(host) = api_host
+                && var(b"KUBERNETES_SERVICE_HOST=").as_deref() != Some(host.as_bytes())
             {
                 return None;
             }
@@ -56,13 +56,13 @@ fn watch_pids(name: &str, pods: &[String]) -> Vec<i32> {
     watch_pids_in(name, pods, None)
 }
 
-/// The port central's pods reach their API on (`KUBERNETES_SERVICE_PORT`: a listener of their
-/// own), read from the watches of central's pods while they are the only pods of their names.
-fn central_api_port(name: &str) -> u16 {
+/// The address central's pods reach their API at (`KUBERNETES_SERVICE_HOST`: their cluster's
+/// gateway), read from the watches of central's pods while they are the only pods of their names.
+fn central_api_host(name: &str) -> String {
     let pids = watch_pids(name, &central_pods(name));
     let environ = std::fs::read(format!("/proc/{}/environ", pids.first().expect("a watch of central's"))).unwrap();
-    let port = environ.split(|b| *b == 0).find_map(|v| v.strip_prefix(b"KUBERNETES_SERVICE_PORT=")).expect("the port");
-    String::from_utf8_lossy(port).parse().expect("a port number")
+    let host = environ.split(|b| *b == 0).find_map(|v| v.strip_prefix(b"KUBERNETES_SERVICE_HOST=")).expect("the host");
+    String::from_utf8_lossy(host).into_owned()
 }
 
 fn central_pods(name: &str) -> Vec<String> {
@@ -151,12 +151,12 @@ async fn a_crash_looping_watch_is_not_counted_as_a_guard_and_its_pods_stop_all_t
     let (f, _c, mut owners) = placed_as(leased(NAME, LEASE_SECONDS), &["--real-back-off"], 5).await;
     // Central's watches crash as soon as they start (an OOM kill, a bad node), again and again.
     let crashing = Arc::new(AtomicBool::new(true));
-    let central_api = central_api_port(NAME);
+    let central_api = central_api_host(NAME);
     let killer = {
         let crashing = crashing.clone();
         std::thread::spawn(move || {
             while crashing.load(Ordering::Relaxed) {
-                signal(&watch_pids_in(NAME, &central_pods(NAME), Some(central_api)), rustix::process::Signal::KILL);
+                signal(&watch_pids_in(NAME, &central_pods(NAME), Some(&central_api)), rustix::process::Signal::KILL);
                 std::thread::sleep(Duration::from_millis(20));
             }
         })

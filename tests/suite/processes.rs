@@ -1,5 +1,5 @@
 //! The sandbox's process runtime: containers of `--run-images` images run as real processes —
-//! real Redis servers on their own loopback pod IPs, their data on their volumes' directories,
+//! real Redis servers in network namespaces of their own, on their pod IPs, their data on their volumes' directories,
 //! Ready by their probes, stopped by SIGTERM at deletion, restarted when they exit, killed with
 //! a powered-off node and with the sandbox itself.
 
@@ -69,7 +69,7 @@ async fn redis_statefulset(client: &Client, replicas: i32, grace: i64) {
                     "terminationGracePeriodSeconds": grace,
                     "containers": [{
                         "name": "redis", "image": "redis:7.0",
-                        "args": ["--bind", "$(POD_IP)", "--dir", "/data", "--appendonly", "yes", "--save", ""],
+                        "args": ["--bind", "$(POD_IP)", "--protected-mode", "no", "--dir", "/data", "--appendonly", "yes", "--save", ""],
                         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
                         "ports": [{"name": "redis", "containerPort": 6379}],
                         "readinessProbe": {"exec": {"command": ["sh", "-c", "redis-cli -h $POD_IP ping | grep -q PONG"]}, "periodSeconds": 2},
@@ -136,7 +136,7 @@ async fn redis_servers_run_on_their_pod_ips_resolve_each_other_and_keep_their_da
     let r0 = ready_pod(&pods, "redis-0", None).await;
     let r1 = ready_pod(&pods, "redis-1", None).await;
     let (ip0, ip1) = (ip(&r0), ip(&r1));
-    assert!(ip0.starts_with("127.") && ip1.starts_with("127.") && ip0 != ip1, "own loopback IPs: {ip0} {ip1}");
+    assert!(ip0.starts_with("100.") && ip1.starts_with("100.") && ip0 != ip1, "own pod IPs: {ip0} {ip1}");
     // The servers are real and bound to their pod IPs.
     assert_eq!(redis_cli(&ip0, &["set", "greeting", "hello"]), "OK");
     assert_eq!(redis_cli(&ip0, &["get", "greeting"]), "hello");
@@ -328,10 +328,28 @@ fn nothing_the_sandbox_ran_outlives_it_even_when_it_is_killed() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let pid = sandbox.pid();
+    // Its pods' network reaches this machine through one link of its own, named for it.
+    let links = || -> Vec<String> {
+        let out = Command::new("ip").args(["-o", "link", "show"]).output().expect("ip runs");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split(": ").nth(1).map(|n| n.split('@').next().unwrap_or(n).to_string()))
+            .filter(|n| n.starts_with(&format!("spn{pid}x")))
+            .collect()
+    };
+    assert_eq!(links().len(), 1, "one link to the pods' network");
     Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
     let start = Instant::now();
-    while !(live_processes_with(&marker).is_empty() && sleepers("100000").is_empty() && sleepers("100001").is_empty()) {
-        assert!(start.elapsed() < DEADLINE, "the container's processes ended with the sandbox");
+    while !(live_processes_with(&marker).is_empty()
+        && sleepers("100000").is_empty()
+        && sleepers("100001").is_empty()
+        && links().is_empty())
+    {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the container's processes and the pods' network ended with the sandbox: {:?}",
+            links()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(sandbox);
@@ -360,122 +378,122 @@ fn nothing_the_sandbox_ran_outlives_it_even_when_it_is_killed() {
     }
 }
 
-/// As a normal user the containers run in user namespaces of their own (mapped to root inside),
-/// and probes and `kubectl exec` enter them through their user namespace. The sandbox runs as
-/// `nobody` inside a network namespace of the test's own, where the test lets unprivileged
-/// processes bind port 53 (the containers' DNS) without changing the machine's setting: one
-/// real Redis server becomes Ready by its exec probe, answers `kubectl exec`, and its processes
-/// belong to `nobody` outside. A pod sharing its PID namespace works there too: its init
-/// container runs first, and one container signals another's process.
+/// Real processes need root, and a sandbox that is not root says so and starts nothing: each
+/// pod's network is joined to this machine by a veth pair. Run as `nobody`, `spanset sim
+/// --run-images` fails naming root and the capability, and writes no kubeconfig.
 #[test]
-fn as_a_normal_user_containers_run_in_user_namespaces_probes_and_exec_enter_them() {
-    if redis().is_none()
-        || program("kubectl", "kubectl").is_none()
-        || program("ip", "iproute2").is_none()
-        || program("pgrep", "procps").is_none()
-    {
-        return;
-    }
+fn as_a_normal_user_real_processes_are_refused_naming_what_they_need() {
     if !spanset::sim::cluster::processes::launch::running_as_root() {
-        eprintln!("skipped: the test sets up its network namespace as root");
+        eprintln!("skipped: the test becomes nobody, which needs root");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let manifest = dir.path().join("redis.yaml");
-    std::fs::write(
-        &manifest,
-        r#"apiVersion: v1
-kind: Service
-metadata: {name: redis}
-spec: {clusterIP: None, selector: {app: redis}, ports: [{name: redis, port: 6379}]}
----
-apiVersion: apps/v1
-kind: StatefulSet
-metadata: {name: redis}
-spec:
-  replicas: 1
-  serviceName: redis
-  selector: {matchLabels: {app: redis}}
-  template:
-    metadata: {labels: {app: redis}}
-    spec:
-      containers:
-      - name: redis
-        image: redis:7
-        env:
-        - name: POD_IP
-          valueFrom: {fieldRef: {fieldPath: status.podIP}}
-        command: [sh, -c, 'exec redis-server --bind "$POD_IP" --dir /data --save "" --appendonly yes']
-        readinessProbe:
-          exec: {command: [sh, -c, 'redis-cli -h "$POD_IP" ping | grep -q PONG']}
-          periodSeconds: 1
-        volumeMounts: [{name: data, mountPath: /data}]
-  volumeClaimTemplates:
-  - metadata: {name: data}
-    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: shared}
-spec:
-  shareProcessNamespace: true
-  restartPolicy: Never
-  volumes: [{name: w, emptyDir: {}}]
-  initContainers:
-  - {name: setup, image: busybox, command: [sh, -c, 'echo set up > /w/setup'], volumeMounts: [{name: w, mountPath: /w}]}
-  containers:
-  - name: target
-    image: busybox
-    command: [sh, -c, 'cat /w/setup; trap "echo got TERM; exit 0" TERM; while :; do sleep 0.1; done', shared-target]
-    volumeMounts: [{name: w, mountPath: /w}]
-  - {name: tool, image: busybox, command: [sh, -c, 'while :; do sleep 0.1; done']}
-"#,
-    )
-    .unwrap();
-    // Everything inside one network namespace: the sandbox as nobody, kubectl as root.
-    let script = r#"
-set -eu
-ip link set lo up
-echo 53 > /proc/sys/net/ipv4/ip_unprivileged_port_start
-kc="$DIR/kubeconfig"
-setpriv --reuid 65534 --regid 65534 --clear-groups env HOME="$DIR" "$BIN" sim --clusters east \
-  --kubeconfig "$kc" --time-factor 0.05 --auth --run-images redis,busybox > "$DIR/sim.out" 2>&1 &
-sim=$!
-trap 'kill $sim 2>/dev/null; wait $sim 2>/dev/null || true' EXIT
-for i in $(seq 1 600); do [ -s "$kc" ] && kubectl --kubeconfig "$kc" get ns default >/dev/null 2>&1 && break; sleep 0.2; done
-kubectl --kubeconfig "$kc" apply -f "$DIR/redis.yaml" >/dev/null
-kubectl --kubeconfig "$kc" wait --for=condition=Ready pod/redis-0 --timeout=180s >/dev/null \
-  || { cat "$DIR/sim.out"; kubectl --kubeconfig "$kc" describe pod redis-0; exit 1; }
-echo "exec: $(kubectl --kubeconfig "$kc" exec redis-0 -- sh -c 'echo "$(id -u) $(redis-cli -h "$POD_IP" ping)"')"
-# Other tests' servers (root's) may run beside it: this sandbox's is the one of nobody.
-echo "nobody's servers: $(pgrep -c -u nobody -x redis-server)"
-kubectl --kubeconfig "$kc" wait --for=condition=Ready pod/shared --timeout=180s >/dev/null
-# The marker in two quoted halves: the killing shell's own command line does not hold it.
-echo "signalled: $(kubectl --kubeconfig "$kc" exec shared -c tool -- sh -c \
-  'for p in /proc/[0-9]*; do tr "\0" " " < $p/cmdline 2>/dev/null | grep -q "shared-""target" && kill -TERM ${p#/proc/} && echo ${p#/proc/}; done | wc -l')"
-for i in $(seq 1 600); do
-  code=$(kubectl --kubeconfig "$kc" get pod shared -o 'jsonpath={.status.containerStatuses[?(@.name=="target")].state.terminated.exitCode}')
-  [ "$code" = 0 ] && break; sleep 0.2
-done
-echo "target: $(kubectl --kubeconfig "$kc" logs shared -c target | tr '\n' ' ')"
-"#;
-    let out = Command::new("unshare")
-        .args(["--net", "--", "sh", "-c", script])
-        .env("DIR", dir.path())
-        .env("BIN", env!("CARGO_BIN_EXE_spanset"))
+    let kubeconfig = dir.path().join("kubeconfig");
+    let out = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "env"])
+        .arg(format!("HOME={}", dir.path().display()))
+        .arg(env!("CARGO_BIN_EXE_spanset"))
+        .args(["sim", "--clusters", "east", "--auth", "--run-images", "redis", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .stdin(std::process::Stdio::null())
         .output()
-        .expect("unshare runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        .expect("setpriv runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.lines().any(|l| l == "exec: 0 PONG"), "exec enters the container as its root: {stdout}\n{stderr}");
-    assert!(stdout.lines().any(|l| l == "nobody's servers: 1"), "the server runs as nobody outside: {stdout}");
-    assert!(stdout.lines().any(|l| l == "signalled: 1"), "one container signals another's process: {stdout}\n{stderr}");
-    assert!(
-        stdout.lines().any(|l| l == "target: set up got TERM "),
-        "after its init container, the target got the signal: {stdout}\n{stderr}"
-    );
+    assert!(!out.status.success(), "refused: {stderr}");
+    assert!(stderr.contains("need the sandbox to run as root"), "{stderr}");
+    assert!(stderr.contains("CAP_NET_ADMIN"), "names the capability: {stderr}");
+    assert!(!kubeconfig.exists(), "nothing started, nothing written");
+}
+
+/// Each pod has a network of its own, as on a real node: `localhost` in a pod is the pod (an
+/// exec probe on it makes the pod Ready, `redis-cli` without `-h` finds the pod's own server,
+/// a server of this machine on loopback is out of reach), two pods listen on one port, a pod
+/// reaches another by its pod IP from an address of its own (which Redis's protected mode
+/// refuses, as it refuses a stranger), and this machine, their node, reaches both. A pod
+/// sharing its PID namespace shares its network too: its init container runs first, and one
+/// container signals another's process.
+#[tokio::test]
+async fn each_pod_has_a_network_of_its_own_where_localhost_is_the_pod() {
+    if redis().is_none() {
+        return;
+    }
+    let machine = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    machine.set_nonblocking(true).unwrap();
+    let machine_port = machine.local_addr().unwrap().port();
+    let (fleet, clients) = fleet(&["solo"], &["redis", "busybox"]).await;
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    for name in ["a", "b"] {
+        create(
+            &pods,
+            json!({"metadata": {"name": name}, "spec": {"containers": [{
+                "name": "redis", "image": "redis:7.0",
+                "command": ["redis-server", "--port", "6379", "--save", ""],
+                "readinessProbe": {"exec": {"command": ["sh", "-c", "redis-cli ping | grep -q PONG"]}, "periodSeconds": 1},
+            }]}}),
+        )
+        .await;
+    }
+    let a = ready_pod(&pods, "a", None).await;
+    let b = ready_pod(&pods, "b", None).await;
+    let cluster = &fleet.servers[0].cluster;
+    let inside = |pod: &Pod, script: String| {
+        let prefix = cluster.processes.exec_prefix(&pod.uid().unwrap(), "redis", "redis:7.0").expect("it runs");
+        let mut cmd = tokio::process::Command::new(&prefix[0]);
+        cmd.args(&prefix[1..]).args(["sh", "-c", &script]);
+        async move {
+            let out = cmd.output().await.unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+            text.trim().to_string()
+        }
+    };
+    assert_eq!(inside(&a, "redis-cli set owner a".into()).await, "OK");
+    assert_eq!(inside(&a, "redis-cli get owner".into()).await, "a", "localhost in a is a");
+    assert_eq!(inside(&b, "redis-cli get owner".into()).await, "", "localhost in b is b, on the same port");
+    let to_machine = inside(&a, format!("redis-cli -p {machine_port} ping")).await;
+    assert!(to_machine.contains("Connection refused"), "the machine's loopback is not the pod's: {to_machine}");
+    assert!(machine.accept().is_err(), "nothing reached the machine's server");
+    let a_to_b = inside(&a, format!("redis-cli -h {} ping", ip(&b))).await;
+    assert!(a_to_b.starts_with("DENIED"), "b sees a from an address that is not its loopback: {a_to_b}");
+    let addresses = inside(&a, "ip -o -4 addr show".into()).await;
+    assert!(addresses.contains(&format!("eth0    inet {}/32", ip(&a))), "{addresses}");
+    assert!(!addresses.contains(&ip(&b)), "{addresses}");
+    let from_node = tokio::net::TcpStream::connect((ip(&a).as_str(), 6379)).await;
+    assert!(from_node.is_ok(), "the node reaches a pod IP: {from_node:?}");
+
+    create(
+        &pods,
+        json!({"metadata": {"name": "shared"}, "spec": {
+            "shareProcessNamespace": true, "restartPolicy": "Never",
+            "volumes": [{"name": "w", "emptyDir": {}}],
+            "initContainers": [{"name": "setup", "image": "busybox",
+                "command": ["sh", "-c", "echo set up > /w/setup"], "volumeMounts": [{"name": "w", "mountPath": "/w"}]}],
+            "containers": [
+                {"name": "target", "image": "busybox",
+                 "command": ["sh", "-c", "cat /w/setup; trap 'echo got TERM; exit 0' TERM; while :; do sleep 0.1; done", "shared-target"],
+                 "volumeMounts": [{"name": "w", "mountPath": "/w"}]},
+                {"name": "tool", "image": "busybox", "command": ["sh", "-c", "while :; do sleep 0.1; done"]}]}}),
+    )
+    .await;
+    let shared = ready_pod(&pods, "shared", None).await;
+    let prefix = cluster.processes.exec_prefix(&shared.uid().unwrap(), "tool", "busybox").expect("tool runs");
+    // The marker in two quoted halves: the killing shell's own command line does not hold it.
+    let kill = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q 'shared-''target' \
+                && kill -TERM ${p#/proc/} && echo ${p#/proc/}; done | wc -l; ip -o -4 addr show eth0";
+    let out =
+        tokio::process::Command::new(&prefix[0]).args(&prefix[1..]).args(["sh", "-c", kill]).output().await.unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.starts_with("1\n"), "one container signals another's process: {out}");
+    assert!(out.contains(&format!("inet {}/32", ip(&shared))), "the pod's network: {out}");
+    eventually("the target ends on its signal", || async {
+        let p = pods.get("shared").await.unwrap();
+        state_of(&p, "containerStatuses", "target")["terminated"]["exitCode"] == 0
+    })
+    .await;
+    let logs =
+        pods.logs("shared", &LogParams { container: Some("target".into()), ..Default::default() }).await.unwrap();
+    assert_eq!(logs, "set up\ngot TERM\n", "after its init container, the target got the signal");
+    drop(fleet);
 }
 
 /// The `state` of a pod's container (or init container, `list` `initContainerStatuses`).

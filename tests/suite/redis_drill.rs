@@ -44,9 +44,6 @@ async fn cluster_nodes(ip: &str) -> Vec<(String, String, String, usize)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "red once in 13 loaded runs after the fix of its replica placement: three minutes after \
-            the drill's return, a node still listed a failing or a seventh node (the run kept no \
-            view of it; the assertion now prints it); run it with --ignored"]
 async fn losing_a_cluster_fails_its_primary_over_inside_redis_and_its_return_leaves_no_duplicate_node() {
     if !programs() {
         return;

@@ -30,9 +30,8 @@ const LAST_HOST: u8 = 254;
 
 /// The pod `/16` of the `i`th cluster of a sandbox: `10.(100+i).0.0`, so that the clusters of
 /// one sandbox never share a pod IP (wrapping after 156 clusters, far beyond any test). A
-/// cluster whose pods run real processes takes a `/16` of 127/8 instead (see
-/// `sandbox::fleet`): every address there is this machine's own, so each pod's servers bind an
-/// address of their own and reach the others at theirs.
+/// cluster whose pods run real processes takes a `/16` of `100.64.0.0/10` instead, routed from
+/// this machine into the sandbox's pod network (see `processes::network`).
 pub fn sandbox_pod_network(i: usize) -> Ipv4Addr {
     Ipv4Addr::new(10, 100 + (i % 156) as u8, 0, 0)
 }

@@ -66,7 +66,7 @@ impl Drop for DnsServer {
     }
 }
 
-/// A UDP socket and a TCP listener on the same port of a loopback address.
+/// A UDP socket and a TCP listener on the same port of an address of this machine.
 pub async fn bind_pair(ip: Ipv4Addr, port: u16) -> std::io::Result<(UdpSocket, TcpListener)> {
     let mut last = None;
     for _ in 0..if port == 0 { BIND_ATTEMPTS } else { 1 } {

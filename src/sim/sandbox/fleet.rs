@@ -4,14 +4,11 @@
 
 use std::{
     collections::BTreeMap,
-    net::{Ipv4Addr, SocketAddr},
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
 };
 
-use tokio::net::{TcpListener, UdpSocket};
+use tokio::net::TcpListener;
 
 use crate::sim::{
     api::server::{self, ServerHandle},
@@ -81,36 +78,6 @@ async fn bind(cluster: &str, port: u16) -> Result<TcpListener, FleetError> {
     })
 }
 
-/// Claims a `/16` of 127/8 for the pods of a cluster that runs real processes: the first, from
-/// `127.100.0.0` on, whose DNS address for containers ([`processes::nameserver`], port 53) this
-/// process can bind — holding that port is the claim, so sandboxes side by side on one machine
-/// (tests run many) never share a pod IP.
-async fn claim_loopback_network() -> Result<(Ipv4Addr, UdpSocket, TcpListener), FleetError> {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let first = NEXT.fetch_add(1, Ordering::Relaxed);
-    let mut last = None;
-    for k in 0..CLAIMABLE {
-        let net = Ipv4Addr::new(127, (100 + (first + k) % CLAIMABLE) as u8, 0, 0);
-        match dns::server::bind_pair(processes::nameserver(net), 53).await {
-            Ok((udp, tcp)) => return Ok((net, udp, tcp)),
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(FleetError::Processes(format!(
-                    "the containers' DNS server needs port 53 of {} ({e}): run as root, or lower net.ipv4.ip_unprivileged_port_start to 53",
-                    processes::nameserver(net)
-                )));
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(FleetError::Processes(format!(
-        "every pod network 127.100.0.0/16 to 127.255.0.0/16 is taken by another sandbox ({})",
-        last.map(|e| e.to_string()).unwrap_or_default()
-    )))
-}
-
-/// How many `/16`s of 127/8 sandboxes running real processes may take (127.100 to 127.255).
-const CLAIMABLE: usize = 156;
-
 impl Fleet {
     /// Starts one API server per config, on `port_base + i` (or free ports), the admin API on
     /// `port_base + n`, and each cluster's DNS server (UDP and TCP) on `port_base + n + 1 + i`.
@@ -121,38 +88,71 @@ impl Fleet {
         let volumes = Arc::new(VolumeStore::default());
         // Clusters that enforce authentication serve HTTPS (kubectl sends tokens only over TLS),
         // as do those that ask for it.
-        let tls = match configs.iter().any(ClusterConfig::serves_tls) {
-            true => Some(SandboxTls::generate()?),
+        // Pods that run real processes get a network of their own, one for the sandbox, in which
+        // each such cluster claims a /16 that no other sandbox on this machine routes.
+        let pod_network = match configs.iter().any(|c| !c.run_images.is_empty()) {
+            true => {
+                processes::launch::preflight().map_err(FleetError::Processes)?;
+                let made = processes::network::PodNetwork::new()
+                    .map_err(|e| FleetError::Processes(format!("cannot make the pods' network: {e}")))?;
+                Some(Arc::new(made))
+            }
             false => None,
         };
-        if configs.iter().any(|c| !c.run_images.is_empty()) {
-            processes::launch::preflight().map_err(FleetError::Processes)?;
-        }
-        let mut container_sockets = Vec::new();
-        for (i, mut config) in configs.into_iter().enumerate() {
-            // Disjoint pod networks: a flat network across the clusters needs unique pod IPs.
-            // Pods that run real processes bind their pod IP, so their cluster takes a /16 of
-            // 127/8 that no other sandbox on this machine holds: the one whose DNS address for
-            // containers it could bind.
-            if !config.run_images.is_empty() && config.pod_network.is_none() {
-                let (net, udp, tcp) = claim_loopback_network().await?;
-                config.pod_network = Some(net);
-                container_sockets.push((udp, tcp));
+        let mut configs = configs;
+        for (i, config) in configs.iter_mut().enumerate() {
+            match (&pod_network, config.run_images.is_empty()) {
+                (Some(net), false) => {
+                    let claimed = net.claim().map_err(|e| FleetError::Processes(e.to_string()))?;
+                    config.pod_network = Some(claimed);
+                }
+                // Disjoint pod networks: a flat network across the clusters needs unique pod IPs.
+                _ => {
+                    config.pod_network.get_or_insert(network::sandbox_pod_network(i));
+                }
             }
-            config.pod_network.get_or_insert(network::sandbox_pod_network(i));
+        }
+        // Pods reach their cluster's API at its gateway, which the certificate names too.
+        let gateways: Vec<IpAddr> = configs
+            .iter()
+            .filter(|c| !c.run_images.is_empty())
+            .map(|c| IpAddr::V4(processes::network::gateway(c.pod_network())))
+            .collect();
+        let tls = match configs.iter().any(ClusterConfig::serves_tls) {
+            true => Some(SandboxTls::generate(&gateways)?),
+            false => None,
+        };
+        let mut container_sockets = Vec::new();
+        for (i, config) in configs.into_iter().enumerate() {
+            if let (Some(_), false) = (&pod_network, config.run_images.is_empty()) {
+                let at = processes::nameserver(config.pod_network());
+                let pair = dns::server::bind_pair(at, 53).await.map_err(|source| FleetError::Bind {
+                    cluster: format!("{} (DNS for containers at {at})", config.name),
+                    port: 53,
+                    source,
+                })?;
+                container_sockets.push(pair);
+            }
             let listener = bind(&config.name, port_at(i)).await?;
             // A cluster whose pods run real processes serves them on a listener of their own
-            // (its `kubernetes` Service), which a partition from the outside only leaves open.
+            // (its `kubernetes` Service, at its gateway on 443), which a partition from the
+            // outside only leaves open.
             let in_cluster = match config.run_images.is_empty() {
                 true => None,
-                false => Some(TcpListener::bind(("127.0.0.1", 0)).await.map_err(|source| FleetError::Bind {
-                    cluster: format!("{} (in-cluster)", config.name),
-                    port: 0,
-                    source,
-                })?),
+                false => {
+                    let at = processes::network::gateway(config.pod_network());
+                    Some(TcpListener::bind((at, 443)).await.map_err(|source| FleetError::Bind {
+                        cluster: format!("{} (in-cluster, at {at})", config.name),
+                        port: 443,
+                        source,
+                    })?)
+                }
             };
             let server_tls = tls.as_ref().filter(|_| config.serves_tls()).map(|t| t.server.clone());
             let cluster = Cluster::in_sandbox(config, ledger.clone(), volumes.clone());
+            if let (Some(net), true) = (&pod_network, cluster.processes.enabled()) {
+                cluster.processes.join_network(net.clone(), cluster.config.pod_network());
+            }
             let pods_use = in_cluster.as_ref().unwrap_or(&listener);
             if let Ok(addr) = pods_use.local_addr() {
                 let ca_pem = tls.as_ref().filter(|_| server_tls.is_some()).map(|t| t.ca_pem.clone());

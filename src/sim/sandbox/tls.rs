@@ -29,8 +29,9 @@ pub enum TlsError {
 }
 
 impl SandboxTls {
-    /// A new CA and a server certificate for loopback, valid for the sandbox's life.
-    pub fn generate() -> Result<Self, TlsError> {
+    /// A new CA and a server certificate for loopback and the addresses `also` (the gateways
+    /// where pods reach their cluster's API), valid for the sandbox's life.
+    pub fn generate(also: &[IpAddr]) -> Result<Self, TlsError> {
         let ca_key = KeyPair::generate()?;
         let mut ca = CertificateParams::new(Vec::<String>::new())?;
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -41,6 +42,7 @@ impl SandboxTls {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(vec!["localhost".to_string()])?;
         params.subject_alt_names.push(SanType::IpAddress(IpAddr::from([127, 0, 0, 1])));
+        params.subject_alt_names.extend(also.iter().map(|ip| SanType::IpAddress(*ip)));
         params.distinguished_name.push(DnType::CommonName, "kube-apiserver");
         let cert = params.signed_by(&key, &ca_cert, &ca_key)?;
 

@@ -2,9 +2,10 @@
 //! `rest.InClusterConfig`, kube-rs's `Config::incluster`, kubectl without a kubeconfig):
 //!
 //! - the environment of the `kubernetes` Service (`KUBERNETES_SERVICE_HOST`,
-//!   `KUBERNETES_SERVICE_PORT`, …), here naming the container's own member's API listener on
-//!   loopback, since the sandbox's Service IPs are not routed ("Accessing the Kubernetes API
-//!   from a Pod", kubernetes.io/docs/tasks/run-application/access-api-from-pod/);
+//!   `KUBERNETES_SERVICE_PORT`, …), here naming the container's own member's API listener at
+//!   its cluster's gateway in the pod network (`a.b.0.1:443`), since the sandbox's Service IPs
+//!   are not routed ("Accessing the Kubernetes API from a Pod",
+//!   kubernetes.io/docs/tasks/run-application/access-api-from-pod/);
 //! - the projected service-account volume at [`MOUNT_PATH`], with `token`, `ca.crt` and
 //!   `namespace` ("Configure Service Accounts for Pods",
 //!   kubernetes.io/docs/tasks/configure-pod-container/configure-service-account/), unless

@@ -1,5 +1,6 @@
 //! How one container's process is started: `unshare` makes private mount, PID and UTS
-//! namespaces inside a user namespace, a short shell script builds
+//! namespaces inside its pod's user and network namespaces ([`PodNamespaces`]), a short shell
+//! script builds
 //! the container's root there — the machine's own directories seen through a writable layer of
 //! the container's own (an overlay whose upper directory is in the container's directory, so
 //! that nothing it writes lands on the machine), a fresh `/proc`, `/tmp`
@@ -11,12 +12,11 @@
 //! that is visible outside, and when that first process ends the kernel ends every process of
 //! the namespace.
 //!
-//! A container is never root on the machine. A sandbox that is not root maps its own user to
-//! the container's root (the kernel allows nothing more). A sandbox run as root, as real
-//! processes of other users need, gives each pod a user namespace of its own ([`UserNamespace`])
-//! that maps the container's users 0–65535 to [`ID_BASE`] and up, IDs no account of the machine
-//! has: root inside, an unprivileged stranger outside, which may write only where the sandbox
-//! gave it ([`give_to_containers`]).
+//! A container is never root on the machine. Real processes need a sandbox run as root (a pod's
+//! network is joined to the machine by a veth pair, see [`super::network`]), which gives each
+//! pod a user namespace of its own ([`PodNamespaces`]) that maps the container's users 0–65535
+//! to [`ID_BASE`] and up, IDs no account of the machine has: root inside, an unprivileged
+//! stranger outside, which may write only where the sandbox gave it ([`give_to_containers`]).
 //!
 //! Processes are started from one thread that lives as long as the sandbox, through `setpriv
 //! --pdeathsig KILL`: if the sandbox is killed (even by SIGKILL) `unshare` gets SIGKILL, and its
@@ -243,10 +243,16 @@ pub fn prepare(launch: &Launch, dir: &Path) -> io::Result<()> {
     std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666))
 }
 
-/// The script of a process that only holds namespaces: it sleeps, reaps what is left to it, and
-/// ends on SIGTERM or SIGINT (`wait` returns on a trapped signal; a foreground `sleep` would hold
-/// it off for an hour).
+/// The script of the first process of a pod's shared PID namespace, which only holds it: it
+/// sleeps, reaps what is left to it, and ends on SIGTERM or SIGINT (`wait` returns on a trapped
+/// signal; a foreground `sleep` would hold it off for an hour). Its `sleep` ends with the
+/// namespace.
 const SLEEPER: &str = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done";
+
+/// What a process that only holds namespaces it is not the first process of runs: `sleep`,
+/// itself, with no child that would outlive its SIGKILL and keep the namespaces (and a pod
+/// network's routes) alive.
+pub(super) const HOLD: [&str; 2] = ["sleep", "infinity"];
 
 /// The first user ID (and group ID) of the machine a container's user 0 is when the sandbox runs
 /// as root: above every range `useradd` hands out for subordinate IDs (at most 600,100,000 by
@@ -258,8 +264,7 @@ pub const ID_BASE: u32 = 1_000_000_000;
 pub const ID_COUNT: u32 = 65536;
 
 /// Whom the machine sees as a container's root: [`ID_BASE`] when the sandbox runs as root;
-/// `None` when it does not (its containers' root is the sandbox's own user, which owns
-/// everything the sandbox made already).
+/// `None` when it does not (it runs no real processes then, and what it makes is its own).
 pub fn containers_root() -> Option<u32> {
     running_as_root().then_some(ID_BASE)
 }
@@ -288,28 +293,30 @@ pub fn make_dir_for_containers(path: &Path) -> io::Result<()> {
     missing.iter().rev().try_for_each(|p| give_to_containers(p))
 }
 
-/// The user namespace of one pod when the sandbox runs as root, held by a process that only
-/// sleeps: every container of the pod, every command run in them and the holder of a shared
-/// PID namespace join it. Its map gives the pod's users 0–[`ID_COUNT`] the machine's IDs from
-/// [`ID_BASE`], written by the sandbox itself (root in the machine's namespace may, and needs
-/// no `newuidmap`). Killed when dropped; the namespace lives on while any process is in it.
-pub struct UserNamespace {
+/// The user and network namespaces of one pod, held by a process that only sleeps (as the
+/// pause container holds a pod's): every container of the pod, every command run in them and
+/// the holder of a shared PID namespace join them. The user namespace's map gives the pod's
+/// users 0–[`ID_COUNT`] the machine's IDs from [`ID_BASE`], written by the sandbox itself (root
+/// in the machine's namespace may, and needs no `newuidmap`); the network namespace is the
+/// pod's own, joined to the pod network by [`super::network::PodNetwork::attach`]. Killed when
+/// dropped; the namespaces live on while any process is in them.
+pub struct PodNamespaces {
     child: Child,
 }
 
-impl UserNamespace {
-    /// Starts the holder and maps its namespace; an error if either fails.
+impl PodNamespaces {
+    /// Starts the holder and maps its user namespace; an error if either fails.
     pub fn new() -> io::Result<Self> {
         let mut cmd = Command::new("setpriv");
-        cmd.args(["--pdeathsig", "KILL", "unshare", "--user", "--"]);
-        cmd.args(["/bin/sh", "-c", SLEEPER]);
+        cmd.args(["--pdeathsig", "KILL", "unshare", "--user", "--net", "--"]);
+        cmd.args(HOLD);
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         let mut ns = Self { child: spawn(cmd)? };
         ns.map()?;
         Ok(ns)
     }
 
-    /// The holder's process ID, which `nsenter --target PID --user` joins.
+    /// The holder's process ID, which `nsenter --target PID --user --net` joins.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -325,7 +332,7 @@ impl UserNamespace {
                 break;
             }
             if self.child.try_wait()?.is_some() || std::time::Instant::now() > deadline {
-                return Err(io::Error::other("the holder of the pod's user namespace did not start"));
+                return Err(io::Error::other("the holder of the pod's namespaces did not start"));
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
@@ -335,76 +342,59 @@ impl UserNamespace {
     }
 }
 
-impl Drop for UserNamespace {
+impl Drop for PodNamespaces {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-/// The start of every command of a container when the sandbox runs as root: join the pod's user
-/// namespace as its root (`nsenter` sets the IDs inside it, which clears a parent-death signal,
-/// so `setpriv` sets it again for what follows); nothing when the sandbox is not root (the
-/// namespaces `unshare` makes come with a user namespace of their own, `--map-root-user`).
-fn enter_user_namespace(cmd: &mut Command, user_ns: Option<u32>) {
-    if let Some(holder) = user_ns {
-        cmd.args(["nsenter", "--target", &holder.to_string(), "--user", "--", "setpriv", "--pdeathsig", "KILL"]);
-    }
+/// The start of every command of a container: join the pod's user namespace as its root and
+/// its network namespace (`nsenter` sets the IDs inside it, which clears a parent-death signal,
+/// so `setpriv` sets it again for what follows).
+fn enter_pod(cmd: &mut Command, pod: u32) {
+    cmd.args(["nsenter", "--target", &pod.to_string(), "--user", "--net", "--", "setpriv", "--pdeathsig", "KILL"]);
 }
 
-/// The `unshare` command that runs `script`: private mount, UTS and PID namespaces, the child
-/// killed with `unshare`, in the pod's user namespace `user_ns` (the holder of a
-/// [`UserNamespace`]) when the sandbox runs as root, else in one mapping the sandbox's user to
-/// root.
-pub fn command(script: &str, user_ns: Option<u32>) -> Command {
+/// The `unshare` command that runs `script`: private mount, UTS and PID namespaces in the pod's
+/// user and network namespaces (those of `pod`, the holder of its [`PodNamespaces`]), the child
+/// killed with `unshare`.
+pub fn command(script: &str, pod: u32) -> Command {
     // The parent-death signal is set by `setpriv` and kept across its exec of `unshare`.
     let mut cmd = Command::new("setpriv");
     cmd.args(["--pdeathsig", "KILL"]);
-    enter_user_namespace(&mut cmd, user_ns);
+    enter_pod(&mut cmd, pod);
     cmd.args(["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--propagation", "private"]);
-    if user_ns.is_none() {
-        cmd.args(["--user", "--map-root-user"]);
-    }
     cmd.args(["--", "/bin/sh", "-c", script]);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd
 }
 
 /// The command that holds a pod's shared PID namespace (`shareProcessNamespace`), as the pause
-/// container does: `unshare` makes the namespace (in the pod's user namespace `user_ns` when
-/// the sandbox runs as root; not as root, in a user namespace of its own that its containers
-/// join too), and a shell that only sleeps is its first process, reaping the
-/// orphans the containers leave and ending on SIGTERM or SIGINT as pause does (the first
-/// process of a namespace gets only the signals it handles), so that a container of the pod
-/// can end its sandbox. When the sandbox dies `unshare` gets SIGKILL, `--kill-child`
-/// passes it to that first process, and the kernel then ends every process of the namespace:
-/// every container of the pod.
-pub fn holder_command(user_ns: Option<u32>) -> Command {
+/// container does: `unshare` makes the namespace in the pod's namespaces (those of `pod`), and
+/// a shell that only sleeps is its first process, reaping the orphans the containers leave and
+/// ending on SIGTERM or SIGINT as pause does (the first process of a namespace gets only the
+/// signals it handles), so that a container of the pod can end its sandbox. When the sandbox
+/// dies `unshare` gets SIGKILL, `--kill-child` passes it to that first process, and the kernel
+/// then ends every process of the namespace: every container of the pod.
+pub fn holder_command(pod: u32) -> Command {
     let mut cmd = Command::new("setpriv");
     cmd.args(["--pdeathsig", "KILL"]);
-    enter_user_namespace(&mut cmd, user_ns);
+    enter_pod(&mut cmd, pod);
     cmd.args(["unshare", "--pid", "--fork", "--kill-child"]);
-    if user_ns.is_none() {
-        cmd.args(["--user", "--map-root-user"]);
-    }
     cmd.args(["--", "/bin/sh", "-c", SLEEPER]);
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     cmd
 }
 
 /// The command that runs `script` as a container of a pod sharing one PID namespace, held by
-/// the first process `holder` of [`holder_command`]: `nsenter` joins that namespace through its
-/// user namespace (as its root when the sandbox is root; keeping its own IDs, which that
-/// namespace maps to root, when not) and forks into it, and `unshare` gives the container its
-/// own mount and UTS namespaces, then becomes its shell (no fork: the container's first process
-/// is `nsenter`'s child, as [`command`]'s is `unshare`'s).
+/// the first process `holder` of [`holder_command`]: `nsenter` joins that namespace and the
+/// pod's network through its user namespace, as its root, and forks into it, and `unshare`
+/// gives the container its own mount and UTS namespaces, then becomes its shell (no fork: the
+/// container's first process is `nsenter`'s child, as [`command`]'s is `unshare`'s).
 pub fn command_in_pod(script: &str, holder: u32) -> Command {
     let mut cmd = Command::new("setpriv");
-    cmd.args(["--pdeathsig", "KILL", "nsenter", "--target", &holder.to_string(), "--user"]);
-    if !running_as_root() {
-        // Its own IDs, which the holder's user namespace maps to root (see `prefix`).
-        cmd.arg("--preserve-credentials");
-    }
+    cmd.args(["--pdeathsig", "KILL", "nsenter", "--target", &holder.to_string(), "--user", "--net"]);
     cmd.args([
         "--pid",
         "--",
@@ -422,7 +412,7 @@ pub fn command_in_pod(script: &str, holder: u32) -> Command {
     cmd
 }
 
-/// Whether the sandbox runs as root (else it needs unprivileged user namespaces).
+/// Whether the sandbox runs as root, which real processes need.
 pub fn running_as_root() -> bool {
     rustix::process::geteuid().is_root()
 }
@@ -452,31 +442,41 @@ pub fn spawn(cmd: Command) -> io::Result<Child> {
     rx.recv().map_err(|_| io::Error::other("the spawning thread is gone"))?
 }
 
-/// What is missing for running real processes on this machine, if anything: `unshare`,
-/// `nsenter` and `chroot`, and namespaces the kernel lets this user make.
+/// What is refused to a sandbox that is not root: each pod's network namespace is joined to
+/// this machine by a veth pair, an interface of the machine's that only root may make.
+pub const REAL_PROCESSES_NEED_ROOT: &str = "real processes (--run-images) need the sandbox to run as root: \
+     each pod gets a network namespace of its own, joined to this machine by a veth pair, which \
+     needs CAP_NET_ADMIN in the machine's network namespace (the containers themselves are never \
+     root on the machine: each pod's user namespace maps its users to unused IDs)";
+
+/// What is missing for running real processes on this machine, if anything: root, `unshare`,
+/// `nsenter`, `chroot` and `ip`, and the namespaces the kernel lets it make.
 pub fn preflight() -> Result<(), String> {
-    for program in ["setpriv", "unshare", "nsenter", "chroot", "mount"] {
+    if !running_as_root() {
+        return Err(REAL_PROCESSES_NEED_ROOT.to_string());
+    }
+    for (program, package) in [
+        ("setpriv", "util-linux"),
+        ("unshare", "util-linux"),
+        ("nsenter", "util-linux"),
+        ("chroot", "coreutils"),
+        ("mount", "mount"),
+        ("ip", "iproute2"),
+    ] {
         let found = std::env::var_os("PATH")
             .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()));
         if !found {
-            return Err(format!("--run-images needs `{program}` (util-linux/coreutils) on PATH"));
+            return Err(format!("--run-images needs `{program}` ({package}) on PATH"));
         }
     }
-    let user_ns = match running_as_root() {
-        true => Some(UserNamespace::new().map_err(|e| format!("cannot make a user namespace for containers: {e}"))?),
-        false => None,
-    };
-    let mut probe = command(
-        "mount -t tmpfs none /mnt 2>/dev/null || mount -t tmpfs none /tmp",
-        user_ns.as_ref().map(UserNamespace::pid),
-    );
+    let pod = PodNamespaces::new().map_err(|e| format!("cannot make a pod's user and network namespaces: {e}"))?;
+    let mut probe = command("mount -t tmpfs none /mnt 2>/dev/null || mount -t tmpfs none /tmp", pod.pid());
     probe.stdout(Stdio::null()).stderr(Stdio::piped());
     let out = spawn(probe).and_then(Child::wait_with_output).map_err(|e| format!("cannot run unshare: {e}"))?;
     if !out.status.success() {
         let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        let user = if running_as_root() { "root" } else { "this user (no unprivileged user namespaces?)" };
         return Err(format!(
-            "--run-images needs user, private mount, PID and UTS namespaces, which the kernel refuses to {user}: {why}"
+            "--run-images needs user, network, private mount, PID and UTS namespaces, which the kernel refuses: {why}"
         ));
     }
     Ok(())

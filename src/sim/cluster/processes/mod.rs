@@ -8,12 +8,13 @@
 //! deletion, SIGKILL at the grace period or when their node powers off) and restarts them;
 //! `kubectl logs` shows what they print and `kubectl exec` runs commands beside them.
 //!
-//! Each pod's IP is a loopback address of its own (the sandbox's pod networks are in 127/8 when
-//! it runs processes), which its servers bind; its `/etc/resolv.conf` names its cluster's DNS
-//! server on port 53 of [`nameserver`].
+//! Each pod has a network namespace of its own holding its pod IP ([`network`]): `localhost` in
+//! it is the pod, and this machine, the pods' node, reaches every pod IP. Its
+//! `/etc/resolv.conf` names its cluster's DNS server on port 53 of [`nameserver`].
 
 pub mod in_cluster;
 pub mod launch;
+pub mod network;
 pub mod probes;
 pub mod spec;
 
@@ -225,9 +226,12 @@ pub struct Processes {
     instances: Mutex<HashMap<(String, String), Instance>>,
     /// Pod uid → the holder of its shared PID namespace (`shareProcessNamespace`).
     holders: Mutex<HashMap<String, Holder>>,
-    /// Pod uid → its node and its user namespace, when the sandbox runs as root
-    /// ([`launch::UserNamespace`]).
-    users: Mutex<HashMap<String, (String, launch::UserNamespace)>>,
+    /// Pod uid → its node and the holder of its user and network namespaces
+    /// ([`launch::PodNamespaces`]).
+    pods: Mutex<HashMap<String, (String, launch::PodNamespaces)>>,
+    /// The sandbox's pod network, which each pod's network namespace joins, and this cluster's
+    /// `/16` in it ([`Processes::join_network`]).
+    network: std::sync::OnceLock<(Arc<network::PodNetwork>, Ipv4Addr)>,
     /// The containers' directories (roots, `/etc` files, the pods' own volumes).
     dir: Mutex<Option<tempfile::TempDir>>,
     /// (pod uid, container) → whether its `postStart` hook still runs, for the containers that
@@ -257,11 +261,18 @@ impl Processes {
             run_images,
             instances: Mutex::default(),
             holders: Mutex::default(),
-            users: Mutex::default(),
+            pods: Mutex::default(),
+            network: std::sync::OnceLock::new(),
             hooks: Mutex::default(),
             dir: Mutex::default(),
             starts: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Gives the cluster its pods' network: the sandbox's pod network and the cluster's `/16`
+    /// in it (claimed by [`network::PodNetwork::claim`]). Pods start only once it has one.
+    pub fn join_network(&self, network: Arc<network::PodNetwork>, pod_network: Ipv4Addr) {
+        let _ = self.network.set((network, pod_network));
     }
 
     /// Whether this cluster runs any image for real.
@@ -386,8 +397,8 @@ impl Processes {
             .map_err(|e| format!("cannot give the pod's directory to its containers: {e}"))?;
         let script = launch::script(&launch, &dir);
         let command = match pod.pointer("/spec/shareProcessNamespace").and_then(Value::as_bool) {
-            Some(true) => launch::command_in_pod(&script, self.holder(&uid, &node)?),
-            _ => launch::command(&script, self.user_namespace(&uid, &node)?),
+            Some(true) => launch::command_in_pod(&script, self.holder(&uid, &node, ip)?),
+            _ => launch::command(&script, self.pod_namespaces(&uid, &node, ip)?),
         };
         let mut child = launch::spawn(command).map_err(|e| format!("cannot start the container: {e}"))?;
         let started = jiff::Timestamp::now();
@@ -657,14 +668,14 @@ impl Processes {
         };
         drop(gone);
         self.holders.lock().retain(|_, h| h.node != node);
-        self.users.lock().retain(|_, (n, _)| n != node);
+        self.pods.lock().retain(|_, (n, _)| n != node);
     }
 
     /// Kills and forgets a pod's processes and removes its directory (the pod is gone).
     pub fn forget_pod(&self, pod_uid: &str) {
         self.hooks.lock().retain(|(uid, _), _| uid != pod_uid);
         self.recreate_sandbox(pod_uid);
-        self.users.lock().remove(pod_uid);
+        self.pods.lock().remove(pod_uid);
         if let Some(dir) = self.dir.lock().as_ref() {
             let _ = std::fs::remove_dir_all(dir.path().join(pod_uid));
         }
@@ -705,7 +716,7 @@ impl Drop for Processes {
         let all: Vec<Instance> = self.instances.lock().drain().map(|(_, i)| i).collect();
         drop(all);
         self.holders.lock().clear();
-        self.users.lock().clear();
+        self.pods.lock().clear();
     }
 }
 
@@ -728,7 +739,7 @@ impl Drop for Holder {
 impl Processes {
     /// The first process of a pod's shared PID namespace, its holder started first if it has
     /// none running (as the pause container is started before a pod's containers).
-    fn holder(&self, pod_uid: &str, node: &str) -> Result<u32, String> {
+    fn holder(&self, pod_uid: &str, node: &str, ip: &str) -> Result<u32, String> {
         let mut holders = self.holders.lock();
         if let Some(h) = holders.get_mut(pod_uid) {
             // A sandbox that ended is recreated by the kubelet ([`Processes::recreate_sandbox`]),
@@ -739,8 +750,8 @@ impl Processes {
                 _ => Err("the pod's sandbox ended; the kubelet recreates it".into()),
             };
         }
-        let user_ns = self.user_namespace(pod_uid, node)?;
-        let child = launch::spawn(launch::holder_command(user_ns))
+        let pod = self.pod_namespaces(pod_uid, node, ip)?;
+        let child = launch::spawn(launch::holder_command(pod))
             .map_err(|e| format!("cannot start the holder of the pod's PID namespace: {e}"))?;
         let mut holder = Holder { node: node.to_string(), first: 0, child };
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -760,20 +771,22 @@ impl Processes {
 }
 
 impl Processes {
-    /// The holder of a pod's user namespace when the sandbox runs as root, made on its first
-    /// container's start (as the kubelet makes a pod's sandbox first); `None` when not root.
-    fn user_namespace(&self, pod_uid: &str, node: &str) -> Result<Option<u32>, String> {
-        if !launch::running_as_root() {
-            return Ok(None);
+    /// The holder of a pod's user and network namespaces, made on its first container's
+    /// start (as the kubelet makes a pod's sandbox first), its network joined to the pod
+    /// network with the pod IP `ip`.
+    fn pod_namespaces(&self, pod_uid: &str, node: &str, ip: &str) -> Result<u32, String> {
+        let mut pods = self.pods.lock();
+        if let Some((_, ns)) = pods.get(pod_uid) {
+            return Ok(ns.pid());
         }
-        let mut users = self.users.lock();
-        if let Some((_, ns)) = users.get(pod_uid) {
-            return Ok(Some(ns.pid()));
-        }
-        let ns = launch::UserNamespace::new().map_err(|e| format!("cannot make the pod's user namespace: {e}"))?;
+        let (network, pod_network) =
+            self.network.get().ok_or("the cluster has no pod network: real processes run only in a sandbox")?;
+        let ip: Ipv4Addr = ip.parse().map_err(|_| format!("the pod IP {ip:?} is not an IPv4 address"))?;
+        let ns = launch::PodNamespaces::new().map_err(|e| format!("cannot make the pod's namespaces: {e}"))?;
+        network.attach(ns.pid(), ip, *pod_network).map_err(|e| format!("cannot give the pod its network: {e}"))?;
         let pid = ns.pid();
-        users.insert(pod_uid.to_string(), (node.to_string(), ns));
-        Ok(Some(pid))
+        pods.insert(pod_uid.to_string(), (node.to_string(), ns));
+        Ok(pid)
     }
 }
 
@@ -831,16 +844,11 @@ fn read_head(path: &std::path::Path, max: usize) -> Vec<u8> {
 
 /// The argv prefix that joins a container's namespaces and root, with its environment, as its
 /// user with its privileges (a command run in a container is run as its process is). The
-/// container's namespaces belong to its user namespace, which is entered first (as its root:
-/// never the machine's) for the others to be joined at all.
+/// container's namespaces belong to its pod's user namespace, which is entered first (as its
+/// root: never the machine's) for the others to be joined at all.
 fn prefix(inner_pid: u32, env: &[(String, String)], privileges: &launch::Privileges) -> Vec<String> {
     let mut argv: Vec<String> = vec!["nsenter".into(), "--target".into(), inner_pid.to_string(), "--user".into()];
-    if !launch::running_as_root() {
-        // Keeping its own IDs, which the container's user namespace maps to its root:
-        // changing them would call setgroups, which that namespace denies.
-        argv.push("--preserve-credentials".into());
-    }
-    argv.extend(["--mount", "--uts", "--pid", "--root", "--wd", "--"].map(str::to_string));
+    argv.extend(["--net", "--mount", "--uts", "--pid", "--root", "--wd", "--"].map(str::to_string));
     argv.extend(privileges.setpriv());
     argv.extend(["/usr/bin/env".to_string(), "-i".to_string()]);
     argv.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
@@ -933,6 +941,6 @@ mod tests {
 
     #[test]
     fn a_clusters_nameserver_is_in_its_own_pod_network() {
-        assert_eq!(nameserver(Ipv4Addr::new(127, 101, 0, 0)), Ipv4Addr::new(127, 101, 0, 53));
+        assert_eq!(nameserver(Ipv4Addr::new(100, 65, 0, 0)), Ipv4Addr::new(100, 65, 0, 53));
     }
 }

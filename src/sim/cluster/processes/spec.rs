@@ -401,8 +401,8 @@ mod tests {
 
     #[test]
     fn references_expand_as_the_kubelet_expands_them() {
-        let env = vec![("POD_IP".to_string(), "127.100.1.2".to_string()), ("A".to_string(), "x".to_string())];
-        assert_eq!(expand("--bind $(POD_IP) --a=$(A)$(A)", &env), "--bind 127.100.1.2 --a=xx");
+        let env = vec![("POD_IP".to_string(), "100.64.1.2".to_string()), ("A".to_string(), "x".to_string())];
+        assert_eq!(expand("--bind $(POD_IP) --a=$(A)$(A)", &env), "--bind 100.64.1.2 --a=xx");
         assert_eq!(expand("$$(POD_IP) $(NOPE) $ $(", &env), "$(POD_IP) $(NOPE) $ $(");
     }
 
