@@ -86,7 +86,13 @@ async fn a_pod_lease_on_members_before_1_30_says_what_is_unprotected_and_before_
         c.command = Some(vec!["redis-server".into()]);
     }
     f.create(&fsts).await;
-    let missing = f.wait_condition("leased", "GuardsMissing", "GuardsMissing").await;
+    // Each member's guards are judged on its own status refresh: wait until both are named.
+    let mut missing = f.wait_condition("leased", "GuardsMissing", "GuardsMissing").await;
+    let start = std::time::Instant::now();
+    while !(missing.contains("west (") && missing.contains("south (")) && start.elapsed() < crate::support::DEADLINE {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        missing = f.wait_condition("leased", "GuardsMissing", "GuardsMissing").await;
+    }
     assert!(
         missing.contains("west (v1.29.8) lacks AdmissionPolicies")
             && missing.contains("nor writes of the pod Lease leased-pods"),

@@ -188,15 +188,15 @@ fn sidecar_pod(name: &str, quit: &str, sidecar_marker: &str, main_marker: &str) 
 
 /// The directory on this machine behind the claim `{pod}-shared` of [`sidecar_pod`], once its
 /// containers run: where a test reads what they wrote, or leaves a file for them.
-fn shared_on_machine(k: &Kubectl, pod: &str) -> std::path::PathBuf {
+fn shared_on_machine(sandbox: &Sandbox, k: &Kubectl, pod: &str) -> std::path::PathBuf {
     let pv = k.ok(&["get", "pvc", &format!("{pod}-shared"), "-o", "jsonpath={.spec.volumeName}"]);
     let handle = k.ok(&["get", "pv", pv.trim(), "-o", "jsonpath={.spec.csi.volumeHandle}"]);
-    crate::support::volume_on_machine(handle.trim()).expect("the claim's volume on this machine")
+    crate::support::volume_on_machine(sandbox.pid(), handle.trim()).expect("the claim's volume on this machine")
 }
 
 #[test]
 fn a_native_sidecar_runs_beside_the_main_container_is_restarted_when_it_exits_and_stops_after_it() {
-    let Some((_sandbox, k)) = sandbox(&[]) else { return };
+    let Some((sandbox, k)) = sandbox(&[]) else { return };
     let (helper, main) = (marker("sidecar-helper"), marker("sidecar-main"));
     k.ok_with_stdin(&["apply", "-f", "-"], &sidecar_pod("with-helper", "/tmp/quit", &helper, &main));
     wait_until("both run", DEADLINE, || {
@@ -208,7 +208,7 @@ fn a_native_sidecar_runs_beside_the_main_container_is_restarted_when_it_exits_an
     let p = pod(&k, "with-helper");
     let s = &p["status"]["initContainerStatuses"][0];
     assert!(s["state"]["running"].is_object() && s["started"] == true, "the sidecar runs: {s}");
-    let log = shared_on_machine(&k, "with-helper").join("stops");
+    let log = shared_on_machine(&sandbox, &k, "with-helper").join("stops");
 
     // It exits: it is restarted (a fresh /tmp), the main container untouched.
     k.run(&["exec", "with-helper", "-c", "helper", "--", "touch", "/tmp/quit"]);
@@ -272,7 +272,7 @@ fn a_sidecar_with_a_startup_probe_holds_the_next_container_until_the_probe_passe
 
 #[test]
 fn on_a_1_28_member_an_init_container_is_never_a_sidecar_and_blocks_the_pod() {
-    let Some((_sandbox, k)) = sandbox(&["--cluster-version", "solo=1.28.9"]) else { return };
+    let Some((sandbox, k)) = sandbox(&["--cluster-version", "solo=1.28.9"]) else { return };
     let (helper, main) = (marker("old-helper"), marker("old-main"));
     let manifest = sidecar_pod("old", "/shared/quit", &helper, &main);
     k.ok_with_stdin(&["apply", "-f", "-"], &manifest);
@@ -290,7 +290,7 @@ fn on_a_1_28_member_an_init_container_is_never_a_sidecar_and_blocks_the_pod() {
     }
     // (kubectl execs into a 1.28 member over SPDY, which the sandbox does not serve: the
     // helper's file is left in its volume, on this machine.)
-    std::fs::write(shared_on_machine(&k, "old").join("quit"), "").unwrap();
+    std::fs::write(shared_on_machine(&sandbox, &k, "old").join("quit"), "").unwrap();
     wait_until("the main container runs once the helper ended", DEADLINE, || !live_processes_with(&main).is_empty());
 }
 

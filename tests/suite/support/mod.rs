@@ -83,15 +83,17 @@ pub fn pod_volume_on_machine(pod_uid: &str, volume: &str) -> Option<PathBuf> {
     in_scratch("containers", &Path::new(pod_uid).join("volumes").join(volume))
 }
 
-/// The directory on this machine behind a sandbox volume (a PersistentVolume's
-/// `spec.csi.volumeHandle`), once a container has mounted it: it outlives the pods that wrote
-/// there.
-pub fn volume_on_machine(handle: &str) -> Option<PathBuf> {
-    in_scratch("volumes", Path::new(handle))
+/// The directory on this machine behind a volume of the sandbox whose process is `sandbox` (a
+/// PersistentVolume's `spec.csi.volumeHandle`), once a container has mounted it: it outlives
+/// the pods that wrote there. Handles are a sandbox's own: sandboxes side by side may each have
+/// one of the same name.
+pub fn volume_on_machine(sandbox: u32, handle: &str) -> Option<PathBuf> {
+    in_scratch(&format!("volumes-{sandbox}"), Path::new(handle))
 }
 
 /// `path` in the first of the sandboxes' scratch directories of a kind
-/// (`spanset-KIND-PID-XXXXXX` in the temporary directory) that holds it as a directory.
+/// (`spanset-KIND-PID-XXXXXX` in the temporary directory; a KIND ending in `-PID` names one
+/// sandbox's) that holds it as a directory.
 fn in_scratch(kind: &str, path: &Path) -> Option<PathBuf> {
     let prefix = format!("spanset-{kind}-");
     std::fs::read_dir(std::env::temp_dir())
