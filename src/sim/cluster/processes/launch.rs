@@ -325,21 +325,26 @@ impl PodNamespaces {
     /// user maps.
     fn map(&mut self) -> io::Result<()> {
         let pid = self.child.id();
-        let own = std::fs::read_link("/proc/self/ns/user")?;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        loop {
-            if std::fs::read_link(format!("/proc/{pid}/ns/user")).is_ok_and(|ns| ns != own) {
-                break;
-            }
-            if self.child.try_wait()?.is_some() || std::time::Instant::now() > deadline {
-                return Err(io::Error::other("the holder of the pod's namespaces did not start"));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_for_own_namespace(&mut self.child, "user")?;
         let line = format!("0 {ID_BASE} {ID_COUNT}\n");
         std::fs::write(format!("/proc/{pid}/gid_map"), &line)?;
         std::fs::write(format!("/proc/{pid}/uid_map"), &line)
     }
+}
+
+/// Waits (at most 5 s) until the process `holder` runs in a namespace of kind `kind` (`user`,
+/// `net`) other than this process's: until `unshare` has made it.
+pub(super) fn wait_for_own_namespace(holder: &mut Child, kind: &str) -> io::Result<()> {
+    let pid = holder.id();
+    let own = std::fs::read_link(format!("/proc/self/ns/{kind}"))?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).is_ok_and(|ns| ns != own) {
+        if holder.try_wait()?.is_some() || std::time::Instant::now() > deadline {
+            return Err(io::Error::other(format!("the holder of a {kind} namespace did not start")));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    Ok(())
 }
 
 impl Drop for PodNamespaces {

@@ -27,20 +27,16 @@ use std::{
     sync::atomic::{AtomicU64, Ordering},
 };
 
-use parking_lot::Mutex;
-
 /// The first `/16` a cluster's pods may get: `100.64.0.0`.
 const FIRST: u8 = 64;
 /// How many `/16`s there are to take (`100.64.0.0/10`).
 const CLAIMABLE: u8 = 64;
 
-/// The sandbox's pod network: its holder, the link to this machine, and the clusters it serves.
+/// The sandbox's pod network: its holder and the link to this machine.
 pub struct PodNetwork {
     holder: Child,
     /// The name of the link's end on this machine.
     link: String,
-    /// The `/16`s claimed, for [`PodNetwork::claim`]'s next try.
-    claimed: Mutex<Vec<Ipv4Addr>>,
     /// Counts veth pairs, so that each pod's end in the pod network has a name of its own.
     pairs: AtomicU64,
 }
@@ -108,8 +104,8 @@ impl PodNetwork {
         static LINKS: AtomicU64 = AtomicU64::new(0);
         // Unique on this machine: the sandbox's process ID and a count within it.
         let link = format!("spn{}x{}", std::process::id(), LINKS.fetch_add(1, Ordering::Relaxed));
-        let net = Self { holder, link, claimed: Mutex::default(), pairs: AtomicU64::new(0) };
-        net.wait_for_namespace()?;
+        let mut net = Self { holder, link, pairs: AtomicU64::new(0) };
+        super::launch::wait_for_own_namespace(&mut net.holder, "net")?;
         let link = &net.link;
         ip_batch(None, &format!("link add name {link} type veth peer name uplink netns {pid}\nlink set {link} up\n"))?;
         ip_batch(Some(pid), "link set lo up\nlink set uplink up\nroute add default dev uplink\n")?;
@@ -127,37 +123,18 @@ impl PodNetwork {
         Ok(net)
     }
 
-    /// Waits until the holder runs in a network namespace of its own.
-    fn wait_for_namespace(&self) -> io::Result<()> {
-        let pid = self.holder.id();
-        let own = std::fs::read_link("/proc/self/ns/net")?;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while !std::fs::read_link(format!("/proc/{pid}/ns/net")).is_ok_and(|ns| ns != own) {
-            if std::time::Instant::now() > deadline {
-                return Err(io::Error::other("the holder of the pod network did not start"));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        Ok(())
-    }
-
     /// Claims a `/16` of `100.64.0.0/10` for one cluster's pods: routes it from this machine
     /// into the pod network and gives this machine its gateway and DNS addresses there. A
-    /// `/16` whose route exists is someone else's (another sandbox's, or the machine's own).
+    /// `/16` whose route exists is taken (by another cluster, another sandbox or the machine).
     pub fn claim(&self) -> io::Result<Ipv4Addr> {
-        let mut claimed = self.claimed.lock();
         let mut last = None;
         for k in 0..CLAIMABLE {
             let net = Ipv4Addr::new(100, FIRST + k, 0, 0);
-            if claimed.contains(&net) {
-                continue;
-            }
             let link = &self.link;
             match ip_batch(None, &format!("route add {net}/16 dev {link}\n")) {
                 Ok(()) => {
                     let (gw, dns) = (gateway(net), super::nameserver(net));
                     ip_batch(None, &format!("address add {gw}/32 dev {link}\naddress add {dns}/32 dev {link}\n"))?;
-                    claimed.push(net);
                     return Ok(net);
                 }
                 Err(e) => last = Some(e),
