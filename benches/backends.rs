@@ -23,7 +23,9 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
-use spanset::{api::Backend, cli::sandbox::example};
+use spanset::cli::sandbox::example;
+use spanset_api::Backend;
+
 use support::{Sandbox, wait_settled};
 
 const TIME_FACTOR: f64 = 0.01;

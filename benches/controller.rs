@@ -2,10 +2,10 @@
 //! SECTION one of `federation` (spec propagation and the idle federation), `migration` (the
 //! hand-off per ordinal, and the blog's kubectl procedure against spanset) and `memory` (a
 //! separate `spanset run` process with 100 federations); default: all. Prints one line per
-//! figure, then a markdown table. `BENCH_LOG=spanset::controller=debug` prints the
+//! figure, then a markdown table. `BENCH_LOG=spanset_controller=debug` prints the
 //! controller's logs (default: errors only).
 //!
-//! Everything runs on the simulator (`spanset::sim`) on loopback, with `time_factor` 0.01 (a
+//! Everything runs on the simulator (`spanset_sim`) on loopback, with `time_factor` 0.01 (a
 //! simulated second is 10 ms), so simulated pod starts and grace periods barely count and what
 //! is measured is the controller, the kube client and the simulated API servers, all sharing
 //! this machine's cores.
@@ -33,24 +33,22 @@ use kube::{
     runtime::watcher,
 };
 use serde_json::{Value, json};
-use spanset::{
-    api::FederatedStatefulSet,
-    cli::sandbox::{example, install_crds, join_members},
-    controller::{
-        app::{self, RunOptions},
-        labels::FEDERATION,
-        leader::LeaseSettings,
-        member::cache::{FederationCache, MemberCache, PodRecord, StsRecord},
-    },
-    plan::Backend,
+use spanset::cli::sandbox::{example, install_crds, join_members};
+use spanset_api::{FederatedStatefulSet, labels::FEDERATION};
+use spanset_controller::{
+    app::{self, RunOptions},
+    leader::LeaseSettings,
+    member::cache::{FederationCache, MemberCache, PodRecord, StsRecord},
 };
+use spanset_plan::Backend;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tracing_subscriber::{Layer, layer::SubscriberExt, util::SubscriberInitExt};
+
 use support::{
     DEADLINE, Sandbox, client,
     kubectl::{BlogSteps, Kubectl, kubectl_binary, strip},
     light_template, settled, wait_settled,
 };
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-use tracing_subscriber::{Layer, layer::SubscriberExt, util::SubscriberInitExt};
 
 /// Real seconds per simulated second, everywhere in this benchmark.
 const TIME_FACTOR: f64 = 0.01;
@@ -630,6 +628,9 @@ static LIVE: AtomicI64 = AtomicI64::new(0);
 
 struct LiveBytes;
 
+// A counting allocator can only be written as an `unsafe impl` (the workspace denies `unsafe`
+// elsewhere).
+#[allow(unsafe_code)]
 // SAFETY: forwards every call to the system allocator unchanged; only counts sizes.
 unsafe impl GlobalAlloc for LiveBytes {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -800,7 +801,7 @@ async fn memory_figures(report: &mut Report) {
         let c = client(&sim.kubeconfig, m).await;
         let lp = ListParams::default().labels(FEDERATION);
         pods.push(Api::<Pod>::all(c.clone()).list(&lp).await.expect("pods").items);
-        let apps_v1 = spanset::controller::member::workload::api_resource(Backend::StatefulSet);
+        let apps_v1 = spanset_controller::member::workload::api_resource(Backend::StatefulSet);
         sets.push(Api::<DynamicObject>::all_with(c, &apps_v1).list(&lp).await.expect("sts").items);
     }
     let objects: usize = pods.iter().map(Vec::len).sum::<usize>() + sets.iter().map(Vec::len).sum::<usize>();
@@ -884,9 +885,9 @@ fn main() {
     let run = |s: &str| wanted.is_empty() || wanted.iter().any(|w| w == s);
     let seen = Arc::new(Seen::default());
     let counted = tracing_subscriber::filter::Targets::new()
-        .with_target("spanset::sim::api::handlers", tracing::Level::DEBUG)
-        .with_target("spanset::controller::coordinator", tracing::Level::INFO);
-    // What is printed to stderr: errors, or `BENCH_LOG` (e.g. `spanset::controller=debug`).
+        .with_target("spanset_sim::api::handlers", tracing::Level::DEBUG)
+        .with_target("spanset_controller::coordinator", tracing::Level::INFO);
+    // What is printed to stderr: errors, or `BENCH_LOG` (e.g. `spanset_controller=debug`).
     let printed: tracing_subscriber::filter::Targets = std::env::var("BENCH_LOG")
         .ok()
         .and_then(|f| f.parse().ok())

@@ -22,14 +22,13 @@ use kube::{
     api::PostParams,
     runtime::{WatchStreamExt, watcher},
 };
-use spanset::{
-    api::{FederatedStatefulSet, MemberCluster},
-    cli::{
-        drill::{DrillOn, Format, LossArgs, cluster_loss},
-        sandbox::example,
-    },
-    controller::reconcile::DEFAULT_UNREACHABLE_AFTER as THRESHOLD,
+use spanset::cli::{
+    drill::{DrillOn, Format, LossArgs, cluster_loss},
+    sandbox::example,
 };
+use spanset_api::{FederatedStatefulSet, MemberCluster};
+use spanset_controller::reconcile::DEFAULT_UNREACHABLE_AFTER as THRESHOLD;
+
 use support::{Sandbox, client};
 
 const TIME_FACTOR: f64 = 0.01;

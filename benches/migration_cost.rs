@@ -19,11 +19,10 @@ use std::{
 };
 
 use kube::api::{Patch, PatchParams, PostParams};
-use spanset::{
-    api::FederatedStatefulSet,
-    cli::sandbox::example,
-    sim::store::account::report::{AccountReport, WriteCounts},
-};
+use spanset::cli::sandbox::example;
+use spanset_api::FederatedStatefulSet;
+use spanset_sim::store::account::report::{AccountReport, WriteCounts};
+
 use support::{Sandbox, settled, wait_settled};
 
 const TIME_FACTOR: f64 = 0.1;

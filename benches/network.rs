@@ -33,7 +33,9 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 use serde_json::json;
-use spanset::{api::FederatedStatefulSet, cli::sandbox::example};
+use spanset::cli::sandbox::example;
+use spanset_api::FederatedStatefulSet;
+
 use support::{Sandbox, wait_settled};
 
 const TIME_FACTOR: f64 = 0.01;

@@ -40,17 +40,16 @@ use kube::{
     api::{ListParams, PostParams},
 };
 use serde_json::json;
-use spanset::{
-    api::{FederatedStatefulSet, MemberCluster},
-    controller::{
-        events::Recorder,
-        fencing,
-        pod_lease::Timing,
-        reconcile::{DEFAULT_FENCE_AFTER_SECONDS, DEFAULT_UNREACHABLE_AFTER},
-    },
+use spanset_api::{FederatedStatefulSet, MemberCluster};
+use spanset_controller::{
+    events::Recorder,
+    fencing,
+    pod_lease::Timing,
+    reconcile::{DEFAULT_FENCE_AFTER_SECONDS, DEFAULT_UNREACHABLE_AFTER},
 };
-use support::client;
 use tokio::io::AsyncBufReadExt;
+
+use support::client;
 
 const MEMBERS: [&str; 3] = ["east", "west", "central"];
 const LOST: &str = "central";

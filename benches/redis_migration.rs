@@ -63,7 +63,8 @@ use kube::{
 };
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use spanset::api::FederatedStatefulSet;
+use spanset_api::FederatedStatefulSet;
+
 use support::{
     DEADLINE, Sandbox,
     kubectl::{BlogSteps, Kubectl, kubectl_binary},
@@ -336,7 +337,7 @@ fn headless_service() -> Value {
             "ports": [{"name": "redis", "port": 6379}, {"name": "bus", "port": 16379}]}})
 }
 
-fn real_redis(c: &mut spanset::sim::cluster::ClusterConfig) {
+fn real_redis(c: &mut spanset_sim::cluster::ClusterConfig) {
     c.run_images = vec!["redis".into()];
 }
 

@@ -35,7 +35,10 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 use serde_json::json;
-use spanset::{api::FederatedStatefulSet, cli::sandbox::example, sim::cluster::ClusterConfig};
+use spanset::cli::sandbox::example;
+use spanset_api::FederatedStatefulSet;
+use spanset_sim::cluster::ClusterConfig;
+
 use support::{DEADLINE, Sandbox, wait_settled};
 
 const TIME_FACTOR: f64 = 0.01;

@@ -4,8 +4,9 @@
 //! freed pages a second by default before it purges them. At 100 members × 1,000 federations
 //! (`cargo bench --bench scale`, which reads RSS right after a scrape) purging at once was the
 //! difference between 478 MiB idle (501 MiB after the scrape) and 460 MiB (460), at the same
-//! idle CPU. It lives in the binary: the library forbids `unsafe`, and these are calls into
-//! mimalloc's C interface.
+//! idle CPU. It lives in the binary: the libraries forbid `unsafe`, and these are calls into
+//! mimalloc's C interface, the workspace's one exception to its `unsafe_code` lint.
+#![allow(unsafe_code)]
 
 /// mimalloc's `mi_option_purge_delay` (its enum's 16th entry in the compiled version 3; pinned
 /// by the unit test below, which reads the option's default, 1,000 ms in `options.c`).

@@ -40,14 +40,14 @@ fn main() {
     }
     let code = match cli.command {
         #[cfg(feature = "sim")]
-        Command::SimCtl(args) => cli::sim_ctl::run(args),
+        Command::SimCtl(args) => spanset_sim::cli::ctl::run(args),
         Command::Plan(args) => cli::plan::run(args),
         Command::Crd(args) => cli::crd::run(args),
         Command::Run(args) => cli::run::run(args),
         #[cfg(feature = "sim")]
         Command::Sandbox(args) => cli::sandbox::run(args),
         #[cfg(feature = "sim")]
-        Command::Sim(args) => runtime().block_on(cli::sim::run(args)),
+        Command::Sim(args) => runtime().block_on(spanset_sim::cli::serve::run(args, cli::wait_for_signal())),
         Command::Status(args) => runtime().block_on(cli::status::run(args)),
         Command::Rollout(args) => runtime().block_on(cli::rollout::run(args)),
         Command::Fence(args) => runtime().block_on(cli::fence::run_fence(args)),

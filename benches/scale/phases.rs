@@ -15,11 +15,9 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 use serde_json::json;
-use spanset::{
-    api::{FederatedStatefulSet, MemberCluster},
-    cli::sandbox::example,
-    controller::{events::Recorder, fencing},
-};
+use spanset::cli::sandbox::example;
+use spanset_api::{FederatedStatefulSet, MemberCluster};
+use spanset_controller::{events::Recorder, fencing};
 
 use crate::{
     processes::{ControllerProcess, SimProcess, scrape, series_sum},

@@ -15,7 +15,7 @@ use kube::{
     Api, ResourceExt,
     runtime::{WatchStreamExt, watcher},
 };
-use spanset::controller::labels::FEDERATION;
+use spanset_api::labels::FEDERATION;
 
 /// The pod-template annotation a spec change sets.
 pub const REV: &str = "bench/rev";

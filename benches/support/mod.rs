@@ -12,14 +12,15 @@ use std::{
 };
 
 use kube::{Api, Client};
-use spanset::{
-    api::FederatedStatefulSet,
-    cli::sandbox::{install_crds, join_members},
-    controller::{
-        app::{self, RunOptions},
-        leader::LeaseSettings,
-    },
-    sim::{cluster::ClusterConfig, sandbox::fleet::Fleet, sandbox::kubeconfig},
+use spanset::cli::sandbox::{install_crds, join_members};
+use spanset_api::FederatedStatefulSet;
+use spanset_controller::{
+    app::{self, RunOptions},
+    leader::LeaseSettings,
+};
+use spanset_sim::{
+    cluster::ClusterConfig,
+    sandbox::{fleet::Fleet, kubeconfig},
 };
 
 /// A running sandbox and a kubeconfig for it.

@@ -15,11 +15,11 @@ pub struct CrdArgs {
 pub fn run(args: CrdArgs) -> i32 {
     match args.dir {
         None => {
-            print!("{}", crate::api::crds_yaml());
+            print!("{}", spanset_api::crds_yaml());
             0
         }
         Some(dir) => {
-            for (name, yaml) in crate::api::crd_files() {
+            for (name, yaml) in spanset_api::crd_files() {
                 let path = dir.join(&name);
                 if let Err(e) = std::fs::write(&path, yaml) {
                     eprintln!("spanset: cannot write {}: {e}", path.display());

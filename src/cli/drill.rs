@@ -21,8 +21,7 @@ use kube::{
 };
 use serde::Serialize;
 use serde_json::json;
-
-use crate::api::{FederatedStatefulSet, PlacementCluster};
+use spanset_api::{FederatedStatefulSet, PlacementCluster};
 
 #[cfg(feature = "sim")]
 pub mod chaos;
@@ -37,10 +36,10 @@ pub use loss::{LossArgs, LossReport, cluster_loss};
 
 /// One call of a sandbox's admin API (the sandbox drills'), off the async threads.
 #[cfg(feature = "sim")]
-async fn admin(url: &str, action: crate::cli::sim_ctl::Action) -> Result<String, String> {
+async fn admin(url: &str, action: spanset_sim::cli::ctl::Action) -> Result<String, String> {
     let url = url.to_string();
-    let (method, path) = crate::cli::sim_ctl::route(&action);
-    tokio::task::spawn_blocking(move || crate::cli::sim_ctl::request(&url, method, &path))
+    let (method, path) = spanset_sim::cli::ctl::route(&action);
+    tokio::task::spawn_blocking(move || spanset_sim::cli::ctl::request(&url, method, &path))
         .await
         .map_err(|e| format!("admin request: {e}"))?
 }
@@ -161,7 +160,7 @@ async fn record(client: &Client, key: &str, drill: &str, cluster: &str, stages: 
     let stages: serde_json::Map<String, serde_json::Value> =
         stages.iter().map(|(k, v)| ((*k).to_string(), json!((v * 1000.0).round() / 1000.0))).collect();
     let report = json!({"drill": drill, "cluster": cluster, "at": at.round(jiff::Unit::Second).unwrap_or(at).to_string(), "stages": stages});
-    let patch = json!({"metadata": {"annotations": {crate::controller::labels::LAST_DRILL: report.to_string()}}});
+    let patch = json!({"metadata": {"annotations": {spanset_api::labels::LAST_DRILL: report.to_string()}}});
     let api: Api<FederatedStatefulSet> = Api::namespaced(client.clone(), &ns);
     if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
         eprintln!("spanset: drill: the figures could not be stored on {ns}/{name}: {e}");
@@ -326,7 +325,7 @@ pub async fn run(args: DrillArgs) -> i32 {
             return 1;
         }
     }
-    let client = match crate::controller::app::host_client(kubeconfig.as_deref(), context.as_deref()).await {
+    let client = match spanset_controller::app::host_client(kubeconfig.as_deref(), context.as_deref()).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("spanset: drill: cannot reach the host cluster: {e}");

@@ -14,8 +14,7 @@
 use std::path::PathBuf;
 
 use kube::Client;
-
-use crate::controller::{
+use spanset_controller::{
     events::Recorder,
     fencing::{fence, unfence},
 };
@@ -70,7 +69,7 @@ fn operator() -> String {
 }
 
 async fn connect(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> Result<Client, String> {
-    crate::controller::app::host_client(kubeconfig, context)
+    spanset_controller::app::host_client(kubeconfig, context)
         .await
         .map_err(|e| format!("cannot reach the host cluster: {e}"))
 }

@@ -6,15 +6,13 @@
 use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Subcommand};
+use spanset_api::pod_name::statefulset_pod;
+use spanset_controller::pod_lease::Timing;
+use spanset_plan::Ordinal;
 
-use crate::{
-    controller::pod_lease::Timing,
-    guard::{
-        lease::LeaseRef,
-        run::{self, Settings},
-    },
-    plan::Ordinal,
-    pod_name::statefulset_pod,
+use crate::guard::{
+    lease::LeaseRef,
+    run::{self, Settings},
 };
 
 /// `spanset guard`.

@@ -39,16 +39,12 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-
-use crate::{
-    api::{MemberCluster, MemberClusterSpec, SecretKeyRef},
-    controller::{
-        host_client,
-        labels::MEMBER_FINALIZER,
-        member::{
-            guards::{POLICY_GROUP_VERSION, POLICY_RESOURCE, serves_admission_policies},
-            policies,
-        },
+use spanset_api::{MemberCluster, MemberClusterSpec, SecretKeyRef, labels::MEMBER_FINALIZER};
+use spanset_controller::{
+    host_client,
+    member::{
+        policies,
+        protections::{POLICY_GROUP_VERSION, POLICY_RESOURCE, serves_admission_policies},
     },
 };
 
@@ -56,7 +52,7 @@ use crate::{
 pub const MEMBER_RBAC: &str = include_str!("../../deploy/member/rbac.yaml");
 /// The member's own guards (ValidatingAdmissionPolicies and their bindings), as shipped in
 /// `deploy/member/` (kept beside the controller's read-back of them, which compares with it).
-pub use crate::controller::member::policies::MEMBER_ADMISSION;
+pub use spanset_controller::member::policies::MEMBER_ADMISSION;
 /// The controller's identity and permissions in the host, as shipped in `deploy/`.
 pub const HOST_RBAC: &str = include_str!("../../deploy/rbac.yaml");
 /// What replicas sharing federations (`spanset run --shards N`) need beyond [`HOST_RBAC`]: the
@@ -361,7 +357,7 @@ pub const MEMBERS_ROLE: &str = "spanset-members";
 /// What the federations still have in a member, per the host: their placement naming it, a
 /// slice there, or moves from or to it (`NS/NAME: why`).
 async fn placing(host: &Client, name: &str) -> Result<Vec<String>, String> {
-    let (all, undecodable) = crate::api::decode::all_federations(host).await?;
+    let (all, undecodable) = spanset_api::decode::all_federations(host).await?;
     let mut out = Vec::new();
     let named_in_placement = |spec: &serde_json::Value| {
         spec.pointer("/placement/clusters")
@@ -406,7 +402,7 @@ async fn placing(host: &Client, name: &str) -> Result<Vec<String>, String> {
 /// The pods of federations in a member (`NS/NAME`), read with the member's own credentials.
 async fn federation_pods(member: &Client) -> Result<Vec<String>, String> {
     let pods = Api::<Pod>::all(member.clone())
-        .list(&ListParams::default().labels(crate::controller::labels::FEDERATION))
+        .list(&ListParams::default().labels(spanset_api::labels::FEDERATION))
         .await
         .map_err(|e| format!("cannot list pods in the member: {e}"))?;
     Ok(pods.items.iter().map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())).collect())

@@ -16,10 +16,6 @@ pub mod rollout;
 pub mod run;
 #[cfg(feature = "sim")]
 pub mod sandbox;
-#[cfg(feature = "sim")]
-pub mod sim;
-#[cfg(feature = "sim")]
-pub mod sim_ctl;
 pub mod status;
 pub mod version;
 
@@ -40,10 +36,10 @@ pub enum Command {
     /// Idle clusters cost almost nothing (their components sleep until a change or a deadline),
     /// so a hundred fit on a small machine; `--tls` serves HTTPS with HTTP/2.
     #[cfg(feature = "sim")]
-    Sim(sim::SimArgs),
+    Sim(spanset_sim::cli::serve::SimArgs),
     /// Inject faults into a running sandbox through its admin API.
     #[cfg(feature = "sim")]
-    SimCtl(sim_ctl::SimCtlArgs),
+    SimCtl(spanset_sim::cli::ctl::SimCtlArgs),
     /// Print the target slices and the steps to reach them, without touching any cluster.
     Plan(plan::PlanArgs),
     /// Print spanset's CRDs as YAML (or write them into a directory).

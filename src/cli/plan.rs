@@ -20,11 +20,9 @@ use std::{collections::BTreeMap, path::PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-
-use crate::{
-    api::FederatedStatefulSet,
-    plan::{self, ClusterObservation, Observed, Ordinals, Slice, Step},
-};
+use spanset_api::FederatedStatefulSet;
+use spanset_plan as plan;
+use spanset_plan::{ClusterObservation, Observed, Ordinals, Slice, Step};
 
 use super::output::{self, Format};
 
@@ -112,7 +110,7 @@ fn observed(d: &plan::Desired, current: &Current) -> Observed {
 /// A set of ordinals for people, as runs: `[5]`, `[0-99999]`, `[1, 3-5]` (the range notation
 /// of Kruise's `reserveOrdinals`), so that a step moving many ordinals stays one short line.
 fn ordinals_text(set: &Ordinals) -> String {
-    format!("[{}]", crate::plan::ordinal_runs(set).join(", "))
+    format!("[{}]", spanset_plan::ordinal_runs(set).join(", "))
 }
 
 fn describe(step: &Step) -> String {

@@ -3,7 +3,7 @@
 
 use std::{net::SocketAddr, path::PathBuf};
 
-use crate::controller::{
+use spanset_controller::{
     app::{self, RunOptions},
     bounds::ReplicaBounds,
     leader::LeaseSettings,
@@ -64,7 +64,7 @@ pub struct RunArgs {
     /// Divide federations into this many shards, each led through its own Lease, so that
     /// several replicas share the work: each replica leads at most its fair share of the shards
     /// (shards / live replicas, rounded up). Every replica must run with the same number.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=crate::controller::shards::MAX_SHARDS as i64))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=spanset_controller::shards::MAX_SHARDS as i64))]
     pub shards: u32,
     /// This process's identity in the Lease (default: host name, process id and a random suffix).
     #[arg(long)]
@@ -99,7 +99,7 @@ pub struct RunArgs {
     /// with the versions it reads (default: this binary's), so that one binary can play two
     /// versions of a rolling update. Never set it in production: a wrong version makes replicas
     /// step down for good, or undo a newer one's writes.
-    #[arg(long, hide = true, env = crate::controller::written_by::VERSION_OVERRIDE_ENV, value_name = "X.Y.Z")]
+    #[arg(long, hide = true, env = spanset_controller::written_by::VERSION_OVERRIDE_ENV, value_name = "X.Y.Z")]
     pub written_by_version: Option<String>,
     /// Lead even over objects a newer controller version wrote (`spanset.dev/written-by`),
     /// which otherwise make this process stand aside for good: for a deliberate rollback only
@@ -119,7 +119,7 @@ pub struct RunArgs {
     pub member_write_deadline: u64,
     /// Self-fencing pods: the image of the guard containers added to the pods (spanset's own;
     /// its entrypoint is `spanset`, given `guard wait|watch` and their flags as arguments).
-    #[arg(long, default_value_t = crate::controller::pod_lease::settings::default_guard_image())]
+    #[arg(long, default_value_t = spanset_controller::pod_lease::settings::default_guard_image())]
     pub guard_image: String,
 }
 
@@ -147,26 +147,26 @@ pub fn run(args: RunArgs) -> i32 {
             Err(e) => super::usage_error(&e),
         };
         if let Some(version) = &args.written_by_version
-            && let Err(e) = crate::controller::written_by::set_version(version)
+            && let Err(e) = spanset_controller::written_by::set_version(version)
         {
             super::usage_error(&format!("--written-by-version: {e}"));
         }
         if args.accept_downgrade {
             tracing::warn!("--accept-downgrade: leading over objects written by newer controller versions");
-            crate::controller::written_by::accept_downgrade();
+            spanset_controller::written_by::accept_downgrade();
         }
-        let pod_leases = crate::controller::pod_lease::settings::Settings {
+        let pod_leases = spanset_controller::pod_lease::settings::Settings {
             drift: args.pod_lease_drift,
             write_deadline: std::time::Duration::from_secs(args.member_write_deadline),
             guard_image: args.guard_image.clone(),
         };
-        if let Err(e) = crate::controller::pod_lease::settings::configure(pod_leases) {
+        if let Err(e) = spanset_controller::pod_lease::settings::configure(pod_leases) {
             super::usage_error(&e);
         }
         // The CRDs first: a CRD older than this binary would prune what it writes.
         match app::host_client(args.kubeconfig.as_deref(), args.context.as_deref()).await {
             Ok(host) => {
-                if let Err(e) = crate::controller::crd_check::check(&host).await {
+                if let Err(e) = spanset_controller::crd_check::check(&host).await {
                     eprintln!("spanset: {e}");
                     return 1;
                 }

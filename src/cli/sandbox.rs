@@ -11,14 +11,14 @@ use kube::{
     Api, Client, ResourceExt,
     api::{Patch, PatchParams, PostParams},
 };
-
-use crate::{
-    api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec, decode::Undecodable},
-    controller::{
-        app::{self, RunOptions},
-        leader::LeaseSettings,
-    },
-    sim::{cluster::ClusterConfig, sandbox::fleet::Fleet, sandbox::kubeconfig},
+use spanset_api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec, decode::Undecodable};
+use spanset_controller::{
+    app::{self, RunOptions},
+    leader::LeaseSettings,
+};
+use spanset_sim::{
+    cluster::ClusterConfig,
+    sandbox::{fleet::Fleet, kubeconfig},
 };
 
 /// The host cluster's name in the sandbox.
@@ -191,13 +191,13 @@ pub async fn allow_carry(host: &Client, namespace: &str) -> anyhow::Result<()> {
 /// per namespace (and the name of the sandbox's bindings to it).
 pub const CARRY_ROLE: &str = "spanset-carry";
 
-/// The example federation (kept in [`crate::api`], where the production build has it too).
-pub use crate::api::example;
+/// The example federation (kept in [`spanset_api`], where the production build has it too).
+pub use spanset_api::example;
 
 /// Installs the CRDs and waits until the host serves them.
 pub async fn install_crds(host: &Client) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(host.clone());
-    for (_, yaml) in crate::api::crd_files() {
+    for (_, yaml) in spanset_api::crd_files() {
         let crd: CustomResourceDefinition = serde_yaml::from_str(&yaml)?;
         match api.create(&PostParams::default(), &crd).await {
             Ok(_) => {}
@@ -267,7 +267,7 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
     }
     let mut all = vec![HOST.to_string()];
     all.extend(args.clusters.iter().cloned());
-    super::sim::check(&super::sim::SimArgs {
+    spanset_sim::cli::serve::check(&spanset_sim::cli::serve::SimArgs {
         clusters: all,
         kubeconfig: args.kubeconfig.clone(),
         port_base: None,
@@ -310,11 +310,11 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         .map(|n| ClusterConfig {
             time_factor: args.time_factor,
             auth: !args.no_auth,
-            kruise: n != HOST && super::sim::named_in(&args.kruise, n),
-            mcs: n != HOST && super::sim::named_in(&args.mcs, n),
+            kruise: n != HOST && spanset_sim::cli::serve::named_in(&args.kruise, n),
+            mcs: n != HOST && spanset_sim::cli::serve::named_in(&args.mcs, n),
             run_images: run_images(&args),
             real_back_off: args.real_back_off,
-            release: super::sim::release_of(&args.cluster_version, n),
+            release: spanset_sim::cli::serve::release_of(&args.cluster_version, n),
             ..ClusterConfig::named(n)
         })
         .collect();
@@ -344,7 +344,7 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
             None => example(&args.clusters),
         };
         if args.kruise.is_some() {
-            fsts.spec.backend = crate::api::Backend::AdvancedStatefulSet;
+            fsts.spec.backend = spanset_api::Backend::AdvancedStatefulSet;
         }
         match api.create(&PostParams::default(), &fsts).await {
             Ok(_) => {}
@@ -402,7 +402,7 @@ async fn live_table(host: Client) {
     let mut last = String::new();
     let mut last_lines = 0;
     loop {
-        if let Ok((good, bad)) = crate::api::decode::all_federations(&host).await {
+        if let Ok((good, bad)) = spanset_api::decode::all_federations(&host).await {
             let text = render_table(&good, &bad);
             if text != last {
                 let mut out = std::io::stdout().lock();
@@ -435,7 +435,7 @@ pub fn render_table(items: &[FederatedStatefulSet], undecodable: &[Undecodable])
         }
         for s in &status.slices {
             let reserved = s.reserved_ordinals.iter().map(|k| i64::from(*k));
-            let ordinals = crate::plan::stored_slice_text(s.start.into(), s.replicas.into(), reserved);
+            let ordinals = spanset_plan::stored_slice_text(s.start.into(), s.replicas.into(), reserved);
             let moves: Vec<String> = status
                 .moves
                 .iter()
@@ -481,7 +481,7 @@ mod tests {
         v["metadata"]["namespace"] = serde_json::json!("default");
         v["metadata"]["name"] = serde_json::json!("broken");
         v["spec"]["backend"] = serde_json::json!("Deployment");
-        let bad = *crate::api::decode::federation(&serde_json::from_value(v).unwrap()).unwrap_err();
+        let bad = *spanset_api::decode::federation(&serde_json::from_value(v).unwrap()).unwrap_err();
         let table = render_table(&[example(&["east".to_string()])], &[bad]);
         let line = table.lines().find(|l| l.starts_with("default/broken")).expect(&table);
         assert!(line.contains("cannot be decoded: spec.backend: unknown variant `Deployment`"), "{table}");

@@ -52,8 +52,8 @@ use kube::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
-
-use crate::{api::FederatedStatefulSet, controller::host_client};
+use spanset_api::FederatedStatefulSet;
+use spanset_controller::host_client;
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -435,7 +435,7 @@ impl Federation {
                 .zip(&self.move_ages)
                 .map(|(m, age)| {
                     let since = match age {
-                        Some(secs) => crate::human::human_duration(jiff::SignedDuration::from_secs(*secs)),
+                        Some(secs) => spanset_api::human::human_duration(jiff::SignedDuration::from_secs(*secs)),
                         None => format!("? ({})", dash(&m.since)),
                     };
                     vec![m.ordinal.to_string(), format!("{} -> {}", m.from, m.to), m.phase.clone(), since]
@@ -486,7 +486,7 @@ fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
 /// list alone, so a huge `replicas` costs nothing; `"-"` when empty, `"invalid"` for negative
 /// numbers.
 fn owned_ordinals(slice: &SliceView) -> String {
-    crate::plan::stored_slice_text(slice.start, slice.replicas, slice.reserved_ordinals.iter().copied())
+    spanset_plan::stored_slice_text(slice.start, slice.replicas, slice.reserved_ordinals.iter().copied())
 }
 
 #[cfg(test)]

@@ -6,14 +6,9 @@ use std::{fmt, str::FromStr, time::Duration};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-
-use crate::{
-    controller::{
-        labels::FEDERATION_UID,
-        pod_lease::{EXTENSION, ORDINALS, RELEASED, parse_ordinals},
-    },
-    plan::Ordinals,
-};
+use spanset_api::labels::FEDERATION_UID;
+use spanset_controller::pod_lease::{EXTENSION, ORDINALS, RELEASED, parse_ordinals};
+use spanset_plan::Ordinals;
 
 /// The Lease a guard reads: `NAMESPACE/NAME`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! first process in place, then polls the Lease until its guard lets the pod run and posts that
 //! in the state file; `watch` (a native sidecar) takes the guard over from the file, keeps
 //! polling, and posts after every poll what its guard concludes — the deadline, a stop, a
-//! release — for every container's first process to act on ([`crate::controller::pod_lease::exec`]);
+//! release — for every container's first process to act on ([`spanset_controller::pod_lease::exec`]);
 //! `ready` is the watch's probe. The watch signals nothing: it could not, in general (the
 //! containers are in PID namespaces of their own and may run as other users), and the
 //! containers must stop by the deadline even when it is not running.
@@ -20,23 +20,21 @@ use std::{
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
+use spanset_controller::{
+    pod_lease::{
+        Timing,
+        exec::Phase,
+        guard::{Action, Guard, Poll},
+        render_ordinals,
+    },
+    safety::Rules,
+};
+use spanset_plan::Ordinal;
 
 use super::{
     boot,
     lease::{LeaseRef, Reading, poll},
     state::{GuardState, nanos},
-};
-use crate::{
-    controller::{
-        pod_lease::{
-            Timing,
-            exec::Phase,
-            guard::{Action, Guard, Poll},
-            render_ordinals,
-        },
-        safety::Rules,
-    },
-    plan::Ordinal,
 };
 
 /// The file name of the containers' first process, beside `spanset` in its image and in the
@@ -351,7 +349,7 @@ pub async fn watch(settings: Settings) -> i32 {
 /// A guard that stays released (resumed from a state that says so).
 fn released_guard(s: &Settings) -> Guard {
     let mut g = Guard::new(s.ordinal, s.timing, Rules::ALL);
-    let named = crate::plan::Ordinals::from_iter([s.ordinal]);
+    let named = spanset_plan::Ordinals::from_iter([s.ordinal]);
     g.polled(Duration::ZERO, Poll::Read { extension: 0, ordinals: &named, released: true });
     g
 }

@@ -6,19 +6,19 @@
 //! and a condition saying why; a backend changed under running members blocks. Every run ends
 //! with the sandbox's ledger: no ordinal ever ran in two clusters at once.
 
-use crate::support;
-
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams},
 };
 use serde_json::{Value, json};
-use spanset::api::{Backend, FederatedStatefulSet};
+use spanset_api::{Backend, FederatedStatefulSet};
 use support::{
     eventually,
     federation::{Controller, Federation},
 };
+
+use crate::support;
 
 fn advanced() -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -149,7 +149,7 @@ async fn a_member_without_openkruise_gets_no_slice_and_the_condition_says_why() 
     })
     .await;
     // The MemberClusters say which members serve Advanced StatefulSets.
-    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    let mcs: Api<spanset_api::MemberCluster> = Api::all(f.host.clone());
     eventually("the MemberClusters report OpenKruise: east and west yes, north no", || async {
         let mut seen = Vec::new();
         for m in ["east", "west", "north"] {
@@ -278,7 +278,7 @@ async fn openkruise_leaving_a_member_re_homes_its_ordinals_and_returning_brings_
     assert!(degraded.message.contains("west (Incompatible"), "{}", degraded.message);
     // West itself is fine: its apps/v1 federation runs on, and it stays Reachable.
     assert_eq!(f.status("plain").await.ready.as_deref(), Some("1/1"));
-    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    let mcs: Api<spanset_api::MemberCluster> = Api::all(f.host.clone());
     eventually("west's MemberCluster reports Reachable (a missing resource is not a dead member)", || async {
         let west = mcs.get("west").await.ok().and_then(|m| m.status);
         west.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Reachable" && c.status == "True"))

@@ -1,4 +1,4 @@
-//! `docs/api-reference.md` is the CRDs' schemas rendered (`spanset::api::reference`): it fails
+//! `docs/api-reference.md` is the CRDs' schemas rendered (`spanset_api::reference`): it fails
 //! here when a field, default, rule or description changes without the page, and
 //! `SPANSET_BLESS=1` writes the page again instead.
 
@@ -7,7 +7,7 @@ use std::path::Path;
 #[test]
 fn the_api_reference_page_is_the_crds_schemas_rendered() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/api-reference.md");
-    let rendered = spanset::api::reference::markdown();
+    let rendered = spanset_api::reference::markdown();
     if std::env::var_os("SPANSET_BLESS").is_some() {
         std::fs::write(&path, &rendered).expect("docs/api-reference.md written");
         return;

@@ -3,8 +3,6 @@
 //! down and up, PVC retention, OrderedReady (and its deadlock), and a node failure that leaves
 //! the pod Terminating until an operator force-deletes it.
 
-use crate::support;
-
 use std::sync::{Arc, atomic::Ordering};
 
 use k8s_openapi::api::{
@@ -16,11 +14,13 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
-use spanset::sim::{
+use spanset_sim::{
     cluster::{Cluster, ClusterConfig, faults::NodeOutage},
     sandbox::fleet::Fleet,
 };
 use support::{eventually, timeline};
+
+use crate::support;
 
 struct Sim {
     fleet: Fleet,

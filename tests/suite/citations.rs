@@ -3,10 +3,13 @@
 //! The check reads every text file of the code, its tests, benches, docs and deployment files,
 //! and the README; it builds its pattern from parts, so that its own source passes it too.
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    sync::LazyLock,
+};
 
 /// The trees read: the code and everything shipped or read beside it.
-const TREES: [&str; 7] = ["src", "tests", "benches", "docs", "deploy", "dashboards", "examples"];
+const TREES: [&str; 8] = ["src", "crates", "tests", "benches", "docs", "deploy", "dashboards", "examples"];
 
 /// The files read beside the trees: the front page, the build and CI.
 const FILES: [&str; 3] = ["README.md", "Cargo.toml", ".ci/run"];
@@ -100,4 +103,67 @@ fn no_comment_cites_the_internal_tracker() {
         "say the reason instead of citing the tracker, whose numbering no reader can follow:\n{}",
         found.join("\n")
     );
+}
+
+/// Every `*.md` a line names (outside a URL), as written.
+fn documents_named(line: &str) -> Vec<String> {
+    static URLS: LazyLock<regex::Regex> = LazyLock::new(|| regex::Regex::new(r"[a-z]+://\S+").expect("URL pattern"));
+    static NAMED: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r"(?:^|[^A-Za-z0-9_./-])((?:\.{1,2}/)*[A-Za-z0-9_][A-Za-z0-9_./-]*\.md)\b")
+            .expect("document pattern")
+    });
+    if !line.contains(".md") {
+        return Vec::new();
+    }
+    let line = URLS.replace_all(line, " ");
+    NAMED.captures_iter(&line).map(|c| c[1].to_string()).collect()
+}
+
+#[test]
+fn the_document_pattern_finds_names_outside_urls() {
+    let md = "md";
+    let line = format!("see docs/safety.{md} and ../concepts.{md}#terms, not https://example.com/notes.{md}");
+    assert_eq!(documents_named(&line), [format!("docs/safety.{md}"), format!("../concepts.{md}")]);
+    assert!(documents_named(&format!("a.{md}x and mdbook")).is_empty());
+}
+
+/// A comment or a page that names a document points the reader at something they can open: every
+/// `*.md` named in a comment of the code and its tests, or in the docs and deployment files, is a
+/// file of the repository
+/// (found by that path from the root or beside the file naming it, or as the end of one's path).
+/// A document kept elsewhere is cited by its public address instead, or its fact is said.
+#[test]
+fn every_document_named_is_in_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files: Vec<(PathBuf, String)> = TREES
+        .iter()
+        .flat_map(|tree| text_files(&root.join(tree)))
+        .chain(FILES.iter().map(|f| (root.join(f), std::fs::read_to_string(root.join(f)).expect("a root file"))))
+        .collect();
+    let documents: Vec<String> = files
+        .iter()
+        .filter(|(p, _)| p.extension().is_some_and(|e| e == "md"))
+        .map(|(p, _)| p.strip_prefix(root).unwrap_or(p).display().to_string())
+        .collect();
+    assert!(documents.len() > 20, "the docs were read: {documents:?}");
+    let mut missing = Vec::new();
+    for (path, text) in &files {
+        let rust = path.extension().is_some_and(|e| e == "rs");
+        for (i, line) in text.lines().enumerate() {
+            // In code, only comments name documents for a reader (a `//` not in a URL): a string is
+            // test data (the link checker's own tests build pages that do not exist).
+            let comment = line.match_indices("//").find(|(at, _)| !line[..*at].ends_with(':')).map(|(at, _)| at);
+            let said = if rust { comment.map_or("", |at| &line[at..]) } else { line };
+            for name in documents_named(said) {
+                let beside = path.parent().map(|d| d.join(&name)).is_some_and(|p| p.is_file());
+                let bare = name.trim_start_matches("./").trim_start_matches("../");
+                let known = beside || root.join(&name).is_file() || documents.iter().any(|d| d.ends_with(bare));
+                if !known {
+                    let file = path.strip_prefix(root).unwrap_or(path).display();
+                    missing.push(format!("{file}:{}: {name}", i + 1));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "documents named that are not in the repository:\n{}", missing.join("\n"));
 }

@@ -36,7 +36,7 @@ async fn a_federation_is_sliced_across_members_and_scales_up_and_down() {
     secret.string_data = Some([("password".to_string(), "s3cret".to_string())].into());
     Api::<Secret>::namespaced(f.host.clone(), "default").create(&PostParams::default(), &secret).await.unwrap();
     let mut fsts = example(&f.members);
-    fsts.spec.migration.carry = vec![spanset::api::CarriedObject { kind: "Secret".into(), name: "redis-auth".into() }];
+    fsts.spec.migration.carry = vec![spanset_api::CarriedObject { kind: "Secret".into(), name: "redis-auth".into() }];
     f.create(&fsts).await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "slices 0-1, 2-3, 4-5").await;
     for m in ["east", "west", "central"] {
@@ -99,7 +99,7 @@ async fn moves_within_limit(
     name: &str,
     limit: usize,
     what: &str,
-    done: impl Fn(&spanset::api::FederatedStatefulSetStatus) -> bool,
+    done: impl Fn(&spanset_api::FederatedStatefulSetStatus) -> bool,
 ) -> std::collections::BTreeSet<String> {
     let mut phases = std::collections::BTreeSet::new();
     let start = std::time::Instant::now();

@@ -4,8 +4,6 @@
 //! judged from what the members received from spanset's identity (the sandbox's resource
 //! account since a mark), and every read in an assertion fails the test when it fails.
 
-use crate::support;
-
 use k8s_openapi::{
     ByteString,
     api::{apps::v1::StatefulSet, core::v1::Secret},
@@ -14,14 +12,14 @@ use kube::{
     Api,
     api::{Patch, PatchParams, PostParams},
 };
-use spanset::{
-    api::{MemberCluster, MemberClusterSpec, SecretKeyRef},
-    cli::sandbox::example,
-};
+use spanset::cli::sandbox::example;
+use spanset_api::{MemberCluster, MemberClusterSpec, SecretKeyRef};
 use support::{
     account::AccountReport,
     federation::{Controller, Federation},
 };
+
+use crate::support;
 
 /// Asserts that no member holds a StatefulSet `name` (each read must succeed), and that
 /// spanset's identity changed nothing in any member since `mark`: not a StatefulSet, nor a

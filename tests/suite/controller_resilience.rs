@@ -136,9 +136,9 @@ async fn a_member_partitioned_during_a_migration_holds_its_ordinals_until_healed
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_move_goes_on_after_its_release_though_the_host_s_watch_lags() {
     // A release is stored before the grow that takes the ordinal, which the next reconcile
-    // writes. That reconcile used to be woken only by the host's watch event of the status
-    // write, and only when the event arrived while the writing reconcile still ran (later, it
-    // is not newer than the object the write answered): on a loaded machine the move stayed
+    // writes. Were that reconcile woken only by the host's watch event of the status write, it
+    // would run only when the event arrived while the writing reconcile still ran (later, it is
+    // not newer than the object the write answered): on a loaded machine the move would stay
     // `Released` until the 5-minute safety resync. Here every event of the federation reaches
     // its coordinator 1.5 s late, so none arrives in time; the deadline is far below 5 minutes.
     let f = Federation::start(&["east", "west"]).await;
@@ -158,7 +158,7 @@ async fn a_partitioned_member_logs_its_state_changes_not_every_failed_call() {
     let f = Federation::start(&["east", "west", "central"]).await;
     // The default filter of `spanset run` (RUST_LOG unset), for every crate.
     let c = Controller::start_with(&f.sandbox, "controller", &[("RUST_LOG", "")]);
-    f.create(&spanset::api::example(&f.members)).await;
+    f.create(&spanset_api::example(&f.members)).await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("central", 4, 2)], "settled").await;
     // What an operator reads at the default level (the harness also records DEBUG).
     let shown = |l: &str| !l.contains(" DEBUG ") && !l.contains(" TRACE ");

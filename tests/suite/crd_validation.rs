@@ -500,7 +500,7 @@ async fn setup(flags: &[&str]) -> Setup {
     let sandbox = Sandbox::start_with("host", flags);
     let kubectls = kubectls(&sandbox);
     let (_, k) = kubectls.last().expect("kubectl on PATH");
-    k.ok_with_stdin(&["apply", "-f", "-"], &spanset::api::crds_yaml());
+    k.ok_with_stdin(&["apply", "-f", "-"], &spanset_api::crds_yaml());
     for crd in ["federatedstatefulsets.spanset.dev", "memberclusters.spanset.dev"] {
         k.ok(&["wait", "--for=condition=Established", &format!("crd/{crd}"), "--timeout=60s"]);
     }

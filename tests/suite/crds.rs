@@ -8,7 +8,7 @@ use support::{Kubectl, Sandbox};
 #[test]
 fn deploy_crds_match_the_code() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds");
-    for (name, yaml) in spanset::api::crd_files() {
+    for (name, yaml) in spanset_api::crd_files() {
         let committed = std::fs::read_to_string(dir.join(&name)).unwrap_or_default();
         assert!(
             committed == yaml,
@@ -16,14 +16,14 @@ fn deploy_crds_match_the_code() {
         );
     }
     let files = std::fs::read_dir(&dir).unwrap().count();
-    assert_eq!(files, spanset::api::crd_files().len(), "deploy/crds holds exactly the generated CRDs");
+    assert_eq!(files, spanset_api::crd_files().len(), "deploy/crds holds exactly the generated CRDs");
 }
 
 #[test]
 fn kubectl_lists_federated_statefulsets_with_their_columns() {
     let sandbox = Sandbox::start("host");
     let Some(k) = Kubectl::new(33, &sandbox) else { return };
-    k.ok_with_stdin(&["apply", "-f", "-"], &spanset::api::crds_yaml());
+    k.ok_with_stdin(&["apply", "-f", "-"], &spanset_api::crds_yaml());
     k.ok(&["wait", "--for=condition=Established", "crd/federatedstatefulsets.spanset.dev", "--timeout=60s"]);
     let example =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/federatedstatefulset.yaml")).unwrap();
@@ -50,14 +50,14 @@ fn kubectl_lists_federated_statefulsets_with_their_columns() {
     assert!(k.ok(&["get", "mc"]).starts_with("NAME"));
 }
 
-fn example() -> spanset::api::FederatedStatefulSet {
+fn example() -> spanset_api::FederatedStatefulSet {
     serde_yaml::from_str(
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/federatedstatefulset.yaml")).unwrap(),
     )
     .unwrap()
 }
 
-fn refused(f: &spanset::api::FederatedStatefulSet) -> String {
+fn refused(f: &spanset_api::FederatedStatefulSet) -> String {
     match f.validate_cel() {
         Ok(()) => panic!("accepted: {:?}", f.spec),
         Err(e) => e.to_string(),
@@ -88,7 +88,7 @@ fn the_cel_rules_refuse_what_they_should_when_evaluated() {
     bounds.spec.placement.clusters[1].max_replicas = Some(2);
     assert!(refused(&bounds).contains("minReplicas must not exceed maxReplicas"));
     let mut overflow = example();
-    overflow.spec.ordinals = Some(spanset::api::GlobalOrdinals { start: i32::MAX - 2 });
+    overflow.spec.ordinals = Some(spanset_api::GlobalOrdinals { start: i32::MAX - 2 });
     assert!(refused(&overflow).contains("start + replicas must stay within int32"));
     let mut in_place = example();
     in_place.spec.template.update_strategy = Some(
@@ -101,7 +101,7 @@ fn the_cel_rules_refuse_what_they_should_when_evaluated() {
     scaled.spec.template.scale_strategy =
         Some(serde_json::from_value(serde_json::json!({"maxUnavailable": 1})).unwrap());
     assert!(refused(&scaled).contains("only for spec.backend AdvancedStatefulSet"));
-    in_place.spec.backend = spanset::api::Backend::AdvancedStatefulSet;
+    in_place.spec.backend = spanset_api::Backend::AdvancedStatefulSet;
     in_place.spec.template.scale_strategy = scaled.spec.template.scale_strategy.clone();
     in_place.validate_cel().expect("Kruise's fields with the Advanced backend");
 }
@@ -147,7 +147,7 @@ fn selector_service_name_and_claim_templates_are_immutable() {
     reclaimed.spec.template.volume_claim_templates.clear();
     assert!(reclaimed.validate_cel_update(&old).unwrap_err().to_string().contains("volumeClaimTemplates is immutable"));
     let mut advanced = example();
-    advanced.spec.backend = spanset::api::Backend::AdvancedStatefulSet;
+    advanced.spec.backend = spanset_api::Backend::AdvancedStatefulSet;
     let e = advanced.validate_cel_update(&old).unwrap_err().to_string();
     assert!(e.contains("spec.backend is immutable"), "{e}");
     advanced.validate_cel_update(&advanced.clone()).expect("an unchanged backend passes");

@@ -5,8 +5,6 @@
 //! cluster of the member east, and is refused as its duplicate); and no token,
 //! certificate or kubeconfig content appears in logs, Events, conditions or metrics.
 
-use crate::support;
-
 use k8s_openapi::{
     ByteString,
     api::{
@@ -19,8 +17,10 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use spanset::api::{MemberCluster, MemberClusterSpec, SecretKeyRef};
+use spanset_api::{MemberCluster, MemberClusterSpec, SecretKeyRef};
 use support::federation::{Controller, Federation};
+
+use crate::support;
 
 /// The member's `Reachable` condition once it is `status` with `reason`; its message.
 async fn reachable(host: &Client, member: &str, status: &str, reason: &str) -> String {

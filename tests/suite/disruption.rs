@@ -6,8 +6,6 @@
 //! Ready spans over the whole of each test (every instant, not polled), and the identity
 //! ledger must stay clean.
 
-use crate::support;
-
 use std::sync::Arc;
 
 use k8s_openapi::api::{
@@ -20,11 +18,13 @@ use kube::{
     api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use spanset::sim::{
+use spanset_sim::{
     cluster::{Cluster, ClusterConfig},
     sandbox::fleet::Fleet,
 };
 use support::{Background, DEADLINE, Kubectl, Sandbox, eventually, timeline, wait_until};
+
+use crate::support;
 
 const REFUSED: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
 

@@ -5,8 +5,6 @@
 //! the sandbox ledger's Ready spans at every instant — and both finish. Removing
 //! `spec.disruption` removes the budgets; so does deleting the federation.
 
-use crate::support;
-
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::{core::v1::Pod, policy::v1::PodDisruptionBudget};
@@ -14,12 +12,14 @@ use kube::{
     Api, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams},
 };
-use spanset::api::Backend;
+use spanset_api::Backend;
 use support::{
     Kubectl, eventually,
     federation::{Controller, Federation},
     timeline,
 };
+
+use crate::support;
 
 const MEMBERS: [&str; 3] = ["east", "west", "central"];
 
@@ -35,7 +35,7 @@ async fn settled_on(backend: Backend) -> (Federation, Controller) {
     let flags: &[&str] = if backend == Backend::AdvancedStatefulSet { &["--kruise"] } else { &[] };
     let f = Federation::start_flags(&MEMBERS, flags).await;
     let c = Controller::start(&f.sandbox, "controller");
-    let mut fsts = spanset::api::example(&f.members);
+    let mut fsts = spanset_api::example(&f.members);
     fsts.spec.backend = backend;
     fsts.spec.disruption = Some(serde_json::from_value(serde_json::json!({"maxUnavailable": 1})).unwrap());
     f.create(&fsts).await;

@@ -1,6 +1,6 @@
 //! Docs that tests keep true: every relative link and `#anchor` in `README.md` and `docs/`
 //! resolves, and `docs/architecture.md` documents exactly the top-level modules of
-//! `src/controller/`. A reader who follows a link or looks a module up finds it, and a renamed
+//! `crates/spanset-controller/src/`. A reader who follows a link or looks a module up finds it, and a renamed
 //! heading or module fails here instead of in front of that reader.
 //!
 //! Markdown is read the way a code host renders it, as far as these checks need: links inside
@@ -295,9 +295,9 @@ fn the_link_checker_reports_what_a_reader_would_find_broken() {
     );
 }
 
-/// The top-level modules under `src/controller/`: each `NAME.rs` but `mod.rs`, each `NAME/`.
+/// The top-level modules under `crates/spanset-controller/src/`: each `NAME.rs` but `lib.rs`, each `NAME/`.
 fn controller_modules() -> BTreeSet<String> {
-    let dir = root().join("src/controller");
+    let dir = root().join("crates/spanset-controller/src");
     std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| entry.expect("directory entry").path())
@@ -306,14 +306,14 @@ fn controller_modules() -> BTreeSet<String> {
             if path.is_dir() {
                 Some(name)
             } else {
-                name.strip_suffix(".rs").filter(|n| *n != "mod").map(str::to_string)
+                name.strip_suffix(".rs").filter(|n| *n != "lib").map(str::to_string)
             }
         })
         .collect()
 }
 
 /// The modules `docs/architecture.md` documents: the `` ### `NAME` `` headings of its section
-/// on `src/controller/`, each with the text under it. Panics naming what is malformed.
+/// on `crates/spanset-controller/src/`, each with the text under it. Panics naming what is malformed.
 fn documented_modules() -> Vec<(String, String)> {
     let text = std::fs::read_to_string(root().join("docs/architecture.md")).expect("docs/architecture.md");
     let unfenced = String::from_utf8(without_fences(&text)).expect("blanking replaces whole characters");
@@ -321,7 +321,7 @@ fn documented_modules() -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for line in unfenced.lines() {
         if let Some(h2) = line.strip_prefix("## ") {
-            in_section = h2.contains("`src/controller/`");
+            in_section = h2.contains("`crates/spanset-controller/src/`");
             continue;
         }
         if !in_section {
@@ -335,7 +335,10 @@ fn documented_modules() -> Vec<(String, String)> {
             body.push_str(line.trim());
         }
     }
-    assert!(!out.is_empty(), "docs/architecture.md has no `## … `src/controller/`` section of `### `module`` headings");
+    assert!(
+        !out.is_empty(),
+        "docs/architecture.md has no `## … `crates/spanset-controller/src/`` section of `### `module`` headings"
+    );
     out
 }
 
@@ -356,10 +359,64 @@ fn the_architecture_page_documents_exactly_the_controller_modules() {
     let missing: Vec<&String> = tree.difference(&names).collect();
     let extra: Vec<&String> = names.difference(&tree).collect();
     if !missing.is_empty() {
-        problems.push(format!("modules of src/controller/ not documented: {missing:?}"));
+        problems.push(format!("modules of crates/spanset-controller/src/ not documented: {missing:?}"));
     }
     if !extra.is_empty() {
-        problems.push(format!("documented modules not in src/controller/: {extra:?}"));
+        problems.push(format!("documented modules not in crates/spanset-controller/src/: {extra:?}"));
     }
-    assert!(problems.is_empty(), "docs/architecture.md, section on src/controller/:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "docs/architecture.md, section on crates/spanset-controller/src/:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Where the docs count the member's admission policies ("eleven ValidatingAdmissionPolicies"),
+/// the number is the one `deploy/member/admission.yaml` ships: adding a guard to the manifest
+/// without the docs (or the docs without the manifest) fails here, naming each place.
+#[test]
+fn the_docs_count_the_member_s_admission_policies_as_the_manifest_ships_them() {
+    const WORDS: [&str; 21] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    let shipped = crate::support::docs::admission_policies_shipped();
+    assert!(shipped > 5, "the manifest's policies were found: {shipped}");
+    let mut counted = Vec::new();
+    let mut wrong = Vec::new();
+    for file in markdown_files(root()) {
+        let text = std::fs::read_to_string(root().join(&file)).expect("a doc");
+        for (i, line) in text.lines().enumerate() {
+            let words: Vec<&str> = line.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+            for pair in words.windows(2).filter(|p| p[1] == "ValidatingAdmissionPolicies") {
+                let said = pair[0].to_ascii_lowercase();
+                let Some(n) = WORDS.iter().position(|w| *w == said).or_else(|| said.parse().ok()) else { continue };
+                counted.push(format!("{}:{}", file.display(), i + 1));
+                if n != shipped {
+                    wrong.push(format!("{}:{}: says {said}, the manifest ships {shipped}", file.display(), i + 1));
+                }
+            }
+        }
+    }
+    assert!(counted.len() >= 3, "the counts were found: {counted:?}");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

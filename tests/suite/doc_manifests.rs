@@ -133,9 +133,8 @@ async fn ensure_namespace(client: &Client, name: &str) -> Result<(), String> {
 }
 
 /// A sandbox cluster with spanset's CRDs, as a reader's host cluster has them.
-async fn host() -> (spanset::sim::sandbox::fleet::Fleet, Client) {
-    let config =
-        spanset::sim::cluster::ClusterConfig { nodes: 0, ..spanset::sim::cluster::ClusterConfig::named("host") };
+async fn host() -> (spanset_sim::sandbox::fleet::Fleet, Client) {
+    let config = spanset_sim::cluster::ClusterConfig { nodes: 0, ..spanset_sim::cluster::ClusterConfig::named("host") };
     let (fleet, mut clients) = fleet_with_clients(vec![config]).await;
     let client = clients.remove(0);
     spanset::cli::sandbox::install_crds(&client).await.expect("CRDs installed");

@@ -77,7 +77,7 @@ fn evacuating_a_member_outside_the_placement_is_refused_naming_it() {
         let host = support::federation::client_for(&sandbox.kubeconfig, "host").await;
         spanset::cli::sandbox::install_crds(&host).await.unwrap();
         spanset::cli::sandbox::join_members(&host, &["east".to_string()]).await.unwrap();
-        let api: kube::Api<spanset::api::FederatedStatefulSet> = kube::Api::namespaced(host, "default");
+        let api: kube::Api<spanset_api::FederatedStatefulSet> = kube::Api::namespaced(host, "default");
         api.create(&Default::default(), &example(&["east".to_string()])).await.unwrap();
     });
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_spanset"))
@@ -157,7 +157,7 @@ async fn cluster_loss_detects_fences_rehomes_shrinks_on_return_and_keeps_the_led
         assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
     }
     assert_eq!(r["ledgerViolations"], serde_json::json!([]), "{r}");
-    let mc: spanset::api::MemberCluster = kube::Api::all(f.host.clone()).get("central").await.unwrap();
+    let mc: spanset_api::MemberCluster = kube::Api::all(f.host.clone()).get("central").await.unwrap();
     assert!(!mc.spec.fenced, "the drill unfences at the end");
     f.wait_settled("redis", &thirds, "thirds again").await;
     f.assert_ledger_clean();

@@ -348,7 +348,7 @@ async fn a_drill_killed_with_sigkill_leaves_no_controller_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_the_controller_refuses_is_named_in_the_report() {
     use kube::api::{DeleteParams, PostParams};
-    use spanset::api::MemberCluster;
+    use spanset_api::MemberCluster;
     let _one = ONE_AT_A_TIME.lock().await;
     let f = Federation::start(&["east", "west"]).await;
     let mcs: Api<MemberCluster> = Api::all(f.host.clone());

@@ -6,8 +6,6 @@
 //! linearizable, the members are the same three (same IDs) and healthy at the end; and through
 //! spanset's: the ledger is clean and what it wrote stays within a budget.
 
-use crate::support;
-
 use std::{
     collections::BTreeMap,
     net::Ipv4Addr,
@@ -24,13 +22,16 @@ use kube::{
     api::{ListParams, Patch, PatchParams},
 };
 use parking_lot::Mutex;
-use spanset::{api::FederatedStatefulSet, sim::store::account::report::EventCounts};
+use spanset_api::FederatedStatefulSet;
+use spanset_sim::store::account::report::EventCounts;
 use support::{
     etcd::{self, Outcome},
     federation::{Controller, Federation},
     linearizable::{self, Kind, Op},
     program, timeline,
 };
+
+use crate::support;
 
 const MEMBERS: [&str; 3] = ["east", "west", "central"];
 /// The keys the clients share: few, so that reads often follow other clients' writes.

@@ -6,8 +6,6 @@
 //! start, its slice held from the status meanwhile); and fencing a member that is only partitioned, its pods still running, is the
 //! operator error the ledger exposes.
 
-use crate::support;
-
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Node};
@@ -15,15 +13,15 @@ use kube::{
     Api, ResourceExt,
     api::{ListParams, Patch, PatchParams},
 };
-use spanset::{
-    api::{FederatedStatefulSet, MemberCluster},
-    cli::sandbox::example,
-    controller::reconcile::DEFAULT_UNREACHABLE_AFTER,
-};
+use spanset::cli::sandbox::example;
+use spanset_api::{FederatedStatefulSet, MemberCluster};
+use spanset_controller::reconcile::DEFAULT_UNREACHABLE_AFTER;
 use support::{
     federation::{Controller, Federation},
     timeline,
 };
+
+use crate::support;
 
 const THIRDS: [(&str, i32, i32); 3] = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
 
@@ -104,7 +102,7 @@ async fn blip(
     member: &str,
     threshold: f64,
 ) -> ((String, String, String, String), (String, String, String, String)) {
-    let period = spanset::controller::watcher::PROBE_PERIOD.as_secs_f64();
+    let period = spanset_controller::watcher::PROBE_PERIOD.as_secs_f64();
     let unix_now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
     for _ in 0..5 {
         support::eventually("every member Reachable, the federation's condition False", || async {
@@ -603,8 +601,8 @@ async fn assert_not_twice(f: &Federation, when: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_member_is_kept_while_its_pods_may_still_run_and_goes_once_it_holds_nothing() {
-    // `kubectl delete mc central` used to erase what spanset knew of central, and 4-5 started
-    // in west while their pods still existed (stuck Terminating) in central.
+    // `kubectl delete mc central` must not erase what spanset knows of central: 4-5 would start
+    // in west while their pods still exist (stuck Terminating) in central.
     let f = Federation::start(&["east", "west", "central"]).await;
     let _c = Controller::start(&f.sandbox, "controller");
     f.create(&federation(&f.members, serde_json::json!({"unreachableAfterSeconds": 6}))).await;

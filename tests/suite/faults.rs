@@ -3,8 +3,6 @@
 //! and a member that silently drops `.spec.ordinals`. Plus determinism: the same seed injects
 //! the same errors.
 
-use crate::support;
-
 use std::{
     sync::{Arc, atomic::Ordering},
     time::{Duration, Instant},
@@ -18,14 +16,16 @@ use kube::{
     runtime::watcher::{self, Event},
 };
 use serde_json::json;
-use spanset::sim::{
+use spanset_sim::{
     cluster::{
+        Cluster, ClusterConfig,
         faults::{ErrorRate, Faults, Partition},
-        {Cluster, ClusterConfig},
     },
     sandbox::fleet::Fleet,
 };
 use support::{DEADLINE, eventually};
+
+use crate::support;
 
 async fn sandbox() -> (Fleet, Arc<Cluster>, Api<ConfigMap>) {
     let config = ClusterConfig { time_factor: 0.01, nodes: 0, ..ClusterConfig::named("a") };

@@ -5,8 +5,6 @@
 //! identity, with the members' own term guard taken away so that the controller's rule is
 //! what is seen.
 
-use crate::support;
-
 use std::sync::Arc;
 
 use actix::Actor;
@@ -15,19 +13,19 @@ use kube::{
     Api,
     api::{Patch, PatchParams, PostParams},
 };
-use spanset::{
-    cli::sandbox::example,
-    controller::{
-        labels::TERM,
-        leader::Leadership,
-        member::objects::{FederationKey, statefulset},
-        messages::{WriteError, WriteStatefulSet},
-        metrics::Metrics,
-        watcher::ClusterWatcher,
-    },
-    plan::Slice,
+use spanset::cli::sandbox::example;
+use spanset_api::labels::TERM;
+use spanset_controller::{
+    leader::Leadership,
+    member::objects::{FederationKey, statefulset},
+    messages::{WriteError, WriteStatefulSet},
+    metrics::Metrics,
+    watcher::ClusterWatcher,
 };
+use spanset_plan::Slice;
 use support::federation::{Controller, Federation};
+
+use crate::support;
 
 #[actix::test]
 async fn a_stale_leaders_write_is_refused_with_409_and_it_steps_down_on_seeing_the_newer_term() {
@@ -51,7 +49,7 @@ async fn a_stale_leaders_write_is_refused_with_409_and_it_steps_down_on_seeing_t
     let write = |slice: Slice, rv: Option<u64>| WriteStatefulSet {
         key: key.clone(),
         object: statefulset(&fsts, &slice, 1),
-        kind: spanset::plan::Backend::StatefulSet,
+        kind: spanset_plan::Backend::StatefulSet,
         expected_rv: rv,
         term: 1,
         dry_run: false,

@@ -11,13 +11,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use spanset::{
-    controller::pod_lease::exec::Phase,
-    guard::{
-        boot,
-        state::{GuardState, nanos},
-    },
+use spanset::guard::{
+    boot,
+    state::{GuardState, nanos},
 };
+use spanset_controller::pod_lease::exec::Phase;
 
 use crate::{
     processes::live_processes_with,
@@ -160,4 +158,12 @@ fn the_first_process_refuses_a_command_it_could_not_stop() {
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("not 1") && err.contains("does not start"), "{err}");
     assert!(live_processes_with(&marker).is_empty(), "the command never started");
+}
+
+/// The sandbox names the guard's first process itself (it depends on no crate of spanset's), so
+/// that its image of spanset's has `/spanset-guard-exec` where the `Dockerfile` puts it: the name
+/// is the guard's own.
+#[test]
+fn the_sandbox_names_the_guard_s_first_process_as_the_guard_does() {
+    assert_eq!(spanset_sim::cluster::processes::spec::GUARD_EXEC, spanset_guard_exec::PROGRAM);
 }

@@ -5,13 +5,13 @@
 //! on the older member says, in `GuardsMissing`, what it loses there. A pod made by hand with a
 //! federation's identity is refused by the 1.33 member itself and admitted by the 1.29 one.
 
-use crate::support;
-
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, api::PostParams};
 use serde_json::json;
-use spanset::api::MemberCluster;
+use spanset_api::MemberCluster;
 use support::federation::{Controller, Federation};
+
+use crate::support;
 
 /// `(name, in force)` of each guard a MemberCluster's status lists.
 async fn guards_of(mcs: &Api<MemberCluster>, member: &str) -> (Option<String>, Vec<(String, bool)>) {
@@ -81,7 +81,7 @@ async fn a_pod_lease_on_members_before_1_30_says_what_is_unprotected_and_before_
             .await;
     let _c = Controller::start(&f.sandbox, "controller");
     let mut fsts = f.placing("leased", &["east", "west", "south"]);
-    fsts.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
+    fsts.spec.failover.pod_lease = Some(spanset_api::PodLease { seconds: 30 });
     for c in &mut fsts.spec.template.template.spec.as_mut().unwrap().containers {
         c.command = Some(vec!["redis-server".into()]);
     }

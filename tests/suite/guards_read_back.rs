@@ -7,8 +7,6 @@
 //! no guard in force, and one whose identity may not read them says so. What the read-back
 //! costs is counted in the sandbox's audit: one GET per shipped object per member per refresh.
 
-use crate::support;
-
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::{Duration, Instant},
@@ -19,15 +17,15 @@ use kube::{
     api::{DynamicObject, PostParams},
 };
 use serde_json::json;
-use spanset::{
-    api::MemberCluster,
-    cli::join,
-    controller::{
-        member::policies::{Kind, shipped},
-        watcher::GUARDS_READ_PERIOD,
-    },
+use spanset::cli::join;
+use spanset_api::MemberCluster;
+use spanset_controller::{
+    member::policies::{Kind, shipped},
+    watcher::GUARDS_READ_PERIOD,
 };
 use support::federation::{Controller, Federation, MEMBER_IDENTITY};
+
+use crate::support;
 
 /// The `AdmissionPolicies` guard a MemberCluster's status lists: `(in force, message)`.
 async fn admission_guard(f: &Federation, member: &str) -> Option<(bool, String)> {

@@ -6,8 +6,6 @@
 //! members get their writes, and no ordinal central may run starts elsewhere until it answers
 //! again.
 
-use crate::support;
-
 use std::{
     sync::{
         Arc,
@@ -21,11 +19,11 @@ use kube::{
     Api,
     api::{Patch, PatchParams},
 };
-use spanset::{
-    api::{FederatedStatefulSet, FederatedStatefulSetStatus},
-    cli::sandbox::example,
-};
+use spanset::cli::sandbox::example;
+use spanset_api::{FederatedStatefulSet, FederatedStatefulSetStatus};
 use support::federation::{Controller, Federation};
+
+use crate::support;
 
 const THIRDS: [(&str, i32, i32); 3] = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
 

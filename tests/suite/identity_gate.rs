@@ -6,8 +6,6 @@
 //! the whole run. Each scenario also runs with the gate `Disabled`, where the same steps end in
 //! the ledger's violation: the gate is what keeps it clean.
 
-use crate::support;
-
 use std::{
     collections::BTreeSet,
     sync::{Arc, Mutex},
@@ -24,11 +22,11 @@ use kube::{
     api::{ListParams, Patch, PatchParams},
     runtime::{WatchStreamExt, watcher},
 };
-use spanset::{
-    api::{FederatedStatefulSet, IdentityGate},
-    cli::sandbox::example,
-};
+use spanset::cli::sandbox::example;
+use spanset_api::{FederatedStatefulSet, IdentityGate};
 use support::federation::{Controller, Federation};
+
+use crate::support;
 
 /// The example federation with `replicas`, the gate setting and a failover section.
 fn federation(f: &Federation, replicas: i32, gate: IdentityGate, failover: serde_json::Value) -> FederatedStatefulSet {
@@ -277,7 +275,7 @@ async fn without_the_gate_a_lost_member_returning_all_at_once_runs_identities_tw
 /// Turning the gate on for a running federation restarts nothing: its pods were made without
 /// the gate, which matters only when a pod is created, so each member StatefulSet is recreated
 /// with the gate over its orphaned pods, which it adopts and holds (see
-/// `spanset::controller::member::ungated`). A pod made afterwards — here one deleted by hand —
+/// `spanset_controller::member::ungated`). A pod made afterwards — here one deleted by hand —
 /// waits behind the gate until spanset releases it: recreating (rather than replacing) is what
 /// keeps the member from making it again from the old template.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,17 +4,17 @@
 //! to look at its members' silence; and a member that falls silent is still judged Unreachable,
 //! its coordinator told by the watcher once the member is quiet.
 
-use crate::support;
-
 use std::time::Instant;
 
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use spanset::api::MemberCluster;
+use spanset_api::MemberCluster;
 use support::{
     DEADLINE,
     federation::{Controller, Federation},
 };
+
+use crate::support;
 
 /// `spanset_reconciles_total` of `federation`, all outcomes.
 fn reconciles(c: &Controller, federation: &str) -> f64 {

@@ -4,8 +4,6 @@
 //! rotates the token; unjoin is refused while a federation places ordinals in the member, then
 //! removes what join made; bad input is named.
 
-use crate::support;
-
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
     core::v1::{Secret, ServiceAccount},
@@ -15,11 +13,14 @@ use kube::{
     api::{DeleteParams, ListParams},
     config::{KubeConfigOptions, Kubeconfig},
 };
-use spanset::{api::MemberCluster, cli::sandbox::example};
+use spanset::cli::sandbox::example;
+use spanset_api::MemberCluster;
 use support::{
     Sandbox,
     federation::{Federation, client_for},
 };
+
+use crate::support;
 
 fn spanset(sandbox: &Sandbox, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_spanset"))

@@ -267,7 +267,7 @@ mod scale_strategy {
         api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams},
     };
     use serde_json::json;
-    use spanset::sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
+    use spanset_sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
 
     use super::support::eventually;
 

@@ -2,8 +2,6 @@
 //! subresources, watchers (pages, 410 relists, bookmarks, streaming lists), a kube Controller,
 //! garbage collection, bad input, and many watchers at once.
 
-use crate::support;
-
 use std::{
     sync::{Arc, atomic::Ordering},
     time::Duration,
@@ -25,8 +23,10 @@ use kube::{
     },
 };
 use serde_json::{Value, json};
-use spanset::sim::{cluster::ClusterConfig, sandbox::fleet::Fleet, store::storage::StorageLimits};
+use spanset_sim::{cluster::ClusterConfig, sandbox::fleet::Fleet, store::storage::StorageLimits};
 use support::eventually;
+
+use crate::support;
 
 async fn sandbox(config: ClusterConfig) -> (Fleet, Client) {
     let fleet = Fleet::start(vec![config], None).await.expect("sandbox starts");
@@ -309,7 +309,7 @@ async fn a_hung_cluster_sends_no_bookmark_until_it_heals() {
     let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
     let mut raw = api.watch(&WatchParams::default().timeout(60), &rv).await.unwrap().boxed();
     assert!(matches!(raw.try_next().await.unwrap(), Some(WatchEvent::Bookmark(_))), "bookmarks flow");
-    cluster.faults.set_partition(spanset::sim::cluster::faults::Partition::Hang);
+    cluster.faults.set_partition(spanset_sim::cluster::faults::Partition::Hang);
     // Those already on their way (a few at most) are read, then nothing comes for twenty
     // intervals.
     for _ in 0..10 {
@@ -319,7 +319,7 @@ async fn a_hung_cluster_sends_no_bookmark_until_it_heals() {
     }
     let silent = tokio::time::timeout(Duration::from_secs(1), raw.try_next()).await;
     assert!(silent.is_err(), "a hung cluster sent {silent:?}");
-    cluster.faults.set_partition(spanset::sim::cluster::faults::Partition::None);
+    cluster.faults.set_partition(spanset_sim::cluster::faults::Partition::None);
     let healed = tokio::time::timeout(Duration::from_secs(30), raw.try_next()).await;
     assert!(matches!(healed, Ok(Ok(Some(WatchEvent::Bookmark(_))))), "after healing: {healed:?}");
 }

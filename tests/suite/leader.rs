@@ -6,8 +6,6 @@
 //! Durations are short (a lease of a few seconds) but every wait is on a condition with a
 //! generous deadline; nothing asserts how long anything took.
 
-use crate::support;
-
 use std::{
     sync::{
         Arc,
@@ -22,12 +20,15 @@ use kube::{
     api::{Patch, PatchParams},
 };
 use serde_json::json;
-use spanset::{
-    controller::leader::{Leadership, LeaseSettings, run_elector},
-    sim::{cluster::ClusterConfig, cluster::faults::Partition, sandbox::fleet::Fleet},
+use spanset_controller::leader::{Leadership, LeaseSettings, run_elector};
+use spanset_sim::{
+    cluster::{ClusterConfig, faults::Partition},
+    sandbox::fleet::Fleet,
 };
 use support::{DEADLINE, eventually};
 use tokio::{sync::oneshot, task::JoinHandle};
+
+use crate::support;
 
 const LEASE: &str = "spanset-leader";
 

@@ -18,8 +18,6 @@
 //! write of spanset's identity with a stale term, and spanset's identity writing outside what
 //! it manages (a Service in kube-system, an unlabelled ConfigMap, a user's Secret).
 
-use crate::support;
-
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::{
@@ -33,11 +31,14 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use spanset::{api::FederatedStatefulSet, cli::join};
+use spanset::cli::join;
+use spanset_api::FederatedStatefulSet;
 use support::{
     Sandbox, eventually,
     federation::{Controller, Federation, client_for},
 };
+
+use crate::support;
 
 /// The name of the guards' Role and RoleBinding in each namespace holding a pod lease.
 const GUARD_ACCESS: &str = "spanset-pod-leases";
@@ -174,10 +175,10 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     carried(&f.host, "default", "one").await;
     // An Advanced StatefulSet federation beside it, whose ordinal 0 moves west → east and back.
     let mut kv = federation("kv", "default", &[("east", 1), ("west", 1)], 2);
-    kv.spec.backend = spanset::api::Backend::AdvancedStatefulSet;
+    kv.spec.backend = spanset_api::Backend::AdvancedStatefulSet;
     // With storage: Detached, the claim an ordinal leaves behind is deleted in its source
     // (`delete` on claims, migration.staleClaims).
-    kv.spec.migration.storage = Some(spanset::api::StorageMode::Detached);
+    kv.spec.migration.storage = Some(spanset_api::StorageMode::Detached);
     f.create(&kv).await;
     // With a disruption budget: spanset's PodDisruptionBudget in each member is created, replaced
     // as pods come and go, deleted in west once its slice is empty, and read and deleted with the
@@ -190,7 +191,7 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     // namespace's Role and RoleBinding `spanset-pod-leases`, to the pods' ServiceAccount); the
     // Lease goes with the federation, and the pair with the last federation it serves.
     let mut leased = federation("leased", "default", &[("east", 1)], 1);
-    leased.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
+    leased.spec.failover.pod_lease = Some(spanset_api::PodLease { seconds: 30 });
     // A pod lease runs each container's command through its guard: it must be given.
     with_command(&mut leased);
     f.create(&leased).await;
@@ -300,7 +301,7 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
         f.sandbox.ctl_ok(&["node-down", "west", n, "--power-off"]);
     }
     f.sandbox.ctl_ok(&["partition", "west"]);
-    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    let mcs: Api<spanset_api::MemberCluster> = Api::all(f.host.clone());
     eventually("west is fenced automatically", || async { mcs.get("west").await.is_ok_and(|m| m.spec.fenced) }).await;
     eventually("pair re-homed in east", || async {
         let s = f.status("pair").await;
@@ -353,7 +354,8 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     // The guards were there all along.
     let policies: Api<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding> =
         Api::all(client_for(&f.sandbox.kubeconfig, "east").await);
-    assert_eq!(policies.list(&Default::default()).await.unwrap().items.len(), 11, "the member's guards are bound");
+    let shipped = support::docs::admission_policies_shipped();
+    assert_eq!(policies.list(&Default::default()).await.unwrap().items.len(), shipped, "the member's guards are bound");
     let records = audit(&f.sandbox, &["host", "east", "west"]);
     let ours = |r: &&Value| {
         let u = r["user"].as_str().unwrap_or("");
@@ -477,7 +479,7 @@ async fn a_refused_pod_lease_is_said_in_an_event_that_names_the_member_and_its_a
     take_member_rule(&f, "east", "leases").await;
     let _c = Controller::start(&f.sandbox, "controller");
     let mut leased = federation("leased", "default", &[("east", 1)], 1);
-    leased.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
+    leased.spec.failover.pod_lease = Some(spanset_api::PodLease { seconds: 30 });
     with_command(&mut leased);
     f.create(&leased).await;
     let message = support::until("an Event says the member refused the pod lease", || async {
@@ -678,7 +680,7 @@ async fn federations_with_pod_leases_share_their_namespace_s_guard_access() {
     for (name, account) in [("a", "a"), ("b", "default")] {
         let mut leased = federation(name, "default", &[("east", 1)], 1);
         leased.spec.migration = Default::default();
-        leased.spec.failover.pod_lease = Some(spanset::api::PodLease { seconds: 30 });
+        leased.spec.failover.pod_lease = Some(spanset_api::PodLease { seconds: 30 });
         with_command(&mut leased);
         if account != "default" {
             leased.spec.template.template.spec.as_mut().unwrap().service_account_name = Some(account.into());
@@ -762,7 +764,7 @@ async fn an_author_who_may_not_read_a_secret_cannot_carry_it_into_a_member() {
     };
     // The watcher's own probe of east (a dry-run create: does it keep .spec.ordinals?) is done
     // before the count starts: what follows is the federation's alone.
-    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    let mcs: Api<spanset_api::MemberCluster> = Api::all(f.host.clone());
     eventually("east was probed", || async {
         mcs.get("east").await.ok().and_then(|m| m.status).is_some_and(|s| s.keeps_ordinals.is_some())
     })
@@ -771,7 +773,7 @@ async fn an_author_who_may_not_read_a_secret_cannot_carry_it_into_a_member() {
     let since = f.audit("east").len();
     let mark = f.sandbox.account();
     let mut fsts = federation("exfil", "default", &[("east", 1)], 1);
-    fsts.spec.migration.carry = vec![spanset::api::CarriedObject { kind: "Secret".into(), name: "creds".into() }];
+    fsts.spec.migration.carry = vec![spanset_api::CarriedObject { kind: "Secret".into(), name: "creds".into() }];
     let authors = Api::<FederatedStatefulSet>::namespaced(author, "default");
     authors.create(&PostParams::default(), &fsts).await.expect("the author may create federations");
     let verdict = support::until("the federation is refused, or the Secret reaches east", || async {
@@ -872,7 +874,7 @@ async fn without_the_members_role_a_member_s_kubeconfig_cannot_be_read_and_its_m
         .await
         .unwrap();
     let _c = Controller::start(&f.sandbox, "controller");
-    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    let mcs: Api<spanset_api::MemberCluster> = Api::all(f.host.clone());
     let reachable = support::until("east says why it cannot be reached", || async {
         let status = mcs.get("east").await.ok()?.status?;
         status.conditions.into_iter().find(|c| c.type_ == "Reachable" && c.status == "False")
@@ -908,7 +910,7 @@ async fn a_member_whose_kubeconfig_join_wrote_elsewhere_is_reached() {
     let joined = join::join(&f.host, &member, &args).await.expect("joined again, into another namespace");
     assert_eq!(joined.secret, "members/spanset-member-east");
     let _c = Controller::start(&f.sandbox, "controller");
-    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    let mcs: Api<spanset_api::MemberCluster> = Api::all(f.host.clone());
     eventually("east is reached through the Secret in members", || async {
         let status = mcs.get("east").await.ok().and_then(|m| m.status).unwrap_or_default();
         status.conditions.iter().any(|c| c.type_ == "Reachable" && c.status == "True")

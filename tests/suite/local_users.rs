@@ -55,7 +55,7 @@ fn as_nobody_a_sandbox_run_by_root_with_real_processes_grants_nothing_and_its_po
     if program("sh", "dash").is_none() || program("kubectl", "kubectl").is_none() || program("curl", "curl").is_none() {
         return;
     }
-    if !spanset::sim::cluster::processes::launch::running_as_root() {
+    if !spanset_sim::cluster::processes::launch::running_as_root() {
         // Only root can start a sandbox whose containers run as other users, and only root can
         // become nobody to try it.
         assert!(std::env::var_os("CI").is_none(), "under CI the tests run as root");
@@ -70,7 +70,7 @@ fn as_nobody_a_sandbox_run_by_root_with_real_processes_grants_nothing_and_its_po
         .find_map(|l| l.strip_prefix("cluster solo: "))
         .expect("a `cluster solo:` line")
         .to_string();
-    let admin = spanset::cli::sim_ctl::redacted(&sandbox.admin);
+    let admin = spanset_sim::cli::ctl::redacted(&sandbox.admin);
     assert_ne!(admin, sandbox.admin, "the printed admin URL carries its credentials");
     let home = tempfile::tempdir().unwrap();
     std::fs::set_permissions(home.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
@@ -116,7 +116,7 @@ fn as_nobody_a_sandbox_run_by_root_with_real_processes_grants_nothing_and_its_po
         assert_eq!(String::from_utf8_lossy(&out.stdout), "401", "{method} {url} as nobody: {}", text(&out));
     }
     let clusters: Value = serde_json::from_str(
-        &spanset::cli::sim_ctl::request(&sandbox.admin, "GET", "/clusters").expect("the admin URL's credentials pass"),
+        &spanset_sim::cli::ctl::request(&sandbox.admin, "GET", "/clusters").expect("the admin URL's credentials pass"),
     )
     .unwrap();
     let faults = &clusters["clusters"][0]["faults"];
@@ -177,7 +177,7 @@ fn as_nobody_a_sandbox_run_by_root_with_real_processes_grants_nothing_and_its_po
         assert!(!Path::new(t).exists(), "{t} was written on the machine");
     }
     // On the machine the container's root is a user no account has, and so is what it made.
-    let base = spanset::sim::cluster::processes::launch::ID_BASE;
+    let base = spanset_sim::cluster::processes::launch::ID_BASE;
     let pids = live_processes_with(&marker);
     assert!(!pids.is_empty(), "the container runs");
     for pid in pids {

@@ -35,7 +35,7 @@ async fn json_logs_carry_reconcile_and_member_write_spans_and_never_a_token_or_s
     secret.string_data = Some([("password".to_string(), PASSWORD.to_string())].into());
     Api::<Secret>::namespaced(f.host.clone(), "default").create(&PostParams::default(), &secret).await.unwrap();
     let mut fsts = example(&f.members);
-    fsts.spec.migration.carry = vec![spanset::api::CarriedObject { kind: "Secret".into(), name: "redis-auth".into() }];
+    fsts.spec.migration.carry = vec![spanset_api::CarriedObject { kind: "Secret".into(), name: "redis-auth".into() }];
     f.create(&fsts).await;
     f.wait_settled("redis", &[("east", 0, 3), ("west", 3, 3)], "slices 0-2, 3-5").await;
 

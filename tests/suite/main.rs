@@ -1,14 +1,8 @@
-//! spanset's integration tests, one binary: each module is what was a test file of its own
+//! spanset's end-to-end tests and repository checks, one binary, a module per subject
 //! (`cargo test --test suite kubectl::` runs one of them). One binary links once, and its tests
 //! run side by side across modules (the thread count is `.cargo/config.toml`'s
 //! `RUST_TEST_THREADS`): most of them wait on a sandbox's clocks, not on a core.
 
-mod model;
-mod plan_gen;
-// A frozen copy of the planner (plan_differential compares with it): what the comparison does
-// not call stays as it was.
-#[allow(dead_code)]
-mod plan_reference;
 mod support;
 
 mod account;
@@ -28,6 +22,7 @@ mod crd_schema;
 mod crd_validation;
 mod crds;
 mod credentials;
+mod dependencies;
 mod deploy;
 mod disruption;
 mod disruption_budgets;
@@ -40,7 +35,6 @@ mod drill_report;
 mod etcd_quorum;
 mod failover;
 mod faults;
-mod features;
 mod fencing;
 mod guard_exec;
 mod guards_by_version;
@@ -56,7 +50,6 @@ mod kube_client;
 mod kubectl;
 mod kubectl_explain;
 mod kubectl_story;
-mod layering;
 mod leader;
 mod least_privilege;
 mod local_users;
@@ -64,14 +57,11 @@ mod logs;
 mod member_forbidden;
 mod member_identity;
 mod mixed_versions;
-mod model_check;
 mod move_cost;
 mod network_identity;
 mod observability;
 mod ordering;
 mod plan_cli;
-mod plan_differential;
-mod plan_props;
 mod pod_guard;
 mod pod_guard_faults;
 mod pod_lease;

@@ -4,26 +4,23 @@
 //! succeeds; an admission policy's denial (also a 403) is reported as the refusal of the
 //! template, naming the policy, never as `MemberForbidden`.
 
-use crate::support;
-
 use std::{
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use futures::StreamExt;
-
 use k8s_openapi::api::{discovery::v1::EndpointSlice, rbac::v1::ClusterRole};
 use kube::{
     Api,
     api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams, WatchEvent, WatchParams},
 };
 use serde_json::json;
-use spanset::{
-    api::{FederatedStatefulSet, FederatedStatefulSetStatus},
-    cli::join,
-};
+use spanset::cli::join;
+use spanset_api::{FederatedStatefulSet, FederatedStatefulSetStatus};
 use support::federation::{Controller, Federation, client_for};
+
+use crate::support;
 
 /// The `Blocked` condition's `(reason, lastTransitionTime)` while it is True.
 fn blocked(status: &FederatedStatefulSetStatus) -> Option<(String, String)> {

@@ -6,19 +6,19 @@
 //! Each member's `status.clusterID` is the uid of its `kube-system` Namespace, read by
 //! spanset's least-privilege member identity.
 
-use crate::support;
-
 use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Namespace};
 use kube::{
     Api,
     api::{ApiResource, DeleteParams, DynamicObject, PostParams},
 };
 use serde_json::{Value, json};
-use spanset::api::MemberCluster;
+use spanset_api::MemberCluster;
 use support::{
     eventually,
     federation::{Controller, Federation},
 };
+
+use crate::support;
 
 /// A MemberCluster as stored (JSON, so that what is asserted does not depend on this build's
 /// view of its status).

@@ -3,8 +3,6 @@
 //! replica must not take over and undo its writes: it meets the newer version's stamps and
 //! steps down for good, and nothing it could write changes, judged over the whole window.
 
-use crate::support;
-
 use std::sync::{
     Arc, Mutex,
     atomic::{AtomicBool, Ordering},
@@ -15,12 +13,12 @@ use kube::{
     Api, ResourceExt,
     api::{Patch, PatchParams},
 };
-use spanset::{
-    api::FederatedStatefulSet,
-    cli::sandbox::example,
-    controller::written_by::{VERSION_OVERRIDE_ENV, WRITTEN_BY},
-};
+use spanset::cli::sandbox::example;
+use spanset_api::FederatedStatefulSet;
+use spanset_controller::written_by::{VERSION_OVERRIDE_ENV, WRITTEN_BY};
 use support::federation::{Controller, Federation};
+
+use crate::support;
 
 const HALVES: [(&str, i32, i32); 2] = [("east", 0, 3), ("west", 3, 3)];
 /// Far above this crate's version, so the override is the newer one whatever the release.

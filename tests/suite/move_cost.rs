@@ -149,7 +149,7 @@ async fn a_move_whose_destination_cannot_run_the_ordinal_rolls_back_onto_its_own
     // central 5; maxConcurrentMoves 1 holds 4's move behind it), never gets Ready there.
     f.sandbox.ctl_ok(&["image-unpullable", "east", "redis:7"]);
     weigh(&f, &[("east", 2), ("west", 1), ("central", 1)]).await;
-    let homes_name_east = |status: &spanset::api::FederatedStatefulSetStatus| {
+    let homes_name_east = |status: &spanset_api::FederatedStatefulSetStatus| {
         status.homes.iter().any(|h| h.cluster == "east" && h.ordinals.split(',').any(|r| r.trim() == "2"))
     };
     // Judged at every poll: ordinal 2 never has its home in east (it never ran there), and

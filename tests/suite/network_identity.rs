@@ -290,7 +290,7 @@ async fn mode_none_publishes_nothing_and_a_name_answers_only_where_its_pod_runs(
     let f = Federation::start(&MEMBERS).await;
     let c = Controller::start(&f.sandbox, "a");
     let mut fsts = f.placing("redis", &MEMBERS);
-    fsts.spec.network = Some(spanset::api::Network { mode: Some(spanset::api::NetworkMode::None) });
+    fsts.spec.network = Some(spanset_api::Network { mode: Some(spanset_api::NetworkMode::None) });
     f.create(&fsts).await;
     f.wait_settled("redis", &[("east", 0, 2), ("west", 2, 2), ("south", 4, 2)], "spread 2/2/2").await;
     let ips = pod_ips(&f).await;
@@ -444,7 +444,7 @@ async fn service_export(f: &Federation, member: &str) -> Option<kube::api::Dynam
     let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
         f.member(member).await,
         "default",
-        &spanset::controller::member::supporting::service_export_resource(),
+        &spanset_controller::member::supporting::service_export_resource(),
     );
     api.get_opt("redis").await.ok().flatten()
 }
@@ -464,7 +464,7 @@ async fn multi_cluster_services_exports_the_service_everywhere_and_publishes_no_
     // Created at once, while the members' watchers start: nothing may be written in east or
     // west before south, the last to report, has been asked too.
     let mut fsts = f.placing("redis", &MEMBERS);
-    fsts.spec.network = Some(spanset::api::Network { mode: Some(spanset::api::NetworkMode::MultiClusterServices) });
+    fsts.spec.network = Some(spanset_api::Network { mode: Some(spanset_api::NetworkMode::MultiClusterServices) });
     f.create(&fsts).await;
     // South cannot take it: nothing is written anywhere, and the condition names the field.
     let message = f.wait_condition("redis", "Blocked", "TemplateRefused").await;

@@ -3,8 +3,6 @@
 //! query returns data from a Prometheus scraping a sandbox while ordinals move, and the label
 //! sets stay bounded as federations come and go.
 
-use crate::support;
-
 use std::{
     collections::BTreeSet,
     io::{BufRead, BufReader},
@@ -18,12 +16,14 @@ use kube::{
     Api,
     api::{DeleteParams, Patch, PatchParams, PostParams},
 };
-use spanset::api::FederatedStatefulSet;
+use spanset_api::FederatedStatefulSet;
 use support::{
     DEADLINE,
     prometheus::{Prometheus, get, tool},
     wait_until,
 };
+
+use crate::support;
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)

@@ -3,15 +3,15 @@
 //! one at a time; moves wait while the disruption budget is spent by pods unavailable anywhere.
 //! Judged on the sandbox ledger's runs and Ready spans.
 
-use crate::support;
-
 use kube::api::{Patch, PatchParams};
-use spanset::api::FederatedStatefulSet;
+use spanset_api::FederatedStatefulSet;
 use support::{
     eventually,
     federation::{Controller, Federation},
     timeline,
 };
+
+use crate::support;
 
 const MEMBERS: [&str; 3] = ["east", "west", "central"];
 
@@ -32,7 +32,7 @@ async fn start(edit: impl FnOnce(&mut FederatedStatefulSet)) -> (Federation, Con
 async fn start_with(flags: &[&str], edit: impl FnOnce(&mut FederatedStatefulSet)) -> (Federation, Controller) {
     let f = Federation::start_flags(&MEMBERS, flags).await;
     let c = Controller::start(&f.sandbox, "controller");
-    let mut fsts = spanset::api::example(&f.members);
+    let mut fsts = spanset_api::example(&f.members);
     edit(&mut fsts);
     f.create(&fsts).await;
     (f, c)
@@ -59,8 +59,7 @@ async fn ordered_ready_starts_each_ordinal_after_every_lower_one_is_ready_across
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ordered_ready_holds_across_clusters_on_advanced_statefulsets_too() {
-    let (f, _c) =
-        start_with(&["--kruise"], |fsts| fsts.spec.backend = spanset::api::Backend::AdvancedStatefulSet).await;
+    let (f, _c) = start_with(&["--kruise"], |fsts| fsts.spec.backend = spanset_api::Backend::AdvancedStatefulSet).await;
     eventually("6/6 ready", || async {
         let s = f.status("redis").await;
         s.ready.as_deref() == Some("6/6") && s.moves.is_empty()

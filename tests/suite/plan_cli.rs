@@ -191,9 +191,9 @@ fn a_long_migration_lists_its_first_and_last_steps_unless_asked_for_all() {
 fn the_advanced_example_sends_each_ordinal_straight_to_its_cluster() {
     let example =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/advanced-statefulset.yaml")).unwrap();
-    let fsts: spanset::api::FederatedStatefulSet = serde_yaml::from_str(&example).expect("the example parses");
+    let fsts: spanset_api::FederatedStatefulSet = serde_yaml::from_str(&example).expect("the example parses");
     fsts.validate_cel().expect("the example passes the CRD's rules");
-    assert_eq!(fsts.spec.backend, spanset::api::Backend::AdvancedStatefulSet);
+    assert_eq!(fsts.spec.backend, spanset_api::Backend::AdvancedStatefulSet);
     // Central's weight to 0 from thirds: its 0 and 1 go to east and west; nothing else moves.
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("kv.yaml");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde_json::Value;
-use spanset::controller::pod_lease::{
+use spanset_controller::pod_lease::{
     EXTENSION, ORDINALS, RELEASED, Timing, inject, parse_ordinals, settings::Settings,
 };
 

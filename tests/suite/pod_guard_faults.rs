@@ -15,7 +15,7 @@ use std::{
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use serde_json::json;
-use spanset::api::FederatedStatefulSet;
+use spanset_api::FederatedStatefulSet;
 
 use crate::{
     pod_lease::{LEASE_SECONDS, MEMBERS, leased, placed, placed_as, programs, running},
@@ -233,7 +233,7 @@ async fn a_workload_of_another_user_than_its_guard_is_stopped_all_the_same() {
         })
         .collect();
     // User 999 of the pod's user namespace: 999 from the sandbox's first mapped ID.
-    let outside = spanset::sim::cluster::processes::launch::ID_BASE + 999;
+    let outside = spanset_sim::cluster::processes::launch::ID_BASE + 999;
     assert!(!uids.is_empty() && uids.iter().all(|u| *u == outside), "the main processes run as 999: {uids:?}");
     f.sandbox.ctl_ok(&["partition", "central", "--outside-only"]);
     let stopped = central_stops(&f, &mut owners, "central cut off").await;
@@ -254,7 +254,7 @@ async fn a_guard_that_cannot_read_its_lease_stops_its_pod_and_says_why() {
     // Central's guards lose the right to read their Lease (someone deletes their Role).
     let central = f.member("central").await;
     let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(central.clone(), "default");
-    let access = spanset::controller::member::guard_access::ACCESS_NAME;
+    let access = spanset_controller::member::guard_access::ACCESS_NAME;
     roles.delete(access, &Default::default()).await.expect("the guards' Role deleted");
     let stopped = central_stops(&f, &mut owners, "central's guards cannot read").await;
     println!("central's main processes stopped {stopped:?} after its guards lost their Lease");

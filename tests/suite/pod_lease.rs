@@ -13,7 +13,7 @@ use std::{
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
 use kube::api::Api;
 use serde_json::json;
-use spanset::api::{FederatedStatefulSet, MemberCluster};
+use spanset_api::{FederatedStatefulSet, MemberCluster};
 
 use crate::support::{
     DEADLINE,

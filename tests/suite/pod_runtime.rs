@@ -526,7 +526,7 @@ fn spanset_s_image_is_its_two_binaries_its_entrypoint_runs_and_probes_and_exec_r
     assert!(inside("touch /w/x && echo bye > /dev/termination-log").status.success());
     // Outside, on this machine, the container's process is the guard's user of the pod's user
     // namespace: 65532 from launch::ID_BASE up.
-    let outside = (spanset::sim::cluster::processes::launch::ID_BASE + 65532).to_string();
+    let outside = (spanset_sim::cluster::processes::launch::ID_BASE + 65532).to_string();
     let ids = ids_of(container_process(&main));
     assert_eq!(ids, (vec![outside.clone(); 4].join(" "), vec![outside; 4].join(" ")));
 }
@@ -581,7 +581,7 @@ fn containers_run_as_their_security_contexts_users_and_share_an_empty_dir() {
     assert_eq!(owners.lines().collect::<Vec<_>>(), ["1001:2001", "1002:2001", "from-a"]);
     // On this machine they are those users of the pod's user namespace: the same IDs from
     // launch::ID_BASE up, which no account of the machine has.
-    let base = spanset::sim::cluster::processes::launch::ID_BASE;
+    let base = spanset_sim::cluster::processes::launch::ID_BASE;
     for (marker, uid) in [(&a, 1001), (&b, 1002)] {
         let pid = container_process(marker);
         let (uids, gids) = ids_of(pid);

@@ -15,7 +15,7 @@ use kube::{
     api::{DeleteParams, LogParams, PostParams},
 };
 use serde_json::json;
-use spanset::sim::{
+use spanset_sim::{
     cluster::{ClusterConfig, faults::NodeOutage},
     sandbox::fleet::Fleet,
 };
@@ -383,7 +383,7 @@ fn nothing_the_sandbox_ran_outlives_it_even_when_it_is_killed() {
 /// --run-images` fails naming root and the capability, and writes no kubeconfig.
 #[test]
 fn as_a_normal_user_real_processes_are_refused_naming_what_they_need() {
-    if !spanset::sim::cluster::processes::launch::running_as_root() {
+    if !spanset_sim::cluster::processes::launch::running_as_root() {
         eprintln!("skipped: the test becomes nobody, which needs root");
         return;
     }
@@ -520,7 +520,7 @@ async fn create(pods: &Api<Pod>, pod: serde_json::Value) {
 /// what it waits for and, after that, the kubelet has swept `n` more times: a ConfigMap
 /// written at each look wakes it, as any change does.
 async fn through_sweeps(
-    cluster: &spanset::sim::cluster::Cluster,
+    cluster: &spanset_sim::cluster::Cluster,
     client: &Client,
     n: u64,
     mut judge: impl AsyncFnMut() -> bool,

@@ -17,7 +17,7 @@ use std::{
 
 use kube::api::{Patch, PatchParams};
 use parking_lot::Mutex;
-use spanset::api::FederatedStatefulSet;
+use spanset_api::FederatedStatefulSet;
 
 use crate::support::{
     self,

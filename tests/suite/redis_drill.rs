@@ -19,7 +19,7 @@ use std::{
 };
 
 use parking_lot::Mutex;
-use spanset::api::FederatedStatefulSet;
+use spanset_api::FederatedStatefulSet;
 
 use crate::support::{
     self,

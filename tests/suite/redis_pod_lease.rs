@@ -21,7 +21,7 @@ use std::{
 };
 
 use parking_lot::Mutex;
-use spanset::api::FederatedStatefulSet;
+use spanset_api::FederatedStatefulSet;
 
 use crate::support::{
     self, DEADLINE,
@@ -97,7 +97,7 @@ async fn the_readme_redis_cluster_with_a_pod_lease_cut_off_from_spanset_runs_not
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     println!("central cut off: its ordinals Ready elsewhere {rehomed:?} later");
-    let mcs: kube::Api<spanset::api::MemberCluster> = kube::Api::all(f.host.clone());
+    let mcs: kube::Api<spanset_api::MemberCluster> = kube::Api::all(f.host.clone());
     assert!(!mcs.get("central").await.unwrap().spec.fenced, "no fence: the lease alone re-homed them");
 
     // Central returns, and is emptied: its old nodes never run again.

@@ -5,8 +5,6 @@
 //! member over that time; then the fixed federation writes everything and settles. An update of
 //! a running federation to a refused template changes nothing already written.
 
-use crate::support;
-
 use std::{
     collections::BTreeSet,
     sync::{
@@ -23,8 +21,10 @@ use kube::{
     Api, Client, ResourceExt,
     api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
 };
-use spanset::api::FederatedStatefulSet;
+use spanset_api::FederatedStatefulSet;
 use support::federation::{Controller, Federation};
+
+use crate::support;
 
 /// The namespace of the federations here: absent from the members until spanset creates it.
 const NS: &str = "shop";

@@ -4,15 +4,15 @@
 //! Availability is judged from the sandbox ledger's Ready spans at every instant, never by
 //! polling.
 
-use crate::support;
-
 use kube::api::{Api, Patch, PatchParams};
-use spanset::api::FederatedStatefulSet;
+use spanset_api::FederatedStatefulSet;
 use support::{
     eventually,
     federation::{Controller, Federation},
     timeline,
 };
+
+use crate::support;
 
 const MEMBERS: [&str; 3] = ["east", "west", "central"];
 
@@ -39,10 +39,10 @@ async fn settled_with(
 ) -> (Federation, Controller) {
     let f = Federation::start_flags(&MEMBERS, flags).await;
     let c = Controller::start(&f.sandbox, "controller");
-    let mut fsts = spanset::api::example(&f.members);
+    let mut fsts = spanset_api::example(&f.members);
     fsts.spec.replicas = replicas;
     edit(&mut fsts);
-    let advanced = fsts.spec.backend == spanset::api::Backend::AdvancedStatefulSet;
+    let advanced = fsts.spec.backend == spanset_api::Backend::AdvancedStatefulSet;
     f.create(&fsts).await;
     let per = replicas / 3;
     if advanced {
@@ -96,7 +96,7 @@ async fn roll(
     (runs, t0)
 }
 
-fn condition(s: &spanset::api::FederatedStatefulSetStatus, type_: &str) -> Option<(String, String, String)> {
+fn condition(s: &spanset_api::FederatedStatefulSetStatus, type_: &str) -> Option<(String, String, String)> {
     s.conditions.iter().find(|c| c.type_ == type_).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
@@ -256,7 +256,7 @@ async fn on_delete_replaces_a_pod_only_when_it_is_deleted() {
 /// The Advanced StatefulSet backend with in-place updates: the same order and budget, each pod
 /// keeping its uid.
 fn kruise_in_place(fsts: &mut FederatedStatefulSet) {
-    fsts.spec.backend = spanset::api::Backend::AdvancedStatefulSet;
+    fsts.spec.backend = spanset_api::Backend::AdvancedStatefulSet;
     fsts.spec.template.update_strategy = Some(
         serde_json::from_value(serde_json::json!({"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}})).unwrap(),
     );

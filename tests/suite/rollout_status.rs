@@ -4,16 +4,16 @@
 //! with exit 1; `--watch=false` prints once; `OnDelete` has no rollout status, as with kubectl.
 //! `kubectl get fsts` shows the rollout's UP-TO-DATE and AVAILABLE.
 
-use crate::support;
-
 use std::process::Command;
 
 use kube::api::{Patch, PatchParams};
-use spanset::api::FederatedStatefulSet;
+use spanset_api::FederatedStatefulSet;
 use support::{
     Background, Kubectl, eventually,
     federation::{Controller, Federation},
 };
+
+use crate::support;
 
 const MEMBERS: [&str; 3] = ["east", "west", "central"];
 
@@ -30,7 +30,7 @@ fn image(tag: &str) -> serde_json::Value {
 async fn settled(edit: impl FnOnce(&mut FederatedStatefulSet)) -> (Federation, Controller) {
     let f = Federation::start(&MEMBERS).await;
     let c = Controller::start(&f.sandbox, "controller");
-    let mut fsts = spanset::api::example(&f.members);
+    let mut fsts = spanset_api::example(&f.members);
     fsts.spec.replicas = 3;
     edit(&mut fsts);
     f.create(&fsts).await;

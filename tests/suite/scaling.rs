@@ -6,14 +6,14 @@
 //! in `status.moves` and Events. Every run ends with the ledger: no ordinal ran in two clusters
 //! at once, and the survivors ran as one incarnation each.
 
-use crate::support;
-
 use std::collections::BTreeMap;
 
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-use spanset::api::{Backend, FederatedStatefulSet, OnScale};
+use spanset_api::{Backend, FederatedStatefulSet, OnScale};
 use support::federation::{Controller, Federation};
+
+use crate::support;
 
 const ORDER: [&str; 3] = ["east", "west", "central"];
 

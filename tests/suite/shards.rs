@@ -4,8 +4,6 @@
 //! ledger (no ordinal ever running in two clusters) clean over the whole run, and every
 //! federation's fencing token raised before anything is written under it.
 
-use crate::support;
-
 use std::{
     collections::BTreeMap,
     sync::{
@@ -21,15 +19,15 @@ use kube::{
     api::{ListParams, Patch, PatchParams},
 };
 use serde_json::json;
-use spanset::{
-    api::FederatedStatefulSet,
-    cli::join,
-    controller::{coordinator::ownership::OWNER_TERM, labels::TERM, shards::shard_of},
-};
+use spanset::cli::join;
+use spanset_api::{FederatedStatefulSet, labels::TERM};
+use spanset_controller::{coordinator::ownership::OWNER_TERM, shards::shard_of};
 use support::{
     eventually,
     federation::{Controller, Federation},
 };
+
+use crate::support;
 
 pub(crate) const SHARDS: u32 = 4;
 const NAMES: [&str; 6] = ["s0", "s1", "s2", "s3", "s4", "s5"];

@@ -4,8 +4,6 @@
 //! kube-rs sees the exact 401 and 403 `Status`es, token expiry and revocation, access reviews,
 //! and the audit log names the rule behind each decision.
 
-use crate::support;
-
 use std::sync::Arc;
 
 use k8s_openapi::api::{
@@ -20,7 +18,7 @@ use kube::{
     config::{KubeConfigOptions, Kubeconfig},
 };
 use serde_json::json;
-use spanset::sim::{
+use spanset_sim::{
     cluster::{Cluster, ClusterConfig},
     sandbox::{
         fleet::Fleet,
@@ -29,6 +27,8 @@ use spanset::sim::{
     store::audit::RuleRef,
 };
 use support::{Kubectl, Sandbox, eventually};
+
+use crate::support;
 
 const DEPLOYMENT: &str = r#"apiVersion: apps/v1
 kind: Deployment

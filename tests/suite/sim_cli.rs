@@ -46,7 +46,7 @@ fn the_sandbox_writes_one_context_per_cluster_and_exits_0_on_sigterm() {
     assert_eq!(clusters.len(), 3, "{:?}", sandbox.banner);
     // The admin URL carries the admin API's token, and is kept beside the kubeconfig.
     assert!(sandbox.admin.starts_with("http://sandbox:"), "{}", sandbox.admin);
-    assert!(spanset::cli::sim_ctl::redacted(&sandbox.admin).starts_with("http://127.0.0.1:"));
+    assert!(spanset_sim::cli::ctl::redacted(&sandbox.admin).starts_with("http://127.0.0.1:"));
     let kept = std::fs::read_to_string(format!("{}.admin", sandbox.kubeconfig.display())).unwrap();
     assert_eq!(kept.trim(), sandbox.admin);
     let config: serde_json::Value =

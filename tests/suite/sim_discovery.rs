@@ -2,7 +2,7 @@
 //! exactly as kubectl's client-go sees them.
 
 use serde_json::Value;
-use spanset::sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
+use spanset_sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 struct Answer {
@@ -226,7 +226,7 @@ async fn discovery_etags_change_when_a_crd_is_served() {
 /// holds the store sees the type served while the CRD's create waits for the store.
 #[test]
 fn a_crd_type_is_served_before_the_crd_is_stored() {
-    use spanset::sim::{cluster::Cluster, store::registry::Subresource};
+    use spanset_sim::{cluster::Cluster, store::registry::Subresource};
     let cluster = std::sync::Arc::new(Cluster::new(ClusterConfig::named("a")));
     let namespaces = cluster.resources.by_plural("", "namespaces").unwrap();
     let (holding, held) = std::sync::mpsc::channel();

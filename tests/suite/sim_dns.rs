@@ -3,8 +3,6 @@
 //! client in-process; each cluster answers from its own store, and a write is visible to the
 //! next query.
 
-use crate::support;
-
 use std::{
     collections::BTreeSet,
     net::{IpAddr, SocketAddr},
@@ -34,7 +32,9 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use spanset::sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
+use spanset_sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
+
+use crate::support;
 
 /// One quiet cluster (no nodes: nothing but the test writes), by name.
 fn quiet(name: &str) -> ClusterConfig {

@@ -4,8 +4,6 @@
 //! events.k8s.io/v1 is the same Events under other names; and the `log` subresource answers
 //! as the apiserver and kubelet do.
 
-use crate::support;
-
 use std::time::Duration;
 
 use futures::{AsyncBufReadExt, TryStreamExt};
@@ -19,8 +17,10 @@ use kube::{
     api::{ListParams, LogParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
-use spanset::sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
+use spanset_sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
 use support::eventually;
+
+use crate::support;
 
 async fn sandbox(config: ClusterConfig) -> (Fleet, Client) {
     let fleet = Fleet::start(vec![config], None).await.expect("sandbox starts");
@@ -196,8 +196,8 @@ async fn repeats_fold_into_a_count_or_a_series_as_each_recorder_does() {
 /// A create that fails is retried by the controller itself, with a growing delay (as a real
 /// controller's work queue does), not only when something else in the cluster happens to
 /// change: here nothing else changes once the claim is bound, and the count still climbs.
-/// (The count used to depend on those incidental changes, coalesced into fewer sweeps on a
-/// busy machine, and stopped short of 3.)
+/// (A count that depended on those incidental changes would stop short of 3 on a busy
+/// machine, where they coalesce into fewer sweeps.)
 #[tokio::test]
 async fn a_failed_create_is_retried_with_backoff_though_nothing_else_changes() {
     let (_f, client) = sandbox(ClusterConfig { time_factor: 0.001, nodes: 0, ..ClusterConfig::named("a") }).await;

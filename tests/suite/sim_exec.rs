@@ -93,7 +93,7 @@ async fn a_runnable_container_not_running_is_refused_on_the_error_stream() {
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::Pod;
     use kube::{Api, Client, api::PostParams};
-    use spanset::sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
+    use spanset_sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
     use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
 
     let config = ClusterConfig { time_factor: 0.01, run_images: vec!["redis".into()], ..ClusterConfig::named("a") };
@@ -102,7 +102,7 @@ async fn a_runnable_container_not_running_is_refused_on_the_error_stream() {
     let client = Client::try_from(kube::Config::new(url.parse().unwrap())).expect("client");
     let pods: Api<Pod> = Api::default_namespaced(client);
     // Bound to a node whose kubelet is gone: on a node, never started.
-    fleet.servers[0].cluster.faults.node_out("node-1", spanset::sim::cluster::faults::NodeOutage::Unreachable);
+    fleet.servers[0].cluster.faults.node_out("node-1", spanset_sim::cluster::faults::NodeOutage::Unreachable);
     let pod = serde_json::from_str(
         &POD.replace("nginx:1.25", "redis:7").replace(r#""spec":{"#, r#""spec":{"nodeName":"node-1","#),
     )

@@ -3,8 +3,6 @@
 //! instead of sweeping on a short tick — so a sandbox of 100 members can sit idle beside the
 //! controller.
 
-use crate::support;
-
 use std::{
     sync::{Arc, atomic::Ordering},
     time::Duration,
@@ -16,11 +14,13 @@ use kube::{
     api::{PostParams, ResourceExt},
 };
 use serde_json::json;
-use spanset::sim::{
+use spanset_sim::{
     cluster::{Cluster, ClusterConfig},
     sandbox::fleet::Fleet,
 };
 use support::eventually;
+
+use crate::support;
 
 /// A stretch long enough to hold many of the old ticks (20–25 ms for the kubelets, the
 /// StatefulSet and volume controllers, 250 ms for disruption, 1 s for EndpointSlices, 2 s for

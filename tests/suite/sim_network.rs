@@ -3,8 +3,6 @@
 //! ClusterIPs allocated as kube-apiserver allocates them, the EndpointSlice controller (what a
 //! headless Service's per-pod DNS names come from), and the opt-in MCS API CRDs.
 
-use crate::support;
-
 use std::{
     collections::{BTreeMap, HashSet},
     net::Ipv4Addr,
@@ -22,8 +20,10 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
-use spanset::sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
+use spanset_sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
 use support::{DEADLINE, Kubectl, Sandbox, eventually, wait_until};
+
+use crate::support;
 
 const CONTROLLER: &str = "endpointslice-controller.k8s.io";
 

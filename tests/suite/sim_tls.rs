@@ -3,8 +3,6 @@
 //! watches over ONE connection (counted by the server, shown by the admin API); the real
 //! kubectl (which offers h2) gets, applies, watches and follows logs.
 
-use crate::support;
-
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
@@ -12,8 +10,10 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::{Value, json};
-use spanset::sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
+use spanset_sim::{cluster::ClusterConfig, sandbox::fleet::Fleet};
 use support::{Background, DEADLINE, Kubectl, Sandbox, wait_until};
+
+use crate::support;
 
 /// A TLS connection to the fleet's first cluster that offers `protocols` by ALPN and trusts the
 /// sandbox's CA; returns it with the protocol the server chose.

@@ -3,8 +3,6 @@
 //! binary reading them with `--kubeconfig` and `--context`, as a table and as JSON; plus the
 //! not-found, missing-CRD, unknown-context and bad-flag paths.
 
-use crate::support;
-
 use std::process::{Command, Output};
 
 use jiff::SignedDuration;
@@ -18,9 +16,11 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use spanset::api::{FederatedStatefulSet, FederatedStatefulSetStatus, MemberCluster, MoveStatus, SliceStatus};
-use spanset::human::human_duration;
+use spanset_api::human::human_duration;
+use spanset_api::{FederatedStatefulSet, FederatedStatefulSetStatus, MemberCluster, MoveStatus, SliceStatus};
 use support::{Sandbox, succeeded};
+
+use crate::support;
 
 /// Runs `spanset status ARGS --kubeconfig <sandbox> --context host`.
 fn status(sandbox: &Sandbox, args: &[&str]) -> Output {
@@ -66,7 +66,7 @@ fn slice(cluster: &str, start: i32, replicas: i32, reserved: &[i32], ready: i32)
 /// The blog's redis, halfway through moving ordinal 5 to `destination`, and an Advanced
 /// StatefulSet federation with a hole in one slice, in namespace `prod`.
 async fn fleet_with_federations(sandbox: &Sandbox) -> Client {
-    let client = spanset::controller::host_client::client(Some(&sandbox.kubeconfig), Some("host"))
+    let client = spanset_controller::host_client::client(Some(&sandbox.kubeconfig), Some("host"))
         .await
         .expect("a client for the sandbox's host context");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -112,7 +112,7 @@ async fn fleet_with_federations(sandbox: &Sandbox) -> Client {
     kruise.metadata.name = Some("kv".into());
     kruise.metadata.namespace = Some("prod".into());
     kruise.spec.replicas = 4;
-    kruise.spec.backend = spanset::api::Backend::AdvancedStatefulSet;
+    kruise.spec.backend = spanset_api::Backend::AdvancedStatefulSet;
     let prod_api: Api<FederatedStatefulSet> = Api::namespaced(client.clone(), "prod");
     prod_api.create(&PostParams::default(), &kruise).await.expect("second FederatedStatefulSet created");
     let kv_status = FederatedStatefulSetStatus {
@@ -138,7 +138,7 @@ fn ages(since: jiff::Timestamp, asked: jiff::Timestamp, answered: jiff::Timestam
 
 /// When the move in the redis federation's status began its phase.
 async fn moving_since(sandbox: &Sandbox) -> jiff::Timestamp {
-    let client = spanset::controller::host_client::client(Some(&sandbox.kubeconfig), Some("host"))
+    let client = spanset_controller::host_client::client(Some(&sandbox.kubeconfig), Some("host"))
         .await
         .expect("a client for the sandbox's host context");
     let f = Api::<FederatedStatefulSet>::namespaced(client, "default").get("redis-redis-cluster").await.expect("read");

@@ -3,18 +3,19 @@
 //! in the destination); `Detached` gives the destination a fresh claim; a volume tied to a node
 //! stops its move with a condition naming the PV, and nothing is deleted.
 
-use crate::support;
-
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::{
     Api,
     api::{Patch, PatchParams},
 };
-use spanset::{api::FederatedStatefulSet, cli::sandbox::example};
+use spanset::cli::sandbox::example;
+use spanset_api::FederatedStatefulSet;
 use support::{
     federation::{Controller, Federation},
     timeline, until,
 };
+
+use crate::support;
 
 fn federation(members: &[String], storage: &str, class: Option<&str>) -> FederatedStatefulSet {
     let mut f = serde_json::to_value(example(members)).unwrap();

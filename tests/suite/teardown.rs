@@ -9,8 +9,6 @@
 //! each phase is held to its account: volumes provisioned, spanset's writes per member, nothing
 //! of the federation left in a member that answers.
 
-use crate::support;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::{
@@ -22,8 +20,10 @@ use kube::{
     api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams},
 };
 use serde_json::json;
-use spanset::api::{FederatedStatefulSet, Leftover, MemberCluster};
+use spanset_api::{FederatedStatefulSet, Leftover, MemberCluster};
 use support::federation::{Controller, Federation};
+
+use crate::support;
 
 const THIRDS: [(&str, i32, i32); 3] = [("east", 0, 2), ("west", 2, 2), ("central", 4, 2)];
 

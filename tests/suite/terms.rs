@@ -2,15 +2,16 @@
 //! past terms too, so a new leader takes a term above every stamp it sees, whether the Lease
 //! was deleted or renamed; and a write refused as stale says so loudly.
 
-use crate::support;
-
 use k8s_openapi::api::{apps::v1::StatefulSet, coordination::v1::Lease};
 use kube::{
     Api,
     api::{DeleteParams, Patch, PatchParams},
 };
-use spanset::{cli::sandbox::example, controller::labels::TERM};
+use spanset::cli::sandbox::example;
+use spanset_api::labels::TERM;
 use support::federation::{Controller, Federation};
+
+use crate::support;
 
 const HALVES: [(&str, i32, i32); 2] = [("east", 0, 3), ("west", 3, 3)];
 
@@ -124,7 +125,7 @@ fn held(f: &Federation, cluster: &str) -> Vec<String> {
 
 /// Whether the MemberCluster says it is unreachable.
 async fn reported_unreachable(f: &Federation, cluster: &str) -> bool {
-    let api: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    let api: Api<spanset_api::MemberCluster> = Api::all(f.host.clone());
     let Ok(mc) = api.get(cluster).await else { return false };
     mc.status.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Reachable" && c.status == "False"))
 }

@@ -4,8 +4,6 @@
 //! federations beside it; one edited into such a state freezes (nothing written in any member)
 //! and can still be deleted.
 
-use crate::support;
-
 use k8s_openapi::{
     api::apps::v1::StatefulSet, apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
@@ -14,8 +12,10 @@ use kube::{
     api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use spanset::api::FederatedStatefulSet;
+use spanset_api::FederatedStatefulSet;
 use support::federation::{Controller, Federation};
+
+use crate::support;
 
 /// Replaces the FederatedStatefulSet CRD by an older one whose spec has no schema (what a
 /// cluster that never got the rules holds), so that objects the types cannot hold are stored.
@@ -237,7 +237,7 @@ async fn a_member_is_not_let_go_while_a_federation_never_read_may_run_there() {
     create_raw(&f, "unread", &["spare"], |v| v["spec"]["backend"] = json!("Deployment")).await;
     let c = Controller::start(&f.sandbox, "c1");
     wait_invalid(&f, &c, "unread").await;
-    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    let mcs: Api<spanset_api::MemberCluster> = Api::all(f.host.clone());
     support::eventually("the controller put its finalizer on spare", || async {
         mcs.get("spare").await.unwrap().metadata.finalizers.unwrap_or_default().iter().any(|f| f.contains("spanset"))
     })

@@ -7,8 +7,6 @@
 //! for deletion), and the sandbox's ledger shows no incarnation of the federation ended. The
 //! same when both CRDs go at once (the MemberClusters wait for the federation to be let go).
 
-use crate::support;
-
 use std::{
     collections::BTreeMap,
     sync::{
@@ -30,11 +28,13 @@ use kube::{
     Api, Client, ResourceExt,
     api::{ListParams, WatchEvent, WatchParams},
 };
-use spanset::api::FederatedStatefulSet;
+use spanset_api::FederatedStatefulSet;
 use support::{
     Kubectl, eventually,
     federation::{Controller, Federation},
 };
+
+use crate::support;
 
 const CRD: &str = "federatedstatefulsets.spanset.dev";
 
@@ -269,7 +269,7 @@ async fn deleting_both_crds_leaves_every_member_workload_running() {
     let c = Controller::start(&f.sandbox, "controller");
     let placed = Placed::start(&f).await;
     // The leader has put its finalizer on every MemberCluster (one without goes at once).
-    let mcs: Api<spanset::api::MemberCluster> = Api::all(f.host.clone());
+    let mcs: Api<spanset_api::MemberCluster> = Api::all(f.host.clone());
     eventually("every MemberCluster carries spanset's finalizer", || async {
         let list = mcs.list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
         list.len() == 3 && list.iter().all(|m| m.finalizers().iter().any(|x| x == "spanset.dev/member-in-use"))

@@ -13,8 +13,6 @@
 //!   identity gate entered the pod template;
 //! - `b70f9f4`: before writes carried the controller's version (`spanset.dev/written-by`).
 
-use crate::support;
-
 use std::{
     collections::{BTreeMap, BTreeSet},
     sync::{
@@ -28,13 +26,13 @@ use k8s_openapi::api::{
     core::v1::{Event, Pod},
 };
 use kube::{Api, Client, ResourceExt, api::ListParams};
-use spanset::{
-    api::FederatedStatefulSet,
-    controller::{
-        labels::{FEDERATION, IDENTITY_GATE, TEMPLATE_HASH, TERM},
-        member::objects::template_hash,
-        written_by::{WRITTEN_BY, version},
-    },
+use spanset_api::{
+    FederatedStatefulSet,
+    labels::{FEDERATION, IDENTITY_GATE, TEMPLATE_HASH, TERM},
+};
+use spanset_controller::{
+    member::objects::template_hash,
+    written_by::{WRITTEN_BY, version},
 };
 use support::{
     Sandbox,
@@ -42,6 +40,8 @@ use support::{
     fixtures::{self, Fixture},
     timeline,
 };
+
+use crate::support;
 
 /// A sandbox holding what the fixture's spanset left, with this version's identities set up
 /// (`--auth`, members joined by this version) and no controller yet.

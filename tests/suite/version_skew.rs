@@ -12,7 +12,7 @@ use k8s_openapi::api::{
 };
 use kube::{Api, Client, api::PostParams};
 use serde_json::json;
-use spanset::sim::cluster::{ClusterConfig, release::Release};
+use spanset_sim::cluster::{ClusterConfig, release::Release};
 
 use crate::support::{self, eventually};
 

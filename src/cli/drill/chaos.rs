@@ -27,7 +27,6 @@ mod report;
 pub mod schedule;
 mod soak;
 
-use crate::cli::sim_ctl::Action as Admin;
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::PathBuf,
@@ -37,6 +36,8 @@ use std::{
 use jiff::Timestamp;
 use kube::{Api, Client, ResourceExt, api::PostParams};
 use serde_json::json;
+use spanset_api::{FederatedStatefulSet, MemberCluster, StorageMode};
+use spanset_sim::{cli::ctl::Action as Admin, store::account::report::AccountReport};
 
 pub use self::report::ChaosReport;
 use self::{
@@ -51,8 +52,6 @@ use super::{
     picture::{self, Mark, MarkKind, Seen},
     print, record,
 };
-use crate::api::{FederatedStatefulSet, MemberCluster, StorageMode};
-use crate::sim::store::account::report::AccountReport;
 
 /// Flags of `spanset drill chaos`.
 #[derive(Debug, clap::Args)]
@@ -140,7 +139,7 @@ async fn shape_of(args: &ChaosArgs, f: &FederatedStatefulSet, seed: u64) -> Resu
     for c in &f.spec.placement.clusters {
         let nodes =
             clusters["clusters"].as_array().into_iter().flatten().find(|x| x["name"] == c.name.as_str()).ok_or_else(
-                || format!("the sandbox at {} has no cluster {}", crate::cli::sim_ctl::redacted(&args.admin), c.name),
+                || format!("the sandbox at {} has no cluster {}", spanset_sim::cli::ctl::redacted(&args.admin), c.name),
             )?["nodes"]
                 .as_array()
                 .into_iter()
@@ -168,7 +167,7 @@ fn first_image(f: &FederatedStatefulSet) -> Option<String> {
 
 /// The federation the drill creates: the example's, 5 replicas over `members`, storage Move.
 fn chaos_federation(members: &[String]) -> Result<FederatedStatefulSet, String> {
-    let mut v = serde_json::to_value(crate::api::example(members)).map_err(|e| e.to_string())?;
+    let mut v = serde_json::to_value(spanset_api::example(members)).map_err(|e| e.to_string())?;
     v["metadata"]["name"] = "chaos".into();
     v["spec"]["replicas"] = 5.into();
     v["spec"]["migration"] = json!({"storage": "Move"});
@@ -259,7 +258,7 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<(ChaosReport, Se
     let steps = schedule::schedule(&shape);
     let mut members = BTreeMap::new();
     for m in shape.members.keys() {
-        let c = crate::controller::app::host_client(args.kubeconfig.as_deref(), Some(m))
+        let c = spanset_controller::app::host_client(args.kubeconfig.as_deref(), Some(m))
             .await
             .map_err(|e| format!("no context {m} in the kubeconfig to read the member with: {e}"))?;
         members.insert(m.clone(), c);

@@ -5,23 +5,22 @@
 //! reports each stage's time and the ledger's verdict; with `--report FILE.html`, also as a
 //! picture ([`super::picture`]).
 
-use crate::cli::sim_ctl::Action as Admin;
 use std::{
     path::PathBuf,
     time::{Duration, Instant},
 };
 
 use jiff::Timestamp;
-
 use kube::{Api, Client};
 use serde::Serialize;
+use spanset_api::FederatedStatefulSet;
+use spanset_sim::cli::ctl::Action as Admin;
 
 use super::{
     DrillOn, admin, parse_key,
     picture::{self, Mark, MarkKind, Seen},
     print, record, settle,
 };
-use crate::api::FederatedStatefulSet;
 
 /// Flags of `spanset drill cluster-loss`.
 #[derive(Debug, clap::Args)]
@@ -91,10 +90,8 @@ where
 pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<(LossReport, Seen), String> {
     use kube::api::DynamicObject;
 
-    use crate::{
-        api::{FailoverPolicy, MemberCluster},
-        controller::{events::Recorder, fencing, member::workload, supervisor::member_client},
-    };
+    use spanset_api::{FailoverPolicy, MemberCluster};
+    use spanset_controller::{events::Recorder, fencing, member::workload, supervisor::member_client};
     let (ns, name) = parse_key(&args.on.fsts)?;
     let api: Api<FederatedStatefulSet> = Api::namespaced(client.clone(), &ns);
     let f = api.get_opt(&name).await.map_err(|e| format!("cannot read {ns}/{name}: {e}"))?;
@@ -125,7 +122,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<(LossRepor
         .find(|c| c["name"] == cluster)
         .and_then(|c| c["nodes"].as_array())
         .ok_or_else(|| {
-            format!("the sandbox at {} has no cluster {cluster}", crate::cli::sim_ctl::redacted(&args.admin))
+            format!("the sandbox at {} has no cluster {cluster}", spanset_sim::cli::ctl::redacted(&args.admin))
         })?
         .iter()
         .filter_map(|n| n.as_str().map(str::to_string))
@@ -188,7 +185,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<(LossRepor
     admin(&args.admin, Admin::Heal { cluster: cluster.to_string() }).await?;
     marks.push(Mark::new(Timestamp::now(), MarkKind::Fault, "API healed"));
     // The member StatefulSet of the federation's backend (apps/v1 or Advanced StatefulSet).
-    let backend = crate::controller::member::objects::backend(&f);
+    let backend = spanset_controller::member::objects::backend(&f);
     let sts: Api<DynamicObject> = Api::namespaced_with(member.clone(), &ns, &workload::api_resource(backend));
     // Shrunk: its StatefulSet holds nothing, and every pod of the federation there is being
     // deleted or gone — only then may its machines power on (a bound pod not being deleted
@@ -214,7 +211,7 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<(LossRepor
     // Unfencing waits for the federation's status to show the member holding nothing too
     // (`unfence` refuses a member whose StatefulSets the status still shows holding ordinals).
     wait_for(&format!("the federation's status showing {cluster} shrunk"), timeout, || async {
-        let (all, undecodable) = crate::api::decode::all_federations(client).await?;
+        let (all, undecodable) = spanset_api::decode::all_federations(client).await?;
         Ok(fencing::still_written(&all, &undecodable, cluster).is_empty())
     })
     .await?;

@@ -5,7 +5,7 @@
 //! The drill hands over what it saw ([`Seen`]: its phases' wall-clock times and the sandbox's
 //! ledger, which records every pod incarnation with its start and end, so nothing needs
 //! sampling); [`lanes`] reads the ledger into lanes, [`html`] renders a [`Picture`] into a
-//! String, and [`write`] puts it on disk. Everything but the writing is pure, so the page's
+//! String, and [`write()`] puts it on disk. Everything but the writing is pure, so the page's
 //! shape is unit-tested without a sandbox.
 
 pub mod html;

@@ -4,13 +4,13 @@
 //! `provisioned`, `released`, `left`, `events_of`), and `since` is the diff of two snapshots:
 //! the cost of one phase of a test.
 
-pub use spanset::sim::store::account::report::{AccountReport, ClusterAccount, WriteCounts};
+pub use spanset_sim::store::account::report::{AccountReport, ClusterAccount, WriteCounts};
 
 use super::Sandbox;
 
 /// The account of every cluster of the sandbox behind an admin URL.
 pub fn read(admin: &str) -> AccountReport {
-    let body = spanset::cli::sim_ctl::request(admin, "GET", "/account").expect("the admin API serves the account");
+    let body = spanset_sim::cli::ctl::request(admin, "GET", "/account").expect("the admin API serves the account");
     serde_json::from_str(&body).expect("the account reads back")
 }
 

@@ -1,4 +1,4 @@
-//! The docs (`README.md` and `docs/`) and `spanset --help` as the tests that keep the docs true
+//! The docs (`README.md`, `docs/`, the READMEs of `deploy/` and `dashboards/`) and `spanset --help` as the tests that keep the docs true
 //! read them: which files are the docs, where their fenced blocks are, and what the binary's
 //! help says. One reading, so that the link, runbook, flag and manifest checks agree on what a
 //! code block is.
@@ -13,7 +13,16 @@ pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `README.md` and every Markdown file under `docs/`, relative to `root`.
+/// How many ValidatingAdmissionPolicies `spanset join` installs in a member: those of
+/// `deploy/member/admission.yaml`, each with its binding. The docs and tests that count the
+/// member's guards count these.
+pub fn admission_policies_shipped() -> usize {
+    let text = std::fs::read_to_string(root().join("deploy/member/admission.yaml")).expect("admission.yaml");
+    text.lines().filter(|l| l.trim() == "kind: ValidatingAdmissionPolicy").count()
+}
+
+/// `README.md`, every Markdown file under `docs/`, and the READMEs of `deploy/` and
+/// `dashboards/`, relative to `root`.
 pub fn markdown_files(root: &Path) -> Vec<PathBuf> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(root.join(dir)) else { return };
@@ -26,7 +35,7 @@ pub fn markdown_files(root: &Path) -> Vec<PathBuf> {
             }
         }
     }
-    let mut out = vec![PathBuf::from("README.md")];
+    let mut out = vec![PathBuf::from("README.md"), "deploy/README.md".into(), "dashboards/README.md".into()];
     walk(root, Path::new("docs"), &mut out);
     out.sort();
     out

@@ -10,7 +10,7 @@ use std::{
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::{Api, Client, api::PostParams};
-use spanset::api::{FederatedStatefulSet, FederatedStatefulSetStatus};
+use spanset_api::{FederatedStatefulSet, FederatedStatefulSetStatus};
 
 use super::{DEADLINE, Sandbox};
 
@@ -227,7 +227,7 @@ pub struct Federation {
 
 /// A kube client for one context of a kubeconfig.
 pub async fn client_for(kubeconfig: &std::path::Path, context: &str) -> Client {
-    spanset::controller::app::host_client(Some(kubeconfig), Some(context)).await.expect("a client for the context")
+    spanset_controller::app::host_client(Some(kubeconfig), Some(context)).await.expect("a client for the context")
 }
 
 impl Federation {
@@ -650,8 +650,7 @@ impl Federation {
     /// holds whole seconds (rounded to the nearest one).
     pub async fn fenced_at(&self, name: &str) -> jiff::Timestamp {
         use kube::ResourceExt;
-        let mc =
-            Api::<spanset::api::MemberCluster>::all(self.host.clone()).get(name).await.expect("MemberCluster read");
+        let mc = Api::<spanset_api::MemberCluster>::all(self.host.clone()).get(name).await.expect("MemberCluster read");
         let at = mc.annotations().get("spanset.dev/fenced-at").unwrap_or_else(|| panic!("{name} has no fenced-at"));
         at.parse().unwrap_or_else(|e| panic!("{name}'s fenced-at {at:?}: {e}"))
     }

@@ -106,9 +106,9 @@ fn in_scratch(kind: &str, path: &Path) -> Option<PathBuf> {
 
 /// Starts in-process clusters with these settings, and a kube client of each, in order.
 pub async fn fleet_with_clients(
-    configs: Vec<spanset::sim::cluster::ClusterConfig>,
-) -> (spanset::sim::sandbox::fleet::Fleet, Vec<kube::Client>) {
-    let fleet = spanset::sim::sandbox::fleet::Fleet::start(configs, None).await.expect("sandbox starts");
+    configs: Vec<spanset_sim::cluster::ClusterConfig>,
+) -> (spanset_sim::sandbox::fleet::Fleet, Vec<kube::Client>) {
+    let fleet = spanset_sim::sandbox::fleet::Fleet::start(configs, None).await.expect("sandbox starts");
     let clients = fleet
         .servers
         .iter()

@@ -24,7 +24,9 @@ fn test_name() -> String {
     std::thread::current().name().unwrap_or("unnamed").to_string()
 }
 
-/// The tally is printed as the process exits, once the harness has run every test.
+/// The tally is printed as the process exits, once the harness has run every test. libc's
+/// `atexit` is the one hook that runs after the harness's last test; it is `unsafe` to declare.
+#[allow(unsafe_code)]
 fn print_at_exit() {
     static REGISTERED: Once = Once::new();
     unsafe extern "C" {

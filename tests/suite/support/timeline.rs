@@ -40,7 +40,7 @@ pub fn runs(sandbox: &Sandbox, set: &str) -> Vec<Run> {
 
 /// Like [`runs`], from the ledger of a sandbox running inside the test (a `Fleet`'s), read
 /// as the admin API serves it.
-pub fn runs_of(ledger: &spanset::sim::cluster::ledger::Ledger, set: &str) -> Vec<Run> {
+pub fn runs_of(ledger: &spanset_sim::cluster::ledger::Ledger, set: &str) -> Vec<Run> {
     let doc = serde_json::json!({ "incarnations": ledger.entries() });
     runs_in(&doc, set)
 }

@@ -8,7 +8,6 @@
 //! forgotten (its next life may rightly start on a fresh volume) and marked anew when it returns.
 //! Members under an API fault are not read; their checks wait until they answer.
 
-use crate::cli::sim_ctl::Action as Admin;
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::Duration,
@@ -16,6 +15,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::{Api, Client};
+use spanset_sim::cli::ctl::Action as Admin;
 
 use super::admin;
 

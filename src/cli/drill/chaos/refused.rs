@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 
 use kube::{Api, Client};
-
-use crate::api::MemberCluster;
+use spanset_api::MemberCluster;
 
 /// Each of `members` whose MemberCluster says the controller refuses it, with `REASON: message`.
 pub async fn refused_members(client: &Client, members: impl IntoIterator<Item = &String>) -> BTreeMap<String, String> {

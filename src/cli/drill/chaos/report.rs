@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-
-use crate::sim::store::account::report::{ClusterAccount, WriteCounts};
+use spanset_sim::store::account::report::{ClusterAccount, WriteCounts};
 
 /// What the drill cost one cluster, from the resource account over the whole run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -28,7 +27,7 @@ impl ClusterCost {
     /// The summary of one cluster's account over the run.
     pub fn of(a: &ClusterAccount) -> Self {
         Self {
-            spanset: a.by_actor(crate::sim::store::actor::SPANSET),
+            spanset: a.by_actor(spanset_sim::store::actor::SPANSET),
             volumes_provisioned: a.provisioned(),
             volumes_released: a.released(),
             volumes_left_released: a.left("Released"),
@@ -179,7 +178,7 @@ pub fn table(r: &ChaosReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::store::account::report::{EventCounts, VolumeCounts};
+    use spanset_sim::store::account::report::{EventCounts, VolumeCounts};
 
     #[test]
     fn the_cost_sums_spansets_writes_and_shows_volumes_and_events() {

@@ -3,7 +3,6 @@
 //! ledger's arrivals, runs the marker rounds, heals everything at the end and waits for the
 //! federation to settle. Owned by the drill's one task.
 
-use crate::cli::sim_ctl::Action as Admin;
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::{Duration, Instant},
@@ -14,6 +13,8 @@ use kube::{
     api::{Patch, PatchParams},
 };
 use serde_json::json;
+use spanset_api::FederatedStatefulSet;
+use spanset_sim::cli::ctl::Action as Admin;
 
 use super::{
     controllers::Controllers,
@@ -21,7 +22,7 @@ use super::{
     moves,
     schedule::{Action, Category, Step},
 };
-use crate::{api::FederatedStatefulSet, cli::drill::admin};
+use crate::cli::drill::admin;
 
 /// What the drill has seen and done so far.
 pub struct Soak {
