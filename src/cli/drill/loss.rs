@@ -191,17 +191,30 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<(LossRepor
     // deleted or gone — only then may its machines power on (a bound pod not being deleted
     // would restart with them, while its ordinal runs elsewhere).
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(member.clone(), &ns);
-    let shrink =
-        wait_for(&format!("{cluster}'s StatefulSet shrunk and its pods deleted on return"), timeout, || async {
-            let empty = sts.get_opt(&name).await.ok().flatten().is_some_and(|s| workload::replicas(&s) == 0);
-            let prefix = format!("{name}-");
-            let left = pods.list(&Default::default()).await.map_err(|e| e.to_string())?.items.into_iter().any(|p| {
-                p.metadata.name.as_deref().is_some_and(|n| n.starts_with(&prefix))
-                    && p.metadata.deletion_timestamp.is_none()
-            });
-            Ok(empty && !left)
-        })
-        .await?;
+    // The member's API has only just come back: a connection it refuses or drops now is "not
+    // yet", not the end of the drill; the last such error is told if the wait times out.
+    let unanswered = std::sync::Mutex::new(None::<String>);
+    let what = format!("{cluster}'s StatefulSet shrunk and its pods deleted on return");
+    let shrink = wait_for(&what, timeout, || async {
+        let empty = sts.get_opt(&name).await.ok().flatten().is_some_and(|s| workload::replicas(&s) == 0);
+        let listed = match pods.list(&Default::default()).await {
+            Ok(l) => l.items,
+            Err(e) => {
+                *unanswered.lock().expect("not poisoned") = Some(e.to_string());
+                return Ok(false);
+            }
+        };
+        let prefix = format!("{name}-");
+        let left = listed.into_iter().any(|p| {
+            p.metadata.name.as_deref().is_some_and(|n| n.starts_with(&prefix)) && p.metadata.deletion_timestamp.is_none()
+        });
+        Ok(empty && !left)
+    })
+    .await
+    .map_err(|e| match unanswered.lock().expect("not poisoned").take() {
+        Some(last) => format!("{e} (the member's API last answered: {last})"),
+        None => e,
+    })?;
     marks.push(Mark::new(Timestamp::now(), MarkKind::Phase, "shrunk"));
     for n in &nodes {
         admin(&args.admin, Admin::NodeUp { cluster: cluster.to_string(), node: n.clone() }).await?;

@@ -90,13 +90,40 @@ pub fn most_unavailable(
     from: Timestamp,
     to: Timestamp,
 ) -> (usize, Timestamp, Vec<u32>) {
+    most_down(runs, ordinals, from, to, |r| r.ready.iter().map(|(a, b)| (*a, b.unwrap_or(Timestamp::MAX))).collect())
+}
+
+/// The most ordinals of `ordinals` taken down at one instant within `[from, to]`, with the
+/// first instant it happened and which ordinals. An incarnation is up from its first Ready
+/// until it stops: a workload whose readiness follows its peers (etcd's `/health` fails on
+/// every member while they elect a leader) goes not Ready without anything being taken down,
+/// and what a rollout or a move may not do is stop a second member before the first is back.
+pub fn most_taken_down(
+    runs: &[Run],
+    ordinals: std::ops::Range<u32>,
+    from: Timestamp,
+    to: Timestamp,
+) -> (usize, Timestamp, Vec<u32>) {
+    most_down(runs, ordinals, from, to, |r| {
+        r.ready.first().map(|(a, _)| (*a, r.until.unwrap_or(Timestamp::MAX))).into_iter().collect()
+    })
+}
+
+/// The most ordinals of `ordinals` outside every one of their incarnations' `up` spans at one
+/// instant within `[from, to]`.
+fn most_down(
+    runs: &[Run],
+    ordinals: std::ops::Range<u32>,
+    from: Timestamp,
+    to: Timestamp,
+    up: impl Fn(&Run) -> Vec<(Timestamp, Timestamp)>,
+) -> (usize, Timestamp, Vec<u32>) {
     let mut spans: BTreeMap<u32, Vec<(Timestamp, Timestamp)>> = ordinals.clone().map(|k| (k, vec![])).collect();
     let mut instants = vec![from];
     for r in runs.iter().filter(|r| ordinals.contains(&r.ordinal)) {
-        for (a, b) in &r.ready {
-            let b = b.unwrap_or(Timestamp::MAX);
-            spans.get_mut(&r.ordinal).expect("in range").push((*a, b));
-            instants.extend([*a, b].into_iter().filter(|t| *t >= from && *t <= to));
+        for (a, b) in up(r) {
+            spans.get_mut(&r.ordinal).expect("in range").push((a, b));
+            instants.extend([a, b].into_iter().filter(|t| *t >= from && *t <= to));
         }
     }
     instants.sort();
