@@ -29,6 +29,7 @@ pub struct Metrics {
     member_reachable: IntGaugeVec,
     member_writes: IntCounterVec,
     reconciles: IntCounterVec,
+    reconcile_errors: IntCounterVec,
     reconcile_duration: HistogramVec,
     moves: IntCounterVec,
     move_duration: Histogram,
@@ -203,6 +204,12 @@ impl Metrics {
                 &["cluster", "kind"],
             ),
             reconciles: counter(&registry, "reconciles_total", "Reconciles of federations", &["federation", "result"]),
+            reconcile_errors: counter(
+                &registry,
+                "reconcile_errors_total",
+                "Reconciles of federations that did not finish, by the part of the round that failed",
+                &["federation", "category"],
+            ),
             moves: counter(&registry, "moves_total", "Ordinal moves finished", &["federation", "result"]),
             moves_in_flight: gauge(
                 &registry,
@@ -334,8 +341,13 @@ impl Metrics {
         self.member_writes.with_label_values(&[cluster, kind]).inc();
     }
 
-    /// A reconcile ended.
-    pub fn reconciled(&self, federation: &str, ok: bool, seconds: f64) {
+    /// A reconcile ended: finished, or failed in the part `failed` names (a bounded category:
+    /// a series is made at its first failure, never per error message).
+    pub fn reconciled(&self, federation: &str, failed: Option<&str>, seconds: f64) {
+        let ok = failed.is_none();
+        if let Some(category) = failed {
+            self.reconcile_errors.with_label_values(&[federation, category]).inc();
+        }
         self.reconciles.with_label_values(&[federation, if ok { "ok" } else { "error" }]).inc();
         let _ = self.reconciles.with_label_values(&[federation, if ok { "error" } else { "ok" }]);
         self.reconcile_duration.with_label_values(&[federation]).observe(seconds);
@@ -502,6 +514,9 @@ impl Metrics {
         for result in ["ok", "error"] {
             let _ = self.reconciles.remove_label_values(&[federation, result]);
         }
+        for category in crate::coordinator::round_error::RoundError::CATEGORIES {
+            let _ = self.reconcile_errors.remove_label_values(&[federation, category]);
+        }
         let _ = self.moves.remove_label_values(&[federation, "done"]);
     }
 }
@@ -596,12 +611,17 @@ mod tests {
         let m = Metrics::new();
         let slices = vec![("east".to_string(), 0, 2, 1), ("west".to_string(), 2, 1, 1)];
         m.federation_state("default/a", &slices, ["Draining", "Starting", "Starting"]);
-        m.reconciled("default/a", true, 0.01);
+        m.reconciled("default/a", None, 0.01);
+        m.reconciled("default/a", Some("status"), 0.01);
         let text = m.render();
         assert!(text.contains(r#"spanset_moves_in_flight{federation="default/a",phase="Starting"} 2"#), "{text}");
         assert!(text.contains(r#"spanset_moves_in_flight{federation="default/a",phase="Released"} 0"#), "{text}");
         assert!(text.contains(r#"spanset_identity_conflicts_total{federation="default/a"} 0"#), "{text}");
-        assert!(text.contains(r#"spanset_reconciles_total{federation="default/a",result="error"} 0"#), "{text}");
+        assert!(text.contains(r#"spanset_reconciles_total{federation="default/a",result="error"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"spanset_reconcile_errors_total{category="status",federation="default/a"} 1"#),
+            "{text}"
+        );
         assert!(text.contains("spanset_federations 1"), "{text}");
         assert!(
             text.contains(

@@ -907,22 +907,6 @@ impl Handler<Stop> for Supervisor {
     }
 }
 
-impl Handler<Stop> for Coordinator {
-    type Result = ();
-
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
-        ctx.stop();
-    }
-}
-
-impl Handler<Stop> for ClusterWatcher {
-    type Result = ();
-
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
-        ctx.stop();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -294,7 +294,7 @@ pub async fn carry_out(fsts: &FederatedStatefulSet, r: DeletionRound<'_>, out: &
                     fsts.metadata.generation,
                     &now,
                 );
-                if let Some(stored) = write_status(r.host, fsts, &decision).await? {
+                if let Some(stored) = write_status(r.host, fsts, &decision).await.map_err(|e| e.to_string())? {
                     out.stored = Some(stored);
                 }
                 return Err(message);
@@ -353,7 +353,7 @@ pub async fn carry_out(fsts: &FederatedStatefulSet, r: DeletionRound<'_>, out: &
             fsts.metadata.generation,
             &now,
         );
-        if let Some(stored) = write_status(r.host, fsts, &decision).await? {
+        if let Some(stored) = write_status(r.host, fsts, &decision).await.map_err(|e| e.to_string())? {
             out.stored = Some(stored);
         }
         if failed {

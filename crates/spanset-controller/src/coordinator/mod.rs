@@ -8,14 +8,16 @@ mod access;
 pub mod carry;
 mod deletion;
 mod failures;
+mod follow_ups;
 pub mod ownership;
 mod pod_leases;
 mod publish;
+pub mod round_error;
 mod silence;
 mod wakes;
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::BTreeMap,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -42,7 +44,7 @@ use super::{
     },
     messages::{
         AdoptClaims, Carried, DeletePods, EnsureSupporting, Holds, MemberObserved, MemberQuiet, ReleaseClaims,
-        ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Subscribe, Subscriber, Unsubscribe, WriteBudget,
+        ReleasePod, RetireClaims, SpecChanged, SpecUndecodable, Stop, Subscribe, Subscriber, Unsubscribe, WriteBudget,
         WriteError, WriteStatefulSet,
     },
     metrics::Metrics,
@@ -52,6 +54,8 @@ use super::{
     watcher::{ClusterWatcher, MemberHandle, MembersChanged},
     written_by,
 };
+use follow_ups::{Kept, RoundOutcome, ensured_digest};
+use round_error::{MemberFailure, MemberPart, RoundError};
 
 /// How often a federation is planned when nothing at all happened: a safety net for a missed
 /// wake-up, not how the controller keeps up (it plans on every relevant change and on its own
@@ -64,48 +68,6 @@ pub const SAFETY_RESYNC: Duration = Duration::from_secs(300);
 fn resync_offset(key: &FederationKey) -> Duration {
     let h = super::shard_hash::fnv1a(key.to_string().bytes());
     Duration::from_millis(h % SAFETY_RESYNC.as_millis() as u64)
-}
-
-/// What a reconcile did, for the actor to remember.
-#[derive(Default)]
-struct RoundOutcome {
-    /// The FederatedStatefulSet as last stored by the reconcile, if it wrote one.
-    stored: Option<FederatedStatefulSet>,
-    /// Members whose supporting objects were ensured in this term for this template.
-    ensured: Vec<String>,
-    /// A digest of what the supporting objects depend on besides the template, as read in
-    /// this reconcile: the carried objects' content and the network mode (the ServiceExport).
-    supporting_digest: Option<String>,
-    /// A member refused, in a dry run, the template or what it writes with it:
-    /// `(template hash, refusal)`.
-    refusal: Option<(String, Refusal)>,
-    /// Ordinals whose storage a member refused to hand over, with why.
-    handover_refused: Vec<(u32, String)>,
-    /// Members the automatic policy fenced.
-    fenced: Vec<String>,
-    /// Member writes were made (or failed): reconcile again to see their effect.
-    again: bool,
-    /// What failed, if anything.
-    error: Option<String>,
-    /// A member refused a write (401 or 403), with what the refusal means.
-    access_refused: Option<access::AccessRefusal>,
-    /// Moves whose end was stored, with their durations.
-    finished: Vec<(u32, f64)>,
-    /// Events whose facts were stored: to record.
-    notes: Vec<crate::events::Note>,
-    /// Member StatefulSets written, with their new resourceVersions.
-    written: Vec<(String, u64)>,
-    /// Moves whose destination's grow was written, with when that write landed.
-    grown: Vec<(u32, Instant)>,
-    /// Events of the storage steps carried out (claims retired), recorded whatever else is.
-    storage_notes: Vec<crate::events::Note>,
-    /// Plan again after this long (a pod becomes available by time alone).
-    wake_after: Option<Duration>,
-    /// Members whose teardown answered clean (the federation is being deleted).
-    cleaned: Vec<String>,
-    /// Each member's count of supporting objects found missing, as the round began: an ensure
-    /// made in this round covers the losses up to it.
-    lost: BTreeMap<String, u64>,
 }
 
 /// The coordinator of one federation.
@@ -124,21 +86,11 @@ pub struct Coordinator {
     subscribed: BTreeMap<String, Addr<ClusterWatcher>>,
     /// Where the watchers' words reach this coordinator, shared by all its subscriptions.
     subscriber: Option<Arc<Subscriber>>,
-    /// A member's refusal (dry run) of this template or of what it writes with it, and when it
-    /// was seen: `(template hash, refusal, at)`. It holds every write until the template changes
-    /// or [`REFUSAL_RECHECK`] passed, when the dry runs are made again (a member's policy or a
-    /// carried object may have been fixed meanwhile, which no watch here announces).
-    template_refusal: Option<(String, Refusal, Instant)>,
     /// Bounds on the federation's replicas.
     bounds: super::bounds::ReplicaBounds,
     /// The latest version of the federation, when it cannot be decoded: nothing is written in
     /// any member until one that decodes arrives (`fsts` stays the last one read).
     undecodable: Option<Arc<spanset_api::decode::Undecodable>>,
-    /// A member's 401/403 to spanset's writes, shown as `Blocked` while held (see [`access`]).
-    access: access::Held,
-    /// Ordinals whose storage cannot be handed over (a volume tied to a node), with why; kept
-    /// while their move is recorded.
-    handover_refusals: BTreeMap<u32, String>,
     /// When a reconcile is scheduled for the next silence threshold, if one is.
     deadline_at: Option<Instant>,
     /// The `now` the last reconcile planned with: a silence threshold crossed after it is news.
@@ -147,32 +99,18 @@ pub struct Coordinator {
     wakes: wakes::Wakes,
     /// Ordinals the last reconcile saw running in two members.
     conflicting: std::collections::BTreeSet<u32>,
-    /// The reconciles failed since the last that finished, for the log.
-    failures: failures::Failures,
     /// Counted in `workqueue_depth`.
     queued: bool,
     /// Whether this federation's Event said that a newer controller version supersedes this
     /// process (said once per process, not at every reconcile asked for).
     said_superseded: bool,
-    ensured: HashSet<(String, u64, String, String)>,
-    /// Digest of the carried Secrets' and ConfigMaps' content last read from the host, and of
-    /// the network mode: a change makes every member's supporting objects due again, so
-    /// carried data follows its edits and a ServiceExport follows the mode.
-    supporting_digest: String,
     busy: bool,
     again: bool,
     recorder: Arc<tokio::sync::Mutex<crate::events::Recorder>>,
-    /// Writes whose report has not come yet: planning on an older report would only meet
-    /// 409s. Forgotten after [`AWAIT_REPORT`].
-    awaiting: BTreeMap<String, (u64, Instant)>,
-    /// When the release of each moving ordinal was first observed (for
-    /// `spanset_move_handoff_seconds`); in memory only, so a restart loses the samples in flight.
-    released_at: BTreeMap<u32, Instant>,
-    /// Members whose teardown answered clean while the federation is being deleted: not asked
-    /// again (in memory only: a restarted controller asks each once more).
-    cleaned: std::collections::BTreeSet<String>,
     /// The federation's pod leases (`spec.failover.podLease`) as this leader keeps them.
     pod_leases: Option<pod_leases::PodLeases>,
+    /// What the rounds' outcomes change (see [`follow_ups`]).
+    kept: Kept,
 }
 
 /// How long a coordinator waits for a watcher to report its own write before planning anyway.
@@ -182,10 +120,10 @@ impl Coordinator {
     /// Whether some member's report is older than this coordinator's last write there.
     fn report_pending(&mut self) -> bool {
         let views = &self.views;
-        self.awaiting.retain(|cluster, (rv, since)| {
+        self.kept.awaiting.retain(|cluster, (rv, since)| {
             since.elapsed() < AWAIT_REPORT && views.get(cluster).is_none_or(|v| v.rv < *rv)
         });
-        !self.awaiting.is_empty()
+        !self.kept.awaiting.is_empty()
     }
 }
 
@@ -214,27 +152,19 @@ impl Coordinator {
             views: BTreeMap::new(),
             subscribed: BTreeMap::new(),
             subscriber: None,
-            template_refusal: None,
             bounds,
             undecodable: None,
-            access: access::Held::default(),
-            handover_refusals: BTreeMap::new(),
             deadline_at: None,
             planned_at: None,
             wakes: wakes::Wakes::default(),
             conflicting: Default::default(),
-            failures: Default::default(),
             queued: false,
             said_superseded: false,
-            ensured: HashSet::new(),
-            supporting_digest: String::new(),
             busy: false,
             again: false,
             recorder,
-            awaiting: BTreeMap::new(),
-            released_at: BTreeMap::new(),
-            cleaned: Default::default(),
             pod_leases: None,
+            kept: Kept::default(),
         }
     }
 
@@ -341,7 +271,7 @@ impl Coordinator {
         if self.report_pending() {
             // The watcher's report of the last write triggers the next reconcile, or the wait
             // ends after `AWAIT_REPORT`.
-            if let Some(first) = self.awaiting.values().map(|(_, since)| *since).min() {
+            if let Some(first) = self.kept.awaiting.values().map(|(_, since)| *since).min() {
                 let left = AWAIT_REPORT.saturating_sub(first.elapsed()) + Duration::from_millis(5);
                 self.wake_after(left, ctx);
             }
@@ -356,117 +286,47 @@ impl Coordinator {
         let fut = tracing::Instrument::instrument(span.in_scope(|| self.reconcile(term)), span);
         ctx.spawn(fut.into_actor(self).map(move |outcome, act, ctx| {
             act.busy = false;
-            // The stored object replaces ours only if it is newer: a spec change may have
-            // arrived while this reconcile ran.
-            if let Some(f) = outcome.stored
-                && newer(&f, &act.fsts)
-            {
-                act.fsts = Arc::new(f);
-                // Plan once more on what was just stored: a step held until its record is
-                // stored (the grow after a release recorded now) is due in the next reconcile,
-                // and the host's watch event of this write wakes nothing once it is here (it
-                // is not newer): waiting for it would depend on the event winning a race against
-                // this answer.
-                act.again = true;
-            }
-            let hash = template_hash(&act.fsts);
-            let digest = outcome.supporting_digest.clone().unwrap_or_else(|| act.supporting_digest.clone());
-            if digest != act.supporting_digest {
-                act.supporting_digest = digest.clone();
-                act.again = true;
-            }
-            // The members this round wrote to, which may end a refusal held for one of them.
-            let wrote_to: Vec<String> =
-                outcome.written.iter().map(|(c, _)| c.clone()).chain(outcome.ensured.iter().cloned()).collect();
-            for c in outcome.ensured {
-                let lost = outcome.lost.get(&c);
-                act.ensured.insert((c, term, hash.clone(), ensured_digest(&digest, lost)));
-            }
-            act.cleaned.extend(outcome.cleaned);
-            for member in &outcome.fenced {
-                act.metrics.failover(member);
-            }
-            for (k, why) in outcome.handover_refused {
-                tracing::warn!(federation = %act.key, ordinal = k, refusal = %why, "storage cannot be handed over; the move holds");
-                act.handover_refusals.insert(k, why);
-            }
-            if let Some((hash, r)) = outcome.refusal {
-                let again = act.template_refusal.as_ref().is_some_and(|(h, was, _)| *h == hash && *was == r);
-                if again {
-                    tracing::debug!(federation = %act.key, refusal = %r.message, "still refused; nothing written in any member");
-                } else {
-                    let what = if r.reason.starts_with("Carry") {
-                        "a carried object cannot be carried; nothing written in any member"
-                    } else {
-                        "a member refused the template; nothing written in any member"
-                    };
-                    tracing::warn!(federation = %act.key, refusal = %r.message, "{what}");
-                }
-                act.template_refusal = Some((hash, r, Instant::now()));
-                act.again = true;
-                act.wake_after(REFUSAL_RECHECK, ctx);
-            }
-            match &outcome.error {
-                Some(e) if act.failures.failed(e, Instant::now()) => {
-                    tracing::warn!(federation = %act.key, error = %e, "reconcile did not finish; retrying")
-                }
-                Some(e) => tracing::debug!(federation = %act.key, error = %e, "reconcile did not finish again; retrying"),
-                None => match act.failures.finished() {
-                    0 => {}
-                    failed => tracing::info!(federation = %act.key, failed, "reconcile finished after failures"),
-                },
-            }
-            if let Some(r) = &outcome.access_refused {
-                tracing::warn!(federation = %act.key, reason = r.reason, refusal = %r.message, "a member refuses spanset's writes; nothing moves there");
-                act.again = true;
-            }
-            let end = access::RoundEnd {
-                refused: outcome.access_refused.clone(),
-                wrote_to: &wrote_to,
-                ok: outcome.error.is_none(),
-            };
-            if let Some(recheck) = act.access.round_ended(end, Instant::now()) {
-                act.wake_after(recheck + Duration::from_millis(5), ctx);
-            }
-            act.again |= outcome.again;
-            for (cluster, rv) in outcome.written {
-                act.awaiting.insert(cluster, (rv, Instant::now()));
-            }
-            if !outcome.notes.is_empty() || !outcome.storage_notes.is_empty() {
-                let recorder = act.recorder.clone();
-                let fsts = act.fsts.clone();
-                let notes: Vec<_> = outcome.notes.iter().chain(&outcome.storage_notes).cloned().collect();
-                actix::spawn(async move {
-                    let mut r = recorder.lock().await;
-                    for n in &notes {
-                        r.record(&fsts, n).await;
-                    }
-                });
-            }
-            for (k, at) in &outcome.grown {
-                if let Some(released) = act.released_at.remove(k) {
-                    let secs = at.saturating_duration_since(released).as_secs_f64();
-                    tracing::info!(federation = %act.key, ordinal = k, seconds = secs, "ordinal handed off");
-                    act.metrics.move_handoff(secs);
-                }
-            }
-            for (k, secs) in &outcome.finished {
-                tracing::info!(federation = %act.key, ordinal = k, seconds = secs, "move finished");
-                act.metrics.move_finished(&act.key.to_string(), *secs);
-            }
-            let ok = outcome.error.is_none();
-            act.metrics.reconciled(&act.key.to_string(), ok, started.elapsed().as_secs_f64());
-            if act.again {
-                // A pause after a failure, so that a failing member is not hammered.
-                let pause = if ok { Duration::from_millis(1) } else { Duration::from_millis(250) };
-                ctx.run_later(pause, |act, ctx| act.schedule(ctx));
-            }
-            act.check_silence(ctx);
-            act.extend_pod_leases(ctx);
-            if let Some(after) = outcome.wake_after {
-                act.wake_after(after, ctx);
-            }
+            let next = follow_ups::after_round(&mut act.fsts, &mut act.kept, outcome, term, Instant::now());
+            act.follow_up(next, started.elapsed(), ctx);
         }));
+    }
+
+    /// Carries out what [`follow_ups::after_round`] decided: the log, the metrics, the Events,
+    /// the wake-ups and the next round.
+    fn follow_up(&mut self, next: follow_ups::FollowUps, took: Duration, ctx: &mut Context<Self>) {
+        for said in &next.said {
+            said.log(&self.key);
+        }
+        let federation = self.key.to_string();
+        for member in &next.failovers {
+            self.metrics.failover(member);
+        }
+        for (_, seconds) in &next.handoffs {
+            self.metrics.move_handoff(*seconds);
+        }
+        for (_, seconds) in &next.finished {
+            self.metrics.move_finished(&federation, *seconds);
+        }
+        if !next.notes.is_empty() {
+            let recorder = self.recorder.clone();
+            let fsts = self.fsts.clone();
+            actix::spawn(async move {
+                let mut r = recorder.lock().await;
+                for n in &next.notes {
+                    r.record(&fsts, n).await;
+                }
+            });
+        }
+        self.metrics.reconciled(&federation, next.failed, took.as_secs_f64());
+        self.again |= next.again;
+        if self.again {
+            ctx.run_later(next.pause, |act, ctx| act.schedule(ctx));
+        }
+        self.check_silence(ctx);
+        self.extend_pod_leases(ctx);
+        for after in next.wakes {
+            self.wake_after(after, ctx);
+        }
     }
 
     /// The federation's owner token was raised by a newer controller version: stop leading in
@@ -627,6 +487,7 @@ impl Coordinator {
         self.apply_pod_leases(term, &mut members, Instant::now());
         let hash = template_hash(&fsts);
         let refusal = self
+            .kept
             .template_refusal
             .as_ref()
             .filter(|(h, _, at)| *h == hash && at.elapsed() < REFUSAL_RECHECK)
@@ -639,12 +500,12 @@ impl Coordinator {
             term,
             template_refusal: refusal,
             bounds: self.bounds,
-            access_refusal: self.access.for_round(now).map(|r| AccessBlock {
+            access_refusal: self.kept.access.for_round(now).map(|r| AccessBlock {
                 reason: r.refusal.reason,
                 message: r.refusal.message,
                 blocks: r.blocks,
             }),
-            handover_refusals: self.handover_refusals.clone(),
+            handover_refusals: self.kept.handover_refusals.clone(),
             rules: Rules::ALL,
             now,
             leading_since: self.leadership.leading_since().unwrap_or(now),
@@ -661,9 +522,9 @@ impl Coordinator {
             fence = ?decision.fence.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), "decided"
         );
         for k in &decision.released {
-            self.released_at.entry(*k).or_insert(now);
+            self.kept.released_at.entry(*k).or_insert(now);
         }
-        self.released_at.retain(|k, _| decision.status.moves.iter().any(|m| m.ordinal as i64 == i64::from(*k)));
+        self.kept.released_at.retain(|k, _| decision.status.moves.iter().any(|m| m.ordinal as i64 == i64::from(*k)));
         let name = self.key.to_string();
         // Counted once per occurrence (an ordinal newly seen running twice), not per reconcile.
         for c in newly_conflicting(&self.conflicting, &decision.conflicts) {
@@ -691,11 +552,11 @@ impl Coordinator {
             .keys()
             .filter(|c| decision.writable.contains(*c) && decision.starting.is_empty())
             .filter(|c| {
-                !self.ensured.contains(&(
+                !self.kept.ensured.contains(&(
                     (*c).clone(),
                     term,
                     hash.clone(),
-                    ensured_digest(&self.supporting_digest, lost.get(*c)),
+                    ensured_digest(&self.kept.supporting_digest, lost.get(*c)),
                 ))
             })
             .cloned()
@@ -704,7 +565,7 @@ impl Coordinator {
         let key = self.key.clone();
         let wake_after = decision.wake_after;
         let deleting = fsts.metadata.deletion_timestamp.is_some().then(|| {
-            (deletion::states(&fsts, &members, now, reconcile::unreachable_after(&fsts)), self.cleaned.clone())
+            (deletion::states(&fsts, &members, now, reconcile::unreachable_after(&fsts)), self.kept.cleaned.clone())
         });
         async move {
             if let Some((states, cleaned)) = deleting {
@@ -718,7 +579,7 @@ impl Coordinator {
                     term,
                 };
                 if let Err(e) = deletion::carry_out(&fsts, round, &mut out).await {
-                    out.error = Some(e);
+                    out.error = Some(RoundError::Deletion(e));
                     out.again = true;
                 }
                 return out;
@@ -726,7 +587,8 @@ impl Coordinator {
             if let Some(u) = frozen {
                 // Only the report: nothing is written in any member for an object that cannot
                 // be read.
-                let error = super::undecodable::report(&host, &u).await.err().map(|e| format!("status: {e}"));
+                let error =
+                    super::undecodable::report(&host, &u).await.err().map(|e| RoundError::Status(e.to_string()));
                 return RoundOutcome { error, ..RoundOutcome::default() };
             }
             let mut out = RoundOutcome { wake_after, lost, ..RoundOutcome::default() };
@@ -737,12 +599,6 @@ impl Coordinator {
             out
         }
     }
-}
-
-/// What an ensure of a member's supporting objects covered besides the term and template: the
-/// carried objects' digest, and how many of its supporting objects had been found missing there.
-fn ensured_digest(digest: &str, lost: Option<&u64>) -> String {
-    format!("{digest}#{}", lost.copied().unwrap_or(0))
 }
 
 /// The conflicts not already seen in the previous reconcile: each occurrence is counted once.
@@ -765,7 +621,7 @@ async fn carry_out(
     key: &FederationKey,
     term: u64,
     out: &mut RoundOutcome,
-) -> Result<(), String> {
+) -> Result<(), RoundError> {
     let mut round = Round {
         host,
         fsts: fsts.clone(),
@@ -859,12 +715,12 @@ struct Round<'a> {
     term: u64,
     kind: Backend,
     /// Members that get no write this round (their dry run or ensure failed), with why.
-    skipped: BTreeMap<String, String>,
+    skipped: BTreeMap<String, MemberFailure>,
 }
 
 impl Round<'_> {
     /// The automatic policy's fences: what follows is planned on them, in the next reconcile.
-    async fn fence(&self, out: &mut RoundOutcome) -> Result<(), String> {
+    async fn fence(&self, out: &mut RoundOutcome) -> Result<(), RoundError> {
         let by = format!("spanset automatic failover ({})", self.key);
         let mut events = Recorder::new(self.host.clone(), by.clone());
         for (member, why) in &self.decision.fence {
@@ -875,7 +731,7 @@ impl Round<'_> {
             );
             fencing::fence(self.host, member, why, &by, true, &mut events)
                 .await
-                .map_err(|e| format!("{member}: {e}"))?;
+                .map_err(|e| RoundError::Fence { member: member.clone(), message: e.to_string() })?;
             out.fenced.push(member.clone());
         }
         // The supervisor reports the fenced MemberClusters, which plans again.
@@ -883,7 +739,7 @@ impl Round<'_> {
     }
 
     /// Stores the decision's status if it changed.
-    async fn store_status(&mut self, out: &mut RoundOutcome) -> Result<(), String> {
+    async fn store_status(&mut self, out: &mut RoundOutcome) -> Result<(), RoundError> {
         if let Some(stored) = write_status(self.host, &self.fsts, self.decision).await? {
             self.fsts = stored.clone();
             out.stored = Some(stored);
@@ -903,7 +759,7 @@ impl Round<'_> {
     /// StatefulSet of a new template. A member that does not answer gets no write this round; a
     /// member that refuses holds every write everywhere (answers false: the round ends). Only a
     /// change is checked: an idle round asks nothing.
-    async fn supporting(&mut self, ensure_due: &[String], out: &mut RoundOutcome) -> Result<bool, String> {
+    async fn supporting(&mut self, ensure_due: &[String], out: &mut RoundOutcome) -> Result<bool, RoundError> {
         let fsts = &self.fsts;
         let carried = match carry::carried(self.host, fsts).await {
             Ok(carried) => carried,
@@ -911,7 +767,7 @@ impl Round<'_> {
                 out.refusal = Some((template_hash(fsts), r));
                 return Ok(false);
             }
-            Err(carry::Unavailable::Failed(e)) => return Err(e),
+            Err(carry::Unavailable::Failed(e)) => return Err(RoundError::Carried(e)),
         };
         // The network mode decides the ServiceExport: a new mode makes every member due again.
         out.supporting_digest =
@@ -944,18 +800,22 @@ impl Round<'_> {
                 }
                 Ok(Err(e)) if refuses_access(&e) => {
                     note_access_refusal(out, &e);
-                    return Err(format!("{cluster}: {what}: {e}"));
+                    let failures = vec![MemberFailure::new(cluster, format!("{what}: {e}"))];
+                    return Err(RoundError::Members { part: MemberPart::Supporting, failures });
                 }
                 Ok(Err(WriteError::Refused { cluster, code, message })) => {
                     out.refusal = Some((template_hash(fsts), refusal(what, &cluster, code, &message)));
                     return Ok(false);
                 }
-                Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{cluster}: {what}: {e}")),
+                Ok(Err(e @ WriteError::NotLeader(_))) => {
+                    return Err(RoundError::NotLeader(MemberFailure::new(cluster, format!("{what}: {e}"))));
+                }
                 Ok(Err(e)) => {
-                    self.skipped.insert(cluster.clone(), format!("{cluster}: {what}: {e}"));
+                    self.skipped.insert(cluster.clone(), MemberFailure::new(cluster, format!("{what}: {e}")));
                 }
                 Err(e) => {
-                    self.skipped.insert(cluster.clone(), format!("{cluster}: {what}: {}", call_failed(e)));
+                    self.skipped
+                        .insert(cluster.clone(), MemberFailure::new(cluster, format!("{what}: {}", call_failed(e))));
                 }
             }
         }
@@ -970,13 +830,16 @@ impl Round<'_> {
         for (c, res) in futures::future::join_all(ensures).await {
             match res {
                 Ok(Ok(_)) => out.ensured.push(c),
-                Ok(Err(e @ WriteError::NotLeader(_))) => return Err(format!("{c}: supporting objects: {e}")),
+                Ok(Err(e @ WriteError::NotLeader(_))) => {
+                    return Err(RoundError::NotLeader(MemberFailure::new(c, format!("supporting objects: {e}"))));
+                }
                 Ok(Err(e)) => {
                     note_access_refusal(out, &e);
-                    self.skipped.insert(c.clone(), format!("{c}: supporting objects: {e}"));
+                    self.skipped.insert(c.clone(), MemberFailure::new(c, format!("supporting objects: {e}")));
                 }
                 Err(e) => {
-                    self.skipped.insert(c.clone(), format!("{c}: supporting objects: {}", call_failed(e)));
+                    self.skipped
+                        .insert(c.clone(), MemberFailure::new(c, format!("supporting objects: {}", call_failed(e))));
                 }
             }
         }
@@ -993,16 +856,16 @@ impl Round<'_> {
                 stuck.push(e);
             }
         }
-        if !stuck.is_empty() {
+        if let Err(e) = RoundError::of_members(MemberPart::Storage, stuck) {
             // Tried again after the pause that follows a failure.
             out.again = true;
-            out.error = Some(stuck.join("; "));
+            out.error = Some(e);
         }
     }
 
     /// The member StatefulSet writes and the pod releases, all sent at once; a member skipped
     /// this round gets no write. Any failure ends the round with an error.
-    async fn member_writes(&mut self, out: &mut RoundOutcome) -> Result<(), String> {
+    async fn member_writes(&mut self, out: &mut RoundOutcome) -> Result<(), RoundError> {
         let decision = self.decision;
         if !decision.writes.is_empty() {
             hold_points(decision).await;
@@ -1029,7 +892,8 @@ impl Round<'_> {
         });
         let (results, released) =
             futures::future::join(futures::future::join_all(sends), futures::future::join_all(releases)).await;
-        let mut failed: Vec<String> = std::mem::take(&mut self.skipped).into_values().collect();
+        let skipped: Vec<MemberFailure> = std::mem::take(&mut self.skipped).into_values().collect();
+        let mut failed = Vec::new();
         for (r, res) in released {
             match res {
                 Ok(Ok(())) => {}
@@ -1037,9 +901,9 @@ impl Round<'_> {
                 Ok(Err(WriteError::Conflict | WriteError::Refused { code: 404, .. })) => {}
                 Ok(Err(e)) => {
                     note_access_refusal(out, &e);
-                    failed.push(format!("{}: releasing pod of ordinal {}: {e}", r.cluster, r.ordinal));
+                    failed.push(MemberFailure::new(&r.cluster, format!("releasing pod of ordinal {}: {e}", r.ordinal)));
                 }
-                Err(e) => failed.push(format!("{}: watcher gone: {e}", r.cluster)),
+                Err(e) => failed.push(MemberFailure::new(&r.cluster, format!("watcher gone: {e}"))),
             }
         }
         for (cluster, res, at) in results {
@@ -1052,16 +916,20 @@ impl Round<'_> {
                 }
                 Ok(Err(e)) => {
                     note_access_refusal(out, &e);
-                    failed.push(format!("{cluster}: {e}"));
+                    failed.push(MemberFailure::new(cluster, e));
                 }
-                Err(e) => failed.push(format!("{cluster}: {}", call_failed(e))),
+                Err(e) => failed.push(MemberFailure::new(cluster, call_failed(e))),
             }
         }
-        if failed.is_empty() { Ok(()) } else { Err(failed.join("; ")) }
+        // A member skipped for its supporting objects failed there, unless a write failed too.
+        if failed.is_empty() {
+            return RoundError::of_members(MemberPart::Supporting, skipped);
+        }
+        RoundError::of_members(MemberPart::Writes, skipped.into_iter().chain(failed).collect())
     }
 
     /// Deletes, by uid, the pods left in fenced members that answer again.
-    async fn pod_deletes(&self, out: &mut RoundOutcome) -> Result<(), String> {
+    async fn pod_deletes(&self, out: &mut RoundOutcome) -> Result<(), RoundError> {
         let mut by_cluster: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
         for d in &self.decision.pod_deletes {
             by_cluster.entry(d.cluster.as_str()).or_default().push((d.name.clone(), d.uid.clone()));
@@ -1074,9 +942,14 @@ impl Round<'_> {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     note_access_refusal(out, &e);
-                    return Err(format!("{cluster}: deleting the pods left in a fenced member: {e}"));
+                    let failure =
+                        MemberFailure::new(cluster, format!("deleting the pods left in a fenced member: {e}"));
+                    return RoundError::of_members(MemberPart::PodDeletes, vec![failure]);
                 }
-                Err(e) => return Err(format!("{cluster}: watcher gone: {e}")),
+                Err(e) => {
+                    let failure = MemberFailure::new(cluster, format!("watcher gone: {e}"));
+                    return RoundError::of_members(MemberPart::PodDeletes, vec![failure]);
+                }
             }
         }
         Ok(())
@@ -1177,15 +1050,15 @@ async fn write_budgets(
             Ok(Err(WriteError::Conflict)) => out.again = true,
             Ok(Err(e)) => {
                 note_access_refusal(out, &e);
-                failed.push(format!("{cluster}: disruption budget: {e}"));
+                failed.push(MemberFailure::new(cluster, format!("disruption budget: {e}")));
             }
-            Err(e) => failed.push(format!("{cluster}: disruption budget: {}", call_failed(e))),
+            Err(e) => failed.push(MemberFailure::new(cluster, format!("disruption budget: {}", call_failed(e)))),
         }
     }
-    if !failed.is_empty() {
-        tracing::warn!(federation = %key, error = %failed.join("; "), "disruption budgets not written; retrying");
+    if let Err(e) = RoundError::of_members(MemberPart::Budgets, failed) {
+        tracing::warn!(federation = %key, error = %e, "disruption budgets not written; retrying");
         out.again = true;
-        out.error = Some(failed.join("; "));
+        out.error = Some(e);
     }
 }
 
@@ -1239,9 +1112,10 @@ async fn handover(
     watchers: &BTreeMap<String, Addr<ClusterWatcher>>,
     term: u64,
     out: &mut RoundOutcome,
-) -> Result<(), String> {
+) -> Result<(), MemberFailure> {
     let (Some(from), Some(to)) = (watchers.get(&h.from), watchers.get(&h.to)) else {
-        return Err(format!("ordinal {}: no watcher for {} or {}", h.ordinal, h.from, h.to));
+        let missing = if watchers.contains_key(&h.from) { &h.to } else { &h.from };
+        return Err(MemberFailure::new(missing, format!("ordinal {}: no watcher", h.ordinal)));
     };
     let namespace = fsts.namespace().unwrap_or_default();
     if let reconcile::HandoverKind::Retire { keep_volume, arrival } = h.kind {
@@ -1269,9 +1143,9 @@ async fn handover(
             }
             Ok(Err(e)) => {
                 note_access_refusal(out, &e);
-                Err(format!("ordinal {}: retiring its claims in {at}: {e}", h.ordinal))
+                Err(MemberFailure::new(at, format!("ordinal {}: retiring its claims: {e}", h.ordinal)))
             }
-            Err(e) => Err(format!("{at}: watcher gone: {e}")),
+            Err(e) => Err(MemberFailure::new(at, format!("watcher gone: {e}"))),
         };
     }
     let claims = h.claims.iter().map(|c| c.name.clone()).collect();
@@ -1284,9 +1158,9 @@ async fn handover(
         }
         Ok(Err(e)) => {
             note_access_refusal(out, &e);
-            return Err(format!("ordinal {}: handover from {}: {e}", h.ordinal, h.from));
+            return Err(MemberFailure::new(&h.from, format!("ordinal {}: handing its volumes over: {e}", h.ordinal)));
         }
-        Err(e) => return Err(format!("{}: watcher gone: {e}", h.from)),
+        Err(e) => return Err(MemberFailure::new(&h.from, format!("watcher gone: {e}"))),
     };
     let labels = ownership_labels(fsts);
     let objects = objects
@@ -1322,8 +1196,10 @@ async fn handover(
             out.handover_refused.push((h.ordinal, message));
             Ok(())
         }
-        Ok(Err(e)) => Err(format!("ordinal {}: handover to {}: {e}", h.ordinal, h.to)),
-        Err(e) => Err(format!("{}: watcher gone: {e}", h.to)),
+        Ok(Err(e)) => {
+            Err(MemberFailure::new(&h.to, format!("ordinal {}: adopting its volumes from {}: {e}", h.ordinal, h.from)))
+        }
+        Err(e) => Err(MemberFailure::new(&h.to, format!("watcher gone: {e}"))),
     }
 }
 
@@ -1375,12 +1251,14 @@ fn digest_of(carried: &[Carried]) -> String {
     format!("{:016x}", h.finish())
 }
 
-async fn add_finalizer(host: &Client, fsts: &FederatedStatefulSet) -> Result<FederatedStatefulSet, String> {
+async fn add_finalizer(host: &Client, fsts: &FederatedStatefulSet) -> Result<FederatedStatefulSet, RoundError> {
     let api: Api<FederatedStatefulSet> = Api::namespaced(host.clone(), &fsts.namespace().unwrap_or_default());
     let mut finalizers = fsts.finalizers().to_vec();
     finalizers.push(FINALIZER.to_string());
     let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": fsts.resource_version()}});
-    api.patch(&fsts.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| e.to_string())
+    api.patch(&fsts.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| RoundError::Finalizer(e.to_string()))
 }
 
 /// Stores the decided status if it differs; answers the stored object.
@@ -1388,7 +1266,7 @@ async fn write_status(
     host: &Client,
     fsts: &FederatedStatefulSet,
     decision: &Decision,
-) -> Result<Option<FederatedStatefulSet>, String> {
+) -> Result<Option<FederatedStatefulSet>, RoundError> {
     if fsts.status.as_ref() == Some(&decision.status) {
         return Ok(None);
     }
@@ -1396,7 +1274,7 @@ async fn write_status(
     let mut next = fsts.clone();
     next.status = Some(decision.status.clone());
     let pp = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
-    api.replace_status(&fsts.name_any(), &pp, &next).await.map(Some).map_err(|e| format!("status: {e}"))
+    api.replace_status(&fsts.name_any(), &pp, &next).await.map(Some).map_err(|e| RoundError::Status(e.to_string()))
 }
 
 impl Actor for Coordinator {
@@ -1420,6 +1298,14 @@ impl Actor for Coordinator {
         }
         self.metrics.forget_federation(&self.key.to_string());
         tracing::info!(federation = %self.key, "stopped coordinating");
+    }
+}
+
+impl Handler<Stop> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        ctx.stop();
     }
 }
 

@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 
 use actix::Addr;
 
-use super::{MEMBER_CALL_TIMEOUT, RoundOutcome as Outcome, call_failed, note_access_refusal};
+use super::{
+    MEMBER_CALL_TIMEOUT, RoundOutcome as Outcome, call_failed, note_access_refusal,
+    round_error::{MemberFailure, MemberPart, RoundError},
+};
 use crate::{
     member::objects::FederationKey,
     messages::{WriteEndpointSlice, WriteError},
@@ -36,14 +39,16 @@ pub(super) async fn write_slices(
             Ok(Err(WriteError::Conflict)) => out.again = true,
             Ok(Err(e)) => {
                 note_access_refusal(out, &e);
-                failed.push(format!("{}: EndpointSlice {}: {e}", w.cluster, w.name));
+                failed.push(MemberFailure::new(&w.cluster, format!("EndpointSlice {}: {e}", w.name)));
             }
-            Err(e) => failed.push(format!("{}: EndpointSlice {}: {}", w.cluster, w.name, call_failed(e))),
+            Err(e) => {
+                failed.push(MemberFailure::new(&w.cluster, format!("EndpointSlice {}: {}", w.name, call_failed(e))))
+            }
         }
     }
-    if !failed.is_empty() {
-        tracing::warn!(federation = %key, error = %failed.join("; "), "published EndpointSlices not written; retrying");
+    if let Err(e) = RoundError::of_members(MemberPart::Slices, failed) {
+        tracing::warn!(federation = %key, error = %e, "published EndpointSlices not written; retrying");
         out.again = true;
-        out.error = Some(failed.join("; "));
+        out.error = Some(e);
     }
 }

@@ -60,7 +60,7 @@ use super::{
         cache::MemberCache, contact_clock::ContactClock, health::Health, objects::FederationKey, policies::Readback,
         protections::GuardFacts,
     },
-    messages::{Admitted, Identified, MemberObserved, MemberView, Subscribe, Subscriber, Unsubscribe},
+    messages::{Admitted, Identified, MemberObserved, MemberView, Stop, Subscribe, Subscriber, Unsubscribe},
     metrics::Metrics,
     shards::Shards,
 };
@@ -401,6 +401,14 @@ impl Actor for ClusterWatcher {
         tracing::info!(cluster = %self.cluster, "stopped watching member");
         self.metrics.forget_cluster(&self.cluster);
         self.synced.remove(&self.cluster);
+    }
+}
+
+impl Handler<Stop> for ClusterWatcher {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        ctx.stop();
     }
 }
 
