@@ -206,7 +206,8 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<(LossRepor
         };
         let prefix = format!("{name}-");
         let left = listed.into_iter().any(|p| {
-            p.metadata.name.as_deref().is_some_and(|n| n.starts_with(&prefix)) && p.metadata.deletion_timestamp.is_none()
+            p.metadata.name.as_deref().is_some_and(|n| n.starts_with(&prefix))
+                && p.metadata.deletion_timestamp.is_none()
         });
         Ok(empty && !left)
     })
