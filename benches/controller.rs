@@ -36,9 +36,9 @@ use serde_json::{Value, json};
 use spanset::cli::sandbox::{example, install_crds, join_members};
 use spanset_api::{FederatedStatefulSet, labels::FEDERATION};
 use spanset_controller::{
-    app::{self, RunOptions},
-    leader::LeaseSettings,
+    leadership::leader::LeaseSettings,
     member::cache::{FederationCache, MemberCache, PodRecord, StsRecord},
+    runtime::app::{self, RunOptions},
 };
 use spanset_plan::Backend;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
@@ -886,7 +886,7 @@ fn main() {
     let seen = Arc::new(Seen::default());
     let counted = tracing_subscriber::filter::Targets::new()
         .with_target("spanset_sim::api::handlers", tracing::Level::DEBUG)
-        .with_target("spanset_controller::coordinator", tracing::Level::INFO);
+        .with_target("spanset_controller::actors::coordinator", tracing::Level::INFO);
     // What is printed to stderr: errors, or `BENCH_LOG` (e.g. `spanset_controller=debug`).
     let printed: tracing_subscriber::filter::Targets = std::env::var("BENCH_LOG")
         .ok()

@@ -27,7 +27,7 @@ use spanset::cli::{
     sandbox::example,
 };
 use spanset_api::{FederatedStatefulSet, MemberCluster};
-use spanset_controller::reconcile::DEFAULT_UNREACHABLE_AFTER as THRESHOLD;
+use spanset_controller::decisions::reconcile::DEFAULT_UNREACHABLE_AFTER as THRESHOLD;
 
 use support::{Sandbox, client};
 

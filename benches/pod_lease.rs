@@ -42,10 +42,9 @@ use kube::{
 use serde_json::json;
 use spanset_api::{FederatedStatefulSet, MemberCluster};
 use spanset_controller::{
-    events::Recorder,
-    fencing,
+    decisions::reconcile::{DEFAULT_FENCE_AFTER_SECONDS, DEFAULT_UNREACHABLE_AFTER},
+    host::{events::Recorder, fencing},
     pod_lease::Timing,
-    reconcile::{DEFAULT_FENCE_AFTER_SECONDS, DEFAULT_UNREACHABLE_AFTER},
 };
 use tokio::io::AsyncBufReadExt;
 

@@ -17,7 +17,7 @@ use kube::{
 use serde_json::json;
 use spanset::cli::sandbox::example;
 use spanset_api::{FederatedStatefulSet, MemberCluster};
-use spanset_controller::{events::Recorder, fencing};
+use spanset_controller::host::{events::Recorder, fencing};
 
 use crate::{
     processes::{ControllerProcess, SimProcess, scrape, series_sum},

@@ -15,8 +15,8 @@ use kube::{Api, Client};
 use spanset::cli::sandbox::{install_crds, join_members};
 use spanset_api::FederatedStatefulSet;
 use spanset_controller::{
-    app::{self, RunOptions},
-    leader::LeaseSettings,
+    leadership::leader::LeaseSettings,
+    runtime::app::{self, RunOptions},
 };
 use spanset_sim::{
     cluster::ClusterConfig,

@@ -325,7 +325,7 @@ pub async fn run(args: DrillArgs) -> i32 {
             return 1;
         }
     }
-    let client = match spanset_controller::app::host_client(kubeconfig.as_deref(), context.as_deref()).await {
+    let client = match spanset_controller::runtime::app::host_client(kubeconfig.as_deref(), context.as_deref()).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("spanset: drill: cannot reach the host cluster: {e}");

@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 
 use kube::Client;
-use spanset_controller::{
+use spanset_controller::host::{
     events::Recorder,
     fencing::{fence, unfence},
 };
@@ -69,7 +69,7 @@ fn operator() -> String {
 }
 
 async fn connect(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> Result<Client, String> {
-    spanset_controller::app::host_client(kubeconfig, context)
+    spanset_controller::runtime::app::host_client(kubeconfig, context)
         .await
         .map_err(|e| format!("cannot reach the host cluster: {e}"))
 }

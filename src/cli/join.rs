@@ -41,11 +41,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use spanset_api::{MemberCluster, MemberClusterSpec, SecretKeyRef, labels::MEMBER_FINALIZER};
 use spanset_controller::{
-    host_client,
     member::{
         policies,
         protections::{POLICY_GROUP_VERSION, POLICY_RESOURCE, serves_admission_policies},
     },
+    runtime::host_client,
 };
 
 /// The member-side identity and permissions, as shipped in `deploy/member/`.

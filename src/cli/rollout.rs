@@ -25,7 +25,7 @@ use std::{path::PathBuf, time::Duration};
 use kube::{Api, api::DynamicObject, discovery::ApiResource};
 use serde_json::Value;
 use spanset_api::FederatedStatefulSet;
-use spanset_controller::host_client;
+use spanset_controller::runtime::host_client;
 
 /// How often the object is read while waiting.
 const POLL: Duration = Duration::from_secs(1);

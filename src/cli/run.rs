@@ -4,9 +4,9 @@
 use std::{net::SocketAddr, path::PathBuf};
 
 use spanset_controller::{
-    app::{self, RunOptions},
-    bounds::ReplicaBounds,
-    leader::LeaseSettings,
+    decisions::bounds::ReplicaBounds,
+    leadership::leader::LeaseSettings,
+    runtime::app::{self, RunOptions},
 };
 
 /// A process identity unique enough for the Lease: host name, process id, random suffix.
@@ -64,7 +64,7 @@ pub struct RunArgs {
     /// Divide federations into this many shards, each led through its own Lease, so that
     /// several replicas share the work: each replica leads at most its fair share of the shards
     /// (shards / live replicas, rounded up). Every replica must run with the same number.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=spanset_controller::shards::MAX_SHARDS as i64))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=spanset_controller::leadership::shards::MAX_SHARDS as i64))]
     pub shards: u32,
     /// This process's identity in the Lease (default: host name, process id and a random suffix).
     #[arg(long)]
@@ -99,7 +99,7 @@ pub struct RunArgs {
     /// with the versions it reads (default: this binary's), so that one binary can play two
     /// versions of a rolling update. Never set it in production: a wrong version makes replicas
     /// step down for good, or undo a newer one's writes.
-    #[arg(long, hide = true, env = spanset_controller::written_by::VERSION_OVERRIDE_ENV, value_name = "X.Y.Z")]
+    #[arg(long, hide = true, env = spanset_controller::leadership::written_by::VERSION_OVERRIDE_ENV, value_name = "X.Y.Z")]
     pub written_by_version: Option<String>,
     /// Lead even over objects a newer controller version wrote (`spanset.dev/written-by`),
     /// which otherwise make this process stand aside for good: for a deliberate rollback only
@@ -147,13 +147,13 @@ pub fn run(args: RunArgs) -> i32 {
             Err(e) => super::usage_error(&e),
         };
         if let Some(version) = &args.written_by_version
-            && let Err(e) = spanset_controller::written_by::set_version(version)
+            && let Err(e) = spanset_controller::leadership::written_by::set_version(version)
         {
             super::usage_error(&format!("--written-by-version: {e}"));
         }
         if args.accept_downgrade {
             tracing::warn!("--accept-downgrade: leading over objects written by newer controller versions");
-            spanset_controller::written_by::accept_downgrade();
+            spanset_controller::leadership::written_by::accept_downgrade();
         }
         let pod_leases = spanset_controller::pod_lease::settings::Settings {
             drift: args.pod_lease_drift,
@@ -166,7 +166,7 @@ pub fn run(args: RunArgs) -> i32 {
         // The CRDs first: a CRD older than this binary would prune what it writes.
         match app::host_client(args.kubeconfig.as_deref(), args.context.as_deref()).await {
             Ok(host) => {
-                if let Err(e) = spanset_controller::crd_check::check(&host).await {
+                if let Err(e) = spanset_controller::runtime::crd_check::check(&host).await {
                     eprintln!("spanset: {e}");
                     return 1;
                 }

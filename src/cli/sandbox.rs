@@ -13,8 +13,8 @@ use kube::{
 };
 use spanset_api::{FederatedStatefulSet, MemberCluster, MemberClusterSpec, decode::Undecodable};
 use spanset_controller::{
-    app::{self, RunOptions},
-    leader::LeaseSettings,
+    leadership::leader::LeaseSettings,
+    runtime::app::{self, RunOptions},
 };
 use spanset_sim::{
     cluster::ClusterConfig,

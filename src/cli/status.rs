@@ -53,7 +53,7 @@ use kube::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 use spanset_api::FederatedStatefulSet;
-use spanset_controller::host_client;
+use spanset_controller::runtime::host_client;
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -21,13 +21,13 @@ use std::{
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use spanset_controller::{
+    decisions::safety::Rules,
     pod_lease::{
         Timing,
         exec::Phase,
         guard::{Action, Guard, Poll},
         render_ordinals,
     },
-    safety::Rules,
 };
 use spanset_plan::Ordinal;
 

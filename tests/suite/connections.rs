@@ -11,7 +11,7 @@ use std::{collections::HashSet, time::Duration};
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use spanset_controller::connection::{POOL_IDLE_TIMEOUT, POOL_MAX_IDLE};
+use spanset_controller::runtime::connection::{POOL_IDLE_TIMEOUT, POOL_MAX_IDLE};
 use support::Sandbox;
 
 use crate::support;
@@ -58,7 +58,8 @@ async fn burst(api: &Api<ConfigMap>) {
 async fn a_burst_leaves_a_bounded_pool_that_closes_when_idle() {
     let sandbox = Sandbox::start("host");
     let port = api_port(&sandbox, "host");
-    let client = spanset_controller::app::host_client(Some(&sandbox.kubeconfig), Some("host")).await.expect("client");
+    let client =
+        spanset_controller::runtime::app::host_client(Some(&sandbox.kubeconfig), Some("host")).await.expect("client");
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
     burst(&api).await;
     // kube's own stack keeps every connection a burst opened (here up to 50) for 90 s.
@@ -81,7 +82,8 @@ async fn a_burst_leaves_a_bounded_pool_that_closes_when_idle() {
 async fn over_tls_the_client_speaks_http2_and_a_burst_shares_one_connection() {
     let sandbox = Sandbox::start_with("host", &["--tls"]);
     let port = api_port(&sandbox, "host");
-    let client = spanset_controller::app::host_client(Some(&sandbox.kubeconfig), Some("host")).await.expect("client");
+    let client =
+        spanset_controller::runtime::app::host_client(Some(&sandbox.kubeconfig), Some("host")).await.expect("client");
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     // A watch held open, as a watcher's are, and fifty reads at once beside it.
     let watching = Api::<ConfigMap>::namespaced(client, "default");

@@ -295,21 +295,37 @@ fn the_link_checker_reports_what_a_reader_would_find_broken() {
     );
 }
 
-/// The top-level modules under `crates/spanset-controller/src/`: each `NAME.rs` but `lib.rs`, each `NAME/`.
+/// The modules under `crates/spanset-controller/src/`, by path: each `NAME.rs` but `lib.rs`, each
+/// `NAME/`; a role folder (a `mod.rs` of docs, a table of its modules and `pub mod` lines only)
+/// stands for its modules, `ROLE::NAME`.
 fn controller_modules() -> BTreeSet<String> {
-    let dir = root().join("crates/spanset-controller/src");
-    std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.expect("directory entry").path())
-        .filter_map(|path| {
-            let name = path.file_name()?.to_str()?.to_string();
-            if path.is_dir() {
-                Some(name)
-            } else {
-                name.strip_suffix(".rs").filter(|n| *n != "lib").map(str::to_string)
-            }
+    fn entries(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
+        std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|entry| entry.expect("directory entry").path())
+            .filter_map(|path| {
+                let name = path.file_name()?.to_str()?.to_string();
+                let name = if path.is_dir() { Some(name) } else { name.strip_suffix(".rs").map(str::to_string) }?;
+                (name != "lib" && name != "mod").then_some((name, path))
+            })
+            .collect()
+    }
+    let grouping = |dir: &Path| {
+        std::fs::read_to_string(dir.join("mod.rs")).is_ok_and(|text| {
+            text.lines()
+                .all(|l| l.is_empty() || l.starts_with("//!") || (l.starts_with("pub mod ") && l.ends_with(';')))
+                && text.contains("//! | module | one reason to change |")
         })
-        .collect()
+    };
+    let mut out = BTreeSet::new();
+    for (name, path) in entries(&root().join("crates/spanset-controller/src")) {
+        if path.is_dir() && grouping(&path) {
+            out.extend(entries(&path).into_iter().map(|(child, _)| format!("{name}::{child}")));
+        } else {
+            out.insert(name);
+        }
+    }
+    out
 }
 
 /// The modules `docs/architecture.md` documents: the `` ### `NAME` `` headings of its section

@@ -15,7 +15,7 @@ use kube::{
 };
 use spanset::cli::sandbox::example;
 use spanset_api::{FederatedStatefulSet, MemberCluster};
-use spanset_controller::reconcile::DEFAULT_UNREACHABLE_AFTER;
+use spanset_controller::decisions::reconcile::DEFAULT_UNREACHABLE_AFTER;
 use support::{
     federation::{Controller, Federation},
     timeline,
@@ -102,7 +102,7 @@ async fn blip(
     member: &str,
     threshold: f64,
 ) -> ((String, String, String, String), (String, String, String, String)) {
-    let period = spanset_controller::watcher::PROBE_PERIOD.as_secs_f64();
+    let period = spanset_controller::actors::watcher::PROBE_PERIOD.as_secs_f64();
     let unix_now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
     for _ in 0..5 {
         support::eventually("every member Reachable, the federation's condition False", || async {

@@ -16,11 +16,13 @@ use kube::{
 use spanset::cli::sandbox::example;
 use spanset_api::labels::TERM;
 use spanset_controller::{
-    leader::Leadership,
+    actors::{
+        messages::{WriteError, WriteStatefulSet},
+        watcher::ClusterWatcher,
+    },
+    leadership::leader::Leadership,
     member::objects::{FederationKey, statefulset},
-    messages::{WriteError, WriteStatefulSet},
-    metrics::Metrics,
-    watcher::ClusterWatcher,
+    telemetry::metrics::Metrics,
 };
 use spanset_plan::Slice;
 use support::federation::{Controller, Federation};

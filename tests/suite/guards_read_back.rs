@@ -20,8 +20,8 @@ use serde_json::json;
 use spanset::cli::join;
 use spanset_api::MemberCluster;
 use spanset_controller::{
+    actors::watcher::GUARDS_READ_PERIOD,
     member::policies::{Kind, shipped},
-    watcher::GUARDS_READ_PERIOD,
 };
 use support::federation::{Controller, Federation, MEMBER_IDENTITY};
 

@@ -20,7 +20,7 @@ use kube::{
     api::{Patch, PatchParams},
 };
 use serde_json::json;
-use spanset_controller::leader::{Leadership, LeaseSettings, run_elector};
+use spanset_controller::leadership::leader::{Leadership, LeaseSettings, run_elector};
 use spanset_sim::{
     cluster::{ClusterConfig, faults::Partition},
     sandbox::fleet::Fleet,

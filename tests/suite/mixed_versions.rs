@@ -15,7 +15,7 @@ use kube::{
 };
 use spanset::cli::sandbox::example;
 use spanset_api::FederatedStatefulSet;
-use spanset_controller::written_by::{VERSION_OVERRIDE_ENV, WRITTEN_BY};
+use spanset_controller::leadership::written_by::{VERSION_OVERRIDE_ENV, WRITTEN_BY};
 use support::federation::{Controller, Federation};
 
 use crate::support;

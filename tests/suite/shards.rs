@@ -21,7 +21,7 @@ use kube::{
 use serde_json::json;
 use spanset::cli::join;
 use spanset_api::{FederatedStatefulSet, labels::TERM};
-use spanset_controller::{coordinator::ownership::OWNER_TERM, shards::shard_of};
+use spanset_controller::{actors::coordinator::ownership::OWNER_TERM, leadership::shards::shard_of};
 use support::{
     eventually,
     federation::{Controller, Federation},

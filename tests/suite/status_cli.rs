@@ -66,7 +66,7 @@ fn slice(cluster: &str, start: i32, replicas: i32, reserved: &[i32], ready: i32)
 /// The blog's redis, halfway through moving ordinal 5 to `destination`, and an Advanced
 /// StatefulSet federation with a hole in one slice, in namespace `prod`.
 async fn fleet_with_federations(sandbox: &Sandbox) -> Client {
-    let client = spanset_controller::host_client::client(Some(&sandbox.kubeconfig), Some("host"))
+    let client = spanset_controller::runtime::host_client::client(Some(&sandbox.kubeconfig), Some("host"))
         .await
         .expect("a client for the sandbox's host context");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -138,7 +138,7 @@ fn ages(since: jiff::Timestamp, asked: jiff::Timestamp, answered: jiff::Timestam
 
 /// When the move in the redis federation's status began its phase.
 async fn moving_since(sandbox: &Sandbox) -> jiff::Timestamp {
-    let client = spanset_controller::host_client::client(Some(&sandbox.kubeconfig), Some("host"))
+    let client = spanset_controller::runtime::host_client::client(Some(&sandbox.kubeconfig), Some("host"))
         .await
         .expect("a client for the sandbox's host context");
     let f = Api::<FederatedStatefulSet>::namespaced(client, "default").get("redis-redis-cluster").await.expect("read");

@@ -31,8 +31,8 @@ use spanset_api::{
     labels::{FEDERATION, IDENTITY_GATE, TEMPLATE_HASH, TERM},
 };
 use spanset_controller::{
+    leadership::written_by::{WRITTEN_BY, version},
     member::objects::template_hash,
-    written_by::{WRITTEN_BY, version},
 };
 use support::{
     Sandbox,

@@ -42,9 +42,10 @@ fn the_messages_name_no_actor() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let edges = imports::controller_imports(&root);
     let from_messages: Vec<&str> =
-        edges.iter().filter(|e| e.from == "messages" && e.to != "member").map(|e| e.at.as_str()).collect();
+        edges.iter().filter(|e| e.from == "actors::messages" && e.to != "member").map(|e| e.at.as_str()).collect();
     assert!(from_messages.is_empty(), "messages imports more than the member caches:\n{}", from_messages.join("\n"));
-    let text = imports::code_only(&std::fs::read_to_string(root.join("messages.rs")).expect("messages.rs"));
+    let text =
+        imports::code_only(&std::fs::read_to_string(root.join("actors/messages.rs")).expect("actors/messages.rs"));
     assert!(!text.contains("Addr<"), "messages names an actor's address");
 }
 
@@ -65,24 +66,53 @@ mod imports {
         pub at: String,
     }
 
-    /// Every import of a top-level module of `root` by another.
-    pub fn controller_imports(root: &Path) -> Vec<Edge> {
-        let top: BTreeSet<String> = std::fs::read_dir(root)
+    /// The role folders of `root`: a directory whose `mod.rs` holds docs and `pub mod` lines
+    /// only, with a table of its modules' reasons to change (`member/` is one module of many
+    /// files, not a role folder). Their modules are the units the checks speak of (`decisions::rollout`), as the
+    /// other top-level modules are (`member`).
+    pub fn role_folders(root: &Path) -> BTreeSet<String> {
+        std::fs::read_dir(root)
             .expect("the controller's `src`")
             .map(|e| e.expect("entry").path())
-            .filter(|p| p.is_dir() || p.extension().is_some_and(|e| e == "rs"))
-            .filter_map(|p| Some(p.file_stem()?.to_str()?.to_string()))
-            .filter(|n| n != "lib")
-            .collect();
+            .filter(|p| {
+                std::fs::read_to_string(p.join("mod.rs")).is_ok_and(|text| {
+                    text.lines().all(|l| {
+                        l.is_empty() || l.starts_with("//!") || (l.starts_with("pub mod ") && l.ends_with(';'))
+                    }) && text.contains("//! | module | one reason to change |")
+                })
+            })
+            .filter_map(|p| Some(p.file_name()?.to_str()?.to_string()))
+            .collect()
+    }
+
+    /// The unit a path under the controller lies in: its role folder's module, or its
+    /// top-level module.
+    pub fn unit_of(path: &[String], roles: &BTreeSet<String>) -> Option<String> {
+        match path {
+            [role, module, ..] if roles.contains(role) => Some(format!("{role}::{module}")),
+            [role] if roles.contains(role) => None,
+            [top, ..] => Some(top.clone()),
+            [] => None,
+        }
+    }
+
+    /// Every import of one unit of `root` (see [`unit_of`]) by another.
+    pub fn controller_imports(root: &Path) -> Vec<Edge> {
+        let roles = role_folders(root);
+        let mut top: BTreeSet<String> = BTreeSet::new();
+        for (file, _) in super::sources(root) {
+            let rel = Path::new(&file).strip_prefix(root).expect("under the root");
+            top.extend(unit_of(&module_of(rel), &roles));
+        }
         let mut edges = Vec::new();
         for (file, text) in super::sources(root) {
             let rel = Path::new(&file).strip_prefix(root).expect("under the root");
             let module = module_of(rel);
-            let Some(own) = module.first().cloned() else { continue };
+            let Some(own) = unit_of(&module, &roles) else { continue };
             for (line, path) in paths(&text, &module) {
-                if let Some(to) = path.first().filter(|t| **t != own && top.contains(*t)) {
+                if let Some(to) = unit_of(&path, &roles).filter(|t| *t != own && top.contains(t)) {
                     let at = format!("{}:{line}: {}", rel.display(), path.join("::"));
-                    edges.push(Edge { from: own.clone(), to: to.clone(), at });
+                    edges.push(Edge { from: own.clone(), to, at });
                 }
             }
         }
@@ -474,7 +504,7 @@ fn the_protocol_picture_names_every_message_and_only_those() {
         }
     }
     assert!(messages.len() > 20, "the scan finds the messages: {messages:?}");
-    let doc = std::fs::read_to_string(root.join("messages.rs")).expect("messages.rs");
+    let doc = std::fs::read_to_string(root.join("actors/messages.rs")).expect("actors/messages.rs");
     let picture: String = doc
         .lines()
         .map_while(|l| l.strip_prefix("//!"))
@@ -494,15 +524,74 @@ fn the_protocol_picture_names_every_message_and_only_those() {
     assert!(missing.is_empty() && unknown.is_empty(), "messages.rs's picture lacks {missing:?} and names {unknown:?}");
 }
 
-/// The code map at the top of `lib.rs` places every top-level module in its role table, so
-/// that a newcomer finds each one under the reason it changes for.
+/// The code map at the top of `lib.rs` places every folder in its role table, and each role
+/// folder's `mod.rs` has every module in its table of reasons to change, so that a newcomer
+/// finds each module under the reason it changes for.
 #[test]
 fn the_code_map_places_every_module_in_a_role() {
-    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).expect("lib.rs");
-    let table: String = lib.lines().filter(|l| l.starts_with("//! |")).collect::<Vec<_>>().join("\n");
-    let modules: Vec<&str> =
-        lib.lines().filter_map(|l| l.strip_prefix("pub mod")).map(|m| m.trim().trim_end_matches(';')).collect();
-    assert!(modules.len() > 30, "the modules were read: {modules:?}");
-    let missing: Vec<&&str> = modules.iter().filter(|m| !table.contains(&format!("[`{m}`]"))).collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let unplaced = |file: &Path| -> (Vec<String>, Vec<String>) {
+        let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let table: String = text.lines().filter(|l| l.starts_with("//! |")).collect::<Vec<_>>().join("\n");
+        let modules: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("pub mod "))
+            .map(|m| m.trim().trim_end_matches(';').to_string())
+            .collect();
+        let missing = modules.iter().filter(|m| !table.contains(&format!("[`{m}`]"))).cloned().collect();
+        (modules, missing)
+    };
+    let (folders, missing) = unplaced(&root.join("lib.rs"));
+    assert!(folders.len() >= 8, "the folders were read: {folders:?}");
     assert!(missing.is_empty(), "lib.rs's code map has no role for {missing:?}");
+    let roles = imports::role_folders(&root);
+    assert!(roles.len() >= 6, "the role folders were found: {roles:?}");
+    for role in &roles {
+        let (modules, missing) = unplaced(&root.join(role).join("mod.rs"));
+        assert!(!modules.is_empty(), "{role}/mod.rs declares no module");
+        assert!(missing.is_empty(), "{role}/mod.rs's table has no reason to change for {missing:?}");
+    }
+}
+
+/// The pure decisions are pure: nothing under `decisions/` imports an actor (its messages are
+/// plain data, checked above), the process's wiring or the host's records' writers, nor uses
+/// actix, tokio, a kube client or a clock of its own outside its tests. A decision that needed
+/// one of them could no longer be tested on values or model-checked.
+#[test]
+fn the_decisions_use_no_actor_client_or_clock() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = imports::controller_imports(&root);
+    let allowed = |to: &str| {
+        !to.starts_with("actors::") && !to.starts_with("runtime::") && !to.starts_with("leadership::leader")
+            || to == "actors::messages"
+    };
+    let decisions: Vec<&imports::Edge> = edges.iter().filter(|e| e.from.starts_with("decisions::")).collect();
+    assert!(decisions.len() > 10, "the scan finds the decisions' imports: {decisions:?}");
+    let wrong: Vec<&str> = decisions.iter().filter(|e| !allowed(&e.to)).map(|e| e.at.as_str()).collect();
+    assert!(wrong.is_empty(), "the decisions import actors or the process's wiring:\n{}", wrong.join("\n"));
+    let forbidden = ["actix", "tokio", "Client", "Api", "Addr"];
+    let mut used = Vec::new();
+    for (file, text) in sources(&root.join("decisions")) {
+        if file.ends_with("/tests.rs") || file.ends_with("_tests.rs") {
+            continue;
+        }
+        let code = imports::code_only(&text);
+        // Inline tests build their values with the clock; what they do is not the decision's.
+        let inline_tests = code
+            .match_indices("#[cfg(test)]")
+            .map(|(i, _)| i)
+            .find(|i| code[i + "#[cfg(test)]".len()..].trim_start().starts_with("mod tests {"));
+        let code = &code[..inline_tests.unwrap_or(code.len())];
+        for (line, text) in code.lines().enumerate() {
+            let words: Vec<&str> = text.split(|c: char| !c.is_alphanumeric() && c != '_').collect();
+            for word in forbidden.iter().filter(|w| words.contains(w)) {
+                used.push(format!("{file}:{}: `{word}`", line + 1));
+            }
+            // A clock read (`Instant::now()`, `Timestamp::now()`): `now` comes in as a value.
+            if text.replace(' ', "").contains("::now(") {
+                used.push(format!("{file}:{}: a clock read", line + 1));
+            }
+        }
+    }
+    assert!(used.is_empty(), "the decisions use an actor, a client or a clock:\n{}", used.join("\n"));
 }

@@ -258,7 +258,7 @@ pub async fn chaos(client: &Client, args: &ChaosArgs) -> Result<(ChaosReport, Se
     let steps = schedule::schedule(&shape);
     let mut members = BTreeMap::new();
     for m in shape.members.keys() {
-        let c = spanset_controller::app::host_client(args.kubeconfig.as_deref(), Some(m))
+        let c = spanset_controller::runtime::app::host_client(args.kubeconfig.as_deref(), Some(m))
             .await
             .map_err(|e| format!("no context {m} in the kubeconfig to read the member with: {e}"))?;
         members.insert(m.clone(), c);

@@ -91,7 +91,11 @@ pub async fn cluster_loss(client: &Client, args: &LossArgs) -> Result<(LossRepor
     use kube::api::DynamicObject;
 
     use spanset_api::{FailoverPolicy, MemberCluster};
-    use spanset_controller::{events::Recorder, fencing, member::workload, supervisor::member_client};
+    use spanset_controller::{
+        actors::supervisor::member_client,
+        host::{events::Recorder, fencing},
+        member::workload,
+    };
     let (ns, name) = parse_key(&args.on.fsts)?;
     let api: Api<FederatedStatefulSet> = Api::namespaced(client.clone(), &ns);
     let f = api.get_opt(&name).await.map_err(|e| format!("cannot read {ns}/{name}: {e}"))?;

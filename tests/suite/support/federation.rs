@@ -227,7 +227,9 @@ pub struct Federation {
 
 /// A kube client for one context of a kubeconfig.
 pub async fn client_for(kubeconfig: &std::path::Path, context: &str) -> Client {
-    spanset_controller::app::host_client(Some(kubeconfig), Some(context)).await.expect("a client for the context")
+    spanset_controller::runtime::app::host_client(Some(kubeconfig), Some(context))
+        .await
+        .expect("a client for the context")
 }
 
 impl Federation {

@@ -1,7 +1,7 @@
 //! The PodDisruptionBudget spanset writes in a member for a federation (`spec.disruption`), and
 //! what its watcher keeps of the one stored there and of the member's cordoned nodes: enough
 //! for the coordinator to divide the federation's budget (see
-//! [`crate::disruption`]) and to write a member's share only when it changed.
+//! [`crate::decisions::disruption`]) and to write a member's share only when it changed.
 
 use std::collections::BTreeMap;
 
@@ -84,7 +84,7 @@ pub fn disruption_budget(fsts: &FederatedStatefulSet, min_available: u32, term: 
             name: Some(fsts.name_any()),
             namespace: fsts.namespace(),
             labels: Some(ownership_labels(fsts)),
-            annotations: Some(crate::written_by::stamps(term)),
+            annotations: Some(crate::leadership::written_by::stamps(term)),
             ..Default::default()
         },
         spec: Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
@@ -120,7 +120,7 @@ mod tests {
         assert_eq!(v["metadata"]["labels"]["app.kubernetes.io/managed-by"], "spanset");
         assert_eq!(v["metadata"]["labels"]["spanset.dev/federation-uid"], "u-1");
         assert_eq!(v["metadata"]["annotations"]["spanset.dev/term"], "7");
-        assert_eq!(v["metadata"]["annotations"]["spanset.dev/written-by"], crate::written_by::version());
+        assert_eq!(v["metadata"]["annotations"]["spanset.dev/written-by"], crate::leadership::written_by::version());
         assert_eq!(
             v["spec"],
             serde_json::json!({"minAvailable": 1,

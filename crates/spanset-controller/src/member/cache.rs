@@ -317,7 +317,7 @@ impl FederationCache {
 /// Everything one member's watcher knows, by federation.
 #[derive(Debug, Default)]
 pub struct MemberCache {
-    /// Federations by key. Shared with the reports made of them ([`crate::messages::MemberView`]):
+    /// Federations by key. Shared with the reports made of them ([`crate::actors::messages::MemberView`]):
     /// a report costs no copy, and a change copies only what a coordinator still holds
     /// ([`MemberCache::federation_mut`]).
     pub federations: HashMap<FederationKey, Arc<FederationCache>>,
@@ -389,7 +389,7 @@ impl MemberCache {
         if self.shards <= 1 {
             return self.newest_term;
         }
-        let shard = crate::shard_hash::shard_of(&key.namespace, &key.name, self.shards);
+        let shard = crate::leadership::shard_hash::shard_of(&key.namespace, &key.name, self.shards);
         self.newest_in_shard.get(&shard).copied().unwrap_or(0)
     }
 
@@ -583,7 +583,7 @@ impl MemberCache {
         self.newest_rv = self.newest_rv.max(record.rv);
         self.newest_term = self.newest_term.max(record.term.unwrap_or(0));
         if self.shards > 1 {
-            let shard = crate::shard_hash::shard_of(&key.namespace, &key.name, self.shards);
+            let shard = crate::leadership::shard_hash::shard_of(&key.namespace, &key.name, self.shards);
             let newest = self.newest_in_shard.entry(shard).or_default();
             *newest = (*newest).max(record.term.unwrap_or(0));
         }

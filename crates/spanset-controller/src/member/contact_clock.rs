@@ -9,7 +9,7 @@ use std::{
 };
 
 /// How long a member is silent before its watcher tells every subscribed coordinator so
-/// ([`crate::messages::MemberQuiet`]): coordinators time their own silence
+/// ([`crate::actors::messages::MemberQuiet`]): coordinators time their own silence
 /// thresholds only while a member is quiet, so that a thousand federations over members that
 /// all answer set no timers. Two probe periods: one late answer does not make a member quiet.
 /// Below the shortest threshold a federation may set (`MIN_UNREACHABLE_AFTER`), with a

@@ -55,7 +55,7 @@ pub fn ownership_labels(fsts: &FederatedStatefulSet) -> BTreeMap<String, String>
 /// FNV-1a over the bytes: a hash that stays the same across builds and Rust versions (the
 /// standard hasher does not promise that), for the template-hash annotation.
 fn stable_hash(bytes: &[u8]) -> String {
-    format!("{:016x}", crate::shard_hash::fnv1a(bytes.iter().copied()))
+    format!("{:016x}", crate::leadership::shard_hash::fnv1a(bytes.iter().copied()))
 }
 
 /// The StatefulSet spec of a federation without its slice (replicas 0, no ordinals), with the
@@ -219,7 +219,7 @@ pub fn statefulset_at(fsts: &FederatedStatefulSet, slice: &Slice, term: u64, cur
             namespace: fsts.namespace(),
             labels: Some(ownership_labels(fsts)),
             annotations: Some({
-                let mut annotations = crate::written_by::stamps(term);
+                let mut annotations = crate::leadership::written_by::stamps(term);
                 annotations.insert(TEMPLATE_HASH.to_string(), template_hash(fsts));
                 annotations
             }),
@@ -356,7 +356,7 @@ placement:
         assert_eq!(labels[FEDERATION_NAMESPACE], "db");
         let annotations = sts.metadata.annotations.as_ref().unwrap();
         assert_eq!(annotations[spanset_api::labels::TERM], "7");
-        assert_eq!(annotations[crate::written_by::WRITTEN_BY], crate::written_by::version());
+        assert_eq!(annotations[crate::leadership::written_by::WRITTEN_BY], crate::leadership::written_by::version());
         let pod_labels = &spec["template"]["metadata"]["labels"];
         assert_eq!(pod_labels[FEDERATION], "redis", "pods carry the federation label for the watchers");
         assert_eq!(pod_labels["app"], "redis", "the user's labels stay");

@@ -22,7 +22,7 @@
 use std::{collections::BTreeMap, time::Instant};
 
 use super::Timing;
-use crate::safety::Rules;
+use crate::decisions::safety::Rules;
 
 /// What became of one extension attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,7 +26,7 @@ use std::time::Duration;
 use spanset_plan::{Ordinal, Ordinals};
 
 use super::Timing;
-use crate::safety::Rules;
+use crate::decisions::safety::Rules;
 
 /// What one poll of the Lease gave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

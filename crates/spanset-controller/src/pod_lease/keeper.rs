@@ -22,7 +22,7 @@ use super::{
     Timing,
     clock::{Attempt, LeaseClock, Next, Outcome},
 };
-use crate::safety::Rules;
+use crate::decisions::safety::Rules;
 
 /// What this process knows the member's Lease holds (after its own last write or read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

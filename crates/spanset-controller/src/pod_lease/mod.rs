@@ -247,7 +247,7 @@ mod proof {
         clock::{LeaseClock, Outcome},
         guard::{Action, Guard, Poll},
     };
-    use crate::safety::Rules;
+    use crate::decisions::safety::Rules;
     use spanset_plan::Ordinals;
 
     /// A clock whose rate changes every `SEGMENT` seconds of real time, each rate within ρ.

@@ -15,7 +15,7 @@ use spanset_api::labels::{FEDERATION, FEDERATION_UID, MANAGED_BY, MANAGER, TERM}
 use spanset_plan::Ordinals;
 
 use super::{EXTENSION, ORDINALS, RELEASED, render_ordinals};
-use crate::written_by::{self, WRITTEN_BY};
+use crate::leadership::written_by::{self, WRITTEN_BY};
 
 /// The name of a federation's pod Lease in each member.
 pub fn lease_name(federation: &str) -> String {

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use model::{Fault, Search, Spanset, lease::LeaseWorld, spec};
-use spanset_controller::safety::Rules;
+use spanset_controller::decisions::safety::Rules;
 use stateright::{Checker, Expectation, Model};
 
 use crate::model;

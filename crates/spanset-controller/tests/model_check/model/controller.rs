@@ -10,14 +10,16 @@ use std::{
 
 use spanset_api::{FederatedStatefulSet, FederatedStatefulSetStatus, labels::IDENTITY_GATE};
 use spanset_controller::{
-    effects::{self, Stage},
+    actors::messages::MemberView,
+    decisions::{
+        effects::{self, Stage},
+        reconcile::{self, Decision, HandoverKind, Inputs, MemberInput},
+        safety::{Rules, claim_precondition},
+    },
     member::{
         cache::{ClaimRecord, FederationCache, PodPhase, PodRecord, StsRecord, StsState, UncertainWrite},
         health::Failure,
     },
-    messages::MemberView,
-    reconcile::{self, Decision, HandoverKind, Inputs, MemberInput},
-    safety::{Rules, claim_precondition},
 };
 use spanset_plan::{Backend, Slice};
 

@@ -30,13 +30,13 @@ use std::time::Duration;
 
 pub use spanset_controller::pod_lease::clock::Outcome;
 use spanset_controller::{
+    decisions::safety::Rules,
     pod_lease::{
         Timing,
         clock::{LeaseClock, Next},
         exec::{Exec, Phase, Posted, Step},
         guard::{Action as GuardAction, Guard, Poll},
     },
-    safety::Rules,
 };
 use spanset_plan::Ordinals;
 

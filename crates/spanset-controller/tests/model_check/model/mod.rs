@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use spanset_api::FederatedStatefulSet;
 use spanset_controller::{
+    decisions::safety::{Rules, TermRefusal, term_allows},
     member::{cache::UncertainWrite, objects::gated},
-    safety::{Rules, TermRefusal, term_allows},
 };
 use stateright::{Model, Property};
 
