@@ -210,7 +210,11 @@ async fn an_eviction_past_the_budget_is_refused_with_429_and_deletes_nothing() {
     );
     s.pdbs.delete("other", &DeleteParams::default()).await.unwrap();
 
-    // Allowed: spent in the status, the pod marked and deleted gracefully, then recreated.
+    // Allowed: spent in the status, the pod marked and deleted gracefully, then recreated. A
+    // finalizer holds the pod while it terminates, so that the evictions of a terminating pod
+    // below do not race its containers' exit on a loaded machine.
+    let hold = json!({"metadata": {"finalizers": ["test.spanset.dev/hold"]}});
+    s.pods.patch("web-0", &PatchParams::default(), &Patch::Merge(hold)).await.unwrap();
     s.pods.evict("web-0", &EvictParams::default()).await.expect("one disruption is allowed");
     let evicted = s.pods.get("web-0").await.unwrap();
     assert_eq!(evicted.uid(), before.uid());
@@ -225,6 +229,8 @@ async fn an_eviction_past_the_budget_is_refused_with_429_and_deletes_nothing() {
     s.pods.evict("web-0", &EvictParams::default()).await.expect("a terminating pod is evictable");
     let gone = api_error(s.pods.evict("nope", &EvictParams::default()).await);
     assert_eq!((gone.code, gone.message.as_str()), (404, "pods \"nope\" not found"));
+    let release = json!({"metadata": {"finalizers": null}});
+    s.pods.patch("web-0", &PatchParams::default(), &Patch::Merge(release)).await.unwrap();
     all_up(&s, 3).await;
     assert!(s.pods.get("web-0").await.unwrap().uid() != before.uid(), "recreated");
     let (most, at, which) = most_down(&s, 3, t0);
