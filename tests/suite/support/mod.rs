@@ -10,6 +10,7 @@ pub mod federation;
 pub mod fixtures;
 pub mod linearizable;
 pub mod prometheus;
+pub mod real_kube;
 pub mod redis;
 pub mod tally;
 pub mod timeline;

@@ -341,7 +341,7 @@ impl Cluster {
         defaults::initial_status(rt, body);
         let mut errs = validate::validate_create(&rt.group, &rt.plural, body);
         if let Some(s) = &schema {
-            errs.extend(s.validate(body, None, Part::Whole));
+            errs.extend(s.validate(body, None, Part::Whole, rt.scale.as_ref()));
         }
         if !errs.is_empty() {
             return Err(invalid(rt, &name, &errs));
@@ -887,7 +887,7 @@ fn prepare_update(
     let mut errs = validate::validate_update(&rt.group, &rt.plural, current, &next);
     if let Some(s) = schema {
         let part = if sub == Subresource::Status { Part::Status } else { Part::Whole };
-        errs.extend(s.validate(&next, Some(current), part));
+        errs.extend(s.validate(&next, Some(current), part, rt.scale.as_ref()));
     }
     if !errs.is_empty() {
         return Err(invalid(rt, &name, &errs));

@@ -13,10 +13,11 @@ mod structural;
 #[cfg(test)]
 mod tests;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::store::{
     error::{ApiError, Cause},
+    resources::ScalePaths,
     validate::{FieldError, FieldErrorKind},
 };
 
@@ -196,7 +197,15 @@ impl CrdSchema {
     /// Validates an object (after decoding): the schema, then — unless that found an error that
     /// blocks them — the CEL rules. On an update (`old`), errors on values left unchanged are
     /// ratcheted away, so an object stored under an older schema can still be written.
-    pub fn validate(&self, obj: &Value, old: Option<&Value>, part: Part) -> Vec<FieldError> {
+    /// `scale`: the resource's `/scale` paths, whose replicas must be int32s whatever the schema
+    /// says (checked after the schema, before the rules, and never blocking them).
+    pub fn validate(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        part: Part,
+        scale: Option<&ScalePaths>,
+    ) -> Vec<FieldError> {
         let mut errs = Vec::new();
         match part {
             Part::Whole => structural::validate(&self.root, obj, "", &self.patterns, &mut errs),
@@ -207,6 +216,12 @@ impl CrdSchema {
             }
         }
         ratchet(&mut errs, obj, old);
+        if let Some(scale) = scale {
+            if part == Part::Whole {
+                errs.extend(scale_replicas(obj, &scale.spec_replicas));
+            }
+            errs.extend(scale_replicas(obj, &scale.status_replicas));
+        }
         let blocking = errs.iter().any(|e| {
             matches!(
                 e.kind,
@@ -232,6 +247,38 @@ impl CrdSchema {
         ratchet(&mut rule_errs, obj, old);
         errs.extend(rule_errs);
         errs
+    }
+}
+
+/// The apiserver's check of a `/scale` replicas path on every write of a custom resource: the
+/// value, where present, is an integer from 0 to 2³¹−1. Its words are Go's (`%T` of the decoded
+/// JSON value) and the path is the CRD's own, leading dot included.
+fn scale_replicas(obj: &Value, path: &str) -> Option<FieldError> {
+    let pointer = format!("/{}", path.trim_start_matches('.').replace('.', "/"));
+    let value = obj.pointer(&pointer)?;
+    let invalid = |value: Value, detail: String| FieldError {
+        field: path.to_string(),
+        kind: FieldErrorKind::Invalid,
+        value: Some(value),
+        detail,
+    };
+    match value.as_i64() {
+        Some(n) if n < 0 => Some(invalid(json!(n), "should be a non-negative integer".into())),
+        Some(n) if n > i64::from(i32::MAX) => {
+            Some(invalid(json!(n), format!("should be less than or equal to {}", i32::MAX)))
+        }
+        Some(_) => None,
+        None => {
+            let (shown, go_type) = match value {
+                Value::String(s) => (s.clone(), "string"),
+                Value::Bool(b) => (b.to_string(), "bool"),
+                Value::Number(n) => (n.to_string(), "float64"),
+                Value::Object(_) => ("map[...]".to_string(), "map[string]interface {}"),
+                Value::Array(_) => ("[...]".to_string(), "[]interface {}"),
+                Value::Null => ("<nil>".to_string(), "<nil>"),
+            };
+            Some(invalid(json!(0), format!("{path} accessor error: {shown} is of the type {go_type}, expected int64")))
+        }
     }
 }
 

@@ -1,0 +1,365 @@
+//! One real cluster: its components started in the order each needs the one before (etcd, then
+//! kube-apiserver, then the controller-manager, the scheduler and kwok), each awaited by what it
+//! serves rather than by a delay, and stopped in reverse. Each cluster has its own directory
+//! (certificates, etcd's data, one log per component, the kubeconfig) and its own ports, so that
+//! several run side by side.
+
+use std::{
+    net::{IpAddr, Ipv4Addr, TcpListener},
+    path::{Path, PathBuf},
+    process::Child,
+    time::{Duration, Instant},
+};
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use kube::{
+    Api, Client, Config,
+    api::PostParams,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+use crate::{Binaries, Error, Result, io, pki::Pki, spawn};
+
+/// How long a component may take to become ready on a loaded 2-core machine.
+const READY_WITHIN: Duration = Duration::from_secs(180);
+
+/// What a cluster is made with.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Its name: the kubeconfig's context and cluster, and the prefix of its nodes.
+    pub name: String,
+    /// How many kwok nodes it has.
+    pub nodes: usize,
+    /// The third octet of its pod network `10.244.N.0/24`, distinct per cluster so that pod IPs
+    /// are unique across a sandbox, as a flat network needs.
+    pub pod_network: u8,
+}
+
+impl ClusterOptions {
+    /// A cluster of this name with one node.
+    pub fn named(name: &str, pod_network: u8) -> Self {
+        Self { name: name.to_string(), nodes: 1, pod_network }
+    }
+}
+
+/// A running cluster; dropping it kills its processes.
+pub struct RealCluster {
+    name: String,
+    dir: PathBuf,
+    server: String,
+    kubeconfig: PathBuf,
+    /// In start order; stopped in reverse.
+    components: Vec<(&'static str, Child)>,
+}
+
+impl RealCluster {
+    /// Starts a cluster in `dir` (made if missing) from `binaries`, and returns once its API
+    /// answers, its nodes are Ready and its `default` ServiceAccount exists (so that pods can be
+    /// created).
+    pub async fn start(binaries: &Binaries, options: &ClusterOptions, dir: &Path) -> Result<Self> {
+        let name = options.name.clone();
+        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+        let ports = free_ports(6)?;
+        let [etcd_client, etcd_peer, apiserver, controller_manager, scheduler, kwok] =
+            [ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]];
+        let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        // The `kubernetes` Service's address: the first of the service range.
+        let service_ip = IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1));
+        let pki = Pki::write(dir, &name, &[loopback, service_ip])?;
+        let server = format!("https://127.0.0.1:{apiserver}");
+        let kubeconfig = dir.join("kubeconfig");
+        write_kubeconfig(&kubeconfig, &name, &server, &pki)?;
+        let mut cluster = Self {
+            name: name.clone(),
+            dir: dir.to_path_buf(),
+            server,
+            kubeconfig: kubeconfig.clone(),
+            components: vec![],
+        };
+
+        let path = |p: &Path| p.display().to_string();
+        let etcd_data = dir.join("etcd");
+        cluster.run(
+            binaries,
+            "etcd",
+            vec![
+                format!("--name={name}"),
+                format!("--data-dir={}", path(&etcd_data)),
+                format!("--listen-client-urls=http://127.0.0.1:{etcd_client}"),
+                format!("--advertise-client-urls=http://127.0.0.1:{etcd_client}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}"),
+                format!("--initial-cluster={name}=http://127.0.0.1:{etcd_peer}"),
+                // A test cluster's data need not survive a power cut; fsyncs would dominate.
+                "--unsafe-no-fsync=true".into(),
+                "--auto-compaction-retention=1".into(),
+            ],
+        )?;
+        cluster.run(
+            binaries,
+            "kube-apiserver",
+            vec![
+                format!("--etcd-servers=http://127.0.0.1:{etcd_client}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={apiserver}"),
+                format!("--tls-cert-file={}", path(&pki.serving_cert)),
+                format!("--tls-private-key-file={}", path(&pki.serving_key)),
+                format!("--client-ca-file={}", path(&pki.ca_cert)),
+                "--authorization-mode=Node,RBAC".into(),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                format!("--service-account-key-file={}", path(&pki.service_account_public)),
+                format!("--service-account-signing-key-file={}", path(&pki.service_account_key)),
+                "--service-cluster-ip-range=10.96.0.0/16".into(),
+                "--allow-privileged=true".into(),
+            ],
+        )?;
+        let client = cluster.client().await?;
+        cluster.await_ready("kube-apiserver", || readyz(&client)).await?;
+
+        let kubeconfig_arg = format!("--kubeconfig={}", path(&kubeconfig));
+        let probes_open = "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_string();
+        cluster.run(
+            binaries,
+            "kube-controller-manager",
+            vec![
+                kubeconfig_arg.clone(),
+                "--leader-elect=false".into(),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={controller_manager}"),
+                probes_open.clone(),
+                "--use-service-account-credentials=true".into(),
+                format!("--service-account-private-key-file={}", path(&pki.service_account_key)),
+                format!("--root-ca-file={}", path(&pki.ca_cert)),
+                format!("--cluster-signing-cert-file={}", path(&pki.ca_cert)),
+                format!("--cluster-signing-key-file={}", path(&pki.ca_key)),
+                "--controllers=*".into(),
+            ],
+        )?;
+        cluster.run(
+            binaries,
+            "kube-scheduler",
+            vec![
+                kubeconfig_arg.clone(),
+                "--leader-elect=false".into(),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={scheduler}"),
+                probes_open,
+            ],
+        )?;
+        cluster.run(
+            binaries,
+            "kwok",
+            vec![
+                kubeconfig_arg,
+                format!("--config={}", path(&binaries.kwok_stages())),
+                "--manage-all-nodes=true".into(),
+                format!("--cidr=10.244.{}.0/24", options.pod_network),
+                "--node-ip=127.0.0.1".into(),
+                format!("--server-address=127.0.0.1:{kwok}"),
+                "--node-lease-duration-seconds=40".into(),
+            ],
+        )?;
+
+        let nodes: Api<Node> = Api::all(client.clone());
+        for i in 0..options.nodes {
+            let node = node(&name, i);
+            match nodes.create(&PostParams::default(), &node).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(source) => return Err(cluster.api_error(format!("creating node {name}-{i}"), source)),
+            }
+        }
+        let wanted = options.nodes;
+        cluster.await_ready("kwok", || ready_nodes(&nodes, wanted)).await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(client, "default");
+        cluster
+            .await_ready("kube-controller-manager", || async {
+                matches!(accounts.get_opt("default").await, Ok(Some(_)))
+            })
+            .await?;
+        Ok(cluster)
+    }
+
+    /// The cluster's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The apiserver's URL.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// A kubeconfig with one context of the cluster's name, as its administrator.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The cluster's directory (certificates, etcd's data, `logs/`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A kube-rs client as the administrator.
+    pub async fn client(&self) -> Result<Client> {
+        let what = || format!("reading {}", self.kubeconfig.display());
+        let config = Kubeconfig::read_from(&self.kubeconfig)
+            .map_err(|e| Error::Io { what: what(), source: std::io::Error::other(e) })?;
+        let config = Config::from_custom_kubeconfig(config, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| Error::Io { what: what(), source: std::io::Error::other(e) })?;
+        Client::try_from(config).map_err(|source| self.api_error("making a client".into(), source))
+    }
+
+    /// Stops every component, newest first: SIGTERM, then SIGKILL after 10 s.
+    pub fn stop(&mut self) {
+        while let Some((_, mut child)) = self.components.pop() {
+            terminate(&mut child, Duration::from_secs(10));
+        }
+    }
+
+    /// Starts a component with its log in `logs/NAME.log`.
+    fn run(&mut self, binaries: &Binaries, component: &'static str, args: Vec<String>) -> Result<()> {
+        let logs = self.dir.join("logs");
+        std::fs::create_dir_all(&logs).map_err(io(format!("creating {}", logs.display())))?;
+        let child = spawn::start(&binaries.program(component), &args, &logs.join(format!("{component}.log")))
+            .map_err(io(format!("starting {component}")))?;
+        self.components.push((component, child));
+        Ok(())
+    }
+
+    /// Waits until `ready` says so, failing early (with its log) if a component exits.
+    async fn await_ready<F, Fut>(&mut self, component: &'static str, mut ready: F) -> Result<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let started = Instant::now();
+        loop {
+            let exited = self.components.iter_mut().find_map(|(name, child)| match child.try_wait() {
+                Ok(Some(status)) => Some((*name, status)),
+                _ => None,
+            });
+            if let Some((name, status)) = exited {
+                return Err(self.component_error(name, format!("exited with {status}")));
+            }
+            if ready().await {
+                return Ok(());
+            }
+            if started.elapsed() > READY_WITHIN {
+                return Err(self.component_error(component, format!("was not ready within {READY_WITHIN:?}")));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    fn component_error(&self, component: &'static str, problem: String) -> Error {
+        let log = std::fs::read_to_string(self.dir.join("logs").join(format!("{component}.log"))).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        Error::Component {
+            cluster: self.name.clone(),
+            component,
+            problem,
+            log: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+        }
+    }
+
+    fn api_error(&self, what: String, source: kube::Error) -> Error {
+        Error::Api { cluster: self.name.clone(), what, source }
+    }
+}
+
+impl Drop for RealCluster {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.components {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn terminate(child: &mut Child, grace: Duration) {
+    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+    let started = Instant::now();
+    while started.elapsed() < grace {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+async fn readyz(client: &Client) -> bool {
+    let request = http::Request::get("/readyz").body(Vec::new()).expect("a static request");
+    matches!(client.request_text(request).await.as_deref(), Ok("ok"))
+}
+
+async fn ready_nodes(nodes: &Api<Node>, wanted: usize) -> bool {
+    let Ok(list) = nodes.list(&Default::default()).await else { return false };
+    let ready = list
+        .items
+        .iter()
+        .filter(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .count();
+    ready >= wanted
+}
+
+/// A kwok node: kwok manages every node (`--manage-all-nodes`), and the annotation says so to
+/// a reader.
+fn node(cluster: &str, i: usize) -> Node {
+    let name = format!("{cluster}-{i}");
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "type": "kwok",
+                "topology.kubernetes.io/zone": cluster,
+            },
+        },
+    }))
+    .expect("a node")
+}
+
+/// `n` ports free on loopback, held together while chosen so that none is given twice.
+fn free_ports(n: usize) -> Result<Vec<u16>> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind(("127.0.0.1", 0)))
+        .collect::<std::io::Result<_>>()
+        .map_err(io("choosing free ports"))?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<std::io::Result<_>>()
+        .map_err(io("choosing free ports"))
+}
+
+fn write_kubeconfig(path: &Path, name: &str, server: &str, pki: &Pki) -> Result<()> {
+    let b64 = |p: &Path| -> Result<String> {
+        let bytes = std::fs::read(p).map_err(io(format!("reading {}", p.display())))?;
+        Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+    };
+    let text = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: {name}\n\
+         clusters:\n- name: {name}\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n\
+         users:\n- name: {name}-admin\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\n\
+         contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}-admin\n",
+        ca = b64(&pki.ca_cert)?,
+        cert = b64(&pki.admin_cert)?,
+        key = b64(&pki.admin_key)?,
+    );
+    std::fs::write(path, text).map_err(io(format!("writing {}", path.display())))
+}

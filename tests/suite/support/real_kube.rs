@@ -1,0 +1,48 @@
+//! Real Kubernetes control planes for the suite: the binaries `tests/kube/build` makes (a no-op
+//! once cached; `.ci/run` builds them first), counted in the tally as `kube-RELEASE` like any
+//! external program, so that under `CI` a missing Go or a failed build fails the test.
+
+use std::{path::PathBuf, process::Command};
+
+use spanset_control_plane::Binaries;
+
+use super::tally;
+
+/// The oldest release the repository builds (`tests/kube/kubernetes-*`).
+pub const OLDEST: &str = "1.34";
+
+/// The newest release the repository builds.
+pub const NEWEST: &str = "1.37";
+
+/// The control plane of `release`, built if need be; `None` (a loud skip, or a failure under
+/// `CI`) when it cannot be.
+pub fn binaries(release: &str) -> Option<Binaries> {
+    let program = format!("kube-{release}");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kube/build");
+    let out = match Command::new(&script).arg(release).output() {
+        Ok(out) if out.status.success() => out,
+        Ok(out) => {
+            tally::missing(
+                &program,
+                &format!("tests/kube/build {release} failed: {}", String::from_utf8_lossy(&out.stderr)),
+            );
+            return None;
+        }
+        Err(e) => {
+            tally::missing(&program, &format!("tests/kube/build did not run: {e}"));
+            return None;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let dir = stdout.lines().last().unwrap_or_default().to_string();
+    match Binaries::at(&dir) {
+        Ok(b) => {
+            tally::found(&program);
+            Some(b)
+        }
+        Err(e) => {
+            tally::missing(&program, &e.to_string());
+            None
+        }
+    }
+}
