@@ -768,25 +768,10 @@ async fn real_apiserver_refuses_the_table_alike(release: &str, in_release: fn(&s
     let options = spanset_control_plane::ClusterOptions::named("host", 1);
     let cluster =
         spanset_control_plane::RealCluster::start(&binaries, &options, dir.path()).await.expect("a real cluster");
-    let kubectl = |args: &[&str], input: Option<&str>| {
-        use std::io::Write;
-        let mut child = std::process::Command::new(binaries.program("kubectl"))
-            .arg("--kubeconfig")
-            .arg(cluster.kubeconfig())
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("kubectl runs");
-        let mut stdin = child.stdin.take().expect("piped");
-        stdin.write_all(input.unwrap_or_default().as_bytes()).expect("stdin written");
-        drop(stdin);
-        support::succeeded(&format!("kubectl {args:?}"), child.wait_with_output().expect("kubectl ends"))
-    };
-    kubectl(&["apply", "-f", "-"], Some(&spanset_api::crds_yaml()));
+    let k = Kubectl::at(binaries.program("kubectl"), cluster.kubeconfig().to_path_buf(), dir.path().join("cache"));
+    k.ok_with_stdin(&["apply", "-f", "-"], &spanset_api::crds_yaml());
     for crd in ["federatedstatefulsets.spanset.dev", "memberclusters.spanset.dev"] {
-        kubectl(&["wait", "--for=condition=Established", &format!("crd/{crd}"), "--timeout=120s"], None);
+        k.ok(&["wait", "--for=condition=Established", &format!("crd/{crd}"), "--timeout=120s"]);
     }
     let client = cluster.client().await.expect("a client");
     let mut differences = vec![];

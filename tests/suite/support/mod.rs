@@ -362,6 +362,12 @@ impl Kubectl {
         kubectl_dir().map(|_| Self::on_path(sandbox))
     }
 
+    /// The kubectl at `bin` against the cluster of `kubeconfig` (a real control plane's own
+    /// kubectl), its discovery cache in `cache`.
+    pub fn at(bin: PathBuf, kubeconfig: PathBuf, cache: PathBuf) -> Self {
+        Self { bin, kubeconfig, cache, context: None }
+    }
+
     /// The `kubectl` on PATH against `sandbox`.
     pub fn on_path(sandbox: &Sandbox) -> Self {
         let cache = sandbox.dir.path().join("cache-path");
