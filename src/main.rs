@@ -55,6 +55,7 @@ fn main() {
         Command::Drill(args) => runtime().block_on(cli::drill::run(args)),
         Command::Join(args) => runtime().block_on(cli::join::run_join(args)),
         Command::Unjoin(args) => runtime().block_on(cli::join::run_unjoin(args)),
+        Command::Audit(args) => runtime().block_on(cli::audit::run(args)),
         Command::Version(args) => cli::version::run(args),
         Command::Completion(args) => cli::completion::run(args),
         Command::Guard(args) => cli::guard::run(args),

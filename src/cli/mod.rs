@@ -4,6 +4,7 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod audit;
 pub mod completion;
 pub mod crd;
 pub mod drill;
@@ -67,6 +68,9 @@ pub enum Command {
     /// Guard a pod of a federation with pod leases from inside it: `wait` (init container) and
     /// `watch` (sidecar) stop it before its member's pod Lease can lapse.
     Guard(guard::GuardArgs),
+    /// Watch a federation's pods in its members and report any identity that ran in two at
+    /// once (or judge a recording of such a watch).
+    Audit(audit::AuditArgs),
     /// Print a shell completion script (bash, zsh or fish).
     Completion(completion::CompletionArgs),
     /// Print the version, the commit it was built from and the cargo features compiled in.
@@ -155,6 +159,7 @@ mod tests {
             "crd",
             "version",
             "completion",
+            "audit",
         ] {
             assert!(names.contains(&always), "{always} missing from {names:?}");
         }
@@ -171,6 +176,7 @@ mod tests {
             vec!["status"],
             vec!["plan", "-f", "fsts.yaml"],
             vec!["drill", "evacuate", "east", "--fsts", "default/redis"],
+            vec!["audit", "redis", "--from", "audit.jsonl"],
         ];
         if cfg!(feature = "sim") {
             commands.push(vec!["drill", "cluster-loss", "east", "--fsts", "default/redis", "--admin", "http://x"]);

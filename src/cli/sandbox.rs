@@ -88,6 +88,14 @@ pub struct SandboxArgs {
     /// no admission policies, and MemberCluster status says which guards it lacks.
     #[arg(long, value_name = "NAME=VERSION", value_delimiter = ',')]
     pub cluster_version: Vec<String>,
+    /// Run real Kubernetes control planes instead of simulated clusters (etcd, kube-apiserver,
+    /// kube-controller-manager, kube-scheduler, and kwok in place of kubelets): DIR holds the
+    /// programs `tests/kube/build RELEASE` builds (it prints DIR). Comma-separated; a
+    /// `NAME=DIR` entry gives that cluster its own release, e.g. `--control-plane
+    /// DIR37,east=DIR34`. Their logs, data and volumes are kept in `<kubeconfig>.clusters/`
+    /// until the next start. Pods are kwok's: Running and Ready, but no program runs.
+    #[arg(long, value_name = "DIR", value_delimiter = ',')]
+    pub control_plane: Vec<String>,
 }
 
 /// The example federations `spanset sandbox` can start with.
@@ -265,6 +273,9 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
             run_images(args).join(",")
         ));
     }
+    if !args.control_plane.is_empty() {
+        return check_real(args);
+    }
     let mut all = vec![HOST.to_string()];
     all.extend(args.clusters.iter().cloned());
     spanset_sim::cli::serve::check(&spanset_sim::cli::serve::SimArgs {
@@ -282,6 +293,72 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
         real_back_off: args.real_back_off,
         cluster_version: args.cluster_version.clone(),
     })
+}
+
+/// The flags only a simulated cluster can honour, refused with `--control-plane`, and the
+/// cluster names checked as `spanset sim` checks them.
+fn check_real(args: &SandboxArgs) -> Result<(), String> {
+    let simulated_only = [
+        ("--time-factor", args.time_factor != 1.0),
+        ("--no-auth", args.no_auth),
+        ("--kruise", args.kruise.is_some()),
+        ("--mcs", args.mcs.is_some()),
+        ("--run-images", !run_images(args).is_empty()),
+        ("--real-back-off", args.real_back_off),
+        ("--cluster-version", !args.cluster_version.is_empty()),
+    ];
+    if let Some((flag, _)) = simulated_only.iter().find(|(_, set)| *set) {
+        let why = if *flag == "--run-images" {
+            "kwok plays each pod's kubelet and runs no program (an --example other than redis runs programs)"
+                .to_string()
+        } else if *flag == "--cluster-version" {
+            "each control plane answers as the release it was built from; give a cluster its own with NAME=DIR"
+                .to_string()
+        } else {
+            "it changes a simulated cluster, and real ones are Kubernetes' own".to_string()
+        };
+        return Err(format!("{flag} cannot be combined with --control-plane: {why}"));
+    }
+    for name in &args.clusters {
+        if let Some(why) = super::bad_cluster_name(name) {
+            return Err(format!("--clusters: {name:?} {why}"));
+        }
+    }
+    control_planes(args).map(|_| ())
+}
+
+/// Each cluster's control plane from `--control-plane`: the bare DIR for every cluster not
+/// named, `NAME=DIR` for that one. The error names the entry.
+fn control_planes(args: &SandboxArgs) -> Result<Vec<(String, spanset_control_plane::Binaries)>, String> {
+    let mut default = None;
+    let mut named = std::collections::BTreeMap::new();
+    for entry in &args.control_plane {
+        match entry.split_once('=') {
+            Some((name, dir)) => {
+                if name != HOST && !args.clusters.iter().any(|c| c == name) {
+                    return Err(format!("--control-plane {entry}: {name:?} is neither {HOST:?} nor one of --clusters"));
+                }
+                if named.insert(name.to_string(), dir.to_string()).is_some() {
+                    return Err(format!("--control-plane {entry}: {name:?} is given twice"));
+                }
+            }
+            None if default.is_some() => {
+                return Err(format!("--control-plane {entry}: only one DIR may be given without NAME="));
+            }
+            None => default = Some(entry.clone()),
+        }
+    }
+    std::iter::once(HOST.to_string())
+        .chain(args.clusters.iter().cloned())
+        .map(|name| {
+            let dir = named.get(&name).or(default.as_ref()).ok_or_else(|| {
+                format!("--control-plane: no DIR for cluster {name:?} (give a bare DIR, or {name}=DIR)")
+            })?;
+            let binaries =
+                spanset_control_plane::Binaries::at(dir).map_err(|e| format!("--control-plane {dir}: {e}"))?;
+            Ok((name, binaries))
+        })
+        .collect()
 }
 
 /// Runs the sandbox until a signal; returns the exit code.
@@ -304,6 +381,9 @@ pub fn run(args: SandboxArgs) -> i32 {
 }
 
 async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
+    if !args.control_plane.is_empty() {
+        return real_sandbox(args).await;
+    }
     let names: Vec<String> = std::iter::once(HOST.to_string()).chain(args.clusters.iter().cloned()).collect();
     let configs = names
         .iter()
@@ -328,6 +408,57 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     fleet
         .write_admin_url(&args.kubeconfig)
         .map_err(|e| anyhow::anyhow!("--kubeconfig {}.admin: {e}", args.kubeconfig.display()))?;
+    let mut lines: Vec<String> =
+        fleet.endpoints().into_iter().map(|(name, url)| format!("cluster {name}: {url}")).collect();
+    lines.push(format!("admin: {}", fleet.admin_url()));
+    lines.extend(fleet.dns_endpoints().into_iter().map(|(name, addr)| format!("dns {name}: {addr}")));
+    serve(&args, metrics, &lines).await?;
+    drop(fleet);
+    Ok(())
+}
+
+/// The sandbox on real control planes: each cluster started from its `--control-plane`
+/// programs in `<kubeconfig>.clusters/NAME/`, then the product installed and run on them as on
+/// simulated ones.
+async fn real_sandbox(args: SandboxArgs) -> anyhow::Result<()> {
+    let planes = control_planes(&args).map_err(anyhow::Error::msg)?;
+    let dir = args.kubeconfig.with_extension("clusters");
+    let marker = dir.join(".spanset-sandbox");
+    if dir.exists() {
+        // Only a directory an earlier sandbox made is wiped: the path is derived from a flag.
+        anyhow::ensure!(
+            marker.exists(),
+            "{} exists and is not a sandbox's (no {}): move it away or pick another --kubeconfig",
+            dir.display(),
+            marker.display()
+        );
+        std::fs::remove_dir_all(&dir).map_err(|e| anyhow::anyhow!("removing {}: {e}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+    std::fs::write(&marker, "made by spanset sandbox --control-plane; removed by the next one\n")?;
+    let metrics = std::net::TcpListener::bind(args.metrics_addr)
+        .map_err(|e| anyhow::anyhow!("--metrics-addr {}: {e}", args.metrics_addr))?;
+    let refs: Vec<(&str, &spanset_control_plane::Binaries)> = planes.iter().map(|(n, b)| (n.as_str(), b)).collect();
+    let mut fleet = spanset_control_plane::RealFleet::start(&refs, &dir).await?;
+    std::fs::copy(fleet.kubeconfig(), &args.kubeconfig)
+        .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", args.kubeconfig.display()))?;
+    let mut lines: Vec<String> = fleet
+        .clusters()
+        .iter()
+        .zip(&planes)
+        .map(|(c, (_, b))| format!("cluster {}: {} ({})", c.name(), c.server(), b.dir().display()))
+        .collect();
+    lines.push(format!("clusters: {} (each one's logs, etcd data; volumes/)", dir.display()));
+    let served = serve(&args, metrics, &lines).await;
+    fleet.stop();
+    served
+}
+
+/// What every sandbox does once its clusters answer and the kubeconfig is written: installs
+/// the CRDs, the shipped identities (or, under `--no-auth`, bare MemberClusters) and the
+/// example, runs the controller, prints `lines`, the metrics address and `ready`, and shows
+/// the live table until a signal.
+async fn serve(args: &SandboxArgs, metrics: std::net::TcpListener, lines: &[String]) -> anyhow::Result<()> {
     let host = app::host_client(Some(&args.kubeconfig), Some(HOST)).await?;
     install_crds(&host).await?;
     // The controller runs as the shipped identities; under --no-auth as the administrator.
@@ -363,12 +494,8 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     let running = if args.no_controller { None } else { Some(app::start_on(opts, metrics).await?) };
     {
         let mut out = std::io::stdout().lock();
-        for (name, url) in fleet.endpoints() {
-            writeln!(out, "cluster {name}: {url}")?;
-        }
-        writeln!(out, "admin: {}", fleet.admin_url())?;
-        for (name, addr) in fleet.dns_endpoints() {
-            writeln!(out, "dns {name}: {addr}")?;
+        for line in lines {
+            writeln!(out, "{line}")?;
         }
         if let Some(running) = &running {
             writeln!(out, "metrics: http://{}/metrics", running.metrics_addr)?;
@@ -390,7 +517,6 @@ async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     if let Some(running) = running {
         running.stop().await;
     }
-    drop(fleet);
     Ok(())
 }
 

@@ -67,6 +67,7 @@ mod pod_guard_faults;
 mod pod_lease;
 mod pod_runtime;
 mod processes;
+mod real_members;
 mod redis_cluster;
 mod redis_drill;
 mod redis_pod_lease;

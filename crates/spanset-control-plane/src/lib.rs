@@ -11,17 +11,22 @@
 //! | [`binaries`] | which programs a control plane needs and how a directory of them is checked |
 //! | [`pki`] | the certificates and keys a cluster's components trust each other with |
 //! | [`cluster`] | how one cluster's processes are started, awaited and stopped |
+//! | [`fleet`] | how several clusters are started together and reached through one kubeconfig |
+//! | [`provisioner`] | how a claim gets a volume where no storage driver runs |
 //! | `spawn` | how a child process is tied to this one, so that none outlives it |
 
 #![forbid(unsafe_code)]
 
 pub mod binaries;
 pub mod cluster;
+pub mod fleet;
 pub mod pki;
+pub mod provisioner;
 mod spawn;
 
 pub use binaries::Binaries;
 pub use cluster::{ClusterOptions, RealCluster};
+pub use fleet::RealFleet;
 
 /// Why a control plane could not be had.
 #[derive(Debug, thiserror::Error)]

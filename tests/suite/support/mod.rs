@@ -51,7 +51,7 @@ spec:
 "#;
 
 /// Generous deadline for conditions on a loaded 2-core machine.
-pub const DEADLINE: Duration = Duration::from_secs(60);
+pub const DEADLINE: Duration = Duration::from_secs(120);
 
 /// Polls `cond` until it holds or `deadline` passes; panics with `what` on timeout.
 pub fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) {

@@ -111,19 +111,29 @@ impl Request<'_> {
         let (kg, kv, kk) = self.kind.unwrap_or((&self.resource.group, self.version, &self.resource.kind));
         let kind = json!({"group": kg, "version": kv, "kind": kk});
         let resource = json!({"group": self.resource.group, "version": self.version, "resource": self.resource.plural});
-        to_cel(&json!({
+        let mut request = json!({
             "kind": kind,
             "resource": resource,
-            "subResource": self.subresource,
             "requestKind": kind,
             "requestResource": resource,
-            "requestSubResource": self.subresource,
-            "name": self.name,
-            "namespace": self.namespace,
             "operation": self.operation.as_str(),
-            "userInfo": {"username": self.user.name, "uid": "", "groups": self.user.groups},
+            "userInfo": {"username": self.user.name, "groups": self.user.groups},
             "dryRun": self.dry_run,
-        }))
+        });
+        // The apiserver hands CEL the AdmissionRequest as its JSON, whose empty strings are
+        // omitted: a cluster-scoped object's request has no `namespace` key at all, so that
+        // `request.namespace` is an error there ("no such key") and only `has()` can ask.
+        for (key, value) in [
+            ("subResource", self.subresource),
+            ("requestSubResource", self.subresource),
+            ("name", self.name),
+            ("namespace", self.namespace),
+        ] {
+            if !value.is_empty() {
+                request[key] = json!(value);
+            }
+        }
+        to_cel(&request)
     }
 
     /// The name the refusal names: the request's, else the object's (or its generateName).
