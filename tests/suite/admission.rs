@@ -1,9 +1,11 @@
 //! The member's own guards (`deploy/member/admission.yaml`, installed by `spanset join`) seen
 //! from the real kubectl, 1.27 and 1.33, against a sandbox that enforces RBAC and evaluates
-//! ValidatingAdmissionPolicies: an administrator's `kubectl scale` and `kubectl patch` of a
-//! spanset StatefulSet are refused with the policy's message, naming spanset as the owner; an
-//! update by spanset's own identity carrying a lower `spanset.dev/term` is refused; spanset's
-//! identity cannot delete a Service in `kube-system` (RBAC would let it); and nothing changed.
+//! ValidatingAdmissionPolicies ([`member_guards::provoke`], which `real_members` runs against
+//! a real apiserver too): an administrator's `kubectl scale` and `kubectl patch` of a spanset
+//! StatefulSet, a pod's federation label removed and a bare pod of an ordinal's name are
+//! refused with the policy's message, naming spanset as the owner; an update by spanset's own
+//! identity carrying a lower `spanset.dev/term` is refused; spanset's identity cannot delete a
+//! Service in `kube-system` (RBAC would let it); and nothing changed.
 
 use crate::support;
 
@@ -12,18 +14,8 @@ use kube::Api;
 use support::{
     Kubectl,
     federation::{Controller, Federation},
+    member_guards,
 };
-
-const MEMBER: &str = "system:serviceaccount:spanset-system:spanset-member";
-
-fn refused(k: &Kubectl, args: &[&str], stdin: Option<&str>) -> String {
-    let out = match stdin {
-        Some(input) => k.run_with_stdin(args, input),
-        None => k.run(args),
-    };
-    assert!(!out.status.success(), "kubectl {args:?} was not refused: {}", String::from_utf8_lossy(&out.stdout));
-    String::from_utf8_lossy(&out.stderr).trim().to_string()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_meets_the_members_guards() {
@@ -44,64 +36,7 @@ async fn kubectl_meets_the_members_guards() {
         let Some(mut k) = Kubectl::new(minor, &f.sandbox) else { continue };
         ran += 1;
         k.context = Some("west".into());
-
-        // The guards, as `kubectl get` lists them.
-        let rows = |what: &str| -> Vec<Vec<String>> {
-            k.ok(&["get", what]).lines().map(|l| l.split_whitespace().map(str::to_string).collect()).collect()
-        };
-        let policies = rows("validatingadmissionpolicies");
-        assert_eq!(policies[0], ["NAME", "VALIDATIONS", "PARAMKIND", "AGE"], "kubectl 1.{minor}");
-        assert!(policies.iter().any(|r| r[..3] == ["spanset-owner-scale", "1", "apps/v1/StatefulSet"]), "{policies:?}");
-        assert!(policies.iter().any(|r| r[..3] == ["spanset-member-scope", "3", "<unset>"]), "{policies:?}");
-        let bindings = rows("validatingadmissionpolicybindings");
-        assert_eq!(bindings[0], ["NAME", "POLICYNAME", "PARAMREF", "AGE"], "kubectl 1.{minor}");
-        assert!(bindings.iter().any(|r| r[..3] == ["spanset-owner", "spanset-owner", "<unset>"]), "{bindings:?}");
-
-        // (a) The administrator scales or patches spanset's StatefulSet by hand.
-        let err = refused(&k, &["scale", "sts", "redis", "--replicas", "5"], None);
-        assert!(
-            err.ends_with(
-                "statefulsets.apps \"redis\" is forbidden: ValidatingAdmissionPolicy 'spanset-owner-scale' with binding \
-                 'spanset-owner-scale' denied request: the replicas of StatefulSet default/redis are owned by spanset \
-                 (FederatedStatefulSet default/redis in the host cluster): scale the federation there, not the member"
-            ),
-            "kubectl 1.{minor} scale: {err}"
-        );
-        let err = refused(&k, &["patch", "sts", "redis", "-p", r#"{"spec":{"replicas":5}}"#], None);
-        assert_eq!(
-            err,
-            "Error from server (Forbidden): statefulsets.apps \"redis\" is forbidden: ValidatingAdmissionPolicy \
-             'spanset-owner' with binding 'spanset-owner' denied request: the spec of StatefulSet default/redis is \
-             owned by spanset (FederatedStatefulSet default/redis in the host cluster): change the federation there, \
-             not the member",
-            "kubectl 1.{minor} patch"
-        );
-
-        // (b) spanset's own identity, writing with a term below the stored one (a stale
-        // leader's delayed write): `kubectl replace` is the PUT spanset's role allows.
-        let mut stale: serde_json::Value = serde_json::from_str(&k.ok(&["get", "sts", "redis", "-o", "json"])).unwrap();
-        stale["metadata"]["annotations"]["spanset.dev/term"] = serde_json::json!("0");
-        let err = refused(&k, &["replace", "--as", MEMBER, "-f", "-"], Some(&stale.to_string()));
-        assert!(
-            err.contains(&format!(
-                "ValidatingAdmissionPolicy 'spanset-member-term' with binding 'spanset-member-term' denied request: \
-                 statefulsets default/redis is stamped with spanset.dev/term {term} and this write carries term 0: a \
-                 newer spanset leader has written it, this writer is stale"
-            )),
-            "kubectl 1.{minor} replace: {err}"
-        );
-
-        // (c) spanset's identity may delete Services (its role says so) but not kube-system's.
-        k.ok(&["-n", "kube-system", "create", "service", "clusterip", "kube-dns", "--tcp=53:53"]);
-        let err = refused(&k, &["-n", "kube-system", "delete", "service", "kube-dns", "--as", MEMBER], None);
-        assert_eq!(
-            err,
-            "Error from server (Forbidden): services \"kube-dns\" is forbidden: ValidatingAdmissionPolicy \
-             'spanset-member-scope' with binding 'spanset-member-scope' denied request: spanset's member identity \
-             writes nothing in namespace kube-system",
-            "kubectl 1.{minor} delete"
-        );
-        k.ok(&["-n", "kube-system", "delete", "service", "kube-dns"]);
+        member_guards::provoke(&k, &term, "redis-0", &format!("kubectl 1.{minor}"));
     }
     assert!(ran > 0 || std::env::var_os("CI").is_none(), "no kubectl ran");
 

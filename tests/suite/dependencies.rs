@@ -46,6 +46,10 @@ fn the_production_build_has_no_sandbox_and_no_failpoints() {
     assert_eq!(features_of(&tree, "spanset"), [""], "the production build enables no feature of spanset");
     assert!(features_of(&tree, "spanset-controller").iter().all(|f| f.is_empty()), "{tree:?}");
     assert!(features_of(&tree, "spanset-sim").is_empty(), "the simulator is in the production build");
+    assert!(
+        features_of(&tree, "spanset-control-plane").is_empty(),
+        "the real-cluster harness is in the production build"
+    );
     let fail = features_of(&tree, "fail");
     assert!(!fail.is_empty(), "fail is a dependency (its macros compile to nothing): {tree:?}");
     assert!(fail.iter().all(|f| !f.contains("failpoints")), "fail's failpoints are on: {fail:?}");
@@ -66,6 +70,13 @@ fn the_simulator_depends_on_no_crate_of_spanset_and_the_controller_not_on_the_si
     let ours: Vec<&str> =
         sim.iter().map(|(p, _)| p.as_str()).filter(|p| p.starts_with("spanset") && *p != "spanset-sim").collect();
     assert!(ours.is_empty(), "the simulator depends on {ours:?}");
+    let harness = tree(&["-p", "spanset-control-plane"]);
+    let ours: Vec<&str> = harness
+        .iter()
+        .map(|(p, _)| p.as_str())
+        .filter(|p| p.starts_with("spanset") && *p != "spanset-control-plane")
+        .collect();
+    assert!(ours.is_empty(), "the real-cluster harness depends on {ours:?}");
     assert!(!features_of(&sim, "hyper").is_empty(), "the check sees the simulator's tree: {sim:?}");
     let controller = tree(&["-p", "spanset-controller", "--all-features"]);
     assert!(features_of(&controller, "spanset-sim").is_empty(), "the controller depends on the simulator");

@@ -13,6 +13,7 @@
 //! | [`cluster`] | how one cluster's processes are started, awaited and stopped |
 //! | [`fleet`] | how several clusters are started together and reached through one kubeconfig |
 //! | [`provisioner`] | how a claim gets a volume where no storage driver runs |
+//! | [`proxy`] | how one client is cut off from a cluster that runs on |
 //! | `spawn` | how a child process is tied to this one, so that none outlives it |
 
 #![forbid(unsafe_code)]
@@ -22,11 +23,13 @@ pub mod cluster;
 pub mod fleet;
 pub mod pki;
 pub mod provisioner;
+pub mod proxy;
 mod spawn;
 
 pub use binaries::Binaries;
 pub use cluster::{ClusterOptions, RealCluster};
 pub use fleet::RealFleet;
+pub use proxy::{Fault, FaultProxy};
 
 /// Why a control plane could not be had.
 #[derive(Debug, thiserror::Error)]

@@ -9,6 +9,7 @@ pub mod etcd;
 pub mod federation;
 pub mod fixtures;
 pub mod linearizable;
+pub mod member_guards;
 pub mod prometheus;
 pub mod real_kube;
 pub mod redis;

@@ -8,6 +8,21 @@ use spanset_control_plane::Binaries;
 
 use super::tally;
 
+/// Held by each test that starts a fleet of real control planes, so that they run one at a
+/// time: four apiservers with their etcds take most of a 2-core machine for their first
+/// seconds, and the other tests of the suite run beside them.
+static FLEETS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits for the other fleets' tests to end; the guard lets the next one start.
+pub async fn one_fleet_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    FLEETS.lock().await
+}
+
+/// [`one_fleet_at_a_time`], for a test that is not async.
+pub fn one_fleet_at_a_time_blocking() -> tokio::sync::MutexGuard<'static, ()> {
+    FLEETS.blocking_lock()
+}
+
 /// The oldest release the repository builds (`tests/kube/kubernetes-*`).
 pub const OLDEST: &str = "1.34";
 
