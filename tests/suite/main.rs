@@ -9,6 +9,7 @@ mod account;
 mod admission;
 mod advanced_statefulset;
 mod api_reference;
+mod audit;
 mod blog_migration;
 mod book_scenarios;
 mod citations;

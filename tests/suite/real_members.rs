@@ -297,8 +297,9 @@ fn count(volumes: &[(String, String, String, PathBuf)], member: &str, phase: &st
 /// On one host and three real members, in turn: the README's tour (every ordinal to east and
 /// back); east asked for everything while central is cut off from spanset only (central's
 /// ordinals stay where they run until it answers); back to 1:1:1 with the leader of two
-/// replicas killed mid-move; and every member guard provoked in the real apiserver's words.
-/// One fleet for all, so that the suite starts four control planes once.
+/// replicas killed mid-move; every member guard provoked in the real apiserver's words; and
+/// last, a second redis-0 started past the guards, which the audit must name. One
+/// fleet for all, so that the suite starts four control planes once.
 #[tokio::test(flavor = "multi_thread")]
 async fn on_real_1_37_members_the_tour_a_cut_off_member_and_a_killed_leader_run_no_identity_twice() {
     let Some(mut s) = install(real_kube::NEWEST, &["east", "west", "central"]).await else { return };
@@ -419,6 +420,40 @@ async fn on_real_1_37_members_the_tour_a_cut_off_member_and_a_killed_leader_run_
     let pod =
         west.ok(&["get", "pods", "-l", "spanset.dev/federation=redis", "-o", "jsonpath={.items[0].metadata.name}"]);
     member_guards::provoke(&west, &term, &pod, "a real 1.37 member");
+
+    // The audit proven by its failure: a second redis-0 started in central while east runs
+    // the first, by the one writer the identity gate lets through (the member's StatefulSet
+    // controller, whose credentials the administrator borrows: a controller gone wrong), with
+    // spanset stopped (it would delete it) and outside the selector of central's StatefulSet
+    // (which would adopt and delete it). The audit names it, live and from its recording.
+    for c in &mut s.controllers {
+        c.kill();
+    }
+    let first = s.audit.timeline().incarnations().find(|i| i.name == "redis-0" && i.gone.is_none()).cloned();
+    let first = first.expect("redis-0 runs");
+    let central = s.kubectl("central");
+    let twin = r#"{"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "redis-0", "labels": {"spanset.dev/federation": "redis"}},
+        "spec": {"containers": [{"name": "redis", "image": "redis:7"}]}}"#;
+    let controller = "system:serviceaccount:kube-system:statefulset-controller";
+    central.ok_with_stdin(&["create", "--as", controller, "-f", "-"], twin);
+    let deadline = Instant::now() + STEP;
+    let overlap = loop {
+        let found = s.audit.timeline().overlaps().into_iter().find(|o| o.name == "redis-0");
+        if let Some(o) = found {
+            break o;
+        }
+        assert!(Instant::now() < deadline, "the audit never saw redis-0 run twice");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let members = [overlap.first.0.as_str(), overlap.second.0.as_str()];
+    assert_eq!(members, ["central", &first.member], "{overlap:?}");
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_spanset")).args(["audit", "redis", "--from"]).arg(&s.record).output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "an identity ran twice: exit 1\n{report}");
+    assert!(report.contains("RAN TWICE redis-0: in central (uid "), "{report}");
+    assert!(report.contains(&format!("and {} (uid {})", first.member, first.uid)), "{report}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
