@@ -22,7 +22,7 @@ use serde_json::Value;
 use spanset::audit::Audit;
 use spanset_control_plane::{Binaries, Fault, RealFleet};
 
-use crate::support::{Kubectl, member_guards, real_kube};
+use crate::support::{self, Kubectl, member_guards, real_kube};
 
 /// How long one step of a scenario may take on a loaded 2-core machine running four control
 /// planes.
@@ -35,13 +35,7 @@ fn repo(path: &str) -> String {
 /// A `spanset` command, to its end; its output, or a panic with it.
 fn spanset(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_spanset")).args(args).output().expect("spanset runs");
-    assert!(
-        out.status.success(),
-        "spanset {args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    support::succeeded(&format!("spanset {args:?}"), out)
 }
 
 /// The controller as a process, as the shipped ServiceAccount; killed on drop.
