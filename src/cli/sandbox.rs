@@ -298,25 +298,25 @@ fn check(args: &SandboxArgs) -> Result<(), String> {
 /// The flags only a simulated cluster can honour, refused with `--control-plane`, and the
 /// cluster names checked as `spanset sim` checks them.
 fn check_real(args: &SandboxArgs) -> Result<(), String> {
+    const SIMULATED: &str = "it changes a simulated cluster, and real ones are Kubernetes' own";
     let simulated_only = [
-        ("--time-factor", args.time_factor != 1.0),
-        ("--no-auth", args.no_auth),
-        ("--kruise", args.kruise.is_some()),
-        ("--mcs", args.mcs.is_some()),
-        ("--run-images", !run_images(args).is_empty()),
-        ("--real-back-off", args.real_back_off),
-        ("--cluster-version", !args.cluster_version.is_empty()),
+        ("--time-factor", args.time_factor != 1.0, SIMULATED),
+        ("--no-auth", args.no_auth, SIMULATED),
+        ("--kruise", args.kruise.is_some(), SIMULATED),
+        ("--mcs", args.mcs.is_some(), SIMULATED),
+        (
+            "--run-images",
+            !run_images(args).is_empty(),
+            "kwok plays each pod's kubelet and runs no program (an --example other than redis runs programs)",
+        ),
+        ("--real-back-off", args.real_back_off, SIMULATED),
+        (
+            "--cluster-version",
+            !args.cluster_version.is_empty(),
+            "each control plane answers as the release it was built from; give a cluster its own with NAME=DIR",
+        ),
     ];
-    if let Some((flag, _)) = simulated_only.iter().find(|(_, set)| *set) {
-        let why = if *flag == "--run-images" {
-            "kwok plays each pod's kubelet and runs no program (an --example other than redis runs programs)"
-                .to_string()
-        } else if *flag == "--cluster-version" {
-            "each control plane answers as the release it was built from; give a cluster its own with NAME=DIR"
-                .to_string()
-        } else {
-            "it changes a simulated cluster, and real ones are Kubernetes' own".to_string()
-        };
+    if let Some((flag, _, why)) = simulated_only.iter().find(|(_, set, _)| *set) {
         return Err(format!("{flag} cannot be combined with --control-plane: {why}"));
     }
     for name in &args.clusters {

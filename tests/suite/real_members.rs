@@ -349,7 +349,7 @@ async fn on_real_1_37_members_the_tour_a_cut_off_member_and_a_killed_leader_run_
         .map(|i| i.uid.clone())
         .collect();
     assert_eq!(central_pods.len(), 2);
-    s.fleet.fault("central", Fault::Refuse);
+    assert!(s.fleet.fault("central", Fault::Refuse), "central has a proxy");
     let reachable = || {
         let mc: Value =
             serde_json::from_str(&s.k.ok(&["--context", "host", "get", "mc", "central", "-o", "json"])).unwrap();
@@ -383,7 +383,7 @@ async fn on_real_1_37_members_the_tour_a_cut_off_member_and_a_killed_leader_run_
         assert_eq!(s.judged(), 16, "14 + west's 2 arrived in east, nothing of central's yet");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    s.fleet.fault("central", Fault::None);
+    assert!(s.fleet.fault("central", Fault::None), "central has a proxy");
     s.settled(&[6, 0, 0], "all in east once central answers").await;
     assert_eq!(s.judged(), 18, "16 + central's 2, none twice");
 
