@@ -313,11 +313,13 @@ async fn the_shipped_permissions_are_enough_and_each_is_needed() {
     // machines power on.
     f.sandbox.ctl_ok(&["heal", "west"]);
     let west_pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(west.clone(), "default");
-    eventually("every pod of pair in west is being deleted", || async {
-        let pods = west_pods.list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
+    // West's pods cannot finish terminating while its machines are off: both are listed, and
+    // a list that fails (the first request after the heal may) or is empty proves nothing.
+    eventually("both pods of pair in west are being deleted", || async {
+        let Ok(pods) = west_pods.list(&Default::default()).await else { return false };
         let pair: Vec<_> =
             pods.iter().filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("pair-"))).collect();
-        pair.iter().all(|p| p.metadata.deletion_timestamp.is_some())
+        pair.len() == 2 && pair.iter().all(|p| p.metadata.deletion_timestamp.is_some())
     })
     .await;
     for n in &nodes {

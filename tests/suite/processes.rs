@@ -123,6 +123,61 @@ pub(crate) fn live_processes_with(marker: &str) -> Vec<u32> {
         .collect()
 }
 
+/// The first `/16` of `100.64.0.0/10` that no route of this machine covers: the one the next
+/// sandbox claims, unless another claims it first.
+fn next_unclaimed_pod_network() -> u8 {
+    let out = Command::new("ip").args(["-4", "route", "show", "root", "100.64.0.0/10"]).output().expect("ip runs");
+    let routes = String::from_utf8_lossy(&out.stdout).to_string();
+    (64..128).find(|k| !routes.lines().any(|l| l.starts_with(&format!("100.{k}.0.0/16 ")))).expect("a free /16")
+}
+
+/// A sandbox that is stopping loses its pod network's routes (with the network's holder)
+/// before it closes its sockets there: a `/16` whose route is free can still have its DNS
+/// address held. A sandbox starting meanwhile passes it over, rather than failing on its
+/// neighbour's last moments.
+#[tokio::test]
+async fn a_sandbox_passes_over_a_pod_network_whose_dns_address_is_still_held() {
+    use rustix::net::{AddressFamily, SocketType, bind, socket, sockopt::set_ip_freebind};
+    if program("sh", "dash").is_none() {
+        return;
+    }
+    let k = next_unclaimed_pod_network();
+    let held = std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(100, k, 0, 53), 53);
+    // Bound as a stopping sandbox's DNS server still is: to an address no interface has now.
+    let stale = socket(AddressFamily::INET, SocketType::DGRAM, None).expect("a UDP socket");
+    set_ip_freebind(&stale, true).expect("IP_FREEBIND");
+    bind(&stale, &held).expect("bound to the unclaimed network's DNS address");
+    let (fleet, clients) = fleet(&["solo"], &["busybox"]).await;
+    let cluster = &fleet.servers[0].cluster;
+    let network = cluster.config.pod_network();
+    assert_ne!(network, std::net::Ipv4Addr::new(100, k, 0, 0), "the held network is not this sandbox's");
+    // Its pods resolve names through their own network's DNS server.
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    create(
+        &pods,
+        json!({"metadata": {"name": "resolver"}, "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "c", "image": "busybox", "command": ["sh", "-c", "cat /etc/resolv.conf && getent hosts kubernetes.default.svc.cluster.local"],
+        }]}}),
+    )
+    .await;
+    let code = until("the resolver's container ends", || async {
+        let p = pods.get_opt("resolver").await.ok().flatten()?;
+        let statuses = p.status?.container_statuses?;
+        Some(statuses.first()?.state.as_ref()?.terminated.as_ref()?.exit_code)
+    })
+    .await;
+    let logs = pods.logs("resolver", &LogParams::default()).await.unwrap_or_default();
+    assert_eq!(code, 0, "the pod resolved the API's name: {logs}");
+    assert!(logs.contains(&format!("nameserver {}", nameserver_of(network))), "through its network's DNS: {logs}");
+    drop(fleet);
+}
+
+/// `a.b.0.53`, the DNS address of pod network `a.b.0.0/16`, as text.
+fn nameserver_of(network: std::net::Ipv4Addr) -> String {
+    let [a, b, ..] = network.octets();
+    format!("{a}.{b}.0.53")
+}
+
 #[tokio::test]
 async fn redis_servers_run_on_their_pod_ips_resolve_each_other_and_keep_their_data_across_a_replacement() {
     if redis().is_none() {

@@ -24,8 +24,10 @@ use crate::{
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
     /// A listener could not be bound.
-    #[error("cannot listen on 127.0.0.1:{port} for cluster {cluster}: {source}")]
+    #[error("cannot listen on {address}:{port} for cluster {cluster}: {source}")]
     Bind {
+        /// The address asked for.
+        address: IpAddr,
         /// Which cluster (or `admin`).
         cluster: String,
         /// The port asked for (0 = any free port).
@@ -68,10 +70,64 @@ pub struct Fleet {
 
 async fn bind(cluster: &str, port: u16) -> Result<TcpListener, FleetError> {
     TcpListener::bind(("127.0.0.1", port)).await.map_err(|source| FleetError::Bind {
+        address: LOCALHOST,
         cluster: cluster.to_string(),
         port,
         source,
     })
+}
+
+/// The address every API, admin and DNS listener of the sandbox outside pod networks uses.
+const LOCALHOST: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+/// How many `/16`s one cluster tries before it gives up on finding one whose addresses are free.
+const CLAIM_ATTEMPTS: usize = 8;
+
+/// What a cluster serves its pods inside its pod network.
+struct PodNetworkListeners {
+    /// Its DNS server's sockets, on port 53 of the network's nameserver address.
+    dns: (tokio::net::UdpSocket, TcpListener),
+    /// Its in-cluster API listener, on port 443 of the network's gateway.
+    api: TcpListener,
+}
+
+/// Claims a pod network for `cluster` and listens on its nameserver and gateway addresses.
+///
+/// A `/16` whose route is free can still have a socket bound to its addresses: a sandbox that
+/// is stopping loses its routes (with its pod network's holder) before it closes its sockets.
+/// Such a `/16` is kept claimed (the claim goes with this sandbox's pod network) and another is
+/// tried, rather than the sandbox failing on a neighbour's last moments.
+async fn claim_and_listen(
+    net: &processes::network::PodNetwork,
+    cluster: &str,
+) -> Result<(std::net::Ipv4Addr, PodNetworkListeners), FleetError> {
+    let mut last = None;
+    for _ in 0..CLAIM_ATTEMPTS {
+        let claimed = net.claim().map_err(|e| FleetError::Processes(e.to_string()))?;
+        let (dns_at, api_at) = (processes::nameserver(claimed), processes::network::gateway(claimed));
+        let bound = async {
+            let dns = dns::server::bind_pair(dns_at, 53).await.map_err(|e| (dns_at, 53, e))?;
+            let api = TcpListener::bind((api_at, 443)).await.map_err(|e| (api_at, 443, e))?;
+            Ok::<_, (std::net::Ipv4Addr, u16, std::io::Error)>(PodNetworkListeners { dns, api })
+        };
+        match bound.await {
+            Ok(listeners) => return Ok((claimed, listeners)),
+            Err((at, port, e)) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                tracing::debug!(cluster, address = %at, port, "pod network address still in use; claiming another");
+                last = Some((at, port, e));
+            }
+            Err((at, port, source)) => {
+                return Err(FleetError::Bind {
+                    address: IpAddr::V4(at),
+                    cluster: format!("{cluster} (in its pod network)"),
+                    port,
+                    source,
+                });
+            }
+        }
+    }
+    let (at, port, source) = last.expect("at least one attempt");
+    Err(FleetError::Bind { address: IpAddr::V4(at), cluster: format!("{cluster} (in its pod network)"), port, source })
 }
 
 impl Fleet {
@@ -96,11 +152,15 @@ impl Fleet {
             false => None,
         };
         let mut configs = configs;
+        // What each cluster whose pods run real processes serves them in its pod network, by
+        // the cluster's index: its DNS (UDP and TCP) and its in-cluster API listener.
+        let mut in_network = BTreeMap::new();
         for (i, config) in configs.iter_mut().enumerate() {
             match (&pod_network, config.run_images.is_empty()) {
                 (Some(net), false) => {
-                    let claimed = net.claim().map_err(|e| FleetError::Processes(e.to_string()))?;
+                    let (claimed, listeners) = claim_and_listen(net, &config.name).await?;
                     config.pod_network = Some(claimed);
+                    in_network.insert(i, listeners);
                 }
                 // Disjoint pod networks: a flat network across the clusters needs unique pod IPs.
                 _ => {
@@ -120,30 +180,14 @@ impl Fleet {
         };
         let mut container_sockets = Vec::new();
         for (i, config) in configs.into_iter().enumerate() {
-            if let (Some(_), false) = (&pod_network, config.run_images.is_empty()) {
-                let at = processes::nameserver(config.pod_network());
-                let pair = dns::server::bind_pair(at, 53).await.map_err(|source| FleetError::Bind {
-                    cluster: format!("{} (DNS for containers at {at})", config.name),
-                    port: 53,
-                    source,
-                })?;
-                container_sockets.push(pair);
-            }
-            let listener = bind(&config.name, port_at(i)).await?;
             // A cluster whose pods run real processes serves them on a listener of their own
             // (its `kubernetes` Service, at its gateway on 443), which a partition from the
             // outside only leaves open.
-            let in_cluster = match config.run_images.is_empty() {
-                true => None,
-                false => {
-                    let at = processes::network::gateway(config.pod_network());
-                    Some(TcpListener::bind((at, 443)).await.map_err(|source| FleetError::Bind {
-                        cluster: format!("{} (in-cluster, at {at})", config.name),
-                        port: 443,
-                        source,
-                    })?)
-                }
-            };
+            let in_cluster = in_network.remove(&i).map(|l: PodNetworkListeners| {
+                container_sockets.push(l.dns);
+                l.api
+            });
+            let listener = bind(&config.name, port_at(i)).await?;
             let server_tls = tls.as_ref().filter(|_| config.serves_tls()).map(|t| t.server.clone());
             let cluster = Cluster::in_sandbox(config, ledger.clone(), volumes.clone());
             if let (Some(net), true) = (&pod_network, cluster.processes.enabled()) {
@@ -160,6 +204,7 @@ impl Fleet {
                     server::serve(cluster, listener, in_cluster, components, server_tls)
                 }
                 .map_err(|source| FleetError::Bind {
+                    address: LOCALHOST,
                     cluster: "?".into(),
                     port: port_at(i),
                     source,
@@ -169,6 +214,7 @@ impl Fleet {
         let n = servers.len();
         let admin_listener = bind("admin", port_at(n)).await?;
         let admin_addr = admin_listener.local_addr().map_err(|source| FleetError::Bind {
+            address: LOCALHOST,
             cluster: "admin".into(),
             port: port_at(n),
             source,
@@ -179,6 +225,7 @@ impl Fleet {
         for (i, s) in servers.iter().enumerate() {
             let port = port_at(n + 1 + i);
             let server = DnsServer::start(s.cluster.clone(), port).await.map_err(|source| FleetError::Bind {
+                address: LOCALHOST,
                 cluster: format!("{} (DNS)", s.cluster.config.name),
                 port,
                 source,
@@ -188,6 +235,7 @@ impl Fleet {
         let mut container_dns = Vec::new();
         for (s, (udp, tcp)) in servers.iter().filter(|s| s.cluster.processes.enabled()).zip(container_sockets) {
             let server = DnsServer::serve(s.cluster.clone(), udp, tcp).map_err(|source| FleetError::Bind {
+                address: IpAddr::V4(processes::nameserver(s.cluster.config.pod_network())),
                 cluster: format!("{} (DNS for containers)", s.cluster.config.name),
                 port: 53,
                 source,

@@ -13,15 +13,20 @@ use std::{
 use spanset_api::FederatedStatefulSet;
 
 use super::{REFUSAL_RECHECK, access, failures::Failures, newer, round_error::RoundError};
-use crate::{decisions::reconcile::Refusal, host::events::Note, member::objects::template_hash};
+use crate::{decisions::reconcile::Refusal, host::events::Note};
 
 /// What a reconcile did, for the coordinator to remember.
 #[derive(Default)]
 pub(super) struct RoundOutcome {
     /// The FederatedStatefulSet as last stored by the reconcile, if it wrote one.
     pub stored: Option<FederatedStatefulSet>,
-    /// Members whose supporting objects were ensured in this term for this template.
+    /// Members whose supporting objects were ensured in this term, for [`Self::ensured_for`].
     pub ensured: Vec<String>,
+    /// The hash of the template the round's supporting objects were made from (the headless
+    /// Service's ports come from it). Not the hash of the object the coordinator holds once the
+    /// round ended: a spec edited while the round ran comes back with the round's status
+    /// write, and its Service was never ensured.
+    pub ensured_for: Option<String>,
     /// A digest of what the supporting objects depend on besides the template, as read in
     /// this reconcile: the carried objects' content and the network mode (the ServiceExport).
     pub supporting_digest: Option<String>,
@@ -202,7 +207,6 @@ pub(super) fn after_round(
         // would depend on the event winning a race against this answer.
         next.again = true;
     }
-    let hash = template_hash(fsts);
     let digest = outcome.supporting_digest.unwrap_or_else(|| kept.supporting_digest.clone());
     if digest != kept.supporting_digest {
         kept.supporting_digest = digest.clone();
@@ -211,9 +215,11 @@ pub(super) fn after_round(
     // The members this round wrote to, which may end a refusal held for one of them.
     let wrote_to: Vec<String> =
         outcome.written.iter().map(|(c, _)| c.clone()).chain(outcome.ensured.iter().cloned()).collect();
-    for c in outcome.ensured {
-        let lost = outcome.lost.get(&c);
-        kept.ensured.insert((c, term, hash.clone(), ensured_digest(&digest, lost)));
+    if let Some(made_from) = &outcome.ensured_for {
+        for c in outcome.ensured {
+            let lost = outcome.lost.get(&c);
+            kept.ensured.insert((c, term, made_from.clone(), ensured_digest(&digest, lost)));
+        }
     }
     kept.cleaned.extend(outcome.cleaned);
     next.failovers = outcome.fenced;
@@ -282,6 +288,7 @@ pub(super) fn ensured_digest(digest: &str, lost: Option<&u64>) -> String {
 mod tests {
     use super::*;
     use crate::actors::coordinator::round_error::{MemberFailure, MemberPart};
+    use crate::member::objects::template_hash;
 
     fn at(rv: &str) -> Arc<FederatedStatefulSet> {
         let mut f = spanset_api::example(&["east".to_string()]);
@@ -361,18 +368,46 @@ mod tests {
     #[test]
     fn a_changed_supporting_digest_plans_again_and_ensures_count_in_this_term_and_template() {
         let (mut fsts, mut kept, t) = (at("1"), Kept::default(), Instant::now());
+        let hash = template_hash(&fsts);
         let round = RoundOutcome {
             supporting_digest: Some("d1".into()),
             ensured: vec!["east".into()],
+            ensured_for: Some(hash.clone()),
             lost: [("east".to_string(), 2)].into(),
             ..Default::default()
         };
         let next = after_round(&mut fsts, &mut kept, round, 3, t);
         assert!(next.again, "every member's supporting objects are due again");
         assert_eq!(kept.supporting_digest, "d1");
-        let hash = template_hash(&fsts);
         assert!(kept.ensured.contains(&("east".to_string(), 3, hash, ensured_digest("d1", Some(&2)))));
         let same = RoundOutcome { supporting_digest: Some("d1".into()), ..Default::default() };
         assert!(!after_round(&mut fsts, &mut kept, same, 3, t).again, "the same digest asks nothing");
+    }
+
+    #[test]
+    fn an_ensure_counts_for_the_template_it_was_made_from_not_one_edited_while_it_ran() {
+        let (mut fsts, mut kept, t) = (at("1"), Kept::default(), Instant::now());
+        let began_with = template_hash(&fsts);
+        // The user adds a port while the round runs; its status write returns the new spec.
+        let mut edited = (*fsts).clone();
+        edited.metadata.resource_version = Some("2".into());
+        edited.spec.template.template.spec.as_mut().unwrap().containers[0].ports =
+            Some(vec![k8s_openapi::api::core::v1::ContainerPort { container_port: 9187, ..Default::default() }]);
+        let round = RoundOutcome {
+            stored: Some(edited),
+            supporting_digest: Some("d1".into()),
+            ensured: vec!["east".into()],
+            ensured_for: Some(began_with.clone()),
+            ..Default::default()
+        };
+        let next = after_round(&mut fsts, &mut kept, round, 3, t);
+        assert!(next.again);
+        assert_ne!(template_hash(&fsts), began_with, "the coordinator holds the edited spec");
+        let digest = ensured_digest("d1", None);
+        assert!(kept.ensured.contains(&("east".to_string(), 3, began_with, digest.clone())));
+        assert!(
+            !kept.ensured.contains(&("east".to_string(), 3, template_hash(&fsts), digest)),
+            "east's Service was made from the template before the edit: it is due again"
+        );
     }
 }

@@ -778,6 +778,7 @@ impl Round<'_> {
         // The network mode decides the ServiceExport: a new mode makes every member due again.
         out.supporting_digest =
             Some(format!("{}/{:?}", digest_of(&carried), spanset_api::Network::mode(fsts.spec.network.as_ref())));
+        out.ensured_for = Some(template_hash(fsts));
         let term = self.term;
         let supporting = |dry_run| EnsureSupporting {
             namespace: namespace(fsts),
