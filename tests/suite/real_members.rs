@@ -8,6 +8,7 @@
 //! words.
 
 use std::{
+    collections::BTreeMap,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -107,7 +108,8 @@ struct Installed {
     audit: Audit,
     record: PathBuf,
     k: Kubectl,
-    binaries: Binaries,
+    /// Each cluster's control plane, by name: members may run releases of their own.
+    binaries: BTreeMap<&'static str, Binaries>,
     members: Vec<&'static str>,
     fleet: RealFleet,
     /// How long the control planes took to start.
@@ -117,18 +119,28 @@ struct Installed {
     _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
-/// Starts `host` and `members` on `release` and installs spanset: the CRDs and `deploy/` with
-/// kubectl, each member with `spanset join`, the controller as its ServiceAccount.
-async fn install(release: &str, members: &[&'static str]) -> Option<Installed> {
-    let binaries = real_kube::binaries(release)?;
+/// Every member on `release`.
+fn all_on(release: &'static str, members: &[&'static str]) -> Vec<(&'static str, &'static str)> {
+    members.iter().map(|m| (*m, release)).collect()
+}
+
+/// Starts a host on `host_release` and each member on its own release, and installs spanset:
+/// the CRDs and `deploy/` with the host's kubectl, each member with `spanset join`, the
+/// controller as its ServiceAccount.
+async fn install(host_release: &str, members: &[(&'static str, &str)]) -> Option<Installed> {
+    let mut binaries = BTreeMap::new();
+    for (cluster, release) in [("host", host_release)].into_iter().chain(members.iter().copied()) {
+        binaries.insert(cluster, real_kube::binaries(release)?);
+    }
     let turn = real_kube::one_fleet_at_a_time().await;
     let dir = tempfile::tempdir().unwrap();
-    let clusters: Vec<(&str, &Binaries)> = ["host"].iter().chain(members).map(|n| (*n, &binaries)).collect();
+    let clusters: Vec<(&str, &Binaries)> = binaries.iter().map(|(n, b)| (*n, b)).collect();
     let started = Instant::now();
     let fleet = RealFleet::start(&clusters, dir.path()).await.unwrap();
     let up = started.elapsed();
     let kubeconfig = fleet.kubeconfig().to_path_buf();
-    let k = Kubectl::at(binaries.program("kubectl"), kubeconfig.clone(), dir.path().join("kubectl-cache"));
+    let k = Kubectl::at(binaries["host"].program("kubectl"), kubeconfig.clone(), dir.path().join("kubectl-cache"));
+    let members: Vec<&'static str> = members.iter().map(|(m, _)| *m).collect();
 
     // The README's install, verbatim but for the kubeconfig.
     k.ok(&["--context", "host", "apply", "-f", &repo("deploy/crds/")]);
@@ -136,9 +148,9 @@ async fn install(release: &str, members: &[&'static str]) -> Option<Installed> {
     // spanset is given the kubeconfig through the proxies, so that a test can cut it off from a
     // cluster that runs on.
     let config = fleet.proxied_kubeconfig().display().to_string();
-    for m in members {
+    for m in &members {
         let joined = spanset(&["join", m, "--kubeconfig", &config, "--context", m, "--host-context", "host"]);
-        assert!(!joined.contains("not installed"), "a {release} member takes every guard: {joined}");
+        assert!(!joined.contains("not installed"), "{m} ({}) takes every guard: {joined}", binaries[m].dir().display());
     }
     // The Deployment's pod is kwok's (no kubelet runs images here): the controller runs beside
     // the clusters instead, as that pod would, with its ServiceAccount's token.
@@ -146,7 +158,7 @@ async fn install(release: &str, members: &[&'static str]) -> Option<Installed> {
     controller_kubeconfig(&k, &fleet, &ctl);
     let controller = Controller::start(&ctl, dir.path().join("spanset-a.log"), "spanset-a");
     let mut clients = vec![];
-    for m in members {
+    for m in &members {
         clients.push((m.to_string(), fleet.cluster(m).unwrap().client().await.unwrap()));
     }
     let record = dir.path().join("audit.jsonl");
@@ -158,7 +170,7 @@ async fn install(release: &str, members: &[&'static str]) -> Option<Installed> {
         record,
         k,
         binaries,
-        members: members.to_vec(),
+        members,
         fleet,
         up,
         dir,
@@ -189,10 +201,10 @@ impl Installed {
         holder.trim().to_string()
     }
 
-    /// kubectl as the administrator of `context`.
+    /// kubectl of `context`'s own release, as its administrator.
     fn kubectl(&self, context: &str) -> Kubectl {
         let mut k = Kubectl::at(
-            self.binaries.program("kubectl"),
+            self.binaries[context].program("kubectl"),
             self.fleet.kubeconfig().to_path_buf(),
             self.dir.path().join("kubectl-cache"),
         );
@@ -293,10 +305,9 @@ fn count(volumes: &[(String, String, String, PathBuf)], member: &str, phase: &st
 /// ordinals stay where they run until it answers); back to 1:1:1 with the leader of two
 /// replicas killed mid-move; every member guard provoked in the real apiserver's words; and
 /// last, a second redis-0 started past the guards, which the audit must name. One
-/// fleet for all, so that the suite starts four control planes once.
-#[tokio::test(flavor = "multi_thread")]
-async fn on_real_1_37_members_the_tour_a_cut_off_member_and_a_killed_leader_run_no_identity_twice() {
-    let Some(mut s) = install(real_kube::NEWEST, &["east", "west", "central"]).await else { return };
+/// fleet for all, so that each release starts four control planes once.
+async fn tour(release: &'static str) {
+    let Some(mut s) = install(release, &all_on(release, &["east", "west", "central"])).await else { return };
     // A standby replica from the start: it writes nothing while the other leads.
     s.start_controller("spanset-b");
     s.create(|_| {});
@@ -314,7 +325,7 @@ async fn on_real_1_37_members_the_tour_a_cut_off_member_and_a_killed_leader_run_
     s.settled(&[2, 2, 2], "back to 1:1:1").await;
     let back = mark.elapsed();
     println!(
-        "real 1.37 members: four control planes up in {:?}; the example Ready in {placed:?}; \
+        "real {release} members: four control planes up in {:?}; the example Ready in {placed:?}; \
          four ordinals to east in {to_east:?} and back in {back:?}",
         s.up
     );
@@ -413,7 +424,7 @@ async fn on_real_1_37_members_the_tour_a_cut_off_member_and_a_killed_leader_run_
     let term = set["metadata"]["annotations"]["spanset.dev/term"].as_str().unwrap().to_string();
     let pod =
         west.ok(&["get", "pods", "-l", "spanset.dev/federation=redis", "-o", "jsonpath={.items[0].metadata.name}"]);
-    member_guards::provoke(&west, &term, &pod, "a real 1.37 member");
+    member_guards::provoke(&west, &term, &pod, &format!("a real {release} member"));
 
     // The audit proven by its failure: a second redis-0 started in central while east runs
     // the first, by the one writer the identity gate lets through (the member's StatefulSet
@@ -450,10 +461,25 @@ async fn on_real_1_37_members_the_tour_a_cut_off_member_and_a_killed_leader_run_
     assert!(report.contains(&format!("and {} (uid {})", first.member, first.uid)), "{report}");
 }
 
+/// The tour, a cut-off member and a killed leader on members of the oldest release built.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_blogs_migration_on_real_members_moves_each_volume_with_its_data_or_detaches_it() {
-    for storage in ["Move", "Detached"] {
-        let Some(s) = install(real_kube::NEWEST, &["east", "west"]).await else { return };
+async fn on_real_1_34_members_the_tour_a_cut_off_member_and_a_killed_leader_run_no_identity_twice() {
+    tour(real_kube::OLDEST).await;
+}
+
+/// The same on members of the newest release built.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_real_1_37_members_the_tour_a_cut_off_member_and_a_killed_leader_run_no_identity_twice() {
+    tour(real_kube::NEWEST).await;
+}
+
+/// The blog's migration between members of different releases (the oldest and the newest
+/// built, each way round), with the volumes handed over and without.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_blogs_migration_between_a_1_34_and_a_1_37_member_moves_each_volume_with_its_data_or_detaches_it() {
+    let (old, new) = (real_kube::OLDEST, real_kube::NEWEST);
+    for (storage, east, west) in [("Move", new, old), ("Detached", old, new)] {
+        let Some(s) = install(new, &[("east", east), ("west", west)]).await else { return };
         s.create(|f| f["spec"]["migration"]["storage"] = storage.into());
         s.settled(&[3, 3], "halves").await;
         let mut marked = vec![];
@@ -485,7 +511,7 @@ async fn the_blogs_migration_on_real_members_moves_each_volume_with_its_data_or_
             }
         }
         // Six pods, and one more for each ordinal that moved; nothing ran twice.
-        assert_eq!(s.judged(), 9, "{storage}: 6 + 3 pods");
+        assert_eq!(s.judged(), 9, "{storage}, west {west} to east {east}: 6 + 3 pods");
         // What it left: east's six volumes Bound, and west's three, whatever their phase.
         assert_eq!(count(&volumes, "east", "Bound"), 6, "{storage}: {volumes:?}");
         assert_eq!(volumes.iter().filter(|v| v.0 == "west").count(), 3, "{storage}: {volumes:?}");
@@ -494,18 +520,21 @@ async fn the_blogs_migration_on_real_members_moves_each_volume_with_its_data_or_
 
 /// `spanset sandbox --control-plane DIR` as a user runs it: the sandbox's own steps (CRDs, the
 /// shipped identities, `spanset join`'s work, the example, the controller) on real control
-/// planes, `ready` printed, kubectl answered by the real release, and nothing left running
-/// after SIGTERM.
+/// planes (west on a release of its own: `--control-plane DIR,west=DIR`), `ready` printed,
+/// kubectl answered by each cluster's real release, and nothing left running after SIGTERM.
 #[test]
 fn spanset_sandbox_on_real_control_planes_places_the_example_and_stops_them_all() {
     use std::io::BufRead;
     let Some(binaries) = real_kube::binaries(real_kube::NEWEST) else { return };
+    let Some(older) = real_kube::binaries(real_kube::OLDEST) else { return };
     let _turn = real_kube::one_fleet_at_a_time_blocking();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("sandbox.kubeconfig");
     let plane = binaries.dir().display().to_string();
+    let west_plane = older.dir().display().to_string();
+    let planes = format!("{plane},west={west_plane}");
     let mut child = Command::new(env!("CARGO_BIN_EXE_spanset"))
-        .args(["sandbox", "--clusters", "east,west", "--metrics-addr", "127.0.0.1:0", "--control-plane", &plane])
+        .args(["sandbox", "--clusters", "east,west", "--metrics-addr", "127.0.0.1:0", "--control-plane", &planes])
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .stdout(Stdio::piped())
@@ -537,13 +566,15 @@ fn spanset_sandbox_on_real_control_planes_places_the_example_and_stops_them_all(
     let printed = lines.lock().unwrap().clone();
     assert!(printed.iter().any(|l| l == "ready"), "{printed:?}");
     assert!(
-        printed.iter().any(|l| l.starts_with("cluster west: https://127.0.0.1:") && l.contains(&plane)),
+        printed.iter().any(|l| l.starts_with("cluster west: https://127.0.0.1:") && l.contains(&west_plane)),
         "{printed:?}"
     );
 
     let k = Kubectl::at(binaries.program("kubectl"), kubeconfig.clone(), dir.path().join("kubectl-cache"));
-    let version: Value = serde_json::from_str(&k.ok(&["--context", "west", "version", "-o", "json"])).unwrap();
-    assert!(plane.contains(version["serverVersion"]["gitVersion"].as_str().unwrap()), "{version}");
+    for (cluster, dir) in [("east", &plane), ("west", &west_plane), ("host", &plane)] {
+        let version: Value = serde_json::from_str(&k.ok(&["--context", cluster, "version", "-o", "json"])).unwrap();
+        assert!(dir.contains(version["serverVersion"]["gitVersion"].as_str().unwrap()), "{cluster}: {version}");
+    }
     let start = k.ok(&["--context", "west", "get", "sts", "redis", "-o", "jsonpath={.spec.ordinals.start}"]);
     assert_eq!(start, "3", "west's StatefulSet selects ordinals 3-5");
     // The member's own guard, in the real apiserver's words.
