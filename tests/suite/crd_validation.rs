@@ -747,54 +747,127 @@ spec:
     absent(&api, "web", "kruise").await;
 }
 
-/// The same table sent to a real kube-apiserver of a release the repository builds:
-/// every refusal the sandbox answers with, in its words, is the real apiserver's answer too,
-/// and the real one stores nothing either. A difference names the case and both answers.
-/// The oldest release built answers exactly as the sandbox does.
+/// The same table sent to a real kube-apiserver of a release the repository builds and to the
+/// sandbox answering as that release (`--cluster-version host=RELEASE`): the same status code
+/// and the same message for each refusal, and neither stores the object. A difference names the
+/// case and both answers. Beside the table, a CRD of the test's own whose rules sit on an
+/// object, an integer, a string and a map's values, where the releases differ in what they
+/// show of the value (1.35 shows a scalar's value, and nothing of an object's).
 #[tokio::test(flavor = "multi_thread")]
-async fn a_real_1_34_apiserver_refuses_the_table_in_the_sandboxs_words() {
-    real_apiserver_refuses_the_table_alike(support::real_kube::OLDEST, str::to_string).await;
+async fn a_real_1_34_apiserver_and_the_sandbox_as_1_34_refuse_alike() {
+    real_apiserver_and_the_sandbox_refuse_alike(support::real_kube::OLDEST).await;
 }
 
-/// Between 1.34 and 1.37 the apiserver stopped showing a failed CEL rule's value as
-/// `"object"`; apart from that one rewording, which no code of spanset reads, the newest
-/// release answers the table as the sandbox does.
+/// The same on the newest release built.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_real_1_37_apiserver_refuses_the_table_alike_but_for_the_rule_values_it_no_longer_shows() {
-    real_apiserver_refuses_the_table_alike(support::real_kube::NEWEST, |m| {
-        m.replace(r#"Invalid value: "object": "#, "Invalid value: ")
-    })
-    .await;
+async fn a_real_1_37_apiserver_and_the_sandbox_as_1_37_refuse_alike() {
+    real_apiserver_and_the_sandbox_refuse_alike(support::real_kube::NEWEST).await;
 }
 
-async fn real_apiserver_refuses_the_table_alike(release: &str, in_release: fn(&str) -> String) {
+/// A CRD of the tests' own, with rules on nodes of each kind.
+const GADGETS: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Gadget, plural: gadgets, singular: gadget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - {rule: "!has(self.size) || self.size <= 10", message: too big}
+            properties:
+              size:
+                type: integer
+                x-kubernetes-validations: [{rule: "self % 2 == 0", message: must be even}]
+              name:
+                type: string
+                x-kubernetes-validations: [{rule: "self != 'x'", message: not x}]
+              limits:
+                type: object
+                additionalProperties:
+                  type: integer
+                  x-kubernetes-validations: [{rule: "self > 0", message: positive}]
+"#;
+
+/// Invalid gadgets: what each breaks, and its spec.
+fn gadgets() -> Vec<(&'static str, Value)> {
+    vec![
+        ("a rule on an object", json!({"size": 12})),
+        ("a rule on an integer", json!({"size": 3})),
+        ("a rule on a string", json!({"name": "x"})),
+        ("a rule on a map's values", json!({"limits": {"cpu": -1}})),
+    ]
+}
+
+/// The API of an invalid object's kind, on a client (the real apiserver's or the sandbox's).
+type ApiOf = dyn Fn(&Client) -> Api<DynamicObject>;
+
+async fn real_apiserver_and_the_sandbox_refuse_alike(release: &str) {
     let Some(binaries) = support::real_kube::binaries(release) else { return };
     let dir = tempfile::tempdir().expect("a scratch directory");
     let options = spanset_control_plane::ClusterOptions::named("host", 1);
     let cluster =
         spanset_control_plane::RealCluster::start(&binaries, &options, dir.path()).await.expect("a real cluster");
     let k = Kubectl::at(binaries.program("kubectl"), cluster.kubeconfig().to_path_buf(), dir.path().join("cache"));
-    k.ok_with_stdin(&["apply", "-f", "-"], &spanset_api::crds_yaml());
-    for crd in ["federatedstatefulsets.spanset.dev", "memberclusters.spanset.dev"] {
-        k.ok(&["wait", "--for=condition=Established", &format!("crd/{crd}"), "--timeout=120s"]);
+    let sandbox = setup(&["--cluster-version", &format!("host={release}.0")]).await;
+    let (_, sk) = sandbox.kubectls.last().expect("kubectl on PATH");
+    for (k, crds) in [(&k, spanset_api::crds_yaml()), (&k, GADGETS.to_string()), (sk, GADGETS.to_string())] {
+        k.ok_with_stdin(&["apply", "-f", "-"], &crds);
     }
-    let client = cluster.client().await.expect("a client");
-    let mut differences = vec![];
-    for (i, c) in creations().iter().enumerate() {
+    for k in [&k, sk] {
+        for crd in ["federatedstatefulsets.spanset.dev", "memberclusters.spanset.dev", "gadgets.example.com"] {
+            k.ok(&["wait", "--for=condition=Established", &format!("crd/{crd}"), "--timeout=120s"]);
+        }
+    }
+    let real = cluster.client().await.expect("a client");
+    let gadget_api = |client: &Client| {
+        let gvk = GroupVersionKind::gvk("example.com", "v1", "Gadget");
+        Api::<DynamicObject>::namespaced_with(
+            client.clone(),
+            "default",
+            &ApiResource::from_gvk_with_plural(&gvk, "gadgets"),
+        )
+    };
+    let mut sent: Vec<(String, Value, Box<ApiOf>)> = vec![];
+    for (i, c) in creations().into_iter().enumerate() {
         let mut obj = c.which.valid(&format!("bad-{i}"));
         (c.edit)(&mut obj);
+        let which = c.which;
+        sent.push((format!("{} ({})", c.what, which.kind()), obj, Box::new(move |client| which.api(client))));
+    }
+    for (i, (what, spec)) in gadgets().into_iter().enumerate() {
+        let obj = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+            "metadata": {"name": format!("gadget-{i}"), "namespace": "default"}, "spec": spec});
+        sent.push((format!("{what} (Gadget)"), obj, Box::new(gadget_api)));
+    }
+    let mut differences = vec![];
+    for (what, obj, api_of) in &sent {
         let name = obj["metadata"]["name"].as_str().expect("a name").to_string();
-        let api = c.which.api(&client);
-        let what = format!("{} ({})", c.what, c.which.kind());
-        let sent: DynamicObject = serde_json::from_value(obj.clone()).expect("a dynamic object");
+        let object: DynamicObject = serde_json::from_value(obj.clone()).expect("a dynamic object");
         // The real apiserver may find the CRD's new rules not yet compiled for a moment after
         // Established; a first success would be a difference of its own, so none is retried.
-        let s = api_status(api.create(&PostParams::default(), &sent).await, &what).await;
-        let sandbox = in_release(&status_message(c.which.kind(), "spanset.dev", &name, &c.causes));
-        if (s.code, s.message.as_str()) != (422, sandbox.as_str()) {
-            differences.push(format!("{what}:\n  sandbox: 422 {sandbox}\n  real:    {} {}", s.code, s.message));
+        let mut answers = vec![];
+        for client in [&real, &sandbox.client] {
+            let api = api_of(client);
+            answers.push(api_status(api.create(&PostParams::default(), &object).await, what).await);
+            absent(&api, &name, what).await;
         }
-        absent(&api, &name, &what).await;
+        let (r, s) = (&answers[0], &answers[1]);
+        if (r.code, &r.reason, &r.message) != (s.code, &s.reason, &s.message) {
+            differences.push(format!(
+                "{what}:\n  sandbox: {} {} {}\n  real:    {} {} {}",
+                s.code, s.reason, s.message, r.code, r.reason, r.message
+            ));
+        }
     }
-    assert!(differences.is_empty(), "{} differences:\n{}", differences.len(), differences.join("\n"));
+    assert!(differences.is_empty(), "{release}: {} differences:\n{}", differences.len(), differences.join("\n"));
 }

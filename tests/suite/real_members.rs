@@ -314,6 +314,11 @@ async fn tour(release: &'static str) {
     let mark = Instant::now();
     s.settled(&[2, 2, 2], "the example").await;
     let placed = mark.elapsed();
+    // The member's StatefulSet controller words its Events as its release does, and as the
+    // sandbox answering as that release does (`version_skew::the_statefulset_controller_titles_its_event_verbs_from_1_35`).
+    let verb = if release == real_kube::OLDEST { "create" } else { "Create" };
+    let events = s.kubectl("east").ok(&["get", "events", "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"]);
+    assert!(events.lines().any(|l| l == format!("{verb} Pod redis-0 in StatefulSet redis successful")), "{events}");
 
     // The tour: every ordinal to east, then back to 1:1:1.
     let mark = Instant::now();

@@ -128,13 +128,40 @@ async fn the_oldest_release_holds_gated_pods_and_keeps_start_ordinals() {
 }
 
 #[test]
-fn a_release_outside_1_27_to_1_33_is_refused_naming_the_flag() {
-    for (command, version) in [("sim", "a=1.26.15"), ("sim", "a=1.34.0"), ("sandbox", "a=1.26.0")] {
+fn a_release_outside_1_27_to_1_37_is_refused_naming_the_flag() {
+    for (command, version) in [("sim", "a=1.26.15"), ("sim", "a=1.38.0"), ("sandbox", "a=1.26.0")] {
         let mut args = vec![command, "--clusters", "a", "--kubeconfig", "unused.kubeconfig"];
         args.extend(["--cluster-version", version]);
         let out = Command::new(env!("CARGO_BIN_EXE_spanset")).args(&args).output().expect("spanset runs");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains("--cluster-version a:") && err.contains("only releases 1.27 to 1.33"), "{args:?}: {err}");
+        assert!(err.contains("--cluster-version a:") && err.contains("only releases 1.27 to 1.37"), "{args:?}: {err}");
+    }
+}
+
+/// The StatefulSet controller's Events say `create Pod web-0 in StatefulSet web successful`
+/// through 1.34 and `Create Pod …` from 1.35, as the real controllers of 1.34 and 1.37 do
+/// (`real_members`' tour checks the same words on real members).
+#[tokio::test]
+async fn the_statefulset_controller_titles_its_event_verbs_from_1_35() {
+    let (_fleet, clients) = support::fleet_with_clients(vec![at("old", "1.34.4"), at("new", "1.37.2")]).await;
+    for (client, verb) in [(&clients[0], "create"), (&clients[1], "Create")] {
+        let sets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
+        let set: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "web"},
+            "spec": {"replicas": 1, "serviceName": "web", "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+        }))
+        .unwrap();
+        sets.create(&PostParams::default(), &set).await.expect("the set is created");
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+        let want = format!("{verb} Pod web-0 in StatefulSet web successful");
+        eventually(&format!("the event {want:?}"), || async {
+            let listed = events.list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
+            listed
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("SuccessfulCreate") && e.message.as_deref() == Some(&want))
+        })
+        .await;
     }
 }

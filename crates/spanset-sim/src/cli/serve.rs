@@ -72,7 +72,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub real_back_off: bool,
     /// The Kubernetes release a cluster answers as, comma-separated `NAME=1.MINOR.PATCH`
-    /// (`east=1.27.16,west=1.30.4`; 1.27 to 1.33, others v1.33.1): its `/version`, the API
+    /// (`east=1.27.16,west=1.37.2`; 1.27 to 1.37, others v1.33.1): its `/version`, the API
     /// versions discovery lists (no ValidatingAdmissionPolicy before 1.30) and the behaviour
     /// it keeps, as docs/version-skew.md lists.
     #[arg(long, value_name = "NAME=VERSION", value_delimiter = ',')]
@@ -248,15 +248,15 @@ mod tests {
         assert_eq!(configs[0].release.git_version(), "v1.27.16");
         assert_eq!(configs[1].release.git_version(), "v1.30.4");
         a.cluster_version = vec!["east=1.29.1".into()];
-        assert_eq!(configs_of(&a), ["v1.29.1", "v1.33.1"], "a cluster not named answers as the newest");
+        assert_eq!(configs_of(&a), ["v1.29.1", "v1.33.1"], "a cluster not named answers as the default");
         let refused = |entries: &[&str]| {
             let mut a = args(&["east", "west"], None);
             a.cluster_version = entries.iter().map(|e| e.to_string()).collect();
             check(&a).unwrap_err()
         };
         assert_eq!(refused(&["north=1.30.0"]), "--cluster-version: no cluster named \"north\" in --clusters");
-        assert!(refused(&["east=1.26.15"]).starts_with("--cluster-version east: 1.26.15: only releases 1.27 to 1.33"));
-        assert!(refused(&["east=1.34.0"]).contains("only releases 1.27 to 1.33"));
+        assert!(refused(&["east=1.26.15"]).starts_with("--cluster-version east: 1.26.15: only releases 1.27 to 1.37"));
+        assert!(refused(&["east=1.38.0"]).contains("only releases 1.27 to 1.37"));
         assert!(refused(&["east"]).contains("is not NAME=VERSION"));
         assert!(refused(&["east=1.30.0", "east=1.31.0"]).contains("given twice"));
     }

@@ -10,7 +10,12 @@ use std::fmt;
 /// gates and StatefulSet start ordinals on by default, without which spanset cannot run there.
 pub const OLDEST_MINOR: u32 = 27;
 /// The newest minor release a simulated cluster can answer as.
-pub const NEWEST_MINOR: u32 = 33;
+pub const NEWEST_MINOR: u32 = 37;
+
+/// The minor release a cluster answers as unless told otherwise: the newest whose kubectl the
+/// project's machines carry beside the sandbox (`kubectl.1.27` … `kubectl.1.33`), so that the
+/// kubectl a new user has is within its supported skew of the server.
+pub const DEFAULT_MINOR: u32 = 33;
 
 /// A Kubernetes release `1.MINOR.PATCH`, within [`OLDEST_MINOR`]..=[`NEWEST_MINOR`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -24,7 +29,7 @@ pub struct Release {
 impl Default for Release {
     /// The release every cluster answered as before releases could be chosen.
     fn default() -> Self {
-        Self { minor: NEWEST_MINOR, patch: 1 }
+        Self { minor: DEFAULT_MINOR, patch: 1 }
     }
 }
 
@@ -96,6 +101,26 @@ impl Release {
     pub fn runs_sidecars(&self) -> bool {
         self.minor >= 29
     }
+
+    /// How a CRD's failed `x-kubernetes-validations` rule shows the value of its node. Through
+    /// 1.34 the apiserver prints the node's schema type (`spec: Invalid value: "object": …`);
+    /// from 1.35 the value itself, and nothing for an object or a list (`spec: Invalid value:
+    /// …`, `spec.size: Invalid value: 3: …`). Rules that cannot be evaluated still print the type.
+    pub fn shows_failed_rule_values(&self) -> bool {
+        self.minor >= 35
+    }
+
+    /// Whether the StatefulSet controller's Events title-case their verb (`Create Pod web-0 in
+    /// StatefulSet web successful`), as their reasons always did: from 1.35.
+    pub fn titles_statefulset_event_verbs(&self) -> bool {
+        self.minor >= 35
+    }
+
+    /// Whether the StatefulSet controller counts a delete of a pod already gone as done (a
+    /// `SuccessfulDelete` Event; before, it failed and recorded nothing): from 1.36.
+    pub fn counts_a_gone_pod_as_deleted(&self) -> bool {
+        self.minor >= 36
+    }
 }
 
 #[cfg(test)]
@@ -106,10 +131,11 @@ mod tests {
     fn reads_supported_releases_and_names_the_range_otherwise() {
         assert_eq!(Release::parse("1.27.16"), Ok(Release { minor: 27, patch: 16 }));
         assert_eq!(Release::parse("v1.30.4").map(|r| r.git_version()), Ok("v1.30.4".to_string()));
-        assert_eq!(Release::parse("1.33.0").map(|r| r.to_string()), Ok("1.33.0".to_string()));
-        for old_or_new in ["1.26.15", "1.34.0", "2.30.0"] {
+        assert_eq!(Release::parse("1.37.2").map(|r| r.to_string()), Ok("1.37.2".to_string()));
+        assert_eq!(Release::default().git_version(), "v1.33.1", "the default is not the newest");
+        for old_or_new in ["1.26.15", "1.38.0", "2.30.0"] {
             let e = Release::parse(old_or_new).unwrap_err();
-            assert!(e.contains("only releases 1.27 to 1.33"), "{old_or_new}: {e}");
+            assert!(e.contains("only releases 1.27 to 1.37"), "{old_or_new}: {e}");
         }
         for bad in ["1.30", "1.30.x", "", "1..30.1", "1.30.+1", "1.30.4.1"] {
             assert!(Release::parse(bad).unwrap_err().contains("is not a release like"), "{bad}");
@@ -124,5 +150,13 @@ mod tests {
         assert!(!at(29).serves_discovery_v2() && at(30).serves_discovery_v2());
         assert!(at(27).honours_scheduling_gates() && at(27).keeps_start_ordinals());
         assert!(!at(27).runs_sidecars() && !at(28).runs_sidecars() && at(29).runs_sidecars());
+    }
+
+    #[test]
+    fn rule_values_and_event_verbs_change_in_1_35_and_gone_pods_count_as_deleted_from_1_36() {
+        let at = |minor| Release { minor, patch: 0 };
+        assert!(!at(34).shows_failed_rule_values() && at(35).shows_failed_rule_values());
+        assert!(!at(34).titles_statefulset_event_verbs() && at(35).titles_statefulset_event_verbs());
+        assert!(!at(35).counts_a_gone_pod_as_deleted() && at(36).counts_a_gone_pod_as_deleted());
     }
 }

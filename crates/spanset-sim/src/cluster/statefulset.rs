@@ -304,6 +304,16 @@ fn ensure_revision(
     Ok((name, templates))
 }
 
+/// The verb of the controller's Events about a pod or claim of a StatefulSet, as the
+/// cluster's release words it: `create Pod web-0 in StatefulSet web successful` until 1.34,
+/// `Create Pod …` from 1.35 (the verb is title-cased as the reason's is).
+fn event_verb(cluster: &Cluster, verb: &str) -> String {
+    match cluster.config.release.titles_statefulset_event_verbs() {
+        true => verb[..1].to_uppercase() + &verb[1..],
+        false => verb.to_string(),
+    }
+}
+
 fn claim_name(claim: &Value, set: &str, ordinal: i64) -> String {
     format!("{}-{set}-{ordinal}", str_at(claim, "/metadata/name"))
 }
@@ -370,6 +380,7 @@ fn ensure_claims(
                     "spec": c.get("spec").cloned().unwrap_or(json!({})),
                 });
                 let pod = format!("{}-{ordinal}", object::name(set));
+                let create = event_verb(cluster, "create");
                 match cluster.create(&k.pvcs, Some(ns), pvc, &WriteOptions::by(k.by)) {
                     Ok(_) => events.record(
                         cluster,
@@ -377,7 +388,7 @@ fn ensure_claims(
                             set,
                             EventType::Normal,
                             "SuccessfulCreate",
-                            format!("create Claim {name} Pod {pod} in StatefulSet {} success", object::name(set)),
+                            format!("{create} Claim {name} Pod {pod} in StatefulSet {} success", object::name(set)),
                         ),
                     ),
                     Err(e) if e.code == 409 => {}
@@ -389,7 +400,7 @@ fn ensure_claims(
                                 EventType::Warning,
                                 "FailedCreate",
                                 format!(
-                                    "create Claim {name} for Pod {pod} in StatefulSet {} failed error: {}",
+                                    "{create} Claim {name} for Pod {pod} in StatefulSet {} failed error: {}",
                                     object::name(set),
                                     e.message
                                 ),
@@ -539,10 +550,20 @@ fn delete_pod(cluster: &Cluster, k: &Kinds, set: &Value, pod: &Value, events: &m
                 set,
                 EventType::Normal,
                 "SuccessfulDelete",
-                format!("delete Pod {pod_name} in StatefulSet {set_name} successful"),
+                format!("{} Pod {pod_name} in StatefulSet {set_name} successful", event_verb(cluster, "delete")),
             ),
         ),
-        // Gone already, or replaced: nothing of ours was deleted.
+        // Gone already: from 1.36 the controller counts that as its delete done.
+        Err(e) if e.code == 404 && cluster.config.release.counts_a_gone_pod_as_deleted() => events.record(
+            cluster,
+            about_set(
+                set,
+                EventType::Normal,
+                "SuccessfulDelete",
+                format!("{} Pod {pod_name} in StatefulSet {set_name} successful", event_verb(cluster, "delete")),
+            ),
+        ),
+        // Gone already (before 1.36), or replaced: nothing of ours was deleted.
         Err(e) if e.code == 404 || e.code == 409 => {}
         Err(e) => events.record(
             cluster,
@@ -550,7 +571,11 @@ fn delete_pod(cluster: &Cluster, k: &Kinds, set: &Value, pod: &Value, events: &m
                 set,
                 EventType::Warning,
                 "FailedDelete",
-                format!("delete Pod {pod_name} in StatefulSet {set_name} failed error: {}", e.message),
+                format!(
+                    "{} Pod {pod_name} in StatefulSet {set_name} failed error: {}",
+                    event_verb(cluster, "delete"),
+                    e.message
+                ),
             ),
         ),
     }
@@ -652,7 +677,10 @@ fn sync(
                                     set,
                                     EventType::Normal,
                                     "SuccessfulCreate",
-                                    format!("create Pod {pod_name} in StatefulSet {set_name} successful"),
+                                    format!(
+                                        "{} Pod {pod_name} in StatefulSet {set_name} successful",
+                                        event_verb(cluster, "create")
+                                    ),
                                 ),
                             ),
                             Err(e) => {
@@ -664,7 +692,8 @@ fn sync(
                                         EventType::Warning,
                                         "FailedCreate",
                                         format!(
-                                            "create Pod {pod_name} in StatefulSet {set_name} failed error: {}",
+                                            "{} Pod {pod_name} in StatefulSet {set_name} failed error: {}",
+                                            event_verb(cluster, "create"),
                                             e.message
                                         ),
                                     ),

@@ -17,7 +17,7 @@ use crate::{
         error::{ApiError, ApiResult, Cause},
         object,
         resources::{self, ResourceKey, ResourceType},
-        schema::{CrdSchema, FieldValidation, Part},
+        schema::{CrdSchema, FieldValidation, Part, ShownValue},
         service_ips,
         storage::Updated,
         tokens::UserInfo,
@@ -341,7 +341,7 @@ impl Cluster {
         defaults::initial_status(rt, body);
         let mut errs = validate::validate_create(&rt.group, &rt.plural, body);
         if let Some(s) = &schema {
-            errs.extend(s.validate(body, None, Part::Whole, rt.scale.as_ref()));
+            errs.extend(s.validate(body, None, Part::Whole, rt.scale.as_ref(), self.shown_rule_value()));
         }
         if !errs.is_empty() {
             return Err(invalid(rt, &name, &errs));
@@ -413,6 +413,14 @@ impl Cluster {
             }
         }
         created
+    }
+
+    /// How this cluster's release words the value of a CRD's failed CEL rule.
+    fn shown_rule_value(&self) -> ShownValue {
+        match self.config.release.shows_failed_rule_values() {
+            true => ShownValue::NodeValue,
+            false => ShownValue::SchemaType,
+        }
     }
 
     /// Silently drops fields the simulated server does not keep, like an apiserver without the
@@ -544,7 +552,7 @@ impl Cluster {
                 decode_custom(rt, &version, s, &mut desired, opts)?;
             }
             self.drop_unsupported_fields(rt, &mut desired);
-            let next = prepare_update(rt, sub, current, desired, schema.as_deref())?;
+            let next = prepare_update(rt, sub, current, desired, schema.as_deref(), self.shown_rule_value())?;
             escalation.check(rt, name, &next, Some(current))?;
             if let Some((user, snapshot)) = &admission {
                 snapshot.admit(
@@ -798,6 +806,7 @@ fn prepare_update(
     current: &Value,
     desired: Value,
     schema: Option<&CrdSchema>,
+    shown: ShownValue,
 ) -> ApiResult<Value> {
     let name = object::name(current).to_string();
     let wanted_rv = desired.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
@@ -887,7 +896,7 @@ fn prepare_update(
     let mut errs = validate::validate_update(&rt.group, &rt.plural, current, &next);
     if let Some(s) = schema {
         let part = if sub == Subresource::Status { Part::Status } else { Part::Whole };
-        errs.extend(s.validate(&next, Some(current), part, rt.scale.as_ref()));
+        errs.extend(s.validate(&next, Some(current), part, rt.scale.as_ref(), shown));
     }
     if !errs.is_empty() {
         return Err(invalid(rt, &name, &errs));

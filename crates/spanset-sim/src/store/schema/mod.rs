@@ -10,6 +10,8 @@ mod default;
 mod prune;
 mod rules;
 mod structural;
+
+pub use rules::ShownValue;
 #[cfg(test)]
 mod tests;
 
@@ -53,7 +55,12 @@ pub(crate) mod path {
                 cur = cur.get(name)?;
             }
             for ix in indexes.split('[').filter(|s| !s.is_empty()) {
-                cur = cur.get(ix.trim_end_matches(']').parse::<usize>().ok()?)?;
+                let ix = ix.trim_end_matches(']');
+                // A list's index, or a map's key (`spec.limits[cpu]`).
+                cur = match ix.parse::<usize>() {
+                    Ok(i) => cur.get(i)?,
+                    Err(_) => cur.get(ix)?,
+                };
             }
         }
         Some(cur)
@@ -198,13 +205,15 @@ impl CrdSchema {
     /// blocks them — the CEL rules. On an update (`old`), errors on values left unchanged are
     /// ratcheted away, so an object stored under an older schema can still be written.
     /// `scale`: the resource's `/scale` paths, whose replicas must be int32s whatever the schema
-    /// says (checked after the schema, before the rules, and never blocking them).
+    /// says (checked after the schema, before the rules, and never blocking them). `shown`: how
+    /// the cluster's release words a failed rule's value.
     pub fn validate(
         &self,
         obj: &Value,
         old: Option<&Value>,
         part: Part,
         scale: Option<&ScalePaths>,
+        shown: ShownValue,
     ) -> Vec<FieldError> {
         let mut errs = Vec::new();
         match part {
@@ -243,7 +252,7 @@ impl CrdSchema {
             }
             return errs;
         }
-        let mut rule_errs = self.rules.check(obj, old);
+        let mut rule_errs = self.rules.check(obj, old, shown);
         ratchet(&mut rule_errs, obj, old);
         errs.extend(rule_errs);
         errs

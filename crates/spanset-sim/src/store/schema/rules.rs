@@ -3,7 +3,9 @@
 //! `self` (and `oldSelf` on an update, for transition rules, only where the old value exists),
 //! and reported as the apiserver reports them: `spec.disruption: Invalid value: "object":
 //! <message>` at the rule's node (`<nil>` for the root), or at its `fieldPath`, with its
-//! `reason`; a rule that cannot be evaluated says `<error> evaluating rule: <message>`.
+//! `reason`; a rule that cannot be evaluated says `<error> evaluating rule: <message>`. From
+//! 1.35 a failed rule shows its node's value instead of its type, and nothing for an object or
+//! a list ([`ShownValue`]).
 
 use std::collections::HashMap;
 
@@ -18,6 +20,16 @@ use crate::store::validate::{FieldError, FieldErrorKind};
 struct RuleInfo {
     node_type: String,
     message: Option<String>,
+}
+
+/// What a failed rule's error shows as its bad value: the release's wording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ShownValue {
+    /// The node's schema type, quoted (`Invalid value: "object"`): through 1.34.
+    #[default]
+    SchemaType,
+    /// The node's value (`Invalid value: 3`), none for an object or a list: from 1.35.
+    NodeValue,
 }
 
 /// The compiled rules of one schema (`None` when it has none: nothing to evaluate).
@@ -45,31 +57,42 @@ impl Rules {
         self.compiled.is_none()
     }
 
-    /// Evaluates the rules on `obj` (and `old` for transition rules).
-    pub(super) fn check(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    /// Evaluates the rules on `obj` (and `old` for transition rules), worded as `shown` says.
+    pub(super) fn check(&self, obj: &Value, old: Option<&Value>, shown: ShownValue) -> Vec<FieldError> {
         let Some(compiled) = &self.compiled else { return Vec::new() };
         let result = VALIDATOR.with(|v| v.validate_compiled(compiled, obj, old));
         match result {
             Ok(()) => Vec::new(),
-            Err(errs) => errs.iter().filter_map(|e| self.field_error(e)).collect(),
+            Err(errs) => errs.iter().filter_map(|e| self.field_error(e, obj, shown)).collect(),
         }
     }
 
-    fn field_error(&self, e: &ValidationError) -> Option<FieldError> {
+    fn field_error(&self, e: &ValidationError, obj: &Value, shown: ShownValue) -> Option<FieldError> {
+        let at = self.compiled.as_ref().map(|c| printed_path(c, &e.field_path)).unwrap_or_default();
         let info = self.info.get(&e.rule);
         let node_type = info.map(|i| i.node_type.clone()).unwrap_or_default();
-        let detail = match e.kind {
-            ErrorKind::ValidationFailure => e.message.clone(),
+        let type_name = Some(Value::String(node_type.clone()));
+        let (detail, value) = match e.kind {
+            // A rule that returned false. From 1.35 it shows its node: a scalar's value (a rule
+            // on a scalar has no `fieldPath` to move it elsewhere, so the path is the node's),
+            // nothing for an object or a list.
+            ErrorKind::ValidationFailure => {
+                let value = match (shown, node_type.as_str()) {
+                    (ShownValue::SchemaType, _) => type_name,
+                    (ShownValue::NodeValue, "object" | "array") => None,
+                    (ShownValue::NodeValue, _) => path::resolve(obj, &at).cloned().or(type_name),
+                };
+                (e.message.clone(), value)
+            }
             ErrorKind::EvaluationError | ErrorKind::UnsupportedReference | ErrorKind::InvalidResult => {
                 let why = e.message.strip_prefix("rule evaluation error: ").unwrap_or(&e.message);
                 let what = info.and_then(|i| i.message.clone()).unwrap_or_else(|| e.rule.clone());
-                format!("{why} evaluating rule: {what}")
+                (format!("{why} evaluating rule: {what}"), type_name)
             }
             // A rule that does not compile was refused with its CRD; nothing to report here.
             _ => return None,
         };
-        let field = path::field(&e.field_path);
-        let value = Some(Value::String(node_type));
+        let field = path::field(&at);
         let kind = match e.reason.as_deref() {
             Some("FieldValueForbidden") => FieldErrorKind::Forbidden,
             Some("FieldValueRequired") => FieldErrorKind::Required,
@@ -88,6 +111,37 @@ impl Rules {
         }
         out
     }
+}
+
+/// kube-cel's path of a node (`spec.limits.cpu`) as the apiserver prints it, where a map's key
+/// is in brackets (`spec.limits[cpu]`, Go's `field.Path.Key`): told apart from a property by the
+/// schema. Where the schema does not say, the rest is kept as given.
+fn printed_path(root: &CompiledSchema, raw: &str) -> String {
+    if raw.is_empty() {
+        return String::new();
+    }
+    let mut node = Some(root);
+    let mut out = String::new();
+    for segment in raw.split('.') {
+        let (name, indexes) = segment.find('[').map_or((segment, ""), |i| (&segment[..i], &segment[i..]));
+        match node {
+            Some(n) if !name.is_empty() && !n.properties.contains_key(name) && n.additional_properties.is_some() => {
+                out.push_str(&format!("[{name}]"));
+                node = n.additional_properties.as_deref();
+            }
+            _ => {
+                if !name.is_empty() {
+                    out = path::child(&out, name);
+                }
+                node = node.and_then(|n| n.properties.get(name));
+            }
+        }
+        for _ in indexes.split('[').filter(|s| !s.is_empty()) {
+            node = node.and_then(|n| n.items.as_deref());
+        }
+        out.push_str(indexes);
+    }
+    out
 }
 
 fn compile_errors(c: &CompiledSchema, at: &str, out: &mut Vec<String>) {

@@ -10,7 +10,7 @@ fn schema(s: Value) -> CrdSchema {
 
 /// The errors of a create, as the apiserver prints them.
 fn errors(s: &CrdSchema, obj: Value) -> Vec<String> {
-    s.validate(&obj, None, Part::Whole, None).iter().map(ToString::to_string).collect()
+    s.validate(&obj, None, Part::Whole, None, ShownValue::SchemaType).iter().map(ToString::to_string).collect()
 }
 
 fn fss() -> CrdSchema {
@@ -50,7 +50,7 @@ fn types_are_checked_with_the_given_type_named() {
         errors(&s, json!({"spec": {"io": true}})),
         [r#"spec.io: Invalid value: "boolean": spec.io in body must be of type integer,string: "boolean""#]
     );
-    let e = s.validate(&json!({"spec": {"n": "x"}}), None, Part::Whole, None);
+    let e = s.validate(&json!({"spec": {"n": "x"}}), None, Part::Whole, None, ShownValue::SchemaType);
     assert_eq!(e[0].cause_reason(), "FieldValueTypeInvalid");
 }
 
@@ -207,7 +207,10 @@ fn transition_rules_run_only_on_updates_and_ratcheting_keeps_old_objects_writabl
     next["spec"]["template"]["serviceName"] = json!("other");
     assert!(errors(&s, next.clone()).is_empty(), "no transition rule on create");
     assert_eq!(
-        s.validate(&next, Some(&old), Part::Whole, None).iter().map(ToString::to_string).collect::<Vec<_>>(),
+        s.validate(&next, Some(&old), Part::Whole, None, ShownValue::SchemaType)
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
         [r#"spec.template: Invalid value: "object": spec.template.serviceName is immutable"#]
     );
     // An object stored before a rule existed: its unchanged invalid spec does not block a
@@ -216,12 +219,15 @@ fn transition_rules_run_only_on_updates_and_ratcheting_keeps_old_objects_writabl
     stored["spec"]["replicas"] = json!(-1);
     let mut status = stored.clone();
     status["status"] = json!({"replicas": 0});
-    assert!(s.validate(&status, Some(&stored), Part::Status, None).is_empty());
-    assert!(s.validate(&status, Some(&stored), Part::Whole, None).is_empty());
+    assert!(s.validate(&status, Some(&stored), Part::Status, None, ShownValue::SchemaType).is_empty());
+    assert!(s.validate(&status, Some(&stored), Part::Whole, None, ShownValue::SchemaType).is_empty());
     let mut worse = stored.clone();
     worse["spec"]["replicas"] = json!(-2);
     assert_eq!(
-        s.validate(&worse, Some(&stored), Part::Whole, None).iter().map(ToString::to_string).collect::<Vec<_>>(),
+        s.validate(&worse, Some(&stored), Part::Whole, None, ShownValue::SchemaType)
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
         [
             "spec.replicas: Invalid value: -2: spec.replicas in body should be greater than or equal to 0",
             r#"spec: Invalid value: "object": spec.placement.clusters: the sum of minReplicas exceeds spec.replicas"#
@@ -236,7 +242,10 @@ fn status_writes_check_the_status_schema() {
     let mut next = old.clone();
     next["status"] = json!({"replicas": "three"});
     assert_eq!(
-        s.validate(&next, Some(&old), Part::Status, None).iter().map(ToString::to_string).collect::<Vec<_>>(),
+        s.validate(&next, Some(&old), Part::Status, None, ShownValue::SchemaType)
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
         [
             r#"status.replicas: Invalid value: "string": status.replicas in body must be of type integer: "string""#,
             r#"<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"#
@@ -301,4 +310,41 @@ fn server_side_apply_refuses_undeclared_fields_whatever_the_directive() {
         "failed to create typed patch object (default/web; spanset.dev/v1alpha1, Kind=FederatedStatefulSet): .spec.replica: field not declared in schema"
     );
     assert!(e.to_status().get("reason").is_none(), "kubectl prints `Error from server: …`");
+}
+
+#[test]
+fn from_1_35_a_failed_rule_shows_a_scalars_value_and_nothing_for_an_object() {
+    let s = schema(json!({"type": "object", "properties": {"spec": {"type": "object",
+    "x-kubernetes-validations": [{"rule": "self.size <= 10", "message": "too big"}],
+    "properties": {
+        "size": {"type": "integer", "x-kubernetes-validations": [{"rule": "self % 2 == 0", "message": "must be even"}]},
+        "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self != 'x'", "message": "not x"}]},
+        "limits": {"type": "object", "additionalProperties": {"type": "integer",
+            "x-kubernetes-validations": [{"rule": "self > 0", "message": "positive"}]}},
+    }}}}));
+    let worded = |shown| {
+        let bad = json!({"spec": {"size": 13, "name": "x", "limits": {"cpu": -1}}});
+        let mut e: Vec<String> =
+            s.validate(&bad, None, Part::Whole, None, shown).iter().map(ToString::to_string).collect();
+        e.sort();
+        e
+    };
+    assert_eq!(
+        worded(ShownValue::SchemaType),
+        [
+            r#"spec.limits[cpu]: Invalid value: "integer": positive"#,
+            r#"spec.name: Invalid value: "string": not x"#,
+            r#"spec.size: Invalid value: "integer": must be even"#,
+            r#"spec: Invalid value: "object": too big"#,
+        ]
+    );
+    assert_eq!(
+        worded(ShownValue::NodeValue),
+        [
+            r#"spec.limits[cpu]: Invalid value: -1: positive"#,
+            r#"spec.name: Invalid value: "x": not x"#,
+            r#"spec.size: Invalid value: 13: must be even"#,
+            r#"spec: Invalid value: too big"#,
+        ]
+    );
 }
