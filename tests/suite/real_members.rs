@@ -128,6 +128,11 @@ fn all_on(release: &'static str, members: &[&'static str]) -> Vec<(&'static str,
 /// the CRDs and `deploy/` with the host's kubectl, each member with `spanset join`, the
 /// controller as its ServiceAccount.
 async fn install(host_release: &str, members: &[(&'static str, &str)]) -> Option<Installed> {
+    install_with_nodes(host_release, members, 1).await
+}
+
+/// [`install`], each cluster with `nodes` nodes.
+async fn install_with_nodes(host_release: &str, members: &[(&'static str, &str)], nodes: usize) -> Option<Installed> {
     let mut binaries = BTreeMap::new();
     for (cluster, release) in [("host", host_release)].into_iter().chain(members.iter().copied()) {
         binaries.insert(cluster, real_kube::binaries(release)?);
@@ -136,7 +141,7 @@ async fn install(host_release: &str, members: &[(&'static str, &str)]) -> Option
     let dir = tempfile::tempdir().unwrap();
     let clusters: Vec<(&str, &Binaries)> = binaries.iter().map(|(n, b)| (*n, b)).collect();
     let started = Instant::now();
-    let fleet = RealFleet::start(&clusters, dir.path()).await.unwrap();
+    let fleet = RealFleet::start_with_nodes(&clusters, dir.path(), nodes).await.unwrap();
     let up = started.elapsed();
     let kubeconfig = fleet.kubeconfig().to_path_buf();
     let k = Kubectl::at(binaries["host"].program("kubectl"), kubeconfig.clone(), dir.path().join("kubectl-cache"));
@@ -233,14 +238,16 @@ impl Installed {
         self.k.ok(&["--context", "host", "patch", "fsts", "redis", "--type", "merge", "-p", &patch]);
     }
 
-    /// Waits until the federation is Ready 6/6 with no move under way and each member's
-    /// StatefulSet has `replicas` (in the order of `members`), all Ready.
+    /// Waits until the federation is Ready (all of `replicas`' sum) with no move under way and
+    /// each member's StatefulSet has `replicas` (in the order of `members`), all Ready.
     async fn settled(&self, replicas: &[i32], what: &str) {
         let deadline = Instant::now() + STEP;
+        let total: i32 = replicas.iter().sum();
         loop {
             let f = self.federation();
             let status = &f["status"];
-            let mut done = status["ready"] == "6/6" && status["moves"].as_array().is_none_or(|m| m.is_empty());
+            let mut done = status["ready"] == format!("{total}/{total}").as_str()
+                && status["moves"].as_array().is_none_or(|m| m.is_empty());
             if done {
                 for (member, want) in self.members.iter().zip(replicas) {
                     let client = self.fleet.cluster(member).unwrap().client().await.unwrap();
@@ -285,6 +292,56 @@ impl Installed {
             .await
             .unwrap()?;
         claim.spec?.volume_name
+    }
+
+    /// Waits until the federation's status says `updated` pods run the new template.
+    async fn updated(&self, updated: i64, what: &str) {
+        let deadline = Instant::now() + STEP;
+        loop {
+            let f = self.federation();
+            let status = &f["status"];
+            let done = f["metadata"]["generation"] == status["observedGeneration"]
+                && status["updatedReplicas"].as_i64() == Some(updated)
+                && status["ready"] == "6/6";
+            if done {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not {updated} updated within {STEP:?}; status {status}\ncontroller logs:\n{}",
+                self.controllers.iter().map(Controller::log_tail).collect::<Vec<_>>().join("\n")
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// The incarnations first seen after `since`, in the order they were first seen.
+    fn seen_since(&self, since: jiff::Timestamp) -> Vec<spanset::audit::timeline::Incarnation> {
+        let mut found: Vec<_> = self.audit.timeline().incarnations().filter(|i| i.seen >= since).cloned().collect();
+        found.sort_by_key(|i| i.seen);
+        found
+    }
+
+    /// Every ordinal is down from the end of its pod to the first Ready of the next one, in
+    /// whichever member; asserts that, among the pods first seen after `since`, no two of those
+    /// windows overlap: the federation never had two ordinals down at once.
+    fn never_two_down_since(&self, since: jiff::Timestamp) {
+        let timeline = self.audit.timeline();
+        let mut windows = vec![];
+        for new in timeline.incarnations().filter(|i| i.seen >= since) {
+            let old = timeline
+                .incarnations()
+                .filter(|i| i.name == new.name && i.seen < new.seen)
+                .max_by_key(|i| i.seen)
+                .expect("the pod it replaced");
+            let down = old.ran.last().and_then(|r| r.1).or(old.gone).expect("the old pod stopped");
+            let up = new.ready.expect("the new pod was Ready");
+            windows.push((down, up, new.name.clone(), new.member.clone()));
+        }
+        windows.sort();
+        for pair in windows.windows(2) {
+            assert!(pair[1].0 >= pair[0].1, "two ordinals down at once: {:?} and {:?}", pair[0], pair[1]);
+        }
     }
 
     /// The audit's verdict: no identity ran in two members at once; answers the incarnations.
@@ -422,6 +479,72 @@ async fn tour(release: &'static str) {
     assert_eq!(left.len(), 22, "a volume for each pod, no other: {left:?}");
     assert_eq!(left.iter().filter(|v| v.2 == "Bound").count(), 6, "{left:?}");
 
+    // A rollout across the members (a new image), held first by a global partition of 4: the
+    // members' real StatefulSet controllers replace exactly ordinals 5 and 4 (central's), the
+    // highest first; then, the partition lifted, 3 down to 0 across west and east, each once,
+    // never two ordinals down at once: the next is replaced only once the one before runs Ready
+    // again, in whichever member it is.
+    let rolled_from = jiff::Timestamp::now();
+    let canary = r#"[{"op": "replace", "path": "/spec/template/template/spec/containers/0/image", "value": "redis:8"},
+        {"op": "add", "path": "/spec/template/updateStrategy", "value": {"rollingUpdate": {"partition": 4}}}]"#;
+    s.k.ok(&["--context", "host", "patch", "fsts", "redis", "--type", "json", "-p", canary]);
+    s.updated(2, "a global partition of 4").await;
+    let names =
+        |found: &[spanset::audit::timeline::Incarnation]| found.iter().map(|i| i.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&s.seen_since(rolled_from)), ["redis-5", "redis-4"], "exactly 5 then 4");
+    let status = &s.federation()["status"];
+    assert_ne!(status["currentRevision"], status["updateRevision"], "the old revision stays current: {status}");
+    let lift = r#"[{"op": "replace", "path": "/spec/template/updateStrategy/rollingUpdate/partition", "value": 0}]"#;
+    s.k.ok(&["--context", "host", "patch", "fsts", "redis", "--type", "json", "-p", lift]);
+    s.updated(6, "the whole rollout").await;
+    let replaced = s.seen_since(rolled_from);
+    let order: Vec<String> = (0..6).rev().map(|k| format!("redis-{k}")).collect();
+    assert_eq!(names(&replaced), order, "each ordinal once, highest first");
+    let status = &s.federation()["status"];
+    assert_eq!(status["currentRevision"], status["updateRevision"], "the finished rollout is current: {status}");
+    s.never_two_down_since(rolled_from);
+    assert_eq!(s.judged(), 28, "22 + the six the rollout replaced");
+
+    // `kubectl scale fsts`, through the federation's /scale: with `onScale: Keep` the three new
+    // ordinals join central, whose slice borders them, one at a time as OrderedReady says (each
+    // created once the one before is Ready), and nothing moves; scaled back, they go.
+    let scaled_from = jiff::Timestamp::now();
+    let out = s.k.ok(&["--context", "host", "scale", "fsts", "redis", "--replicas", "9"]);
+    assert!(out.contains("federatedstatefulset.spanset.dev/redis scaled"), "{out}");
+    s.settled(&[2, 2, 5], "nine replicas").await;
+    let added = s.seen_since(scaled_from);
+    assert_eq!(names(&added), ["redis-6", "redis-7", "redis-8"], "{added:?}");
+    assert!(added.iter().all(|i| i.member == "central"), "{added:?}");
+    for pair in added.windows(2) {
+        assert!(
+            pair[1].seen >= pair[0].ready.expect("Ready"),
+            "OrderedReady: {:?} before {:?} was Ready",
+            pair[1],
+            pair[0]
+        );
+    }
+    let scale: Value = serde_json::from_str(&s.k.ok(&[
+        "--context",
+        "host",
+        "get",
+        "fsts",
+        "redis",
+        "--subresource",
+        "scale",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        (scale["status"]["replicas"].as_i64(), scale["status"]["selector"].as_str()),
+        (Some(9), Some("app=redis"))
+    );
+    s.k.ok(&["--context", "host", "scale", "fsts", "redis", "--replicas", "6"]);
+    s.settled(&[2, 2, 2], "six again").await;
+    assert_eq!(s.judged(), 31, "28 + the three added, none moved");
+    let left = s.volumes().await;
+    assert_eq!(left.len(), 25, "the three added ordinals' volumes, kept by the default retention policy: {left:?}");
+
     // Each guard `spanset join` wrote refuses what it is meant to, in the real apiserver's
     // words, which the sandbox's must match (`admission::kubectl_meets_the_members_guards`).
     let west = s.kubectl("west");
@@ -521,6 +644,60 @@ async fn the_blogs_migration_between_a_1_34_and_a_1_37_member_moves_each_volume_
         assert_eq!(count(&volumes, "east", "Bound"), 6, "{storage}: {volumes:?}");
         assert_eq!(volumes.iter().filter(|v| v.0 == "west").count(), 3, "{storage}: {volumes:?}");
     }
+}
+
+/// `kubectl drain` of a node of a 1.34 member, then of a 1.37 member, two nodes each, under the
+/// federation's disruption budget (`spec.disruption.maxUnavailable: 1`, which spanset shares
+/// out as a PodDisruptionBudget in each member): the real eviction API holds each drain to its
+/// member's share, each drain finishes, its pods run again on the member's other node, and the
+/// federation never has two ordinals down at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_drain_of_a_1_34_and_a_1_37_members_node_keeps_the_federations_disruption_budget() {
+    let (old, new) = (real_kube::OLDEST, real_kube::NEWEST);
+    let members = [("east", old), ("west", new), ("central", new)];
+    let Some(s) = install_with_nodes(new, &members, 2).await else { return };
+    // Each member's two pods on its first node (the scheduler would spread them), so that a
+    // drain of it evicts both and the budget must hold the second back.
+    let nodes = |member: &str| {
+        let listed = s.kubectl(member).ok(&["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"]);
+        let mut names: Vec<String> = listed.split_whitespace().map(str::to_string).collect();
+        names.sort();
+        names
+    };
+    for member in ["east", "west"] {
+        assert_eq!(nodes(member).len(), 2, "{member}: two nodes");
+        s.kubectl(member).ok(&["cordon", &nodes(member)[1]]);
+    }
+    s.create(|f| f["spec"]["disruption"] = serde_json::json!({"maxUnavailable": 1}));
+    s.settled(&[2, 2, 2], "the example").await;
+    for member in ["east", "west"] {
+        s.kubectl(member).ok(&["uncordon", &nodes(member)[1]]);
+    }
+    let since = jiff::Timestamp::now();
+    let mut evicted = 0;
+    for member in ["east", "west"] {
+        let k = s.kubectl(member);
+        let placed = |k: &Kubectl| {
+            k.ok(&["get", "pods", "-l", "app=redis", "-o", "jsonpath={.items[*].spec.nodeName}"])
+                .split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let before = placed(&k);
+        let node = nodes(member)[0].clone();
+        assert_eq!(before, [node.clone(), node.clone()], "{member}: both pods on {node}");
+        evicted += 2;
+        let budgets: Value = serde_json::from_str(&k.ok(&["get", "pdb", "-o", "json"])).unwrap();
+        let budgets = budgets["items"].as_array().cloned().unwrap_or_default();
+        assert_eq!(budgets.len(), 1, "{member}: spanset's PodDisruptionBudget is there: {budgets:?}");
+        k.ok(&["drain", &node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=240s"]);
+        s.settled(&[2, 2, 2], &format!("{member} after the drain of {node}")).await;
+        let after = placed(&k);
+        assert!(!after.contains(&node), "{member}: a pod still on the drained {node}: {after:?}");
+        k.ok(&["uncordon", &node]);
+    }
+    s.never_two_down_since(since);
+    assert_eq!(s.judged(), 6 + evicted, "each evicted pod started again once, nothing else");
 }
 
 /// `spanset sandbox --control-plane DIR` as a user runs it: the sandbox's own steps (CRDs, the

@@ -30,11 +30,17 @@ impl RealFleet {
     /// Starts one cluster per `(name, binaries)` in `dir/NAME/`, together, and writes
     /// `dir/kubeconfig` with a context of each name, and `dir/proxied.kubeconfig`, the same
     /// through each cluster's proxy. Each cluster gets a pod network of its own
-    /// (`10.244.N.0/24`, N its place in the list, from 1).
+    /// (`10.244.N.0/24`, N its place in the list, from 1) and one node.
     pub async fn start(clusters: &[(&str, &Binaries)], dir: &Path) -> Result<Self> {
+        Self::start_with_nodes(clusters, dir, 1).await
+    }
+
+    /// [`Self::start`], each cluster with `nodes` kwok nodes (a drain needs another node for
+    /// the pods it evicts).
+    pub async fn start_with_nodes(clusters: &[(&str, &Binaries)], dir: &Path, nodes: usize) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
         let starts = clusters.iter().enumerate().map(|(i, (name, binaries))| {
-            let options = ClusterOptions::named(name, (i + 1) as u8);
+            let options = ClusterOptions { nodes, ..ClusterOptions::named(name, (i + 1) as u8) };
             let dir = dir.join(name);
             async move { RealCluster::start(binaries, &options, &dir).await }
         });
@@ -103,11 +109,10 @@ impl RealFleet {
         &self.clusters
     }
 
-    /// Stops every cluster, the last started first.
+    /// Stops every cluster, all at once (see [`RealCluster::stop_together`]).
     pub fn stop(&mut self) {
-        while let Some(mut c) = self.clusters.pop() {
-            c.stop();
-        }
+        RealCluster::stop_together(&mut self.clusters);
+        self.clusters.clear();
     }
 }
 
