@@ -123,6 +123,43 @@ pub(crate) fn live_processes_with(marker: &str) -> Vec<u32> {
         .collect()
 }
 
+/// A pod whose policy starts its containers no more is done once they all ended, as a
+/// kubelet says: `Never` with one that failed is `Failed`, `OnFailure` whose containers all
+/// exited 0 is `Succeeded`; neither runs again.
+#[tokio::test]
+async fn a_pod_whose_containers_ended_for_good_succeeds_or_fails_by_their_exit_codes() {
+    if program("sh", "dash").is_none() {
+        return;
+    }
+    let (_fleet, clients) = fleet(&["solo"], &["busybox"]).await;
+    let pods: Api<Pod> = Api::default_namespaced(clients[0].clone());
+    let c = |name: &str, script: &str| json!({"name": name, "image": "busybox", "command": ["sh", "-c", script]});
+    create(
+        &pods,
+        json!({"metadata": {"name": "never"}, "spec": {"restartPolicy": "Never",
+        "containers": [c("ok", "exit 0"), c("bad", "exit 3")]}}),
+    )
+    .await;
+    create(
+        &pods,
+        json!({"metadata": {"name": "on-failure"}, "spec": {"restartPolicy": "OnFailure",
+        "containers": [c("a", "exit 0"), c("b", "sleep 0.2; exit 0")]}}),
+    )
+    .await;
+    for (name, want) in [("never", "Failed"), ("on-failure", "Succeeded")] {
+        let p = until(&format!("{name} {want}"), || async {
+            let p = pods.get_opt(name).await.ok().flatten()?;
+            let phase = p.status.as_ref()?.phase.clone()?;
+            matches!(phase.as_str(), "Succeeded" | "Failed").then_some(p)
+        })
+        .await;
+        let status = p.status.unwrap();
+        assert_eq!(status.phase.as_deref(), Some(want), "{name}");
+        let restarts: i32 = status.container_statuses.unwrap_or_default().iter().map(|c| c.restart_count).sum();
+        assert_eq!(restarts, 0, "{name}: nothing ran again");
+    }
+}
+
 /// The first `/16` of `100.64.0.0/10` that no route of this machine covers: the one the next
 /// sandbox claims, unless another claims it first.
 fn next_unclaimed_pod_network() -> u8 {
@@ -168,6 +205,11 @@ async fn a_sandbox_passes_over_a_pod_network_whose_dns_address_is_still_held() {
     .await;
     let logs = pods.logs("resolver", &LogParams::default()).await.unwrap_or_default();
     assert_eq!(code, 0, "the pod resolved the API's name: {logs}");
+    until("the resolver pod Succeeded", || async {
+        let phase = pods.get_opt("resolver").await.ok().flatten()?.status?.phase?;
+        (phase == "Succeeded").then_some(())
+    })
+    .await;
     assert!(logs.contains(&format!("nameserver {}", nameserver_of(network))), "through its network's DNS: {logs}");
     drop(fleet);
 }

@@ -315,6 +315,20 @@ impl Installed {
         }
     }
 
+    /// Waits until the audit has seen `count` pods first seen after `since`, each Ready: its
+    /// watches may lag behind the StatefulSets' status that `settled` and `updated` read.
+    async fn audit_saw(&self, since: jiff::Timestamp, count: usize) {
+        let deadline = Instant::now() + STEP;
+        loop {
+            let seen = self.seen_since(since);
+            if seen.len() >= count && seen.iter().all(|i| i.ready.is_some()) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the audit never saw {count} new pods Ready: {seen:#?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The incarnations first seen after `since`, in the order they were first seen.
     fn seen_since(&self, since: jiff::Timestamp) -> Vec<spanset::audit::timeline::Incarnation> {
         let mut found: Vec<_> = self.audit.timeline().incarnations().filter(|i| i.seen >= since).cloned().collect();
@@ -489,6 +503,7 @@ async fn tour(release: &'static str) {
         {"op": "add", "path": "/spec/template/updateStrategy", "value": {"rollingUpdate": {"partition": 4}}}]"#;
     s.k.ok(&["--context", "host", "patch", "fsts", "redis", "--type", "json", "-p", canary]);
     s.updated(2, "a global partition of 4").await;
+    s.audit_saw(rolled_from, 2).await;
     let names =
         |found: &[spanset::audit::timeline::Incarnation]| found.iter().map(|i| i.name.clone()).collect::<Vec<_>>();
     assert_eq!(names(&s.seen_since(rolled_from)), ["redis-5", "redis-4"], "exactly 5 then 4");
@@ -497,6 +512,7 @@ async fn tour(release: &'static str) {
     let lift = r#"[{"op": "replace", "path": "/spec/template/updateStrategy/rollingUpdate/partition", "value": 0}]"#;
     s.k.ok(&["--context", "host", "patch", "fsts", "redis", "--type", "json", "-p", lift]);
     s.updated(6, "the whole rollout").await;
+    s.audit_saw(rolled_from, 6).await;
     let replaced = s.seen_since(rolled_from);
     let order: Vec<String> = (0..6).rev().map(|k| format!("redis-{k}")).collect();
     assert_eq!(names(&replaced), order, "each ordinal once, highest first");
@@ -512,6 +528,7 @@ async fn tour(release: &'static str) {
     let out = s.k.ok(&["--context", "host", "scale", "fsts", "redis", "--replicas", "9"]);
     assert!(out.contains("federatedstatefulset.spanset.dev/redis scaled"), "{out}");
     s.settled(&[2, 2, 5], "nine replicas").await;
+    s.audit_saw(scaled_from, 3).await;
     let added = s.seen_since(scaled_from);
     assert_eq!(names(&added), ["redis-6", "redis-7", "redis-8"], "{added:?}");
     assert!(added.iter().all(|i| i.member == "central"), "{added:?}");
@@ -696,6 +713,7 @@ async fn kubectl_drain_of_a_1_34_and_a_1_37_members_node_keeps_the_federations_d
         assert!(!after.contains(&node), "{member}: a pod still on the drained {node}: {after:?}");
         k.ok(&["uncordon", &node]);
     }
+    s.audit_saw(since, evicted).await;
     s.never_two_down_since(since);
     assert_eq!(s.judged(), 6 + evicted, "each evicted pod started again once, nothing else");
 }

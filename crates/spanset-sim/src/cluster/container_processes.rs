@@ -157,7 +157,15 @@ pub fn sync(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, wake: &Wake)
     let now = Instant::now();
     let mut all_ready = true;
     let mut statuses: Vec<(&str, String, Value)> = Vec::new();
-    for (list, name, sidecar) in kept(cluster, pod) {
+    // The exit code of each main container that ended for good (its pod's policy starts it no
+    // more), `None` for one that runs or will run again; a container this look starts is not
+    // counted at all, nor is the pod done then.
+    let mut ended: Vec<Option<i32>> = Vec::new();
+    let kept = kept(cluster, pod);
+    let mains = kept.iter().filter(|(_, _, sidecar)| !*sidecar).count();
+    let has_sidecars = mains < kept.len();
+    for (list, name, sidecar) in kept {
+        let mut ended_with = None;
         let shown = status_of(pod, list, &name).cloned().unwrap_or_else(|| json!({"name": name}));
         let restart_count = shown["restartCount"].as_u64().unwrap_or(0) as u32;
         let mut next = shown.clone();
@@ -204,20 +212,29 @@ pub fn sync(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, wake: &Wake)
                     }
                 } else {
                     next["state"] = terminated(&exit, &shown["containerID"]);
+                    ended_with = Some(exit.code);
                 }
             }
+        }
+        if !sidecar {
+            ended.push(ended_with);
         }
         if next != shown {
             statuses.push((list, name, next));
         }
     }
-    if !statuses.is_empty() {
+    let phase = if ended.len() == mains { completed_phase(&ended, has_sidecars) } else { None };
+    let phase_due = phase.is_some_and(|p| pod.pointer("/status/phase").and_then(Value::as_str) != Some(p));
+    if !statuses.is_empty() || phase_due {
         let written = cluster.update_incarnation(pods_rt, pod, Subresource::Status, Component::Kubelet, |p| {
             for (list, name, s) in &statuses {
                 let shown = p.pointer_mut(&format!("/status/{list}")).and_then(Value::as_array_mut);
                 if let Some(c) = shown.and_then(|cs| cs.iter_mut().find(|c| c["name"] == name.as_str())) {
                     *c = s.clone();
                 }
+            }
+            if let Some(phase) = phase {
+                p["status"]["phase"] = json!(phase);
             }
         });
         if let Err(e) = written {
@@ -228,6 +245,17 @@ pub fn sync(cluster: &Cluster, pods_rt: &ResourceType, pod: &Value, wake: &Wake)
         wake.at(now + POLL);
     }
     all_ready
+}
+
+/// The phase of a pod all of whose main containers ended for good (`ended` holds each one's exit
+/// code, `None` for one that runs or will run again), as the kubelet computes it: `Succeeded`
+/// when each exited 0, `Failed` otherwise; `None` while any may still run. A pod with sidecars
+/// is left to its deletion: the kubelet would stop them first, which is not modelled.
+fn completed_phase(ended: &[Option<i32>], has_sidecars: bool) -> Option<&'static str> {
+    if has_sidecars || ended.is_empty() || ended.iter().any(Option::is_none) {
+        return None;
+    }
+    Some(if ended.iter().all(|c| *c == Some(0)) { "Succeeded" } else { "Failed" })
 }
 
 /// The ledger of a pod of real processes follows its workload (see [`super::ledger`]): a run
@@ -267,6 +295,15 @@ fn exit_instant(exit: &Exit) -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_is_done_once_every_main_container_ended_for_good() {
+        assert_eq!(completed_phase(&[Some(0), Some(0)], false), Some("Succeeded"));
+        assert_eq!(completed_phase(&[Some(0), Some(3)], false), Some("Failed"));
+        assert_eq!(completed_phase(&[Some(0), None], false), None, "one still runs");
+        assert_eq!(completed_phase(&[Some(0)], true), None, "its sidecars would be stopped first");
+        assert_eq!(completed_phase(&[], false), None);
+    }
 
     #[test]
     fn the_back_off_doubles_from_ten_seconds_to_five_minutes() {

@@ -543,41 +543,22 @@ fn about_set<'a>(set: &'a Value, event_type: EventType, reason: &'a str, message
 fn delete_pod(cluster: &Cluster, k: &Kinds, set: &Value, pod: &Value, events: &mut Recorder) {
     let opts = DeleteOptions { precondition_uid: Some(object::uid(pod).to_string()), ..DeleteOptions::by(k.by) };
     let (pod_name, set_name) = (object::name(pod), object::name(set));
-    match cluster.delete(&k.pods, object::namespace(pod), pod_name, &opts) {
-        Ok(_) => events.record(
-            cluster,
-            about_set(
-                set,
-                EventType::Normal,
-                "SuccessfulDelete",
-                format!("{} Pod {pod_name} in StatefulSet {set_name} successful", event_verb(cluster, "delete")),
-            ),
-        ),
-        // Gone already: from 1.36 the controller counts that as its delete done.
-        Err(e) if e.code == 404 && cluster.config.release.counts_a_gone_pod_as_deleted() => events.record(
-            cluster,
-            about_set(
-                set,
-                EventType::Normal,
-                "SuccessfulDelete",
-                format!("{} Pod {pod_name} in StatefulSet {set_name} successful", event_verb(cluster, "delete")),
-            ),
-        ),
-        // Gone already (before 1.36), or replaced: nothing of ours was deleted.
-        Err(e) if e.code == 404 || e.code == 409 => {}
-        Err(e) => events.record(
-            cluster,
-            about_set(
-                set,
-                EventType::Warning,
-                "FailedDelete",
-                format!(
-                    "{} Pod {pod_name} in StatefulSet {set_name} failed error: {}",
-                    event_verb(cluster, "delete"),
-                    e.message
-                ),
-            ),
-        ),
+    let verb = event_verb(cluster, "delete");
+    let deleted = match cluster.delete(&k.pods, object::namespace(pod), pod_name, &opts) {
+        Ok(_) => true,
+        // Gone already: from 1.36 the controller counts that as its delete done; before, and
+        // for a pod replaced meanwhile, nothing of ours was deleted.
+        Err(e) if e.code == 404 => cluster.config.release.counts_a_gone_pod_as_deleted(),
+        Err(e) if e.code == 409 => false,
+        Err(e) => {
+            let message = format!("{verb} Pod {pod_name} in StatefulSet {set_name} failed error: {}", e.message);
+            events.record(cluster, about_set(set, EventType::Warning, "FailedDelete", message));
+            false
+        }
+    };
+    if deleted {
+        let message = format!("{verb} Pod {pod_name} in StatefulSet {set_name} successful");
+        events.record(cluster, about_set(set, EventType::Normal, "SuccessfulDelete", message));
     }
 }
 
