@@ -8,6 +8,7 @@ use std::{
     net::{IpAddr, Ipv4Addr, TcpListener},
     path::{Path, PathBuf},
     process::Child,
+    sync::atomic::{AtomicU32, Ordering},
     time::{Duration, Instant},
 };
 
@@ -352,17 +353,42 @@ fn node(cluster: &str, i: usize) -> Node {
     .expect("a node")
 }
 
-/// `n` ports free on loopback, held together while chosen so that none is given twice.
+/// Where the components' ports are chosen from: below Linux's ephemeral range (32768–60999
+/// by default), from which the kernel takes the local port of every outgoing connection and
+/// of every listener on port 0. A port taken from there and given to a component seconds later
+/// (the controller-manager starts once the apiserver is ready) may meanwhile have become the
+/// local end of someone's connection: a controller-manager failed on one so.
+const PORTS: std::ops::Range<u16> = 20000..32768;
+
+/// How far this process has gone through [`PORTS`], so that two clusters it starts at once never
+/// choose the same port.
+static PORTS_TAKEN: AtomicU32 = AtomicU32::new(0);
+
+/// `n` ports free on loopback, from [`PORTS`], each checked free by binding it; each process
+/// starts at a place of its own in the range, so that two processes rarely try the same one.
 fn free_ports(n: usize) -> Result<Vec<u16>> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind(("127.0.0.1", 0)))
-        .collect::<std::io::Result<_>>()
-        .map_err(io("choosing free ports"))?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect::<std::io::Result<_>>()
-        .map_err(io("choosing free ports"))
+    let span = u32::from(PORTS.end - PORTS.start);
+    let start = std::process::id().wrapping_mul(7919) % span;
+    let mut ports = Vec::with_capacity(n);
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..span {
+        if ports.len() == n {
+            break;
+        }
+        let k = PORTS_TAKEN.fetch_add(1, Ordering::Relaxed);
+        let port = PORTS.start + u16::try_from((start + k) % span).unwrap_or(0);
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
+            ports.push(port);
+            held.push(listener);
+        }
+    }
+    match ports.len() == n {
+        true => Ok(ports),
+        false => Err(Error::Io {
+            what: "choosing free ports".into(),
+            source: std::io::Error::other(format!("fewer than {n} free ports in {PORTS:?}")),
+        }),
+    }
 }
 
 fn write_kubeconfig(path: &Path, name: &str, server: &str, pki: &Pki) -> Result<()> {
@@ -380,4 +406,17 @@ fn write_kubeconfig(path: &Path, name: &str, server: &str, pki: &Pki) -> Result<
         key = b64(&pki.admin_key)?,
     );
     std::fs::write(path, text).map_err(io(format!("writing {}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_are_chosen_below_the_ephemeral_range_and_never_twice() {
+        let (a, b) = (free_ports(6).unwrap(), free_ports(6).unwrap());
+        let all: std::collections::BTreeSet<u16> = a.iter().chain(&b).copied().collect();
+        assert_eq!(all.len(), 12, "{a:?} {b:?}");
+        assert!(all.iter().all(|p| PORTS.contains(p)), "{all:?}");
+    }
 }
