@@ -49,6 +49,14 @@ pub struct Observation {
     pub uid: String,
     /// What it was doing.
     pub state: State,
+    /// Whether it was being deleted (it had a deletion timestamp): a machine that powers on
+    /// again starts none of those.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub deleting: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// One pod object's life as the auditor saw it.
@@ -66,6 +74,8 @@ pub struct Incarnation {
     pub ran: Vec<(Timestamp, Option<Timestamp>)>,
     /// First seen Ready.
     pub ready: Option<Timestamp>,
+    /// First seen being deleted (a deletion timestamp), when it was seen so before it went.
+    pub deleting: Option<Timestamp>,
     /// Seen deleted.
     pub gone: Option<Timestamp>,
 }
@@ -101,6 +111,7 @@ impl Timeline {
             seen: o.at,
             ran: vec![],
             ready: None,
+            deleting: None,
             gone: None,
         });
         let running = i.ran.last().is_some_and(|(_, until)| until.is_none());
@@ -115,6 +126,9 @@ impl Timeline {
         }
         if o.state == State::Ready && i.ready.is_none() {
             i.ready = Some(o.at);
+        }
+        if o.deleting && o.state != State::Gone && i.deleting.is_none() {
+            i.deleting = Some(o.at);
         }
         if o.state == State::Gone && i.gone.is_none() {
             i.gone = Some(o.at);
@@ -186,7 +200,14 @@ mod tests {
     }
 
     fn obs(s: i64, member: &str, uid: &str, state: State) -> Observation {
-        Observation { at: at(s), member: member.into(), name: "redis-2".into(), uid: uid.into(), state }
+        Observation {
+            at: at(s),
+            member: member.into(),
+            name: "redis-2".into(),
+            uid: uid.into(),
+            state,
+            deleting: false,
+        }
     }
 
     fn timeline(observations: &[Observation]) -> Timeline {

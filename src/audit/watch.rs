@@ -49,13 +49,24 @@ pub async fn watch_member(member: String, pods: Api<Pod>, selector: String, out:
     // Pods believed present, by uid (their names): what a re-list must account for.
     let mut present: BTreeMap<String, String> = BTreeMap::new();
     let mut listed: BTreeMap<String, String> = BTreeMap::new();
-    let send = |name: &str, uid: &str, state: State| {
+    let send = |pod: &Pod, state: State| {
+        out.send(Observation {
+            at: Timestamp::now(),
+            member: member.clone(),
+            name: pod.name_any(),
+            uid: pod.uid().unwrap_or_default(),
+            state,
+            deleting: pod.metadata.deletion_timestamp.is_some(),
+        })
+    };
+    let gone = |name: &str, uid: &str| {
         out.send(Observation {
             at: Timestamp::now(),
             member: member.clone(),
             name: name.into(),
             uid: uid.into(),
-            state,
+            state: State::Gone,
+            deleting: true,
         })
     };
     loop {
@@ -73,28 +84,25 @@ pub async fn watch_member(member: String, pods: Api<Pod>, selector: String, out:
                 Ok(())
             }
             watcher::Event::InitApply(pod) => {
-                let (name, uid) = (pod.name_any(), pod.uid().unwrap_or_default());
-                listed.insert(uid.clone(), name.clone());
-                send(&name, &uid, state_of(&pod))
+                listed.insert(pod.uid().unwrap_or_default(), pod.name_any());
+                send(&pod, state_of(&pod))
             }
             watcher::Event::InitDone => {
-                let gone: Vec<(String, String)> = present
+                let vanished: Vec<(String, String)> = present
                     .iter()
                     .filter(|(uid, _)| !listed.contains_key(*uid))
                     .map(|(u, n)| (u.clone(), n.clone()))
                     .collect();
                 present = std::mem::take(&mut listed);
-                gone.iter().try_for_each(|(uid, name)| send(name, uid, State::Gone))
+                vanished.iter().try_for_each(|(uid, name)| gone(name, uid))
             }
             watcher::Event::Apply(pod) => {
-                let (name, uid) = (pod.name_any(), pod.uid().unwrap_or_default());
-                present.insert(uid.clone(), name.clone());
-                send(&name, &uid, state_of(&pod))
+                present.insert(pod.uid().unwrap_or_default(), pod.name_any());
+                send(&pod, state_of(&pod))
             }
             watcher::Event::Delete(pod) => {
-                let (name, uid) = (pod.name_any(), pod.uid().unwrap_or_default());
-                present.remove(&uid);
-                send(&name, &uid, State::Gone)
+                present.remove(&pod.uid().unwrap_or_default());
+                send(&pod, State::Gone)
             }
         };
         if sent.is_err() {

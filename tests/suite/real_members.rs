@@ -718,6 +718,158 @@ async fn kubectl_drain_of_a_1_34_and_a_1_37_members_node_keeps_the_federations_d
     assert_eq!(s.judged(), 6 + evicted, "each evicted pod started again once, nothing else");
 }
 
+/// A member's nodes lost, then a member lost whole, on real control planes (central on the
+/// oldest release, east and west on the newest):
+/// - east's machines lose power (its kwok killed: no heartbeat, nothing plays its kubelet): its
+///   real node controller marks its pods not Ready, and spanset, which still reaches east's API,
+///   moves nothing, writes nothing to its StatefulSet, and counts them down; powered on again,
+///   the same pods are Ready;
+/// - central lost whole (every process killed, its data kept): fenced by an operator, its
+///   ordinals re-homed to east and west, `unfence` refused while central was never shrunk; its
+///   API back with its machines still off, as the failover runbook says: spanset shrinks it and
+///   deletes its pods (its real StatefulSet controller, under OrderedReady, would delete one and
+///   wait for a kubelet to confirm it); its machines back, nothing of central runs again; then
+///   unfenced, and 1:1:1 again.
+///
+/// The audit is told when machines are off and on (what no pod status can say), and judges the
+/// whole run: red if a returning member's undeleted pod ran again beside its re-homed twin.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_members_nodes_lost_move_nothing_and_a_member_lost_whole_is_fenced_re_homed_and_shrunk_on_its_return() {
+    let (old, new) = (real_kube::OLDEST, real_kube::NEWEST);
+    let members = [("east", new), ("west", new), ("central", old)];
+    let Some(mut s) = install(new, &members).await else { return };
+    s.create(|f| f["spec"]["failover"] = serde_json::json!({"policy": "Manual", "unreachableAfterSeconds": 6}));
+    s.settled(&[2, 2, 2], "the example").await;
+    let set = |k: Kubectl| -> Value { serde_json::from_str(&k.ok(&["get", "sts", "redis", "-o", "json"])).unwrap() };
+    let generation = set(s.kubectl("east"))["metadata"]["generation"].clone();
+
+    // East's machines lose power.
+    assert!(s.fleet.cluster_mut("east").unwrap().kill("kwok"));
+    s.audit.machines_off("east");
+    let deadline = Instant::now() + STEP;
+    while s.federation()["status"]["ready"] != "4/6" {
+        assert!(Instant::now() < deadline, "east's pods never counted down: {}", s.federation()["status"]);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let not_ready = s.kubectl("east").ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=redis",
+        "-o",
+        "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\" \"}{end}",
+    ]);
+    assert_eq!(not_ready.split_whitespace().collect::<Vec<_>>(), ["False", "False"], "the node controller's word");
+    let status = &s.federation()["status"];
+    assert!(status["moves"].as_array().is_none_or(|m| m.is_empty()), "nothing moves: {status}");
+    assert_eq!(set(s.kubectl("east"))["metadata"]["generation"], generation, "east's StatefulSet untouched");
+    s.fleet.cluster_mut("east").unwrap().restart().await.unwrap();
+    s.audit.machines_on("east");
+    // A returning kubelet reports its pods' readiness afresh; kwok marks a pod Ready only once,
+    // when it first runs it, so the test writes what the kubelet would.
+    let east = s.kubectl("east");
+    for pod in ["redis-0", "redis-1"] {
+        let ready = r#"{"status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}]}}"#;
+        east.ok(&["patch", "pod", pod, "--subresource", "status", "-p", ready]);
+    }
+    s.settled(&[2, 2, 2], "east's machines back").await;
+    assert_eq!(s.judged(), 6, "the same six pods, none replaced");
+    assert_eq!(set(s.kubectl("east"))["metadata"]["generation"], generation, "east's StatefulSet untouched");
+
+    // Central lost whole.
+    s.fleet.cluster_mut("central").unwrap().kill_all();
+    s.audit.machines_off("central");
+    let reachable = || {
+        let mc: Value =
+            serde_json::from_str(&s.k.ok(&["--context", "host", "get", "mc", "central", "-o", "json"])).unwrap();
+        let conditions = mc["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.iter().find(|c| c["type"] == "Reachable").map(|c| c["status"] == "True")
+    };
+    let deadline = Instant::now() + STEP;
+    while reachable() != Some(false) {
+        assert!(Instant::now() < deadline, "spanset never saw central lost");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let config = s.fleet.proxied_kubeconfig().display().to_string();
+    let host = ["--kubeconfig", config.as_str(), "--context", "host"];
+    let fenced = spanset(&[&["fence", "central", "--reason", "its datacenter lost power"][..], &host].concat());
+    assert!(fenced.contains("membercluster/central fenced"), "{fenced}");
+    let deadline = Instant::now() + STEP;
+    loop {
+        let mut ready = 0;
+        for member in ["east", "west"] {
+            let theirs = set(s.kubectl(member));
+            ready += theirs["status"]["readyReplicas"].as_i64().unwrap_or(0);
+        }
+        if ready == 6 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "central's ordinals never re-homed: {}", s.federation()["status"]);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_spanset"))
+        .args([&["unfence", "central"][..], &host].concat())
+        .output()
+        .unwrap();
+    let refusal = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{refusal}");
+    assert!(refusal.contains("default/redis ordinals 4-5"), "{refusal}");
+
+    // Central's API back, its machines still off: shrunk, and each of its pods being deleted.
+    s.fleet
+        .cluster_mut("central")
+        .unwrap()
+        .restart_only(&["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"])
+        .await
+        .unwrap();
+    let deadline = Instant::now() + STEP;
+    loop {
+        let pods: Value =
+            serde_json::from_str(&s.kubectl("central").ok(&["get", "pods", "-l", "app=redis", "-o", "json"])).unwrap();
+        let pods = pods["items"].as_array().cloned().unwrap_or_default();
+        let deleting = pods.iter().all(|p| p["metadata"]["deletionTimestamp"].is_string());
+        if set(s.kubectl("central"))["spec"]["replicas"] == 0 && deleting {
+            assert_eq!(pods.len(), 2, "no kubelet confirms their end while the machines are off");
+            break;
+        }
+        assert!(Instant::now() < deadline, "central never shrunk: {pods:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Its machines back once the audit too has seen them being deleted (its watch of central
+    // resumes on its own backoff): the pods being deleted are deleted, none runs.
+    let deadline = Instant::now() + STEP;
+    loop {
+        let timeline = s.audit.timeline();
+        let old: Vec<_> = timeline.incarnations().filter(|i| i.member == "central" && i.gone.is_none()).collect();
+        if old.len() == 2 && old.iter().all(|i| i.deleting.is_some()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the audit never saw central's pods being deleted: {old:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    s.fleet.cluster_mut("central").unwrap().restart().await.unwrap();
+    s.audit.machines_on("central");
+    let deadline = Instant::now() + STEP;
+    while !s.kubectl("central").ok(&["get", "pods", "-l", "app=redis", "-o", "name"]).trim().is_empty() {
+        assert!(Instant::now() < deadline, "central's pods never went");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Re-homed 1:1 over east and west (east 0-2, west 3-5): 4 and 5 to west, 2 moved to east.
+    let all = || format!("{:#?}", s.audit.timeline().incarnations().collect::<Vec<_>>());
+    assert_eq!(s.judged(), 9, "6 + the two re-homed + redis-2 moved: {}", all());
+    let unfenced = spanset(&[&["unfence", "central"][..], &host].concat());
+    assert!(unfenced.contains("unfenced"), "{unfenced}");
+    s.settled(&[2, 2, 2], "1:1:1 after the unfence").await;
+    assert_eq!(s.judged(), 12, "9 + 4 and 5 back in central and 2 in west, none twice: {}", all());
+    let left = s.volumes().await;
+    // What it cost: a volume per pod (each new pod got fresh claims: central's old ones were
+    // older than the re-homed pods' data, and retired), and one Released for each of the six
+    // departures (redis-2 west → east → west, 4 and 5 central → west → central).
+    assert_eq!(left.iter().filter(|v| v.2 == "Bound").count(), 6, "{left:?}");
+    assert_eq!(left.iter().filter(|v| v.2 == "Released").count(), 6, "{left:?}");
+    assert_eq!(left.len(), 12, "a volume per pod, no other: {left:?}");
+}
+
 /// `spanset sandbox --control-plane DIR` as a user runs it: the sandbox's own steps (CRDs, the
 /// shipped identities, `spanset join`'s work, the example, the controller) on real control
 /// planes (west on a release of its own: `--control-plane DIR,west=DIR`), `ready` printed,

@@ -2,7 +2,9 @@
 //! kube-apiserver, then the controller-manager, the scheduler and kwok), each awaited by what it
 //! serves rather than by a delay, and stopped in reverse. Each cluster has its own directory
 //! (certificates, etcd's data, one log per component, the kubeconfig) and its own ports, so that
-//! several run side by side.
+//! several run side by side. A component can be killed and started again with the same
+//! arguments, ports and data, as a member lost and returning, or a node whose kubelet stops,
+//! are to be played.
 
 use std::{
     net::{IpAddr, Ipv4Addr, TcpListener},
@@ -50,8 +52,17 @@ pub struct RealCluster {
     dir: PathBuf,
     server: String,
     kubeconfig: PathBuf,
+    binaries: Binaries,
     /// In start order; stopped in reverse.
-    components: Vec<(&'static str, Child)>,
+    components: Vec<Component>,
+}
+
+/// One process of a cluster, with what it was started with, so that it can start again alike.
+struct Component {
+    name: &'static str,
+    args: Vec<String>,
+    /// `None` while killed.
+    child: Option<Child>,
 }
 
 impl RealCluster {
@@ -76,13 +87,13 @@ impl RealCluster {
             dir: dir.to_path_buf(),
             server,
             kubeconfig: kubeconfig.clone(),
+            binaries: binaries.clone(),
             components: vec![],
         };
 
         let path = |p: &Path| p.display().to_string();
         let etcd_data = dir.join("etcd");
         cluster.run(
-            binaries,
             "etcd",
             vec![
                 format!("--name={name}"),
@@ -98,7 +109,6 @@ impl RealCluster {
             ],
         )?;
         cluster.run(
-            binaries,
             "kube-apiserver",
             vec![
                 format!("--etcd-servers=http://127.0.0.1:{etcd_client}"),
@@ -121,7 +131,6 @@ impl RealCluster {
         let kubeconfig_arg = format!("--kubeconfig={}", path(&kubeconfig));
         let probes_open = "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_string();
         cluster.run(
-            binaries,
             "kube-controller-manager",
             vec![
                 kubeconfig_arg.clone(),
@@ -138,7 +147,6 @@ impl RealCluster {
             ],
         )?;
         cluster.run(
-            binaries,
             "kube-scheduler",
             vec![
                 kubeconfig_arg.clone(),
@@ -149,7 +157,6 @@ impl RealCluster {
             ],
         )?;
         cluster.run(
-            binaries,
             "kwok",
             vec![
                 kubeconfig_arg,
@@ -213,6 +220,59 @@ impl RealCluster {
         Client::try_from(config).map_err(|source| self.api_error("making a client".into(), source))
     }
 
+    /// Kills `component` at once (SIGKILL), keeping its data: with `kwok`, every node of the
+    /// cluster stops heartbeating and nothing plays its kubelet, as when the machines lose power;
+    /// with every component, the member is lost whole. `false` if it is not running.
+    pub fn kill(&mut self, component: &str) -> bool {
+        let Some(c) = self.components.iter_mut().find(|c| c.name == component) else { return false };
+        let Some(mut child) = c.child.take() else { return false };
+        let _ = child.kill();
+        let _ = child.wait();
+        true
+    }
+
+    /// Kills every component at once, newest first, keeping their data: the member is lost.
+    pub fn kill_all(&mut self) {
+        let names: Vec<&'static str> = self.components.iter().rev().map(|c| c.name).collect();
+        for name in names {
+            self.kill(name);
+        }
+    }
+
+    /// Starts the killed components again, in the order they first started, with the same
+    /// arguments, ports and data (etcd's included: the cluster returns with what it held), and
+    /// returns once the apiserver answers, if it was among them, and every node is Ready, if kwok
+    /// was.
+    pub async fn restart(&mut self) -> Result<()> {
+        let killed: Vec<&'static str> = self.components.iter().filter(|c| c.child.is_none()).map(|c| c.name).collect();
+        self.restart_only(&killed).await
+    }
+
+    /// [`Self::restart`] of those of `components` that were killed, the others left as they
+    /// are: a member's API back with its machines (kwok) still off.
+    pub async fn restart_only(&mut self, components: &[&str]) -> Result<()> {
+        let mut started = vec![];
+        for i in 0..self.components.len() {
+            if self.components[i].child.is_some() || !components.contains(&self.components[i].name) {
+                continue;
+            }
+            let name = self.components[i].name;
+            let child = self.spawn(name, &self.components[i].args)?;
+            self.components[i].child = Some(child);
+            started.push(name);
+            if name == "kube-apiserver" {
+                let client = self.client().await?;
+                self.await_ready("kube-apiserver", || readyz(&client)).await?;
+            }
+        }
+        if started.contains(&"kwok") {
+            let nodes: Api<Node> = Api::all(self.client().await?);
+            let wanted = nodes.list(&Default::default()).await.map(|l| l.items.len()).unwrap_or(1);
+            self.await_ready("kwok", || ready_nodes(&nodes, wanted)).await?;
+        }
+        Ok(())
+    }
+
     /// Stops every component, newest first: SIGTERM, then SIGKILL after 10 s.
     pub fn stop(&mut self) {
         Self::stop_together(std::slice::from_mut(self));
@@ -224,23 +284,28 @@ impl RealCluster {
     /// An apiserver takes seconds to shut down; one after another, four clusters took 37 s.
     pub fn stop_together(clusters: &mut [RealCluster]) {
         loop {
-            let mut layer: Vec<Child> =
-                clusters.iter_mut().filter_map(|c| c.components.pop()).map(|(_, c)| c).collect();
-            if layer.is_empty() {
+            let popped: Vec<Component> = clusters.iter_mut().filter_map(|c| c.components.pop()).collect();
+            if popped.is_empty() {
                 return;
             }
+            let mut layer: Vec<Child> = popped.into_iter().filter_map(|c| c.child).collect();
             terminate_all(&mut layer, Duration::from_secs(10));
         }
     }
 
     /// Starts a component with its log in `logs/NAME.log`.
-    fn run(&mut self, binaries: &Binaries, component: &'static str, args: Vec<String>) -> Result<()> {
+    fn run(&mut self, component: &'static str, args: Vec<String>) -> Result<()> {
+        let child = self.spawn(component, &args)?;
+        self.components.push(Component { name: component, args, child: Some(child) });
+        Ok(())
+    }
+
+    /// One process of `component`, its output appended to its log.
+    fn spawn(&self, component: &'static str, args: &[String]) -> Result<Child> {
         let logs = self.dir.join("logs");
         std::fs::create_dir_all(&logs).map_err(io(format!("creating {}", logs.display())))?;
-        let child = spawn::start(&binaries.program(component), &args, &logs.join(format!("{component}.log")))
-            .map_err(io(format!("starting {component}")))?;
-        self.components.push((component, child));
-        Ok(())
+        spawn::start(&self.binaries.program(component), args, &logs.join(format!("{component}.log")))
+            .map_err(io(format!("starting {component}")))
     }
 
     /// Waits until `ready` says so, failing early (with its log) if a component exits.
@@ -251,8 +316,8 @@ impl RealCluster {
     {
         let started = Instant::now();
         loop {
-            let exited = self.components.iter_mut().find_map(|(name, child)| match child.try_wait() {
-                Ok(Some(status)) => Some((*name, status)),
+            let exited = self.components.iter_mut().find_map(|c| match c.child.as_mut()?.try_wait() {
+                Ok(Some(status)) => Some((c.name, status)),
                 _ => None,
             });
             if let Some((name, status)) = exited {
@@ -286,7 +351,7 @@ impl RealCluster {
 
 impl Drop for RealCluster {
     fn drop(&mut self) {
-        for (_, child) in &mut self.components {
+        for child in self.components.iter_mut().filter_map(|c| c.child.as_mut()) {
             let _ = child.kill();
             let _ = child.wait();
         }

@@ -104,6 +104,11 @@ impl RealFleet {
         self.clusters.iter().find(|c| c.name() == name)
     }
 
+    /// The cluster of that name, to kill and restart its components.
+    pub fn cluster_mut(&mut self, name: &str) -> Option<&mut RealCluster> {
+        self.clusters.iter_mut().find(|c| c.name() == name)
+    }
+
     /// Every cluster, in the order started.
     pub fn clusters(&self) -> &[RealCluster] {
         &self.clusters
