@@ -217,6 +217,21 @@ impl Installed {
         k
     }
 
+    /// Waits until spanset's MemberCluster of `member` says it is not Reachable.
+    async fn unreachable(&self, member: &str, what: &str) {
+        let deadline = Instant::now() + STEP;
+        loop {
+            let mc: Value =
+                serde_json::from_str(&self.k.ok(&["--context", "host", "get", "mc", member, "-o", "json"])).unwrap();
+            let conditions = mc["status"]["conditions"].as_array().cloned().unwrap_or_default();
+            if conditions.iter().any(|c| c["type"] == "Reachable" && c["status"] == "False") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
     fn federation(&self) -> Value {
         serde_json::from_str(&self.k.ok(&["--context", "host", "get", "fsts", "redis", "-o", "json"])).unwrap()
     }
@@ -437,17 +452,7 @@ async fn tour(release: &'static str) {
         .collect();
     assert_eq!(central_pods.len(), 2);
     assert!(s.fleet.fault("central", Fault::Refuse), "central has a proxy");
-    let reachable = || {
-        let mc: Value =
-            serde_json::from_str(&s.k.ok(&["--context", "host", "get", "mc", "central", "-o", "json"])).unwrap();
-        let conditions = mc["status"]["conditions"].as_array().cloned().unwrap_or_default();
-        conditions.iter().find(|c| c["type"] == "Reachable").map(|c| c["status"] == "True")
-    };
-    let deadline = Instant::now() + STEP;
-    while reachable() != Some(false) {
-        assert!(Instant::now() < deadline, "spanset never saw central cut off");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    s.unreachable("central", "spanset never saw central cut off").await;
     s.place(&[1, 0, 0]);
     let east: Api<StatefulSet> = Api::namespaced(s.fleet.cluster("east").unwrap().client().await.unwrap(), "default");
     let deadline = Instant::now() + STEP;
@@ -779,17 +784,7 @@ async fn a_real_members_nodes_lost_move_nothing_and_a_member_lost_whole_is_fence
     // Central lost whole.
     s.fleet.cluster_mut("central").unwrap().kill_all();
     s.audit.machines_off("central");
-    let reachable = || {
-        let mc: Value =
-            serde_json::from_str(&s.k.ok(&["--context", "host", "get", "mc", "central", "-o", "json"])).unwrap();
-        let conditions = mc["status"]["conditions"].as_array().cloned().unwrap_or_default();
-        conditions.iter().find(|c| c["type"] == "Reachable").map(|c| c["status"] == "True")
-    };
-    let deadline = Instant::now() + STEP;
-    while reachable() != Some(false) {
-        assert!(Instant::now() < deadline, "spanset never saw central lost");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    s.unreachable("central", "spanset never saw central lost").await;
     let config = s.fleet.proxied_kubeconfig().display().to_string();
     let host = ["--kubeconfig", config.as_str(), "--context", "host"];
     let fenced = spanset(&[&["fence", "central", "--reason", "its datacenter lost power"][..], &host].concat());
