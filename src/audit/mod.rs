@@ -32,15 +32,31 @@ use timeline::{Observation, Timeline};
 
 /// A running audit of one federation's pods in its members; dropping it stops it.
 pub struct Audit {
-    timeline: Arc<Mutex<Timeline>>,
-    power: mpsc::UnboundedSender<Input>,
+    judge: Arc<Mutex<Judge>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// What reaches the audit's judge, in the order it happened.
-enum Input {
-    Seen(Observation),
-    Power { member: String, on: bool, at: jiff::Timestamp },
+/// Where every observation goes, the watches' and those the power makes, in one order: through
+/// what the machines mean for it, into the recording and the timeline.
+struct Judge {
+    machines: machines::Machines,
+    record: Option<std::io::BufWriter<std::fs::File>>,
+    timeline: Timeline,
+}
+
+impl Judge {
+    fn take(&mut self, observations: Vec<Observation>) {
+        for o in observations {
+            if let Some(file) = self.record.as_mut() {
+                let line = serde_json::to_string(&o).expect("an observation serializes");
+                if writeln!(file, "{line}").and_then(|()| file.flush()).is_err() {
+                    tracing::warn!("cannot write the audit's record; going on without it");
+                    self.record = None;
+                }
+            }
+            self.timeline.observe(&o);
+        }
+    }
 }
 
 impl Audit {
@@ -49,7 +65,6 @@ impl Audit {
     /// object a line, for [`replay`].
     pub fn start(members: Vec<(String, Client)>, namespace: &str, name: &str, record: Option<std::fs::File>) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<Observation>();
-        let (power, mut power_rx) = mpsc::unbounded_channel::<Input>();
         let selector = format!("{FEDERATION}={name}");
         let mut tasks: Vec<_> = members
             .into_iter()
@@ -59,60 +74,46 @@ impl Audit {
             })
             .collect();
         drop(tx);
-        let timeline = Arc::new(Mutex::new(Timeline::default()));
-        let shared = timeline.clone();
+        let judge = Arc::new(Mutex::new(Judge {
+            machines: machines::Machines::default(),
+            record: record.map(std::io::BufWriter::new),
+            timeline: Timeline::default(),
+        }));
+        let shared = judge.clone();
         tasks.push(tokio::spawn(async move {
-            let mut record = record.map(std::io::BufWriter::new);
-            let mut machines = machines::Machines::default();
-            let mut powered = true;
-            loop {
-                let input = tokio::select! {
-                    biased;
-                    p = power_rx.recv(), if powered => match p {
-                        Some(p) => p,
-                        None => {
-                            powered = false;
-                            continue;
-                        }
-                    },
-                    o = rx.recv() => match o { Some(o) => Input::Seen(o), None => return },
-                };
-                let judged = match input {
-                    Input::Seen(o) => vec![machines.seen(o)],
-                    Input::Power { member, on: false, at } => machines.power_off(&member, at),
-                    Input::Power { member, on: true, at } => machines.power_on(&member, at),
-                };
-                for o in judged {
-                    if let Some(file) = record.as_mut() {
-                        let line = serde_json::to_string(&o).expect("an observation serializes");
-                        if writeln!(file, "{line}").and_then(|()| file.flush()).is_err() {
-                            tracing::warn!("cannot write the audit's record; going on without it");
-                            record = None;
-                        }
-                    }
-                    shared.lock().unwrap_or_else(|e| e.into_inner()).observe(&o);
-                }
+            while let Some(o) = rx.recv().await {
+                let mut judge = shared.lock().unwrap_or_else(|e| e.into_inner());
+                let o = judge.machines.seen(o);
+                judge.take(vec![o]);
             }
         }));
-        Self { timeline, power, tasks }
+        Self { judge, tasks }
     }
 
     /// `member`'s machines are off from now: what its API still says of its pods (the stale
     /// Running its kubelets last wrote) runs nothing until [`Self::machines_on`]. For whoever
     /// cut the power and knows it; see [`machines`].
     pub fn machines_off(&self, member: &str) {
-        let _ = self.power.send(Input::Power { member: member.to_string(), on: false, at: jiff::Timestamp::now() });
+        let mut judge = self.judge();
+        let stopped = judge.machines.power_off(member, jiff::Timestamp::now());
+        judge.take(stopped);
     }
 
     /// `member`'s machines are on again from now: each of its pods that is still there and not
     /// being deleted runs again, as its returning kubelet restarts it.
     pub fn machines_on(&self, member: &str) {
-        let _ = self.power.send(Input::Power { member: member.to_string(), on: true, at: jiff::Timestamp::now() });
+        let mut judge = self.judge();
+        let restarted = judge.machines.power_on(member, jiff::Timestamp::now());
+        judge.take(restarted);
     }
 
     /// What has been seen so far.
     pub fn timeline(&self) -> Timeline {
-        self.timeline.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.judge().timeline.clone()
+    }
+
+    fn judge(&self) -> std::sync::MutexGuard<'_, Judge> {
+        self.judge.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

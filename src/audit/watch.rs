@@ -49,25 +49,12 @@ pub async fn watch_member(member: String, pods: Api<Pod>, selector: String, out:
     // Pods believed present, by uid (their names): what a re-list must account for.
     let mut present: BTreeMap<String, String> = BTreeMap::new();
     let mut listed: BTreeMap<String, String> = BTreeMap::new();
-    let send = |pod: &Pod, state: State| {
-        out.send(Observation {
-            at: Timestamp::now(),
-            member: member.clone(),
-            name: pod.name_any(),
-            uid: pod.uid().unwrap_or_default(),
-            state,
-            deleting: pod.metadata.deletion_timestamp.is_some(),
-        })
+    let observe = |name: String, uid: String, state: State, deleting: bool| {
+        out.send(Observation { at: Timestamp::now(), member: member.clone(), name, uid, state, deleting })
     };
-    let gone = |name: &str, uid: &str| {
-        out.send(Observation {
-            at: Timestamp::now(),
-            member: member.clone(),
-            name: name.into(),
-            uid: uid.into(),
-            state: State::Gone,
-            deleting: true,
-        })
+    let send = |pod: &Pod, state: State| {
+        let deleting = pod.metadata.deletion_timestamp.is_some();
+        observe(pod.name_any(), pod.uid().unwrap_or_default(), state, deleting)
     };
     loop {
         let event = match events.try_next().await {
@@ -94,7 +81,7 @@ pub async fn watch_member(member: String, pods: Api<Pod>, selector: String, out:
                     .map(|(u, n)| (u.clone(), n.clone()))
                     .collect();
                 present = std::mem::take(&mut listed);
-                vanished.iter().try_for_each(|(uid, name)| gone(name, uid))
+                vanished.into_iter().try_for_each(|(uid, name)| observe(name, uid, State::Gone, true))
             }
             watcher::Event::Apply(pod) => {
                 present.insert(pod.uid().unwrap_or_default(), pod.name_any());
