@@ -31,6 +31,14 @@ use crate::store::error::ApiError;
 /// it out.
 const CLOSE_WAIT: Duration = Duration::from_secs(60);
 
+/// How long after its opening frame the session sends anything else. client-go before 1.34
+/// (kubectl 1.33 and older) starts reading the connection while it is still creating its
+/// streams, and drops a message for a stream not yet created: a refusal, an exit code or the
+/// first output sent at once could be lost, and kubectl would report a silent success. A
+/// kubelet is never that fast (its runtime starts a process first); the sandbox, refusing from
+/// memory, would be.
+pub(super) const STREAMS_SETTLE: Duration = Duration::from_millis(250);
+
 /// The streams a client asked for (`stdin`, `stdout`, `stderr`, `tty` of `PodExecOptions`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Streams {
@@ -71,6 +79,7 @@ where
         channel::ERROR
     };
     let _ = out.send(binary(channel::frame(first, &[]))).await;
+    tokio::time::sleep(STREAMS_SETTLE).await;
     let status = match argv {
         Err(refusal) => Some(channel::refused(&refusal)),
         Ok(argv) => match spawn(&argv, streams) {

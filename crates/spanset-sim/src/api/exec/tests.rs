@@ -229,3 +229,23 @@ async fn an_offer_without_a_known_subprotocol_is_a_bad_request() {
         other => panic!("expected an HTTP refusal, got {other:?}"),
     }
 }
+
+/// kubectl 1.33 and older register their streams while already reading: a refusal sent with
+/// the opening frame can arrive before its stream exists and be dropped, and kubectl then
+/// reports success. Nothing but the opening frame is sent until the client has had time.
+#[tokio::test]
+async fn a_refusal_waits_for_the_client_to_have_its_streams() {
+    let addr = server().await;
+    let q = format!("{}&refuse=no", query(&["true"], "stdout=true"));
+    let (mut ws, _) = open(addr, &q, "v5.channel.k8s.io").await;
+    let opening = tokio::time::timeout(DEADLINE, ws.next()).await.expect("an opening frame").expect("open");
+    assert_eq!(opening.expect("a message").into_data().as_ref(), [channel::STDOUT]);
+    let opened = tokio::time::Instant::now();
+    let (streams, _) = drain(&mut ws).await;
+    assert!(
+        opened.elapsed() >= super::session::STREAMS_SETTLE * 9 / 10,
+        "the status came after {:?}",
+        opened.elapsed()
+    );
+    assert_eq!(status(&streams)["message"], "no");
+}
