@@ -311,23 +311,45 @@ pub async fn join(host: &Client, member: &Client, args: &JoinArgs) -> Result<Joi
         .patch(&secret_name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&secret))
         .await
         .map_err(|e| format!("cannot write Secret {}/{secret_name} in the host: {e}", args.namespace))?;
-    let spec = MemberClusterSpec {
-        kubeconfig_secret: Some(SecretKeyRef {
-            namespace: args.namespace.clone(),
-            name: secret_name.clone(),
-            key: Some("kubeconfig".into()),
-        }),
-        context: None,
-        region: args.region.clone(),
-        fenced: false,
-    };
     let mcs: Api<MemberCluster> = Api::all(host.clone());
-    let mc = json!({"apiVersion": "spanset.dev/v1alpha1", "kind": "MemberCluster",
-                    "metadata": {"name": args.name}, "spec": spec});
-    mcs.patch(&args.name, &PatchParams::apply(MANAGER), &Patch::Apply(&mc))
+    let existing = mcs
+        .get_opt(&args.name)
+        .await
+        .map_err(|e| format!("cannot read MemberCluster {} in the host: {e}", args.name))?;
+    let mc = member_cluster(&args.name, &args.namespace, &secret_name, args.region.as_deref(), existing.as_ref());
+    // Forced: joining again is the operator's word on where the member's kubeconfig is and its
+    // region, whoever edited them since.
+    mcs.patch(&args.name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&mc))
         .await
         .map_err(|e| format!("cannot write MemberCluster {} in the host: {e}", args.name))?;
     Ok(Joined { secret: format!("{}/{secret_name}", args.namespace), expires, not_installed })
+}
+
+/// The MemberCluster `join` applies. It never states `spec.fenced`: a fence is the
+/// operator's, set and cleared by `spanset fence` and `unfence`, and joining a fenced member
+/// again (to rotate its token) must leave it fenced (an applied `false` would clear it, or
+/// conflict with the fence's writer). A region not given keeps the one the member has, since
+/// server-side apply removes what its manager stops stating.
+fn member_cluster(
+    name: &str,
+    namespace: &str,
+    secret: &str,
+    region: Option<&str>,
+    existing: Option<&MemberCluster>,
+) -> Value {
+    let spec = MemberClusterSpec {
+        kubeconfig_secret: Some(SecretKeyRef {
+            namespace: namespace.to_string(),
+            name: secret.to_string(),
+            key: Some("kubeconfig".into()),
+        }),
+        context: None,
+        region: region.map(str::to_string).or_else(|| existing.and_then(|m| m.spec.region.clone())),
+        fenced: false,
+    };
+    let mut spec = serde_json::to_value(spec).expect("a MemberClusterSpec serializes");
+    spec.as_object_mut().map(|s| s.remove("fenced"));
+    json!({"apiVersion": "spanset.dev/v1alpha1", "kind": "MemberCluster", "metadata": {"name": name}, "spec": spec})
 }
 
 /// The controller reads members' kubeconfig Secrets in `spanset-system` only (the Role

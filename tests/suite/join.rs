@@ -110,6 +110,33 @@ async fn join_registers_a_least_privilege_identity_and_unjoin_waits_for_the_fede
     assert!(spanset(&f.sandbox, &unjoin).status.success());
 }
 
+/// Joining again (to rotate a token) leaves what the operator stated since: a fence, and the
+/// region when none is given. Server-side apply would clear a `spec.fenced: false` it applied
+/// (or, on a real apiserver, refuse it as a conflict with the fence's writer), and would remove
+/// a region its manager stopped stating.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joining_a_fenced_member_again_leaves_it_fenced_and_keeps_its_region() {
+    let sandbox = Sandbox::start_with("host,east", &["--auth"]);
+    let host = client_for(&sandbox.kubeconfig, "host").await;
+    spanset::cli::sandbox::install_crds(&host).await.unwrap();
+    let kubeconfig = sandbox.kubeconfig.to_str().unwrap().to_string();
+    let join = ["join", "east", "--kubeconfig", &kubeconfig, "--context", "east", "--host-context", "host"];
+    let with_region = [&join[..], &["--region", "eu-west"]].concat();
+    let out = spanset(&sandbox, &with_region);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let fence = ["fence", "east", "--reason", "drill", "--force", "--kubeconfig", &kubeconfig, "--context", "host"];
+    let out = spanset(&sandbox, &fence);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let out = spanset(&sandbox, &join);
+    assert!(out.status.success(), "joining a fenced member again: {}", text(&out.stderr));
+    let mc = Api::<MemberCluster>::all(host.clone()).get("east").await.unwrap();
+    assert!(mc.spec.fenced, "joining again unfenced the member: {:?}", mc.spec);
+    assert_eq!(mc.spec.region.as_deref(), Some("eu-west"), "the region given at the first join is kept");
+    let annotations = mc.metadata.annotations.unwrap_or_default();
+    assert!(annotations.contains_key("spanset.dev/fenced-at"), "the fence's record is kept: {annotations:?}");
+}
+
 #[test]
 fn bad_input_is_named() {
     let sandbox = Sandbox::start_with("host,east", &["--auth"]);

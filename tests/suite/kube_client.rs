@@ -629,7 +629,10 @@ async fn deletecollection_preconditions_and_graceful_pods() {
         ..Default::default()
     };
     let e = api_error(api.delete("c", &wrong).await.unwrap_err());
-    assert!(e.is_conflict() && e.message.contains("Precondition failed: UID in precondition: not-it"), "{e:?}");
+    assert!(
+        e.is_conflict() && e.message.contains("the UID in the precondition (not-it) does not match the UID in record"),
+        "{e:?}"
+    );
     assert!(api.get_opt("c").await.unwrap().is_some());
     // A pod on a node waits for its kubelet: here the node has none, so it stays Terminating
     // until a forced delete (grace period 0).

@@ -8,6 +8,7 @@ mod support;
 mod account;
 mod admission;
 mod advanced_statefulset;
+mod api_differential;
 mod api_reference;
 mod audit;
 mod blog_migration;

@@ -10,6 +10,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
 
+use crate::store::validate::FieldError;
 use crate::{
     api::{
         auth, discovery, eviction, exec, impersonation, list, logs,
@@ -217,21 +218,18 @@ fn kind_of(v: &Value) -> &'static str {
 /// The options of a write that came through the API: the caller's, and who the caller is (so
 /// that the admission policies run on it).
 fn write_options(q: &Query, user: &UserInfo, warnings: &Warnings, parts: &Parts) -> ApiResult<WriteOptions> {
-    let method = &parts.method;
+    let options_kind = match parts.method {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        _ => "PatchOptions",
+    };
     Ok(WriteOptions {
         actor: actor(user, parts),
-        dry_run: q.dry_run,
+        dry_run: q.dry_run_of(options_kind)?,
         field_manager: q.field_manager.clone(),
         force: q.force.unwrap_or(false),
         user: Some(user.clone()),
-        field_validation: FieldValidation::parse(
-            q.field_validation.as_deref(),
-            match *method {
-                Method::POST => "CreateOptions",
-                Method::PUT => "UpdateOptions",
-                _ => "PatchOptions",
-            },
-        )?,
+        field_validation: FieldValidation::parse(q.field_validation.as_deref(), options_kind)?,
         warnings: warnings.clone(),
     })
 }
@@ -330,7 +328,10 @@ async fn resource(
         (&Method::POST, Some(name), Some("eviction")) if rt.group.is_empty() && rt.plural == "pods" => {
             let bytes = read_body(cluster, body).await?;
             let request = decode_object(parts, &bytes)?;
-            Ok(response::json(201, &eviction::evict(cluster, obj_ns, name, &request, q.dry_run, actor(user, parts))?))
+            Ok(response::json(
+                201,
+                &eviction::evict(cluster, obj_ns, name, &request, q.dry_run_of("CreateOptions")?, actor(user, parts))?,
+            ))
         }
         (&Method::POST, None, None) => {
             if cluster.crd_terminating(&stored_rt) {
@@ -457,7 +458,7 @@ fn delete_options(bytes: &[u8], q: &Query, user: &UserInfo, parts: &Parts) -> Ap
             _ => None,
         };
     }
-    opts.dry_run |= q.dry_run;
+    opts.dry_run |= q.dry_run_of("DeleteOptions")?;
     opts.user = Some(user.clone());
     opts.actor = actor(user, parts);
     Ok(opts)
@@ -531,8 +532,8 @@ fn apply_patch(kind: PatchKind, current: &Value, doc: &Value, rt: Option<&Resour
     }
 }
 
-fn patch_options_invalid(message: &str) -> ApiError {
-    ApiError::invalid("PatchOptions", "meta.k8s.io", "", message.to_string(), vec![])
+fn patch_options_invalid(err: FieldError) -> ApiError {
+    ApiError::invalid_field("PatchOptions", "meta.k8s.io", "", &err)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -550,10 +551,10 @@ fn patch_object(
 ) -> ApiResult<(u16, Arc<Value>)> {
     let kind = patch_kind(&content_type(parts))?;
     if kind == PatchKind::Apply && q.field_manager.is_none() {
-        return Err(patch_options_invalid("fieldManager: Required value: is required for apply patch"));
+        return Err(patch_options_invalid(FieldError::required("fieldManager", "is required for apply patch")));
     }
     if kind != PatchKind::Apply && q.force.is_some() {
-        return Err(patch_options_invalid("force: Forbidden: may not be specified for non-apply patch"));
+        return Err(patch_options_invalid(FieldError::forbidden("force", "may not be specified for non-apply patch")));
     }
     let doc = decode_patch(kind, bytes)?;
     let obj_ns = ns.unwrap_or("");

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::store::validate::FieldError;
 use crate::{
     api::{negotiate::Output, query::Query, render},
     cluster::Cluster,
@@ -87,14 +88,11 @@ pub fn serve(
     let filter = Filter::new(rt, ns, q)?;
     let res = rt.storage_key();
     if q.resource_version_match.is_some() && q.resource_version.as_deref().unwrap_or("").is_empty() {
-        return Err(ApiError::invalid(
-            "ListOptions",
-            "meta.k8s.io",
-            "",
-            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
-                .into(),
-            vec![],
-        ));
+        let err = FieldError::forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        );
+        return Err(ApiError::invalid_field("ListOptions", "meta.k8s.io", "", &err));
     }
     let (items, snapshot_rv, after): (Vec<Arc<Value>>, u64, Option<(String, String)>) = match &q.continue_token {
         Some(token) => {

@@ -1,7 +1,10 @@
 //! Query parameters of list, watch, write and delete requests. Unknown or irrelevant
 //! parameters (`timeout`, `pretty`...) are ignored, as the apiserver does.
 
-use crate::store::error::{ApiError, ApiResult};
+use crate::store::{
+    error::{ApiError, ApiResult},
+    validate::{FieldError, FieldErrorKind, syntax},
+};
 
 /// The parsed query string.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +31,8 @@ pub struct Query {
     pub send_initial_events: Option<bool>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// Every `dryRun` value given, so that one the apiserver does not know is refused.
+    pub dry_run_values: Vec<String>,
     /// `fieldManager`.
     pub field_manager: Option<String>,
     /// `force`.
@@ -51,6 +56,22 @@ fn number<T: std::str::FromStr>(key: &str, v: &str) -> ApiResult<T> {
 }
 
 impl Query {
+    /// `dryRun` of a write whose options are `options_kind` (`CreateOptions`, …): `All` or
+    /// nothing; any other value is refused naming it, before anything is written.
+    pub fn dry_run_of(&self, options_kind: &str) -> ApiResult<bool> {
+        if self.dry_run_values.iter().any(|v| v != "All") {
+            let given: Vec<String> = self.dry_run_values.iter().map(|v| syntax::go_quote(v)).collect();
+            let err = FieldError::new(
+                "dryRun",
+                FieldErrorKind::NotSupported,
+                None,
+                format!("[{}]: supported values: \"All\"", given.join(" ")),
+            );
+            return Err(ApiError::invalid_field(options_kind, "meta.k8s.io", "", &err));
+        }
+        Ok(self.dry_run)
+    }
+
     /// Parses a raw query string (may be empty, start with `&`, or have empty segments).
     pub fn parse(raw: Option<&str>) -> ApiResult<Self> {
         let mut q = Query::default();
@@ -67,7 +88,10 @@ impl Query {
                 "timeoutSeconds" => q.timeout_seconds = Some(number("timeoutSeconds", &v)?),
                 "allowWatchBookmarks" => q.allow_watch_bookmarks = truthy(&v),
                 "sendInitialEvents" => q.send_initial_events = Some(truthy(&v)),
-                "dryRun" => q.dry_run = v == "All",
+                "dryRun" => {
+                    q.dry_run |= v == "All";
+                    q.dry_run_values.push(v);
+                }
                 "fieldManager" => q.field_manager = Some(v).filter(|s| !s.is_empty()),
                 "force" => q.force = Some(truthy(&v)),
                 "includeObject" => q.include_object = Some(v),

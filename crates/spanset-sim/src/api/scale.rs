@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::store::validate::FieldError;
 use crate::{
     cluster::Cluster,
     store::{
@@ -83,13 +84,8 @@ pub fn patch(
             return Err(ApiError::bad_request("Scale.spec.replicas must be an integer"));
         }
         if replicas.as_i64().unwrap_or(0) < 0 {
-            return Err(ApiError::invalid(
-                "Scale",
-                "autoscaling",
-                name,
-                format!("spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0"),
-                vec![],
-            ));
+            let err = FieldError::invalid("spec.replicas", replicas, "must be greater than or equal to 0");
+            return Err(ApiError::invalid_field("Scale", "autoscaling", name, &err));
         }
         let mut next = cur.clone();
         object::set_path(&mut next, &p.spec_replicas, replicas);

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::{sync::mpsc, time::Instant};
 
+use crate::store::validate::FieldError;
 use crate::{
     api::{list::Filter, negotiate::Output, query::Query, render},
     cluster::Cluster,
@@ -59,22 +60,16 @@ pub fn start(
     let filter = Filter::new(&rt, ns, &q)?;
     let streaming_list = q.send_initial_events == Some(true);
     if streaming_list && q.resource_version_match.as_deref() != Some("NotOlderThan") {
-        return Err(ApiError::invalid(
-            "ListOptions",
-            "meta.k8s.io",
-            "",
-            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan".into(),
-            vec![],
-        ));
+        let err = FieldError::forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
+        );
+        return Err(ApiError::invalid_field("ListOptions", "meta.k8s.io", "", &err));
     }
     if streaming_list && !q.allow_watch_bookmarks {
-        return Err(ApiError::invalid(
-            "ListOptions",
-            "meta.k8s.io",
-            "",
-            "allowWatchBookmarks: Required value: allowWatchBookmarks must be true if sendInitialEvents is set".into(),
-            vec![],
-        ));
+        let err =
+            FieldError::required("allowWatchBookmarks", "allowWatchBookmarks must be true if sendInitialEvents is set");
+        return Err(ApiError::invalid_field("ListOptions", "meta.k8s.io", "", &err));
     }
     let start = match q.resource_version.as_deref() {
         _ if streaming_list => WatchStart::Now,

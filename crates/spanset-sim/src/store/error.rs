@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::store::resources::ResourceType;
+use crate::store::{resources::ResourceType, validate::FieldError};
 
 /// One field problem inside an `Invalid` error; becomes an entry of `details.causes`.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,10 +42,20 @@ impl ApiError {
         self
     }
 
+    /// `Status.details` naming an object: the group is left out for the core group, as the
+    /// apiserver's `omitempty` leaves it.
+    fn details(name: &str, group: &str, kind: &str) -> Value {
+        let mut d = json!({"name": name, "kind": kind});
+        if !group.is_empty() {
+            d["group"] = json!(group);
+        }
+        d
+    }
+
     /// `404 NotFound` for a named object: `statefulsets.apps "quiz" not found`.
     pub fn not_found(rt: &ResourceType, name: &str) -> Self {
         Self::new(404, "NotFound", format!("{} \"{name}\" not found", rt.group_resource()))
-            .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
+            .with_details(Self::details(name, &rt.group, &rt.plural))
     }
 
     /// `404 NotFound` for a path the server does not serve at all.
@@ -56,7 +66,7 @@ impl ApiError {
     /// `409 AlreadyExists` on create.
     pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
         Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", rt.group_resource()))
-            .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
+            .with_details(Self::details(name, &rt.group, &rt.plural))
     }
 
     /// `409 Conflict` for a stale `resourceVersion` (optimistic concurrency).
@@ -68,6 +78,15 @@ impl ApiError {
         )
     }
 
+    /// `409 Conflict` of a delete whose precondition failed: the registry checks them before
+    /// storage does and names the object by its kind, not its resource
+    /// (`Operation cannot be fulfilled on StatefulSet.apps "web": the UID in the precondition …`).
+    pub fn precondition_failed(rt: &ResourceType, name: &str, why: &str) -> Self {
+        let qualified = if rt.group.is_empty() { rt.kind.clone() } else { format!("{}.{}", rt.kind, rt.group) };
+        Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"))
+            .with_details(Self::details(name, &rt.group, &rt.kind))
+    }
+
     /// `409 Conflict` with a specific explanation (failed preconditions, UID mismatch).
     pub fn conflict_because(rt: &ResourceType, name: &str, why: &str) -> Self {
         Self::new(
@@ -75,7 +94,7 @@ impl ApiError {
             "Conflict",
             format!("Operation cannot be fulfilled on {} \"{name}\": {why}", rt.group_resource()),
         )
-        .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
+        .with_details(Self::details(name, &rt.group, &rt.plural))
     }
 
     /// `422 Invalid` with field causes: `StatefulSet.apps "web" is invalid: spec.replicas: ...`.
@@ -83,8 +102,25 @@ impl ApiError {
         let qualified = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
         let causes: Vec<Value> =
             causes.into_iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect();
-        Self::new(422, "Invalid", format!("{qualified} \"{name}\" is invalid: {summary}"))
-            .with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
+        let mut details = Self::details(name, group, kind);
+        if name.is_empty() {
+            // An options object (`PatchOptions`, `ListOptions`) has no name to give.
+            details.as_object_mut().map(|d| d.remove("name"));
+        }
+        details["causes"] = json!(causes);
+        Self::new(422, "Invalid", format!("{qualified} \"{name}\" is invalid: {summary}")).with_details(details)
+    }
+
+    /// `422 Invalid` for one field error of an object or of a request's options
+    /// (`ListOptions.meta.k8s.io "" is invalid: …`), with its cause as the apiserver lists it.
+    pub fn invalid_field(kind: &str, group: &str, name: &str, err: &FieldError) -> Self {
+        let text = err.to_string();
+        let cause = Cause {
+            reason: err.cause_reason().into(),
+            message: text.strip_prefix(&format!("{}: ", err.field)).unwrap_or(&text).into(),
+            field: err.field.clone(),
+        };
+        Self::invalid(kind, group, name, text, vec![cause])
     }
 
     /// `400 BadRequest` with free text.
@@ -95,7 +131,7 @@ impl ApiError {
     /// `403 Forbidden`, e.g. creating in a terminating namespace.
     pub fn forbidden(rt: &ResourceType, name: &str, why: &str) -> Self {
         Self::new(403, "Forbidden", format!("{} \"{name}\" is forbidden: {why}", rt.group_resource()))
-            .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
+            .with_details(Self::details(name, &rt.group, &rt.plural))
     }
 
     /// `405 MethodNotAllowed` for a verb the resource does not support.

@@ -128,15 +128,12 @@ impl DeleteOptions {
             Some("Background") => Some(Propagation::Background),
             Some("Foreground") => Some(Propagation::Foreground),
             Some(other) => {
-                return Err(ApiError::invalid(
-                    "DeleteOptions",
-                    "meta.k8s.io",
-                    "",
-                    format!(
-                        "propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
-                    ),
-                    vec![],
-                ));
+                let err = validate::FieldError::not_supported(
+                    "propagationPolicy",
+                    Value::String(other.into()),
+                    &["Foreground", "Background", "Orphan", "nil"],
+                );
+                return Err(ApiError::invalid_field("DeleteOptions", "meta.k8s.io", "", &err));
             }
         };
         let grace = match map.get("gracePeriodSeconds") {
@@ -764,20 +761,23 @@ fn check_preconditions(rt: &ResourceType, name: &str, current: &Value, opts: &De
     if let Some(uid) = &opts.precondition_uid
         && uid != object::uid(current)
     {
-        return Err(ApiError::conflict_because(
+        return Err(ApiError::precondition_failed(
             rt,
             name,
-            &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", object::uid(current)),
+            &format!(
+                "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                object::uid(current)
+            ),
         ));
     }
     if let Some(rv) = &opts.precondition_rv {
         let have = object::resource_version(current).to_string();
         if *rv != have {
-            return Err(ApiError::conflict_because(
+            return Err(ApiError::precondition_failed(
                 rt,
                 name,
                 &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
+                    "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({have}). The object might have been modified"
                 ),
             ));
         }

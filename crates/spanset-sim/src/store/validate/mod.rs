@@ -51,27 +51,28 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    fn new(field: &str, kind: FieldErrorKind, value: Option<Value>, detail: impl Into<String>) -> Self {
+    /// An error of any kind, for the few the other constructors do not cover.
+    pub fn new(field: &str, kind: FieldErrorKind, value: Option<Value>, detail: impl Into<String>) -> Self {
         Self { field: field.to_string(), kind, value, detail: detail.into() }
     }
 
     /// An `Invalid value` error.
-    fn invalid(field: &str, value: Value, detail: impl Into<String>) -> Self {
+    pub fn invalid(field: &str, value: Value, detail: impl Into<String>) -> Self {
         Self::new(field, FieldErrorKind::Invalid, Some(value), detail)
     }
 
     /// A `Required value` error.
-    fn required(field: &str, detail: impl Into<String>) -> Self {
+    pub fn required(field: &str, detail: impl Into<String>) -> Self {
         Self::new(field, FieldErrorKind::Required, None, detail)
     }
 
     /// A `Forbidden` error.
-    fn forbidden(field: &str, detail: impl Into<String>) -> Self {
+    pub fn forbidden(field: &str, detail: impl Into<String>) -> Self {
         Self::new(field, FieldErrorKind::Forbidden, None, detail)
     }
 
     /// An `Unsupported value` error listing the supported values in the given order.
-    fn not_supported(field: &str, value: Value, supported: &[&str]) -> Self {
+    pub fn not_supported(field: &str, value: Value, supported: &[&str]) -> Self {
         let list = supported.iter().map(|s| syntax::go_quote(s)).collect::<Vec<_>>().join(", ");
         Self::new(field, FieldErrorKind::NotSupported, Some(value), format!("supported values: {list}"))
     }
