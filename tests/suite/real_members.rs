@@ -116,7 +116,7 @@ struct Installed {
     up: Duration,
     dir: tempfile::TempDir,
     /// Dropped last: the next fleet's test starts once this one's clusters are stopped.
-    _turn: tokio::sync::MutexGuard<'static, ()>,
+    _turn: real_kube::FleetTurn,
 }
 
 /// Every member on `release`.
@@ -137,7 +137,7 @@ async fn install_with_nodes(host_release: &str, members: &[(&'static str, &str)]
     for (cluster, release) in [("host", host_release)].into_iter().chain(members.iter().copied()) {
         binaries.insert(cluster, real_kube::binaries(release)?);
     }
-    let turn = real_kube::one_fleet_at_a_time().await;
+    let mut turn = real_kube::fleet_turn().await;
     let dir = tempfile::tempdir().unwrap();
     let clusters: Vec<(&str, &Binaries)> = binaries.iter().map(|(n, b)| (*n, b)).collect();
     let started = Instant::now();
@@ -168,6 +168,7 @@ async fn install_with_nodes(host_release: &str, members: &[(&'static str, &str)]
     }
     let record = dir.path().join("audit.jsonl");
     let audit = Audit::start(clients, "default", "redis", Some(std::fs::File::create(&record).unwrap()));
+    turn.started();
     Some(Installed {
         controllers: vec![controller],
         controller_kubeconfig: ctl,
@@ -874,7 +875,7 @@ fn spanset_sandbox_on_real_control_planes_places_the_example_and_stops_them_all(
     use std::io::BufRead;
     let Some(binaries) = real_kube::binaries(real_kube::NEWEST) else { return };
     let Some(older) = real_kube::binaries(real_kube::OLDEST) else { return };
-    let _turn = real_kube::one_fleet_at_a_time_blocking();
+    let mut turn = real_kube::fleet_turn_blocking();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("sandbox.kubeconfig");
     let plane = binaries.dir().display().to_string();
@@ -910,6 +911,7 @@ fn spanset_sandbox_on_real_control_planes_places_the_example_and_stops_them_all(
         assert!(Instant::now() < deadline, "the example never placed: {:?}", lines.lock().unwrap());
         std::thread::sleep(Duration::from_millis(200));
     }
+    turn.started();
     let printed = lines.lock().unwrap().clone();
     assert!(printed.iter().any(|l| l == "ready"), "{printed:?}");
     assert!(

@@ -8,19 +8,40 @@ use spanset_control_plane::Binaries;
 
 use super::tally;
 
-/// Held by each test that starts a fleet of real control planes, so that they run one at a
-/// time: four apiservers with their etcds take most of a 2-core machine for their first
-/// seconds, and the other tests of the suite run beside them.
-static FLEETS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// How many fleets of real control planes run at once. Each test holding one waits mostly on
+/// its scenario's clocks; one at a time left the suite's other threads blocked behind the
+/// fleets' tests, which come one after another in its order.
+const FLEETS_AT_ONCE: usize = 2;
 
-/// Waits for the other fleets' tests to end; the guard lets the next one start.
-pub async fn one_fleet_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
-    FLEETS.lock().await
+static FLEETS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(FLEETS_AT_ONCE);
+
+/// Held while a fleet starts: four apiservers with their etcds take most of a 2-core machine
+/// for their first seconds, so two never start together.
+static STARTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A test's turn to run a fleet of real control planes: one of [`FLEETS_AT_ONCE`], and the
+/// start until [`FleetTurn::started`].
+pub struct FleetTurn {
+    _running: tokio::sync::SemaphorePermit<'static>,
+    starting: Option<tokio::sync::MutexGuard<'static, ()>>,
 }
 
-/// [`one_fleet_at_a_time`], for a test that is not async.
-pub fn one_fleet_at_a_time_blocking() -> tokio::sync::MutexGuard<'static, ()> {
-    FLEETS.blocking_lock()
+impl FleetTurn {
+    /// The fleet is up and installed: the next one may start.
+    pub fn started(&mut self) {
+        self.starting = None;
+    }
+}
+
+/// Waits for a turn to run a fleet (and to start it); held for the test's whole run.
+pub async fn fleet_turn() -> FleetTurn {
+    let running = FLEETS.acquire().await.expect("the fleets' semaphore is never closed");
+    FleetTurn { _running: running, starting: Some(STARTING.lock().await) }
+}
+
+/// [`fleet_turn`], for a test that is not async.
+pub fn fleet_turn_blocking() -> FleetTurn {
+    tokio::runtime::Builder::new_current_thread().build().expect("a runtime").block_on(fleet_turn())
 }
 
 /// The oldest release the repository builds (`tests/kube/kubernetes-*`).

@@ -45,8 +45,9 @@ pub fn image_files(image: &str) -> Result<Vec<Mount>, String> {
     if super::image_name(image) != SPANSET_IMAGE {
         return Ok(Vec::new());
     }
-    let exe =
-        std::env::current_exe().map_err(|e| format!("spanset's image: cannot find the sandbox's own binary: {e}"))?;
+    let exe = still_there(
+        std::env::current_exe().map_err(|e| format!("spanset's image: cannot find the sandbox's own binary: {e}"))?,
+    )?;
     let exec = exe.with_file_name(GUARD_EXEC);
     if !exec.is_file() {
         return Err(format!(
@@ -58,6 +59,20 @@ pub fn image_files(image: &str) -> Result<Vec<Mount>, String> {
     }
     let file = |host: std::path::PathBuf, path: &str| Mount { host, path: path.into(), read_only: true };
     Ok(vec![file(exe, "/spanset"), file(exec, &format!("/{}", GUARD_EXEC))])
+}
+
+/// The sandbox's own binary as a file to mount, or why it cannot be: once the file is replaced
+/// (a rebuild while the sandbox runs) Linux names the running one `PATH (deleted)`, which no
+/// bind mount can take, and spanset's pods would fail to start with `mount`'s own words.
+fn still_there(exe: std::path::PathBuf) -> Result<std::path::PathBuf, String> {
+    if exe.to_string_lossy().ends_with(" (deleted)") {
+        return Err(format!(
+            "spanset's image is the sandbox's own binary, and {} was replaced or removed since the sandbox \
+             started (rebuilt?): restart the sandbox to run spanset's image",
+            exe.display()
+        ));
+    }
+    Ok(exe)
 }
 
 /// The user and group an image's process runs as when the pod says nothing: spanset's image
@@ -417,6 +432,18 @@ mod tests {
         assert_eq!(entrypoint("quay.io/coreos/etcd:v3.4"), "etcd");
         assert_eq!(entrypoint("busybox"), "busybox");
         assert_eq!(entrypoint("ghcr.io/spanset/spanset:0.1.0"), "/spanset", "the image's own entrypoint");
+    }
+
+    #[test]
+    fn a_sandbox_binary_replaced_since_its_start_is_named_not_mounted() {
+        let replaced = std::path::PathBuf::from("/work/target/debug/spanset (deleted)");
+        let e = still_there(replaced).unwrap_err();
+        assert!(
+            e.contains("/work/target/debug/spanset (deleted) was replaced") && e.contains("restart the sandbox"),
+            "{e}"
+        );
+        let there = std::path::PathBuf::from("/work/target/debug/spanset");
+        assert_eq!(still_there(there.clone()), Ok(there));
     }
 
     #[test]
